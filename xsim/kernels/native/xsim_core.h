@@ -1,0 +1,390 @@
+// xsim native runtime, core: value types, component access, array views, atomics, error reporting.
+// Shared by the CPU (g++/clang++) and CUDA (NVRTC) targets; only XS_FUNC and the atomics differ.
+#pragma once
+
+#if defined(__CUDACC_RTC__)
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+#define XS_CUDA 1
+#define XS_FUNC __device__ __forceinline__
+#define XS_GLOBAL_VAR extern "C" __device__
+#else
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#define XS_FUNC inline __attribute__((always_inline))
+#define XS_GLOBAL_VAR extern "C" __attribute__((visibility("default")))
+#endif
+
+namespace xs {
+
+// ------------------------------------------------------------------------------------------
+// half precision: stored as IEEE binary16 bits, computed in float
+
+XS_FUNC float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t man = h & 0x3ff;
+    uint32_t bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else {  // subnormal: normalise
+            int e = -1;
+            do { e++; man <<= 1; } while ((man & 0x400) == 0);
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+#if defined(XS_CUDA)
+    f = __uint_as_float(bits);
+#else
+    std::memcpy(&f, &bits, 4);
+#endif
+    return f;
+}
+
+XS_FUNC uint16_t float_to_half(float f) {
+    uint32_t x;
+#if defined(XS_CUDA)
+    x = __float_as_uint(f);
+#else
+    std::memcpy(&x, &f, 4);
+#endif
+    uint32_t sign = (x >> 16) & 0x8000;
+    int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
+    uint32_t man = x & 0x7fffff;
+    if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
+    if (exp >= 31) return (uint16_t)(sign | 0x7c00);
+    if (exp <= 0) {
+        if (exp < -10) return (uint16_t)sign;
+        man |= 0x800000;
+        uint32_t shift = (uint32_t)(14 - exp);
+        uint32_t h = man >> shift;
+        uint32_t rem = man & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+        if (rem > halfway || (rem == halfway && (h & 1))) h++;
+        return (uint16_t)(sign | h);
+    }
+    uint32_t h = sign | ((uint32_t)exp << 10) | (man >> 13);
+    uint32_t rem = man & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
+    return (uint16_t)h;
+}
+
+struct half {
+    uint16_t bits;
+    XS_FUNC half() : bits(0) {}
+    XS_FUNC half(float f) : bits(float_to_half(f)) {}
+    XS_FUNC half(double f) : bits(float_to_half((float)f)) {}
+    XS_FUNC half(int f) : bits(float_to_half((float)f)) {}
+    XS_FUNC operator float() const { return half_to_float(bits); }
+};
+XS_FUNC half operator+(half a, half b) { return half(float(a) + float(b)); }
+XS_FUNC half operator-(half a, half b) { return half(float(a) - float(b)); }
+XS_FUNC half operator*(half a, half b) { return half(float(a) * float(b)); }
+XS_FUNC half operator/(half a, half b) { return half(float(a) / float(b)); }
+XS_FUNC half operator-(half a) { return half(-float(a)); }
+XS_FUNC half& operator+=(half& a, half b) { a = a + b; return a; }
+XS_FUNC half& operator-=(half& a, half b) { a = a - b; return a; }
+XS_FUNC half& operator*=(half& a, half b) { a = a * b; return a; }
+XS_FUNC half& operator/=(half& a, half b) { a = a / b; return a; }
+
+// ------------------------------------------------------------------------------------------
+// composite value types; all are aggregates (brace-initialised, zeroed with {})
+
+template <int N, typename T>
+struct vec_t {
+    T c[N];
+    XS_FUNC T& operator[](int i) { return c[i]; }
+    XS_FUNC const T& operator[](int i) const { return c[i]; }
+};
+
+template <int R, int C, typename T>
+struct mat_t {
+    T c[R][C];
+};
+
+template <typename T>
+struct quat_t {
+    T c[4];  // x, y, z, w
+    XS_FUNC T& operator[](int i) { return c[i]; }
+    XS_FUNC const T& operator[](int i) const { return c[i]; }
+};
+
+template <typename T>
+struct transform_t {
+    vec_t<3, T> p;
+    quat_t<T> q;
+};
+
+// Flat component access shared by every composite (matrices row-major, transforms p then q).
+template <int N, typename T> XS_FUNC T& comp(vec_t<N, T>& v, int i) { return v.c[i]; }
+template <int N, typename T> XS_FUNC const T& comp(const vec_t<N, T>& v, int i) { return v.c[i]; }
+template <typename T> XS_FUNC T& comp(quat_t<T>& v, int i) { return v.c[i]; }
+template <typename T> XS_FUNC const T& comp(const quat_t<T>& v, int i) { return v.c[i]; }
+template <int R, int C, typename T> XS_FUNC T& comp(mat_t<R, C, T>& m, int i) { return m.c[i / C][i % C]; }
+template <int R, int C, typename T> XS_FUNC const T& comp(const mat_t<R, C, T>& m, int i) { return m.c[i / C][i % C]; }
+template <typename T> XS_FUNC T& comp(transform_t<T>& t, int i) { return i < 3 ? t.p.c[i] : t.q.c[i - 3]; }
+template <typename T> XS_FUNC const T& comp(const transform_t<T>& t, int i) { return i < 3 ? t.p.c[i] : t.q.c[i - 3]; }
+
+// A matrix row as a vector value, and writing one back.
+template <int R, int C, typename T>
+XS_FUNC vec_t<C, T> row(const mat_t<R, C, T>& m, int i) {
+    vec_t<C, T> r;
+    for (int j = 0; j < C; ++j) r.c[j] = m.c[i][j];
+    return r;
+}
+template <int R, int C, typename T>
+XS_FUNC void set_row(mat_t<R, C, T>& m, int i, const vec_t<C, T>& r) {
+    for (int j = 0; j < C; ++j) m.c[i][j] = r.c[j];
+}
+
+// Elementwise accumulation used by every adjoint: dst += src, for scalars and composites.
+template <typename T> XS_FUNC void accum(T& dst, const T& src) { dst += src; }
+template <int N, typename T> XS_FUNC void accum(vec_t<N, T>& d, const vec_t<N, T>& s) {
+    for (int i = 0; i < N; ++i) d.c[i] += s.c[i];
+}
+template <typename T> XS_FUNC void accum(quat_t<T>& d, const quat_t<T>& s) {
+    for (int i = 0; i < 4; ++i) d.c[i] += s.c[i];
+}
+template <int R, int C, typename T> XS_FUNC void accum(mat_t<R, C, T>& d, const mat_t<R, C, T>& s) {
+    for (int i = 0; i < R; ++i)
+        for (int j = 0; j < C; ++j) d.c[i][j] += s.c[i][j];
+}
+template <typename T> XS_FUNC void accum(transform_t<T>& d, const transform_t<T>& s) {
+    accum(d.p, s.p);
+    accum(d.q, s.q);
+}
+XS_FUNC void accum(bool&, const bool&) {}
+
+// ------------------------------------------------------------------------------------------
+// arrays: an untyped view (data, shape, byte strides); the generated code names the element type
+
+struct array_desc {
+    void* data;
+    int64_t shape[4];
+    int64_t strides[4];
+};
+
+template <typename T> XS_FUNC T& at(const array_desc& a, int64_t i) {
+    return *(T*)((char*)a.data + i * a.strides[0]);
+}
+template <typename T> XS_FUNC T& at(const array_desc& a, int64_t i, int64_t j) {
+    return *(T*)((char*)a.data + i * a.strides[0] + j * a.strides[1]);
+}
+template <typename T> XS_FUNC T& at(const array_desc& a, int64_t i, int64_t j, int64_t k) {
+    return *(T*)((char*)a.data + i * a.strides[0] + j * a.strides[1] + k * a.strides[2]);
+}
+template <typename T> XS_FUNC T& at(const array_desc& a, int64_t i, int64_t j, int64_t k, int64_t l) {
+    return *(T*)((char*)a.data + i * a.strides[0] + j * a.strides[1] + k * a.strides[2] + l * a.strides[3]);
+}
+
+// Contiguous (row-major, packed) arrays: plain pointer arithmetic the compiler can vectorise.
+template <typename T> XS_FUNC T& at_c(const array_desc& a, int64_t i) { return ((T*)a.data)[i]; }
+template <typename T> XS_FUNC T& at_c(const array_desc& a, int64_t i, int64_t j) {
+    return ((T*)a.data)[i * a.shape[1] + j];
+}
+template <typename T> XS_FUNC T& at_c(const array_desc& a, int64_t i, int64_t j, int64_t k) {
+    return ((T*)a.data)[(i * a.shape[1] + j) * a.shape[2] + k];
+}
+template <typename T> XS_FUNC T& at_c(const array_desc& a, int64_t i, int64_t j, int64_t k, int64_t l) {
+    return ((T*)a.data)[((i * a.shape[1] + j) * a.shape[2] + k) * a.shape[3] + l];
+}
+
+// ------------------------------------------------------------------------------------------
+// error reporting (debug mode bounds checks): the first error wins, Python reads and clears it
+
+struct error_info {
+    int32_t code;  // 0 none, 1 out of bounds
+    int32_t param;
+    int32_t line;
+    int32_t ndim;
+    int64_t index[4];
+    int64_t shape[4];
+};
+
+}  // namespace xs
+
+XS_GLOBAL_VAR xs::error_info xs_error;
+
+namespace xs {
+
+template <int D>
+XS_FUNC bool in_bounds(const array_desc& a, const int64_t (&idx)[D], int param, int line) {
+    bool ok = true;
+    for (int d = 0; d < D; ++d) ok = ok && idx[d] >= 0 && idx[d] < a.shape[d];
+    if (!ok) {
+#if defined(XS_CUDA)
+        if (atomicCAS(&xs_error.code, 0, 1) == 0) {
+#else
+        int32_t expected = 0;
+        if (__atomic_compare_exchange_n(&xs_error.code, &expected, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+#endif
+            xs_error.param = param;
+            xs_error.line = line;
+            xs_error.ndim = D;
+            for (int d = 0; d < D; ++d) {
+                xs_error.index[d] = idx[d];
+                xs_error.shape[d] = a.shape[d];
+            }
+        }
+    }
+    return ok;
+}
+
+// Bounds-checked access: an out-of-bounds index is reported and redirected to a scratch slot,
+// so the launch finishes without touching foreign memory and Python raises IndexError.
+#if defined(XS_CUDA)
+__device__ __align__(16) char scratch_buf[4096];
+template <typename T> XS_FUNC T& scratch() { return *(T*)scratch_buf; }
+#else
+template <typename T> XS_FUNC T& scratch() {
+    alignas(16) static thread_local char buf[sizeof(T) < 4096 ? 4096 : sizeof(T)];
+    return *(T*)buf;
+}
+#endif
+template <typename T> XS_FUNC T& at_chk(const array_desc& a, int param, int line, int64_t i) {
+    const int64_t idx[1] = {i};
+    return in_bounds<1>(a, idx, param, line) ? at<T>(a, i) : scratch<T>();
+}
+template <typename T> XS_FUNC T& at_chk(const array_desc& a, int param, int line, int64_t i, int64_t j) {
+    const int64_t idx[2] = {i, j};
+    return in_bounds<2>(a, idx, param, line) ? at<T>(a, i, j) : scratch<T>();
+}
+template <typename T>
+XS_FUNC T& at_chk(const array_desc& a, int param, int line, int64_t i, int64_t j, int64_t k) {
+    const int64_t idx[3] = {i, j, k};
+    return in_bounds<3>(a, idx, param, line) ? at<T>(a, i, j, k) : scratch<T>();
+}
+template <typename T>
+XS_FUNC T& at_chk(const array_desc& a, int param, int line, int64_t i, int64_t j, int64_t k, int64_t l) {
+    const int64_t idx[4] = {i, j, k, l};
+    return in_bounds<4>(a, idx, param, line) ? at<T>(a, i, j, k, l) : scratch<T>();
+}
+
+// ------------------------------------------------------------------------------------------
+// atomics: each returns the old value; composites are updated component by component
+
+#if defined(XS_CUDA)
+XS_FUNC float atomic_add(float* p, float v) { return atomicAdd(p, v); }
+XS_FUNC double atomic_add(double* p, double v) { return atomicAdd(p, v); }
+XS_FUNC int32_t atomic_add(int32_t* p, int32_t v) { return atomicAdd(p, v); }
+XS_FUNC uint32_t atomic_add(uint32_t* p, uint32_t v) { return atomicAdd(p, v); }
+XS_FUNC uint64_t atomic_add(uint64_t* p, uint64_t v) { return atomicAdd((unsigned long long*)p, (unsigned long long)v); }
+XS_FUNC int64_t atomic_add(int64_t* p, int64_t v) {
+    return (int64_t)atomicAdd((unsigned long long*)p, (unsigned long long)v);
+}
+XS_FUNC half atomic_add(half* p, half v) {
+    // CAS on the enclosing aligned 32-bit word
+    uint32_t* base = (uint32_t*)((uintptr_t)p & ~(uintptr_t)3);
+    uint32_t shift = ((uintptr_t)p & 2) ? 16 : 0;
+    uint32_t old = *base, assumed;
+    do {
+        assumed = old;
+        half h; h.bits = (uint16_t)(assumed >> shift);
+        half n = h + v;
+        uint32_t next = (assumed & ~(0xffffu << shift)) | ((uint32_t)n.bits << shift);
+        old = atomicCAS(base, assumed, next);
+    } while (old != assumed);
+    half r; r.bits = (uint16_t)(old >> shift);
+    return r;
+}
+template <typename T, typename F> XS_FUNC T atomic_update(T* p, T v, F f) {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomic min/max need 4 or 8 bytes");
+    if (sizeof(T) == 4) {
+        unsigned int* a = (unsigned int*)p;
+        unsigned int old = *a, assumed;
+        do {
+            assumed = old;
+            T cur = *(T*)&assumed;
+            T n = f(cur, v);
+            old = atomicCAS(a, assumed, *(unsigned int*)&n);
+        } while (old != assumed);
+        return *(T*)&old;
+    } else {
+        unsigned long long* a = (unsigned long long*)p;
+        unsigned long long old = *a, assumed;
+        do {
+            assumed = old;
+            T cur = *(T*)&assumed;
+            T n = f(cur, v);
+            old = atomicCAS(a, assumed, *(unsigned long long*)&n);
+        } while (old != assumed);
+        return *(T*)&old;
+    }
+}
+#else
+template <typename T> XS_FUNC T atomic_add(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v, std::memory_order_relaxed); }
+XS_FUNC half atomic_add(half* p, half v) {
+    std::atomic_ref<uint16_t> r(p->bits);
+    uint16_t old = r.load(std::memory_order_relaxed);
+    half o, n;
+    do {
+        o.bits = old;
+        n = o + v;
+    } while (!r.compare_exchange_weak(old, n.bits, std::memory_order_relaxed));
+    return o;
+}
+XS_FUNC bool atomic_add(bool* p, bool v) { bool o = *p; *p = o || v; return o; }
+template <typename T, typename F> XS_FUNC T atomic_update(T* p, T v, F f) {
+    std::atomic_ref<T> r(*p);
+    T old = r.load(std::memory_order_relaxed);
+    while (!r.compare_exchange_weak(old, f(old, v), std::memory_order_relaxed)) {}
+    return old;
+}
+#endif
+
+template <typename T> XS_FUNC T atomic_sub(T* p, T v) { return atomic_add(p, T(-v)); }
+
+template <typename T> XS_FUNC T atomic_min(T* p, T v) {
+    return atomic_update(p, v, [](T a, T b) { return b < a ? b : a; });
+}
+template <typename T> XS_FUNC T atomic_max(T* p, T v) {
+    return atomic_update(p, v, [](T a, T b) { return b > a ? b : a; });
+}
+
+#define XS_COMPOSITE_ATOMIC(NAME)                                                                        \
+    template <int N, typename T> XS_FUNC vec_t<N, T> NAME(vec_t<N, T>* p, vec_t<N, T> v) {               \
+        vec_t<N, T> o;                                                                                   \
+        for (int i = 0; i < N; ++i) o.c[i] = NAME(&p->c[i], v.c[i]);                                     \
+        return o;                                                                                        \
+    }                                                                                                    \
+    template <typename T> XS_FUNC quat_t<T> NAME(quat_t<T>* p, quat_t<T> v) {                            \
+        quat_t<T> o;                                                                                     \
+        for (int i = 0; i < 4; ++i) o.c[i] = NAME(&p->c[i], v.c[i]);                                     \
+        return o;                                                                                        \
+    }                                                                                                    \
+    template <int R, int C, typename T> XS_FUNC mat_t<R, C, T> NAME(mat_t<R, C, T>* p, mat_t<R, C, T> v) { \
+        mat_t<R, C, T> o;                                                                                \
+        for (int i = 0; i < R; ++i)                                                                      \
+            for (int j = 0; j < C; ++j) o.c[i][j] = NAME(&p->c[i][j], v.c[i][j]);                        \
+        return o;                                                                                        \
+    }                                                                                                    \
+    template <typename T> XS_FUNC transform_t<T> NAME(transform_t<T>* p, transform_t<T> v) {             \
+        transform_t<T> o;                                                                                \
+        o.p = NAME(&p->p, v.p);                                                                          \
+        o.q = NAME(&p->q, v.q);                                                                          \
+        return o;                                                                                        \
+    }
+XS_COMPOSITE_ATOMIC(atomic_add)
+XS_COMPOSITE_ATOMIC(atomic_sub)
+XS_COMPOSITE_ATOMIC(atomic_min)
+XS_COMPOSITE_ATOMIC(atomic_max)
+#undef XS_COMPOSITE_ATOMIC
+
+// Gradient accumulation into an array element: atomic where threads can collide.
+template <typename T> XS_FUNC void grad_add(T* p, const T& v) { atomic_add(p, v); }
+template <typename T> XS_FUNC void grad_add_exclusive(T* p, const T& v) { accum(*p, v); }
+
+}  // namespace xs

@@ -1,0 +1,488 @@
+"""Value types of the kernel language: scalars, vectors, matrices, quaternions, transforms, structs.
+
+Every type is a Python class carrying a small description that the compiler, the array layer
+and the launch layer read:
+
+- ``_kind``: ``"scalar" | "vector" | "matrix" | "quat" | "transform" | "struct"``
+- ``_scalar``: the scalar type of the components (the type itself for scalars)
+- ``_shape``: the component shape, ``()`` for scalars, ``(n,)`` vectors/quat/transform, ``(r, c)`` matrices
+- ``_ctype``: the C++ spelling used by the generated code
+- ``_np``: the numpy dtype of one component (scalar) or of the whole value (struct)
+
+Vectors, matrices, quaternions and transforms are values with numpy storage; they compare with
+``==`` as whole values and convert with ``numpy.asarray``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any
+
+import numpy as np
+
+# ---------------------------------------------------------------------------------------------
+# scalars
+
+
+class _Scalar:
+    """Base of the scalar type classes; calling one converts a Python number to its numpy scalar."""
+
+    _kind = "scalar"
+    _shape: tuple[int, ...] = ()
+    _np: Any = None
+    _ctype = ""
+    _ctypes: Any = None
+
+    def __new__(cls, value=0):
+        return cls._np.type(value)
+
+
+def _scalar(name: str, np_dtype, ctype: str, c_type) -> type:
+    cls = type(name, (_Scalar,), {"_np": np.dtype(np_dtype), "_ctype": ctype, "_ctypes": c_type})
+    cls._scalar = cls
+    cls.__module__ = __name__
+    return cls
+
+
+float16 = _scalar("float16", np.float16, "xs::half", ctypes.c_uint16)
+float32 = _scalar("float32", np.float32, "float", ctypes.c_float)
+float64 = _scalar("float64", np.float64, "double", ctypes.c_double)
+int8 = _scalar("int8", np.int8, "int8_t", ctypes.c_int8)
+int16 = _scalar("int16", np.int16, "int16_t", ctypes.c_int16)
+int32 = _scalar("int32", np.int32, "int32_t", ctypes.c_int32)
+int64 = _scalar("int64", np.int64, "int64_t", ctypes.c_int64)
+uint8 = _scalar("uint8", np.uint8, "uint8_t", ctypes.c_uint8)
+uint16 = _scalar("uint16", np.uint16, "uint16_t", ctypes.c_uint16)
+uint32 = _scalar("uint32", np.uint32, "uint32_t", ctypes.c_uint32)
+uint64 = _scalar("uint64", np.uint64, "uint64_t", ctypes.c_uint64)
+bool_ = _scalar("bool", np.bool_, "bool", ctypes.c_bool)
+
+FLOAT_TYPES = (float16, float32, float64)
+INT_TYPES = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+SCALAR_TYPES = FLOAT_TYPES + INT_TYPES + (bool_,)
+
+# Warp-style short names
+half, float_, int_ = float16, float32, int32
+
+
+def is_scalar(t) -> bool:
+    return isinstance(t, type) and issubclass(t, _Scalar)
+
+
+def is_float(t) -> bool:
+    return t in FLOAT_TYPES
+
+
+def is_int(t) -> bool:
+    return t in INT_TYPES
+
+
+def is_value_type(t) -> bool:
+    """True for every type a kernel value can have (scalar, vector, matrix, quat, transform, struct)."""
+    return isinstance(t, type) and getattr(t, "_kind", None) in (
+        "scalar", "vector", "matrix", "quat", "transform", "struct")
+
+
+_PY_TO_XS = {float: float32, int: int32, bool: bool_}
+
+
+def resolve(t):
+    """Map the Python builtins ``float``/``int``/``bool`` used in annotations to xsim types."""
+    return _PY_TO_XS.get(t, t)
+
+
+def scalar_from_numpy(dt) -> type:
+    dt = np.dtype(dt)
+    for t in SCALAR_TYPES:
+        if t._np == dt:
+            return t
+    raise TypeError(f"numpy dtype {dt} has no xsim scalar type")
+
+
+# ---------------------------------------------------------------------------------------------
+# vectors, matrices, quaternions, transforms: values with numpy storage
+
+
+class _Composite:
+    """Base of vector/matrix/quat/transform values: a fixed-shape numpy array of components."""
+
+    _kind = ""
+    _shape: tuple[int, ...] = ()
+    _scalar: Any = float32
+    _length = 0
+    __slots__ = ("_v",)
+
+    def __init__(self, *args):
+        shape, dt = self._shape, self._scalar._np
+        if len(args) == 0:
+            v = np.zeros(shape, dt)
+        elif len(args) == 1 and np.ndim(args[0]) == 0 and len(shape) == 1:
+            v = np.full(shape, args[0], dt)
+        elif len(args) == 1:
+            v = np.array(np.asarray(args[0]), dt).reshape(shape)
+        else:
+            flat = np.concatenate([np.ravel(np.asarray(a)) for a in args]).astype(dt)
+            if flat.size != int(np.prod(shape)):
+                raise ValueError(f"{type(self).__name__} needs {int(np.prod(shape))} components, got {flat.size}")
+            v = flat.reshape(shape)
+        object.__setattr__(self, "_v", v)
+
+    @classmethod
+    def _wrap(cls, v):
+        out = cls.__new__(cls)
+        object.__setattr__(out, "_v", np.asarray(v, cls._scalar._np).reshape(cls._shape))
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        return self._v.astype(dtype) if dtype is not None else self._v.copy()
+
+    def __len__(self):
+        return self._shape[0]
+
+    def __iter__(self):
+        return iter(self._v.tolist() if len(self._shape) == 1 else [self._v[i] for i in range(self._shape[0])])
+
+    def __getitem__(self, key):
+        return self._v[key]
+
+    def __setitem__(self, key, value):
+        self._v[key] = value
+
+    def __eq__(self, other):
+        try:
+            o = np.asarray(other)
+        except Exception:
+            return NotImplemented
+        return o.shape == self._shape and bool(np.all(self._v == o))
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None
+
+    def _same(self, v):
+        return type(self)._wrap(v)
+
+    def __add__(self, o):
+        return self._same(self._v + np.asarray(o))
+
+    def __sub__(self, o):
+        return self._same(self._v - np.asarray(o))
+
+    def __rsub__(self, o):
+        return self._same(np.asarray(o) - self._v)
+
+    def __neg__(self):
+        return self._same(-self._v)
+
+    def __pos__(self):
+        return self
+
+    def __mul__(self, o):
+        if np.ndim(o) == 0:
+            return self._same(self._v * o)
+        return NotImplemented
+
+    def __rmul__(self, o):
+        if np.ndim(o) == 0:
+            return self._same(o * self._v)
+        return NotImplemented
+
+    def __truediv__(self, o):
+        return self._same(self._v / o)
+
+    __radd__ = __add__
+
+    def __repr__(self):
+        return f"{type(self).__name__}({', '.join(repr(x) for x in self._v.ravel().tolist())})"
+
+
+class _Vector(_Composite):
+    _kind = "vector"
+    __slots__ = ()
+
+    def _get(i):
+        return property(lambda self: self._v[i], lambda self, s: self._v.__setitem__(i, s))
+
+    x, y, z, w = _get(0), _get(1), _get(2), _get(3)
+    del _get
+
+
+class _Matrix(_Composite):
+    _kind = "matrix"
+    __slots__ = ()
+
+    def __matmul__(self, o):
+        r = self._v @ np.asarray(o)
+        if isinstance(o, _Matrix):
+            return matrix((self._shape[0], o._shape[1]), self._scalar)._wrap(r)
+        return vector(self._shape[0], self._scalar)._wrap(r)
+
+    def __mul__(self, o):
+        if isinstance(o, (_Matrix, _Vector)):
+            return self.__matmul__(o)
+        return super().__mul__(o)
+
+
+class _Quat(_Vector):
+    _kind = "quat"
+    __slots__ = ()
+
+
+class _Transform(_Composite):
+    _kind = "transform"
+    __slots__ = ()
+
+    def __init__(self, *args):
+        if len(args) == 2:
+            args = (np.concatenate([np.ravel(np.asarray(args[0])), np.ravel(np.asarray(args[1]))]),)
+        elif len(args) == 0:
+            args = (np.array([0, 0, 0, 0, 0, 0, 1.0]),)
+        super().__init__(*args)
+
+    @property
+    def p(self):
+        return vector(3, self._scalar)._wrap(self._v[:3])
+
+    @property
+    def q(self):
+        return quaternion(self._scalar)._wrap(self._v[3:])
+
+
+_SUFFIX = {float16: "h", float32: "f", float64: "d", int8: "i8", int16: "i16", int32: "i", int64: "l",
+           uint8: "ub", uint16: "us", uint32: "ui", uint64: "ul", bool_: "b"}
+
+
+def _composite(base, kind: str, name: str, shape, scalar, ctype: str):
+    scalar = resolve(scalar)
+    if not is_scalar(scalar):
+        raise TypeError(f"{kind} components must be a scalar type, got {scalar!r}")
+    n = int(np.prod(shape))
+    cls = type(name, (base,), {"__slots__": (), "_kind": kind, "_shape": tuple(shape), "_scalar": scalar,
+                               "_length": shape[0], "_ctype": ctype, "_np": scalar._np,
+                               "_ctypes": scalar._ctypes * n})
+    cls.__module__ = __name__
+    return cls
+
+
+@functools.cache
+def vector(length: int, dtype=float32) -> type:
+    """The vector type of ``length`` components of scalar ``dtype`` (e.g. ``vector(3, float64)``)."""
+    dtype = resolve(dtype)
+    return _composite(_Vector, "vector", f"vec{length}{_SUFFIX.get(dtype, '')}", (length,), dtype,
+                      f"xs::vec_t<{length}, {dtype._ctype}>")
+
+
+@functools.cache
+def matrix(shape: tuple[int, int], dtype=float32) -> type:
+    """The matrix type of ``shape = (rows, cols)`` with scalar ``dtype`` (row-major, like numpy)."""
+    dtype = resolve(dtype)
+    r, c = shape
+    return _composite(_Matrix, "matrix", f"mat{r}{c}{_SUFFIX.get(dtype, '')}", (r, c), dtype,
+                      f"xs::mat_t<{r}, {c}, {dtype._ctype}>")
+
+
+@functools.cache
+def quaternion(dtype=float32) -> type:
+    """Quaternion ``(x, y, z, w)`` with scalar ``dtype``."""
+    dtype = resolve(dtype)
+    return _composite(_Quat, "quat", f"quat{_SUFFIX.get(dtype, '')}", (4,), dtype, f"xs::quat_t<{dtype._ctype}>")
+
+
+@functools.cache
+def transformation(dtype=float32) -> type:
+    """Rigid transform ``(p, q)``: translation vec3 then rotation quat, 7 components."""
+    dtype = resolve(dtype)
+    return _composite(_Transform, "transform", f"transform{_SUFFIX.get(dtype, '')}", (7,), dtype,
+                      f"xs::transform_t<{dtype._ctype}>")
+
+
+def _named(prefix: str, make):
+    out = {}
+    for suffix, s in (("", float32), ("f", float32), ("d", float64), ("h", float16)):
+        out[prefix + suffix] = make(s)
+    return out
+
+
+_g = globals()
+for _n in (2, 3, 4):
+    _g.update(_named(f"vec{_n}", lambda s, n=_n: vector(n, s)))
+    _g[f"vec{_n}i"] = vector(_n, int32)
+    _g[f"vec{_n}ui"] = vector(_n, uint32)
+    _g[f"vec{_n}l"] = vector(_n, int64)
+    _g.update(_named(f"mat{_n}{_n}", lambda s, n=_n: matrix((n, n), s)))
+_g.update(_named("quat", quaternion))
+_g.update(_named("transform", transformation))
+del _g, _n
+
+vec2: type
+vec3: type
+vec4: type
+vec2d: type
+vec3d: type
+vec4d: type
+vec2i: type
+vec3i: type
+vec4i: type
+mat22: type
+mat33: type
+mat44: type
+mat22d: type
+mat33d: type
+mat44d: type
+quat: type
+quatd: type
+transform: type
+transformd: type
+
+
+def is_vector(t) -> bool:
+    return getattr(t, "_kind", None) == "vector"
+
+
+def is_matrix(t) -> bool:
+    return getattr(t, "_kind", None) == "matrix"
+
+
+def is_composite(t) -> bool:
+    return getattr(t, "_kind", None) in ("vector", "matrix", "quat", "transform")
+
+
+def num_components(t) -> int:
+    return int(np.prod(t._shape)) if t._shape else 1
+
+
+def type_name(t) -> str:
+    """A readable name for error messages."""
+    if t is None:
+        return "None"
+    if isinstance(t, ArrayType):
+        return repr(t)
+    return getattr(t, "__name__", repr(t))
+
+
+# ---------------------------------------------------------------------------------------------
+# structs
+
+
+class _StructBase:
+    """Base of ``@xsim.struct`` instances: attribute storage with per-field type conversion."""
+
+    _kind = "struct"
+    _fields: dict[str, Any] = {}
+
+    def __init__(self, **values):
+        for name, t in self._fields.items():
+            if isinstance(t, ArrayType):
+                default = None
+            elif t._kind == "struct":
+                default = t()
+            elif is_scalar(t):
+                default = t(0)
+            else:
+                default = t()
+            object.__setattr__(self, name, default)
+        for k, v in values.items():
+            setattr(self, k, v)
+
+    def __setattr__(self, name, value):
+        t = self._fields.get(name)
+        if t is None:
+            raise AttributeError(f"struct {type(self).__name__} has no field '{name}'")
+        if isinstance(t, ArrayType):
+            if value is not None and not t.accepts(value):
+                raise TypeError(f"struct field {type(self).__name__}.{name} expects {t!r}, got {value!r}")
+        elif is_scalar(t):
+            value = t(value)
+        elif not isinstance(value, t):
+            value = t(value)
+        object.__setattr__(self, name, value)
+
+    def __eq__(self, other):
+        return type(other) is type(self) and all(
+            (getattr(self, f) is getattr(other, f)) if isinstance(t, ArrayType) else
+            bool(np.all(np.asarray(getattr(self, f)) == np.asarray(getattr(other, f))))
+            for f, t in self._fields.items())
+
+    __hash__ = None
+
+    def __repr__(self):
+        body = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{type(self).__name__}({body})"
+
+
+def struct(cls: type) -> type:
+    """Class decorator: a value type with named, typed fields usable in kernels and arrays.
+
+    Fields come from the class annotations: scalars, vectors, matrices, quat, transform,
+    other structs and ``array(...)`` references.
+    """
+    fields = {}
+    for name, ann in cls.__dict__.get("__annotations__", {}).items():
+        t = resolve(ann)
+        if not (is_value_type(t) or isinstance(t, ArrayType)):
+            raise TypeError(f"struct {cls.__name__}: field '{name}' has unsupported type {ann!r}")
+        fields[name] = t
+    np_fields, c_fields = [], []
+    has_arrays = False
+    for name, t in fields.items():
+        if isinstance(t, ArrayType):
+            has_arrays = True
+            c_fields.append((name, t.desc_ctype()))
+        else:
+            np_fields.append((name, t._np if t._kind == "struct" else (t._np, t._shape)))
+            c_fields.append((name, t._ctypes))
+    c_struct = type(f"_c_{cls.__name__}", (ctypes.Structure,), {"_fields_": c_fields})
+    out = type(cls.__name__, (_StructBase,), {
+        "_fields": fields, "_ctype": f"{cls.__name__}_{id(cls) & 0xFFFFFF:x}", "_ctypes": c_struct,
+        "_np": None if has_arrays else np.dtype(np_fields, align=True), "_has_arrays": has_arrays,
+        "_shape": (), "_py": cls, "__doc__": cls.__doc__, "__module__": cls.__module__,
+    })
+    out._scalar = out
+    return out
+
+
+def is_struct(t) -> bool:
+    return isinstance(t, type) and issubclass(t, _StructBase)
+
+
+# ---------------------------------------------------------------------------------------------
+# array types (annotations)
+
+
+class ArrayType:
+    """The type of an array parameter: element dtype and number of dimensions (1 to 4)."""
+
+    __slots__ = ("dtype", "ndim")
+
+    def __init__(self, dtype, ndim: int = 1):
+        dtype = resolve(dtype)
+        if not is_value_type(dtype):
+            raise TypeError(f"array dtype must be an xsim value type, got {dtype!r}")
+        if not 1 <= ndim <= 4:
+            raise ValueError(f"array ndim must be 1 to 4, got {ndim}")
+        self.dtype, self.ndim = dtype, ndim
+
+    def __eq__(self, other):
+        return isinstance(other, ArrayType) and other.dtype is self.dtype and other.ndim == self.ndim
+
+    def __hash__(self):
+        return hash((ArrayType, self.dtype, self.ndim))
+
+    def __repr__(self):
+        return f"array(dtype={type_name(self.dtype)}, ndim={self.ndim})"
+
+    def accepts(self, value) -> bool:
+        return getattr(value, "dtype", None) is self.dtype and getattr(value, "ndim", None) == self.ndim
+
+    @staticmethod
+    def desc_ctype():
+        return ArrayDesc
+
+
+class ArrayDesc(ctypes.Structure):
+    """Native array view passed to kernels: data pointer, shape and byte strides (4 slots each)."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("shape", ctypes.c_int64 * 4), ("strides", ctypes.c_int64 * 4)]
