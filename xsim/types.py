@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Any
+import inspect
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -117,7 +118,7 @@ class _Composite:
         shape, dt = self._shape, self._scalar._np
         if len(args) == 0:
             v = np.zeros(shape, dt)
-        elif len(args) == 1 and np.ndim(args[0]) == 0 and len(shape) == 1:
+        elif len(args) == 1 and np.ndim(args[0]) == 0:
             v = np.full(shape, args[0], dt)
         elif len(args) == 1:
             v = np.array(np.asarray(args[0]), dt).reshape(shape)
@@ -152,7 +153,7 @@ class _Composite:
     def __eq__(self, other):
         try:
             o = np.asarray(other)
-        except Exception:
+        except (TypeError, ValueError):
             return NotImplemented
         return o.shape == self._shape and bool(np.all(self._v == o))
 
@@ -267,36 +268,53 @@ def _composite(base, kind: str, name: str, shape, scalar, ctype: str):
     return cls
 
 
-@functools.cache
 def vector(length: int, dtype=float32) -> type:
     """The vector type of ``length`` components of scalar ``dtype`` (e.g. ``vector(3, float64)``)."""
-    dtype = resolve(dtype)
-    return _composite(_Vector, "vector", f"vec{length}{_SUFFIX.get(dtype, '')}", (length,), dtype,
-                      f"xs::vec_t<{length}, {dtype._ctype}>")
+    return _vector(int(length), resolve(dtype))
 
 
-@functools.cache
 def matrix(shape: tuple[int, int], dtype=float32) -> type:
     """The matrix type of ``shape = (rows, cols)`` with scalar ``dtype`` (row-major, like numpy)."""
-    dtype = resolve(dtype)
     r, c = shape
-    return _composite(_Matrix, "matrix", f"mat{r}{c}{_SUFFIX.get(dtype, '')}", (r, c), dtype,
-                      f"xs::mat_t<{r}, {c}, {dtype._ctype}>")
+    return _matrix(int(r), int(c), resolve(dtype))
 
 
-@functools.cache
 def quaternion(dtype=float32) -> type:
     """Quaternion ``(x, y, z, w)`` with scalar ``dtype``."""
-    dtype = resolve(dtype)
-    return _composite(_Quat, "quat", f"quat{_SUFFIX.get(dtype, '')}", (4,), dtype, f"xs::quat_t<{dtype._ctype}>")
+    return _quaternion(resolve(dtype))
+
+
+def transformation(dtype=float32) -> type:
+    """Rigid transform ``(p, q)``: translation vec3 then rotation quat, 7 components."""
+    return _transformation(resolve(dtype))
+
+
+# The public constructors canonicalise their arguments before these caches, so that equal types are one
+# class: vector(3, float), vector(3, dtype=float32) and vec3 are identical.
 
 
 @functools.cache
-def transformation(dtype=float32) -> type:
-    """Rigid transform ``(p, q)``: translation vec3 then rotation quat, 7 components."""
-    dtype = resolve(dtype)
+def _vector(length: int, dtype) -> type:
+    return _composite(_Vector, "vector", f"vec{length}{_SUFFIX.get(dtype, '')}", (length,), dtype,
+                      f"xs::vec_t<{length}, {getattr(dtype, '_ctype', '')}>")
+
+
+@functools.cache
+def _matrix(r: int, c: int, dtype) -> type:
+    return _composite(_Matrix, "matrix", f"mat{r}{c}{_SUFFIX.get(dtype, '')}", (r, c), dtype,
+                      f"xs::mat_t<{r}, {c}, {getattr(dtype, '_ctype', '')}>")
+
+
+@functools.cache
+def _quaternion(dtype) -> type:
+    return _composite(_Quat, "quat", f"quat{_SUFFIX.get(dtype, '')}", (4,), dtype,
+                      f"xs::quat_t<{getattr(dtype, '_ctype', '')}>")
+
+
+@functools.cache
+def _transformation(dtype) -> type:
     return _composite(_Transform, "transform", f"transform{_SUFFIX.get(dtype, '')}", (7,), dtype,
-                      f"xs::transform_t<{dtype._ctype}>")
+                      f"xs::transform_t<{getattr(dtype, '_ctype', '')}>")
 
 
 def _named(prefix: str, make):
@@ -371,7 +389,7 @@ class _StructBase:
     """Base of ``@xsim.struct`` instances: attribute storage with per-field type conversion."""
 
     _kind = "struct"
-    _fields: dict[str, Any] = {}
+    _fields: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, **values):
         for name, t in self._fields.items():
@@ -394,9 +412,7 @@ class _StructBase:
         if isinstance(t, ArrayType):
             if value is not None and not t.accepts(value):
                 raise TypeError(f"struct field {type(self).__name__}.{name} expects {t!r}, got {value!r}")
-        elif is_scalar(t):
-            value = t(value)
-        elif not isinstance(value, t):
+        elif is_scalar(t) or not isinstance(value, t):
             value = t(value)
         object.__setattr__(self, name, value)
 
@@ -420,7 +436,7 @@ def struct(cls: type) -> type:
     other structs and ``array(...)`` references.
     """
     fields = {}
-    for name, ann in cls.__dict__.get("__annotations__", {}).items():
+    for name, ann in inspect.get_annotations(cls, eval_str=True).items():
         t = resolve(ann)
         if not (is_value_type(t) or isinstance(t, ArrayType)):
             raise TypeError(f"struct {cls.__name__}: field '{name}' has unsupported type {ann!r}")
@@ -432,6 +448,7 @@ def struct(cls: type) -> type:
             has_arrays = True
             c_fields.append((name, t.desc_ctype()))
         else:
+            has_arrays = has_arrays or bool(getattr(t, "_has_arrays", False))
             np_fields.append((name, t._np if t._kind == "struct" else (t._np, t._shape)))
             c_fields.append((name, t._ctypes))
     c_struct = type(f"_c_{cls.__name__}", (ctypes.Structure,), {"_fields_": c_fields})

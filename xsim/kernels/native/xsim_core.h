@@ -202,6 +202,67 @@ template <typename T> XS_FUNC T& at_c(const array_desc& a, int64_t i, int64_t j,
     return ((T*)a.data)[((i * a.shape[1] + j) * a.shape[2] + k) * a.shape[3] + l];
 }
 
+// Select the strided or the packed accessor at compile time (the launch knows which applies).
+template <bool C, typename T, typename... I> XS_FUNC T& at_sel(const array_desc& a, I... i) {
+    if constexpr (C) return at_c<T>(a, i...);
+    else return at<T>(a, i...);
+}
+
+// The launch shape, for decomposing a linear thread index into tid() indices.
+struct launch_dims {
+    int64_t shape[4];
+};
+
+// ------------------------------------------------------------------------------------------
+// conversions
+
+template <typename To, typename From> struct caster {
+    XS_FUNC static To run(const From& x) { return (To)x; }
+};
+template <typename From> struct caster<half, From> {
+    XS_FUNC static half run(const From& x) { return half((float)x); }
+};
+template <typename To> struct caster<To, half> {
+    XS_FUNC static To run(const half& x) { return (To)(float)x; }
+};
+template <> struct caster<half, half> {
+    XS_FUNC static half run(const half& x) { return x; }
+};
+template <int N, typename To, typename From> struct caster<vec_t<N, To>, vec_t<N, From>> {
+    XS_FUNC static vec_t<N, To> run(const vec_t<N, From>& x) {
+        vec_t<N, To> r;
+        for (int i = 0; i < N; ++i) r.c[i] = caster<To, From>::run(x.c[i]);
+        return r;
+    }
+};
+template <int R, int C, typename To, typename From> struct caster<mat_t<R, C, To>, mat_t<R, C, From>> {
+    XS_FUNC static mat_t<R, C, To> run(const mat_t<R, C, From>& x) {
+        mat_t<R, C, To> r;
+        for (int i = 0; i < R; ++i)
+            for (int j = 0; j < C; ++j) r.c[i][j] = caster<To, From>::run(x.c[i][j]);
+        return r;
+    }
+};
+template <typename To, typename From> struct caster<quat_t<To>, quat_t<From>> {
+    XS_FUNC static quat_t<To> run(const quat_t<From>& x) {
+        quat_t<To> r;
+        for (int i = 0; i < 4; ++i) r.c[i] = caster<To, From>::run(x.c[i]);
+        return r;
+    }
+};
+template <typename To, typename From> struct caster<transform_t<To>, transform_t<From>> {
+    XS_FUNC static transform_t<To> run(const transform_t<From>& x) {
+        return transform_t<To>{caster<vec_t<3, To>, vec_t<3, From>>::run(x.p), caster<quat_t<To>, quat_t<From>>::run(x.q)};
+    }
+};
+template <typename To, typename From> XS_FUNC To cast_to(const From& x) { return caster<To, From>::run(x); }
+
+// inf (sign > 0), -inf (sign < 0) and nan (sign == 0) without <limits>, for both targets
+template <typename T> XS_FUNC T special_float(int sign) {
+    volatile T zero = 0;
+    return sign == 0 ? zero / zero : (sign > 0 ? T(1) / zero : T(-1) / zero);
+}
+
 // ------------------------------------------------------------------------------------------
 // error reporting (debug mode bounds checks): the first error wins, Python reads and clears it
 
@@ -382,6 +443,11 @@ XS_COMPOSITE_ATOMIC(atomic_sub)
 XS_COMPOSITE_ATOMIC(atomic_min)
 XS_COMPOSITE_ATOMIC(atomic_max)
 #undef XS_COMPOSITE_ATOMIC
+
+// atomic_min/max adjoint: the gradient reaches the value that ended up stored.
+template <typename T> XS_FUNC void adj_atomic_minmax(const T& value, const T& stored, T& adj_value, const T& g) {
+    if (value == stored) adj_value += g;
+}
 
 // Gradient accumulation into an array element: atomic where threads can collide.
 template <typename T> XS_FUNC void grad_add(T* p, const T& v) { atomic_add(p, v); }

@@ -1,0 +1,330 @@
+"""Specification of the Python side of xsim's value types (xsim/types.py)."""
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from xsim import types as T
+
+# -- scalars -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("t, np_dtype", [
+    (T.float16, np.float16), (T.float32, np.float32), (T.float64, np.float64),
+    (T.int8, np.int8), (T.int16, np.int16), (T.int32, np.int32), (T.int64, np.int64),
+    (T.uint8, np.uint8), (T.uint16, np.uint16), (T.uint32, np.uint32), (T.uint64, np.uint64),
+    (T.bool_, np.bool_),
+])
+def test_scalar_call_converts_to_numpy_scalar_and_round_trips_numpy_dtype(t, np_dtype):
+    v = t(1)
+    assert type(v) is np_dtype
+    assert v == 1
+    assert T.scalar_from_numpy(np_dtype) is t
+    assert t._np.itemsize == ctypes.sizeof(t._ctypes)
+
+
+def test_scalar_conversion_truncates_like_numpy():
+    assert T.int32(3.7) == 3
+    assert T.float32(0.1) == np.float32(0.1)
+
+
+def test_scalar_predicates_split_float_int_and_bool():
+    assert all(T.is_float(t) for t in (T.float16, T.float32, T.float64))
+    assert T.is_int(T.uint64) and not T.is_int(T.float32) and not T.is_float(T.bool_)
+    assert T.is_scalar(T.int8) and not T.is_scalar(T.vec3) and not T.is_scalar(3)
+
+
+def test_python_builtins_resolve_to_float32_int32_bool():
+    assert T.resolve(float) is T.float32
+    assert T.resolve(int) is T.int32
+    assert T.resolve(bool) is T.bool_
+    assert T.resolve(T.vec3) is T.vec3
+
+
+def test_scalar_from_numpy_rejects_types_without_xsim_scalar():
+    with pytest.raises(TypeError, match="complex128"):
+        T.scalar_from_numpy(np.complex128)
+
+
+# -- vectors ---------------------------------------------------------------------------------------
+
+
+def test_vector_types_are_cached_and_named_like_warp():
+    assert T.vector(3, T.float32) is T.vec3
+    assert T.vector(3, float) is T.vec3
+    assert T.vector(length=3, dtype=T.float32) is T.vec3
+    assert T.matrix([3, 3], float) is T.mat33
+    assert T.quaternion(float) is T.quat and T.transformation(float) is T.transform
+    assert T.vec3f is T.vec3
+    assert T.vector(3, T.float64) is T.vec3d
+    assert T.vec3._shape == (3,) and T.vec3._scalar is T.float32 and T.vec3._length == 3
+    assert T.vec4i._scalar is T.int32
+    assert T.vec3._ctype == "xs::vec_t<3, float>"
+    assert ctypes.sizeof(T.vec3d._ctypes) == 24
+
+
+def test_vector_constructors_from_components_fill_and_sequence():
+    assert T.vec3(1, 2, 3) == [1.0, 2.0, 3.0]
+    assert T.vec3() == [0.0, 0.0, 0.0]
+    assert T.vec3(2.5) == [2.5, 2.5, 2.5]
+    assert T.vec3([4, 5, 6]) == [4.0, 5.0, 6.0]
+    assert T.vec3(np.array([7.0, 8.0, 9.0])) == [7.0, 8.0, 9.0]
+
+
+def test_vector_with_wrong_component_count_raises():
+    with pytest.raises(ValueError, match="vec3f needs 3 components, got 2"):
+        T.vec3(1.0, 2.0)
+
+
+def test_vector_components_read_and_write_by_name_and_index():
+    v = T.vec4(1, 2, 3, 4)
+    assert (v.x, v.y, v.z, v.w) == (1.0, 2.0, 3.0, 4.0)
+    assert v[2] == 3.0
+    v.y = 20.0
+    v[3] = 40.0
+    assert v == [1.0, 20.0, 3.0, 40.0]
+    assert len(v) == 4
+    assert list(v) == [1.0, 20.0, 3.0, 40.0]
+
+
+def test_vector_arithmetic_keeps_the_type():
+    a, b = T.vec3(1, 2, 3), T.vec3(4, 5, 6)
+    for r, expected in ((a + b, [5, 7, 9]), (b - a, [3, 3, 3]), (-a, [-1, -2, -3]), (2 * a, [2, 4, 6]),
+                        (a * 2, [2, 4, 6]), (b / 2, [2, 2.5, 3]), ([1, 1, 1] - a, [0, -1, -2])):
+        assert type(r) is T.vec3
+        assert r == expected
+
+
+def test_vector_compares_as_a_whole_value():
+    assert T.vec3(1, 2, 3) == T.vec3(1, 2, 3)
+    assert T.vec3(1, 2, 3) != T.vec3(1, 2, 4)
+    assert T.vec3(1, 2, 3) != T.vec4(1, 2, 3, 0)
+    assert T.vec3(1, 2, 3) != "abc"
+
+
+def test_vector_converts_with_numpy_asarray_as_a_copy():
+    v = T.vec3(1, 2, 3)
+    a = np.asarray(v)
+    assert a.dtype == np.float32 and a.tolist() == [1.0, 2.0, 3.0]
+    a[0] = 100.0
+    assert v.x == 1.0
+    assert np.asarray(T.vec3d(1, 2, 3)).dtype == np.float64
+    assert np.asarray(v, dtype=np.int64).dtype == np.int64
+
+
+def test_integer_vectors_store_integers():
+    v = T.vec3i(1.9, 2, 3)
+    assert np.asarray(v).dtype == np.int32
+    assert v == [1, 2, 3]
+
+
+def test_vector_repr_names_the_type_and_components():
+    assert repr(T.vec2(1.5, 2)) == "vec2f(1.5, 2.0)"
+
+
+def test_vectors_are_unhashable_mutable_values():
+    with pytest.raises(TypeError):
+        hash(T.vec3())
+
+
+# -- matrices --------------------------------------------------------------------------------------
+
+
+def test_matrix_types_are_row_major_and_named_like_warp():
+    assert T.matrix((3, 3), T.float32) is T.mat33
+    assert T.matrix((2, 2), T.float64) is T.mat22d
+    assert T.mat33._shape == (3, 3) and T.mat44._ctype == "xs::mat_t<4, 4, float>"
+    assert T.matrix((2, 3))._shape == (2, 3)
+    m = T.mat22(1, 2, 3, 4)
+    assert m[0, 1] == 2.0 and m[1, 0] == 3.0
+
+
+def test_matrix_constructors_from_rows_nested_lists_and_fill():
+    rows = T.mat33(T.vec3(1, 2, 3), T.vec3(4, 5, 6), T.vec3(7, 8, 9))
+    assert rows == np.arange(1, 10).reshape(3, 3)
+    assert T.mat22([[1, 2], [3, 4]]) == [[1, 2], [3, 4]]
+    assert T.mat22() == np.zeros((2, 2))
+    assert T.mat22(5.0) == [[5.0, 5.0], [5.0, 5.0]]
+
+
+def test_matrix_times_vector_and_matrix():
+    m = T.mat22(1, 2, 3, 4)
+    v = T.vec2(1, 1)
+    mv = m @ v
+    assert type(mv) is T.vec2 and mv == [3.0, 7.0]
+    assert m * v == [3.0, 7.0]
+    mm = m @ T.mat22(0, 1, 1, 0)
+    assert type(mm) is T.mat22 and mm == [[2, 1], [4, 3]]
+    assert m * 2 == [[2, 4], [6, 8]]
+
+
+def test_non_square_matrix_product_has_the_right_shape():
+    a = T.matrix((2, 3), T.float32)(1, 2, 3, 4, 5, 6)
+    b = T.matrix((3, 2), T.float32)(1, 0, 0, 1, 1, 1)
+    c = a @ b
+    assert c._shape == (2, 2) and c == [[4, 5], [10, 11]]
+
+
+def test_matrix_element_write():
+    m = T.mat33()
+    m[1, 2] = 7.0
+    assert np.asarray(m)[1, 2] == 7.0 and np.asarray(m).sum() == 7.0
+
+
+# -- quaternions and transforms ----------------------------------------------------------------------
+
+
+def test_quaternion_is_xyzw_with_four_components():
+    q = T.quat(0, 0, 0, 1)
+    assert T.quat._kind == "quat" and T.quat._shape == (4,)
+    assert (q.x, q.y, q.z, q.w) == (0.0, 0.0, 0.0, 1.0)
+    assert T.quaternion(T.float64) is T.quatd
+
+
+def test_transform_defaults_to_identity_and_splits_into_p_and_q():
+    t = T.transform()
+    assert t == [0, 0, 0, 0, 0, 0, 1]
+    t = T.transform(T.vec3(1, 2, 3), T.quat(0, 0, 1, 0))
+    assert t == [1, 2, 3, 0, 0, 1, 0]
+    assert type(t.p) is T.vec3 and t.p == [1, 2, 3]
+    assert type(t.q) is T.quat and t.q == [0, 0, 1, 0]
+    assert T.transform._shape == (7,) and T.transformd._scalar is T.float64
+
+
+def test_transform_from_seven_components():
+    assert T.transform(1, 2, 3, 0, 0, 0, 1).p == [1, 2, 3]
+
+
+def test_composite_predicates_and_component_counts():
+    assert T.is_vector(T.vec3) and not T.is_vector(T.mat33)
+    assert T.is_matrix(T.mat33)
+    assert all(T.is_composite(t) for t in (T.vec3, T.mat33, T.quat, T.transform))
+    assert [T.num_components(t) for t in (T.float32, T.vec3, T.mat33, T.quat, T.transform)] == [1, 3, 9, 4, 7]
+    assert T.type_name(T.mat44d) == "mat44d" and T.type_name(None) == "None"
+
+
+def test_vector_of_non_scalar_components_is_refused():
+    with pytest.raises(TypeError, match="components must be a scalar type"):
+        T.vector(3, T.vec3)
+
+
+# -- structs ---------------------------------------------------------------------------------------------
+
+
+@T.struct
+class Particle:
+    mass: float
+    pos: T.vec3
+    flags: T.int32
+
+
+@T.struct
+class Body:
+    part: Particle
+    xform: T.transform
+    inertia: T.mat33
+
+
+@T.struct
+class WithArray:
+    values: T.ArrayType(T.float32)
+    scale: float
+
+
+def test_struct_fields_default_to_zero_and_identity():
+    p = Particle()
+    assert p.mass == 0.0 and p.pos == [0, 0, 0] and p.flags == 0
+    b = Body()
+    assert b.part == Particle() and b.xform == [0, 0, 0, 0, 0, 0, 1] and b.inertia == np.zeros((3, 3))
+
+
+def test_struct_fields_convert_to_their_types():
+    p = Particle(mass=2, pos=[1, 2, 3], flags=7.0)
+    assert type(p.mass) is np.float32 and p.mass == 2.0
+    assert type(p.pos) is T.vec3 and p.pos == [1, 2, 3]
+    assert type(p.flags) is np.int32 and p.flags == 7
+
+
+def test_struct_rejects_unknown_fields():
+    with pytest.raises(AttributeError, match="struct Particle has no field 'velocity'"):
+        Particle(velocity=1.0)
+
+
+def test_struct_equality_compares_every_field():
+    assert Particle(mass=1.0, pos=[1, 2, 3]) == Particle(mass=1.0, pos=[1, 2, 3])
+    assert Particle(mass=1.0) != Particle(mass=2.0)
+    assert Body(part=Particle(mass=1.0)) != Body()
+
+
+def test_struct_numpy_record_layout_matches_its_ctypes_layout():
+    assert Particle._np.names == ("mass", "pos", "flags")
+    assert Particle._np.itemsize == ctypes.sizeof(Particle._ctypes) == 20
+    assert Body._np.itemsize == ctypes.sizeof(Body._ctypes)
+    assert Body._np["inertia"].shape == (3, 3)
+
+
+def test_struct_with_array_field_has_no_record_dtype():
+    assert WithArray._has_arrays and WithArray._np is None
+    assert WithArray._ctypes._fields_[0][1] is T.ArrayDesc
+
+
+def test_struct_containing_a_struct_with_arrays_also_has_arrays():
+    @T.struct
+    class Outer:
+        inner: WithArray
+        k: int
+
+    assert Outer._has_arrays and Outer._np is None
+
+
+def test_struct_array_field_checks_dtype_and_ndim():
+    class FakeArray:
+        dtype, ndim = T.float32, 1
+
+    s = WithArray(values=FakeArray(), scale=2.0)
+    assert isinstance(s.values, FakeArray)
+    FakeArray.ndim = 2
+    with pytest.raises(TypeError, match="expects array\\(dtype=float32, ndim=1\\)"):
+        WithArray(values=FakeArray())
+
+
+def test_struct_accepts_string_annotations_from_postponed_evaluation():
+    class Postponed:
+        __annotations__ = {"mass": "float", "pos": "T.vec3"}
+
+    S = T.struct(Postponed)
+    assert S._fields == {"mass": T.float32, "pos": T.vec3}
+    assert S(pos=[1, 2, 3]).pos == [1, 2, 3]
+
+
+def test_struct_field_of_unsupported_type_is_refused():
+    with pytest.raises(TypeError, match="field 'name' has unsupported type"):
+        @T.struct
+        class Bad:
+            name: str
+
+
+def test_struct_repr_lists_fields():
+    assert repr(Particle(mass=1.0)).startswith("Particle(mass=")
+
+
+# -- array types ----------------------------------------------------------------------------------------
+
+
+def test_array_type_compares_by_dtype_and_ndim():
+    assert T.ArrayType(float, 2) == T.ArrayType(T.float32, 2)
+    assert T.ArrayType(T.vec3) != T.ArrayType(T.vec3, 2)
+    assert hash(T.ArrayType(T.vec3)) == hash(T.ArrayType(T.vec3, 1))
+    assert repr(T.ArrayType(T.vec3, 2)) == "array(dtype=vec3f, ndim=2)"
+
+
+def test_array_type_rejects_bad_dtype_and_ndim():
+    with pytest.raises(TypeError, match="array dtype must be an xsim value type"):
+        T.ArrayType(str)
+    with pytest.raises(ValueError, match="ndim must be 1 to 4, got 5"):
+        T.ArrayType(T.float32, 5)
+
+
+def test_array_desc_is_data_pointer_and_four_shapes_and_strides():
+    assert ctypes.sizeof(T.ArrayDesc) == 8 + 4 * 8 + 4 * 8

@@ -1,0 +1,498 @@
+"""``array``: typed, strided, 1-4 dimensional buffers on a device, with an optional ``grad``.
+
+An array of element type ``dtype`` stores, on the CPU, one numpy ndarray of the dtype's
+component scalar holding ``shape + dtype._shape`` (a ``vec3`` adds a trailing ``(3,)``, a
+``mat33`` ``(3, 3)``, a transform ``(7,)``); arrays of structs use the struct's numpy record
+dtype. Components of one element are always packed; the outer dims may have any byte strides,
+which is what lets slices and numpy views share memory.
+
+Native kernels read ``array._desc`` (an ``ArrayDesc``: data pointer, shape, byte strides),
+built once per array. The tape-aware ``assign``/``fill_``/``zero_`` live in the autodiff
+layer; this module gives them the raw, unrecorded ``_raw_*`` operations.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import numpy as np
+
+from . import types
+from .device import Device, get_device, require_cuda
+from .types import ArrayDesc, ArrayType
+
+MAX_NDIM = 4
+
+
+def _resolve_dtype(dtype) -> Any:
+    """The xsim element type for ``dtype``: an xsim type, Python float/int/bool or a numpy scalar dtype."""
+    if dtype is None:
+        return None
+    try:
+        t = types.resolve(dtype)
+        if not types.is_value_type(t):
+            t = types.scalar_from_numpy(np.dtype(dtype))
+    except TypeError:
+        raise TypeError(f"array dtype must be an xsim value type, Python float/int/bool or a numpy scalar dtype, "
+                        f"got {dtype!r}") from None
+    if types.is_struct(t) and t._has_arrays:
+        raise TypeError(f"struct {t.__name__} holds arrays, so it cannot be an array element: "
+                        "only structs of scalars, vectors, matrices, quats, transforms and such structs can")
+    return t
+
+
+def _outer_shape(shape) -> tuple[int, ...]:
+    """``shape`` (an int or a sequence of ints) as a tuple, checked to have 1 to 4 non-negative dims."""
+    shape = (operator.index(shape),) if np.ndim(shape) == 0 else tuple(operator.index(s) for s in shape)
+    _check_ndim(shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"array shape must not have negative dims, got {shape}")
+    return shape
+
+
+def _check_ndim(shape: tuple[int, ...]) -> None:
+    if not 1 <= len(shape) <= MAX_NDIM:
+        raise ValueError(f"xsim arrays have 1 to {MAX_NDIM} dimensions, got shape {shape} ({len(shape)} dims)")
+
+
+def _python_scalar(dt: np.dtype) -> Any:
+    """Scalar type for data that came from Python numbers: floats become float32, ints int32 (Warp's rule)."""
+    if dt.kind == "f":
+        return types.float32
+    if dt.kind in "iu":
+        return types.int32
+    return types.scalar_from_numpy(dt)
+
+
+def _is_xsim_value(value) -> bool:
+    return types.is_composite(type(value)) or types.is_struct(type(value))
+
+
+def _infer_python_dtype(data) -> Any:
+    """The element type of nested lists of xsim values (``[vec3(...), ...]`` -> vec3), else None."""
+    leaf = data
+    while isinstance(leaf, (list, tuple)) and len(leaf) > 0:
+        leaf = leaf[0]
+    return type(leaf) if _is_xsim_value(leaf) else None
+
+
+def _infer_composite(arr: np.ndarray) -> Any:
+    """from_numpy's rule: (..., k, k) with ndim >= 3 and k in 2..4 is a matrix, (..., n) with ndim >= 2 and
+    n in 2..4 a vector, anything else a scalar array."""
+    scalar = types.scalar_from_numpy(arr.dtype)
+    if arr.ndim >= 3 and arr.shape[-1] == arr.shape[-2] and 2 <= arr.shape[-1] <= 4:
+        return types.matrix(arr.shape[-2:], scalar)
+    if arr.ndim >= 2 and 2 <= arr.shape[-1] <= 4:
+        return types.vector(arr.shape[-1], scalar)
+    return scalar
+
+
+def _value_dtype(value) -> Any:
+    """The element type a fill value implies (``full`` without a dtype)."""
+    if _is_xsim_value(value):
+        return type(value)
+    if isinstance(value, np.generic):
+        return types.scalar_from_numpy(value.dtype)
+    if isinstance(value, (bool, int, float)):
+        return types.resolve(type(value))
+    v = np.asarray(value)
+    if v.dtype.kind in "biuf" and 1 <= v.ndim <= 2 and all(2 <= n <= 4 for n in v.shape):
+        scalar = types.scalar_from_numpy(v.dtype) if isinstance(value, np.ndarray) else _python_scalar(v.dtype)
+        if v.ndim == 1:
+            return types.vector(v.shape[0], scalar)
+        if v.shape[0] == v.shape[1]:
+            return types.matrix(v.shape, scalar)
+    raise TypeError(f"cannot infer an array dtype from fill value {value!r}: pass dtype=")
+
+
+def _record(value):
+    """Struct instances (in lists) as the tuples numpy builds records from; tuples are already records."""
+    if types.is_struct(type(value)):
+        return tuple(_record(getattr(value, f)) if types.is_struct(t) else np.asarray(getattr(value, f))
+                     for f, t in type(value)._fields.items())
+    if isinstance(value, list):
+        return [_record(v) for v in value]
+    return value
+
+
+def _struct_value(t, rec) -> Any:
+    """A struct instance holding a copy of numpy record ``rec``."""
+    return t(**{f: _element_value(ft, rec[f]) for f, ft in t._fields.items()})
+
+
+def _element_value(t, elem) -> Any:
+    """One element as a Python value: a numpy scalar, or a copy as an xsim vector/matrix/.../struct."""
+    if t._kind == "scalar":
+        return elem
+    if t._kind == "struct":
+        return _struct_value(t, elem)
+    return t._wrap(np.array(elem))
+
+
+def _packed(host: np.ndarray, component_shape: tuple[int, ...]) -> bool:
+    """True when the components of each element are contiguous and aligned, as native code expects."""
+    step = host.itemsize
+    for n, stride in zip(reversed(component_shape), reversed(host.strides)):
+        if n > 1 and stride != step:
+            return False
+        step *= n
+    return host.flags.aligned
+
+
+def _fit_shape(src: np.ndarray, dtype, shape) -> np.ndarray:
+    """``src`` (already of the component numpy dtype) reshaped to outer shape + component shape."""
+    cs = dtype._shape
+    k = types.num_components(dtype)
+    if shape is not None:
+        target = _outer_shape(shape) + cs
+        if src.size == math.prod(target):
+            return src.reshape(target)
+        if src.ndim == 0 or src.shape == cs:
+            return np.array(np.broadcast_to(src, target))
+        raise ValueError(f"data of shape {src.shape} does not fit array shape {target[:len(target) - len(cs)]} "
+                         f"of {types.type_name(dtype)} (expected {math.prod(target)} components, "
+                         f"got {src.size})")
+    if src.ndim == 0 and not cs:
+        return src.reshape(1)
+    if cs and src.shape[src.ndim - len(cs):] == cs:
+        return src.reshape((1,) + cs) if src.ndim == len(cs) else src
+    if not cs:
+        return src
+    if src.ndim == 1 and src.size % k == 0:
+        return src.reshape((src.size // k,) + cs)
+    raise ValueError(f"data of shape {src.shape} does not fit dtype {types.type_name(dtype)}: expected shape "
+                     f"(..., {', '.join(map(str, cs))}) or a flat length divisible by {k}")
+
+
+def _host_from_data(data, dtype, shape, copy: bool) -> tuple[Any, np.ndarray, Any]:
+    """(dtype, host ndarray, owner) for array construction from ``data``; owner is set when memory is shared."""
+    if isinstance(data, array):
+        dtype = dtype or data.dtype
+        source = data
+        data = data.numpy()
+    else:
+        source = data
+    if isinstance(data, np.ndarray):
+        src = data
+        if dtype is None:
+            dtype = types.scalar_from_numpy(src.dtype)
+    else:
+        dtype = dtype or _infer_python_dtype(data)
+        if dtype is not None and types.is_struct(dtype):
+            src = np.array(_record(data), dtype=dtype._np)
+        elif dtype is not None:
+            src = np.asarray(data, dtype=dtype._np)
+        else:
+            src = np.asarray(data)
+            dtype = _python_scalar(src.dtype)
+    if src.dtype != dtype._np:
+        src = src.astype(dtype._np, order="C")
+    host = _fit_shape(src, dtype, shape)
+    if not _packed(host, dtype._shape):
+        host = np.ascontiguousarray(host)
+    shared = isinstance(data, np.ndarray) and np.may_share_memory(host, data)
+    if shared and copy:
+        host, shared = np.array(host, order="C"), False
+    return dtype, host, (source if shared else None)
+
+
+def _make_desc(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> ArrayDesc:
+    d = ArrayDesc()
+    d.data = ptr
+    pad = MAX_NDIM - len(shape)
+    d.shape[:] = shape + (1,) * pad
+    d.strides[:] = strides + (0,) * pad
+    return d
+
+
+def _check_key(key, ndim: int) -> tuple:
+    key = key if isinstance(key, tuple) else (key,)
+    if len(key) > ndim:
+        raise IndexError(f"too many indices for a {ndim}-d array: got {len(key)}")
+    for k in key:
+        if not isinstance(k, slice) and (isinstance(k, bool) or not isinstance(k, (int, np.integer))):
+            raise TypeError(f"array indices must be integers or slices over the outer dims, got {k!r}")
+    return key
+
+
+class array:
+    """A typed array on a device (``xsim.array(data, dtype, shape, device, requires_grad)``).
+
+    Called with neither ``data`` nor ``shape`` it is a kernel annotation: ``array(dtype=vec3)``
+    and ``array(dtype=float, ndim=2)`` return the ``ArrayType``.
+    """
+
+    def __new__(cls, data=None, dtype=None, shape=None, device=None, requires_grad=False, ndim=None, copy=True):
+        if data is None and shape is None:
+            return ArrayType(types.float32 if dtype is None else _resolve_dtype(dtype), ndim or 1)
+        return super().__new__(cls)
+
+    def __init__(self, data: Any = None, dtype: Any = None, shape: int | tuple[int, ...] | None = None,
+                 device: str | Device | None = None, requires_grad: bool = False, ndim: int | None = None,
+                 copy: bool = True):
+        dev = get_device(device)
+        dtype = _resolve_dtype(dtype)
+        if data is None:
+            dtype = dtype or types.float32
+            host, owner = np.zeros(_outer_shape(shape) + dtype._shape, dtype._np), None
+        else:
+            dtype, host, owner = _host_from_data(data, dtype, shape, copy)
+        if ndim is not None and host.ndim - len(dtype._shape) != ndim:
+            raise ValueError(f"array data has {host.ndim - len(dtype._shape)} dims but ndim={ndim} was given")
+        self._init(host, dtype, dev, owner, requires_grad)
+
+    @classmethod
+    def _from_host(cls, host: np.ndarray, dtype, device: Device, owner=None, requires_grad: bool = False) -> array:
+        out = object.__new__(cls)
+        out._init(host, dtype, device, owner, requires_grad)
+        return out
+
+    def _init(self, host: np.ndarray, dtype, device: Device, owner, requires_grad: bool) -> None:
+        if device.is_cuda:
+            # The CUDA backend replaces this with device allocation and a host->device copy of `host`.
+            require_cuda(device)
+            raise NotImplementedError(f"arrays on {device.name} need xsim's CUDA backend, which is not loaded")
+        nd = host.ndim - len(dtype._shape)
+        _check_ndim(host.shape[:nd])
+        self.dtype = dtype
+        self.device = device
+        self.shape: tuple[int, ...] = host.shape[:nd]
+        self.ndim = nd
+        self.size = math.prod(self.shape)
+        self.strides: tuple[int, ...] = host.strides[:nd]
+        self.ptr: int = host.__array_interface__["data"][0]
+        self.is_contiguous: bool = host.flags.c_contiguous
+        self._host = host
+        self._owner = owner  # whatever owns shared memory (numpy array, parent array): keeps it alive
+        self._desc = _make_desc(self.ptr, self.shape, self.strides)
+        self._grad: array | None = None
+        self._requires_grad = False
+        if requires_grad:
+            self.requires_grad = True
+
+    # -- descriptors and gradients ------------------------------------------------------------
+
+    @property
+    def desc(self) -> ArrayDesc:
+        """The native view (data pointer, shape padded with 1s, byte strides padded with 0s), built once."""
+        return self._desc
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        value = bool(value)
+        if value and self._grad is None:
+            self._grad = zeros(self.shape, self.dtype, self.device)
+        elif not value:
+            self._grad = None
+        self._requires_grad = value
+
+    @property
+    def grad(self) -> array | None:
+        """The gradient array (same shape, dtype and device), or None."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, grad: array | None) -> None:
+        if grad is None:
+            self._grad, self._requires_grad = None, False
+            return
+        if not isinstance(grad, array):
+            raise TypeError(f"array.grad must be an xsim array or None, got {type(grad).__name__}")
+        if grad.dtype is not self.dtype or grad.shape != self.shape or grad.device != self.device:
+            raise ValueError(
+                f"gradient must match its array: expected shape {self.shape}, dtype {types.type_name(self.dtype)}, "
+                f"device {self.device}; got shape {grad.shape}, dtype {types.type_name(grad.dtype)}, "
+                f"device {grad.device}")
+        self._grad, self._requires_grad = grad, True
+
+    # -- host access ----------------------------------------------------------------------------
+
+    def numpy(self) -> np.ndarray:
+        """A zero-copy numpy view: shape + component dims (a struct array gives its record view)."""
+        return self._host
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        out = self._host if dtype is None else self._host.astype(dtype)
+        return out.copy() if copy and out is self._host else out
+
+    def list(self) -> list:
+        """All elements in row-major order as Python values (numpy scalars, vec3, structs...)."""
+        flat = self._host.reshape((self.size,) + self.dtype._shape)
+        return [_element_value(self.dtype, e) for e in flat]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __iter__(self):
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    def __getitem__(self, key):
+        key = _check_key(key, self.ndim)
+        sub = self._host[key]
+        nd = sub.ndim - len(self.dtype._shape)
+        if nd == 0:
+            return _element_value(self.dtype, sub)
+        view = array._from_host(sub, self.dtype, self.device, owner=self)
+        if self._grad is not None:
+            view._grad, view._requires_grad = self._grad[key], True
+        return view
+
+    def __setitem__(self, key, value) -> None:
+        self._host[_check_key(key, self.ndim)] = self._host_value(value)
+
+    def _host_value(self, value):
+        if isinstance(value, array):
+            return value.numpy()
+        return _record(value) if types.is_struct(self.dtype) else value
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._host, separator=", ", threshold=64, prefix="array(")
+        return f"array({body}, shape={self.shape}, dtype={types.type_name(self.dtype)}, device={self.device})"
+
+    # -- raw operations (not recorded on a tape; the autodiff layer wraps them) -----------------
+
+    def _raw_fill(self, value) -> None:
+        """Set every element to ``value`` (a scalar fills every component)."""
+        self._host[...] = self._host_value(value)
+
+    def _raw_zero(self) -> None:
+        """Set every element to zero."""
+        self._host[...] = np.zeros((), self._host.dtype)
+
+    def _raw_copy_from(self, src, dst_offset: int = 0, src_offset: int = 0, count: int | None = None) -> None:
+        """Copy ``count`` elements (default: the rest of ``src``) between flat element ranges.
+
+        With default offsets and count, arrays of equal shape copy whatever their strides;
+        flat ranges need both arrays contiguous.
+        """
+        if not isinstance(src, array):
+            src = array(src, dtype=self.dtype, device=self.device, copy=False)
+        if src.dtype is not self.dtype:
+            raise TypeError(f"cannot copy an array of {types.type_name(src.dtype)} into an array of "
+                            f"{types.type_name(self.dtype)}")
+        if count is None and dst_offset == 0 and src_offset == 0 and src.shape == self.shape:
+            self._host[...] = src._host
+            return
+        if not (self.is_contiguous and src.is_contiguous):
+            raise ValueError("copying a flat range of elements needs contiguous arrays; "
+                             f"got shapes {self.shape} (strides {self.strides}) and {src.shape} (strides {src.strides})")
+        if count is None:
+            count = src.size - src_offset
+        if min(dst_offset, src_offset, count) < 0 or src_offset + count > src.size or dst_offset + count > self.size:
+            raise ValueError(f"copy range out of bounds: {count} elements from offset {src_offset} of {src.size} "
+                             f"into offset {dst_offset} of {self.size}")
+        cs = self.dtype._shape
+        dst_flat = self._host.reshape((self.size,) + cs)
+        src_flat = src._host.reshape((src.size,) + cs)
+        dst_flat[dst_offset:dst_offset + count] = src_flat[src_offset:src_offset + count]
+
+
+def is_array(x) -> bool:
+    """True for an xsim array instance."""
+    return isinstance(x, array)
+
+
+# -- annotations ----------------------------------------------------------------------------------
+
+
+def array1d(dtype: Any = float) -> ArrayType:
+    """Annotation for a 1-d array of ``dtype``."""
+    return array(dtype=dtype, ndim=1)
+
+
+def array2d(dtype: Any = float) -> ArrayType:
+    """Annotation for a 2-d array of ``dtype``."""
+    return array(dtype=dtype, ndim=2)
+
+
+def array3d(dtype: Any = float) -> ArrayType:
+    """Annotation for a 3-d array of ``dtype``."""
+    return array(dtype=dtype, ndim=3)
+
+
+def array4d(dtype: Any = float) -> ArrayType:
+    """Annotation for a 4-d array of ``dtype``."""
+    return array(dtype=dtype, ndim=4)
+
+
+# -- creation ------------------------------------------------------------------------------------
+
+
+def _new(shape, dtype, device, requires_grad: bool, make) -> array:
+    dtype = _resolve_dtype(dtype)
+    host = make(_outer_shape(shape) + dtype._shape, dtype._np)
+    return array._from_host(host, dtype, get_device(device), None, requires_grad)
+
+
+def zeros(shape: int | tuple[int, ...], dtype: Any = float, device: str | Device | None = None,
+          requires_grad: bool = False) -> array:
+    """A new array of zeros."""
+    return _new(shape, dtype, device, requires_grad, np.zeros)
+
+
+def ones(shape: int | tuple[int, ...], dtype: Any = float, device: str | Device | None = None,
+         requires_grad: bool = False) -> array:
+    """A new array with every component one."""
+    return _new(shape, dtype, device, requires_grad, np.ones)
+
+
+def empty(shape: int | tuple[int, ...], dtype: Any = float, device: str | Device | None = None,
+          requires_grad: bool = False) -> array:
+    """A new array with unspecified contents."""
+    return _new(shape, dtype, device, requires_grad, np.empty)
+
+
+def full(shape: int | tuple[int, ...], value: Any = 0, dtype: Any = None, device: str | Device | None = None,
+         requires_grad: bool = False) -> array:
+    """A new array with every element ``value``; without ``dtype`` it follows the value (1.0 -> float32,
+    vec3 -> vec3, a 3-list of floats -> vec3)."""
+    out = empty(shape, _value_dtype(value) if dtype is None else dtype, device, requires_grad)
+    out._raw_fill(value)
+    return out
+
+
+def _like(src: array, device, requires_grad) -> tuple:
+    return (src.shape, src.dtype, src.device if device is None else device,
+            src.requires_grad if requires_grad is None else requires_grad)
+
+
+def zeros_like(src: array, device: str | Device | None = None, requires_grad: bool | None = None) -> array:
+    """Zeros with the shape and dtype of ``src`` (and its device and requires_grad unless given)."""
+    return zeros(*_like(src, device, requires_grad))
+
+
+def ones_like(src: array, device: str | Device | None = None, requires_grad: bool | None = None) -> array:
+    """Ones with the shape and dtype of ``src`` (and its device and requires_grad unless given)."""
+    return ones(*_like(src, device, requires_grad))
+
+
+def empty_like(src: array, device: str | Device | None = None, requires_grad: bool | None = None) -> array:
+    """Unspecified contents with the shape and dtype of ``src`` (and its device and requires_grad unless given)."""
+    return empty(*_like(src, device, requires_grad))
+
+
+def full_like(src: array, value: Any, device: str | Device | None = None,
+              requires_grad: bool | None = None) -> array:
+    """``value`` everywhere, with the shape and dtype of ``src`` (and its device and requires_grad unless given)."""
+    shape, dtype, device, requires_grad = _like(src, device, requires_grad)
+    return full(shape, value, dtype, device, requires_grad)
+
+
+def from_numpy(arr: Any, dtype: Any = None, shape: int | tuple[int, ...] | None = None,
+               device: str | Device | None = None, requires_grad: bool = False) -> array:
+    """Wrap a numpy array, sharing its memory where the layout allows.
+
+    Without ``dtype`` the trailing dims choose the element type: ``(n, 3)`` floats become
+    ``array(vec3)``, ``(n, 3, 3)`` become ``array(mat33)`` (float64 data gives ``vec3d``...).
+    """
+    arr = np.asarray(arr)
+    if dtype is None and arr.dtype.names is None:
+        dtype = _infer_composite(arr)
+    return array(arr, dtype=dtype, shape=shape, device=device, requires_grad=requires_grad, copy=False)

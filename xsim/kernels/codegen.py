@@ -1,0 +1,539 @@
+"""Codegen: typed SSA IR -> one C++ source per module, with a forward and an adjoint entry point
+per kernel, shared by the CPU and CUDA targets (only the entry-point wrappers differ).
+
+The adjoint body first replays the forward (array stores and atomics are skipped: their effect is
+already in memory) and then walks the statements in reverse, accumulating ``a<id> += ...`` into
+the adjoint of every value. Dynamic loops are reversed one iteration at a time; the values of the
+carried variables at iteration k are recovered in closed form (range induction variables, break
+flags) or by replaying the loop from its start, so no per-iteration storage is needed.
+
+Op kinds (see ``ir.Op``): call, construct, cast, extract, insert, row, set_row, field_get,
+field_set, load, store, atomic, tid, shape, select, and, or, identity, custom.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import types as T
+from . import ir
+from .ir import Block, If, Loop, Op, Var
+
+
+def ctype(t) -> str:
+    if isinstance(t, T.ArrayType):
+        return "xs::array_desc"
+    return t._ctype
+
+
+def is_diff(t) -> bool:
+    """Whether values of type ``t`` carry adjoints (float scalars, float composites, structs)."""
+    if isinstance(t, T.ArrayType) or t is None:
+        return False
+    if T.is_struct(t):
+        return True
+    s = t._scalar if not T.is_scalar(t) else t
+    return T.is_float(s)
+
+
+def literal(value, t) -> str:
+    if t is T.bool_:
+        return "true" if value else "false"
+    if T.is_int(t):
+        return f"(({t._ctype}){int(value)}{'ll' if t in (T.int64, T.uint64) else ''})"
+    v = float(value)
+    if math.isinf(v) or math.isnan(v):
+        body = f"xs::special_float<{'double' if t is T.float64 else 'float'}>({0 if math.isnan(v) else (1 if v > 0 else -1)})"
+    elif t is T.float64:
+        body = repr(v)
+    else:
+        body = repr(float(np.float32(v))) + "f"
+        if "e" not in body and "." not in body:
+            body = body[:-1] + ".0f"
+    if t is T.float16:
+        return f"xs::half({body})"
+    return f"(({t._ctype}){body})" if t is T.float64 else body
+
+
+class KernelCodegen:
+    """Generates the C++ of one kernel from its IR."""
+
+    def __init__(self, kir: ir.KernelIR, debug: bool = False):
+        self.k = kir
+        self.debug = debug
+        self.name = kir.name
+        self.array_ids: dict[str, int] = {}
+        self.grad_expr: dict[int, str] = {}
+        self.prim_expr: dict[int, str] = {}
+        self.tid_vars = []
+        for p in kir.params:
+            if isinstance(p.type, T.ArrayType) or T.is_struct(p.type):
+                self.prim_expr[p.var.id] = f"P.{p.name}"
+                self.grad_expr[p.var.id] = f"G.{p.name}"
+        self.defs = {}
+        for s in ir.walk(kir.body):
+            if isinstance(s, Op):
+                if s.out is not None:
+                    self.defs[s.out.id] = s
+                if s.kind == "tid":
+                    self.tid_vars.append(s.out)
+                if s.kind == "field_get" and isinstance(s.out.type, T.ArrayType):
+                    base = s.args[0]
+                    self.prim_expr[s.out.id] = f"{self.v(base)}.{s.attrs['field']}"
+                    if base.id in self.grad_expr:
+                        self.grad_expr[s.out.id] = f"{self.grad_expr[base.id]}.{s.attrs['field']}"
+
+    # -- names ---------------------------------------------------------------------------------
+
+    def v(self, var: Var) -> str:
+        return f"v{var.id}"
+
+    def a(self, var: Var) -> str:
+        return f"a{var.id}"
+
+    def array_label(self, arr: Var) -> str:
+        expr = self.prim_expr.get(arr.id, self.v(arr))
+        label = expr[2:] if expr.startswith("P.") else expr
+        return label
+
+    def array_id(self, arr: Var) -> int:
+        label = self.array_label(arr)
+        return self.array_ids.setdefault(label, len(self.array_ids))
+
+    def access(self, arr: Var, idx: list[Var], elem_t, line: int, desc: str | None = None, contig=True) -> str:
+        d = desc or self.v(arr)
+        ids = ", ".join(f"(int64_t){self.v(i)}" for i in idx)
+        ct = ctype(elem_t)
+        if self.debug:
+            return f"xs::at_chk<{ct}>({d}, {self.array_id(arr)}, {line}, {ids})"
+        return f"XS_AT<{ct}>({d}, {ids})"
+
+    # -- declarations ---------------------------------------------------------------------------
+
+    def declarations(self, adjoint: bool) -> list[str]:
+        out = []
+        seen = set()
+        for p in self.k.params:
+            expr = f"P.{p.name}"
+            out.append(f"const {ctype(p.type)}& {self.v(p.var)} = {expr};")
+            seen.add(p.var.id)
+            if adjoint and is_diff(p.type):
+                out.append(f"{ctype(p.type)} {self.a(p.var)} = {{}};")
+        for var in self.all_vars():
+            if var.id in seen:
+                continue
+            seen.add(var.id)
+            if isinstance(var.type, T.ArrayType):
+                out.append(f"xs::array_desc {self.v(var)} = {{}};")
+                continue
+            init = literal(var.const, var.type) if var.is_const else "{}"
+            out.append(f"{ctype(var.type)} {self.v(var)} = {init};")
+            if adjoint and is_diff(var.type):
+                out.append(f"{ctype(var.type)} {self.a(var)} = {{}};")
+        return out
+
+    def all_vars(self):
+        found = {}
+
+        def add(v):
+            if isinstance(v, Var) and v.id not in found:
+                found[v.id] = v
+        for s in ir.walk(self.k.body):
+            if isinstance(s, Op):
+                for x in s.args:
+                    add(x)
+                add(s.out)
+                if s.kind == "custom":
+                    add(s.attrs["adj_ret"])
+                    for x, acc in s.attrs["accums"]:
+                        add(x)
+                        add(acc)
+            elif isinstance(s, If):
+                add(s.cond)
+                for o, x, y in s.phis:
+                    add(o)
+                    add(x)
+                    add(y)
+            elif isinstance(s, Loop):
+                add(s.cond)
+                for c in s.carried:
+                    add(c.var)
+                    add(c.init)
+                    add(c.next)
+        return found.values()
+
+    # -- forward ----------------------------------------------------------------------------------
+
+    def forward(self, block: Block, replay: bool, out: list[str], ind: str):
+        for s in block.stmts:
+            if isinstance(s, Op):
+                self.forward_op(s, replay, out, ind)
+            elif isinstance(s, If):
+                out.append(f"{ind}if ({self.v(s.cond)}) {{")
+                self.forward(s.then, replay, out, ind + "    ")
+                for o, x, _ in s.phis:
+                    out.append(f"{ind}    {self.v(o)} = {self.v(x)};")
+                out.append(f"{ind}}} else {{")
+                self.forward(s.orelse, replay, out, ind + "    ")
+                for o, _, y in s.phis:
+                    out.append(f"{ind}    {self.v(o)} = {self.v(y)};")
+                out.append(f"{ind}}}")
+            elif isinstance(s, Loop):
+                self.forward_loop(s, replay, out, ind)
+
+    def loop_update(self, loop: Loop, out, ind):
+        for c in loop.carried:
+            out.append(f"{ind}const {ctype(c.var.type)} n{c.var.id} = {self.v(c.next)};")
+        for c in loop.carried:
+            out.append(f"{ind}{self.v(c.var)} = n{c.var.id};")
+
+    def forward_loop(self, loop: Loop, replay: bool, out, ind):
+        for c in loop.carried:
+            out.append(f"{ind}{self.v(c.var)} = {self.v(c.init)};")
+        if replay:
+            out.append(f"{ind}n_iter{loop.id} = 0;")
+        out.append(f"{ind}for (;;) {{")
+        inner = ind + "    "
+        self.forward(loop.cond_block, replay, out, inner)
+        out.append(f"{inner}if (!{self.v(loop.cond)}) break;")
+        self.forward(loop.body, replay, out, inner)
+        if replay:
+            out.append(f"{inner}++n_iter{loop.id};")
+        out.append(f"{inner}{{")
+        self.loop_update(loop, out, inner + "    ")
+        out.append(f"{inner}}}")
+        out.append(f"{ind}}}")
+
+    def path_expr(self, base: str, op: Op, comps: list[Var]) -> str:
+        expr = base
+        it = iter(comps)
+        for kind, name in op.attrs["path"]:
+            if kind == "field":
+                expr = f"{expr}.{name}"
+            else:
+                expr = f"xs::comp({expr}, {self.v(next(it))})"
+        return expr
+
+    def forward_op(self, op: Op, replay: bool, out, ind):
+        k, o, args = op.kind, op.out, op.args
+        v = self.v
+        if k == "call":
+            out.append(f"{ind}{v(o)} = xs::{op.attrs['overload'].native}({', '.join(v(a) for a in args)});")
+        elif k == "construct":
+            out.append(f"{ind}{v(o)} = {self.construct_expr(o.type, args)};")
+        elif k == "cast":
+            out.append(f"{ind}{v(o)} = xs::cast_to<{ctype(o.type)}>({v(args[0])});")
+        elif k == "extract":
+            out.append(f"{ind}{v(o)} = xs::comp({v(args[0])}, {v(args[1])});")
+        elif k == "insert":
+            out.append(f"{ind}{v(o)} = {v(args[0])}; xs::comp({v(o)}, {v(args[1])}) = {v(args[2])};")
+        elif k == "row":
+            out.append(f"{ind}{v(o)} = xs::row({v(args[0])}, {v(args[1])});")
+        elif k == "set_row":
+            out.append(f"{ind}{v(o)} = {v(args[0])}; xs::set_row({v(o)}, {v(args[1])}, {v(args[2])});")
+        elif k == "field_get":
+            out.append(f"{ind}{v(o)} = {v(args[0])}.{op.attrs['field']};")
+        elif k == "field_set":
+            out.append(f"{ind}{v(o)} = {v(args[0])}; {v(o)}.{op.attrs['field']} = {v(args[1])};")
+        elif k == "load":
+            arr, idx = args[0], args[1:]
+            out.append(f"{ind}{v(o)} = {self.access(arr, idx, o.type, op.line)};")
+        elif k == "store":
+            if replay:
+                return
+            n = op.attrs["ndim"]
+            arr, idx, value, comps = args[0], args[1:1 + n], args[1 + n], args[2 + n:]
+            target = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
+            out.append(f"{ind}{target} = {v(value)};")
+        elif k == "atomic":
+            if replay:
+                return
+            n = op.attrs["ndim"]
+            arr, idx, value, comps = args[0], args[1:1 + n], args[1 + n], args[2 + n:]
+            target = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
+            out.append(f"{ind}{v(o)} = xs::{op.attrs['fn']}(&({target}), {v(value)});")
+        elif k == "tid":
+            out.append(f"{ind}{v(o)} = (int32_t)tid_{op.attrs['dim']};")
+        elif k == "shape":
+            out.append(f"{ind}{v(o)} = (int32_t){v(args[0])}.shape[{op.attrs['dim']}];")
+        elif k == "select":
+            out.append(f"{ind}{v(o)} = {v(args[0])} ? {v(args[1])} : {v(args[2])};")
+        elif k in ("and", "or"):
+            sym = "&&" if k == "and" else "||"
+            out.append(f"{ind}{v(o)} = {v(args[0])} {sym} {v(args[1])};")
+        elif k == "identity":
+            out.append(f"{ind}{v(o)} = {{}}; for (int i = 0; i < {o.type._shape[0]}; ++i) {v(o)}.c[i][i] = 1;")
+        elif k == "custom":
+            self.forward(op.attrs["fwd"], replay, out, ind)
+        else:
+            raise AssertionError(f"unknown op {k}")
+
+    def construct_expr(self, t, args) -> str:
+        if not args:
+            return f"{ctype(t)}{{}}"
+        vals = [self.v(a) for a in args]
+        if t._kind in ("vector", "quat"):
+            return f"{ctype(t)}{{{{{', '.join(vals)}}}}}"
+        if t._kind == "matrix":
+            r, c = t._shape
+            rows = ", ".join("{" + ", ".join(vals[i * c:(i + 1) * c]) + "}" for i in range(r))
+            return f"{ctype(t)}{{{{{rows}}}}}"
+        if t._kind == "transform":
+            return f"{ctype(t)}{{{{{{{', '.join(vals[:3])}}}}}, {{{{{', '.join(vals[3:])}}}}}}}"
+        raise AssertionError(t)
+
+    # -- reverse ----------------------------------------------------------------------------------
+
+    def reverse(self, block: Block, out: list[str], ind: str):
+        for s in reversed(block.stmts):
+            if isinstance(s, Op):
+                self.reverse_op(s, out, ind)
+            elif isinstance(s, If):
+                out.append(f"{ind}if ({self.v(s.cond)}) {{")
+                for o, x, _ in s.phis:
+                    if is_diff(o.type):
+                        out.append(f"{ind}    xs::accum({self.a(x)}, {self.a(o)});")
+                self.reverse(s.then, out, ind + "    ")
+                out.append(f"{ind}}} else {{")
+                for o, _, y in s.phis:
+                    if is_diff(o.type):
+                        out.append(f"{ind}    xs::accum({self.a(y)}, {self.a(o)});")
+                self.reverse(s.orelse, out, ind + "    ")
+                out.append(f"{ind}}}")
+            elif isinstance(s, Loop):
+                self.reverse_loop(s, out, ind)
+
+    def reverse_loop(self, loop: Loop, out, ind):
+        i2 = ind + "    "
+        k = f"k{loop.id}"
+        out.append(f"{ind}for (int64_t {k} = n_iter{loop.id} - 1; {k} >= 0; --{k}) {{")
+        if any(c.restore == "replay" for c in loop.carried):
+            for c in loop.carried:
+                out.append(f"{i2}{self.v(c.var)} = {self.v(c.init)};")
+            out.append(f"{i2}for (int64_t j = 0; j < {k}; ++j) {{")
+            self.forward(loop.body, True, out, i2 + "    ")
+            out.append(f"{i2}    {{")
+            self.loop_update(loop, out, i2 + "        ")
+            out.append(f"{i2}    }}")
+            out.append(f"{i2}}}")
+        else:
+            for c in loop.carried:
+                if c.restore == "induction":
+                    _, start, step = loop.induction
+                    out.append(f"{i2}{self.v(c.var)} = ({ctype(c.var.type)})({self.v(start)} + {k} * "
+                               f"{self.v(step)});")
+                else:
+                    out.append(f"{i2}{self.v(c.var)} = false;")
+        self.forward(loop.body, True, out, i2)
+        for var in ir.defined_vars(loop.body):
+            if is_diff(var.type):
+                out.append(f"{i2}{self.a(var)} = {{}};")
+        diff = [c for c in loop.carried if is_diff(c.var.type)]
+        for c in diff:
+            out.append(f"{i2}const {ctype(c.var.type)} t{c.var.id} = {self.a(c.var)};")
+        for c in diff:
+            out.append(f"{i2}{self.a(c.var)} = {{}};")
+        for c in diff:
+            out.append(f"{i2}xs::accum({self.a(c.next)}, t{c.var.id});")
+        self.reverse(loop.body, out, i2)
+        out.append(f"{ind}}}")
+        for c in diff:
+            out.append(f"{ind}xs::accum({self.a(c.init)}, {self.a(c.var)}); {self.a(c.var)} = {{}};")
+
+    def exclusive(self, idx: list[Var]) -> bool:
+        """True when the index is this thread's own tid (no two threads can share the element)."""
+        tids = self.tid_vars
+        return bool(tids) and len(idx) == len(tids) and all(i is t for i, t in zip(idx, tids))
+
+    def reverse_op(self, op: Op, out, ind):
+        k, o, args = op.kind, op.out, op.args
+        v, a = self.v, self.a
+        if k == "call":
+            ov = op.attrs["overload"]
+            if not ov.differentiable or not is_diff(o.type) or not all(is_diff(x.type) for x in args):
+                return
+            call_args = [v(x) for x in args] + [v(o)] + [a(x) for x in args] + [a(o)]
+            out.append(f"{ind}xs::adj_{ov.native}({', '.join(call_args)});")
+        elif k == "construct":
+            if not is_diff(o.type) or T.is_struct(o.type):
+                return
+            for i, x in enumerate(args):
+                out.append(f"{ind}{a(x)} += xs::comp({a(o)}, {i});")
+        elif k == "cast":
+            if is_diff(o.type) and is_diff(args[0].type):
+                out.append(f"{ind}xs::accum({a(args[0])}, xs::cast_to<{ctype(args[0].type)}>({a(o)}));")
+        elif k == "extract":
+            if is_diff(o.type):
+                out.append(f"{ind}xs::comp({a(args[0])}, {v(args[1])}) += {a(o)};")
+        elif k == "insert":
+            if is_diff(o.type):
+                out.append(f"{ind}{a(args[2])} += xs::comp({a(o)}, {v(args[1])}); "
+                           f"xs::comp({a(o)}, {v(args[1])}) = 0; xs::accum({a(args[0])}, {a(o)});")
+        elif k == "row":
+            if is_diff(o.type):
+                out.append(f"{ind}for (int j = 0; j < {o.type._length}; ++j) "
+                           f"{a(args[0])}.c[{v(args[1])}][j] += {a(o)}.c[j];")
+        elif k == "set_row":
+            if is_diff(o.type):
+                out.append(f"{ind}for (int j = 0; j < {args[2].type._length}; ++j) {{ "
+                           f"{a(args[2])}.c[j] += {a(o)}.c[{v(args[1])}][j]; {a(o)}.c[{v(args[1])}][j] = 0; }} "
+                           f"xs::accum({a(args[0])}, {a(o)});")
+        elif k == "field_get":
+            if is_diff(o.type):
+                out.append(f"{ind}xs::accum({a(args[0])}.{op.attrs['field']}, {a(o)});")
+        elif k == "field_set":
+            f = op.attrs["field"]
+            if is_diff(args[1].type):
+                out.append(f"{ind}xs::accum({a(args[1])}, {a(o)}.{f}); {a(o)}.{f} = {{}};")
+            out.append(f"{ind}xs::accum({a(args[0])}, {a(o)});")
+        elif k == "load":
+            arr, idx = args[0], args[1:]
+            g = self.grad_expr.get(arr.id)
+            if g is None or not is_diff(o.type):
+                return
+            fn = "grad_add_exclusive" if self.exclusive(idx) else "grad_add"
+            target = self.access(arr, idx, o.type, op.line, desc=g)
+            out.append(f"{ind}if ({g}.data) xs::{fn}(&({target}), {a(o)});")
+        elif k in ("store", "atomic"):
+            n = op.attrs["ndim"]
+            arr, idx, value, comps = args[0], args[1:1 + n], args[1 + n], args[2 + n:]
+            g = self.grad_expr.get(arr.id)
+            if g is None or not is_diff(value.type):
+                return
+            target = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line, desc=g), op, comps)
+            if k == "store":
+                out.append(f"{ind}if ({g}.data) {{ xs::accum({a(value)}, {target}); {target} = {{}}; }}")
+            elif op.attrs["fn"] == "atomic_add":
+                out.append(f"{ind}if ({g}.data) xs::accum({a(value)}, {target});")
+            elif op.attrs["fn"] == "atomic_sub":
+                out.append(f"{ind}if ({g}.data) xs::accum({a(value)}, xs::neg({target}));")
+            else:  # min/max: the gradient reaches the value that ended up stored
+                prim = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
+                out.append(f"{ind}if ({g}.data) xs::adj_atomic_minmax({v(value)}, {prim}, {a(value)}, {target});")
+        elif k == "select":
+            if is_diff(o.type):
+                out.append(f"{ind}if ({v(args[0])}) xs::accum({a(args[1])}, {a(o)}); "
+                           f"else xs::accum({a(args[2])}, {a(o)});")
+        elif k == "custom":
+            adj_ret = op.attrs["adj_ret"]
+            out.append(f"{ind}{v(adj_ret)} = {a(o)};")
+            self.forward(op.attrs["grad"], True, out, ind)
+            for x, acc in op.attrs["accums"]:
+                out.append(f"{ind}xs::accum({a(x)}, {v(acc)});")
+
+    # -- assembly ----------------------------------------------------------------------------------
+
+    def tid_setup(self, ind: str) -> list[str]:
+        n = self.k.tid_dims
+        if n <= 1:
+            return [f"{ind}const int64_t tid_0 = t;"]
+        lines = [f"{ind}int64_t r_ = t;"]
+        for d in reversed(range(n)):
+            lines.append(f"{ind}const int64_t tid_{d} = r_ % D.shape[{d}]; r_ /= D.shape[{d}];")
+        return lines
+
+    def generate(self) -> str:
+        name = self.name
+        fwd: list[str] = []
+        self.forward(self.k.body, False, fwd, "    ")
+        body = ["template <bool XS_CONTIG>",
+                f"XS_FUNC void {name}_forward(const {name}_args& P, int64_t t, const xs::launch_dims& D) {{",
+                "    (void)D;"]
+        body += self.tid_setup("    ")
+        body += ["    " + d for d in self.declarations(adjoint=False)]
+        body += fwd
+        body.append("}")
+        if self.k.adjoint_error is None:
+            rep: list[str] = []
+            self.forward(self.k.body, True, rep, "    ")
+            rev: list[str] = []
+            self.reverse(self.k.body, rev, "    ")
+            body += ["template <bool XS_CONTIG>",
+                     f"XS_FUNC void {name}_backward(const {name}_args& P, const {name}_args& G, int64_t t, "
+                     "const xs::launch_dims& D) {", "    (void)D; (void)G;"]
+            body += self.tid_setup("    ")
+            body += ["    " + d for d in self.declarations(adjoint=True)]
+            body += [f"    int64_t n_iter{lp.id} = 0;" for lp in ir.walk(self.k.body) if isinstance(lp, Loop)]
+            body += rep + rev
+            body.append("}")
+        body = [line.replace("XS_AT<", "xs::at_c<" if False else "XS_AT<") for line in body]
+        return "\n".join(body)
+
+
+def param_struct(name: str, params) -> str:
+    fields = "\n".join(f"    {ctype(p.type)} {p.name};" for p in params) or "    char unused_;"
+    return f"struct {name}_args {{\n{fields}\n}};"
+
+
+def struct_definition(t) -> str:
+    fields = []
+    accums = []
+    for fname, ft in t._fields.items():
+        fields.append(f"    {ctype(ft)} {fname};")
+        if not isinstance(ft, T.ArrayType):
+            accums.append(f"accum(d.{fname}, s.{fname});")
+    return (f"struct {t._ctype} {{\n" + "\n".join(fields) + "\n};\n"
+            f"namespace xs {{ XS_FUNC void accum({t._ctype}& d, const {t._ctype}& s) {{ "
+            + " ".join(accums) + " (void)d; (void)s; } }")
+
+
+def entry_points(name: str, has_adjoint: bool, target: str) -> str:
+    """The thin per-target wrappers: an OpenMP loop on the CPU, a grid-stride loop on CUDA."""
+    if target == "cpu":
+        out = [f'extern "C" XS_EXPORT void {name}_cpu_forward(const {name}_args* P, const xs::launch_dims* D, '
+               "int64_t n, int nthreads, int contig) {",
+               "    if (contig) {",
+               "        #pragma omp parallel for schedule(static) if (nthreads > 1 && n >= 1024) num_threads(nthreads)",
+               f"        for (int64_t t = 0; t < n; ++t) {name}_forward<true>(*P, t, *D);",
+               "    } else {",
+               "        #pragma omp parallel for schedule(static) if (nthreads > 1 && n >= 1024) num_threads(nthreads)",
+               f"        for (int64_t t = 0; t < n; ++t) {name}_forward<false>(*P, t, *D);",
+               "    }", "}"]
+        if has_adjoint:
+            out += [f'extern "C" XS_EXPORT void {name}_cpu_backward(const {name}_args* P, const {name}_args* G, '
+                    "const xs::launch_dims* D, int64_t n, int nthreads, int contig) {",
+                    "    if (contig) {",
+                    "        #pragma omp parallel for schedule(static) if (nthreads > 1 && n >= 256) num_threads(nthreads)",
+                    f"        for (int64_t t = 0; t < n; ++t) {name}_backward<true>(*P, *G, t, *D);",
+                    "    } else {",
+                    "        #pragma omp parallel for schedule(static) if (nthreads > 1 && n >= 256) num_threads(nthreads)",
+                    f"        for (int64_t t = 0; t < n; ++t) {name}_backward<false>(*P, *G, t, *D);",
+                    "    }", "}"]
+        return "\n".join(out)
+    out = [f'extern "C" __global__ void {name}_cuda_forward({name}_args P, xs::launch_dims D, int64_t n, int contig) {{',
+           "    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; "
+           "t += (int64_t)gridDim.x * blockDim.x) {",
+           f"        if (contig) {name}_forward<true>(P, t, D); else {name}_forward<false>(P, t, D);",
+           "    }", "}"]
+    if has_adjoint:
+        out += [f'extern "C" __global__ void {name}_cuda_backward({name}_args P, {name}_args G, xs::launch_dims D, '
+                "int64_t n, int contig) {",
+                "    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; "
+                "t += (int64_t)gridDim.x * blockDim.x) {",
+                f"        if (contig) {name}_backward<true>(P, G, t, D); else {name}_backward<false>(P, G, t, D);",
+                "    }", "}"]
+    return "\n".join(out)
+
+
+PRELUDE = """#include "xsim.h"
+#if defined(XS_CUDA)
+#define XS_EXPORT
+#else
+#define XS_EXPORT __attribute__((visibility("default")))
+#endif
+#define XS_AT xs::at_sel<XS_CONTIG>
+"""
+
+
+def module_source(kernel_irs: list[ir.KernelIR], structs: list, debug: bool, target: str) -> str:
+    """The whole C++ translation unit of one module for ``target`` ("cpu" or "cuda")."""
+    parts = [PRELUDE]
+    for t in structs:
+        parts.append(struct_definition(t))
+    for kir in kernel_irs:
+        parts.append(param_struct(kir.name, kir.params))
+        parts.append(KernelCodegen(kir, debug).generate())
+        parts.append(entry_points(kir.name, kir.adjoint_error is None, target))
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,141 @@
+"""Typed SSA IR of a kernel: values are assigned once; control flow is structured.
+
+A kernel body is a ``Block`` of statements:
+
+- ``Op``: one operation producing at most one new ``Var`` (``out``) from existing ones.
+- ``If``: a condition, two blocks and the ``phis`` that merge values assigned in them.
+- ``Loop``: a dynamic loop with ``carried`` values (``var`` takes ``init`` on entry and ``next``
+  after each iteration), a condition block and a body. ``break``/``continue``/``return`` are
+  already lowered to boolean flags by the frontend, so blocks have a single exit.
+
+Because every assignment, alias and component write makes a new ``Var``, the adjoint of a block
+is the adjoints of its statements in reverse order, and aliasing cannot share state by accident.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+_next_id = 0
+
+
+@dataclass(eq=False)
+class Var:
+    """An SSA value. ``const`` holds the Python value of compile-time constants; ``weak`` marks
+    untyped Python literals that adopt the type of the operand they meet."""
+
+    type: Any
+    const: Any = None
+    weak: bool = False
+    hint: str = ""
+    id: int = field(default=-1)
+
+    def __post_init__(self):
+        global _next_id
+        if self.id < 0:
+            _next_id += 1
+            self.id = _next_id
+
+    @property
+    def is_const(self) -> bool:
+        return self.const is not None
+
+    def __repr__(self):
+        return f"%{self.id}{'=' + repr(self.const) if self.is_const else ''}"
+
+
+@dataclass(eq=False)
+class Op:
+    """``out = kind(args; attrs)``. Kinds and their attrs are documented in ``codegen.py``."""
+
+    kind: str
+    out: Var | None
+    args: list[Var]
+    attrs: dict = field(default_factory=dict)
+    line: int = 0
+
+
+@dataclass(eq=False)
+class Block:
+    stmts: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class If:
+    cond: Var
+    then: Block
+    orelse: Block
+    phis: list[tuple[Var, Var, Var]] = field(default_factory=list)  # (out, then_value, else_value)
+    line: int = 0
+
+
+@dataclass(eq=False)
+class Carried:
+    var: Var          # the value inside the loop (the phi)
+    init: Var         # its value on entry
+    next: Var | None  # its value after one iteration (filled in once the body is built)
+    restore: str = "replay"  # how the adjoint recovers var at iteration k: replay | induction | false
+
+
+@dataclass(eq=False)
+class Loop:
+    carried: list[Carried]
+    cond_block: Block
+    cond: Var | None
+    body: Block
+    induction: tuple[Var, Var, Var] | None = None  # (var, start, step) of a range loop
+    line: int = 0
+    id: int = 0
+
+
+def walk(block: Block):
+    """Every statement of ``block`` and of the blocks nested in it, in program order."""
+    for s in block.stmts:
+        yield s
+        if isinstance(s, Op) and s.kind == "custom":
+            yield from walk(s.attrs["fwd"])
+            yield from walk(s.attrs["grad"])
+        elif isinstance(s, If):
+            yield from walk(s.then)
+            yield from walk(s.orelse)
+        elif isinstance(s, Loop):
+            yield from walk(s.cond_block)
+            yield from walk(s.body)
+
+
+def defined_vars(block: Block) -> list[Var]:
+    """The values defined inside ``block`` (op outputs, phis and loop-carried values)."""
+    out = []
+    for s in walk(block):
+        if isinstance(s, Op) and s.out is not None:
+            out.append(s.out)
+            if s.kind == "custom":
+                out.append(s.attrs["adj_ret"])
+        elif isinstance(s, If):
+            out.extend(p[0] for p in s.phis)
+        elif isinstance(s, Loop):
+            out.extend(c.var for c in s.carried)
+    return out
+
+
+@dataclass
+class Param:
+    name: str
+    type: Any
+    var: Var
+
+
+@dataclass
+class KernelIR:
+    """The frontend's result for one kernel."""
+
+    name: str
+    params: list[Param]
+    body: Block
+    tid_dims: int                        # 0 if tid() is not used, else how many indices it yields
+    reads: set[str] = field(default_factory=set)    # array params (or struct.array paths) read
+    writes: set[str] = field(default_factory=set)   # array params written (stores and atomics)
+    adjoint_error: str | None = None     # why the adjoint cannot be generated, if it cannot
+    source_file: str = ""
+    first_line: int = 0
