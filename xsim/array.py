@@ -218,6 +218,8 @@ def _check_key(key, ndim: int) -> tuple:
 
 
 class array:
+    _version = 0          # bumped by every launch or array op that writes this array
+    _last_writer = None   # the kernel or op that wrote it last (named in tape errors)
     """A typed array on a device (``xsim.array(data, dtype, shape, device, requires_grad)``).
 
     Called with neither ``data`` nor ``shape`` it is a kernel annotation: ``array(dtype=vec3)``
@@ -365,6 +367,17 @@ class array:
     def _raw_zero(self) -> None:
         """Set every element to zero."""
         self._host[...] = np.zeros((), self._host.dtype)
+
+    def _raw_clone(self) -> "array":
+        """A new contiguous array with the same values (no grad, not recorded)."""
+        out = array(shape=self.shape, dtype=self.dtype, device=self.device)
+        out._raw_copy_from(self)
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of element storage (shape x element size)."""
+        return self.size * self._host.dtype.itemsize * (math.prod(self.dtype._shape) if self.dtype._shape else 1)
 
     def _raw_copy_from(self, src, dst_offset: int = 0, src_offset: int = 0, count: int | None = None) -> None:
         """Copy ``count`` elements (default: the rest of ``src``) between flat element ranges.

@@ -108,7 +108,7 @@ class KernelCodegen:
         ct = ctype(elem_t)
         if self.debug:
             return f"xs::at_chk<{ct}>({d}, {self.array_id(arr)}, {line}, {ids})"
-        return f"XS_AT<{ct}>({d}, {ids})"
+        return f"xs::at_sel<XS_CONTIG, {ct}>({d}, {ids})"
 
     # -- declarations ---------------------------------------------------------------------------
 
@@ -458,7 +458,6 @@ class KernelCodegen:
             body += [f"    int64_t n_iter{lp.id} = 0;" for lp in ir.walk(self.k.body) if isinstance(lp, Loop)]
             body += rep + rev
             body.append("}")
-        body = [line.replace("XS_AT<", "xs::at_c<" if False else "XS_AT<") for line in body]
         return "\n".join(body)
 
 
@@ -523,17 +522,21 @@ PRELUDE = """#include "xsim.h"
 #else
 #define XS_EXPORT __attribute__((visibility("default")))
 #endif
-#define XS_AT xs::at_sel<XS_CONTIG>
 """
 
 
-def module_source(kernel_irs: list[ir.KernelIR], structs: list, debug: bool, target: str) -> str:
-    """The whole C++ translation unit of one module for ``target`` ("cpu" or "cuda")."""
+def module_source(kernel_irs: list[ir.KernelIR], structs: list, debug: bool,
+                  target: str) -> tuple[str, dict[str, list[str]]]:
+    """The whole C++ translation unit of one module for ``target`` ("cpu" or "cuda"), and for each
+    kernel the array labels by the ids its debug-mode bounds checks report."""
     parts = [PRELUDE]
+    labels = {}
     for t in structs:
         parts.append(struct_definition(t))
     for kir in kernel_irs:
         parts.append(param_struct(kir.name, kir.params))
-        parts.append(KernelCodegen(kir, debug).generate())
+        cg = KernelCodegen(kir, debug)
+        parts.append(cg.generate())
         parts.append(entry_points(kir.name, kir.adjoint_error is None, target))
-    return "\n\n".join(parts) + "\n"
+        labels[kir.name] = sorted(cg.array_ids, key=cg.array_ids.get)
+    return "\n\n".join(parts) + "\n", labels

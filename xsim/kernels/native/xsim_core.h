@@ -11,16 +11,17 @@ typedef unsigned char uint8_t;
 typedef unsigned short uint16_t;
 typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
+typedef unsigned long long uintptr_t;
 #define XS_CUDA 1
 #define XS_FUNC __device__ __forceinline__
-#define XS_GLOBAL_VAR extern "C" __device__
+#define XS_GLOBAL_VAR __device__
 #else
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #define XS_FUNC inline __attribute__((always_inline))
-#define XS_GLOBAL_VAR extern "C" __attribute__((visibility("default")))
+#define XS_GLOBAL_VAR __attribute__((visibility("default")))
 #endif
 
 namespace xs {
@@ -135,8 +136,10 @@ template <typename T> XS_FUNC T& comp(quat_t<T>& v, int i) { return v.c[i]; }
 template <typename T> XS_FUNC const T& comp(const quat_t<T>& v, int i) { return v.c[i]; }
 template <int R, int C, typename T> XS_FUNC T& comp(mat_t<R, C, T>& m, int i) { return m.c[i / C][i % C]; }
 template <int R, int C, typename T> XS_FUNC const T& comp(const mat_t<R, C, T>& m, int i) { return m.c[i / C][i % C]; }
-template <typename T> XS_FUNC T& comp(transform_t<T>& t, int i) { return i < 3 ? t.p.c[i] : t.q.c[i - 3]; }
-template <typename T> XS_FUNC const T& comp(const transform_t<T>& t, int i) { return i < 3 ? t.p.c[i] : t.q.c[i - 3]; }
+// Pick the array before indexing: with t.p.c[i] in the untaken branch, g++ -O3 sees p.c[3] in a
+// loop over i and treats that iteration as undefined behaviour.
+template <typename T> XS_FUNC T& comp(transform_t<T>& t, int i) { return (i < 3 ? t.p.c : t.q.c)[i < 3 ? i : i - 3]; }
+template <typename T> XS_FUNC const T& comp(const transform_t<T>& t, int i) { return (i < 3 ? t.p.c : t.q.c)[i < 3 ? i : i - 3]; }
 
 // A matrix row as a vector value, and writing one back.
 template <int R, int C, typename T>
@@ -277,7 +280,9 @@ struct error_info {
 
 }  // namespace xs
 
+extern "C" {
 XS_GLOBAL_VAR xs::error_info xs_error;
+}
 
 namespace xs {
 

@@ -1,0 +1,206 @@
+"""``Tape``: a list of records, each knowing its own backward.
+
+``with xsim.Tape() as tape:`` records every kernel launch and every tape-aware array op;
+``tape.backward(loss)`` runs their adjoints in reverse order. A record refuses to run its
+backward when an array it read has been overwritten since (its version counter moved), because
+the gradient would be wrong; in debug mode the overwrite itself raises at once.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+from .. import config
+from .. import types as T
+from ..array import array as Array
+from ..errors import CompileError
+from ..kernels import launch as _launch
+
+
+@dataclass
+class LaunchRecord:
+    kernel: object
+    prep: object
+    shape: tuple
+    values: list
+    snapshots: dict                     # label -> copy of an in-place array before the launch
+    read_versions: list = field(default_factory=list)  # (label, array, version after the launch)
+
+    def arrays(self):
+        for (name, t), v in zip(self.kernel.params, self.values):
+            if isinstance(t, T.ArrayType):
+                yield v
+            elif T.is_struct(t) and t._has_arrays:
+                yield from _struct_arrays(v, t)
+
+    def backward(self, tape: "Tape"):
+        meta = self.prep.meta
+        if not any(a.grad is not None for a in self.arrays()):
+            return
+        if meta.adjoint_error is not None:
+            if not self.kernel.enable_backward:
+                tape.skipped.append(self.kernel.key)
+                warnings.warn(f"tape.backward skipped kernel '{self.kernel.key}' (enable_backward=False): no gradient "
+                              "flows through it", stacklevel=3)
+                return
+            raise CompileError(f"kernel '{self.kernel.key}' cannot be differentiated: {meta.adjoint_error}")
+        for label, arr, version in self.read_versions:
+            if arr._version != version:
+                raise RuntimeError(
+                    f"tape.backward: array '{label}' read by kernel '{self.kernel.key}' was overwritten afterwards "
+                    f"(last by '{arr._last_writer}'), so its gradient would be wrong; write each step into a new "
+                    "array (or a tape-aware copy) instead of overwriting one the tape still needs")
+        values = list(self.values)
+        for label, snap in self.snapshots.items():
+            for i, (name, _) in enumerate(self.kernel.params):
+                if name == label:
+                    values[i] = snap
+        _launch.run_backward(self.prep, self.shape, values)
+
+
+def _struct_arrays(v, t):
+    for f, ft in t._fields.items():
+        fv = getattr(v, f)
+        if isinstance(ft, T.ArrayType) and fv is not None:
+            yield fv
+        elif T.is_struct(ft) and ft._has_arrays:
+            yield from _struct_arrays(fv, ft)
+
+
+@dataclass
+class OpRecord:
+    """A tape-aware array op (clone, copy, assign, fill, zero): its name, the arrays it read and
+    wrote, and its backward as a closure."""
+
+    name: str
+    backward_fn: object
+    reads: list = field(default_factory=list)
+    writes: list = field(default_factory=list)
+    read_versions: list = field(default_factory=list)
+
+    def arrays(self):
+        yield from self.reads
+        yield from self.writes
+
+    def backward(self, tape: "Tape"):
+        self.backward_fn()
+
+
+class Tape:
+    """Records launches and array ops; ``backward`` runs their adjoints in reverse order."""
+
+    def __init__(self):
+        self.records: list = []
+        self.skipped: list[str] = []
+        self._active = False
+
+    def __enter__(self):
+        if self in _launch._recorders:
+            raise RuntimeError("this Tape is already recording")
+        _launch._recorders.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _launch._recorders.remove(self)
+        return False
+
+    # -- recording --------------------------------------------------------------------------------
+
+    def before_launch(self, kernel, meta, params, values):
+        """Copy the arrays this launch both reads and writes, so its adjoint can read their old values."""
+        if config.mode == "debug":
+            for label in meta.writes:
+                arr = _launch.resolve_label(label, params, values)
+                if arr is not None:
+                    self._check_overwrite(arr, kernel.key, label)
+        snapshots = {}
+        if meta.adjoint_error is None:
+            for label in meta.inplace:
+                arr = _launch.resolve_label(label, params, values)
+                if arr is not None and "." not in label:
+                    snap = arr._raw_clone()
+                    if arr.grad is not None:
+                        snap.grad = arr.grad
+                    snapshots[label] = snap
+        return snapshots
+
+    def _check_overwrite(self, arr, writer: str, label: str):
+        for rec in self.records:
+            for rlabel, rarr, _ in rec.read_versions:
+                if rarr is arr:
+                    who = rec.kernel.key if isinstance(rec, LaunchRecord) else rec.name
+                    raise RuntimeError(
+                        f"'{writer}' writes array '{label}', which '{who}' read earlier on this tape (as '{rlabel}'); "
+                        "the backward pass would see the new values. Write into a new array instead")
+
+    def record_launch(self, kernel, prep, shape, values, snapshots):
+        _launch.bump_versions(prep.meta, kernel.params, values, kernel.key)
+        reads = []
+        for label in prep.meta.reads:
+            arr = _launch.resolve_label(label, kernel.params, values)
+            if arr is not None:
+                reads.append((label, arr, arr._version))
+        self.records.append(LaunchRecord(kernel, prep, shape, list(values), snapshots, reads))
+
+    def record_op(self, rec: OpRecord):
+        if config.mode == "debug":
+            for arr in rec.writes:
+                self._check_overwrite(arr, rec.name, "destination")
+        for arr in rec.writes:
+            arr._version += 1
+            arr._last_writer = rec.name
+        rec.read_versions = [("source", a, a._version) for a in rec.reads]
+        self.records.append(rec)
+
+    # -- backward ---------------------------------------------------------------------------------
+
+    def backward(self, loss: Array | None = None, grads: dict | None = None):
+        """Propagate gradients to every recorded input. ``loss``: a one-element array (its grad is
+        seeded with 1); ``grads``: {array: seed} for other outputs. Gradients accumulate across
+        calls until ``zero()``."""
+        if loss is not None:
+            if not isinstance(loss, Array) or loss.size != 1:
+                raise ValueError("tape.backward(loss): loss must be a one-element xsim array")
+            if loss.grad is None:
+                raise ValueError("tape.backward(loss): the loss array has no gradient; create it with "
+                                 "requires_grad=True")
+            loss.grad._raw_fill(1.0)
+        for arr, seed in (grads or {}).items():
+            if arr.grad is None:
+                raise ValueError("tape.backward(grads=...): an array in grads has no gradient; create it with "
+                                 "requires_grad=True")
+            if isinstance(seed, Array):
+                arr.grad._raw_copy_from(seed)
+            else:
+                arr.grad._raw_copy_from(_as_host(seed, arr))
+        for rec in reversed(self.records):
+            rec.backward(self)
+
+    def zero(self):
+        """Zero the gradient of every array the tape touched (arrays inside structs included)."""
+        seen = set()
+        for rec in self.records:
+            for arr in rec.arrays():
+                if arr.grad is not None and id(arr.grad) not in seen:
+                    seen.add(id(arr.grad))
+                    arr.grad._raw_zero()
+
+    def reset(self):
+        """Zero the gradients the tape touched and forget every record."""
+        self.zero()
+        self.records.clear()
+        self.skipped.clear()
+
+    def memory(self) -> int:
+        """Bytes the tape keeps alive for its backward pass (snapshots of overwritten arrays)."""
+        total = 0
+        for rec in self.records:
+            for snap in getattr(rec, "snapshots", {}).values():
+                total += snap.nbytes
+        return total
+
+
+def _as_host(seed, arr):
+    import numpy as np
+    return np.asarray(seed, dtype=arr.dtype._np if not T.is_struct(arr.dtype) else None)

@@ -1,0 +1,105 @@
+"""CPU backend: the system C++ compiler at -O3 with OpenMP, loaded with ctypes."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import CompileError
+from . import cache
+
+FLAGS = ["-O3", "-std=c++20", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-march=native",
+         "-fvisibility=hidden", "-w"]
+
+
+@functools.cache
+def compiler() -> str:
+    """The C++ compiler: ``CXX``, else g++, else clang++."""
+    for cand in (os.environ.get("CXX"), "g++", "clang++"):
+        if cand and shutil.which(cand):
+            return shutil.which(cand)
+    raise RuntimeError("xsim needs a C++ compiler for CPU kernels and found none: install g++ "
+                       "(e.g. `apt-get install g++`) or clang++, or point the CXX environment variable at one.")
+
+
+@functools.cache
+def target_id(debug: bool) -> str:
+    """What a CPU binary depends on besides the source: compiler binary, flags and the host CPU."""
+    cxx = compiler()
+    st = os.stat(cxx)
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "flags")):
+                    cpu += line
+                if line.startswith("flags"):
+                    break
+    except OSError:
+        pass
+    return f"cpu|{cxx}|{st.st_size}|{st.st_mtime_ns}|{' '.join(FLAGS)}|debug={debug}|{hash(cpu)}"
+
+
+def compile_source(source: str, out_dir: Path) -> Path:
+    """Compile one module's C++ source to a shared library in ``out_dir``; returns its path."""
+    src = out_dir / "module.cpp"
+    src.write_text(source)
+    lib = out_dir / "module.so"
+    cmd = [compiler(), *FLAGS, f"-I{Path(__file__).parent / 'native'}", str(src), "-o", str(lib)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompileError("the C++ compiler rejected the generated code (this is a bug in xsim; please "
+                           f"report it with this log):\n{proc.stderr[-6000:]}")
+    return lib
+
+
+class CpuModule:
+    """A loaded module: the native entry points of each kernel."""
+
+    def __init__(self, lib_path: Path, metas: dict):
+        self.lib = ctypes.CDLL(str(lib_path))
+        self.metas = metas
+        self.forward = {}
+        self.backward = {}
+        for name, meta in metas.items():
+            f = getattr(self.lib, f"{name}_cpu_forward")
+            f.restype = None
+            f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int]
+            self.forward[name] = f
+            if meta.adjoint_error is None:
+                b = getattr(self.lib, f"{name}_cpu_backward")
+                b.restype = None
+                b.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int,
+                              ctypes.c_int]
+                self.backward[name] = b
+        self.error = ErrorInfo.in_dll(self.lib, "xs_error")
+
+
+class ErrorInfo(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int32), ("param", ctypes.c_int32), ("line", ctypes.c_int32),
+                ("ndim", ctypes.c_int32), ("index", ctypes.c_int64 * 4), ("shape", ctypes.c_int64 * 4)]
+
+
+def build(module, debug: bool) -> CpuModule:
+    """Load ``module`` from the cache, or generate, compile and cache it."""
+    from .module import KernelMeta
+    key = cache.entry_key(module.name, module.content_hash(), target_id(debug), debug)
+    found = cache.lookup(key, ".so")
+    if found is not None:
+        path, meta = found
+        try:
+            metas = {k: KernelMeta(**m) for k, m in meta["kernels"].items()}
+            if set(metas) == {k.key for k in module.kernels}:
+                return CpuModule(path, metas)
+        except (OSError, TypeError, KeyError):
+            pass
+    source, metas = module.generate("cpu", debug)
+    with tempfile.TemporaryDirectory(dir=cache.cache_dir(), prefix="build-") as tmp:
+        lib = compile_source(source, Path(tmp))
+        path = cache.store(key, ".so", lib, {"kernels": {k: vars(m) for k, m in metas.items()}})
+    return CpuModule(path, metas)

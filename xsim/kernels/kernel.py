@@ -1,0 +1,238 @@
+"""``@xsim.kernel``, ``@xsim.func``, ``@xsim.func_grad``: the objects the decorators make, and the
+content hash that keys a module's build in the cache."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import types as _pytypes
+from typing import Any
+
+import numpy as np
+
+from .. import types as T
+from .frontend import BuiltinRef, _resolve_annotation, _Source
+
+_FUNCS: dict[tuple[str, str], "Function"] = {}
+
+
+class FuncOverload:
+    """One definition of a func (a func name may have several, chosen by argument types)."""
+
+    def __init__(self, pyfunc, differentiable: bool = True):
+        self.pyfunc = pyfunc
+        self.custom_grad: FuncOverload | None = None
+        self.differentiable = differentiable
+        self._source = None
+
+    def source(self) -> _Source:
+        if self._source is None:
+            self._source = _Source(self.pyfunc)
+        return self._source
+
+    def annotations(self) -> list:
+        sig = inspect.signature(self.pyfunc)
+        ann = self.pyfunc.__annotations__
+        return [_resolve_annotation(ann[n]) if n in ann else None for n in sig.parameters]
+
+    def matches(self, args: list, kw: dict) -> bool:
+        sig = inspect.signature(self.pyfunc)
+        try:
+            bound = sig.bind(*args, **kw)
+        except TypeError:
+            return False
+        ann = self.pyfunc.__annotations__
+        for name, v in bound.arguments.items():
+            if name not in ann:
+                continue
+            t = _resolve_annotation(ann[name])
+            if t is None:
+                continue
+            vt = getattr(v, "type", None)
+            if vt is t:
+                continue
+            if getattr(v, "weak", False) and T.is_scalar(t) and t is not T.bool_ and not (
+                    T.is_int(t) and isinstance(v.const, float)):
+                continue
+            return False
+        return True
+
+
+class Function:
+    """An ``@xsim.func``: inlined into the kernels that call it."""
+
+    def __init__(self, pyfunc, differentiable: bool = True):
+        self.key = pyfunc.__qualname__
+        self.module = pyfunc.__module__
+        self.overloads: list[FuncOverload] = [FuncOverload(pyfunc, differentiable)]
+        self.__doc__ = pyfunc.__doc__
+        self.__name__ = pyfunc.__name__
+
+    def resolve(self, args, kw) -> FuncOverload | None:
+        for o in reversed(self.overloads):
+            if o.matches(args, kw):
+                return o
+        return None
+
+    def signatures(self) -> str:
+        out = []
+        for o in self.overloads:
+            sig = inspect.signature(o.pyfunc)
+            out.append(f"{self.key}{sig}")
+        return "; ".join(out)
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"the func '{self.key}' can only be called inside a kernel or another func")
+
+    def content_hash(self, seen: set) -> str:
+        return "".join(_hash_python(o.pyfunc, seen) + (_hash_python(o.custom_grad.pyfunc, seen)
+                                                       if o.custom_grad else "") for o in self.overloads)
+
+
+def func(pyfunc=None, *, differentiable: bool = True):
+    """Decorator: a function callable from kernels (inlined at each call; several definitions of
+    one name are overloads chosen by argument types). ``differentiable=False`` makes its calls
+    constants in the backward pass, and the tape reports that it skipped them."""
+    def wrap(f):
+        key = (f.__module__, f.__qualname__)
+        existing = _FUNCS.get(key)
+        if existing is not None and _same_signature(existing, f):
+            existing.overloads = [o for o in existing.overloads if not _same_annotations(o.pyfunc, f)]
+            existing.overloads.append(FuncOverload(f, differentiable))
+            return existing
+        if existing is not None:
+            existing.overloads.append(FuncOverload(f, differentiable))
+            return existing
+        fn = Function(f, differentiable)
+        _FUNCS[key] = fn
+        return fn
+    return wrap(pyfunc) if pyfunc is not None else wrap
+
+
+def _same_annotations(a, b) -> bool:
+    return a.__annotations__ == b.__annotations__ and inspect.signature(a) == inspect.signature(b)
+
+
+def _same_signature(fn: Function, f) -> bool:
+    return any(_same_annotations(o.pyfunc, f) for o in fn.overloads)
+
+
+def func_grad(target: Function):
+    """Decorator: give the func ``target`` its own adjoint. The decorated function takes the
+    func's parameters plus the adjoint of its result, and adds into ``xsim.adjoint[param]``."""
+    if not isinstance(target, Function):
+        raise TypeError("func_grad(f) needs an @xsim.func")
+
+    def wrap(g):
+        target.overloads[-1].custom_grad = FuncOverload(g)
+        return g
+    return wrap
+
+
+class Kernel:
+    """An ``@xsim.kernel``: compiled with the other kernels of its Python module."""
+
+    def __init__(self, pyfunc, enable_backward: bool = True, module: str | None = None):
+        self.pyfunc = pyfunc
+        self.key = pyfunc.__name__
+        self.enable_backward = enable_backward
+        self.module_name = module or pyfunc.__module__
+        self.__doc__ = pyfunc.__doc__
+        self.__name__ = pyfunc.__name__
+        sig = inspect.signature(pyfunc)
+        ann = pyfunc.__annotations__
+        self.params: list[tuple[str, Any]] = []
+        for name in sig.parameters:
+            t = _resolve_annotation(ann.get(name)) if name in ann else None
+            self.params.append((name, t))
+        self.launch_cache = None  # filled by launch.py: packing info per built module
+        from .module import get_module
+        self.module = get_module(self.module_name)
+        self.module.add(self)
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"kernel '{self.key}' is run with xsim.launch({self.key}, dim, inputs=[...])")
+
+    def content_hash(self) -> str:
+        return _hash_python(self.pyfunc, set()) + f"|backward={self.enable_backward}"
+
+    def module_build(self, device, debug: bool):
+        """The loaded native module holding this kernel for ``device`` (built or loaded on first use)."""
+        key = (device.name, debug)
+        built = self.module.builds.get(key)
+        if built is None:
+            if device.is_cpu:
+                from .cpu import build
+                built = build(self.module, debug)
+            else:
+                from .cuda import build
+                built = build(self.module, debug, device)
+            self.module.builds[key] = built
+        return built
+
+
+def kernel(pyfunc=None, *, enable_backward: bool = True, module: str | None = None):
+    """Decorator: compile a Python function to a native kernel with a generated adjoint."""
+    def wrap(f):
+        return Kernel(f, enable_backward=enable_backward, module=module)
+    return wrap(pyfunc) if pyfunc is not None else wrap
+
+
+# -------------------------------------------------------------------------------------------------
+# content hashing: what a kernel's generated code depends on, found without running the frontend
+
+
+def _hash_python(pyfunc, seen: set) -> str:
+    if id(pyfunc) in seen:
+        return ""
+    seen.add(id(pyfunc))
+    h = hashlib.blake2b(digest_size=16)
+    try:
+        h.update(inspect.getsource(pyfunc).encode())
+    except OSError:
+        h.update(pyfunc.__code__.co_code)
+    names = dict(pyfunc.__globals__)
+    if pyfunc.__closure__:
+        for n, cell in zip(pyfunc.__code__.co_freevars, pyfunc.__closure__):
+            try:
+                names[n] = cell.cell_contents
+            except ValueError:
+                pass
+    for n in sorted(_code_names(pyfunc.__code__)):
+        if n in names:
+            h.update(_hash_object(n, names[n], seen, _code_names(pyfunc.__code__)).encode())
+    for v in pyfunc.__annotations__.values():
+        h.update(_hash_object("ann", v, seen, set()).encode())
+    return h.hexdigest()
+
+
+def _code_names(code) -> set:
+    out = set(code.co_names) | set(code.co_freevars)
+    for c in code.co_consts:
+        if isinstance(c, _pytypes.CodeType):
+            out |= _code_names(c)
+    return out
+
+
+def _hash_object(name, obj, seen, attr_names) -> str:
+    if isinstance(obj, Function):
+        return f"{name}:func:{obj.content_hash(seen)}"
+    if isinstance(obj, (bool, int, float, str, np.generic)):
+        return f"{name}={obj!r}:{type(obj).__name__}"
+    if isinstance(obj, type) and T.is_struct(obj):
+        return f"{name}:struct:{obj._ctype}:{[(f, T.type_name(t)) for f, t in obj._fields.items()]}"
+    if isinstance(obj, T.ArrayType):
+        return f"{name}:{obj!r}"
+    if isinstance(obj, type) and T.is_value_type(obj):
+        return f"{name}:{obj.__name__}"
+    if isinstance(obj, BuiltinRef):
+        return f"{name}:builtin"
+    if isinstance(obj, _pytypes.ModuleType):
+        parts = []
+        for a in sorted(attr_names):
+            if hasattr(obj, a) and not isinstance(getattr(obj, a), _pytypes.ModuleType):
+                parts.append(_hash_object(f"{name}.{a}", getattr(obj, a), seen, set()))
+        return f"{name}:module[{';'.join(parts)}]"
+    if T.is_composite(type(obj)):
+        return f"{name}={np.asarray(obj).tolist()!r}"
+    return f"{name}:{type(obj).__name__}"

@@ -1,0 +1,166 @@
+"""A module: the kernels of one Python module, compiled together in one compiler invocation.
+
+The build runs the frontend on every kernel, decides which adjoints can be generated (and why
+not, for the others), generates one C++ source and hands it to a target backend (``cpu.py`` or
+``cuda.py``). Builds are cached on disk by ``cache.py``; a cached load needs no frontend at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import types as T
+from . import ir
+from .codegen import module_source
+from .frontend import Frontend
+from .ir import If, Loop, Op
+
+_MODULES: dict[str, "Module"] = {}
+NATIVE_DIR = Path(__file__).parent / "native"
+
+
+def get_module(name: str) -> "Module":
+    m = _MODULES.get(name)
+    if m is None:
+        m = _MODULES[name] = Module(name)
+    return m
+
+
+@dataclass
+class KernelMeta:
+    """What launch and the tape need to know about a compiled kernel (kept in the cache)."""
+
+    name: str
+    tid_dims: int
+    adjoint_error: str | None
+    arrays: list[str]           # array labels by the id used in debug-mode errors
+    reads: list[str]
+    writes: list[str]
+    inplace: list[str]          # arrays read before being written (the tape snapshots them)
+
+
+class Module:
+    def __init__(self, name: str):
+        self.name = name
+        self.kernels: list = []
+        self.builds: dict[tuple[str, bool], object] = {}
+        self._hash: str | None = None
+
+    def add(self, kernel):
+        self.kernels = [k for k in self.kernels if k.key != kernel.key] + [kernel]
+        self.builds.clear()
+        self._hash = None
+
+    def content_hash(self) -> str:
+        if self._hash is None:
+            h = hashlib.blake2b(digest_size=20)
+            for k in self.kernels:
+                h.update(k.key.encode())
+                h.update(k.content_hash().encode())
+            self._hash = h.hexdigest()
+        return self._hash
+
+    def invalidate(self):
+        """Forget built code (a func or constant the kernels use may have changed)."""
+        self.builds.clear()
+        self._hash = None
+
+    def c_name(self, kernel) -> str:
+        return f"{kernel.key}_{abs(hash(kernel.key)) % 10**6}" if not kernel.key.isidentifier() else kernel.key
+
+    def generate(self, target: str, debug: bool) -> tuple[str, dict[str, KernelMeta]]:
+        """Run the frontend over every kernel and generate the module's source for ``target``."""
+        irs, metas, structs = [], {}, []
+        for k in self.kernels:
+            fe = Frontend(k.pyfunc)
+            kir = fe.build_kernel(k.key)
+            for p in kir.params:
+                _collect_structs(p.type, structs)
+            for s in ir.walk(kir.body):
+                if isinstance(s, Op) and s.out is not None:
+                    _collect_structs(s.out.type, structs)
+            kir.adjoint_error = None if k.enable_backward else (
+                f"kernel '{k.key}' was declared with enable_backward=False")
+            if kir.adjoint_error is None:
+                kir.adjoint_error = adjoint_refusal(kir)
+            inplace = sorted(kir.reads & kir.writes)
+            metas[k.key] = KernelMeta(k.key, kir.tid_dims, kir.adjoint_error, [], sorted(kir.reads),
+                                      sorted(kir.writes), inplace)
+            irs.append(kir)
+        source, labels = module_source(irs, structs, debug, target)
+        for name, meta in metas.items():
+            meta.arrays = labels[name]
+        return source, metas
+
+
+def _collect_structs(t, out: list):
+    if isinstance(t, T.ArrayType):
+        t = t.dtype
+    if T.is_struct(t) and t not in out:
+        for ft in t._fields.values():
+            _collect_structs(ft, out)
+        out.append(t)
+
+
+def adjoint_refusal(kir: ir.KernelIR) -> str | None:
+    """Why this kernel's adjoint would be wrong, or None. The adjoint replays the forward without
+    its stores, so it cannot recover a value the kernel read back after writing it, nor a value
+    an atomic returned."""
+    from .codegen import KernelCodegen
+    labels = KernelCodegen(kir).array_label
+    used = set()
+    for s in ir.walk(kir.body):
+        if isinstance(s, Op):
+            used.update(a.id for a in s.args)
+            if s.kind == "custom":
+                used.update(x.id for pair in s.attrs["accums"] for x in pair)
+        elif isinstance(s, If):
+            used.add(s.cond.id)
+            used.update(x.id for _, a, b in s.phis for x in (a, b))
+        elif isinstance(s, Loop):
+            used.update(c.init.id for c in s.carried)
+            used.update(c.next.id for c in s.carried if c.next is not None)
+            if s.cond is not None:
+                used.add(s.cond.id)
+    for s in ir.walk(kir.body):
+        if isinstance(s, Op) and s.kind == "atomic" and s.out.id in used and T.is_float(
+                getattr(s.out.type, "_scalar", s.out.type)):
+            return (f"{kir.source_file}:{s.line}: the value returned by {s.attrs['fn']}() is used, and the backward "
+                    "pass cannot replay it")
+    return _read_after_write(kir.body, labels, set(), kir.source_file)
+
+
+def _read_after_write(block, label, written: set, file) -> str | None:
+    for s in block.stmts:
+        if isinstance(s, Op):
+            if s.kind == "load" and label(s.args[0]) in written:
+                return (f"{file}:{s.line}: array '{label(s.args[0])}' is read after this kernel wrote it; the "
+                        "backward pass replays the kernel without its writes and would read the wrong value. "
+                        "Write the result to a separate array, or keep the value in a local variable")
+            if s.kind in ("store", "atomic"):
+                written.add(label(s.args[0]))
+            if s.kind == "custom":
+                msg = _read_after_write(s.attrs["fwd"], label, written, file)
+                if msg:
+                    return msg
+        elif isinstance(s, If):
+            w2 = set(written)
+            msg = _read_after_write(s.then, label, written, file) or _read_after_write(s.orelse, label, w2, file)
+            if msg:
+                return msg
+            written |= w2
+        elif isinstance(s, Loop):
+            # a loop body runs again after its own writes: scan it twice
+            for _ in range(2):
+                msg = _read_after_write(s.body, label, written, file)
+                if msg:
+                    return msg
+    return None
+
+
+def num_threads() -> int:
+    v = os.environ.get("XSIM_NUM_THREADS")
+    return max(1, int(v)) if v else (os.cpu_count() or 1)
