@@ -34,7 +34,7 @@ class LaunchRecord:
             elif T.is_struct(t) and t._has_arrays:
                 yield from _struct_arrays(v, t)
 
-    def backward(self, tape: "Tape"):
+    def backward(self, tape: Tape):
         meta = self.prep.meta
         if not any(a.grad is not None for a in self.arrays()):
             return
@@ -83,7 +83,7 @@ class OpRecord:
         yield from self.reads
         yield from self.writes
 
-    def backward(self, tape: "Tape"):
+    def backward(self, tape: Tape):
         self.backward_fn()
 
 

@@ -18,8 +18,8 @@ the same type), ``Vec2`` ``Vec3`` ``Vec4``, ``Vec'`` (a second, independent vect
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .. import types as T
 

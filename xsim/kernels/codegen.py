@@ -95,7 +95,7 @@ class KernelCodegen:
 
     def array_label(self, arr: Var) -> str:
         expr = self.prim_expr.get(arr.id, self.v(arr))
-        label = expr[2:] if expr.startswith("P.") else expr
+        label = expr.removeprefix("P.")
         return label
 
     def array_id(self, arr: Var) -> int:
@@ -451,8 +451,8 @@ class KernelCodegen:
             rev: list[str] = []
             self.reverse(self.k.body, rev, "    ")
             body += ["template <bool XS_CONTIG>",
-                     f"XS_FUNC void {name}_backward(const {name}_args& P, const {name}_args& G, int64_t t, "
-                     "const xs::launch_dims& D) {", "    (void)D; (void)G;"]
+                     (f"XS_FUNC void {name}_backward(const {name}_args& P, const {name}_args& G, int64_t t, "
+                     "const xs::launch_dims& D) {"), "    (void)D; (void)G;"]
             body += self.tid_setup("    ")
             body += ["    " + d for d in self.declarations(adjoint=True)]
             body += [f"    int64_t n_iter{lp.id} = 0;" for lp in ir.walk(self.k.body) if isinstance(lp, Loop)]
@@ -481,8 +481,8 @@ def struct_definition(t) -> str:
 def entry_points(name: str, has_adjoint: bool, target: str) -> str:
     """The thin per-target wrappers: an OpenMP loop on the CPU, a grid-stride loop on CUDA."""
     if target == "cpu":
-        out = [f'extern "C" XS_EXPORT void {name}_cpu_forward(const {name}_args* P, const xs::launch_dims* D, '
-               "int64_t n, int nthreads, int contig) {",
+        out = [(f'extern "C" XS_EXPORT void {name}_cpu_forward(const {name}_args* P, const xs::launch_dims* D, '
+               "int64_t n, int nthreads, int contig) {"),
                "    if (contig) {",
                "        #pragma omp parallel for schedule(static) if (nthreads > 1 && n >= 1024) num_threads(nthreads)",
                f"        for (int64_t t = 0; t < n; ++t) {name}_forward<true>(*P, t, *D);",
@@ -491,8 +491,8 @@ def entry_points(name: str, has_adjoint: bool, target: str) -> str:
                f"        for (int64_t t = 0; t < n; ++t) {name}_forward<false>(*P, t, *D);",
                "    }", "}"]
         if has_adjoint:
-            out += [f'extern "C" XS_EXPORT void {name}_cpu_backward(const {name}_args* P, const {name}_args* G, '
-                    "const xs::launch_dims* D, int64_t n, int nthreads, int contig) {",
+            out += [(f'extern "C" XS_EXPORT void {name}_cpu_backward(const {name}_args* P, const {name}_args* G, '
+                    "const xs::launch_dims* D, int64_t n, int nthreads, int contig) {"),
                     "    if (contig) {",
                     "        #pragma omp parallel for schedule(static) if (nthreads > 1 && n >= 256) num_threads(nthreads)",
                     f"        for (int64_t t = 0; t < n; ++t) {name}_backward<true>(*P, *G, t, *D);",
@@ -502,15 +502,15 @@ def entry_points(name: str, has_adjoint: bool, target: str) -> str:
                     "    }", "}"]
         return "\n".join(out)
     out = [f'extern "C" __global__ void {name}_cuda_forward({name}_args P, xs::launch_dims D, int64_t n, int contig) {{',
-           "    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; "
-           "t += (int64_t)gridDim.x * blockDim.x) {",
+           ("    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; "
+           "t += (int64_t)gridDim.x * blockDim.x) {"),
            f"        if (contig) {name}_forward<true>(P, t, D); else {name}_forward<false>(P, t, D);",
            "    }", "}"]
     if has_adjoint:
-        out += [f'extern "C" __global__ void {name}_cuda_backward({name}_args P, {name}_args G, xs::launch_dims D, '
-                "int64_t n, int contig) {",
-                "    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; "
-                "t += (int64_t)gridDim.x * blockDim.x) {",
+        out += [(f'extern "C" __global__ void {name}_cuda_backward({name}_args P, {name}_args G, xs::launch_dims D, '
+                "int64_t n, int contig) {"),
+                ("    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; "
+                "t += (int64_t)gridDim.x * blockDim.x) {"),
                 f"        if (contig) {name}_backward<true>(P, G, t, D); else {name}_backward<false>(P, G, t, D);",
                 "    }", "}"]
     return "\n".join(out)

@@ -51,7 +51,7 @@ def compile_source(source: str, out_dir: Path) -> Path:
     src.write_text(source)
     lib = out_dir / "module.so"
     cmd = [compiler(), *FLAGS, f"-I{Path(__file__).parent / 'native'}", str(src), "-o", str(lib)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise CompileError("the C++ compiler rejected the generated code (this is a bug in xsim; please "
                            f"report it with this log):\n{proc.stderr[-6000:]}")

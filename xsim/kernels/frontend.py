@@ -267,7 +267,7 @@ class Frontend:
             rest = body[idx + 1:]
             if rest:
                 guard = self.call_builtin("eq", [exiting, self.const(False)], node)
-                self.build_if(guard, lambda: self.stmts(rest), lambda: None, node)
+                self.build_if(guard, lambda rest=rest: self.stmts(rest), lambda: None, node)
             return
 
     def exit_flag(self) -> Var | None:
@@ -426,6 +426,10 @@ class Frontend:
         for name in then_sym.keys() & else_sym.keys():
             a, b = then_sym[name], else_sym[name]
             merged[name] = self.merge(stmt, a, b, name, node)
+        if "$retval" in then_sym.keys() ^ else_sym.keys():
+            # returned on one side only: the other side has not returned yet, so the return that
+            # follows (guarded by the $ret flag) sets the value for it
+            merged["$retval"] = then_sym.get("$retval", else_sym.get("$retval"))
         self.f.sym = merged
         self.block.stmts.append(stmt)
 
@@ -627,9 +631,14 @@ class Frontend:
             iname, start, stop, step = induction
             ind_var = Var(start.type, hint=iname)
             carried.append(Carried(ind_var, start, None, restore="induction"))
+        named: dict[str, Carried] = {}
         for n, init in inits.items():
+            if trial and init.weak and n not in types:
+                f.sym[n] = init  # first trial: let the literal meet the values it is combined with
+                continue
             v = Var(init.type, hint=n if not n.startswith("$") else "")
-            carried.append(Carried(v, init, None))
+            named[n] = Carried(v, init, None)
+            carried.append(named[n])
             f.sym[n] = v
         brk = Var(T.bool_)
         carried.append(Carried(brk, _false(), None, restore="false"))
@@ -668,23 +677,20 @@ class Frontend:
         if induction is not None:
             f.loop_vars.discard(induction[0])
             carried[0].next = self.call_builtin("add", [ind_var, induction[3]], node)
-        new_types = {}
-        for c, n in zip(carried[1 if induction else 0:-1], inits):
+        new_types = {}  # the carried types a trial build found: a weak literal keeps the type it had
+        for n in inits:
             nxt = f.sym.get(n)
             if not isinstance(nxt, Var):
                 raise self.err(node, f"'{n}' must keep a value in every path through the loop")
-            new_types[n] = nxt.type if not (nxt.weak and not c.var.type is nxt.type) else c.var.type
-            if trial and "$retval" not in inits and n == "$retval":
-                pass
+            c = named.get(n)
+            new_types[n] = (c.var.type if c is not None else inits[n].type) if nxt.weak else nxt.type
+            if trial:
+                continue
+            if nxt.type is not c.var.type and nxt.weak:
+                nxt = self.convert(nxt, c.var.type, node)
             if nxt.type is not c.var.type:
-                if trial:
-                    if c.init.weak or c.init.type is not nxt.type:
-                        new_types[n] = nxt.type if not nxt.weak else c.var.type
-                    continue
-                nxt = self.convert(nxt, c.var.type, node) if nxt.weak else nxt
-                if nxt.type is not c.var.type:
-                    raise self.err(node, f"'{n}' changes type inside the loop ({T.type_name(c.var.type)} -> "
-                                         f"{T.type_name(nxt.type)})")
+                raise self.err(node, f"'{n}' changes type inside the loop ({T.type_name(c.var.type)} -> "
+                                     f"{T.type_name(nxt.type)})")
             c.next = nxt
         if trial and "$retval" not in inits and isinstance(f.sym.get("$retval"), Var):
             new_types["$retval"] = f.sym["$retval"].type
@@ -700,7 +706,7 @@ class Frontend:
         self.block.stmts.append(loop)
         # after the loop: carried names hold their final values; loop-local names are gone
         f.sym = {k: v for k, v in outer_sym.items()}
-        for c, n in zip(carried[1 if induction else 0:-1], inits):
+        for n, c in named.items():
             f.sym[n] = c.var
         if "$brk" in outer_sym:
             f.sym["$brk"] = outer_sym["$brk"]
@@ -945,11 +951,11 @@ class Frontend:
                     return result
                 result = self.as_bool(self.value(operand), operand)
                 continue
-            key = "$bool"
+            key = f"$bool{id(node)}"
             self.f.sym[key] = result
             cond = result if is_and else self.call_builtin("eq", [result, self.const(False)], node)
 
-            def rhs(operand=operand):
+            def rhs(operand=operand, key=key):
                 self.f.sym[key] = self.as_bool(self.value(operand), operand)
             self.build_if(cond, rhs, lambda: None, node)
             result = self.f.sym.pop(key)
@@ -976,7 +982,7 @@ class Frontend:
     def expr_IfExp(self, node):
         """``a if c else b`` evaluates only the chosen side."""
         cond = self.as_bool(self.value(node.test), node.test)
-        key = "$ifexp"
+        key = f"$ifexp{id(node)}"
 
         def side(n):
             return lambda: self.f.sym.__setitem__(key, self.value(n))

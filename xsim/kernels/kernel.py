@@ -13,7 +13,7 @@ import numpy as np
 from .. import types as T
 from .frontend import BuiltinRef, _resolve_annotation, _Source
 
-_FUNCS: dict[tuple[str, str], "Function"] = {}
+_FUNCS: dict[tuple[str, str], Function] = {}
 
 
 class FuncOverload:
@@ -49,7 +49,7 @@ class FuncOverload:
             if t is None:
                 continue
             vt = getattr(v, "type", None)
-            if vt is t:
+            if vt is t or isinstance(t, T.ArrayType) and vt == t:  # array types are equal, not interned
                 continue
             if getattr(v, "weak", False) and T.is_scalar(t) and t is not T.bool_ and not (
                     T.is_int(t) and isinstance(v.const, float)):

@@ -18,11 +18,11 @@ from .codegen import module_source
 from .frontend import Frontend
 from .ir import If, Loop, Op
 
-_MODULES: dict[str, "Module"] = {}
+_MODULES: dict[str, Module] = {}
 NATIVE_DIR = Path(__file__).parent / "native"
 
 
-def get_module(name: str) -> "Module":
+def get_module(name: str) -> Module:
     m = _MODULES.get(name)
     if m is None:
         m = _MODULES[name] = Module(name)
