@@ -8,6 +8,7 @@ the gradient would be wrong; in debug mode the overwrite itself raises at once.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from dataclasses import dataclass, field
 
@@ -53,10 +54,27 @@ class LaunchRecord:
                     "array (or a tape-aware copy) instead of overwriting one the tape still needs")
         values = list(self.values)
         for label, snap in self.snapshots.items():
-            for i, (name, _) in enumerate(self.kernel.params):
-                if name == label:
-                    values[i] = snap
+            values = _substitute(self.kernel.params, values, label, snap)
         _launch.run_backward(self.prep, self.shape, values)
+
+
+def _substitute(params, values, label: str, snap):
+    """``values`` with the array named ``label`` ("x" or "s.field") replaced by ``snap``; structs
+    on the way are shallow-copied, so the user's objects are untouched."""
+    head, _, rest = label.partition(".")
+    out = list(values)
+    for i, (name, _) in enumerate(params):
+        if name == head:
+            out[i] = _replace_path(out[i], rest.split(".") if rest else [], snap)
+    return out
+
+
+def _replace_path(obj, path, snap):
+    if not path:
+        return snap
+    clone = copy.copy(obj)
+    object.__setattr__(clone, path[0], _replace_path(getattr(obj, path[0]), path[1:], snap))
+    return clone
 
 
 def _struct_arrays(v, t):
@@ -118,7 +136,7 @@ class Tape:
         if meta.adjoint_error is None:
             for label in meta.inplace:
                 arr = _launch.resolve_label(label, params, values)
-                if arr is not None and "." not in label:
+                if arr is not None:
                     snap = arr._raw_clone()
                     if arr.grad is not None:
                         snap.grad = arr.grad

@@ -22,6 +22,9 @@ from . import ir
 from .ir import Block, If, Loop, Op, Var
 
 
+CHECKPOINTS = 32  # carried-value checkpoints per dynamic loop in the adjoint (per thread, on the stack)
+
+
 def ctype(t) -> str:
     if isinstance(t, T.ArrayType):
         return "xs::array_desc"
@@ -307,16 +310,29 @@ class KernelCodegen:
 
     def reverse_loop(self, loop: Loop, out, ind):
         i2 = ind + "    "
-        k = f"k{loop.id}"
-        out.append(f"{ind}for (int64_t {k} = n_iter{loop.id} - 1; {k} >= 0; --{k}) {{")
-        if any(c.restore == "replay" for c in loop.carried):
+        k, lid = f"k{loop.id}", loop.id
+        replay = any(c.restore == "replay" for c in loop.carried)
+        if replay:
+            # checkpoint the carried values every `stride` iterations, so that recovering the
+            # values of iteration k replays at most one stride instead of the whole loop
+            out.append(f"{ind}stride{lid} = (n_iter{lid} + {CHECKPOINTS} - 1) / {CHECKPOINTS}; "
+                       f"if (stride{lid} < 1) stride{lid} = 1;")
             for c in loop.carried:
-                out.append(f"{i2}{self.v(c.var)} = {self.v(c.init)};")
-            out.append(f"{i2}for (int64_t j = 0; j < {k}; ++j) {{")
-            self.forward(loop.body, True, out, i2 + "    ")
-            out.append(f"{i2}    {{")
-            self.loop_update(loop, out, i2 + "        ")
-            out.append(f"{i2}    }}")
+                out.append(f"{ind}{self.v(c.var)} = {self.v(c.init)};")
+            out.append(f"{ind}for (int64_t j{lid} = 0; j{lid} < n_iter{lid}; ++j{lid}) {{")
+            out.append(f"{i2}if (j{lid} % stride{lid} == 0) {{")
+            for c in loop.carried:
+                out.append(f"{i2}    ck{lid}_{c.var.id}[j{lid} / stride{lid}] = {self.v(c.var)};")
+            out.append(f"{i2}}}")
+            self.replay_iteration(loop, out, i2)
+            out.append(f"{ind}}}")
+        out.append(f"{ind}for (int64_t {k} = n_iter{lid} - 1; {k} >= 0; --{k}) {{")
+        if replay:
+            out.append(f"{i2}const int64_t c{lid} = {k} / stride{lid};")
+            for c in loop.carried:
+                out.append(f"{i2}{self.v(c.var)} = ck{lid}_{c.var.id}[c{lid}];")
+            out.append(f"{i2}for (int64_t j{lid} = c{lid} * stride{lid}; j{lid} < {k}; ++j{lid}) {{")
+            self.replay_iteration(loop, out, i2 + "    ")
             out.append(f"{i2}}}")
         else:
             for c in loop.carried:
@@ -341,6 +357,13 @@ class KernelCodegen:
         out.append(f"{ind}}}")
         for c in diff:
             out.append(f"{ind}xs::accum({self.a(c.init)}, {self.a(c.var)}); {self.a(c.var)} = {{}};")
+
+    def replay_iteration(self, loop: Loop, out, ind):
+        """One iteration of ``loop`` without stores, then the carried update."""
+        self.forward(loop.body, True, out, ind)
+        out.append(f"{ind}{{")
+        self.loop_update(loop, out, ind + "    ")
+        out.append(f"{ind}}}")
 
     def exclusive(self, idx: list[Var]) -> bool:
         """True when the index is this thread's own tid (no two threads can share the element)."""
@@ -455,7 +478,11 @@ class KernelCodegen:
                      "const xs::launch_dims& D) {"), "    (void)D; (void)G;"]
             body += self.tid_setup("    ")
             body += ["    " + d for d in self.declarations(adjoint=True)]
-            body += [f"    int64_t n_iter{lp.id} = 0;" for lp in ir.walk(self.k.body) if isinstance(lp, Loop)]
+            for lp in ir.walk(self.k.body):
+                if isinstance(lp, Loop):
+                    body.append(f"    int64_t n_iter{lp.id} = 0, stride{lp.id} = 1; (void)stride{lp.id};")
+                    if any(c.restore == "replay" for c in lp.carried):
+                        body += [f"    {ctype(c.var.type)} ck{lp.id}_{c.var.id}[{CHECKPOINTS}];" for c in lp.carried]
             body += rep + rev
             body.append("}")
         return "\n".join(body)

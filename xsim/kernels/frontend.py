@@ -793,7 +793,10 @@ class Frontend:
             ft = t._fields.get(node.attr)
             if ft is None:
                 raise self.err(node, f"struct {t.__name__} has no field '{node.attr}'")
-            return self.emit("field_get", ft, [base], node, field=node.attr)
+            out = self.emit("field_get", ft, [base], node, field=node.attr)
+            if isinstance(ft, T.ArrayType):
+                out.hint = f"{self.array_name(base)}.{node.attr}"  # how reads/writes name it
+            return out
         if t._kind == "transform" and node.attr in ("p", "q"):
             name = "transform_get_translation" if node.attr == "p" else "transform_get_rotation"
             return self.call_builtin(name, [base], node)
