@@ -111,7 +111,8 @@ class Tape:
     def __init__(self):
         self.records: list = []
         self.skipped: list[str] = []
-        self._active = False
+        self._on_grad_path: set[int] = set()  # ids of arrays computed from arrays that have grads
+        self._warned: set[int] = set()
 
     def __enter__(self):
         if self in _launch._recorders:
@@ -159,7 +160,24 @@ class Tape:
             arr = _launch.resolve_label(label, kernel.params, values)
             if arr is not None:
                 reads.append((label, arr, arr._version))
+        self._track_grad_path(kernel.key, reads, [_launch.resolve_label(w, kernel.params, values)
+                                                  for w in prep.meta.writes])
         self.records.append(LaunchRecord(kernel, prep, shape, list(values), snapshots, reads))
+
+    def _track_grad_path(self, who: str, reads, written):
+        """Warn when a kernel reads an array that was computed from differentiable inputs but has no
+        grad itself: the gradient path is cut there, and upstream gradients would silently be zero."""
+        on_path = False
+        for label, arr, _ in reads:
+            if arr.grad is not None or id(arr) in self._on_grad_path:
+                on_path = True
+            if arr.grad is None and id(arr) in self._on_grad_path and id(arr) not in self._warned:
+                self._warned.add(id(arr))
+                warnings.warn(f"'{who}' reads array '{label}', which was computed on this tape from arrays that "
+                              "require gradients but has no grad itself, so no gradient flows through it; "
+                              "create it with requires_grad=True", stacklevel=4)
+        if on_path:
+            self._on_grad_path.update(id(a) for a in written if a is not None)
 
     def record_op(self, rec: OpRecord):
         if config.mode == "debug":
@@ -209,14 +227,31 @@ class Tape:
         self.zero()
         self.records.clear()
         self.skipped.clear()
+        self._on_grad_path.clear()
+        self._warned.clear()
 
     def memory(self) -> int:
-        """Bytes the tape keeps alive for its backward pass (snapshots of overwritten arrays)."""
-        total = 0
+        """Bytes the tape keeps alive for its backward pass: every array its records hold (launch
+        arguments, op sources and destinations, snapshots of in-place arrays) and their gradients,
+        each buffer counted once; a view counts the whole buffer it keeps alive."""
+        buffers = {}
         for rec in self.records:
-            for snap in getattr(rec, "snapshots", {}).values():
-                total += snap.nbytes
-        return total
+            for arr in (*rec.arrays(), *getattr(rec, "snapshots", {}).values()):
+                for a in (arr, arr.grad):
+                    if a is not None:
+                        key, nbytes = _buffer(a)
+                        buffers[key] = nbytes
+        return sum(buffers.values())
+
+
+def _buffer(arr) -> tuple[int, int]:
+    """(identity, bytes) of the allocation behind ``arr``: the root numpy buffer on the host."""
+    host = getattr(arr, "_host", None)
+    if host is None:
+        return arr.ptr, arr.nbytes
+    while isinstance(host.base, np.ndarray):
+        host = host.base
+    return id(host), host.nbytes
 
 
 def _as_host(seed, arr):
