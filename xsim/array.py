@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import types
-from .device import Device, get_device, require_cuda
+from .device import Device, DeviceBuffer, get_device, get_stream, require_cuda
 from .types import ArrayDesc, ArrayType
 
 MAX_NDIM = 4
@@ -252,27 +252,34 @@ class array:
         return out
 
     def _init(self, host: np.ndarray, dtype, device: Device, owner, requires_grad: bool) -> None:
-        if device.is_cuda:
-            # The CUDA backend replaces this with device allocation and a host->device copy of `host`.
-            require_cuda(device)
-            raise NotImplementedError(f"arrays on {device.name} need xsim's CUDA backend, which is not loaded")
         nd = host.ndim - len(dtype._shape)
         _check_ndim(host.shape[:nd])
-        self.dtype = dtype
-        self.device = device
-        self.shape: tuple[int, ...] = host.shape[:nd]
-        self.ndim = nd
-        self.size = math.prod(self.shape)
-        self.strides: tuple[int, ...] = host.strides[:nd]
-        self.ptr: int = host.__array_interface__["data"][0]
-        self.is_contiguous: bool = host.flags.c_contiguous
-        self._host = host
-        self._owner = owner  # whatever owns shared memory (numpy array, parent array): keeps it alive
-        self._desc = _make_desc(self.ptr, self.shape, self.strides)
+        if device.is_cuda:
+            # GPU memory: a packed copy of `host` in an allocation freed with the last array using it
+            host = np.ascontiguousarray(host)
+            owner = DeviceBuffer(device, host.nbytes)
+            require_cuda(device).upload(device.ordinal, owner.ptr, host)
+            self._set_layout(dtype, device, host.shape[:nd], host.strides[:nd], owner.ptr, True, None, owner)
+        else:
+            self._set_layout(dtype, device, host.shape[:nd], host.strides[:nd], host.__array_interface__["data"][0],
+                             host.flags.c_contiguous, host, owner)
         self._grad: array | None = None
         self._requires_grad = False
         if requires_grad:
             self.requires_grad = True
+
+    def _set_layout(self, dtype, device: Device, shape, strides, ptr: int, contiguous: bool, host, owner) -> None:
+        self.dtype = dtype
+        self.device = device
+        self.shape: tuple[int, ...] = tuple(shape)
+        self.ndim = len(self.shape)
+        self.size = math.prod(self.shape)
+        self.strides: tuple[int, ...] = tuple(strides)
+        self.ptr: int = ptr
+        self.is_contiguous: bool = contiguous
+        self._host = host     # the numpy view of CPU memory; None on a GPU
+        self._owner = owner  # whatever owns shared memory (numpy array, parent array, DeviceBuffer): keeps it alive
+        self._desc = _make_desc(self.ptr, self.shape, self.strides)
 
     # -- descriptors and gradients ------------------------------------------------------------
 
@@ -316,16 +323,18 @@ class array:
     # -- host access ----------------------------------------------------------------------------
 
     def numpy(self) -> np.ndarray:
-        """A zero-copy numpy view: shape + component dims (a struct array gives its record view)."""
-        return self._host
+        """A zero-copy numpy view: shape + component dims (a struct array gives its record view);
+        for an array on a GPU, a host copy of that shape."""
+        return self._host if self._host is not None else _download(self)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        out = self._host if dtype is None else self._host.astype(dtype)
+        host = self.numpy()
+        out = host if dtype is None else host.astype(dtype)
         return out.copy() if copy and out is self._host else out
 
     def list(self) -> list:
         """All elements in row-major order as Python values (numpy scalars, vec3, structs...)."""
-        flat = self._host.reshape((self.size,) + self.dtype._shape)
+        flat = self.numpy().reshape((self.size,) + self.dtype._shape)
         return [_element_value(self.dtype, e) for e in flat]
 
     def __len__(self) -> int:
@@ -337,17 +346,27 @@ class array:
 
     def __getitem__(self, key):
         key = _check_key(key, self.ndim)
-        sub = self._host[key]
-        nd = sub.ndim - len(self.dtype._shape)
-        if nd == 0:
-            return _element_value(self.dtype, sub)
-        view = array._from_host(sub, self.dtype, self.device, owner=self)
+        if self._host is None:
+            view = _device_getitem(self, key)
+            if not isinstance(view, array):
+                return view
+        else:
+            sub = self._host[key]
+            if sub.ndim == len(self.dtype._shape):
+                return _element_value(self.dtype, sub)
+            view = array._from_host(sub, self.dtype, self.device, owner=self)
         if self._grad is not None:
             view._grad, view._requires_grad = self._grad[key], True
         return view
 
     def __setitem__(self, key, value) -> None:
-        self._host[_check_key(key, self.ndim)] = self._host_value(value)
+        key = _check_key(key, self.ndim)
+        if self._host is None:
+            host = self.numpy()
+            host[key] = self._host_value(value)
+            _upload(self, host)
+        else:
+            self._host[key] = self._host_value(value)
 
     def _host_value(self, value):
         if isinstance(value, array):
@@ -355,43 +374,80 @@ class array:
         return _record(value) if types.is_struct(self.dtype) else value
 
     def __repr__(self) -> str:
-        body = np.array2string(self._host, separator=", ", threshold=64, prefix="array(")
+        body = np.array2string(self.numpy(), separator=", ", threshold=64, prefix="array(")
         return f"array({body}, shape={self.shape}, dtype={types.type_name(self.dtype)}, device={self.device})"
 
     # -- raw operations (not recorded on a tape; the autodiff layer wraps them) -----------------
 
     def _raw_fill(self, value) -> None:
         """Set every element to ``value`` (a scalar fills every component)."""
-        self._host[...] = self._host_value(value)
+        if self._host is None:
+            _upload(self, self._host_value(value))
+        else:
+            self._host[...] = self._host_value(value)
 
     def _raw_zero(self) -> None:
         """Set every element to zero."""
-        self._host[...] = np.zeros((), self._host.dtype)
+        if self._host is None:
+            _device_zero(self)
+        else:
+            self._host[...] = np.zeros((), self._host.dtype)
 
-    def _raw_clone(self) -> "array":
+    def _raw_clone(self) -> array:
         """A new contiguous array with the same values (no grad, not recorded)."""
         out = array(shape=self.shape, dtype=self.dtype, device=self.device)
         out._raw_copy_from(self)
         return out
 
+    def to(self, device: str | Device) -> array:
+        """This array on ``device``: itself when it is there already, else a copy (not recorded on a tape;
+        a copy of an array that requires grad gets its own zero grad)."""
+        dev = get_device(device)
+        if dev == self.device:
+            return self
+        out = empty(self.shape, self.dtype, dev, self.requires_grad)
+        out._raw_copy_from(self)
+        return out
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """The CUDA array interface (v3) of an array on a GPU, for torch, CuPy, Numba (zero-copy)."""
+        if self._host is not None:
+            raise AttributeError("__cuda_array_interface__ exists only for arrays on a CUDA device")
+        np_dtype = self.dtype._np
+        out = {"shape": self.shape + self.dtype._shape, "typestr": np_dtype.str, "data": (self.ptr, False),
+               "strides": None if self.is_contiguous else self.strides + _component_strides(self.dtype),
+               "stream": get_stream(self.device).handle, "version": 3}
+        if np_dtype.names:
+            out["descr"] = np_dtype.descr
+        return out
+
     @property
     def nbytes(self) -> int:
         """Bytes of element storage (shape x element size)."""
-        return self.size * self._host.dtype.itemsize * (math.prod(self.dtype._shape) if self.dtype._shape else 1)
+        return self.size * self.dtype._np.itemsize * (math.prod(self.dtype._shape) if self.dtype._shape else 1)
 
-    def _raw_copy_from(self, src, dst_offset: int = 0, src_offset: int = 0, count: int | None = None) -> None:
+    def _raw_copy_from(self, src, dst_offset: int = 0, src_offset: int = 0, count: int | None = None, *,
+                       accumulate: bool = False) -> None:
         """Copy ``count`` elements (default: the rest of ``src``) between flat element ranges.
 
         With default offsets and count, arrays of equal shape copy whatever their strides;
-        flat ranges need both arrays contiguous.
+        flat ranges need both arrays contiguous. ``accumulate=True`` adds instead of copying
+        (the adjoint of a copy adds the destination's gradient into the source's).
         """
         if not isinstance(src, array):
-            src = array(src, dtype=self.dtype, device=self.device, copy=False)
+            src = array(src, dtype=self.dtype, device="cpu", copy=False)
         if src.dtype is not self.dtype:
             raise TypeError(f"cannot copy an array of {types.type_name(src.dtype)} into an array of "
                             f"{types.type_name(self.dtype)}")
+        on_gpu = self._host is None or src._host is None
         if count is None and dst_offset == 0 and src_offset == 0 and src.shape == self.shape:
-            self._host[...] = src._host
+            if on_gpu:
+                _device_copy(self, src, None, 0, 0, accumulate)
+            elif accumulate:
+                self._host[...] += src._host
+            else:
+                self._host[...] = src._host
             return
         if not (self.is_contiguous and src.is_contiguous):
             raise ValueError("copying a flat range of elements needs contiguous arrays; "
@@ -401,10 +457,145 @@ class array:
         if min(dst_offset, src_offset, count) < 0 or src_offset + count > src.size or dst_offset + count > self.size:
             raise ValueError(f"copy range out of bounds: {count} elements from offset {src_offset} of {src.size} "
                              f"into offset {dst_offset} of {self.size}")
+        if on_gpu:
+            _device_copy(self, src, count, dst_offset, src_offset, accumulate)
+            return
         cs = self.dtype._shape
         dst_flat = self._host.reshape((self.size,) + cs)
         src_flat = src._host.reshape((src.size,) + cs)
-        dst_flat[dst_offset:dst_offset + count] = src_flat[src_offset:src_offset + count]
+        if accumulate:
+            dst_flat[dst_offset:dst_offset + count] += src_flat[src_offset:src_offset + count]
+        else:
+            dst_flat[dst_offset:dst_offset + count] = src_flat[src_offset:src_offset + count]
+
+
+# -- arrays in GPU memory --------------------------------------------------------------------------
+# A GPU array has no numpy view. Host access goes through copies; views of it get their pointer,
+# shape and strides from numpy's own indexing, run on a stand-in array that is never read.
+
+
+def _component_strides(dtype) -> tuple[int, ...]:
+    out, step = [], dtype._np.itemsize
+    for n in reversed(dtype._shape):
+        out.append(step)
+        step *= n
+    return tuple(reversed(out))
+
+
+def _layout(a: array) -> np.ndarray:
+    """A numpy array with ``a``'s full shape and byte strides over a one-element stand-in (never read)."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, a.dtype._np), a.shape + a.dtype._shape,
+                                           a.strides + _component_strides(a.dtype), writeable=False)
+
+
+def _span(a: array) -> tuple[int, int]:
+    """Byte offsets [lo, hi) from ``a.ptr`` that the elements of ``a`` cover."""
+    elem = a.dtype._np.itemsize * math.prod(a.dtype._shape)
+    lo = sum(min(0, (n - 1) * s) for n, s in zip(a.shape, a.strides))
+    hi = sum(max(0, (n - 1) * s) for n, s in zip(a.shape, a.strides)) + elem
+    return lo, hi
+
+
+def _span_view(buf: np.ndarray, lo: int, a: array) -> np.ndarray:
+    """The elements of ``a`` inside ``buf``, a host copy of its span."""
+    return np.ndarray(a.shape + a.dtype._shape, a.dtype._np, buffer=buf, offset=-lo,
+                      strides=a.strides + _component_strides(a.dtype))
+
+
+def _download(a: array) -> np.ndarray:
+    """A packed host copy of GPU array ``a``."""
+    out = np.empty(a.shape + a.dtype._shape, a.dtype._np)
+    if a.size == 0:
+        return out
+    rt, ordinal = require_cuda(a.device), a.device.ordinal
+    if a.is_contiguous:
+        rt.download(ordinal, out.ctypes.data, a.ptr, out.nbytes)
+        return out
+    lo, hi = _span(a)
+    buf = np.empty(hi - lo, np.uint8)
+    rt.download(ordinal, buf.ctypes.data, a.ptr + lo, buf.nbytes)
+    out[...] = _span_view(buf, lo, a)
+    return out
+
+
+def _upload(a: array, value) -> None:
+    """Write ``value`` (host data broadcastable to ``a``'s elements) into GPU array ``a``."""
+    if a.size == 0:
+        return
+    host = np.empty(a.shape + a.dtype._shape, a.dtype._np)
+    host[...] = value
+    rt, ordinal = require_cuda(a.device), a.device.ordinal
+    if a.is_contiguous:
+        rt.upload(ordinal, a.ptr, host.ctypes.data, host.nbytes)
+        return
+    # a strided view: rewrite its whole span, with the bytes between its elements read back unchanged
+    lo, hi = _span(a)
+    buf = np.empty(hi - lo, np.uint8)
+    rt.download(ordinal, buf.ctypes.data, a.ptr + lo, buf.nbytes)
+    _span_view(buf, lo, a)[...] = host
+    rt.upload(ordinal, a.ptr + lo, buf.ctypes.data, buf.nbytes)
+
+
+def _device_zero(a: array) -> None:
+    if a.is_contiguous:
+        require_cuda(a.device).memset_zero(a.device.ordinal, a.ptr, a.nbytes)
+    else:
+        _upload(a, np.zeros((), a.dtype._np))
+
+
+def _device_getitem(a: array, key: tuple):
+    """``a[key]`` for GPU array ``a``: one element read back to the host, or a view sharing its memory."""
+    layout = _layout(a)
+    sub = layout[key]
+    offset = sub.__array_interface__["data"][0] - layout.__array_interface__["data"][0]
+    nd = sub.ndim - len(a.dtype._shape)
+    if nd == 0:
+        elem = np.empty(a.dtype._shape, a.dtype._np)
+        require_cuda(a.device).download(a.device.ordinal, elem.ctypes.data, a.ptr + offset, elem.nbytes)
+        return _element_value(a.dtype, elem if a.dtype._shape else elem[()])
+    view = object.__new__(array)
+    view._set_layout(a.dtype, a.device, sub.shape[:nd], sub.strides[:nd], a.ptr + offset, sub.flags.c_contiguous,
+                     None, a)
+    view._grad, view._requires_grad = None, False
+    return view
+
+
+def _copy_bytes(dst: array, dst_ptr: int, src: array, src_ptr: int, nbytes: int) -> None:
+    """Copy raw bytes between two arrays' memory, at least one of them on a GPU."""
+    if dst._host is None and src._host is None:
+        require_cuda(dst.device).copy(dst.device.ordinal, dst_ptr, src.device.ordinal, src_ptr, nbytes)
+    elif dst._host is None:
+        require_cuda(dst.device).upload(dst.device.ordinal, dst_ptr, src_ptr, nbytes)
+    else:
+        require_cuda(src.device).download(src.device.ordinal, dst_ptr, src_ptr, nbytes)
+
+
+def _device_copy(dst: array, src: array, count: int | None, dst_offset: int, src_offset: int,
+                 accumulate: bool) -> None:
+    """``dst._raw_copy_from(src, ...)`` where either array is on a GPU: whole arrays of one shape
+    (``count`` None) or a flat element range of contiguous arrays (checked by the caller)."""
+    elem = dst.dtype._np.itemsize * math.prod(dst.dtype._shape)
+    if not accumulate and (count is not None or (dst.is_contiguous and src.is_contiguous)):
+        n = dst.size if count is None else count
+        _copy_bytes(dst, dst.ptr + dst_offset * elem, src, src.ptr + src_offset * elem, n * elem)
+        return
+    # strided or accumulating copies go through the host: the tape only needs them for gradients of
+    # array ops, rare next to kernel launches
+    value = src.numpy()
+    if count is not None or accumulate:
+        host = dst.numpy().copy() if dst._host is None else dst._host
+        flat_dst = host.reshape((dst.size,) + dst.dtype._shape)
+        flat_src = value.reshape((src.size,) + src.dtype._shape)
+        n = dst.size if count is None else count
+        if accumulate:
+            flat_dst[dst_offset:dst_offset + n] += flat_src[src_offset:src_offset + n]
+        else:
+            flat_dst[dst_offset:dst_offset + n] = flat_src[src_offset:src_offset + n]
+        value = host
+    if dst._host is None:
+        _upload(dst, value)
+    elif value is not dst._host:
+        dst._host[...] = value
 
 
 def is_array(x) -> bool:

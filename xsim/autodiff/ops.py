@@ -1,0 +1,188 @@
+"""Tape-aware array operations: ``clone``, ``copy``, ``array.assign``, ``array.fill_``, ``array.zero_``
+and ``array.detach``.
+
+Each op that moves data is recorded on the active Tape with its adjoint (shared/DESIGN.md):
+
+- ``dst <- src`` (clone, copy, assign): ``src.grad += dst.grad`` over the copied range, then that
+  range of ``dst.grad`` is zeroed, because the old values of ``dst`` no longer reach the loss;
+- ``fill_``/``zero_``: the gradient of the overwritten range is zeroed.
+
+The adjoints look up ``.grad`` when the backward pass runs, like kernel launches do, so an array
+given ``requires_grad`` after the op still takes part. The data movement itself goes through the
+array's raw methods (``_raw_clone``, ``_raw_copy_from``, ``_raw_fill``, ``_raw_zero``), which is
+what a device backend replaces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import types
+from ..array import array, zeros
+from ..kernels import launch as _launch
+from .tape import OpRecord
+
+
+def _check_array(a, op: str, what: str) -> None:
+    if not isinstance(a, array):
+        raise TypeError(f"xsim.{op}: {what} must be an xsim array, got {type(a).__name__}")
+
+
+def _commit(name: str, backward_fn, reads: list, writes: list) -> None:
+    """Record the op on the active tape, or (no tape) just count the writes like an unrecorded launch."""
+    tape = _launch._recorders[-1] if _launch._recorders else None
+    if tape is not None:
+        tape.record_op(OpRecord(name, backward_fn, reads=reads, writes=writes))
+        return
+    for a in writes:
+        a._version += 1
+        a._last_writer = name
+
+
+def _recording() -> bool:
+    return bool(_launch._recorders)
+
+
+def _zero_grad_range(a: array, offset: int, count: int | None) -> None:
+    """Zero ``a.grad`` over ``count`` elements from flat ``offset`` (``count=None``: all of it)."""
+    g = a.grad
+    if g is None:
+        return
+    if count is None:
+        g._raw_zero()
+    elif count > 0:
+        g._raw_copy_from(zeros(count, a.dtype, a.device), dst_offset=offset)
+
+
+# -- clone and copy ----------------------------------------------------------------------------------
+
+
+def clone(a: array, requires_grad: bool | None = None) -> array:
+    """A new contiguous array with the values of ``a``, recorded on the active tape.
+
+    ``requires_grad`` defaults to ``a.requires_grad``; ``requires_grad=False`` gives a copy that is
+    cut from the graph on purpose (no gradient reaches ``a`` through it: truncated rollouts).
+    """
+    _check_array(a, "clone", "the source")
+    out = a._raw_clone()
+    if requires_grad is False:
+        return out
+    if requires_grad or a.requires_grad:
+        out.requires_grad = True
+    _commit("clone", lambda: _copy_adjoint(out, a, 0, 0, None), reads=[a], writes=[out])
+    return out
+
+
+def copy(dst: array, src: array, dst_offset: int = 0, src_offset: int = 0, count: int | None = None) -> None:
+    """Copy ``count`` elements (default: the rest of ``src``) from flat element ``src_offset`` of ``src``
+    to flat element ``dst_offset`` of ``dst``, recorded on the active tape.
+
+    With default offsets and count and equal shapes the arrays may have any strides; flat ranges
+    need contiguous arrays. While a tape records and ``src`` has a gradient, ``dst`` is given one
+    too (if it has none) so that the gradient is carried on instead of silently dropped.
+    """
+    _check_array(dst, "copy", "dst")
+    _check_array(src, "copy", "src")
+    dst._raw_copy_from(src, dst_offset, src_offset, count)
+    whole = count is None and dst_offset == 0 and src_offset == 0 and src.shape == dst.shape
+    n = None if whole else (src.size - src_offset if count is None else count)
+    if _recording() and src.requires_grad and not dst.requires_grad:
+        dst.requires_grad = True
+    _commit("copy", lambda: _copy_adjoint(dst, src, dst_offset, src_offset, n), reads=[src], writes=[dst])
+
+
+def _copy_adjoint(dst: array, src: array, dst_offset: int, src_offset: int, count: int | None) -> None:
+    """``src.grad += dst.grad`` over the copied range, then that range of ``dst.grad`` is zeroed.
+
+    ``count=None`` means whole arrays of equal shape. For a copy within one array (one gradient
+    buffer) the incoming gradient is set aside first, so overlapping ranges also come out right.
+    """
+    g, sg = dst.grad, src.grad
+    if g is None:
+        return
+    within = sg is g
+    if within:
+        g = g._raw_clone()
+        _zero_grad_range(dst, dst_offset, count)
+    if sg is not None:
+        if count is None:
+            sg._raw_copy_from(g, accumulate=True)
+        else:
+            sg._raw_copy_from(g, dst_offset=src_offset, src_offset=dst_offset, count=count, accumulate=True)
+    if not within:
+        _zero_grad_range(dst, dst_offset, count)
+
+
+def assign(dst: array, src: Any) -> array:
+    """``dst.assign(src)``: copy ``src`` (an xsim array, a numpy array or a torch tensor of ``dst``'s
+    size) into ``dst``, recorded on the active tape; returns ``dst``.
+
+    From an xsim array or a torch tensor the gradient flows back to the source (to ``t.grad`` for a
+    tensor that requires grad); numpy data carries none, so ``dst``'s gradient there is just cleared.
+    """
+    _check_array(dst, "assign", "the destination")
+    if not isinstance(src, array):
+        src = _foreign_source(dst, src)
+    if src.shape != dst.shape:
+        if src.size != dst.size or not (src.is_contiguous and dst.is_contiguous):
+            raise ValueError(f"array.assign: source of shape {src.shape} does not match destination shape "
+                             f"{dst.shape}")
+        copy(dst, src, count=src.size)
+    else:
+        copy(dst, src)
+    return dst
+
+
+def _foreign_source(dst: array, src: Any) -> array:
+    """``src`` (numpy data or a torch tensor) as an xsim array of ``dst``'s dtype, sharing memory where
+    it can."""
+    from . import interop
+    if interop.is_torch_tensor(src):
+        if interop.torch_scalar_matches(src, dst.dtype):
+            return interop.from_torch(src, dtype=dst.dtype)
+        if src.requires_grad:
+            raise TypeError(f"array.assign: a {src.dtype} tensor that requires grad cannot carry its "
+                            f"gradient into an array of {types.type_name(dst.dtype)}; convert it first")
+        src = src.detach().cpu().numpy()
+    return array(np.asarray(src), dtype=dst.dtype, shape=dst.shape, device=dst.device, copy=False)
+
+
+# -- fill, zero, detach ------------------------------------------------------------------------------
+
+
+def fill_(a: array, value: Any) -> array:
+    """Set every element of ``a`` to ``value`` (a scalar fills every component); recorded on the active
+    tape, whose backward zeroes ``a.grad`` (the old values no longer matter). Returns ``a``."""
+    _check_array(a, "fill_", "the array")
+    a._raw_fill(value)
+    _commit("fill_", lambda: _zero_grad_range(a, 0, None), reads=[], writes=[a])
+    return a
+
+
+def zero_(a: array) -> array:
+    """Set every element of ``a`` to zero; recorded like ``fill_``. Returns ``a``."""
+    _check_array(a, "zero_", "the array")
+    a._raw_zero()
+    _commit("zero_", lambda: _zero_grad_range(a, 0, None), reads=[], writes=[a])
+    return a
+
+
+def detach(a: array) -> array:
+    """A view of ``a``'s memory with no gradient: launches on it are cut from the graph.
+
+    Writes through the view change ``a``'s values without the tape's overwrite checks seeing them.
+    """
+    _check_array(a, "detach", "the array")
+    view = a[:]
+    view.grad = None
+    return view
+
+
+# The array class lives in the layer below, which must not import the tape; its tape-aware
+# methods are attached here, when xsim (which imports this module) is imported.
+array.assign = assign
+array.fill_ = fill_
+array.zero_ = zero_
+array.detach = detach
