@@ -328,3 +328,15 @@ def test_array_type_rejects_bad_dtype_and_ndim():
 
 def test_array_desc_is_data_pointer_and_four_shapes_and_strides():
     assert ctypes.sizeof(T.ArrayDesc) == 8 + 4 * 8 + 4 * 8
+
+
+def test_struct_native_name_is_the_same_in_every_process(tmp_path):
+    # the kernel cache key includes it: a per-process name would recompile struct kernels every run
+    import subprocess
+    import sys
+
+    src = tmp_path / "structs_mod.py"
+    src.write_text("import xsim\n\n@xsim.struct\nclass Params:\n    a: float\n    v: xsim.vec3\n\nprint(Params._ctype)\n")
+    names = {subprocess.run([sys.executable, str(src)], check=True, capture_output=True, text=True).stdout
+             for _ in range(2)}
+    assert len(names) == 1 and names.pop().startswith("Params_")

@@ -16,6 +16,7 @@ Vectors, matrices, quaternions and transforms are values with numpy storage; the
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import functools
 import inspect
 from typing import Any, ClassVar
@@ -429,6 +430,13 @@ class _StructBase:
         return f"{type(self).__name__}({body})"
 
 
+def _struct_cname(cls, fields) -> str:
+    """A C++ name unique to the struct's definition and the same in every process (the kernel
+    cache key includes it)."""
+    spec = f"{cls.__module__}.{cls.__qualname__}:" + ";".join(f"{n}:{type_name(t)}" for n, t in fields.items())
+    return f"{cls.__name__}_{hashlib.blake2b(spec.encode(), digest_size=4).hexdigest()}"
+
+
 def struct(cls: type) -> type:
     """Class decorator: a value type with named, typed fields usable in kernels and arrays.
 
@@ -453,7 +461,7 @@ def struct(cls: type) -> type:
             c_fields.append((name, t._ctypes))
     c_struct = type(f"_c_{cls.__name__}", (ctypes.Structure,), {"_fields_": c_fields})
     out = type(cls.__name__, (_StructBase,), {
-        "_fields": fields, "_ctype": f"{cls.__name__}_{id(cls) & 0xFFFFFF:x}", "_ctypes": c_struct,
+        "_fields": fields, "_ctype": _struct_cname(cls, fields), "_ctypes": c_struct,
         "_np": None if has_arrays else np.dtype(np_fields, align=True), "_has_arrays": has_arrays,
         "_shape": (), "_py": cls, "__doc__": cls.__doc__, "__module__": cls.__module__,
     })

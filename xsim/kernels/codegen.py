@@ -22,6 +22,8 @@ from . import ir
 from .ir import Block, If, Loop, Op, Var
 
 
+PACKED_FORWARD_MAX_OPS = 400
+PACKED_BACKWARD_MAX_OPS = 120
 CHECKPOINTS = 32  # carried-value checkpoints per dynamic loop in the adjoint (per thread, on the stack)
 
 
@@ -328,11 +330,16 @@ class KernelCodegen:
             out.append(f"{ind}}}")
         out.append(f"{ind}for (int64_t {k} = n_iter{lid} - 1; {k} >= 0; --{k}) {{")
         if replay:
+            # from the checkpoint before k, replay up to and including iteration k: one copy of the body
             out.append(f"{i2}const int64_t c{lid} = {k} / stride{lid};")
             for c in loop.carried:
                 out.append(f"{i2}{self.v(c.var)} = ck{lid}_{c.var.id}[c{lid}];")
-            out.append(f"{i2}for (int64_t j{lid} = c{lid} * stride{lid}; j{lid} < {k}; ++j{lid}) {{")
-            self.replay_iteration(loop, out, i2 + "    ")
+            out.append(f"{i2}for (int64_t j{lid} = c{lid} * stride{lid}; ; ++j{lid}) {{")
+            self.forward(loop.body, True, out, i2 + "    ")
+            out.append(f"{i2}    if (j{lid} == {k}) break;")
+            out.append(f"{i2}    {{")
+            self.loop_update(loop, out, i2 + "        ")
+            out.append(f"{i2}    }}")
             out.append(f"{i2}}}")
         else:
             for c in loop.carried:
@@ -342,7 +349,7 @@ class KernelCodegen:
                                f"{self.v(step)});")
                 else:
                     out.append(f"{i2}{self.v(c.var)} = false;")
-        self.forward(loop.body, True, out, i2)
+            self.forward(loop.body, True, out, i2)
         for var in ir.defined_vars(loop.body):
             if is_diff(var.type):
                 out.append(f"{i2}{self.a(var)} = {{}};")
@@ -457,6 +464,13 @@ class KernelCodegen:
             lines.append(f"{ind}const int64_t tid_{d} = r_ % D.shape[{d}]; r_ /= D.shape[{d}];")
         return lines
 
+    def packed_variants(self) -> tuple[bool, bool]:
+        """Whether the forward and backward bodies get a second, packed-array instantiation. It pays
+        for small streaming kernels (vectorised loads); for large bodies it would only double the
+        compile time, so they keep the strided accessors, which are valid for packed arrays too."""
+        size = sum(1 for _ in ir.walk(self.k.body))
+        return size <= PACKED_FORWARD_MAX_OPS, size <= PACKED_BACKWARD_MAX_OPS
+
     def generate(self) -> str:
         name = self.name
         fwd: list[str] = []
@@ -496,49 +510,94 @@ def param_struct(name: str, params) -> str:
 def struct_definition(t) -> str:
     fields = []
     accums = []
+    atomics = []
     for fname, ft in t._fields.items():
         fields.append(f"    {ctype(ft)} {fname};")
         if not isinstance(ft, T.ArrayType):
             accums.append(f"accum(d.{fname}, s.{fname});")
-    return (f"struct {t._ctype} {{\n" + "\n".join(fields) + "\n};\n"
-            f"namespace xs {{ XS_FUNC void accum({t._ctype}& d, const {t._ctype}& s) {{ "
-            + " ".join(accums) + " (void)d; (void)s; } }")
+            atomics.append(f"xs::grad_add(&p->{fname}, v.{fname});")
+    c = t._ctype
+    # The global-namespace twins are what the gradient templates of xsim_core.h (grad_add,
+    # grad_add_exclusive, defined before any struct) find, by argument-dependent lookup, for
+    # arrays of structs.
+    return (f"struct {c} {{\n" + "\n".join(fields) + "\n};\n"
+            f"namespace xs {{ XS_FUNC void accum({c}& d, const {c}& s) {{ "
+            + " ".join(accums) + " (void)d; (void)s; } }\n"
+            f"XS_FUNC void accum({c}& d, const {c}& s) {{ xs::accum(d, s); }}\n"
+            f"XS_FUNC {c} atomic_add({c}* p, const {c}& v) {{ {' '.join(atomics)} (void)v; return *p; }}")
 
 
-def entry_points(name: str, has_adjoint: bool, target: str) -> str:
-    """The thin per-target wrappers: an OpenMP loop on the CPU, a grid-stride loop on CUDA."""
+def _cpu_entry(name: str, kind: str, grain: int, packed: bool = True) -> list[str]:
+    """One CPU entry point, taking the launch buffer of ``launch.cpu_buffer``: launch shape (4 x
+    int64), thread count (int64), OpenMP threads and packed flag (2 x int32), the argument struct at
+    byte 48 and, for the adjoint, the gradient struct at the next 8-byte boundary.
+
+    Small launches run serially without entering OpenMP (whose setup costs about a microsecond even
+    when it decides not to fork); larger ones get one static chunk per thread. The range function
+    copies the argument structs into locals, so array stores cannot alias them and g++ keeps scalars
+    and data pointers in registers. Its packed variant counts threads in int32 (what tid() is in the
+    language), which keeps array indices affine in the loop counter, so g++ vectorizes the loop;
+    launches beyond int32 take the strided variant, which is valid for packed arrays too."""
+    adj = kind == "backward"
+    rng = f"{name}_{kind}_range"
+    g_param, g_copy, g_arg = ((f"const {name}_args& G0, ", f" const {name}_args G = G0;", "G, ") if adj
+                              else ("", "", ""))
+    call = f"(P, {g_arg}D, b, e)"
+    out = ["template <bool XS_CONTIG>",
+           (f"static __attribute__((noinline)) void {rng}(const {name}_args& P0, {g_param}"
+            "const xs::launch_dims& D0, int64_t b, int64_t e) {"),
+           f"    const {name}_args P = P0;{g_copy} const xs::launch_dims D = D0;",
+           "    if constexpr (XS_CONTIG) {",
+           f"        for (int32_t t = (int32_t)b; t < (int32_t)e; ++t) {name}_{kind}<true>(P, {g_arg}t, D);",
+           "    } else {",
+           f"        for (int64_t t = b; t < e; ++t) {name}_{kind}<false>(P, {g_arg}t, D);",
+           "    }",
+           "}",
+           f'extern "C" XS_EXPORT void {name}_cpu_{kind}(const char* L) {{',
+           f"    xs::launch_dims D; int64_t n; int32_t cfg[2]; {name}_args P;" + (f" {name}_args G;" if adj else ""),
+           "    __builtin_memcpy(&D, L, 32); __builtin_memcpy(&n, L + 32, 8); __builtin_memcpy(cfg, L + 40, 8);",
+           "    __builtin_memcpy(&P, L + 48, sizeof P);"]
+    if adj:
+        out.append("    __builtin_memcpy(&G, L + 48 + ((sizeof P + 7) & ~(size_t)7), sizeof G);")
+    # without a packed variant, never name it: naming it would instantiate it
+    dispatch = f"if (contig) {rng}<true>{call}; else {rng}<false>{call};" if packed else f"{rng}<false>{call};"
+    out += [f"    const bool contig = {'cfg[1] && n <= INT32_MAX' if packed else 'false'}; (void)contig;",
+            f"    const int nt = cfg[0] > 1 && n >= {grain} ? cfg[0] : 1;",
+            "    if (nt == 1) {",
+            f"        int64_t b = 0, e = n; {dispatch}",
+            "        return;",
+            "    }",
+            "    const int64_t chunk = ((n + nt - 1) / nt + 63) / 64 * 64;  // vector loops start aligned",
+            "    #pragma omp parallel for schedule(static, 1) num_threads(nt)",
+            "    for (int c = 0; c < nt; ++c) {",
+            "        const int64_t b = c * chunk, e = b + chunk < n ? b + chunk : n;",
+            f"        if (b < e) {{ {dispatch} }}",
+            "    }",
+            "}"]
+    return out
+
+
+def entry_points(name: str, has_adjoint: bool, target: str, packed: tuple[bool, bool] = (True, True)) -> str:
+    """The thin per-target wrappers: an OpenMP loop on the CPU, a grid-stride loop on CUDA.
+    ``packed`` says whether the forward/backward bodies get their packed-array variant."""
     if target == "cpu":
-        out = [(f'extern "C" XS_EXPORT void {name}_cpu_forward(const {name}_args* P, const xs::launch_dims* D, '
-               "int64_t n, int nthreads, int contig) {"),
-               "    if (contig) {",
-               "        #pragma omp parallel for schedule(static) if (nthreads > 1 && n >= 1024) num_threads(nthreads)",
-               f"        for (int64_t t = 0; t < n; ++t) {name}_forward<true>(*P, t, *D);",
-               "    } else {",
-               "        #pragma omp parallel for schedule(static) if (nthreads > 1 && n >= 1024) num_threads(nthreads)",
-               f"        for (int64_t t = 0; t < n; ++t) {name}_forward<false>(*P, t, *D);",
-               "    }", "}"]
+        out = _cpu_entry(name, "forward", 1024, packed[0])
         if has_adjoint:
-            out += [(f'extern "C" XS_EXPORT void {name}_cpu_backward(const {name}_args* P, const {name}_args* G, '
-                    "const xs::launch_dims* D, int64_t n, int nthreads, int contig) {"),
-                    "    if (contig) {",
-                    "        #pragma omp parallel for schedule(static) if (nthreads > 1 && n >= 256) num_threads(nthreads)",
-                    f"        for (int64_t t = 0; t < n; ++t) {name}_backward<true>(*P, *G, t, *D);",
-                    "    } else {",
-                    "        #pragma omp parallel for schedule(static) if (nthreads > 1 && n >= 256) num_threads(nthreads)",
-                    f"        for (int64_t t = 0; t < n; ++t) {name}_backward<false>(*P, *G, t, *D);",
-                    "    }", "}"]
+            out += _cpu_entry(name, "backward", 256, packed[1])
         return "\n".join(out)
     out = [f'extern "C" __global__ void {name}_cuda_forward({name}_args P, xs::launch_dims D, int64_t n, int contig) {{',
            ("    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; "
            "t += (int64_t)gridDim.x * blockDim.x) {"),
-           f"        if (contig) {name}_forward<true>(P, t, D); else {name}_forward<false>(P, t, D);",
+           (f"        if (contig) {name}_forward<true>(P, t, D); else {name}_forward<false>(P, t, D);" if packed[0]
+            else f"        {name}_forward<false>(P, t, D);"),
            "    }", "}"]
     if has_adjoint:
         out += [(f'extern "C" __global__ void {name}_cuda_backward({name}_args P, {name}_args G, xs::launch_dims D, '
                 "int64_t n, int contig) {"),
                 ("    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; "
                 "t += (int64_t)gridDim.x * blockDim.x) {"),
-                f"        if (contig) {name}_backward<true>(P, G, t, D); else {name}_backward<false>(P, G, t, D);",
+                (f"        if (contig) {name}_backward<true>(P, G, t, D); else {name}_backward<false>(P, G, t, D);"
+                 if packed[1] else f"        {name}_backward<false>(P, G, t, D);"),
                 "    }", "}"]
     return "\n".join(out)
 
@@ -564,6 +623,6 @@ def module_source(kernel_irs: list[ir.KernelIR], structs: list, debug: bool,
         parts.append(param_struct(kir.name, kir.params))
         cg = KernelCodegen(kir, debug)
         parts.append(cg.generate())
-        parts.append(entry_points(kir.name, kir.adjoint_error is None, target))
+        parts.append(entry_points(kir.name, kir.adjoint_error is None, target, cg.packed_variants()))
         labels[kir.name] = sorted(cg.array_ids, key=cg.array_ids.get)
     return "\n\n".join(parts) + "\n", labels

@@ -26,6 +26,7 @@ from .builtins import BUILTINS, resolve_overload
 from .ir import Block, Carried, If, Loop, Op, Var
 
 MAX_UNROLL = 16
+MAX_UNROLL_OPS = 1500
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
            ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "mul", ast.BitAnd: "bit_and", ast.BitOr: "bit_or",
@@ -126,7 +127,7 @@ class Frontend:
         frame = _Frame(src, is_kernel=True)
         self.frames.append(frame)
         params = []
-        ann = self.kernel_func.__annotations__
+        ann = annotations(self.kernel_func)
         for a in src.tree.args.args:
             if a.arg not in ann:
                 raise src.error(a, f"kernel parameter '{a.arg}' needs a type annotation")
@@ -539,8 +540,7 @@ class Frontend:
             if step.const == 0:
                 raise self.err(it, "range() step must not be zero")
             values = range(start.const, stop.const, step.const)
-            if len(values) <= MAX_UNROLL:
-                self.unrolled_loop(name, values, node)
+            if len(values) <= MAX_UNROLL and self.try_unrolled_loop(name, values, node):
                 return
         strong = next((a for a in (start, stop, step) if not a.weak), None)
         itype = strong.type if strong is not None else T.int32
@@ -548,6 +548,17 @@ class Frontend:
         if len({start.type, stop.type, step.type}) != 1:
             raise self.err(it, "range() arguments must have one integer type")
         self.dynamic_loop(node, node.body, induction=(name, start, stop, step))
+
+    def try_unrolled_loop(self, name, values, node) -> bool:
+        """Unroll a constant-trip loop unless its unrolled code would exceed ``MAX_UNROLL_OPS``
+        statements (inlined funcs make bodies large); then undo and let it be a real loop."""
+        sym, mark, reads, writes = dict(self.f.sym), len(self.block.stmts), set(self.reads), set(self.writes)
+        self.unrolled_loop(name, values, node)
+        if sum(1 for _ in ir.walk(Block(self.block.stmts[mark:]))) <= MAX_UNROLL_OPS:
+            return True
+        del self.block.stmts[mark:]
+        self.f.sym, self.reads, self.writes = sym, reads, writes
+        return False
 
     def unrolled_loop(self, name, values, node):
         f = self.f
@@ -594,8 +605,13 @@ class Frontend:
                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == induction[0])
             raise self.err(bad, f"cannot assign to the loop variable '{induction[0]}'")
         has_return = any(isinstance(n, ast.Return) for s in body for n in ast.walk(s))
-        names = sorted(n for n in assigned if n in f.sym and isinstance(f.sym[n], Var))
-        extra = ["$ret"] + (["$retval"] if has_return and not f.is_kernel else [])
+        # arrays are references: a store through one (a[i].x = ...) does not rebind it, and carrying
+        # it would cut the array off from its gradient in the adjoint
+        names = sorted(n for n in assigned if n in f.sym and isinstance(f.sym[n], Var)
+                       and not isinstance(f.sym[n].type, T.ArrayType))
+        # "$ret" is carried only when the body can return: carrying it otherwise makes it a runtime
+        # flag after the loop, which guards every later statement (and refused array stores there)
+        extra = (["$ret"] if has_return else []) + (["$retval"] if has_return and not f.is_kernel else [])
         types = {}
         for _ in range(3):  # trial builds until the carried types are stable
             trial = self._loop_body(node, body, names, extra, induction, cond_node, types, trial=True)
@@ -672,6 +688,9 @@ class Frontend:
             f.sym[induction[0]] = ind_var
             f.loop_vars.add(induction[0])
         self.stmts(body)
+        for n, v in outer_sym.items():
+            if isinstance(v, Var) and isinstance(v.type, T.ArrayType) and f.sym.get(n) is not v:
+                raise self.err(node, f"the array '{n}' cannot be rebound inside a dynamic loop")
         f.flags.remove("$brk")
         f.flags.remove("$cont")
         if induction is not None:
@@ -988,7 +1007,11 @@ class Frontend:
         key = f"$ifexp{id(node)}"
 
         def side(n):
-            return lambda: self.f.sym.__setitem__(key, self.value(n))
+            def run():
+                # value first: a nested ternary replaces self.f.sym while it is evaluated
+                v = self.value(n)
+                self.f.sym[key] = v
+            return run
         self.build_if(cond, side(node.body), side(node.orelse), node)
         return self.f.sym.pop(key)
 
@@ -1012,6 +1035,8 @@ class Frontend:
             return self.call_named_builtin(obj.name, node)
         if isinstance(obj, type) and (T.is_value_type(obj)):
             return self.construct(obj, node)
+        if obj is T.vector or obj is T.matrix:
+            return self.generic_composite(obj, node)
         if obj in (float, int, bool):
             args = self.plain_args(node)
             if len(args) != 1:
@@ -1021,6 +1046,9 @@ class Frontend:
             return self.call_named_builtin(obj.__name__, node)
         if obj is range:
             raise self.err(node, "range() can only be used in a for loop")
+        if obj is print:
+            raise self.err(node, "print() is not supported in kernels; write the values to an output array and "
+                                 "print them on the host")
         if callable(obj):
             raise self.err(node, f"cannot call the Python function '{getattr(obj, '__name__', obj)}' in a kernel; "
                                  "decorate it with @xsim.func or use a builtin")
@@ -1164,11 +1192,41 @@ class Frontend:
             return v.obj
         if isinstance(v, Var) and v.is_const:
             return v.const
+        if isinstance(v, tuple) and all(isinstance(x, Var) and x.is_const for x in v):
+            return tuple(x.const for x in v)  # e.g. shape=(3, 3)
         raise self.err(node, "expected a compile-time constant")
 
-    def construct(self, t, node):
+    def generic_composite(self, make, node):
+        """Warp's ``vector(a, b, c)``, ``vector(s, length=3)``, ``vector(length=3, dtype=float64)``,
+        ``matrix(a, b, c, d, shape=(2, 2))``, ``matrix(shape=(3, 3), dtype=float64)``: the type
+        comes from the keywords, else from the components (float32 for bare literals)."""
+        size_kw = "length" if make is T.vector else "shape"
+        kw = {}
+        for k in node.keywords:
+            if k.arg not in (size_kw, "dtype"):
+                raise self.err(k, f"{make.__name__}() takes the keywords {size_kw}= and dtype=, not '{k.arg}'")
+            kw[k.arg] = self.eval_static(k.value)
+        args = [self.value(a) for a in node.args]
+        if size_kw not in kw:
+            if make is T.matrix:
+                raise self.err(node, "matrix() needs shape=(rows, cols)")
+            if len(args) < 2:
+                raise self.err(node, "vector() needs length= unless it is given its components")
+            kw["length"] = len(args)
+        dtype = kw.get("dtype")
+        if dtype is None:
+            strong = next((a.type for a in args if not a.weak), None)
+            dtype = getattr(strong, "_scalar", strong) or T.float32
+        try:
+            t = make(kw[size_kw], dtype)
+        except (TypeError, ValueError) as e:
+            raise self.err(node, f"{make.__name__}(): {e}") from None
+        return self.construct(t, node, args)
+
+    def construct(self, t, node, args=None):
         """``vec3(x, y, z)``, ``vec3(s)``, ``vec3()``, ``vec3d(v)``, ``mat22(a, b, c, d)``,
-        ``transform(p, q)``, ``MyStruct()``, and scalar casts like ``float64(x)``."""
+        ``transform(p, q)``, ``MyStruct()``, and scalar casts like ``float64(x)``; ``args`` when
+        the caller has already evaluated them."""
         if T.is_struct(t):
             if node.args:
                 raise self.err(node, f"struct {t.__name__} is built with keyword arguments or none")
@@ -1181,7 +1239,7 @@ class Frontend:
                 v = self.emit("field_set", t, [v, self.convert(val, ft, kw) if not isinstance(ft, T.ArrayType)
                                                else val], node, field=kw.arg)
             return v
-        args = self.plain_args(node)
+        args = self.plain_args(node) if args is None else args
         if T.is_scalar(t):
             if len(args) != 1:
                 raise self.err(node, f"{T.type_name(t)}() takes one argument")
@@ -1293,7 +1351,7 @@ class Frontend:
             raise self.err(node, f"func '{func.key}': {e}") from None
         bound.apply_defaults()
         frame = _Frame(src, is_kernel=False)
-        ann = overload.pyfunc.__annotations__
+        ann = annotations(overload.pyfunc)
         for name, v in bound.arguments.items():
             if not isinstance(v, Var):
                 v = self.single(Ref(v), node) if not isinstance(v, tuple) else v
@@ -1383,6 +1441,19 @@ def _assigned_names(body) -> set[str]:
                 if isinstance(root, ast.Name):
                     out.add(root.id)
     return out
+
+
+def annotations(pyfunc) -> dict:
+    """A function's annotations as objects, also when its module uses
+    ``from __future__ import annotations`` (they are then strings, evaluated in its globals)."""
+    cached = getattr(pyfunc, "__xsim_annotations__", None)
+    if cached is None:
+        try:
+            cached = inspect.get_annotations(pyfunc, eval_str=True)
+        except Exception:  # a name the annotation uses is not defined: report it where it is used
+            cached = dict(pyfunc.__annotations__)
+        pyfunc.__xsim_annotations__ = cached
+    return cached
 
 
 def _resolve_annotation(a):

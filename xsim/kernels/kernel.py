@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import linecache
 import types as _pytypes
 from typing import Any
 
 import numpy as np
 
 from .. import types as T
-from .frontend import BuiltinRef, _resolve_annotation, _Source
+from .frontend import BuiltinRef, _resolve_annotation, _Source, annotations
 
 _FUNCS: dict[tuple[str, str], Function] = {}
 
@@ -32,7 +33,7 @@ class FuncOverload:
 
     def annotations(self) -> list:
         sig = inspect.signature(self.pyfunc)
-        ann = self.pyfunc.__annotations__
+        ann = annotations(self.pyfunc)
         return [_resolve_annotation(ann[n]) if n in ann else None for n in sig.parameters]
 
     def matches(self, args: list, kw: dict) -> bool:
@@ -41,7 +42,7 @@ class FuncOverload:
             bound = sig.bind(*args, **kw)
         except TypeError:
             return False
-        ann = self.pyfunc.__annotations__
+        ann = annotations(self.pyfunc)
         for name, v in bound.arguments.items():
             if name not in ann:
                 continue
@@ -110,7 +111,7 @@ def func(pyfunc=None, *, differentiable: bool = True):
 
 
 def _same_annotations(a, b) -> bool:
-    return a.__annotations__ == b.__annotations__ and inspect.signature(a) == inspect.signature(b)
+    return annotations(a) == annotations(b) and inspect.signature(a) == inspect.signature(b)
 
 
 def _same_signature(fn: Function, f) -> bool:
@@ -140,7 +141,7 @@ class Kernel:
         self.__doc__ = pyfunc.__doc__
         self.__name__ = pyfunc.__name__
         sig = inspect.signature(pyfunc)
-        ann = pyfunc.__annotations__
+        ann = annotations(pyfunc)
         self.params: list[tuple[str, Any]] = []
         for name in sig.parameters:
             t = _resolve_annotation(ann.get(name)) if name in ann else None
@@ -182,13 +183,34 @@ def kernel(pyfunc=None, *, enable_backward: bool = True, module: str | None = No
 # content hashing: what a kernel's generated code depends on, found without running the frontend
 
 
+def _source_text(pyfunc) -> str:
+    """The lines of a function's definition, decorators included, straight from linecache: the
+    text inspect.getsource finds, without its tokenizer pass, which was most of the time a fresh
+    process spent loading a module from the cache."""
+    code = pyfunc.__code__
+    linecache.checkcache(code.co_filename)
+    lines = linecache.getlines(code.co_filename, pyfunc.__globals__)
+    last = max((end for c in _code_objects(code) for _, end, _, _ in c.co_positions() if end is not None),
+               default=0)
+    if not lines or last < code.co_firstlineno:
+        raise OSError(f"no source for {pyfunc.__qualname__}")
+    return "".join(lines[code.co_firstlineno - 1:last])
+
+
+def _code_objects(code):
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, _pytypes.CodeType):
+            yield from _code_objects(c)
+
+
 def _hash_python(pyfunc, seen: set) -> str:
     if id(pyfunc) in seen:
         return ""
     seen.add(id(pyfunc))
     h = hashlib.blake2b(digest_size=16)
     try:
-        h.update(inspect.getsource(pyfunc).encode())
+        h.update(_source_text(pyfunc).encode())
     except OSError:
         h.update(pyfunc.__code__.co_code)
     names = dict(pyfunc.__globals__)

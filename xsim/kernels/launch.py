@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import struct
 
 import numpy as np
 
@@ -63,7 +64,7 @@ def _grad_struct(value, t):
 
 
 def normalize_dim(kernel, dim) -> tuple[int, ...]:
-    shape = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    shape = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     if not 1 <= len(shape) <= 4 or any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
         raise ValueError(f"launch of kernel '{kernel.key}': dim must be a non-negative int or a tuple of 1 to 4 of "
                          f"them, got {dim!r}")
@@ -107,7 +108,16 @@ def coerce_arg(kernel, name: str, t, value, device):
 def _wrap_foreign(value, t, where):
     from ..array import from_numpy
     if isinstance(value, np.ndarray):
-        return from_numpy(value, dtype=t.dtype)
+        # a numpy array is used in place or refused: a converted copy would drop the kernel's writes
+        if value.dtype != t.dtype._np:
+            raise TypeError(f"{where}: got a numpy array of dtype {value.dtype} for elements of "
+                            f"{T.type_name(t.dtype)}; converting it would copy it and the kernel's writes would not "
+                            f"reach it, so convert it first (e.g. arr.astype(numpy.{t.dtype._np}))")
+        arr = from_numpy(value, dtype=t.dtype)
+        if arr.ptr != value.__array_interface__["data"][0]:
+            raise TypeError(f"{where}: this numpy array's layout cannot be shared without a copy (its element "
+                            "components are not packed); pass numpy.ascontiguousarray(arr) and read results from it")
+        return arr
     if type(value).__module__.startswith("torch"):
         from ..autodiff.interop import wrap_torch_for_launch
         return wrap_torch_for_launch(value, t.dtype)
@@ -139,14 +149,166 @@ class _Prepared:
         self.args_type = _args_struct(kernel)
         self.forward = self.native.forward[kernel.key]
         self.backward = self.native.backward.get(kernel.key)
+        self.key = (device.name, debug)
+        self.layout, self.plan = _layout(kernel, self.args_type)
+        size = ctypes.sizeof(self.args_type)
+        self.grads_pad = b"\0" * (-size % 8)  # the adjoint's gradient struct starts 8-aligned
+        self.first_array = next((i for i, (_, t) in enumerate(kernel.params) if isinstance(t, T.ArrayType)), None)
+        self.written = [i for i, (name, _) in enumerate(kernel.params) if name in self.meta.writes]
+        self.written_nested = [label for label in self.meta.writes if "." in label]
+        self.fast = device.is_cpu and self.layout is not None
 
 
 def prepare(kernel, device, debug) -> _Prepared:
-    cache = kernel.launch_cache
+    prep = kernel.launch_cache
     key = (device.name, debug)
-    if cache is None or cache[0] != key or cache[1].native is not kernel.module.builds.get((device.name, debug)):
-        kernel.launch_cache = (key, _Prepared(kernel, device, debug))
-    return kernel.launch_cache[1]
+    if prep is None or prep.key != key or prep.native is not kernel.module.builds.get(key):
+        prep = kernel.launch_cache = _Prepared(kernel, device, debug)
+    return prep
+
+
+# The CPU launch buffer: one bytes object handed to the native entry point (one ctypes argument is
+# the cheapest call). It holds the launch shape padded with 1s, the thread count, the OpenMP thread
+# budget and the all-arrays-packed flag, then the kernel's argument struct; for the adjoint the
+# gradient struct follows at the next 8-byte boundary. codegen.entry_points reads the same layout.
+_HEADER = "=4qqii"
+_ARRAY, _FLOAT, _INT, _BOOL, _VALUE, _STRUCT = range(6)  # how each argument is checked and packed
+_SCALAR_CODES = {T.float16: "e", T.float32: "f", T.float64: "d", T.int8: "b", T.uint8: "B", T.int16: "h",
+                 T.uint16: "H", T.int32: "i", T.uint32: "I", T.int64: "q", T.uint64: "Q", T.bool_: "?"}
+
+
+def _layout(kernel, args_type) -> tuple[struct.Struct | None, list]:
+    """The ``struct`` layout of the launch buffer (the header, then each field at its ctypes offset)
+    and the check/pack plan of each parameter: (kind, type, ndim)."""
+    codes, plan, end = [_HEADER], [], 0
+    for name, t in kernel.params:
+        if t is None:
+            return None, []
+        field = getattr(args_type, name)
+        if field.offset > end:
+            codes.append(f"{field.offset - end}x")
+        end = field.offset + field.size
+        if isinstance(t, T.ArrayType):
+            codes.append(f"{field.size}s")
+            plan.append((_ARRAY, t.dtype, t.ndim))
+        elif t in _SCALAR_CODES:
+            codes.append(_SCALAR_CODES[t])
+            plan.append((_BOOL if t is T.bool_ else _INT if T.is_int(t) else _FLOAT, t, 0))
+        else:
+            codes.append(f"{field.size}s")
+            plan.append((_STRUCT if T.is_struct(t) else _VALUE, t, 0))
+    size = ctypes.sizeof(args_type)
+    if size > end:
+        codes.append(f"{size - end}x")
+    return struct.Struct("".join(codes)), plan
+
+
+def _pack_item(kind, t, v):
+    """One checked argument as the ``struct`` item of its field."""
+    if kind == _ARRAY:
+        return bytes(v._desc)
+    if kind == _VALUE or kind == _STRUCT:
+        return bytes(_to_c(v, t))
+    return v
+
+
+def _wrap_scalar(kind, t, v):
+    """A number as the C field stores it (ints wrap around, floats round), like ctypes assignment."""
+    if kind == _FLOAT or kind == _INT:
+        return np.array(v).astype(t._np).item()
+    return v
+
+
+def cpu_buffer(prep: _Prepared, shape, values, contig: bool, grads=None) -> bytes:
+    """The launch buffer of checked ``values`` (and, for the adjoint, the gradient struct ``grads``)."""
+    head = (*shape, *(1,) * (4 - len(shape)), math.prod(shape), _nthreads or _threads(), int(contig))
+    items = [_pack_item(kind, t, v) for (kind, t, _), v in zip(prep.plan, values)]
+    try:
+        buf = prep.layout.pack(*head, *items)
+    except (struct.error, OverflowError):
+        buf = prep.layout.pack(*head, *(_wrap_scalar(k, t, v) for (k, t, _), v in zip(prep.plan, items)))
+    return buf if grads is None else buf + prep.grads_pad + bytes(grads)
+
+
+def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
+    """Launch a kernel that launched before, when every argument is plain: an xsim array of the
+    parameter's dtype and ndim on the kernel's device, a Python number of the parameter's kind, or a
+    value of the parameter's exact type. The checks are identity comparisons and the packing one
+    ``struct.pack``. Returns False, having done nothing, for anything else: the general path then
+    converts what it can and raises the errors."""
+    prep = getattr(kernel, "launch_cache", None)
+    if (prep is None or not prep.fast or prep.debug != (config.mode == "debug")
+            or kernel.module.builds.get(prep.key) is not prep.native):
+        return False
+    values = [*inputs, *outputs]
+    plan = prep.plan
+    if len(values) != len(plan):
+        return False
+    if type(dim) is int and dim >= 0:
+        shape = (dim,)
+    elif type(dim) is tuple and 1 <= len(dim) <= 4 and all(type(d) is int and d >= 0 for d in dim):
+        shape = dim
+    else:
+        return False
+    dev = prep.device
+    if device is None:
+        first = prep.first_array
+        if first is None or type(values[first]) is not Array or values[first].device is not dev:
+            return False
+    elif device is not dev and device != dev.name:
+        return False
+    items = []
+    contig = 1
+    for (kind, t, ndim), v in zip(plan, values):
+        if kind == _ARRAY:
+            if type(v) is not Array or v.dtype is not t or v.ndim != ndim or v.device is not dev:
+                return False
+            if not v.is_contiguous:
+                contig = 0
+            items.append(bytes(v._desc))
+        elif kind == _FLOAT:
+            if type(v) is not float and type(v) is not int:
+                return False
+            items.append(v)
+        elif kind == _INT:
+            if type(v) is not int:
+                return False
+            items.append(v)
+        elif kind == _BOOL:
+            if type(v) is not bool:
+                return False
+            items.append(v)
+        elif kind == _VALUE:
+            if type(v) is not t:
+                return False
+            items.append(v._v.tobytes())
+        else:
+            if type(v) is not t:
+                return False
+            if t._has_arrays and not _all_contiguous((v,), (("", t),)):
+                contig = 0
+            items.append(bytes(_to_c(v, t)))
+    n = math.prod(shape)
+    try:
+        buf = prep.layout.pack(*shape, *(1,) * (4 - len(shape)), n, _nthreads or _threads(), contig, *items)
+    except (struct.error, OverflowError):
+        return False
+    recorder = _recorders[-1] if (_recorders and record_tape) else None
+    snapshots = recorder.before_launch(kernel, prep.meta, kernel.params, values) if recorder is not None else None
+    if n > 0:
+        prep.forward(buf)
+        if prep.debug:
+            check_errors(prep, kernel)
+    if recorder is not None:
+        recorder.record_launch(kernel, prep, shape, values, snapshots)
+    else:
+        for i in prep.written:
+            arr = values[i]
+            arr._version += 1
+            arr._last_writer = kernel.key
+        if prep.written_nested:
+            bump_versions(prep.meta, kernel.params, values, kernel.key, prep.written_nested)
+    return True
 
 
 def pack(prep: _Prepared, values):
@@ -201,8 +363,16 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
            adjoint: bool = False, record_tape: bool = True, stream=None):
     """Run ``kernel`` over ``dim`` threads (an int or a tuple of up to 4) with ``inputs + outputs``
     as its arguments, in parameter order. ``adjoint=True`` runs the adjoint instead, with
-    ``adj_inputs + adj_outputs`` as the gradients (None entries use each array's ``.grad``)."""
+    ``adj_inputs + adj_outputs`` as the gradients (None entries use each array's ``.grad``).
+    ``stream``: an ``xsim.Stream`` to run this launch on instead of its device's current stream."""
+    if not adjoint and stream is None and _launch_fast(kernel, dim, inputs, outputs, device, record_tape):
+        return
     from .kernel import Kernel
+    if stream is not None:
+        from ..device import ScopedStream
+        with ScopedStream(stream):
+            return launch(kernel, dim, inputs, outputs, adj_inputs, adj_outputs, device or stream.device, adjoint,
+                          record_tape)
     if not isinstance(kernel, Kernel):
         raise TypeError(f"launch() needs an @xsim.kernel, got {kernel!r}")
     values = list(inputs) + list(outputs)
@@ -212,6 +382,8 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
         raise TypeError(f"kernel '{kernel.key}' takes {len(params)} arguments ({names}), got {len(values)}")
     shape = normalize_dim(kernel, dim)
     dev = _launch_device(device, values, params)
+    if any(t is None for _, t in params):
+        prepare(kernel, dev, config.mode == "debug")  # the frontend raises a CompileError naming the parameter
     values = [coerce_arg(kernel, n, t, v, dev) for (n, t), v in zip(params, values)]
     debug = config.mode == "debug"
     prep = prepare(kernel, dev, debug)
@@ -242,13 +414,11 @@ def _launch_device(device, values, params):
 
 
 def run_forward(prep: _Prepared, shape, values):
-    args = pack(prep, values)
     contig = _all_contiguous(values, prep.kernel.params)
     if prep.device.is_cpu:
-        prep.forward(ctypes.addressof(args), ctypes.addressof(_dims(shape)), math.prod(shape),
-                     _threads(), int(contig))
+        prep.forward(cpu_buffer(prep, shape, values, contig))
     else:
-        prep.native.launch_forward(prep.kernel.key, args, _dims(shape), math.prod(shape), contig)
+        prep.native.launch_forward(prep.kernel.key, pack(prep, values), _dims(shape), math.prod(shape), contig)
     if prep.debug:
         check_errors(prep, prep.kernel)
 
@@ -257,17 +427,15 @@ def run_backward(prep: _Prepared, shape, values, adj_values=None):
     if prep.backward is None and prep.device.is_cpu or prep.meta.adjoint_error is not None:
         from ..errors import CompileError
         raise CompileError(f"kernel '{prep.kernel.key}' cannot be differentiated: {prep.meta.adjoint_error}")
-    args = pack(prep, values)
     grads = pack_grads(prep, values, adj_values)
     contig = _all_contiguous(values, prep.kernel.params) and _grads_contiguous(values, prep.kernel.params, adj_values)
     n = math.prod(shape)
     if n == 0:
         return
     if prep.device.is_cpu:
-        prep.backward(ctypes.addressof(args), ctypes.addressof(grads), ctypes.addressof(_dims(shape)), n,
-                      _threads(), int(contig))
+        prep.backward(cpu_buffer(prep, shape, values, contig, grads))
     else:
-        prep.native.launch_backward(prep.kernel.key, args, grads, _dims(shape), n, contig)
+        prep.native.launch_backward(prep.kernel.key, pack(prep, values), grads, _dims(shape), n, contig)
     if prep.debug:
         check_errors(prep, prep.kernel)
 
@@ -283,11 +451,12 @@ def _grads_contiguous(values, params, adj_values) -> bool:
     return True
 
 
-def bump_versions(meta, params, values, writer: str):
-    """Count writes on the arrays a launch wrote (the tape checks these counters)."""
+def bump_versions(meta, params, values, writer: str, labels=None):
+    """Count writes on the arrays a launch wrote (the tape checks these counters); ``labels``
+    narrows it to some of the written arrays."""
     if not meta.writes:
         return
-    for label in meta.writes:
+    for label in meta.writes if labels is None else labels:
         arr = resolve_label(label, params, values)
         if arr is not None:
             arr._version += 1

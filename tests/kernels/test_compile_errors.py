@@ -1,0 +1,326 @@
+"""Bad kernels: each raises ``xsim.CompileError`` at its first launch, naming this file, the line
+marked ``# E:<case>`` and the column, showing that line with a caret under the offending code,
+and saying what was expected.
+
+Each bad kernel lives in its own module so that one failure does not hide another.
+"""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import xsim
+
+CASES: dict = {}  # name -> (kernel, phrase the message must contain, code the caret points at)
+
+
+def bad(expected: str, caret: str):
+    """Register a bad kernel, compiled alone in its own module."""
+    def wrap(f):
+        k = xsim.kernel(module=f"xsim_tests_bad_kernel_{f.__name__}")(f)
+        CASES[f.__name__] = (k, expected, caret)
+        return k
+    return wrap
+
+
+def plain_python(a):
+    return a * 2.0
+
+
+@xsim.func
+def helper(a: float, b: float):
+    return a + b
+
+
+@xsim.func
+def helper_with_bad_body(a: float):
+    return a + missing_global  # E:error_inside_func  # noqa: F821
+
+
+@xsim.kernel(module="xsim_tests_bad_kernel_callee")
+def some_kernel(x: xsim.array(dtype=float)):
+    x[0] = 1.0
+
+
+@xsim.struct
+class Body:
+    mass: float
+
+
+@bad("unknown name 'undefined_thing'", "undefined_thing")
+def unknown_name(x: xsim.array(dtype=float)):
+    i = xsim.tid()
+    x[i] = undefined_thing + 1.0  # E:unknown_name  # noqa: F821
+
+
+@bad("no overload of 'add' takes (float32, vec3f)", "x[i] + xsim.vec3")
+def type_mismatch_in_operator(x: xsim.array(dtype=float)):
+    i = xsim.tid()
+    x[i] = x[i] + xsim.vec3(1.0, 2.0, 3.0)  # E:type_mismatch_in_operator
+
+
+@bad("cannot store vec3f into 'x' element of type float32", "x[i] = xsim.vec3")
+def type_mismatch_in_store(x: xsim.array(dtype=float)):
+    i = xsim.tid()
+    x[i] = xsim.vec3(1.0, 2.0, 3.0)  # E:type_mismatch_in_store
+
+
+@bad("lambdas are not supported in kernels", "lambda")
+def uses_lambda(x: xsim.array(dtype=float)):
+    f = lambda a: a  # E:uses_lambda  # noqa: F841
+
+
+@bad("list comprehensions are not supported in kernels", "[k for k")
+def uses_list_comprehension(x: xsim.array(dtype=float)):
+    s = [k for k in range(3)]  # E:uses_list_comprehension  # noqa: F841
+
+
+@bad("try/except are not supported in kernels", "try:")
+def uses_try(x: xsim.array(dtype=float)):
+    try:  # E:uses_try
+        x[0] = 1.0
+    except IndexError:
+        pass
+
+
+@bad("no overload of func 'helper' takes (float32, float32, float32); expected helper(a: float, b: float)",
+     "helper(")
+def func_wrong_arity(x: xsim.array(dtype=float)):
+    x[0] = helper(x[0], x[1], x[2])  # E:func_wrong_arity
+
+
+@bad("no overload of func 'helper' takes (vec3f, float32)", "helper(")
+def func_wrong_argument_type(x: xsim.array(dtype=float)):
+    x[0] = helper(xsim.vec3(1.0, 2.0, 3.0), x[1])  # E:func_wrong_argument_type
+
+
+@bad("no overload of 'sin' takes (float32, float32); expected one of: sin(Float)", "xsim.sin(")
+def builtin_wrong_arity(x: xsim.array(dtype=float)):
+    x[0] = xsim.sin(x[0], x[1])  # E:builtin_wrong_arity
+
+
+@bad("no overload of 'cross' takes (vec2f, vec2f); expected one of: cross(Vec3, Vec3)", "xsim.cross(")
+def builtin_wrong_argument_type(x: xsim.array(dtype=float)):
+    c = xsim.cross(xsim.vec2(1.0, 0.0), xsim.vec2(0.0, 1.0))  # E:builtin_wrong_argument_type  # noqa: F841
+
+
+@bad("cannot assign to the loop variable 'k'", "k = 2")
+def assigns_static_loop_variable(x: xsim.array(dtype=float)):
+    for k in range(3):
+        k = 2  # E:assigns_static_loop_variable
+        x[k] = 1.0
+
+
+@bad("cannot assign to the loop variable 'k'", "k +=")
+def assigns_dynamic_loop_variable(x: xsim.array(dtype=float), n: int):
+    for k in range(n):
+        k += 1  # E:assigns_dynamic_loop_variable
+        x[k] = 1.0
+
+
+@bad("'a' has type float32 in one branch and vec3f in the other", "if x[0]")
+def mismatched_branch_types(x: xsim.array(dtype=float)):
+    if x[0] > 0.0:  # E:mismatched_branch_types
+        a = 1.0 * x[0]
+    else:
+        a = xsim.vec3(1.0, 2.0, 3.0)
+    x[1] = a
+
+
+@bad("cannot call the Python function 'plain_python' in a kernel; decorate it with @xsim.func", "plain_python(")
+def calls_plain_python(x: xsim.array(dtype=float)):
+    x[0] = plain_python(x[0])  # E:calls_plain_python
+
+
+@bad("cannot call the Python function 'sqrt' in a kernel", "np.sqrt(")
+def calls_numpy(x: xsim.array(dtype=float)):
+    x[0] = np.sqrt(x[0])  # E:calls_numpy
+
+
+@bad("print() is not supported in kernels", "print(")
+def calls_print(x: xsim.array(dtype=float)):
+    print(x[0])  # E:calls_print
+
+
+@bad("a kernel cannot return a value (write the result into an output array)", "return x[0]")
+def kernel_returns_value(x: xsim.array(dtype=float)):
+    return x[0]  # E:kernel_returns_value
+
+
+@bad("slices are not supported in kernels", "x[0:2]")
+def uses_slice(x: xsim.array(dtype=float)):
+    y = x[0:2]  # E:uses_slice  # noqa: F841
+
+
+@bad("only <, <=, >, >=, == and != comparisons are supported", "x[0] is")
+def unsupported_comparison_operator(x: xsim.array(dtype=float)):
+    if x[0] is x[1]:  # E:unsupported_comparison_operator
+        x[2] = 1.0
+
+
+@bad("no overload of 'bit_and' takes (float32, float32)", "x[0] & x[1]")
+def unsupported_operator_on_floats(x: xsim.array(dtype=float)):
+    x[2] = x[0] & x[1]  # E:unsupported_operator_on_floats
+
+
+@bad("array 'x' has 1 dimension(s) but is indexed with 2", "x[0, 1]")
+def wrong_number_of_indices(x: xsim.array(dtype=float)):
+    x[0] = x[0, 1]  # E:wrong_number_of_indices
+
+
+@bad("an index must be an integer, got float32", "x[x[0]]")
+def float_index(x: xsim.array(dtype=float)):
+    x[1] = x[x[0]]  # E:float_index
+
+
+@bad("cannot use the float literal 1.5 where int32 is expected", "x[1.5]")
+def float_literal_index(x: xsim.array(dtype=float)):
+    x[1] = x[1.5]  # E:float_literal_index
+
+
+@bad("unknown name 'missing_global'", "missing_global")
+def error_inside_func(x: xsim.array(dtype=float)):
+    x[0] = helper_with_bad_body(x[0])
+
+
+@bad("dicts are not supported in kernels", "{}")
+def uses_dict(x: xsim.array(dtype=float)):
+    d = {}  # E:uses_dict  # noqa: F841
+
+
+@bad("kernels loop only over range(...)", "x:")
+def loops_over_array(x: xsim.array(dtype=float)):
+    for v in x:  # E:loops_over_array
+        pass
+
+
+@bad("range() needs integers, got float32", "2.5")
+def float_range(x: xsim.array(dtype=float)):
+    for k in range(2.5):  # E:float_range
+        x[0] = 1.0
+
+
+@bad("vec3f has no component 'w'", "v.w")
+def bad_vector_component(x: xsim.array(dtype=float)):
+    v = xsim.vec3(1.0, 2.0, 3.0)
+    x[0] = v.w  # E:bad_vector_component
+
+
+@bad("struct Body has no field 'velocity'", "b.velocity")
+def bad_struct_field(x: xsim.array(dtype=float)):
+    b = Body()
+    x[0] = b.velocity  # E:bad_struct_field
+
+
+@bad("cannot call the kernel 'some_kernel' from a kernel; make it an @xsim.func", "some_kernel(")
+def calls_a_kernel(x: xsim.array(dtype=float)):
+    some_kernel(x)  # E:calls_a_kernel
+
+
+@bad("unsupported constant 'text' (only numbers and booleans)", "'text'")
+def uses_string(x: xsim.array(dtype=float)):
+    s = 'text'  # E:uses_string  # noqa: F841
+
+
+@bad("a matrix takes m[i, j] (or m[i] for a row), got 3 indices", "m[0, 1, 2]")
+def matrix_three_indices(x: xsim.array(dtype=float)):
+    m = xsim.mat33()
+    x[0] = m[0, 1, 2]  # E:matrix_three_indices
+
+
+@bad("'a' is float32 before the loop but vec3f inside it; give it one type", "for k")
+def loop_changes_type(x: xsim.array(dtype=float), n: int):
+    a = 1.0 * x[0]
+    for k in range(n):  # E:loop_changes_type
+        a = xsim.vec3(1.0, 2.0, 3.0)  # noqa: F841
+    x[1] = 0.0
+
+
+@bad("cannot unpack 3 value(s) into 2 names", "a, b = ")
+def unpack_count_mismatch(x: xsim.array(dtype=float)):
+    a, b = 1.0, 2.0, 3.0  # E:unpack_count_mismatch  # noqa: F841
+
+
+@bad("tid() is unpacked into 1 indices here but 2 elsewhere", "xsim.tid()")
+def inconsistent_tid(x: xsim.array(dtype=float)):
+    i, j = xsim.tid()
+    k = xsim.tid()  # E:inconsistent_tid
+    x[i + j + k] = 1.0
+
+
+@bad("matrix() needs shape=(rows, cols)", "xsim.matrix(")
+def matrix_without_shape(x: xsim.array(dtype=float)):
+    m = xsim.matrix(1.0, 2.0, 3.0, 4.0)  # E:matrix_without_shape  # noqa: F841
+
+
+@bad("vector() takes the keywords length= and dtype=, not 'size'", "size=3")
+def vector_bad_keyword(x: xsim.array(dtype=float)):
+    v = xsim.vector(1.0, size=3)  # E:vector_bad_keyword  # noqa: F841
+
+
+@xsim.func
+def returns_two_types(a: float):
+    if a > 0.0:
+        return a
+    return xsim.vec3(a, a, a)  # E:func_returns_two_types
+
+
+@bad("this return gives vec3f but an earlier return gave float32", "return xsim.vec3")
+def func_returns_two_types(x: xsim.array(dtype=float)):
+    x[0] = returns_two_types(x[0])
+
+
+@bad("keyword arguments are not supported here", "xsim.sin(")
+def builtin_keyword_argument(x: xsim.array(dtype=float)):
+    x[0] = xsim.sin(x=x[0])  # E:builtin_keyword_argument
+
+
+@bad("kernel parameter 'n' needs a type annotation", "n")
+def unannotated_parameter(x: xsim.array(dtype=float), n):  # E:unannotated_parameter
+    x[0] = 1.0
+
+
+THIS_FILE = Path(__file__).resolve()
+SOURCE = THIS_FILE.read_text().splitlines()
+
+
+def marked_line(name: str) -> int:
+    """The 1-based line of this file carrying the marker ``# E:<name>``."""
+    hits = [n for n, text in enumerate(SOURCE, 1) if re.search(rf"# E:{name}\b", text)]
+    assert len(hits) == 1, name
+    return hits[0]
+
+
+def test_there_are_at_least_twenty_distinct_bad_kernels():
+    assert len(CASES) >= 20
+    assert len({expected for _, expected, _ in CASES.values()}) >= 20
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_kernel_raises_compile_error_with_location_caret_and_expectation(name):
+    kernel, expected, caret_at = CASES[name]
+    args = [xsim.zeros(4, dtype=float)] + [3] * (len(kernel.params) - 1)
+    with pytest.raises(xsim.CompileError) as info:
+        xsim.launch(kernel, 1, inputs=args)
+    err = info.value
+    text = str(err)
+    line = marked_line(name)
+    head, src_line, caret_line = text.splitlines()[:3]
+    assert head.startswith(f"{THIS_FILE}:{line}:{err.col + 1}: "), text
+    assert (err.file, err.line) == (str(THIS_FILE), line)
+    assert expected in head, text
+    assert src_line.strip() == SOURCE[line - 1].strip(), text
+    # the caret sits under the offending code
+    assert caret_line.strip() == "^", text
+    caret_col = caret_line.index("^")
+    assert src_line[caret_col:].startswith(caret_at), f"caret at {src_line[caret_col:]!r}\n{text}"
+    assert src_line[:caret_col].strip() == SOURCE[line - 1][:err.col].strip()
+
+
+def test_a_bad_kernel_keeps_failing_on_every_launch():
+    kernel = CASES["unknown_name"][0]
+    for _ in range(2):
+        with pytest.raises(xsim.CompileError, match="unknown name 'undefined_thing'"):
+            xsim.launch(kernel, 1, inputs=[xsim.zeros(4, dtype=float)])
