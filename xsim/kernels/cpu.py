@@ -4,27 +4,49 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 from ..errors import CompileError
 from . import cache
 
+# No loop distribution: g++ 12.2 at -O3 miscompiles adjoint loops that read a gradient, zero it
+# and add it elsewhere once it has unswitched them on `if (G.x.data)` (the added gradient comes
+# out 0); tests/autodiff/test_fuzz_gradients.py::test_gradient_read_then_zeroed_in_unswitched_loop.
 FLAGS = ["-O3", "-std=c++20", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-march=native",
-         "-fvisibility=hidden", "-w"]
+         "-fno-tree-loop-distribution", "-fno-tree-loop-distribute-patterns", "-fvisibility=hidden", "-w"]
+
+
+# OpenMP threads that wait for the next launch spin for a bounded time, then sleep. Unbounded
+# spinning (libgomp's default is ~300k spins) lets idle workers steal the cores from the busy ones
+# when the machine is oversubscribed (measured: a scene went from 1.6 s to 52 s under load); a
+# short spin still catches the back-to-back launches of a solver step. libgomp reads this when the
+# first kernel module loads it; a value the user set wins.
+os.environ.setdefault("GOMP_SPINCOUNT", "20000")
 
 
 @functools.cache
 def compiler() -> str:
     """The C++ compiler: ``CXX``, else g++, else clang++."""
     for cand in (os.environ.get("CXX"), "g++", "clang++"):
-        if cand and shutil.which(cand):
-            return shutil.which(cand)
+        path = _which(cand) if cand else None
+        if path:
+            return path
     raise RuntimeError("xsim needs a C++ compiler for CPU kernels and found none: install g++ "
                        "(e.g. `apt-get install g++`) or clang++, or point the CXX environment variable at one.")
+
+
+def _which(name: str) -> str | None:
+    """The executable ``name`` on PATH (or ``name`` itself when it is a path), like ``shutil.which``.
+    A loaded-from-cache module needs only this, and importing shutil (with subprocess and tempfile,
+    which only a compile needs) would cost a fresh process several milliseconds."""
+    dirs = [""] if os.path.dirname(name) else os.environ.get("PATH", os.defpath).split(os.pathsep)
+    for d in dirs:
+        path = os.path.join(d, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
 
 
 @functools.cache
@@ -42,7 +64,9 @@ def target_id(debug: bool) -> str:
                     break
     except OSError:
         pass
-    return f"cpu|{cxx}|{st.st_size}|{st.st_mtime_ns}|{' '.join(FLAGS)}|debug={debug}|{hash(cpu)}"
+    # hashlib, not hash(): str hashes differ between processes, and the key must not
+    cpu_hash = hashlib.blake2b(cpu.encode(), digest_size=8).hexdigest()
+    return f"cpu|{cxx}|{st.st_size}|{st.st_mtime_ns}|{' '.join(FLAGS)}|debug={debug}|{cpu_hash}"
 
 
 def compile_source(source: str, out_dir: Path) -> Path:
@@ -51,6 +75,7 @@ def compile_source(source: str, out_dir: Path) -> Path:
     src.write_text(source)
     lib = out_dir / "module.so"
     cmd = [compiler(), *FLAGS, f"-I{Path(__file__).parent / 'native'}", str(src), "-o", str(lib)]
+    import subprocess  # here, not at the top: see _which
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise CompileError("the C++ compiler rejected the generated code (this is a bug in xsim; please "
@@ -69,13 +94,12 @@ class CpuModule:
         for name, meta in metas.items():
             f = getattr(self.lib, f"{name}_cpu_forward")
             f.restype = None
-            f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int]
+            f.argtypes = [ctypes.c_char_p]  # the launch buffer (launch.cpu_buffer)
             self.forward[name] = f
             if meta.adjoint_error is None:
                 b = getattr(self.lib, f"{name}_cpu_backward")
                 b.restype = None
-                b.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int,
-                              ctypes.c_int]
+                b.argtypes = [ctypes.c_char_p]
                 self.backward[name] = b
         self.error = ErrorInfo.in_dll(self.lib, "xs_error")
 
@@ -99,6 +123,7 @@ def build(module, debug: bool) -> CpuModule:
         except (OSError, TypeError, KeyError):
             pass
     source, metas = module.generate("cpu", debug)
+    import tempfile  # here, not at the top: see _which
     with tempfile.TemporaryDirectory(dir=cache.cache_dir(), prefix="build-") as tmp:
         lib = compile_source(source, Path(tmp))
         path = cache.store(key, ".so", lib, {"kernels": {k: vars(m) for k, m in metas.items()}})

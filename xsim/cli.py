@@ -1,0 +1,201 @@
+"""The ``xsim`` command: ``xsim run [SCENE]``, ``xsim check SCENE``, ``xsim info``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from .errors import SceneError
+
+DEFAULT_SCENE = "drape.toml"
+
+
+def default_scene() -> Path:
+    """The scene ``xsim run`` uses when none is named: ``scenes/drape.toml`` in the working
+    directory, else the one shipped beside the xsim package (a source checkout)."""
+    for root in (Path.cwd(), Path(__file__).resolve().parents[1]):
+        candidate = root / "scenes" / DEFAULT_SCENE
+        if candidate.is_file():
+            return candidate
+    raise SceneError(f"no scene named and no default scene found (looked for scenes/{DEFAULT_SCENE} in "
+                     f"{Path.cwd()} and beside the xsim package): run `xsim run path/to/scene.toml`")
+
+
+class Progress:
+    """A one-line progress bar on a terminal stream: frames done, steps per second, time left.
+    It stays silent for runs shorter than ``delay`` seconds."""
+
+    def __init__(self, total: int, substeps: int, stream: TextIO = sys.stderr, delay: float = 1.0,
+                 width: int = 24):
+        self.total, self.substeps, self.stream, self.delay, self.width = total, substeps, stream, delay, width
+        self.start = time.perf_counter()
+        self.last_draw = 0.0
+        self.drawn = False
+
+    def line(self, done: int, elapsed: float) -> str:
+        """The text of the bar after ``done`` frames in ``elapsed`` seconds."""
+        filled = self.width * done // max(self.total, 1)
+        rate = done * self.substeps / elapsed if elapsed > 0 else 0.0
+        eta = elapsed / done * (self.total - done) if done else 0.0
+        return (f"frame {done:>{len(str(self.total))}}/{self.total} [{'#' * filled}{'-' * (self.width - filled)}] "
+                f"{rate:,.0f} steps/s, {eta:.1f} s left")
+
+    def __call__(self, done: int, total: int):
+        now = time.perf_counter()
+        elapsed = now - self.start
+        if elapsed < self.delay or (now - self.last_draw < 0.1 and done < total):
+            return
+        self.last_draw = now
+        self.drawn = True
+        end = "\n" if done == total else ""
+        self.stream.write("\r" + self.line(done, elapsed) + end)
+        self.stream.flush()
+
+
+def cmd_run(args) -> int:
+    """Simulate a scene, write its USD file and preview image."""
+    from .io import load_scene, save_preview, simulate, write_usd
+
+    scene = load_scene(args.scene or default_scene())
+    frames = args.frames if args.frames is not None else scene.sim.frames
+    device = args.device or scene.sim.device
+    out = Path(args.out) if args.out else scene.output.usd
+    preview = None if args.no_preview else (Path(args.preview) if args.preview else scene.output.preview)
+    print(f"xsim: {scene.path}: {frames} frames of {scene.sim.dt:g} s, {scene.sim.substeps} substeps, "
+          f"{scene.sim.iterations} iterations, on {device}")
+    progress = Progress(frames, scene.sim.substeps, delay=0.0 if args.progress else 1.0)
+    t0 = time.perf_counter()
+    try:
+        rollout = simulate(scene, frames=frames, device=device, on_frame=None if args.quiet else progress)
+    except KeyboardInterrupt:
+        # The USD file is only written after the run, so nothing half-written is left behind.
+        print("\nxsim: interrupted; no file written", file=sys.stderr)
+        return 130
+    seconds = time.perf_counter() - t0
+    parts, colliders = scene.parts, scene.colliders
+    write_usd(out, rollout.frames, parts, colliders, fps=scene.output.fps)
+    print(f"xsim: wrote {out} ({frames + 1} frames, {rollout.model.particle_count} particles, "
+          f"{seconds:.2f} s, {frames * scene.sim.substeps / seconds:,.0f} steps/s)")
+    if preview is not None:
+        save_preview(preview, rollout.frames, parts, colliders, shown=scene.output.preview_frames,
+                     fps=scene.output.fps, title=scene.name)
+        print(f"xsim: wrote {preview}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    """Check a scene file (syntax, keys, types, values, mesh files) without running it."""
+    from .io import load_scene
+
+    scene = load_scene(args.scene)
+    print(f"xsim: {scene.path}: ok ({len(scene.cloths)} cloth, {len(scene.colliders)} colliders, "
+          f"{scene.sim.frames} frames of {scene.sim.dt:g} s)")
+    return 0
+
+
+def _compiler_version(cxx: str) -> str:
+    try:
+        text = subprocess.run([cxx, "--version"], check=False, capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown version"
+    return text.splitlines()[0] if text else "unknown version"
+
+
+def cmd_info(args) -> int:
+    """Print xsim's version, the devices, the C++ compiler and the kernel cache location."""
+    import numpy
+
+    from . import __version__, config, device
+    from .kernels import cache, cpu
+
+    rows = [("xsim", __version__), ("python", f"{platform.python_version()} ({sys.executable})"),
+            ("numpy", numpy.__version__)]
+    try:
+        from pxr import Usd
+
+        rows.append(("usd-core", ".".join(map(str, Usd.GetVersion()))))
+    except ImportError:
+        rows.append(("usd-core", "not installed (USD export unavailable): pip install usd-core"))
+    threads = os.environ.get("XSIM_NUM_THREADS") or f"{os.cpu_count()} (all cores)"
+    rows.append(("device cpu", f"{platform.processor() or platform.machine()}, threads: {threads}"))
+    try:
+        cuda = device._cuda_runtime()
+        if cuda is None:
+            cuda_text = f"none: {device.cuda_unavailable_reason()}"
+        else:
+            cuda_text = ", ".join(f"cuda:{i} (sm_{''.join(map(str, cuda.compute_capability(i)))})"
+                                  for i in range(cuda.device_count()))
+    except Exception as e:  # noqa: BLE001 - a broken driver should not stop `xsim info` reporting the rest
+        cuda_text = f"unavailable: {e}"
+    rows.append(("devices cuda", cuda_text))
+    try:
+        cxx = cpu.compiler()
+        rows.append(("compiler", f"{cxx} ({_compiler_version(cxx)})"))
+    except RuntimeError as e:
+        rows.append(("compiler", str(e)))
+    rows.append(("kernel cache", str(cache.cache_dir())))
+    rows.append(("mode", config.mode))
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``xsim`` command."""
+    p = argparse.ArgumentParser(prog="xsim", description="xsim: a differentiable XPBD physics engine.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{run,check,info}")
+    run = sub.add_parser("run", help="simulate a scene file, write USD and a preview PNG")
+    run.add_argument("scene", nargs="?", help=f"scene file (default: scenes/{DEFAULT_SCENE})")
+    run.add_argument("--out", metavar="PATH", help="USD file to write (default: [output].usd, out/<scene>.usda)")
+    run.add_argument("--frames", type=_positive_int, metavar="N", help="frames to simulate (default: [sim].frames)")
+    run.add_argument("--device", type=_device_name, metavar="DEVICE", help='"cpu" or "cuda:N" (default: [sim].device)')
+    run.add_argument("--preview", metavar="PNG", help="preview image to write (default: out/<scene>.png)")
+    run.add_argument("--no-preview", action="store_true", help="write no preview image")
+    run.add_argument("--progress", action="store_true", help="show the progress bar even on short runs")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(func=cmd_run)
+    check = sub.add_parser("check", help="check a scene file without running it")
+    check.add_argument("scene", help="scene file")
+    check.set_defaults(func=cmd_check)
+    info = sub.add_parser("info", help="print devices, compiler and cache location")
+    info.set_defaults(func=cmd_info)
+    return p
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of frames, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 frame, got {value}")
+    return value
+
+
+def _device_name(text: str) -> str:
+    from .io.scene import DEVICE_NAME
+
+    if not DEVICE_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(f'expected "cpu" or "cuda:N" (e.g. cuda:0), got {text!r}')
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``xsim`` console script and ``python -m xsim``; returns the exit code."""
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SceneError as e:
+        print(f"xsim: error: {e}", file=sys.stderr)
+        return 2
+    except (RuntimeError, OSError) as e:
+        # Missing compiler, missing CUDA, unwritable output: one sentence, no traceback.
+        print(f"xsim: error: {e}", file=sys.stderr)
+        return 1
