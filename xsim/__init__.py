@@ -32,3 +32,4 @@ from .autodiff import Tape  # noqa: E402,F401
 from .autodiff.interop import from_dlpack, from_torch, to_torch, to_torch_function  # noqa: E402,F401
 from .autodiff.ops import clone, copy  # noqa: E402,F401
 from .device import Stream, ScopedStream, get_stream, set_stream  # noqa: E402,F401
+from . import sim, solvers  # noqa: E402,F401

@@ -251,6 +251,17 @@ class array:
         out._init(host, dtype, device, owner, requires_grad)
         return out
 
+    @classmethod
+    def _from_device(cls, ptr: int, dtype, device: Device, shape: tuple[int, ...], strides: tuple[int, ...],
+                     owner) -> array:
+        """A view of GPU memory at ``ptr`` (outer ``shape`` and byte ``strides``; components packed), kept
+        alive by ``owner`` (a parent array, a DeviceBuffer, a torch tensor): no copy, no grad."""
+        out = object.__new__(cls)
+        contiguous = _layout_of(dtype, shape, strides).flags.c_contiguous
+        out._set_layout(dtype, device, shape, strides, ptr, contiguous, None, owner)
+        out._grad, out._requires_grad = None, False
+        return out
+
     def _init(self, host: np.ndarray, dtype, device: Device, owner, requires_grad: bool) -> None:
         nd = host.ndim - len(dtype._shape)
         _check_ndim(host.shape[:nd])
@@ -258,7 +269,7 @@ class array:
             # GPU memory: a packed copy of `host` in an allocation freed with the last array using it
             host = np.ascontiguousarray(host)
             owner = DeviceBuffer(device, host.nbytes)
-            require_cuda(device).upload(device.ordinal, owner.ptr, host)
+            require_cuda(device).upload(device.ordinal, owner.ptr, host.ctypes.data, host.nbytes)
             self._set_layout(dtype, device, host.shape[:nd], host.strides[:nd], owner.ptr, True, None, owner)
         else:
             self._set_layout(dtype, device, host.shape[:nd], host.strides[:nd], host.__array_interface__["data"][0],
@@ -482,10 +493,10 @@ def _component_strides(dtype) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def _layout(a: array) -> np.ndarray:
-    """A numpy array with ``a``'s full shape and byte strides over a one-element stand-in (never read)."""
-    return np.lib.stride_tricks.as_strided(np.zeros(1, a.dtype._np), a.shape + a.dtype._shape,
-                                           a.strides + _component_strides(a.dtype), writeable=False)
+def _layout_of(dtype, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """A numpy array with this full shape and these byte strides over a one-element stand-in (never read)."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype._np), tuple(shape) + dtype._shape,
+                                           tuple(strides) + _component_strides(dtype), writeable=False)
 
 
 def _span(a: array) -> tuple[int, int]:
@@ -545,7 +556,7 @@ def _device_zero(a: array) -> None:
 
 def _device_getitem(a: array, key: tuple):
     """``a[key]`` for GPU array ``a``: one element read back to the host, or a view sharing its memory."""
-    layout = _layout(a)
+    layout = _layout_of(a.dtype, a.shape, a.strides)
     sub = layout[key]
     offset = sub.__array_interface__["data"][0] - layout.__array_interface__["data"][0]
     nd = sub.ndim - len(a.dtype._shape)
@@ -553,11 +564,7 @@ def _device_getitem(a: array, key: tuple):
         elem = np.empty(a.dtype._shape, a.dtype._np)
         require_cuda(a.device).download(a.device.ordinal, elem.ctypes.data, a.ptr + offset, elem.nbytes)
         return _element_value(a.dtype, elem if a.dtype._shape else elem[()])
-    view = object.__new__(array)
-    view._set_layout(a.dtype, a.device, sub.shape[:nd], sub.strides[:nd], a.ptr + offset, sub.flags.c_contiguous,
-                     None, a)
-    view._grad, view._requires_grad = None, False
-    return view
+    return array._from_device(a.ptr + offset, a.dtype, a.device, sub.shape[:nd], sub.strides[:nd], a)
 
 
 def _copy_bytes(dst: array, dst_ptr: int, src: array, src_ptr: int, nbytes: int) -> None:

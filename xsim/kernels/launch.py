@@ -207,7 +207,9 @@ def _pack_item(kind, t, v):
     """One checked argument as the ``struct`` item of its field."""
     if kind == _ARRAY:
         return bytes(v._desc)
-    if kind == _VALUE or kind == _STRUCT:
+    if kind == _VALUE:  # components in storage order, as numpy has them (float16 included)
+        return np.ascontiguousarray(v, dtype=t._np).tobytes()
+    if kind == _STRUCT:
         return bytes(_to_c(v, t))
     return v
 

@@ -1,0 +1,236 @@
+"""Every kernel of the test suite compiles with NVRTC to a CUBIN for sm_80 and sm_90, forward and adjoint.
+
+Runs on every machine: NVRTC needs no GPU. The test walks the test files that define kernels,
+imports each (or finds it already imported by this pytest session), and compiles every module
+registered for its kernels (``xsim.kernels.module._MODULES``) in release and debug mode. Kernels
+that the frontend rejects on purpose (the compile-error tests) are left out of their module; any
+NVRTC failure on the rest is a failure here.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib.util
+import multiprocessing
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import xsim
+from xsim.kernels import cuda
+from xsim.kernels.frontend import Frontend
+from xsim.kernels.module import _MODULES, Module
+
+pytest.importorskip("cuda.bindings.nvrtc")
+
+TESTS = Path(__file__).parents[1]
+ARCHS = (80, 90)
+_DEFINES_KERNELS = re.compile(r"@(?:xsim\.|wp\.)?kernel\b|\bkernel\(")
+
+
+def _kernel_test_files() -> list[str]:
+    out = []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        if _DEFINES_KERNELS.search(path.read_text(errors="replace")):
+            out.append(path.relative_to(TESTS).as_posix())
+    return out
+
+
+def _import_test_file(path: Path):
+    """The module object of a test file: the one pytest imported, else a fresh import under a private name."""
+    resolved = str(path.resolve())
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if f and str(Path(f).resolve()) == resolved:
+            return mod
+    name = "nvrtc_walk." + path.relative_to(TESTS).with_suffix("").as_posix().replace("/", ".")
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    try:
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(path.parent))
+    return mod
+
+
+_COMPILABLE: dict[tuple[str, str], Module | None] = {}
+
+
+def _compilable(module: Module) -> Module | None:
+    """``module`` without the kernels the frontend rejects (on purpose: the compile-error tests' subjects,
+    or kernels whose generated source file is gone), or None when no kernel is left."""
+    key = (module.name, module.content_hash())
+    if key not in _COMPILABLE:
+        good = []
+        for k in module.kernels:
+            try:
+                Frontend(k.pyfunc).build_kernel(k.key)
+            except (xsim.CompileError, OSError):
+                continue
+            good.append(k)
+        if len(good) == len(module.kernels):
+            _COMPILABLE[key] = module
+        elif good:
+            _COMPILABLE[key] = sub = Module(module.name)
+            sub.kernels = good
+        else:
+            _COMPILABLE[key] = None
+    return _COMPILABLE[key]
+
+
+def _modules_of(path: Path) -> list[Module]:
+    """The compilable part of every registered module holding a kernel defined in ``path``."""
+    resolved = str(path.resolve())
+    out = []
+    for module in list(_MODULES.values()):
+        if any(str(Path(k.pyfunc.__code__.co_filename).resolve()) == resolved for k in module.kernels):
+            part = _compilable(module)
+            if part is not None:
+                out.append(part)
+    return out
+
+
+def _all_modules() -> list[Module]:
+    return [m for m in map(_compilable, list(_MODULES.values())) if m is not None]
+
+
+# Release builds for both architectures; the debug build differs only in bounds checks, so one
+# architecture covers it.
+CONFIGS = [(80, False), (90, False), (90, True)]
+CONFIG_IDS = ["sm_80", "sm_90", "sm_90-debug"]
+
+
+def _compile_job(source: str, arch: int, name: str) -> bytes | None:
+    try:
+        return cuda.compile_cubin(source, arch, name)
+    except xsim.CompileError:
+        return None  # the test compiles it again in-process, for the error that names the kernel
+
+
+def _warm(modules: list[Module]) -> None:
+    """Compile the (module, config) pairs the cache lacks in parallel worker processes: NVRTC serialises
+    compiles within one process, and a large module takes 10-30 s."""
+    jobs = []
+    for module in modules:
+        for arch, debug in CONFIGS:
+            if cuda.cached_cubin(module, debug, arch) is None:
+                source, metas = module.generate("cuda", debug)
+                jobs.append((module, debug, arch, source, metas))
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers < 2:
+        return
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        futures = [(job, pool.submit(_compile_job, job[3], job[2], cuda.source_name(job[0]))) for job in jobs]
+        for (module, debug, arch, _, metas), future in futures:
+            cubin = future.result()
+            if cubin is not None:
+                cuda.store_cubin(module, debug, arch, cubin, metas)
+
+
+@pytest.fixture(scope="session")
+def suite_imported() -> dict[str, Exception]:
+    """Import every test file that defines kernels and warm the CUBIN cache for all registered modules;
+    returns the files that failed to import, with their errors."""
+    unimportable = {}
+    for test_file in _kernel_test_files():
+        try:
+            _import_test_file(TESTS / test_file)
+        except Exception as e:  # noqa: BLE001 - reported by that file's own test below
+            unimportable[test_file] = e
+    _warm(_all_modules())
+    return unimportable
+
+
+def _check_compiles(module: Module, arch: int, debug: bool) -> None:
+    cubin_path, metas = cuda.build_cubin(module, debug, arch)
+    cubin = cubin_path.read_bytes()
+    assert cubin[:4] == b"\x7fELF" and _cubin_sm(cubin) == arch, f"module {module.name}: not a CUBIN for sm_{arch}"
+    for name, meta in metas.items():
+        assert f"{name}_cuda_forward".encode() in cubin, f"{module.name}: no forward entry for {name}"
+        if meta.adjoint_error is None:
+            assert f"{name}_cuda_backward".encode() in cubin, f"{module.name}: no adjoint entry for {name}"
+
+
+@pytest.mark.parametrize(("arch", "debug"), CONFIGS, ids=CONFIG_IDS)
+@pytest.mark.parametrize("test_file", _kernel_test_files())
+def test_every_kernel_of_the_file_compiles_to_a_cubin_forward_and_adjoint(test_file, arch, debug, suite_imported):
+    if test_file in suite_imported:
+        pytest.fail(f"{test_file} does not import: {suite_imported[test_file]!r}")
+    modules = _modules_of(TESTS / test_file)
+    if not modules:
+        pytest.skip(f"{test_file} defines no kernel at import that the frontend accepts (its kernels are "
+                    "generated elsewhere or rejected on purpose; the end-of-session sweep covers generated ones)")
+    for module in modules:
+        _check_compiles(module, arch, debug)
+
+
+@pytest.mark.last
+@pytest.mark.parametrize(("arch", "debug"), CONFIGS, ids=CONFIG_IDS)
+def test_every_module_registered_by_the_end_of_the_session_compiles(arch, debug, suite_imported):
+    """Runs last (tests/conftest.py), so it also covers the library's own kernels that tests import
+    (solvers) and the kernels tests generate while they run."""
+    _warm(_all_modules())
+    modules = _all_modules()
+    assert modules
+    for module in modules:
+        _check_compiles(module, arch, debug)
+
+
+def test_the_walk_finds_the_suites_kernel_files():
+    files = _kernel_test_files()
+    assert "cuda/test_cuda_runtime.py" in files
+    assert "cuda/test_nvrtc_compile.py" not in files
+
+
+def test_compile_cubin_targets_the_requested_architecture_without_a_gpu():
+    source = 'extern "C" __global__ void fill_one(float* x) { x[threadIdx.x] = 1.0f; }'
+    for arch in ("sm_80", 90):
+        cubin = cuda.compile_cubin(source, arch)
+        assert cubin[:4] == b"\x7fELF" and cubin[7] == 0x41  # ELFOSABI_CUDA: SASS, not PTX
+        assert _cubin_sm(cubin) == int(str(arch).removeprefix("sm_"))
+
+
+def _cubin_sm(cubin: bytes) -> int:
+    """The SM number in a CUDA ELF header's e_flags (bits 8-15 from ELF ABI version 8 on, else bits 0-7)."""
+    e_flags = int.from_bytes(cubin[48:52], "little")
+    return (e_flags >> 8) & 0xFF if cubin[8] >= 8 else e_flags & 0xFF
+
+
+def test_nvrtc_errors_raise_compile_error_naming_the_kernel_and_its_python_line():
+    rt_tests = _import_test_file(TESTS / "cuda" / "test_cuda_runtime.py")
+    module = xsim.kernels.module.get_module(rt_tests.saxpy.module_name)
+    source, _ = module.generate("cuda", False)
+    broken = source.replace("saxpy_forward(const saxpy_args& P, int64_t t, const xs::launch_dims& D) {",
+                            "saxpy_forward(const saxpy_args& P, int64_t t, const xs::launch_dims& D) {\n"
+                            "    not_a_thing = 1;", 1)
+    assert broken != source
+    with pytest.raises(xsim.CompileError) as info:
+        cuda.compile_cubin(broken, 80, name="m.cu", kernels=tuple(module.kernels))
+    err = info.value
+    assert "kernel 'saxpy'" in str(err) and 'identifier "not_a_thing" is undefined' in str(err)
+    assert err.file == rt_tests.__file__ and err.line == rt_tests.saxpy.pyfunc.__code__.co_firstlineno
+
+
+def test_kernel_at_line_maps_generated_lines_to_their_kernel():
+    rt_tests = _import_test_file(TESTS / "cuda" / "test_cuda_runtime.py")
+    source, _ = xsim.kernels.module.get_module(rt_tests.saxpy.module_name).generate("cuda", False)
+    lines = source.splitlines()
+    fwd = next(i for i, t in enumerate(lines) if "saxpy_forward(const" in t) + 1
+    bwd = next(i for i, t in enumerate(lines) if "saxpy_backward(const" in t) + 1
+    assert cuda.kernel_at_line(source, fwd + 2) == "saxpy"
+    assert cuda.kernel_at_line(source, bwd + 2) == "saxpy"
+    assert cuda.kernel_at_line(source, 1) is None
+
+
+def test_arch_for_picks_the_gpus_own_sass_or_an_older_minor_of_the_same_major():
+    assert cuda.arch_for((9, 0)) == 90
+    assert cuda.arch_for((8, 6)) == 86
+    assert cuda.arch_for((8, 9)) == 89
+    with pytest.raises(RuntimeError, match="cannot generate code for this GPU"):
+        cuda.arch_for((3, 5))
