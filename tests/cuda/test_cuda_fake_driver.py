@@ -143,3 +143,36 @@ def test_asking_for_a_gpu_beyond_the_last_names_the_ones_there(fake):
     with pytest.raises(RuntimeError, match=r"device 'cuda:1' does not exist: this machine has 1 CUDA GPU\(s\), "
                                            r"cuda:0 to cuda:0"):
         xsim.get_device("cuda:1")
+
+
+class _CudaTensorStandIn:
+    """What from_torch reads of a torch CUDA tensor: its device and __cuda_array_interface__ (torch's
+    CPU build cannot make real CUDA tensors)."""
+
+    class device:  # noqa: N801 - mirrors torch.device's attributes
+        type, index = "cuda", 0
+
+    requires_grad = False
+
+    def __init__(self, source: "xsim.array"):
+        self.__cuda_array_interface__ = source.__cuda_array_interface__
+        self.source = source
+
+    def detach(self):
+        return self
+
+
+def test_from_torch_shares_a_cuda_tensors_memory_without_copying(fake):
+    from xsim.autodiff.interop import _tensor_view
+
+    backing = xsim.array(np.arange(12, dtype=np.float32).reshape(4, 3), dtype=xsim.vec3, device="cuda:0")
+    tensor = _CudaTensorStandIn(backing)
+    view = _tensor_view(tensor, None, "from_torch")
+    assert view.device == "cuda:0" and view.dtype is xsim.vec3 and view.shape == (4,)
+    assert view.ptr == backing.ptr  # same device memory
+    view[1] = xsim.vec3(7.0, 8.0, 9.0)
+    np.testing.assert_array_equal(backing.numpy()[1], [7.0, 8.0, 9.0])
+    strided = _tensor_view(_CudaTensorStandIn(backing[::2]), xsim.vec3, "from_torch")
+    assert strided.shape == (2,) and strided.strides == (24,) and strided.ptr == backing.ptr
+    with pytest.raises(ValueError, match="without a copy"):
+        _tensor_view(tensor, xsim.float64, "from_torch")

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from .. import types
-from ..array import array, from_numpy
+from ..array import _component_strides, _infer_composite, _resolve_dtype, array, from_numpy
+from ..device import get_device
 from .tape import Tape
 
 _DLPACK_CPU = 1  # DLDeviceType kDLCPU
@@ -61,11 +62,38 @@ def _shared_view(host: np.ndarray, dtype, what: str) -> array:
 
 
 def _tensor_view(t, dtype, what: str) -> array:
+    if t.device.type == "cuda":
+        return _cuda_tensor_view(t, dtype, what)
     if t.device.type != "cpu":
-        raise NotImplementedError(f"{what}: the tensor is on '{t.device}'; xsim shares CPU tensors only so "
-                                  "far (CUDA arrays need xsim's CUDA backend)")
+        raise NotImplementedError(f"{what}: the tensor is on '{t.device}'; xsim shares CPU and CUDA tensors only")
     # .numpy() of a CPU tensor is a view of its storage whose base holds the tensor: memory stays alive.
     return _shared_view(t.detach().numpy(), dtype, what)
+
+
+def _cuda_tensor_view(t, dtype, what: str) -> array:
+    """A CUDA tensor's memory as an xsim array on the same GPU, through ``__cuda_array_interface__``
+    (no copy; the tensor is kept alive as the array's owner)."""
+    cai = t.detach().__cuda_array_interface__
+    np_dtype = np.dtype(cai["typestr"])
+    full_shape = tuple(cai["shape"])
+    strides = cai.get("strides")
+    if strides is None:  # C-contiguous
+        strides, step = [], np_dtype.itemsize
+        for n in reversed(full_shape):
+            strides.append(step)
+            step *= n
+        strides = tuple(reversed(strides))
+    stand_in = np.lib.stride_tricks.as_strided(np.zeros(1, np_dtype), full_shape, tuple(strides), writeable=False)
+    xdtype = _infer_composite(stand_in) if dtype is None else _resolve_dtype(dtype)
+    ncomp = len(xdtype._shape)
+    outer, inner = full_shape[:len(full_shape) - ncomp], full_shape[len(full_shape) - ncomp:]
+    if (np_dtype != xdtype._np or tuple(inner) != xdtype._shape
+            or tuple(strides[len(outer):]) != _component_strides(xdtype)):
+        raise ValueError(f"{what}: a CUDA tensor of {np_dtype} with shape {full_shape} cannot be viewed as "
+                         f"array({types.type_name(xdtype)}) without a copy; convert it first (matching scalar "
+                         "type, packed components)")
+    device = get_device(f"cuda:{t.device.index or 0}")
+    return array._from_device(cai["data"][0], xdtype, device, outer, tuple(strides[:len(outer)]), owner=t)
 
 
 # -- torch ---------------------------------------------------------------------------------------
@@ -105,15 +133,20 @@ def to_torch(a: array, requires_grad: bool | None = None):
         raise TypeError(f"to_torch needs an xsim array, got {type(a).__name__}")
     if types.is_struct(a.dtype):
         raise TypeError(f"to_torch: an array of struct {a.dtype.__name__} has no torch equivalent")
-    if a.device.is_cuda:
-        raise NotImplementedError(f"to_torch: array on '{a.device}'; xsim shares CPU memory only so far")
-    t = torch.from_numpy(a.numpy())
+    t = _share_with_torch(torch, a)
     if a.requires_grad if requires_grad is None else requires_grad:
         if a.grad is None:
             a.requires_grad = True
         t.requires_grad_(True)
-        t.grad = torch.from_numpy(a.grad.numpy())
+        t.grad = _share_with_torch(torch, a.grad)
     return t
+
+
+def _share_with_torch(torch, a: array):
+    """A tensor on ``a``'s device sharing its memory (CUDA arrays through ``__cuda_array_interface__``)."""
+    if a.device.is_cuda:
+        return torch.as_tensor(a, device=f"cuda:{a.device.ordinal}")
+    return torch.from_numpy(a.numpy())
 
 
 def wrap_torch_for_launch(t, dtype) -> array:
