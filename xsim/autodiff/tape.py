@@ -12,6 +12,8 @@ import copy
 import warnings
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .. import config
 from .. import types as T
 from ..array import array as Array
@@ -46,6 +48,10 @@ class LaunchRecord:
                               "flows through it", stacklevel=3)
                 return
             raise CompileError(f"kernel '{self.kernel.key}' cannot be differentiated: {meta.adjoint_error}")
+        for func in meta.skipped_funcs:
+            tape.skipped.append(f"{self.kernel.key}/{func}")
+            warnings.warn(f"tape.backward: kernel '{self.kernel.key}' calls func '{func}' (differentiable=False): "
+                          "no gradient flows through its result", stacklevel=3)
         for label, arr, version in self.read_versions:
             if arr._version != version:
                 raise RuntimeError(
@@ -162,7 +168,9 @@ class Tape:
                 reads.append((label, arr, arr._version))
         self._track_grad_path(kernel.key, reads, [_launch.resolve_label(w, kernel.params, values)
                                                   for w in prep.meta.writes])
-        self.records.append(LaunchRecord(kernel, prep, shape, list(values), snapshots, reads))
+        # the adjoint of an in-place launch reads its snapshot, so later writes to the array are harmless
+        kept = [r for r in reads if r[0] not in (snapshots or {})]
+        self.records.append(LaunchRecord(kernel, prep, shape, list(values), snapshots, kept))
 
     def _track_grad_path(self, who: str, reads, written):
         """Warn when a kernel reads an array that was computed from differentiable inputs but has no

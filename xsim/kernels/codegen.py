@@ -373,9 +373,10 @@ class KernelCodegen:
         out.append(f"{ind}}}")
 
     def exclusive(self, idx: list[Var]) -> bool:
-        """True when the index is this thread's own tid (no two threads can share the element)."""
+        """True when the leading indices are this thread's own tid (``a[i]``, or a row ``a[i, k]`` of a
+        1-d launch): no other thread has the same tid, so no two threads can share the element."""
         tids = self.tid_vars
-        return bool(tids) and len(idx) == len(tids) and all(i is t for i, t in zip(idx, tids))
+        return bool(tids) and len(idx) >= len(tids) and all(i is t for i, t in zip(idx, tids))
 
     def reverse_op(self, op: Op, out, ind):
         k, o, args = op.kind, op.out, op.args

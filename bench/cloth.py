@@ -1,0 +1,243 @@
+"""Cloth benchmark (issue 6): xsim's SolverXPBD against Newton 1.8's SolverXPBD on the CPU.
+
+Scene: a 64 x 64-particle cloth grid (63 x 63 cells of 0.1 m, 0.1 kg per particle) with its left
+edge pinned, distance constraints on the grid edges and the cell diagonals plus bending, no ground,
+no self-collision (as Newton's ``add_cloth_grid(add_springs=True)`` builds it, which also puts a
+spring across every interior edge, between its two opposite vertices); dt = 1/600 s, one substep, 10 solver iterations per step. Measured: forward
+steps/s over 50 steps after warm-up, a 20-step rollout on a tape (forward and backward), and the
+cold compile time of xsim's solver kernels (a fresh cache in a subprocess).
+
+Bending differs in kind: xsim uses isometric bending (a linear vector constraint per interior
+edge), Newton the dihedral angle; both have one bending constraint per interior edge.
+
+Goals: xsim >= 4x Newton's steps/s, xsim's 20-step backward <= 2x its forward, cold compile
+<= 10 s. Run: ``python bench/cloth.py [--repeat N] [--no-newton] [--malloc-cache]``. Newton's CPU
+kernels run on one thread; on a machine busy with other work, compare with
+``XSIM_NUM_THREADS=1`` (OpenMP launches then wait for descheduled worker threads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+from common import fmt_time, print_table, ratio
+
+DIM = 63              # cells per side: 64 x 64 particles
+CELL = 0.1            # m
+MASS = 0.1            # kg per particle
+DT = 1.0 / 600.0
+ITERATIONS = 10
+STEPS = 50
+WARMUP = 10
+TAPE_STEPS = 20
+STRETCH_COMPLIANCE = 1e-6   # m/N: nearly inextensible
+BEND_COMPLIANCE = 1e2       # 1/(N m)
+NEWTON_SPRING_KE = 1e6      # N/m, the stiffness matching STRETCH_COMPLIANCE
+NEWTON_EDGE_KE = 1e-2
+
+
+def xsim_model(requires_grad: bool = False):
+    import xsim
+    from xsim.sim import ModelBuilder
+    b = ModelBuilder()
+    b.add_cloth_grid(pos=(0.0, 0.0, 4.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=DIM, dim_y=DIM,
+                     cell_x=CELL, cell_y=CELL, mass=MASS, fix_left=True, stretch_compliance=STRETCH_COMPLIANCE,
+                     shear_compliance=STRETCH_COMPLIANCE, bend_compliance=BEND_COMPLIANCE)
+    # Newton's add_springs also ties the two opposite vertices of every interior edge: same here
+    for _, _, o0, o1 in b.bending_indices:
+        b.add_spring(o0, o1, compliance=STRETCH_COMPLIANCE)
+    return b.finalize(device="cpu", requires_grad=requires_grad, dtype=xsim.float32)
+
+
+def newton_model(requires_grad: bool = False):
+    import newton
+    import warp as wp
+    b = newton.ModelBuilder(gravity=(0.0, 0.0, -9.81))
+    b.add_cloth_grid(pos=wp.vec3(0.0, 0.0, 4.0), rot=wp.quat_identity(), vel=wp.vec3(0.0, 0.0, 0.0), dim_x=DIM,
+                     dim_y=DIM, cell_x=CELL, cell_y=CELL, mass=MASS, fix_left=True, add_springs=True,
+                     spring_ke=NEWTON_SPRING_KE, spring_kd=0.0, edge_ke=NEWTON_EDGE_KE, edge_kd=0.0)
+    model = b.finalize(device="cpu", requires_grad=requires_grad)
+    # no self-collision: without this Newton rebuilds a hash grid every step and solves
+    # particle-particle contacts every iteration
+    model.particle_grid = None
+    model.particle_max_radius = 0.0
+    return model
+
+
+# -------------------------------------------------------------------------------------------------
+# xsim
+
+
+def bench_xsim(repeat: int) -> dict:
+    import xsim
+    from xsim.solvers import SolverXPBD
+    model = xsim_model()
+    solver = SolverXPBD(model, iterations=ITERATIONS)
+    s0, s1 = model.state(), model.state()
+    for _ in range(WARMUP):
+        solver.step(s0, s1, None, DT)
+        s0, s1 = s1, s0
+    samples, cpu = [], []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(STEPS):
+            solver.step(s0, s1, None, DT)
+            s0, s1 = s1, s0
+        samples.append((time.perf_counter() - t0) / STEPS)
+        cpu.append((time.process_time() - c0) / STEPS)
+    step = statistics.median(samples)
+
+    gmodel = xsim_model(requires_grad=True)
+    gsolver = SolverXPBD(gmodel, iterations=ITERATIONS)
+    fwd, bwd = [], []
+    for run in range(max(2, repeat // 2) + 1):  # run 0 warms up
+        states = [gmodel.state(requires_grad=True) for _ in range(TAPE_STEPS + 1)]
+        tape = xsim.Tape()
+        t0 = time.perf_counter()
+        with tape:
+            for i in range(TAPE_STEPS):
+                gsolver.step(states[i], states[i + 1], None, DT)
+        t1 = time.perf_counter()
+        seed = np.ones((gmodel.particle_count, 3), dtype=np.float32)
+        tape.backward(grads={states[-1].particle_q: seed})
+        t2 = time.perf_counter()
+        if run:
+            fwd.append(t1 - t0)
+            bwd.append(t2 - t1)
+        assert np.isfinite(states[0].particle_qd.grad.numpy()).all()
+    return {"step": step, "step_cpu": min(cpu), "tape_forward": statistics.median(fwd),
+            "tape_backward": statistics.median(bwd), "particles": model.particle_count, "springs": model.spring_count,
+            "bending": model.bending_count}
+
+
+def cold_compile_seconds() -> tuple[float, float]:
+    """(wall, CPU) seconds to build the solver's kernels with an empty cache, in a subprocess."""
+    code = ("import time, resource, xsim\n"
+            "from xsim.solvers.xpbd.kernels import xpbd_kernels\n"
+            "k = xpbd_kernels(xsim.float32)\n"
+            "t = time.perf_counter()\n"
+            "k.integrate_particles.module_build(xsim.get_device('cpu'), False)\n"
+            "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+            "print(time.perf_counter() - t, ru.ru_utime + ru.ru_stime)\n")
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, XSIM_CACHE_DIR=cache)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    wall, cpu = out.stdout.split()
+    return float(wall), float(cpu)
+
+
+# -------------------------------------------------------------------------------------------------
+# Newton
+
+
+def bench_newton(repeat: int) -> dict:
+    import warp as wp
+    wp.config.quiet = True
+    import newton
+    model = newton_model()
+    solver = newton.solvers.SolverXPBD(model, iterations=ITERATIONS)
+    s0, s1 = model.state(), model.state()
+    control = model.control()
+    t0 = time.perf_counter()
+    solver.step(s0, s1, control, None, DT)
+    wp.synchronize()
+    first = time.perf_counter() - t0
+    for _ in range(WARMUP):
+        solver.step(s0, s1, control, None, DT)
+        s0, s1 = s1, s0
+    wp.synchronize()
+    samples, cpu = [], []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(STEPS):
+            solver.step(s0, s1, control, None, DT)
+            s0, s1 = s1, s0
+        wp.synchronize()
+        samples.append((time.perf_counter() - t0) / STEPS)
+        cpu.append((time.process_time() - c0) / STEPS)
+    step = statistics.median(samples)
+
+    gmodel = newton_model(requires_grad=True)
+    gsolver = newton.solvers.SolverXPBD(gmodel, iterations=ITERATIONS)
+    gcontrol = gmodel.control()
+    fwd, bwd = [], []
+    for run in range(max(2, repeat // 2) + 1):  # run 0 warms up
+        states = [gmodel.state(requires_grad=True) for _ in range(TAPE_STEPS + 1)]
+        tape = wp.Tape()
+        t0 = time.perf_counter()
+        with tape:
+            for i in range(TAPE_STEPS):
+                gsolver.step(states[i], states[i + 1], gcontrol, None, DT)
+        wp.synchronize()
+        t1 = time.perf_counter()
+        seed = wp.array(np.ones((gmodel.particle_count, 3), dtype=np.float32), dtype=wp.vec3, device="cpu")
+        tape.backward(grads={states[-1].particle_q: seed})
+        wp.synchronize()
+        t2 = time.perf_counter()
+        if run:
+            fwd.append(t1 - t0)
+            bwd.append(t2 - t1)
+    return {"step": step, "step_cpu": min(cpu), "tape_forward": statistics.median(fwd),
+            "tape_backward": statistics.median(bwd), "first_step": first, "particles": model.particle_count, "springs": model.spring_count,
+            "bending": model.edge_count}
+
+
+# -------------------------------------------------------------------------------------------------
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs of 50 steps (median)")
+    parser.add_argument("--no-newton", action="store_true", help="skip Newton")
+    parser.add_argument("--malloc-cache", action="store_true",
+                        help="let glibc keep freed memory (mallopt), as a caching allocator would: rollouts on a "
+                             "tape then reuse pages instead of faulting fresh ones in")
+    args = parser.parse_args()
+    if args.malloc_cache:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD: large arrays come from the heap...
+        libc.mallopt(-1, 1 << 31)  # M_TRIM_THRESHOLD: ...which keeps freed memory
+
+    wall, cpu = cold_compile_seconds()
+    xs = bench_xsim(args.repeat)
+    nw = None
+    if not args.no_newton and importlib.util.find_spec("newton") is not None:
+        nw = bench_newton(args.repeat)
+
+    def row(name, key, fmt=fmt_time):
+        a = xs[key]
+        b = nw[key] if nw else None
+        return [name, fmt(a), fmt(b) if b is not None else "-", ratio(b, a)]
+
+    rows = [
+        ["particles / springs / bending", f"{xs['particles']} / {xs['springs']} / {xs['bending']}",
+         f"{nw['particles']} / {nw['springs']} / {nw['bending']}" if nw else "-", "-"],
+        row("forward step (median of 50-step runs)", "step"),
+        row("forward step, process CPU time (best run)", "step_cpu"),
+        ["forward steps/s", f"{1.0 / xs['step']:.1f}", f"{1.0 / nw['step']:.1f}" if nw else "-",
+         ratio(nw["step"], xs["step"]) if nw else "-"],
+        row(f"{TAPE_STEPS}-step forward on a tape", "tape_forward"),
+        row(f"{TAPE_STEPS}-step tape backward", "tape_backward"),
+        ["backward / taped forward", f"{xs['tape_backward'] / xs['tape_forward']:.2f}x",
+         f"{nw['tape_backward'] / nw['tape_forward']:.2f}x" if nw else "-", "-"],
+        ["backward / plain forward (20 steps)", f"{xs['tape_backward'] / (TAPE_STEPS * xs['step']):.2f}x",
+         f"{nw['tape_backward'] / (TAPE_STEPS * nw['step']):.2f}x" if nw else "-", "-"],
+        ["cold compile of the solver kernels", f"{wall:.2f} s wall ({cpu:.2f} s CPU)",
+         f"first step {nw['first_step']:.2f} s (warp cache)" if nw else "-", "-"],
+    ]
+    print_table("Cloth 64x64, dt = 1/600 s, 10 iterations (CPU)", ["", "xsim", "Newton 1.8", "Newton / xsim"],
+                rows, notes=[f"threads: XSIM_NUM_THREADS={os.environ.get('XSIM_NUM_THREADS', 'all')}, cores: "
+                             + str(os.cpu_count()) + (", malloc keeps freed memory" if args.malloc_cache else "")])
+
+
+if __name__ == "__main__":
+    main()

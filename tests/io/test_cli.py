@@ -1,0 +1,95 @@
+"""The xsim command: argument handling, `xsim check`, `xsim info`, the progress bar."""
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import xsim
+from xsim.cli import Progress, default_scene, main
+
+REPO = Path(__file__).parents[2]
+
+
+def test_check_accepts_a_good_scene(capsys):
+    assert main(["check", str(REPO / "scenes" / "mesh_drop.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "mesh_drop.toml: ok (1 cloth, 2 colliders, 120 frames of 0.0166667 s)" in out
+
+
+def test_check_reports_a_bad_scene_with_exit_status_2(tmp_path, capsys):
+    path = tmp_path / "bad.toml"
+    path.write_text("[sim]\nsubstep = 4\n")
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"xsim: error: {path}: sim.substep: expected one of the keys")
+    assert "did you mean 'substeps'?" in err
+
+
+def test_python_dash_m_xsim_runs_the_cli():
+    result = subprocess.run([sys.executable, "-m", "xsim", "check", "scenes/flag.toml"], cwd=REPO,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "xsim: scenes/flag.toml: ok (1 cloth, 2 colliders, 150 frames of 0.0166667 s)"
+
+
+def test_info_names_devices_compiler_and_cache(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("XSIM_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split("  ")[0]: line for line in out.splitlines()}
+    assert {"xsim", "device cpu", "devices cuda", "compiler", "kernel cache"} <= set(lines)
+    assert str(tmp_path / "cache") in lines["kernel cache"]
+    assert "g++" in lines["compiler"] or "clang++" in lines["compiler"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["run", "--frames", "0"], "expected at least 1 frame, got 0"),
+    (["run", "--frames", "ten"], "expected a whole number of frames, got 'ten'"),
+    (["run", "--device", "gpu"], "expected \"cpu\" or \"cuda:N\" (e.g. cuda:0), got 'gpu'"),
+    (["walk"], "invalid choice: 'walk'"),
+    ([], "the following arguments are required"),
+])
+def test_bad_arguments_exit_with_usage_message(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_run_of_a_missing_scene_is_a_one_line_error(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "nope.toml")]) == 2
+    assert capsys.readouterr().err == f"xsim: error: {tmp_path / 'nope.toml'}: scene file not found\n"
+
+
+def test_default_scene_is_the_shipped_drape(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)                      # no scenes/ here: falls back to the checkout's
+    assert default_scene() == REPO / "scenes" / "drape.toml"
+
+
+def test_progress_line_shows_frames_rate_and_time_left():
+    bar = Progress(total=120, substeps=10, stream=io.StringIO(), width=12)
+    assert bar.line(30, 2.0) == "frame  30/120 [###---------] 150 steps/s, 6.0 s left"
+
+
+def test_progress_stays_silent_on_short_runs_and_ends_with_a_newline():
+    quiet = Progress(total=5, substeps=1, stream=io.StringIO(), delay=60.0)
+    for k in range(1, 6):
+        quiet(k, 5)
+    assert quiet.stream.getvalue() == ""
+    shown = Progress(total=5, substeps=1, stream=io.StringIO(), delay=0.0)
+    for k in range(1, 6):
+        shown(k, 5)
+    text = shown.stream.getvalue()
+    assert text.startswith("\rframe ") and text.endswith("s left\n")
+    assert "frame 5/5" in text
+
+
+@pytest.mark.skipif(xsim.is_cuda_available(), reason="this machine has a GPU")
+def test_run_on_cuda_without_a_gpu_says_what_is_missing(capsys):
+    assert main(["run", str(REPO / "scenes" / "flag.toml"), "--device", "cuda:0", "--frames", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("xsim: error: device 'cuda:0' needs CUDA, but ")
+    assert err.count("\n") == 1

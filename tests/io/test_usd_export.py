@@ -1,0 +1,152 @@
+"""USD export: time-sampled cloth meshes, static colliders, stage metadata, atomic writes."""
+
+import numpy as np
+import pytest
+from pxr import Usd, UsdGeom
+
+from xsim.io import ClothPart, UsdWriter, check_usd, save_preview, write_usd
+from xsim.io.preview import pick_frames
+
+TRIS = np.array([[0, 1, 2], [0, 2, 3]], dtype=np.int32)
+COLLIDERS = [
+    {"type": "ground", "name": "ground"},
+    {"type": "sphere", "name": "ball", "center": (0.0, 0.5, 0.3), "radius": 0.25},
+    {"type": "box", "name": "crate", "center": (1.0, 0.0, 0.2), "half_extents": (0.1, 0.2, 0.3),
+     "rotation": (0.0, 0.0, 0.6, 0.8)},
+    {"type": "capsule", "name": "pole", "center": (-1.0, 0.0, 1.0), "radius": 0.05, "half_height": 0.75,
+     "rotation": (0.0, 0.0, 0.0, 1.0)},
+    {"type": "mesh", "name": "rock", "vertices": np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0]], np.float32),
+     "indices": np.array([[0, 1, 2]]), "position": (0.0, 0.0, 0.1), "rotation": (0.0, 0.0, 0.0, 1.0)},
+]
+
+
+def made_up_rollout(frames=7):
+    """Two cloths (4 + 4 particles) moving on known paths: frame k is the base shifted by k cm."""
+    base = np.array([[0, 0, 1], [1, 0, 1], [1, 1, 1], [0, 1, 1]], np.float32)
+    both = np.concatenate([base, base + [2, 0, 0]])
+    positions = np.stack([both + 0.01 * k * np.array([1, -2, -3]) for k in range(frames)]).astype(np.float32)
+    parts = [ClothPart("sheet", 0, 4, TRIS), ClothPart("towel", 4, 4, TRIS)]
+    return positions, parts
+
+
+@pytest.fixture
+def written(tmp_path):
+    positions, parts = made_up_rollout()
+    path = write_usd(tmp_path / "out" / "scene.usda", positions, parts, COLLIDERS, fps=24.0)
+    return path, positions
+
+
+def test_stage_metadata_is_z_up_metres_with_fps_and_frame_range(written):
+    path, positions = written
+    stage = Usd.Stage.Open(str(path))
+    assert UsdGeom.GetStageUpAxis(stage) == UsdGeom.Tokens.z
+    assert UsdGeom.GetStageMetersPerUnit(stage) == 1.0
+    assert stage.GetTimeCodesPerSecond() == 24.0
+    assert stage.GetFramesPerSecond() == 24.0
+    assert (stage.GetStartTimeCode(), stage.GetEndTimeCode()) == (0.0, len(positions) - 1)
+    assert stage.GetDefaultPrim().GetPath() == "/World"
+
+
+@pytest.mark.parametrize("frame", [0, 3, 6])
+def test_cloth_points_at_a_frame_are_the_rollout_positions(written, frame):
+    path, positions = written
+    stage = Usd.Stage.Open(str(path))
+    for name, sl in (("sheet", slice(0, 4)), ("towel", slice(4, 8))):
+        mesh = UsdGeom.Mesh(stage.GetPrimAtPath(f"/World/Cloth/{name}"))
+        points = np.array(mesh.GetPointsAttr().Get(Usd.TimeCode(frame)))
+        np.testing.assert_array_equal(points, positions[frame, sl])
+        extent = np.array(mesh.GetExtentAttr().Get(Usd.TimeCode(frame)))
+        np.testing.assert_array_equal(extent, [positions[frame, sl].min(0), positions[frame, sl].max(0)])
+
+
+def test_cloth_topology_is_written_once_and_points_per_frame(written):
+    path, positions = written
+    stage = Usd.Stage.Open(str(path))
+    mesh = UsdGeom.Mesh(stage.GetPrimAtPath("/World/Cloth/sheet"))
+    assert list(mesh.GetFaceVertexCountsAttr().Get()) == [3, 3]
+    assert list(mesh.GetFaceVertexIndicesAttr().Get()) == [0, 1, 2, 0, 2, 3]
+    assert mesh.GetFaceVertexIndicesAttr().GetNumTimeSamples() == 0
+    assert mesh.GetPointsAttr().GetTimeSamples() == list(range(len(positions)))
+
+
+def test_colliders_are_static_prims_sized_and_placed(written):
+    path, _ = written
+    stage = Usd.Stage.Open(str(path))
+    ball = UsdGeom.Sphere(stage.GetPrimAtPath("/World/Colliders/ball"))
+    assert ball.GetRadiusAttr().Get() == 0.25
+    world = UsdGeom.Xformable(ball).ComputeLocalToWorldTransform(Usd.TimeCode.Default())
+    assert tuple(world.ExtractTranslation()) == pytest.approx((0.0, 0.5, 0.3))
+    crate = stage.GetPrimAtPath("/World/Colliders/crate")
+    assert crate.GetTypeName() == "Cube"
+    m = np.array(UsdGeom.Xformable(crate).ComputeLocalToWorldTransform(Usd.TimeCode.Default()))
+    # The cube corner (1, 1, 1) lands at center + R @ half_extents (row-vector convention).
+    corner = np.array([1.0, 1.0, 1.0, 1.0]) @ m
+    rot = np.array([[0.28, -0.96, 0.0], [0.96, 0.28, 0.0], [0.0, 0.0, 1.0]])   # quat (0, 0, .6, .8)
+    np.testing.assert_allclose(corner[:3], np.array([1.0, 0.0, 0.2]) + rot @ [0.1, 0.2, 0.3], atol=1e-6)
+    pole = UsdGeom.Capsule(stage.GetPrimAtPath("/World/Colliders/pole"))
+    assert (pole.GetRadiusAttr().Get(), pole.GetHeightAttr().Get(), pole.GetAxisAttr().Get()) == (0.05, 1.5, "Z")
+    ground = UsdGeom.Mesh(stage.GetPrimAtPath("/World/Colliders/ground"))
+    assert np.array(ground.GetPointsAttr().Get())[:, 2].tolist() == [0.0] * 4
+    rock = UsdGeom.Mesh(stage.GetPrimAtPath("/World/Colliders/rock"))
+    assert rock.GetPointsAttr().GetNumTimeSamples() == 0
+    assert len(rock.GetPointsAttr().Get()) == 3
+
+
+def test_written_file_passes_usd_validation(written):
+    path, _ = written
+    assert check_usd(path) == []
+
+
+def test_usd_validation_reports_a_stage_without_metadata(tmp_path):
+    stage = Usd.Stage.CreateNew(str(tmp_path / "bare.usda"))
+    stage.DefinePrim("/World", "Xform")
+    stage.GetRootLayer().Save()
+    problems = " ".join(check_usd(tmp_path / "bare.usda"))
+    assert "MissingDefaultPrim" in problems and "MissingUpAxisMetadata" in problems
+
+
+def test_failed_save_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "scene.usda"
+    target.write_text("previous run\n")
+    positions, _ = made_up_rollout()
+    writer = UsdWriter(fps=30.0)
+    writer.add_mesh("sheet", positions[0, :4], TRIS)
+
+    def export_half_then_fail(layer_path, *args):
+        with open(layer_path, "w") as f:
+            f.write("#usda 1.0\n(\n")   # a truncated file...
+        raise KeyboardInterrupt         # ...and the run is interrupted
+
+    monkeypatch.setattr(writer.stage, "GetRootLayer", lambda: type("L", (), {"Export": staticmethod(
+        export_half_then_fail)})())
+    with pytest.raises(KeyboardInterrupt):
+        writer.save(target)
+    assert target.read_text() == "previous run\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["scene.usda"]
+
+
+def test_binary_usdc_round_trips(tmp_path):
+    positions, parts = made_up_rollout(frames=3)
+    path = write_usd(tmp_path / "scene.usdc", positions, parts, fps=60.0)
+    stage = Usd.Stage.Open(str(path))
+    points = UsdGeom.Mesh(stage.GetPrimAtPath("/World/Cloth/towel")).GetPointsAttr().Get(2)
+    np.testing.assert_array_equal(np.array(points), positions[2, 4:])
+    assert path.read_bytes()[:8] == b"PXR-USDC"
+
+
+def test_preview_frames_are_spread_from_first_to_last():
+    assert pick_frames(121, 4) == [0, 40, 80, 120]
+    assert pick_frames(3, 5) == [0, 1, 2]
+    assert pick_frames(10, 1) == [0]
+
+
+def test_preview_png_shows_the_cloth(tmp_path):
+    import matplotlib.image
+
+    positions, parts = made_up_rollout()
+    path = save_preview(tmp_path / "p" / "preview.png", positions, parts, COLLIDERS, shown=3, fps=24.0)
+    image = matplotlib.image.imread(path)
+    assert image.shape[1] > 2 * image.shape[0]          # three panels side by side
+    rgb = image[..., :3]
+    reddish = (rgb[..., 0] > 0.6) & (rgb[..., 1] < 0.55) & (rgb[..., 2] < 0.5)
+    assert reddish.sum() > 100                          # cloth colour drawn

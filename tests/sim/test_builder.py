@@ -1,0 +1,156 @@
+"""ModelBuilder -> Model: particles, constraints, cloth topology, bending weights, colliders."""
+
+import numpy as np
+import pytest
+import trimesh
+
+import xsim
+from xsim.sim import Collider, ModelBuilder
+from xsim.sim.cloth import edges_and_stencils, grid_triangles, isometric_bending_weights
+
+
+def test_add_particle_returns_indices_and_zero_mass_pins():
+    b = ModelBuilder(gravity=(0.0, 0.0, -3.0))
+    assert b.add_particle((1.0, 2.0, 3.0), vel=(0.1, 0.0, 0.0), mass=2.0, radius=0.05) == 0
+    assert b.add_particle((0.0, 0.0, 0.0), mass=0.0) == 1
+    m = b.finalize()
+    assert m.particle_count == 2 and m.gravity == (0.0, 0.0, -3.0)
+    np.testing.assert_array_equal(m.particle_inv_mass.numpy(), [0.5, 0.0])
+    np.testing.assert_array_equal(m.particle_radius.numpy(), np.float32([0.05, 0.01]))
+    assert m.particle_q.dtype is xsim.vec3
+
+
+def test_distance_constraint_rest_length_defaults_to_the_current_distance():
+    b = ModelBuilder()
+    b.add_particle((0.0, 0.0, 0.0))
+    b.add_particle((3.0, 4.0, 0.0))
+    assert b.add_distance_constraint(0, 1, compliance=1e-4) == 0
+    assert b.add_spring(0, 1, rest_length=2.0) == 1
+    m = b.finalize(dtype=xsim.float64)
+    np.testing.assert_array_equal(m.spring_rest_length.numpy(), [5.0, 2.0])
+    np.testing.assert_array_equal(m.spring_compliance.numpy(), [1e-4, 0.0])
+    np.testing.assert_array_equal(m.spring_indices.numpy(), [[0, 1], [0, 1]])
+
+
+def test_bad_indices_and_masses_are_refused():
+    b = ModelBuilder()
+    b.add_particle((0.0, 0.0, 0.0))
+    with pytest.raises(IndexError, match="particle index 3 out of range"):
+        b.add_distance_constraint(0, 3)
+    with pytest.raises(ValueError, match="mass must be >= 0"):
+        b.add_particle((0.0, 0.0, 0.0), mass=-1.0)
+    with pytest.raises(TypeError, match="dtype must be"):
+        b.finalize(dtype=xsim.int32)
+
+
+def test_cloth_grid_has_newtons_layout_counts_and_pins():
+    b = ModelBuilder()
+    start = b.add_cloth_grid(pos=(1.0, 0.0, 2.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=3, dim_y=2,
+                             cell_x=0.1, cell_y=0.2, mass=0.5, fix_left=True, stretch_compliance=1e-3,
+                             shear_compliance=2e-3)
+    m = b.finalize(dtype=xsim.float64)
+    assert start == 0 and m.particle_count == 4 * 3
+    x = m.particle_q.numpy()
+    np.testing.assert_allclose(x[1], [1.1, 0.0, 2.0])   # index y * (dim_x + 1) + x
+    np.testing.assert_allclose(x[4], [1.0, 0.2, 2.0])
+    np.testing.assert_array_equal(m.particle_mass.numpy().reshape(3, 4)[:, 0], 0.0)
+    np.testing.assert_array_equal(m.particle_mass.numpy().reshape(3, 4)[:, 1:], 0.5)
+    # 3*3 horizontal + 4*2 vertical edges, one diagonal per cell
+    assert m.spring_count == 9 + 8 + 6
+    assert m.tri_indices.shape == (12, 3)
+    ij = m.spring_indices.numpy()
+    diagonal = (ij[:, 0] % 4 != ij[:, 1] % 4) & (ij[:, 0] // 4 != ij[:, 1] // 4)
+    np.testing.assert_array_equal(m.spring_compliance.numpy()[diagonal], 2e-3)
+    np.testing.assert_array_equal(m.spring_compliance.numpy()[~diagonal], 1e-3)
+    assert m.bending_count == m.spring_count - 2 * (3 + 2)  # every edge but the boundary
+
+
+def test_cloth_grid_rotation_turns_the_plane():
+    b = ModelBuilder()
+    s = np.sqrt(0.5)
+    b.add_cloth_grid(pos=(0.0, 0.0, 0.0), rot=(s, 0.0, 0.0, s), vel=(0.0, 1.0, 0.0), dim_x=1, dim_y=1, cell_x=1.0,
+                     cell_y=1.0, mass=1.0)
+    m = b.finalize(dtype=xsim.float64)
+    # 90 degrees about x: local y becomes z
+    np.testing.assert_allclose(m.particle_q.numpy()[2], [0.0, 0.0, 1.0], atol=1e-15)
+    np.testing.assert_array_equal(m.particle_qd.numpy()[:, 1], 1.0)
+
+
+def test_isometric_bending_weights_vanish_on_flat_and_rigidly_moved_shapes():
+    tris = grid_triangles(3, 3)
+    _, stencils = edges_and_stencils(tris)
+    rng = np.random.default_rng(0)
+    x = np.c_[rng.random((16, 2)) * 0.02 + np.stack(np.meshgrid(np.arange(4), np.arange(4)), -1).reshape(-1, 2) * 0.1,
+              np.zeros(16)]
+    k, area = isometric_bending_weights(x, stencils)
+    assert len(stencils) == 3 * 4 * 2 + 9 - 2 * 6  # interior edges
+    np.testing.assert_allclose(k.sum(axis=1), 0.0, atol=1e-12)
+    curvature = np.einsum("bk,bkd->bd", k, x[stencils])
+    np.testing.assert_allclose(curvature, 0.0, atol=1e-12)
+    q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    moved = x @ q.T + [1.0, 2.0, 3.0]
+    np.testing.assert_allclose(np.einsum("bk,bkd->bd", k, moved[stencils]), 0.0, atol=1e-12)
+    folded = x.copy()
+    folded[x[:, 0] > 0.15, 2] = 0.05
+    assert np.abs(np.einsum("bk,bkd->bd", k, folded[stencils])).max() > 0.01
+    assert np.all(area > 0.0)
+
+
+def test_cloth_mesh_from_trimesh_bends_across_every_edge_of_a_closed_surface():
+    mesh = trimesh.creation.icosphere(subdivisions=1, radius=0.5)
+    b = ModelBuilder()
+    b.add_cloth_mesh(mesh, pos=(0.0, 0.0, 1.0), mass=0.01, area_compliance=1e-4)
+    m = b.finalize()
+    assert m.particle_count == len(mesh.vertices)
+    assert m.spring_count == len(mesh.edges_unique) == m.bending_count
+    assert m.area_count == len(mesh.faces) == len(m.tri_indices)
+    np.testing.assert_allclose(m.area_rest.numpy().sum(), mesh.area, rtol=1e-5)
+    np.testing.assert_allclose(m.particle_q.numpy().mean(axis=0), [0.0, 0.0, 1.0], atol=1e-6)
+
+
+def test_each_particle_gets_one_delta_column_per_constraint_entry():
+    b = ModelBuilder()
+    b.add_cloth_grid(pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=2, dim_y=2,
+                     cell_x=0.1, cell_y=0.1, mass=1.0, area_compliance=0.0)
+    m = b.finalize()
+    owners = np.concatenate([m.spring_indices.numpy().ravel(), m.bending_indices.numpy().ravel(),
+                             m.area_indices.numpy().ravel()])
+    columns = np.concatenate([m.spring_slot.numpy().ravel(), m.bending_slot.numpy().ravel(),
+                              m.area_slot.numpy().ravel()])
+    counts = m.particle_slot_count.numpy()
+    assert m.slot_width == counts.max()
+    for p in range(m.particle_count):
+        np.testing.assert_array_equal(np.sort(columns[owners == p]), np.arange(counts[p]))
+        assert m.particle_inv_constraint_count.numpy()[p] == pytest.approx(1.0 / counts[p])
+    # the centre vertex: 6 edges, 8 bending stencils (its 6 edges + 2 diagonals it faces), 6 triangles
+    assert counts[4] == 6 + 8 + 6
+
+
+def test_colliders_are_described_and_packed_with_normalized_rotations():
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.3, restitution=0.2)
+    assert b.add_collider_sphere((0.0, 0.0, 1.0), 0.5, mu=0.1) == 0
+    b.add_collider_box((1.0, 0.0, 0.0), (0.1, 0.2, 0.3), rot=(0.0, 0.0, 2.0, 0.0))
+    b.add_collider_capsule((0.0, 1.0, 0.0), 0.05, 0.4)
+    b.add_collider_mesh((np.eye(3), [[0, 1, 2]]), pos=(0.0, 0.0, -1.0))
+    m = b.finalize(requires_grad=True)
+    assert [c.type for c in m.colliders] == ["sphere", "box", "capsule", "mesh"]
+    assert isinstance(m.colliders[0], Collider) and m.colliders[1].rot == (0.0, 0.0, 1.0, 0.0)
+    np.testing.assert_array_equal(m.collider_type.numpy(), [0, 1, 2, 3])
+    np.testing.assert_allclose(m.collider_size.numpy(), [[0.5, 0, 0], [0.1, 0.2, 0.3], [0.05, 0.4, 0], [0, 0, 0]])
+    np.testing.assert_array_equal(m.mesh_collider.numpy(), [3])
+    assert m.ground and m.ground_mu == 0.3 and m.ground_restitution == 0.2
+    assert m.collider_pos.requires_grad and not m.collider_type.requires_grad
+
+
+def test_state_copies_the_initial_values_and_takes_requires_grad():
+    b = ModelBuilder()
+    b.add_particle((1.0, 2.0, 3.0), vel=(4.0, 5.0, 6.0))
+    m = b.finalize(requires_grad=True, dtype=xsim.float64)
+    s = m.state()
+    assert s.particle_q.requires_grad and s.particle_qd.requires_grad
+    assert s.particle_q.dtype is xsim.vec3d
+    s.particle_q.numpy()[0, 0] = 9.0
+    assert m.particle_q.numpy()[0, 0] == 1.0
+    assert not m.state(requires_grad=False).particle_q.requires_grad
+    assert m.control().particle_target is None

@@ -1,0 +1,153 @@
+"""Each XPBD kernel's generated adjoint against central finite differences (float64), on inputs
+away from contact and friction switches; plus the exactness of single constraint updates."""
+
+import numpy as np
+import pytest
+
+import xsim
+from xsim.autodiff import gradcheck
+from xsim.solvers.xpbd.kernels import collider_kernels, xpbd_kernels
+
+K = xpbd_kernels(xsim.float64)
+C = collider_kernels(xsim.float64)
+V = xsim.vec3d
+F = xsim.float64
+EPS = 1e-7
+
+
+def vecs(a, grad=True):
+    return xsim.array(np.asarray(a, dtype=np.float64).reshape(-1, 3), dtype=V, requires_grad=grad)
+
+
+def rows(n, width, grad=True):
+    """A (n, width) array(vec3d) of zeros: the particle-major correction slots."""
+    return xsim.zeros((n, width), dtype=V, requires_grad=grad)
+
+
+def scalars(a, grad=True):
+    return xsim.array(np.asarray(a, dtype=np.float64), dtype=F, requires_grad=grad)
+
+
+def ints(a, width=None):
+    a = np.asarray(a, dtype=np.int32)
+    return xsim.array(a if width is None else a.reshape(-1, width), dtype=int)
+
+
+def check(kernel, args, dim):
+    report = gradcheck(kernel, args, dim=dim, eps=EPS, atol=1e-7, rtol=1e-6)
+    assert report.passed, str(report)
+
+
+RNG = np.random.default_rng(3)
+X = vecs(RNG.normal(size=(5, 3)) * 0.3)
+W = np.array([1.0, 0.5, 2.0, 0.0, 1.5])
+
+
+def entries(rows, width):
+    """The constraint-major entries (position, inverse mass) of particles ``rows`` (m, width)."""
+    rows = np.asarray(rows)
+    e = np.concatenate([X.numpy()[rows], W[rows][..., None]], axis=-1)
+    return xsim.array(e, dtype=xsim.vec4d, requires_grad=True)
+
+
+def test_distance_constraint_adjoint():
+    lam = scalars([0.01, -0.02, 0.0])
+    pairs = [[0, 1], [1, 2], [3, 4]]
+    args = [entries(pairs, 2), ints(pairs, 2), ints([[0, 0], [1, 0], [0, 0]], 2), scalars([0.2, 0.5, 0.3]),
+            scalars([1e-3, 0.0, 2e-2]), lam, 3600.0, scalars(np.zeros(3)), rows(5, 2)]
+    check(K.solve_distance, args, 3)
+
+
+def test_bending_constraint_adjoint():
+    w = xsim.array(RNG.normal(size=(2, 4)), dtype=xsim.vec4d)
+    quads = [[0, 1, 2, 3], [1, 2, 3, 4]]
+    args = [entries(quads, 4), ints(quads, 4), ints([[0, 0, 0, 0], [1, 1, 1, 0]], 4), w, scalars([0.5, 0.01]),
+            vecs(RNG.normal(size=(2, 3)) * 1e-3), 3600.0, vecs(np.zeros((2, 3))), rows(5, 2)]
+    check(K.solve_bending, args, 2)
+
+
+def test_area_constraint_adjoint():
+    tris = [[0, 1, 2], [2, 3, 4]]
+    args = [entries(tris, 3), ints(tris, 3), ints([[0, 0, 0], [1, 0, 0]], 3), scalars([0.05, 0.1]),
+            scalars([1e-2, 0.0]), scalars([0.0, 1e-3]), 3600.0, scalars(np.zeros(2)), rows(5, 2)]
+    check(K.solve_area, args, 2)
+
+
+def test_apply_corrections_adjoint_with_ground_friction():
+    # particle 0 sinks into the ground and slides (dynamic friction), 1 sticks (static), 2 is free
+    x = vecs([[0.0, 0.0, 0.004], [1.0, 0.0, 0.009], [2.0, 0.0, 0.5]])
+    x0 = vecs([[-0.2, 0.1, 0.02], [1.0005, 0.0, 0.02], [2.0, 0.0, 0.6]])
+    delta = xsim.array(RNG.normal(size=(3, 2, 3)) * 1e-3, dtype=V, requires_grad=True)
+    args = [x, x0, delta, ints([2, 1, 1]), scalars([0.5, 1.0, 1.0]),
+            scalars([1.0, 1.0, 1.0]), scalars([0.01, 0.01, 0.01]), 1.2, 1, 0.0, 0.4, vecs(np.zeros((3, 3)))]
+    check(K.apply_corrections, args, 3)
+
+
+def test_gather_entries_adjoint():
+    # particle 0 has a spring entry (pairs[0, 0]: column 0 + 4) and a bending one (quads[1, 1]),
+    # particle 1 a bending one (quads[1, 0]); the others have none
+    pairs = xsim.zeros((1, 2), dtype=xsim.vec4d, requires_grad=True)
+    quads = xsim.zeros((2, 4), dtype=xsim.vec4d, requires_grad=True)
+    args = [X, scalars(W), ints([2, 1, 0, 0, 0]), ints([[0, 1], [1, 0], [0, 0], [0, 0], [0, 0]], 2),
+            ints([[4, 1], [0, 0], [0, 0], [0, 0], [0, 0]], 2), pairs, quads]
+    xsim.launch(K.gather_entries, 5, inputs=args[:-2], outputs=args[-2:])
+    np.testing.assert_array_equal(pairs.numpy()[0, 0], np.r_[X.numpy()[0], W[0]])
+    np.testing.assert_array_equal(quads.numpy()[1, 1], np.r_[X.numpy()[0], W[0]])
+    np.testing.assert_array_equal(quads.numpy()[1, 0], np.r_[X.numpy()[1], W[1]])
+    check(K.gather_entries, args, 5)
+
+
+def test_velocity_update_adjoint_with_restitution():
+    x = vecs([[0.0, 0.0, 0.01], [1.0, 0.0, 0.5]])
+    args = [x, vecs([[0.0, 0.1, 0.02], [1.0, 0.1, 0.6]]), vecs([[0.0, 0.0, -3.0], [0.0, 0.0, -1.0]]),
+            scalars([1.0, 1.0]), scalars([0.01, 0.01]), V(0.0, 0.0, -9.81), 0.01, 0.5, 1, 0.0, 0.5, 0.1,
+            vecs(np.zeros((2, 3)))]
+    check(K.update_velocities, args, 2)
+
+
+@pytest.mark.parametrize("kind, size, pos", [
+    (0, (0.3, 0.0, 0.0), (0.05, 0.02, 0.0)),     # sphere
+    (1, (0.2, 0.3, 0.1), (0.02, -0.03, 0.05)),   # box, particle near the +z face (outside)
+    (1, (0.2, 0.3, 0.1), (0.02, -0.03, 0.03)),   # box, particle inside
+    (2, (0.1, 0.4, 0.0), (0.03, 0.0, 0.3)),      # capsule, particle beside the axis
+])
+def test_static_collider_adjoint(kind, size, pos):
+    rot = np.array([0.1, -0.2, 0.3, 0.9])
+    rot /= np.linalg.norm(rot)
+    centre = np.array([0.1, 0.2, -0.1])
+    world = centre + _rotate(rot, np.array(pos, dtype=float))
+    x = vecs(world)
+    args = [x, vecs(world + [0.004, -0.003, 0.02]), scalars([1.0]), scalars([0.08]), 1, ints([kind]),
+            vecs(centre), xsim.array(np.array([rot]), dtype=xsim.quatd, requires_grad=True), vecs(size),
+            scalars([0.3]), ints([-1]), ints(np.zeros((0, 3)), 3), vecs(np.zeros((0, 3))), ints([]),
+            vecs(np.zeros((1, 3)))]
+    out = args[-1]
+    xsim.launch(C.collide_static, 1, inputs=args[:-1], outputs=[out])
+    assert not np.allclose(out.numpy(), x.numpy())  # the particle was in contact and moved
+    check(C.collide_static, args, 1)
+
+
+def test_mesh_collider_adjoint():
+    verts = vecs([[-1.0, -1.0, 0.0], [1.0, -1.0, 0.0], [0.0, 1.0, 0.0]])
+    x = vecs([[0.1, 0.05, 0.01]])
+    args = [x, vecs([[0.12, 0.04, 0.03]]), scalars([1.0]), scalars([0.02]), 1, ints([3]), vecs([[0.0, 0.0, -0.005]]),
+            xsim.array(np.array([[0.05, 0.0, 0.0, 1.0]]) / np.sqrt(1.0025), dtype=xsim.quatd, requires_grad=True),
+            vecs(np.zeros((1, 3))), scalars([0.5]), ints([0]), ints([[0, 1, 2]], 3), verts, ints([0]),
+            vecs(np.zeros((1, 3)))]
+    check(C.collide_static, args, 1)
+
+
+def _rotate(q, v):
+    u, w = q[:3], q[3]
+    t = 2.0 * np.cross(u, v)
+    return v + w * t + np.cross(u, t)
+
+
+def test_one_distance_update_is_exact_for_a_single_free_particle():
+    ends = xsim.array(np.array([[[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.3, 2.0]]]), dtype=xsim.vec4d)
+    lam_out, delta = scalars([0.0], grad=False), rows(2, 1, grad=False)
+    xsim.launch(K.solve_distance, 1, inputs=[ends, ints([[0, 1]], 2), ints([[0, 0]], 2), scalars([1.0], False),
+                                             scalars([0.0], False), scalars([0.0], False), 3600.0],
+                outputs=[lam_out, delta])
+    np.testing.assert_allclose(delta.numpy()[:, 0], [[0.0, 0.0, 0.0], [0.0, 0.0, 0.3]], atol=1e-15)
+    assert lam_out.numpy()[0] == pytest.approx(-0.3 / 2.0)

@@ -1,0 +1,205 @@
+"""SolverXPBD against analytic results: free fall, pendulum period, XPBD compliance, friction
+stopping distance, and contacts that never let a particle sink more than its radius."""
+
+import numpy as np
+import pytest
+import trimesh
+
+import xsim
+from xsim.sim import ModelBuilder
+from xsim.solvers import SolverXPBD
+
+G = 9.81
+
+
+def simulate(builder, steps, dt, dtype=xsim.float64, control=None, **solver_args):
+    """Positions (steps + 1, n, 3) and the final State of a rollout."""
+    model = builder.finalize(dtype=dtype)
+    solver = SolverXPBD(model, **solver_args)
+    s0, s1 = model.state(), model.state()
+    xs = [s0.particle_q.numpy().copy()]
+    for _ in range(steps):
+        solver.step(s0, s1, control, dt)
+        s0, s1 = s1, s0
+        xs.append(s0.particle_q.numpy().copy())
+    return np.array(xs), s0
+
+
+@pytest.mark.parametrize("substeps", [1, 3])
+def test_free_fall_matches_constant_acceleration_exactly(substeps):
+    b = ModelBuilder()
+    b.add_particle((0.5, -1.0, 2.0), vel=(1.0, 0.25, 3.0), mass=0.7)
+    xs, state = simulate(b, 60, 1.0 / 60.0, substeps=substeps)
+    t = np.arange(61) / 60.0
+    expected = np.array([0.5, -1.0, 2.0]) + np.outer(t, [1.0, 0.25, 3.0]) + np.outer(0.5 * t * t, [0.0, 0.0, -G])
+    np.testing.assert_allclose(xs[:, 0], expected, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(state.particle_qd.numpy()[0], [1.0, 0.25, 3.0 - G], rtol=0, atol=1e-11)
+
+
+def test_free_fall_in_float32_matches_to_float_precision():
+    b = ModelBuilder()
+    b.add_particle((0.0, 0.0, 1.0), vel=(0.0, 0.0, 2.0))
+    xs, _ = simulate(b, 30, 1.0 / 30.0, dtype=xsim.float32)
+    t = np.arange(31) / 30.0
+    np.testing.assert_allclose(xs[:, 0, 2], 1.0 + 2.0 * t - 0.5 * G * t * t, rtol=0, atol=2e-5)
+
+
+def test_pinned_particle_stays_put_and_free_one_falls():
+    b = ModelBuilder()
+    b.add_particle((0.0, 0.0, 1.0), mass=0.0)
+    p = b.add_particle((1.0, 0.0, 1.0))
+    b.pin_particle(p)
+    b.add_particle((2.0, 0.0, 1.0))
+    xs, _ = simulate(b, 10, 0.01)
+    np.testing.assert_array_equal(xs[-1, :2], xs[0, :2])
+    assert xs[-1, 2, 2] == pytest.approx(1.0 - 0.5 * G * 0.1 ** 2, abs=1e-12)
+
+
+@pytest.mark.parametrize("substeps, iterations", [(10, 1), (4, 4)])
+def test_stiff_pendulum_swings_with_the_small_angle_period(substeps, iterations):
+    b = ModelBuilder()
+    pivot = b.add_particle((0.0, 0.0, 1.0), mass=0.0)
+    theta, length = 0.05, 1.0
+    bob = b.add_particle((length * np.sin(theta), 0.0, 1.0 - length * np.cos(theta)), mass=1.0)
+    b.add_distance_constraint(pivot, bob)
+    dt = 1.0 / 60.0
+    xs, _ = simulate(b, 600, dt, substeps=substeps, iterations=iterations)
+    x = xs[:, 1, 0]
+    up = np.where((x[:-1] < 0.0) & (x[1:] >= 0.0))[0]
+    crossings = (up + x[up] / (x[up] - x[up + 1])) * dt  # linear interpolation of the zero crossing
+    assert len(crossings) >= 4
+    period = np.diff(crossings).mean()
+    assert period == pytest.approx(2.0 * np.pi * np.sqrt(length / G), rel=0.01)
+    # the constraint holds: the bob stays on the circle
+    np.testing.assert_allclose(np.linalg.norm(xs[:, 1] - xs[:, 0], axis=1), length, atol=1e-9)
+
+
+@pytest.mark.parametrize("dt", [1.0 / 30.0, 1.0 / 120.0])
+@pytest.mark.parametrize("iterations", [1, 7])
+def test_compliant_hanging_spring_stretches_by_m_g_alpha(dt, iterations):
+    mass, alpha, length = 0.5, 1e-3, 1.0
+    b = ModelBuilder()
+    b.particle_damping = 5.0  # settles faster; damping does not move the equilibrium
+    top = b.add_particle((0.0, 0.0, 0.0), mass=0.0)
+    bob = b.add_particle((0.0, 0.0, -length), mass=mass)
+    b.add_spring(top, bob, compliance=alpha)
+    xs, _ = simulate(b, round(4.0 / dt), dt, iterations=iterations)
+    stretch = -xs[-1, 1, 2] - length
+    assert stretch == pytest.approx(mass * G * alpha, rel=1e-9)
+
+
+@pytest.mark.parametrize("mu", [0.5, 0.2])
+def test_sliding_particle_stops_after_v0_squared_over_two_mu_g(mu):
+    v0, radius = 2.0, 0.01
+    b = ModelBuilder()
+    b.add_ground_plane(mu=mu)
+    b.add_particle((0.0, 0.0, radius), vel=(v0, 0.0, 0.0), radius=radius)
+    dt = 1.0 / 600.0
+    stop_time = v0 / (mu * G)
+    xs, state = simulate(b, int(1.2 * stop_time / dt), dt)
+    assert xs[-1, 0, 0] == pytest.approx(v0 * v0 / (2.0 * mu * G), rel=0.05)
+    assert state.particle_qd.numpy()[0, 0] == 0.0  # static friction holds it
+    np.testing.assert_allclose(xs[:, 0, 2], radius, atol=1e-12)  # it never sinks
+
+
+def test_frictionless_ground_keeps_the_tangential_velocity():
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.0)
+    b.add_particle((0.0, 0.0, 0.01), vel=(1.0, 0.5, 0.0))
+    xs, _ = simulate(b, 60, 1.0 / 60.0)
+    np.testing.assert_allclose(xs[-1, 0, :2], [1.0, 0.5], atol=1e-12)
+
+
+def test_restitution_bounces_back_at_that_fraction_of_the_impact_speed():
+    b = ModelBuilder(gravity=(0.0, 0.0, 0.0))
+    b.add_ground_plane(mu=0.0, restitution=0.5)
+    b.add_particle((0.0, 0.0, 0.05), vel=(0.0, 0.0, -2.0), radius=0.01)
+    _, state = simulate(b, 30, 1.0 / 300.0)
+    assert state.particle_qd.numpy()[0, 2] == pytest.approx(1.0, rel=1e-9)
+
+
+def test_dropped_cloth_never_sinks_into_the_ground_more_than_its_radius():
+    radius = 0.01
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.5)
+    b.add_cloth_grid(pos=(-0.4, -0.4, 0.3), rot=(0.2588190, 0.0, 0.0, 0.9659258), vel=(0.0, 0.0, -1.0), dim_x=8,
+                     dim_y=8, cell_x=0.1, cell_y=0.1, mass=0.02, stretch_compliance=1e-5, bend_compliance=10.0,
+                     particle_radius=radius)
+    xs, _ = simulate(b, 120, 1.0 / 60.0, dtype=xsim.float32, substeps=4, iterations=5)
+    z = xs[:, :, 2]
+    assert z.min() >= radius - 1e-6  # the particle's sphere may touch but never cross the plane
+    assert np.all(z[-1] < radius + 1e-3)  # and the cloth ends lying flat on it
+
+
+def test_cloth_edges_keep_their_length_when_hanging():
+    b = ModelBuilder()
+    b.add_cloth_grid(pos=(0.0, 0.0, 1.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=4, dim_y=4,
+                     cell_x=0.1, cell_y=0.1, mass=0.01, fix_left=True)
+    model = b.finalize(dtype=xsim.float64)
+    solver = SolverXPBD(model, substeps=10, iterations=10)
+    s0, s1 = model.state(), model.state()
+    for _ in range(60):
+        solver.step(s0, s1, None, 1.0 / 60.0)
+        s0, s1 = s1, s0
+    x = s0.particle_q.numpy()
+    ij = model.spring_indices.numpy()
+    strain = np.linalg.norm(x[ij[:, 0]] - x[ij[:, 1]], axis=1) / model.spring_rest_length.numpy() - 1.0
+    assert np.abs(strain).max() < 0.01
+    assert x[:, 2].min() < 0.8  # it did fall and hang
+    np.testing.assert_array_equal(x[::5], model.particle_q.numpy()[::5])  # the left column is pinned
+
+
+# -- static colliders --------------------------------------------------------------------------------
+
+
+def drop_onto(add_collider, top, start=(0.0, 0.0, 0.6), radius=0.02):
+    """Drop one particle onto a collider; it must come to rest with its sphere touching ``top``."""
+    b = ModelBuilder()
+    add_collider(b)
+    b.add_particle(start, radius=radius)
+    xs, _ = simulate(b, 120, 1.0 / 60.0, substeps=4)
+    assert xs[:, 0, 2].min() >= top + radius - 1e-9
+    assert xs[-1, 0, 2] == pytest.approx(top + radius, abs=1e-9)
+    return xs
+
+
+def test_particle_rests_on_a_sphere_top():
+    drop_onto(lambda b: b.add_collider_sphere((0.0, 0.0, 0.1), 0.2), top=0.3)
+
+
+def test_particle_rests_on_a_rotated_box_face():
+    # rotated 90 degrees about z: the top face is still at z = 0.1 + 0.05
+    drop_onto(lambda b: b.add_collider_box((0.0, 0.0, 0.1), (0.3, 0.2, 0.05), rot=(0.0, 0.0, 0.7071068, 0.7071068)),
+              top=0.15)
+
+
+def test_particle_rests_on_a_lying_capsule():
+    # capsule axis along x (local z rotated by 90 degrees about y)
+    drop_onto(lambda b: b.add_collider_capsule((0.0, 0.0, 0.0), 0.1, 0.5, rot=(0.0, 0.7071068, 0.0, 0.7071068)),
+              top=0.1, start=(0.3, 0.0, 0.5))
+
+
+def test_particle_rests_on_a_trimesh_box():
+    mesh = trimesh.creation.box(extents=(1.0, 1.0, 0.2))
+    drop_onto(lambda b: b.add_collider_mesh(mesh, pos=(0.0, 0.0, 0.1)), top=0.2, start=(0.1, 0.15, 0.5))
+
+
+def test_particle_slides_off_a_frictionless_tilted_box():
+    b = ModelBuilder()
+    b.add_collider_box((0.0, 0.0, 0.0), (1.0, 1.0, 0.1), rot=(0.0, 0.258819, 0.0, 0.9659258), mu=0.0)
+    b.add_particle((0.0, 0.0, 0.2))
+    xs, _ = simulate(b, 60, 1.0 / 60.0, substeps=4)
+    assert xs[-1, 0, 0] > 0.3  # rotated +30 degrees about y, the top face descends towards +x
+
+
+def test_control_target_drives_pinned_particles():
+    b = ModelBuilder()
+    b.add_particle((0.0, 0.0, 1.0), mass=0.0)
+    model = b.finalize(dtype=xsim.float64)
+    solver = SolverXPBD(model, substeps=2)
+    control = model.control()
+    control.particle_target = xsim.array(np.array([[0.3, 0.0, 1.2]]), dtype=xsim.vec3d)
+    s0, s1 = model.state(), model.state()
+    solver.step(s0, s1, control, 0.1)
+    np.testing.assert_allclose(s1.particle_q.numpy()[0], [0.3, 0.0, 1.2], atol=1e-12)
+    np.testing.assert_allclose(s1.particle_qd.numpy()[0], [3.0, 0.0, 2.0], atol=1e-12)

@@ -1,0 +1,139 @@
+"""Preview images: a few frames of a rollout drawn with matplotlib (Agg, no display needed), so a
+user without a USD viewer can see what happened."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+
+def pick_frames(frame_count: int, shown: int) -> list[int]:
+    """``shown`` frame indices spread evenly from the first to the last of ``frame_count``."""
+    shown = max(1, min(shown, frame_count))
+    return sorted({round(k) for k in np.linspace(0, frame_count - 1, shown)})
+
+
+def _rotation_matrix(q) -> np.ndarray:
+    x, y, z, w = q
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+def collider_triangles(spec: dict) -> np.ndarray:
+    """A collider (scene-file description) as world-space triangles (m, 3, 3) for drawing; the
+    ground is left out (drawn as a patch under the scene)."""
+    kind = spec["type"]
+    if kind == "ground":
+        return np.zeros((0, 3, 3))
+    if kind == "mesh":
+        verts = np.asarray(spec["vertices"], np.float64)
+        tris = np.asarray(spec["indices"]).reshape(-1, 3)
+        pos, rot = spec.get("position", (0, 0, 0)), spec.get("rotation", (0, 0, 0, 1))
+        return (verts @ _rotation_matrix(rot).T + np.asarray(pos))[tris]
+    u, v = np.meshgrid(np.linspace(0, 2 * np.pi, 17), np.linspace(0, np.pi, 9))
+    sphere = np.stack([np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v)], axis=-1)
+    if kind == "sphere":
+        grid, rot = sphere * spec["radius"], (0, 0, 0, 1)
+    elif kind == "capsule":
+        grid = sphere * spec["radius"]
+        grid[..., 2] += np.where(grid[..., 2] >= 0, spec["half_height"], -spec["half_height"])
+        rot = spec.get("rotation", (0, 0, 0, 1))
+    elif kind == "box":
+        # A sphere of radius 2 clipped to the unit cube is the cube's surface: one mesh recipe for all.
+        grid = np.clip(sphere * 2.0, -1.0, 1.0) * np.asarray(spec["half_extents"])
+        rot = spec.get("rotation", (0, 0, 0, 1))
+    else:
+        raise ValueError(f"unknown collider type {kind!r}")
+    grid = grid @ _rotation_matrix(rot).T + np.asarray(spec["center"])
+    a, b, c, d = grid[:-1, :-1], grid[:-1, 1:], grid[1:, 1:], grid[1:, :-1]
+    return np.concatenate([np.stack([a, b, c], -2).reshape(-1, 3, 3), np.stack([a, c, d], -2).reshape(-1, 3, 3)])
+
+
+def save_preview(path: str | Path, frames: np.ndarray, parts, colliders: Sequence[dict] = (),
+                 shown: int = 4, fps: float = 60.0, title: str = "") -> Path:
+    """Draw ``shown`` frames of a rollout side by side into a PNG at ``path``.
+
+    ``frames``: particle positions (F, n, 3), metres; ``parts``: cloths (``ClothPart``);
+    ``colliders``: scene-file collider descriptions. Axes are equal and shared by all panels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from mpl_toolkits.mplot3d.art3d import Poly3DCollection
+
+    frames = np.asarray(frames, dtype=np.float64)
+    picks = pick_frames(len(frames), shown)
+    statics = [collider_triangles(c) for c in colliders]
+    grounds = [c.get("height", 0.0) for c in colliders if c["type"] == "ground"]
+    has_ground = bool(grounds)
+    # Bounds from the cloth over the frames drawn (and the colliders), so all panels share a scale.
+    pts = [frames[picks].reshape(-1, 3)] + [s.reshape(-1, 3) for s in statics if len(s)]
+    pts = np.concatenate(pts) if pts else np.zeros((1, 3))
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    if has_ground:
+        lo[2] = min(lo[2], grounds[0])
+    center, half = (lo + hi) / 2, max(float((hi - lo).max()) / 2, 1e-3) * 1.05
+
+    fig = plt.figure(figsize=(4 * len(picks), 4.4))
+    for panel, k in enumerate(picks):
+        ax = fig.add_subplot(1, len(picks), panel + 1, projection="3d")
+        # Draw in insertion order (ground, colliders, cloth): matplotlib's depth sort of whole
+        # polygon collections often puts a large ground patch over the cloth.
+        ax.computed_zorder = False
+        if has_ground:
+            z = grounds[0]
+            g = [[center[0] - half, center[1] - half, z], [center[0] + half, center[1] - half, z],
+                 [center[0] + half, center[1] + half, z], [center[0] - half, center[1] + half, z]]
+            ax.add_collection3d(Poly3DCollection([g], facecolor=(0.8, 0.8, 0.8, 0.5), edgecolor="none"))
+        for tris in statics:
+            if len(tris):
+                ax.add_collection3d(Poly3DCollection(tris, facecolor=(0.55, 0.6, 0.65, 0.35),
+                                                     edgecolor=(0.4, 0.45, 0.5, 0.3), linewidth=0.3))
+        for part in parts:
+            p = frames[k, part.first:part.first + part.count]
+            if len(part.triangles):
+                ax.add_collection3d(Poly3DCollection(p[part.triangles], facecolor=(0.85, 0.4, 0.3, 1.0),
+                                                     edgecolor=(0.4, 0.15, 0.1, 0.6), linewidth=0.2))
+            else:
+                ax.scatter(p[:, 0], p[:, 1], p[:, 2], s=6, color=(0.85, 0.4, 0.3))
+        ax.set_xlim(center[0] - half, center[0] + half)
+        ax.set_ylim(center[1] - half, center[1] + half)
+        ax.set_zlim(center[2] - half, center[2] + half)
+        ax.set_box_aspect((1, 1, 1))
+        ax.set_title(f"frame {k}  (t = {k / fps:.2f} s)", fontsize=10)
+        ax.set_xlabel("x")
+        ax.set_ylabel("y")
+        ax.set_zlabel("z")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def save_loss_curve(losses: Sequence[float], path: str | Path, title: str = "") -> Path:
+    """Plot a loss per optimization iteration (log scale) into a PNG at ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.semilogy(range(len(losses)), losses, marker="o", markersize=3)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("loss")
+    if title:
+        ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,373 @@
+"""Scene files: a TOML description of a simulation, checked and turned into a ``ModelBuilder``.
+
+The format is documented in ``docs/scenes.md``. Reading is two steps so that ``xsim check`` can
+stop after the first: :func:`load_scene` parses and checks the whole file (every problem raises
+``xsim.SceneError`` naming the file, the key path, what was expected and what was found) and
+loads mesh files; :meth:`Scene.builder` then adds everything to a ``ModelBuilder`` that a Python
+user may keep editing before ``finalize``. Nothing in the file is ever evaluated as code.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import SceneError
+from ..sim.builder import DEFAULT_BEND_COMPLIANCE, DEFAULT_PARTICLE_RADIUS
+from .schema import (
+    Invalid,
+    Key,
+    boolean,
+    check_table,
+    describe,
+    either,
+    integer,
+    join,
+    list_of,
+    number,
+    string,
+    suggestion,
+    table,
+    vector,
+)
+
+# -- the format ------------------------------------------------------------------------------------
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+DEVICE_NAME = re.compile(r"cpu|cuda(:\d+)?")
+"""The device names a scene (and ``xsim run --device``) accepts."""
+_EDGES = ("left", "right", "top", "bottom")
+
+
+def _rotation(value: Any, path: str) -> tuple[float, float, float, float]:
+    """A rotation as a unit quaternion (x, y, z, w): either written so, or ``{axis, degrees}``."""
+    if isinstance(value, dict):
+        spec = check_table(value, path, {"axis": Key(vector(3), doc="rotation axis [x, y, z]"),
+                                         "degrees": Key(number(), doc="angle in degrees")})
+        axis = np.asarray(spec["axis"], dtype=np.float64)
+        norm = float(np.linalg.norm(axis))
+        if norm == 0.0:
+            raise Invalid(join(path, "axis"), "a non-zero axis", describe(value["axis"]))
+        half = math.radians(spec["degrees"]) / 2.0
+        x, y, z = axis / norm * math.sin(half)
+        return (float(x), float(y), float(z), math.cos(half))
+    quat = vector(4, expected="a quaternion [x, y, z, w] or a table {axis = [x, y, z], degrees = a}")(value, path)
+    norm = math.sqrt(sum(c * c for c in quat))
+    if norm == 0.0:
+        raise Invalid(path, "a non-zero quaternion [x, y, z, w]", describe(value))
+    return tuple(c / norm for c in quat)
+
+
+_IDENTITY = (0.0, 0.0, 0.0, 1.0)
+_vec3 = vector(3)
+_name = string(pattern=_NAME, expected="a name made of letters, digits and _ (not starting with a digit)")
+_mu = Key(number(minimum=0.0), 0.5, "friction coefficient")
+_placement = {
+    "position": Key(_vec3, (0.0, 0.0, 0.0), "translation [x, y, z], m"),
+    "rotation": Key(_rotation, _IDENTITY, "quaternion [x, y, z, w] or {axis, degrees}"),
+}
+
+SIM_KEYS = {
+    "dt": Key(number(above=0.0), 1.0 / 60.0, "seconds per frame"),
+    "substeps": Key(integer(minimum=1), 10, "solver substeps per frame"),
+    "iterations": Key(integer(minimum=1), 4, "constraint iterations per substep"),
+    "frames": Key(integer(minimum=1), 120, "frames to simulate"),
+    "gravity": Key(_vec3, (0.0, 0.0, -9.81), "m/s^2, z up"),
+    "device": Key(string(pattern=DEVICE_NAME, expected='"cpu" or "cuda:N"'), "cpu", '"cpu" or "cuda:N"'),
+}
+
+OUTPUT_KEYS = {
+    "usd": Key(string(), None, "USD file to write, relative to the working directory"),
+    "fps": Key(number(above=0.0), None, "frames per second of the USD file (default 1/dt)"),
+    "preview": Key(either((lambda v: isinstance(v, str), string()), (lambda v: v is False, boolean),
+                          expected='a PNG path or false'), None, "preview PNG path, or false for none"),
+    "preview_frames": Key(integer(minimum=1), 4, "how many frames the preview draws"),
+}
+
+_COMPLIANCE = {
+    "stretch": Key(number(minimum=0.0), 0.0, "m/N"),
+    "shear": Key(number(minimum=0.0), 0.0, "m/N (grids only)"),
+    "bend": Key(number(minimum=0.0), DEFAULT_BEND_COMPLIANCE, "1/(N m), isometric bending"),
+}
+
+CLOTH_KEYS = {
+    "name": Key(_name, None, "prim name in the USD file"),
+    "grid": Key(table({"dim": Key(vector(2, integer(minimum=1), "an array of 2 integers >= 1"),
+                                  doc="cells along x and y"),
+                       "cell": Key(vector(2, number(above=0.0), "an array of 2 numbers > 0"),
+                                   doc="cell size along x and y, m")}), None, "a rectangle of cells"),
+    "mesh": Key(string(), None, "mesh file (OBJ, STL, PLY...), relative to the scene file"),
+    "scale": Key(number(above=0.0), 1.0, "scale applied to the mesh file"),
+    **_placement,
+    "velocity": Key(_vec3, (0.0, 0.0, 0.0), "initial velocity, m/s"),
+    "mass": Key(number(above=0.0), 0.01, "mass of each particle, kg"),
+    "pin": Key(list_of(string(_EDGES), "an array of edge names"), [], "grid edges held fixed"),
+    "compliance": Key(table(_COMPLIANCE), None, "XPBD compliances (inverse stiffness)"),
+    "particle_radius": Key(number(above=0.0), DEFAULT_PARTICLE_RADIUS, "contact radius of each particle, m"),
+}
+
+_COLLIDER_TYPES = {
+    "ground": {"height": Key(number(), 0.0, "the plane z = height, m"),
+               "restitution": Key(number(minimum=0.0), 0.0, "bounciness, 0..1")},
+    "sphere": {"center": Key(_vec3, doc="centre [x, y, z] in metres"),
+               "radius": Key(number(above=0.0), doc="radius in metres")},
+    "box": {"center": Key(_vec3, doc="centre [x, y, z] in metres"),
+            "half_extents": Key(vector(3, number(above=0.0), "an array of 3 numbers > 0"),
+                                doc="half sizes [x, y, z] in metres"),
+            "rotation": _placement["rotation"]},
+    "capsule": {"center": Key(_vec3, doc="centre [x, y, z] in metres"),
+                "radius": Key(number(above=0.0), doc="radius in metres"),
+                "half_height": Key(number(above=0.0), doc="half length of the axis segment in metres"),
+                "rotation": _placement["rotation"]},
+    "mesh": {"mesh": Key(string(), doc="a mesh file path, relative to the scene file"),
+             "scale": Key(number(above=0.0), 1.0, "scale applied to the mesh file"), **_placement},
+}
+COLLIDER_KEYS = {ctype: {"type": Key(string(tuple(_COLLIDER_TYPES))), "name": Key(_name, None),
+                         **keys, "mu": _mu}
+                 for ctype, keys in _COLLIDER_TYPES.items()}
+
+TOP_KEYS = ("sim", "output", "cloth", "collider", "body", "joint")
+_NOT_YET = {"body": "rigid bodies", "joint": "joints"}
+
+
+# -- the checked scene -----------------------------------------------------------------------------
+
+
+@dataclass
+class SimSettings:
+    """``[sim]``: time step (seconds per frame), substeps, iterations, frames, gravity, device."""
+
+    dt: float
+    substeps: int
+    iterations: int
+    frames: int
+    gravity: tuple[float, float, float]
+    device: str
+
+
+@dataclass
+class OutputSettings:
+    """``[output]``: USD path, frames per second, preview PNG (None = no preview), frames drawn."""
+
+    usd: Path
+    fps: float
+    preview: Path | None
+    preview_frames: int
+
+
+@dataclass
+class ClothPart:
+    """Where one cloth landed in the model: its particles ``[first, first + count)`` and its
+    triangles (indices local to the cloth, (n, 3))."""
+
+    name: str
+    first: int
+    count: int
+    triangles: np.ndarray
+
+
+@dataclass
+class Scene:
+    """A checked scene file. ``builder()`` turns it into a fresh ``ModelBuilder``."""
+
+    path: Path
+    name: str
+    sim: SimSettings
+    output: OutputSettings
+    cloths: list[dict] = field(default_factory=list)
+    colliders: list[dict] = field(default_factory=list)
+    parts: list[ClothPart] = field(default_factory=list)
+
+    def builder(self, builder=None):
+        """A ``ModelBuilder`` holding the scene's cloths and colliders (added to ``builder`` when
+        given). Also fills ``self.parts`` with where each cloth's particles and triangles went."""
+        from ..sim import ModelBuilder
+
+        b = builder if builder is not None else ModelBuilder(gravity=self.sim.gravity)
+        self.parts = [_add_cloth(b, c) for c in self.cloths]
+        for c in self.colliders:
+            _add_collider(b, c)
+        return b
+
+
+def load_scene(path: str | Path) -> Scene:
+    """Read and check a scene file; mesh files are loaded too. Raises ``xsim.SceneError``."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SceneError(f"{path}: scene file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SceneError(f"{path}: cannot read the scene file: {e}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise _syntax_error(path, e) from None
+    try:
+        return _check_scene(raw, path)
+    except Invalid as e:
+        raise scene_error(path, e) from None
+
+
+def scene_error(path: Path, e: Invalid) -> SceneError:
+    """``xsim.SceneError`` for a failed check; keeps file, key, expected and found as attributes."""
+    err = SceneError(f"{path}: {e}")
+    err.file, err.key, err.expected, err.found = str(path), e.key, e.expected, e.found
+    return err
+
+
+def _syntax_error(path: Path, e: tomllib.TOMLDecodeError) -> SceneError:
+    # Python 3.11's tomllib puts the position only in the message: "... (at line 3, column 7)".
+    msg = str(e)
+    m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+    line = int(m.group(1)) if m else getattr(e, "lineno", 0)
+    col = int(m.group(2)) if m else getattr(e, "colno", 0)
+    reason = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", msg)
+    where = f"{path}:{line}:{col}" if line else f"{path}"
+    err = SceneError(f"{where}: bad TOML syntax: {reason}")
+    err.file, err.line, err.col = str(path), line, col
+    return err
+
+
+def _check_scene(raw: dict, path: Path) -> Scene:
+    for key, value in raw.items():
+        if key in _NOT_YET:
+            where = f"{key}[0]" if isinstance(value, list) else key
+            raise Invalid(where, "one of the tables [sim], [output], [[cloth]], [[collider]] "
+                          f"({_NOT_YET[key]} are not supported in scene files yet)", f"[[{key}]]")
+        if key not in TOP_KEYS:
+            raise Invalid(key, "one of the tables [sim], [output], [[cloth]], [[collider]]", "an unknown key",
+                          suggestion(key, TOP_KEYS))
+    sim = SimSettings(**check_table(raw.get("sim", {}), "sim", SIM_KEYS, "a table [sim]"))
+    name = path.stem
+    out = check_table(raw.get("output", {}), "output", OUTPUT_KEYS, "a table [output]")
+    preview = out["preview"]
+    output = OutputSettings(
+        usd=Path(out["usd"] or f"out/{name}.usda"),
+        fps=out["fps"] or 1.0 / sim.dt,
+        preview=None if preview is False else Path(preview or f"out/{name}.png"),
+        preview_frames=out["preview_frames"])
+    if output.usd.suffix not in (".usda", ".usdc", ".usd"):
+        raise Invalid("output.usd", "a path ending in .usda, .usdc or .usd", describe(out["usd"]))
+    cloths = [_check_cloth(c, f"cloth[{i}]", path) for i, c in enumerate(_array_of_tables(raw, "cloth"))]
+    colliders = [_check_collider(c, f"collider[{i}]", path)
+                 for i, c in enumerate(_array_of_tables(raw, "collider"))]
+    _name_parts(cloths, "cloth")
+    _name_parts(colliders, None)
+    return Scene(path=path, name=name, sim=sim, output=output, cloths=cloths, colliders=colliders)
+
+
+def _array_of_tables(raw: dict, key: str) -> list:
+    value = raw.get(key, [])
+    if not isinstance(value, list):
+        raise Invalid(key, f"an array of tables [[{key}]]", describe(value))
+    return value
+
+
+def _name_parts(specs: list[dict], prefix: str | None):
+    """Give unnamed parts a name (``cloth0``, ``sphere1``) and refuse duplicates."""
+    seen: dict[str, int] = {}
+    for i, spec in enumerate(specs):
+        kind = prefix or spec["type"]
+        spec["name"] = spec["name"] or f"{kind}{i}"
+        if spec["name"] in seen:
+            table_name = prefix or "collider"
+            raise Invalid(f"{table_name}[{i}].name", "a name not used before",
+                          f'"{spec["name"]}", already the name of {table_name}[{seen[spec["name"]]}]')
+        seen[spec["name"]] = i
+
+
+def _check_cloth(raw: Any, path: str, scene_path: Path) -> dict:
+    spec = check_table(raw, path, CLOTH_KEYS, "a table [[cloth]]")
+    if (spec["grid"] is None) == (spec["mesh"] is None):
+        found = "both" if spec["grid"] is not None else "neither"
+        raise Invalid(path, "exactly one of grid = {dim, cell} or mesh = \"file\"", found)
+    if spec["mesh"] is not None:
+        if spec["pin"]:
+            raise Invalid(join(path, "pin"), "no pins on a mesh cloth (pins name grid edges)",
+                          describe(raw["pin"]))
+        if isinstance(raw.get("compliance"), dict) and "shear" in raw["compliance"]:
+            raise Invalid(join(path, "compliance.shear"), "no shear compliance on a mesh cloth (grids only)",
+                          describe(raw["compliance"]["shear"]))
+        spec["vertices"], spec["indices"] = _load_mesh(scene_path, spec["mesh"], join(path, "mesh"), spec["scale"])
+    elif "scale" in raw:
+        raise Invalid(join(path, "scale"), "no scale on a grid cloth (set grid.cell instead)", describe(raw["scale"]))
+    spec["compliance"] = spec["compliance"] or {k: key.default for k, key in _COMPLIANCE.items()}
+    return spec
+
+
+def _check_collider(raw: Any, path: str, scene_path: Path) -> dict:
+    if not isinstance(raw, dict):
+        raise Invalid(path, "a table [[collider]]", describe(raw))
+    if "type" not in raw:
+        raise Invalid(join(path, "type"), "one of " + ", ".join(f'"{t}"' for t in _COLLIDER_TYPES),
+                      "nothing (the key is missing)")
+    ctype = string(tuple(_COLLIDER_TYPES))(raw["type"], join(path, "type"))
+    spec = check_table(raw, path, COLLIDER_KEYS[ctype], "a table [[collider]]")
+    if ctype == "mesh":
+        spec["vertices"], spec["indices"] = _load_mesh(scene_path, spec["mesh"], join(path, "mesh"), spec["scale"])
+    return spec
+
+
+def _load_mesh(scene_path: Path, name: str, key: str, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """Vertices (n, 3) float32, metres, and triangle indices (m, 3) int32 of a mesh file, whose
+    path is relative to the scene file."""
+    import trimesh
+
+    file = (scene_path.parent / name).resolve()
+    if not file.is_file():
+        raise Invalid(key, "an existing mesh file (paths are relative to the scene file)",
+                      f'"{name}", and {file} does not exist')
+    try:
+        mesh = trimesh.load(file, force="mesh", process=False)
+    except Exception as e:  # noqa: BLE001 - trimesh raises many kinds of errors for unreadable files
+        raise Invalid(key, "a mesh file trimesh can read (OBJ, STL, PLY, GLB...)", f'"{name}": {e}') from None
+    if not isinstance(mesh, trimesh.Trimesh) or len(mesh.faces) == 0:
+        raise Invalid(key, "a mesh file with triangles", f'"{name}", which has none')
+    return np.asarray(mesh.vertices, np.float32) * np.float32(scale), np.asarray(mesh.faces, np.int32)
+
+
+# -- building --------------------------------------------------------------------------------------
+
+
+def _add_cloth(b, c: dict) -> ClothPart:
+    first = b.particle_count
+    tri_first = len(b.tri_indices)
+    comp = c["compliance"]
+    common = {"pos": c["position"], "rot": c["rotation"], "vel": c["velocity"], "mass": c["mass"],
+              "stretch_compliance": comp["stretch"], "bend_compliance": comp["bend"],
+              "particle_radius": c["particle_radius"]}
+    if c["grid"] is not None:
+        (nx, ny), (sx, sy) = c["grid"]["dim"], c["grid"]["cell"]
+        pins = {f"fix_{edge}": edge in c["pin"] for edge in _EDGES}
+        b.add_cloth_grid(dim_x=nx, dim_y=ny, cell_x=sx, cell_y=sy, shear_compliance=comp["shear"], **pins, **common)
+        # A pinned particle moves at its own velocity; a pin in a scene file means "held fixed",
+        # so the cloth's initial velocity must not carry the pins away.
+        for i in range(first, b.particle_count):
+            if b.particle_mass[i] == 0.0:
+                b.particle_qd[i] = (0.0, 0.0, 0.0)
+    else:
+        b.add_cloth_mesh(vertices=c["vertices"], indices=c["indices"], **common)
+    tris = np.asarray(b.tri_indices[tri_first:], dtype=np.int32).reshape(-1, 3) - first
+    return ClothPart(c["name"], first, b.particle_count - first, tris)
+
+
+def _add_collider(b, c: dict):
+    kind = c["type"]
+    if kind == "ground":
+        b.add_ground_plane(mu=c["mu"], restitution=c["restitution"], height=c["height"])
+    elif kind == "sphere":
+        b.add_collider_sphere(center=c["center"], radius=c["radius"], mu=c["mu"])
+    elif kind == "box":
+        b.add_collider_box(center=c["center"], half_extents=c["half_extents"], rot=c["rotation"], mu=c["mu"])
+    elif kind == "capsule":
+        b.add_collider_capsule(center=c["center"], radius=c["radius"], half_height=c["half_height"],
+                               rot=c["rotation"], mu=c["mu"])
+    else:
+        b.add_collider_mesh((c["vertices"], c["indices"]), pos=c["position"], rot=c["rotation"], mu=c["mu"])

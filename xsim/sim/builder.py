@@ -1,0 +1,308 @@
+"""``ModelBuilder``: describe particles, constraints, cloth and colliders in Python, then
+``finalize`` them into a ``Model``. SI units, z up, quaternions as (x, y, z, w).
+
+Names follow NVIDIA Newton's where the concept is the same (``add_particle``, ``add_spring``,
+``add_cloth_grid``, ``add_cloth_mesh``, ``particle_q``...). Compliances are XPBD's alpha, the
+inverse of a stiffness: 0 is rigid.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import xsim
+from xsim import types as T
+
+from . import cloth
+from .collide import BOX, CAPSULE, MESH, SPHERE, Collider, mesh_arrays, pack_colliders
+from .model import Model
+from .rigid import RigidBuilderMixin
+
+DEFAULT_BEND_COMPLIANCE = 1.0e2  # 1/(N m): a soft fabric
+DEFAULT_PARTICLE_RADIUS = 0.01   # m
+
+
+def _quat_rotate(q, v: np.ndarray) -> np.ndarray:
+    """Rotate rows of ``v`` (n, 3) by the unit quaternion ``q`` (x, y, z, w)."""
+    q = np.asarray(q, dtype=np.float64)
+    q = q / np.linalg.norm(q)
+    u, w = q[:3], q[3]
+    t = 2.0 * np.cross(u, v)
+    return v + w * t + np.cross(u, t)
+
+
+class ModelBuilder(RigidBuilderMixin):
+    """Accumulates a scene; ``finalize`` turns it into a ``Model``.
+
+    ``gravity``: (3,) m/s^2. ``particle_damping``: velocity damping rate, 1/s (applied implicitly:
+    v <- v / (1 + damping * h) each substep)."""
+
+    def __init__(self, gravity=(0.0, 0.0, -9.81)):
+        self.gravity = tuple(float(g) for g in gravity)
+        self.particle_damping = 0.0
+        self.particle_q: list = []
+        self.particle_qd: list = []
+        self.particle_mass: list[float] = []
+        self.particle_radius: list[float] = []
+        self.spring_indices: list = []
+        self.spring_rest_length: list[float] = []
+        self.spring_compliance: list[float] = []
+        self.bending_indices: list = []
+        self.bending_compliance: list[float] = []  # per unit of bending energy (before area scaling)
+        self.area_indices: list = []
+        self.area_compliance: list[float] = []
+        self.tri_indices: list = []
+        self.colliders: list[Collider] = []
+        self.ground = None
+        self._init_rigid()
+
+    @property
+    def particle_count(self) -> int:
+        return len(self.particle_q)
+
+    # -- particles and constraints ------------------------------------------------------------------
+
+    def add_particle(self, pos, vel=(0.0, 0.0, 0.0), mass: float = 1.0, radius: float = DEFAULT_PARTICLE_RADIUS) -> int:
+        """A particle at ``pos`` (m) with velocity ``vel`` (m/s), ``mass`` (kg; 0 pins it) and contact
+        ``radius`` (m). Returns its index."""
+        if mass < 0.0:
+            raise ValueError(f"add_particle: mass must be >= 0 (0 pins the particle), got {mass}")
+        self.particle_q.append(tuple(float(c) for c in pos))
+        self.particle_qd.append(tuple(float(c) for c in vel))
+        self.particle_mass.append(float(mass))
+        self.particle_radius.append(float(radius))
+        return len(self.particle_q) - 1
+
+    def pin_particle(self, i: int) -> None:
+        """Make particle ``i`` kinematic (zero inverse mass): it moves only at its own velocity or
+        towards ``Control.particle_target``."""
+        self._check_particles((i,), "pin_particle")
+        self.particle_mass[i] = 0.0
+
+    def add_distance_constraint(self, i: int, j: int, rest_length: float | None = None,
+                                compliance: float = 0.0) -> int:
+        """C = |x_i - x_j| - rest_length (m; default: the current distance), with ``compliance``
+        (m/N). Returns its index."""
+        self._check_particles((i, j), "add_distance_constraint")
+        if rest_length is None:
+            rest_length = float(np.linalg.norm(np.subtract(self.particle_q[i], self.particle_q[j])))
+        self.spring_indices.append((i, j))
+        self.spring_rest_length.append(float(rest_length))
+        self.spring_compliance.append(float(compliance))
+        return len(self.spring_indices) - 1
+
+    add_spring = add_distance_constraint
+
+    def add_bending_constraint(self, v0: int, v1: int, o0: int, o1: int, compliance: float = DEFAULT_BEND_COMPLIANCE) -> int:
+        """Isometric bending across the edge (v0, v1) between triangles (v0, v1, o0) and (v0, v1, o1);
+        ``compliance`` in 1/(N m). Its weights come from the particles' positions at ``finalize``."""
+        self._check_particles((v0, v1, o0, o1), "add_bending_constraint")
+        self.bending_indices.append((v0, v1, o0, o1))
+        self.bending_compliance.append(float(compliance))
+        return len(self.bending_indices) - 1
+
+    def add_triangle(self, i: int, j: int, k: int, area_compliance: float | None = None) -> int:
+        """A cloth triangle (rendered and exported); with ``area_compliance`` (1/(N m)... XPBD alpha of
+        C = area - rest area) it also keeps its area."""
+        self._check_particles((i, j, k), "add_triangle")
+        self.tri_indices.append((i, j, k))
+        if area_compliance is not None:
+            self.area_indices.append((i, j, k))
+            self.area_compliance.append(float(area_compliance))
+        return len(self.tri_indices) - 1
+
+    def _check_particles(self, ids, where: str) -> None:
+        n = len(self.particle_q)
+        for i in ids:
+            if not 0 <= int(i) < n:
+                raise IndexError(f"{where}: particle index {i} out of range (there are {n} particles)")
+
+    # -- cloth ----------------------------------------------------------------------------------------
+
+    def add_cloth_grid(self, pos, rot, vel, dim_x: int, dim_y: int, cell_x: float, cell_y: float, mass: float,
+                       fix_left: bool = False, fix_right: bool = False, fix_top: bool = False,
+                       fix_bottom: bool = False, stretch_compliance: float = 0.0, shear_compliance: float = 0.0,
+                       bend_compliance: float | None = DEFAULT_BEND_COMPLIANCE,
+                       area_compliance: float | None = None,
+                       particle_radius: float = DEFAULT_PARTICLE_RADIUS) -> int:
+        """A rectangular cloth of ``dim_x`` x ``dim_y`` cells of ``cell_x`` x ``cell_y`` m, so
+        (dim_x + 1) * (dim_y + 1) particles of ``mass`` kg each, indexed row by row from ``pos`` (the
+        corner) along local x then y, rotated by ``rot`` (xyzw). Grid-aligned edges get
+        ``stretch_compliance``, cell diagonals ``shear_compliance``; interior edges get isometric
+        bending (None: no bending); ``fix_*`` pins an edge column/row (left: x = 0, bottom: y = 0).
+        Returns the index of the first particle."""
+        gx, gy = np.meshgrid(np.arange(dim_x + 1) * cell_x, np.arange(dim_y + 1) * cell_y)
+        local = np.stack([gx.ravel(), gy.ravel(), np.zeros(gx.size)], axis=1)
+        ix, iy = np.meshgrid(np.arange(dim_x + 1), np.arange(dim_y + 1))
+        ix, iy = ix.ravel(), iy.ravel()
+        pinned = (fix_left & (ix == 0)) | (fix_right & (ix == dim_x)) | (fix_bottom & (iy == 0)) | (
+            fix_top & (iy == dim_y))
+        tris = cloth.grid_triangles(dim_x, dim_y)
+
+        def edge_compliance(a, b):
+            diagonal = ix[a] != ix[b] and iy[a] != iy[b]
+            return shear_compliance if diagonal else stretch_compliance
+        return self._add_cloth(_quat_rotate(rot, local) + np.asarray(pos, dtype=np.float64), tris, vel,
+                               mass, pinned, edge_compliance, bend_compliance, area_compliance, particle_radius)
+
+    def add_cloth_mesh(self, vertices, indices=None, pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0),
+                       vel=(0.0, 0.0, 0.0), mass: float = 0.1, scale: float = 1.0,
+                       stretch_compliance: float = 0.0, bend_compliance: float | None = DEFAULT_BEND_COMPLIANCE,
+                       area_compliance: float | None = None,
+                       particle_radius: float = DEFAULT_PARTICLE_RADIUS) -> int:
+        """Cloth from a triangle mesh (``vertices`` (n, 3) and ``indices`` (m, 3), or a
+        ``trimesh.Trimesh``), scaled, rotated by ``rot`` and moved to ``pos``; ``mass`` kg per
+        particle; every edge is a distance constraint, every interior edge bends. Returns the
+        index of the first particle."""
+        v, f = mesh_arrays(vertices, indices)
+        x = _quat_rotate(rot, v * scale) + np.asarray(pos, dtype=np.float64)
+        return self._add_cloth(x, f.astype(np.int64), vel, mass, np.zeros(len(v), dtype=bool),
+                               lambda a, b: stretch_compliance, bend_compliance, area_compliance, particle_radius)
+
+    def _add_cloth(self, x, tris, vel, mass, pinned, edge_compliance, bend_compliance, area_compliance,
+                   radius) -> int:
+        start = len(self.particle_q)
+        for p, pin in zip(x, pinned):
+            self.add_particle(p, vel, 0.0 if pin else mass, radius)
+        for a, b, c in tris.tolist():
+            self.add_triangle(start + a, start + b, start + c, area_compliance)
+        edges, stencils = cloth.edges_and_stencils(tris)
+        for a, b in edges.tolist():
+            self.add_distance_constraint(start + a, start + b, compliance=edge_compliance(a, b))
+        if bend_compliance is not None:
+            for s in stencils.tolist():
+                self.add_bending_constraint(*(start + k for k in s), compliance=bend_compliance)
+        return start
+
+    # -- colliders ------------------------------------------------------------------------------------
+
+    def add_ground_plane(self, mu: float = 0.5, restitution: float = 0.0, height: float = 0.0) -> None:
+        """The plane z = ``height`` (m), with friction coefficient ``mu`` and ``restitution``."""
+        self.ground = {"mu": float(mu), "restitution": float(restitution), "height": float(height)}
+
+    def add_collider_sphere(self, center, radius: float, mu: float = 0.5) -> int:
+        """A static sphere (m). Returns the collider index."""
+        return self._add_collider(Collider(SPHERE, pos=tuple(center), mu=mu, radius=float(radius)))
+
+    def add_collider_box(self, center, half_extents, rot=(0.0, 0.0, 0.0, 1.0), mu: float = 0.5) -> int:
+        """A static box with ``half_extents`` (m) along its local axes. Returns the collider index."""
+        return self._add_collider(Collider(BOX, pos=tuple(center), rot=tuple(rot), mu=mu,
+                                           half_extents=tuple(float(h) for h in half_extents)))
+
+    def add_collider_capsule(self, center, radius: float, half_height: float, rot=(0.0, 0.0, 0.0, 1.0),
+                             mu: float = 0.5) -> int:
+        """A static capsule along its local z axis: a segment of half length ``half_height`` (m)
+        swept by ``radius``. Returns the collider index."""
+        return self._add_collider(Collider(CAPSULE, pos=tuple(center), rot=tuple(rot), mu=mu,
+                                           radius=float(radius), half_height=float(half_height)))
+
+    def add_collider_mesh(self, mesh, pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), mu: float = 0.5) -> int:
+        """A static triangle mesh (a ``trimesh.Trimesh`` or ``(vertices, indices)``) placed at
+        ``pos``/``rot``. Triangles should wind counter-clockwise seen from outside: a particle
+        behind a face is pushed out to its front. Returns the collider index."""
+        v, f = mesh_arrays(*mesh) if isinstance(mesh, tuple) else mesh_arrays(mesh, None)
+        return self._add_collider(Collider(MESH, pos=tuple(pos), rot=tuple(rot), mu=mu, vertices=v, indices=f))
+
+    def _add_collider(self, c: Collider) -> int:
+        c.pos = tuple(float(p) for p in c.pos)
+        rot = np.asarray(c.rot, dtype=np.float64)
+        c.rot = tuple(float(q) for q in rot / np.linalg.norm(rot))  # tolerate rounded quaternions
+        c.mu = float(c.mu)
+        self.colliders.append(c)
+        return len(self.colliders) - 1
+
+    # -- finalize -------------------------------------------------------------------------------------
+
+    def finalize(self, device="cpu", requires_grad: bool = False, dtype=xsim.float32) -> Model:
+        """The ``Model`` on ``device`` with arrays of scalar type ``dtype`` (float32 or float64)."""
+        dtype = T.resolve(dtype)
+        if dtype not in (T.float32, T.float64):
+            raise TypeError(f"finalize: dtype must be xsim.float32 or xsim.float64, got {dtype!r}")
+        v3, v4, qt = T.vector(3, dtype), T.vector(4, dtype), T.quaternion(dtype)
+
+        def arr(data, t, grad=False, shape=None):
+            return xsim.array(np.asarray(data, dtype=dtype._np if t in (dtype, v3, v4, qt) else np.int32),
+                              dtype=t, shape=shape, device=device, requires_grad=grad and requires_grad)
+
+        def ints(rows, width):
+            return arr(np.asarray(rows, dtype=np.int32).reshape(-1, width), int)
+
+        n = len(self.particle_q)
+        x = np.asarray(self.particle_q, dtype=np.float64).reshape(n, 3)
+        mass = np.asarray(self.particle_mass, dtype=np.float64)
+        inv_mass = np.divide(1.0, mass, out=np.zeros(n), where=mass > 0.0)
+        springs = np.asarray(self.spring_indices, dtype=np.int64).reshape(-1, 2)
+        bends = np.asarray(self.bending_indices, dtype=np.int64).reshape(-1, 4)
+        areas = np.asarray(self.area_indices, dtype=np.int64).reshape(-1, 3)
+        weights, bend_area = cloth.isometric_bending_weights(x, bends)
+        # the energy 3/(A0+A1) |C|^2 / (2 alpha) of a vector constraint C of compliance alpha*(A0+A1)/3
+        bend_compliance = np.asarray(self.bending_compliance, dtype=np.float64) * bend_area / 3.0
+        slot_count, (spring_slot, bending_slot, area_slot) = _slot_columns(n, [springs, bends, areas])
+        width = max(1, int(slot_count.max(initial=0)))
+        entry_row, entry_col = _entry_table(n, width, [springs, bends, areas], [spring_slot, bending_slot, area_slot])
+        inv_count = np.divide(1.0, slot_count, out=np.zeros(n), where=slot_count > 0)
+        packed = pack_colliders(self.colliders)
+        ground = self.ground or {"mu": 0.0, "restitution": 0.0, "height": 0.0}
+        return Model(
+            device=xsim.get_device(device), dtype=dtype, requires_grad=requires_grad, gravity=self.gravity,
+            particle_damping=float(self.particle_damping), particle_count=n,
+            particle_q=arr(x, v3, shape=n), particle_qd=arr(np.asarray(self.particle_qd).reshape(n, 3), v3, shape=n),
+            particle_mass=arr(mass, dtype, True, shape=n), particle_inv_mass=arr(inv_mass, dtype, True, shape=n),
+            particle_radius=arr(self.particle_radius, dtype, True, shape=n),
+            spring_count=len(springs), spring_indices=ints(springs, 2), spring_slot=ints(spring_slot, 2),
+            spring_rest_length=arr(self.spring_rest_length, dtype, True, shape=len(springs)),
+            spring_compliance=arr(self.spring_compliance, dtype, True, shape=len(springs)),
+            bending_count=len(bends), bending_indices=ints(bends, 4), bending_slot=ints(bending_slot, 4),
+            bending_weights=arr(weights, v4, shape=len(bends)),
+            bending_compliance=arr(bend_compliance, dtype, True, shape=len(bends)),
+            area_count=len(areas), area_indices=ints(areas, 3), area_slot=ints(area_slot, 3),
+            area_rest=arr(cloth.triangle_areas(x, areas), dtype, True, shape=len(areas)),
+            area_compliance=arr(self.area_compliance, dtype, True, shape=len(areas)),
+            tri_indices=np.asarray(self.tri_indices, dtype=np.int32).reshape(-1, 3),
+            ground=self.ground is not None, ground_height=ground["height"], ground_mu=ground["mu"],
+            ground_restitution=ground["restitution"], colliders=list(self.colliders),
+            collider_type=arr(packed["collider_type"], int, shape=len(self.colliders)),
+            collider_pos=arr(packed["collider_pos"], v3, True, shape=len(self.colliders)),
+            collider_rot=arr(packed["collider_rot"], qt, True, shape=len(self.colliders)),
+            collider_size=arr(packed["collider_size"], v3, True, shape=len(self.colliders)),
+            collider_mu=arr(packed["collider_mu"], dtype, True, shape=len(self.colliders)),
+            mesh_indices=ints(packed["mesh_indices"], 3),
+            mesh_vertices=arr(packed["mesh_vertices"], v3, True, shape=len(packed["mesh_vertices"])),
+            mesh_collider=arr(packed["mesh_collider"], int, shape=len(packed["mesh_collider"])),
+            particle_slot_count=arr(slot_count, int, shape=n), slot_width=width,
+            particle_entry_row=arr(entry_row, int), particle_entry_col=arr(entry_col, int),
+            particle_inv_constraint_count=arr(inv_count, dtype, shape=n),
+            rigid=self._finalize_rigid(device, dtype, requires_grad, self.ground),
+        )
+
+
+def _slot_columns(n: int, groups: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The particle-major correction slots of the Jacobi gather: particle p owns row p of the
+    solver's ``delta`` array, one column per constraint it is in. Returns (slot count per particle,
+    for each group of constraint rows (m, k) the column of each of its entries in its particle's row)."""
+    owner = np.concatenate([g.ravel() for g in groups]) if groups else np.zeros(0, dtype=np.int64)
+    order = np.argsort(owner, kind="stable")
+    counts = np.bincount(owner, minlength=n)
+    column = np.empty(len(owner), dtype=np.int64)
+    column[order] = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
+    out, at = [], 0
+    for g in groups:
+        out.append(column[at:at + g.size].reshape(g.shape))
+        at += g.size
+    return counts, out
+
+
+def _entry_table(n: int, width: int, groups: list[np.ndarray], columns: list[np.ndarray]):
+    """Where each particle's entries sit in the constraint-major entry arrays: springs in a
+    (springs, 2) array, bending then area constraints in a (bending + area, 4) one; the column is
+    the particle's place in its constraint, plus 4 for the spring array. Returns (row, column),
+    each (n, width), at each particle's delta columns."""
+    row = np.zeros((n, width), dtype=np.int32)
+    col = np.zeros((n, width), dtype=np.int32)
+    offset = 0
+    for kind, (g, c) in enumerate(zip(groups, columns)):
+        m, k = g.shape
+        row[g, c] = (0 if kind == 0 else offset) + np.arange(m)[:, None]
+        col[g, c] = np.arange(k)[None, :] + (4 if kind == 0 else 0)
+        offset += 0 if kind == 0 else m
+    return row, col

@@ -1,0 +1,410 @@
+"""Rigid bodies, their shapes and the joints between them: the builder methods (a mixin that
+``ModelBuilder`` inherits) and ``RigidModel``, the static arrays the XPBD solver reads.
+
+Names follow NVIDIA Newton: ``add_body``, ``add_shape_sphere/box/capsule/mesh``,
+``add_joint_revolute/prismatic/ball/fixed/free``, ``body_q``, ``body_qd``, ``joint_target_q``.
+SI units; z up; quaternions (x, y, z, w); capsules and the default joint axis run along local z.
+
+- ``body_q``: array(transform), the pose of each body's frame in the world (position, then
+  rotation).
+- ``body_qd``: array(vector(6)), Newton's convention: first three entries the linear velocity
+  (m/s) of the body's centre of mass, last three its angular velocity (rad/s), both in world
+  coordinates.
+
+A body gets its mass, centre of mass and inertia from its shapes (density, default 1000 kg/m^3)
+unless ``mass``/``com``/``inertia`` are given; ``mass=0`` makes a body kinematic (it moves at its
+own velocity and is not pushed). A shape on body -1 is static (part of the world). Dynamic mesh
+shapes use their convex hull for mass and contact points; static meshes use all vertices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import xsim
+from xsim import types as T
+
+from . import shapes as S
+
+# joint type codes (Newton's numbering), shared with the solver's joint kernels
+JOINT_PRISMATIC, JOINT_REVOLUTE, JOINT_BALL, JOINT_FIXED, JOINT_FREE = 0, 1, 2, 3, 4
+NO_LIMIT = 1.0e10  # a limit this large (or None) means none
+DEFAULT_MU = 0.5
+BOX_CORNER_ROUNDING = 0.05  # fraction of the smallest half extent
+_IDENTITY = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
+
+
+def _xform(x) -> tuple[np.ndarray, np.ndarray]:
+    """(position (3,), unit quaternion (4,)) from None, a 7-sequence or a (p, q) pair."""
+    if x is None:
+        x = _IDENTITY
+    if len(x) == 7:
+        p, q = x[:3], x[3:]
+    else:
+        p, q = x
+    q = np.asarray(q, dtype=np.float64)
+    return np.asarray(p, dtype=np.float64), q / np.linalg.norm(q)
+
+
+class RigidBuilderMixin:
+    """Builder methods for bodies, shapes and joints (mixed into ``ModelBuilder``)."""
+
+    def _init_rigid(self) -> None:
+        self.bodies: list[dict] = []
+        self.shapes: list[dict] = []
+        self.joints: list[dict] = []
+        self.body_linear_damping = 0.0   # 1/s, v <- v / (1 + damping h) each substep
+        self.body_angular_damping = 0.0  # 1/s
+        self.rigid_contact_margin = 0.01  # m: pairs closer than this (plus motion) are tested each step
+
+    @property
+    def body_count(self) -> int:
+        return len(self.bodies)
+
+    # -- bodies and shapes ---------------------------------------------------------------------------
+
+    def add_body(self, xform=None, mass: float | None = None, density: float | None = None, com=None,
+                 inertia=None, lin_vel=(0.0, 0.0, 0.0), ang_vel=(0.0, 0.0, 0.0), label: str | None = None) -> int:
+        """A rigid body whose frame starts at ``xform`` ((p, q) or 7 numbers). ``mass`` (kg; 0 makes it
+        kinematic), ``com`` (m, body frame) and ``inertia`` (3x3, kg m^2, about the com in the body
+        frame) override what its shapes give; ``density`` (kg/m^3) is the default of its shapes;
+        ``lin_vel``/``ang_vel``: initial world velocities of the com (m/s, rad/s). Returns its index."""
+        if mass is not None and mass < 0.0:
+            raise ValueError(f"add_body: mass must be >= 0 (0 makes the body kinematic), got {mass}")
+        p, q = _xform(xform)
+        self.bodies.append({"p": p, "q": q, "mass": mass, "density": density, "com": com, "inertia": inertia,
+                            "lin_vel": np.asarray(lin_vel, dtype=np.float64),
+                            "ang_vel": np.asarray(ang_vel, dtype=np.float64), "label": label})
+        return len(self.bodies) - 1
+
+    def _add_shape(self, body: int, kind: int, xform, size, radius: float, points: np.ndarray, mass_fn,
+                   density, mu: float, restitution: float, mesh=None) -> int:
+        if not -1 <= body < len(self.bodies):
+            raise IndexError(f"add_shape: body {body} out of range (there are {len(self.bodies)} bodies)")
+        p, q = _xform(xform)
+        if density is None:
+            density = self.bodies[body]["density"] if body >= 0 else None
+        density = S.DEFAULT_DENSITY if density is None else float(density)
+        self.shapes.append({"body": int(body), "type": kind, "p": p, "q": q, "size": tuple(float(s) for s in size),
+                            "radius": float(radius), "points": np.asarray(points, dtype=np.float64).reshape(-1, 3),
+                            "mass_fn": mass_fn, "density": density, "mu": float(mu),
+                            "restitution": float(restitution), "mesh": mesh})
+        return len(self.shapes) - 1
+
+    def add_shape_sphere(self, body: int, xform=None, radius: float = 0.5, density: float | None = None,
+                         mu: float = DEFAULT_MU, restitution: float = 0.0) -> int:
+        """A sphere of ``radius`` (m) on ``body`` (-1: static), placed by ``xform`` in the body frame."""
+        return self._add_shape(body, S.SHAPE_SPHERE, xform, (radius, 0.0, 0.0), radius, np.zeros((1, 3)),
+                               lambda d: (*S.sphere_mass(radius, d), None), density, mu, restitution)
+
+    def add_shape_box(self, body: int, xform=None, hx: float = 0.5, hy: float = 0.5, hz: float = 0.5,
+                      density: float | None = None, mu: float = DEFAULT_MU, restitution: float = 0.0) -> int:
+        """A box with half extents ``hx, hy, hz`` (m) on ``body``. Its contact points are its corners,
+        rounded by ``BOX_CORNER_ROUNDING`` of its smallest half extent: a corner that lies exactly on
+        another box's edge (equal boxes stacked) still finds that box's face."""
+        r = BOX_CORNER_ROUNDING * min(hx, hy, hz)
+        corners = S.box_corners((hx - r, hy - r, hz - r))
+        return self._add_shape(body, S.SHAPE_BOX, xform, (hx, hy, hz), r, corners,
+                               lambda d: (*S.box_mass((hx, hy, hz), d), None), density, mu, restitution)
+
+    def add_shape_capsule(self, body: int, xform=None, radius: float = 0.25, half_height: float = 0.5,
+                          density: float | None = None, mu: float = DEFAULT_MU, restitution: float = 0.0) -> int:
+        """A capsule along the shape's local z: a segment of half length ``half_height`` (m) swept
+        by ``radius``. Its contact points are spheres of ``radius`` spread along the segment (both
+        ends, and between them at most about a radius apart, up to 9), so that a capsule lying on a
+        face, or a face lying on a capsule, is held along its length."""
+        count = min(9, max(2, int(np.ceil(half_height / radius)) + 1))
+        points = np.zeros((count, 3))
+        points[:, 2] = np.linspace(-half_height, half_height, count)
+        return self._add_shape(body, S.SHAPE_CAPSULE, xform, (radius, half_height, 0.0), radius, points,
+                               lambda d: (*S.capsule_mass(radius, half_height, d), None), density, mu, restitution)
+
+    def add_shape_mesh(self, body: int, mesh, xform=None, scale: float = 1.0, density: float | None = None,
+                       mu: float = DEFAULT_MU, restitution: float = 0.0) -> int:
+        """A triangle mesh (a ``trimesh.Trimesh`` or ``(vertices, indices)``) on ``body``. Its vertices
+        (the convex hull's for a dynamic body) collide with the other bodies' primitives and the
+        ground; mass and inertia come from the convex hull."""
+        from .collide import mesh_arrays
+
+        v, f = mesh_arrays(*mesh) if isinstance(mesh, tuple) else mesh_arrays(mesh, None)
+        v = v * float(scale)
+        points = v if body < 0 else S.convex_hull_vertices(v, f)
+
+        def mass_fn(d):
+            m, c, i = S.mesh_mass(v, f, d)
+            return m, i, c
+        return self._add_shape(body, S.SHAPE_MESH, xform, (0.0, 0.0, 0.0), 0.0, points, mass_fn, density, mu,
+                               restitution, mesh=(v, f))
+
+    # -- joints --------------------------------------------------------------------------------------
+
+    def _add_joint(self, kind: int, parent: int, child: int, parent_xform, child_xform, axis=(0.0, 0.0, 1.0),
+                   limit_lower=None, limit_upper=None, target_q=None, target_qd=None, target_ke: float = 0.0,
+                   target_kd: float = 0.0) -> int:
+        n = len(self.bodies)
+        if not (-1 <= parent < n and 0 <= child < n) or parent == child:
+            raise IndexError(f"add_joint: parent {parent} / child {child} invalid (there are {n} bodies)")
+        a = np.asarray(axis, dtype=np.float64)
+        self.joints.append({
+            "type": kind, "parent": int(parent), "child": int(child), "xp": _xform(parent_xform),
+            "xc": _xform(child_xform), "axis": a / np.linalg.norm(a),
+            "limit": (-NO_LIMIT if limit_lower is None else float(limit_lower),
+                      NO_LIMIT if limit_upper is None else float(limit_upper)),
+            "target_q": 0.0 if target_q is None else float(target_q),
+            "target_qd": 0.0 if target_qd is None else float(target_qd),
+            "ke": float(target_ke), "kd": float(target_kd)})
+        return len(self.joints) - 1
+
+    def add_joint_revolute(self, parent: int, child: int, parent_xform=None, child_xform=None,
+                           axis=(0.0, 0.0, 1.0), limit_lower: float | None = None, limit_upper: float | None = None,
+                           target_q: float | None = None, target_qd: float | None = None, target_ke: float = 0.0,
+                           target_kd: float = 0.0) -> int:
+        """A hinge about ``axis`` (joint frame) through the joint frames ``parent_xform`` (in the parent
+        body's frame; parent -1 is the world) and ``child_xform`` (child frame). Angle limits (rad);
+        a drive towards ``target_q`` (rad) with stiffness ``target_ke`` (N m/rad, XPBD compliance
+        1/ke) and towards ``target_qd`` (rad/s) with damping ``target_kd`` (N m s/rad)."""
+        return self._add_joint(JOINT_REVOLUTE, parent, child, parent_xform, child_xform, axis, limit_lower,
+                               limit_upper, target_q, target_qd, target_ke, target_kd)
+
+    def add_joint_prismatic(self, parent: int, child: int, parent_xform=None, child_xform=None,
+                            axis=(1.0, 0.0, 0.0), limit_lower: float | None = None,
+                            limit_upper: float | None = None, target_q: float | None = None,
+                            target_qd: float | None = None, target_ke: float = 0.0, target_kd: float = 0.0) -> int:
+        """A slider along ``axis``: limits (m), a drive towards ``target_q`` (m, stiffness N/m) and
+        ``target_qd`` (m/s, damping N s/m)."""
+        return self._add_joint(JOINT_PRISMATIC, parent, child, parent_xform, child_xform, axis, limit_lower,
+                               limit_upper, target_q, target_qd, target_ke, target_kd)
+
+    def add_joint_ball(self, parent: int, child: int, parent_xform=None, child_xform=None) -> int:
+        """A ball joint: the joint frames' origins coincide; rotation is free."""
+        return self._add_joint(JOINT_BALL, parent, child, parent_xform, child_xform)
+
+    def add_joint_fixed(self, parent: int, child: int, parent_xform=None, child_xform=None) -> int:
+        """Welds the child to the parent: the joint frames coincide."""
+        return self._add_joint(JOINT_FIXED, parent, child, parent_xform, child_xform)
+
+    def add_joint_free(self, child: int, parent: int = -1, parent_xform=None, child_xform=None) -> int:
+        """A free joint (no constraint): bookkeeping for articulations; ``add_body`` bodies are free."""
+        return self._add_joint(JOINT_FREE, parent, child, parent_xform, child_xform)
+
+    # -- finalize ------------------------------------------------------------------------------------
+
+    def _finalize_rigid(self, device, dtype, requires_grad: bool, ground: dict | None) -> RigidModel | None:
+        """The ``RigidModel`` (None without bodies or shapes)."""
+        if not self.bodies and not self.shapes:
+            return None
+        nb = len(self.bodies)
+        mass, com, inertia = _body_mass_properties(self.bodies, self.shapes)
+        inv_mass = np.divide(1.0, mass, out=np.zeros(nb), where=mass > 0.0)
+        inv_inertia = np.stack([np.linalg.inv(i) if m > 0.0 else np.zeros((3, 3)) for m, i in zip(mass, inertia)]) \
+            if nb else np.zeros((0, 3, 3))
+        shapes = list(self.shapes)
+        if ground is not None:
+            shapes.append({"body": -1, "type": S.SHAPE_PLANE, "p": np.array([0.0, 0.0, ground["height"]]),
+                           "q": np.array([0.0, 0.0, 0.0, 1.0]), "size": (0.0, 0.0, 0.0), "radius": 0.0,
+                           "points": np.zeros((0, 3)), "mu": ground["mu"], "restitution": ground["restitution"]})
+        com_of = (lambda b: com[b] if b >= 0 else np.zeros(3))
+        # shapes and joint frames are kept relative to the body's centre-of-mass frame (the body frame
+        # moved to the com), which is the frame the solver integrates
+        shape_xform = [np.concatenate([s["p"] - com_of(s["body"]), s["q"]]) for s in shapes]
+        point_start = np.cumsum([0] + [len(s["points"]) for s in shapes])
+        pairs = _contact_pairs(shapes, inv_mass, self.joints)
+        pair_points = [(len(shapes[a]["points"]) if ra else 0) + (len(shapes[b]["points"]) if rb else 0)
+                       for a, b, ra, rb in pairs]
+        pair_offset = np.cumsum([0] + pair_points)
+        bound = [_bounding_radius(s) for s in shapes]
+        joints = self.joints
+        s = dtype
+        v3, tf, m33, v2, v6 = (T.vector(3, s), T.transformation(s), T.matrix((3, 3), s), T.vector(2, s),
+                               T.vector(6, s))
+
+        def arr(data, t, grad=False, n=None):
+            npt = np.int32 if t is int else s._np
+            return xsim.array(np.asarray(data, dtype=npt), dtype=t, shape=n, device=device,
+                              requires_grad=grad and requires_grad)
+
+        ns, nj, npair = len(shapes), len(joints), len(pairs)
+        body_q = [np.concatenate([b["p"], b["q"]]) for b in self.bodies]
+        body_qd = [np.concatenate([b["lin_vel"], b["ang_vel"]]) for b in self.bodies]
+        jx = (lambda j, key, b: np.concatenate([j[key][0] - com_of(b), j[key][1]]))
+        return RigidModel(
+            body_count=nb, shape_count=ns, joint_count=nj, pair_count=npair,
+            contact_point_count=int(pair_offset[-1]), shape_types=[sh["type"] for sh in shapes],
+            shape_meshes=[sh.get("mesh") for sh in shapes], gravity_scale=1.0,
+            body_linear_damping=float(self.body_linear_damping),
+            body_angular_damping=float(self.body_angular_damping),
+            rigid_contact_margin=float(self.rigid_contact_margin),
+            body_q=arr(np.reshape(body_q, (nb, 7)), tf, True, nb),
+            body_qd=arr(np.reshape(body_qd, (nb, 6)), v6, True, nb),
+            body_com=arr(com.reshape(nb, 3), v3, n=nb), body_mass=arr(mass, s, n=nb),
+            body_inv_mass=arr(inv_mass, s, True, nb), body_inertia=arr(inertia.reshape(nb, 3, 3), m33, n=nb),
+            body_inv_inertia=arr(inv_inertia.reshape(nb, 3, 3), m33, True, nb),
+            shape_body=arr([sh["body"] for sh in shapes], int, n=ns),
+            shape_type=arr([sh["type"] for sh in shapes], int, n=ns),
+            shape_xform=arr(np.reshape(shape_xform, (ns, 7)), tf, True, ns),
+            shape_size=arr(np.reshape([sh["size"] for sh in shapes], (ns, 3)), v3, True, ns),
+            shape_radius=arr([sh["radius"] for sh in shapes], s, n=ns),
+            shape_bound=arr(bound, s, n=ns),
+            shape_mu=arr([sh["mu"] for sh in shapes], s, True, ns),
+            shape_restitution=arr([sh["restitution"] for sh in shapes], s, True, ns),
+            shape_point_start=arr(point_start[:-1], int, n=ns),
+            shape_point_count=arr(np.diff(point_start), int, n=ns),
+            shape_points=arr(np.concatenate([sh["points"] for sh in shapes]).reshape(-1, 3) if ns
+                             else np.zeros((0, 3)), v3, n=int(point_start[-1])),
+            pair_shapes=arr(np.reshape(pairs, (npair, 4)), int),
+            contact_pair=arr(np.repeat(np.arange(npair), pair_points), int, n=int(pair_offset[-1])),
+            contact_index=arr(np.concatenate([np.arange(k) for k in pair_points]) if npair else [], int,
+                              n=int(pair_offset[-1])),
+            pair_mu=arr([0.5 * (shapes[a]["mu"] + shapes[b]["mu"]) for a, b, _, _ in pairs], s, True, npair),
+            pair_restitution=arr([0.5 * (shapes[a]["restitution"] + shapes[b]["restitution"])
+                                  for a, b, _, _ in pairs], s, True, npair),
+            joint_type=arr([j["type"] for j in joints], int, n=nj),
+            joint_parent=arr([j["parent"] for j in joints], int, n=nj),
+            joint_child=arr([j["child"] for j in joints], int, n=nj),
+            joint_X_p=arr(np.reshape([jx(j, "xp", j["parent"]) for j in joints], (nj, 7)), tf, True, nj),
+            joint_X_c=arr(np.reshape([jx(j, "xc", j["child"]) for j in joints], (nj, 7)), tf, True, nj),
+            joint_axis=arr(np.reshape([j["axis"] for j in joints], (nj, 3)), v3, n=nj),
+            joint_limit=arr(np.reshape([j["limit"] for j in joints], (nj, 2)), v2, n=nj),
+            joint_target_q=arr([j["target_q"] for j in joints], s, True, nj),
+            joint_target_qd=arr([j["target_qd"] for j in joints], s, True, nj),
+            joint_target_ke=arr([j["ke"] for j in joints], s, True, nj),
+            joint_target_kd=arr([j["kd"] for j in joints], s, True, nj),
+            joint_drive_velocity=any(j["kd"] > 0.0 for j in joints),
+        )
+
+
+def _body_mass_properties(bodies, shapes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mass (n,), com (n, 3) in the body frame, inertia (n, 3, 3) about the com, body frame)."""
+    n = len(bodies)
+    mass, com, inertia = np.zeros(n), np.zeros((n, 3)), np.zeros((n, 3, 3))
+    parts: list[list] = [[] for _ in range(n)]
+    for sh in shapes:
+        if sh["body"] < 0:
+            continue
+        m, i_local, c_local = sh["mass_fn"](sh["density"])
+        r = S.quat_to_matrix(sh["q"])
+        c = sh["p"] + (r @ c_local if c_local is not None else 0.0)
+        parts[sh["body"]].append((m, c, r @ i_local @ r.T))
+    for k, b in enumerate(bodies):
+        m, c, i = S.combine_mass(parts[k])
+        if b["mass"] is not None:
+            scale = b["mass"] / m if m > 0.0 else 0.0
+            # no shapes: a 10 cm solid sphere's inertia, so an explicit mass alone gives a sane body
+            i = i * scale if m > 0.0 else np.eye(3) * 0.4 * b["mass"] * 0.1 ** 2
+            m = b["mass"]
+        if b["com"] is not None:
+            c = np.asarray(b["com"], dtype=np.float64)
+        if b["inertia"] is not None:
+            i = np.asarray(b["inertia"], dtype=np.float64).reshape(3, 3)
+        mass[k], com[k], inertia[k] = m, c, i
+    return mass, com, inertia
+
+
+def _point_roles(ta: int, tb: int) -> tuple[bool, bool] | None:
+    """Which shape's contact points are tested against the other's surface: (a's points vs b,
+    b's points vs a); None when the pair cannot touch (mesh against mesh, plane against plane).
+    A sphere is a point with a radius, so its centre against the other shape covers every case;
+    meshes offer only points, planes only a surface."""
+    if ta == tb and ta in (S.SHAPE_MESH, S.SHAPE_PLANE):
+        return None
+    if S.SHAPE_PLANE in (ta, tb):
+        return (tb == S.SHAPE_PLANE, ta == S.SHAPE_PLANE)
+    if S.SHAPE_MESH in (ta, tb):
+        return (ta == S.SHAPE_MESH, tb == S.SHAPE_MESH)
+    if S.SHAPE_SPHERE in (ta, tb):
+        return (ta == S.SHAPE_SPHERE, ta != S.SHAPE_SPHERE)
+    return (True, True)
+
+
+def _contact_pairs(shapes, inv_mass, joints) -> list[tuple[int, int, int, int]]:
+    """Candidate shape pairs (a, b, a's points vs b, b's points vs a): shapes on different bodies,
+    at least one of which is dynamic, whose bodies are not joined by a joint."""
+    joined = {(min(j["parent"], j["child"]), max(j["parent"], j["child"])) for j in joints}
+    out = []
+    for a in range(len(shapes)):
+        for b in range(a + 1, len(shapes)):
+            ba, bb = shapes[a]["body"], shapes[b]["body"]
+            dyn = (lambda k: k >= 0 and inv_mass[k] > 0.0)
+            if ba == bb or not (dyn(ba) or dyn(bb)) or (min(ba, bb), max(ba, bb)) in joined:
+                continue
+            roles = _point_roles(shapes[a]["type"], shapes[b]["type"])
+            if roles is not None:
+                out.append((a, b, int(roles[0]), int(roles[1])))
+    return out
+
+
+def _bounding_radius(shape) -> float:
+    """Radius (m) of a sphere about the shape's origin that holds it (planes: 0, handled apart)."""
+    t, size = shape["type"], shape["size"]
+    if t == S.SHAPE_SPHERE:
+        return size[0]
+    if t == S.SHAPE_BOX:
+        return float(np.linalg.norm(size))
+    if t == S.SHAPE_CAPSULE:
+        return size[0] + size[1]
+    if t == S.SHAPE_MESH:
+        return float(np.linalg.norm(shape["points"], axis=1).max()) if len(shape["points"]) else 0.0
+    return 0.0
+
+
+@dataclass
+class RigidModel:
+    """Static rigid-body data (see the module docstring). Bodies, shapes and joints are kept
+    relative to each body's centre-of-mass frame (``body_com`` from the body frame): ``shape_xform``,
+    ``joint_X_p``/``joint_X_c`` are transforms in the com frames (parent -1: the world)."""
+
+    body_count: int
+    shape_count: int
+    joint_count: int
+    pair_count: int
+    contact_point_count: int
+    shape_types: list
+    shape_meshes: list
+    gravity_scale: float
+    body_linear_damping: float
+    body_angular_damping: float
+    rigid_contact_margin: float
+    body_q: object            # array(transform): initial body frames
+    body_qd: object           # array(vector(6)): initial (com linear, angular) velocities, world
+    body_com: object          # array(vec3): com in the body frame, m
+    body_mass: object         # array(float), kg (0: kinematic)
+    body_inv_mass: object     # array(float), 1/kg
+    body_inertia: object      # array(mat33), kg m^2, about the com, body frame
+    body_inv_inertia: object  # array(mat33)
+    shape_body: object        # array(int): owning body, -1 for static shapes
+    shape_type: object        # array(int): SHAPE_* codes of xsim.sim.shapes
+    shape_xform: object       # array(transform): shape frame in the body's com frame
+    shape_size: object        # array(vec3): sphere (r,0,0), box half extents, capsule (r, half height, 0)
+    shape_radius: object      # array(float): radius of the shape's contact points (sphere, capsule)
+    shape_bound: object       # array(float): bounding radius about the shape origin (broad phase)
+    shape_mu: object          # array(float): friction coefficient
+    shape_restitution: object  # array(float)
+    shape_point_start: object  # array(int): first contact point of each shape in shape_points
+    shape_point_count: object  # array(int)
+    shape_points: object      # array(vec3): contact points in shape frames
+    pair_shapes: object       # array(int, ndim=2), (pairs, 4): shape a, shape b, a-points?, b-points?
+    contact_pair: object      # array(int): the pair of each contact point (one thread each)
+    contact_index: object     # array(int): its index in the pair (a's points first, then b's)
+    pair_mu: object           # array(float): mean of the two shapes' mu
+    pair_restitution: object  # array(float)
+    joint_type: object        # array(int): JOINT_* codes
+    joint_parent: object      # array(int), -1: the world
+    joint_child: object       # array(int)
+    joint_X_p: object         # array(transform): joint frame in the parent's com frame
+    joint_X_c: object         # array(transform): joint frame in the child's com frame
+    joint_axis: object        # array(vec3): hinge/slider axis in the joint frame
+    joint_limit: object       # array(vec2): lower, upper (rad or m)
+    joint_target_q: object    # array(float): drive position targets (used when Control has none)
+    joint_target_qd: object   # array(float): drive velocity targets
+    joint_target_ke: object   # array(float): drive stiffness (0: no position drive)
+    joint_target_kd: object   # array(float): drive damping
+    joint_drive_velocity: bool  # whether any joint has damping (a velocity pass over joints)
+
+    def init_state(self, state, requires_grad: bool) -> None:
+        """Give ``state`` copies of the initial ``body_q`` and ``body_qd``."""
+        state.body_q = xsim.array(self.body_q.numpy(), dtype=self.body_q.dtype, device=self.body_q.device,
+                                  requires_grad=requires_grad)
+        state.body_qd = xsim.array(self.body_qd.numpy(), dtype=self.body_qd.dtype, device=self.body_q.device,
+                                   requires_grad=requires_grad)

@@ -1,0 +1,338 @@
+"""Rigid contacts of the XPBD solver: pair detection, the position pass (non-penetration and static
+friction) and the velocity pass (dynamic friction and restitution) of Mueller et al. 2020, sec. 3.5
+and 3.6; and the one-way coupling that pushes particles (cloth) out of moving bodies.
+
+A contact is a *point with a radius* of one shape against the *surface* of another: sphere centres
+(radius r), points spread along capsule axes (r), slightly rounded box corners and mesh (hull)
+vertices (radius 0) against a plane, sphere, box or capsule (``xsim.sim.rigid._point_roles``
+decides which side offers points). Each contact point is one thread (Jacobi, see
+``rigid_solver.py``). Known gaps of this point-based scheme: box-box edge-edge contacts,
+capsule-capsule contacts between the sample points (exact to within a radius), and primitives
+against a mesh's faces (only mesh vertices collide; mesh against mesh does not).
+
+Contact generation runs every step: ``find_contact_pairs`` (not differentiated) marks the shape
+pairs close enough to touch during the step, and the solver lists their contact points (on the
+host: one small device-to-host copy per step); the contact kernels run over that list only. Then
+every solve recomputes each
+contact's geometry (normal, depth, contact points) from the current poses, so the gradient flows
+through the geometry; the discrete choices -- which pairs are candidates, whether a point
+penetrates, which box face is nearest, static versus dynamic friction, whether restitution
+applies -- are branches whose outcome is a constant of the backward pass: the gradient is that of
+the branch taken (exact while the contact set does not change, one-sided where it switches).
+"""
+
+import functools
+from types import SimpleNamespace
+
+import xsim
+from xsim import types as T
+from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
+
+from .kernels import box_contact, push_out
+from .rigid_kernels import apply_impulse, apply_positional, generalized_inv_mass, split_qd
+
+# -------------------------------------------------------------------------------------------------
+# geometry
+
+
+@xsim.func
+def surface_contact(kind: int, p, size, r):
+    """Contact of a sphere of radius ``r`` centred at ``p`` (surface shape coordinates) with the
+    surface of a plane (z = 0, normal +z), sphere, box or capsule of ``size``: (outward unit normal,
+    penetration depth; <= 0 when apart)."""
+    n = p - p
+    pen = r - r
+    if kind == SHAPE_PLANE:
+        n[2] = 1.0
+        pen = r - p[2]
+    elif kind == SHAPE_BOX:
+        n, pen = box_contact(p, size, r)
+    elif kind == SHAPE_SPHERE or kind == SHAPE_CAPSULE:
+        axis_point = p - p
+        if kind == SHAPE_CAPSULE:
+            axis_point[2] = xsim.clamp(p[2], -size[1], size[1])
+        d = p - axis_point
+        dist2 = xsim.dot(d, d)
+        if dist2 > 0.0:
+            dist = xsim.sqrt(dist2)
+            n = d / dist
+            pen = size[0] + r - dist
+    return n, pen
+
+
+@xsim.func
+def contact_geometry(xa, qa, sxa, point, ra, xb, qb, sxb, kind_b: int, size_b):
+    """A contact point of shape a (``point`` in its frame ``sxa``, in body a's com frame (xa, qa))
+    against the surface of shape b: (world normal pointing from b to a, depth, world contact point
+    on a's surface, world contact point on b's surface)."""
+    pw = xa + xsim.quat_rotate(qa, xsim.transform_point(sxa, point))
+    qs = qb * sxb.q
+    ps = xb + xsim.quat_rotate(qb, sxb.p)
+    n_local, pen = surface_contact(kind_b, xsim.quat_rotate_inv(qs, pw - ps), size_b, ra)
+    n = xsim.quat_rotate(qs, n_local)
+    ca = pw - n * ra
+    return n, pen, ca, ca + n * pen
+
+
+@xsim.func
+def contact_position_update(xa, qa, xa0, qa0, ima, iia, sxa, point, ra,
+                            xb, qb, xb0, qb0, imb, iib, sxb, kind_b: int, size_b, mu, lam):
+    """One contact's position-pass update (Mueller et al. 2020, sec. 3.5): resolve the depth with
+    the generalized inverse masses, then static friction: cancel the tangential motion of the
+    contact points since the substep start (poses ``*0``) when that needs a multiplier below
+    mu * lambda_n. Returns (xa, qa, xb, qb, normal multiplier increment)."""
+    n, pen, ca, cb = contact_geometry(xa, qa, sxa, point, ra, xb, qb, sxb, kind_b, size_b)
+    dlam = pen - pen
+    if pen > 0.0:
+        r_a = ca - xa
+        r_b = cb - xb
+        wsum = generalized_inv_mass(qa, ima, iia, r_a, n) + generalized_inv_mass(qb, imb, iib, r_b, n)
+        if wsum > 0.0:
+            dlam = pen / wsum
+            # the contact points as body-fixed points, for the tangential motion
+            la = xsim.quat_rotate_inv(qa, r_a)
+            lb = xsim.quat_rotate_inv(qb, r_b)
+            xa, qa = apply_positional(xa, qa, ima, iia, r_a, n * dlam)
+            xb, qb = apply_positional(xb, qb, imb, iib, r_b, n * (-dlam))
+            r_a = xsim.quat_rotate(qa, la)
+            r_b = xsim.quat_rotate(qb, lb)
+            dp = (xa + r_a - xa0 - xsim.quat_rotate(qa0, la)) - (xb + r_b - xb0 - xsim.quat_rotate(qb0, lb))
+            dt = dp - n * xsim.dot(dp, n)
+            lt2 = xsim.dot(dt, dt)
+            if lt2 > 0.0:
+                lt = xsim.sqrt(lt2)
+                t = dt / lt
+                wt = generalized_inv_mass(qa, ima, iia, r_a, t) + generalized_inv_mass(qb, imb, iib, r_b, t)
+                dlam_t = lt / wt
+                if dlam_t <= mu * (lam + dlam):
+                    xa, qa = apply_positional(xa, qa, ima, iia, r_a, t * (-dlam_t))
+                    xb, qb = apply_positional(xb, qb, imb, iib, r_b, t * dlam_t)
+    return xa, qa, xb, qb, dlam
+
+
+@xsim.func
+def contact_velocity_update(xa, qa, va, wa, va0, wa0, ima, iia, sxa, point, ra,
+                            xb, qb, vb, wb, vb0, wb0, imb, iib, sxb, kind_b: int, size_b,
+                            mu, restitution, lam, inv_h, bounce_speed):
+    """One active contact's velocity-pass update (sec. 3.6): restitution towards -e times the
+    pre-solve normal speed (velocities ``*0``; no bounce below ``bounce_speed``), never pulling a
+    separating contact back; then dynamic friction, an impulse of at most mu * lambda_n / h against
+    the tangential velocity. Returns (va, wa, vb, wb)."""
+    n, _pen, ca, cb = contact_geometry(xa, qa, sxa, point, ra, xb, qb, sxb, kind_b, size_b)
+    r_a = ca - xa
+    r_b = cb - xb
+    wn = generalized_inv_mass(qa, ima, iia, r_a, n) + generalized_inv_mass(qb, imb, iib, r_b, n)
+    if wn > 0.0:
+        vrel0 = va0 + xsim.cross(wa0, r_a) - vb0 - xsim.cross(wb0, r_b)
+        vn0 = xsim.dot(vrel0, n)
+        target = vn0 - vn0
+        if vn0 < -bounce_speed:
+            target = -restitution * vn0
+        vn = xsim.dot(va + xsim.cross(wa, r_a) - vb - xsim.cross(wb, r_b), n)
+        if vn < target:
+            p = n * ((target - vn) / wn)
+            va, wa = apply_impulse(va, wa, qa, ima, iia, r_a, p)
+            vb, wb = apply_impulse(vb, wb, qb, imb, iib, r_b, -p)
+        vrel = va + xsim.cross(wa, r_a) - vb - xsim.cross(wb, r_b)
+        vt = vrel - n * xsim.dot(vrel, n)
+        lt2 = xsim.dot(vt, vt)
+        if lt2 > 0.0:
+            lt = xsim.sqrt(lt2)
+            t = vt / lt
+            wt = generalized_inv_mass(qa, ima, iia, r_a, t) + generalized_inv_mass(qb, imb, iib, r_b, t)
+            j = xsim.min(lt / wt, mu * lam * inv_h)
+            va, wa = apply_impulse(va, wa, qa, ima, iia, r_a, t * (-j))
+            vb, wb = apply_impulse(vb, wb, qb, imb, iib, r_b, t * j)
+    return va, wa, vb, wb
+
+
+# -------------------------------------------------------------------------------------------------
+# kernels, one set per scalar type
+
+
+@functools.cache
+def contact_kernels(scalar=T.float32) -> SimpleNamespace:
+    """The rigid contact kernels for ``scalar``, compiled together."""
+    scalar = T.resolve(scalar)
+    v3, qt, tf = T.vector(3, scalar), T.quaternion(scalar), T.transformation(scalar)
+    v6, v8, m33 = T.vector(6, scalar), T.vector(8, scalar), T.matrix((3, 3), scalar)
+    Scalars, Vec3s, Tfs = xsim.array(dtype=scalar), xsim.array(dtype=v3), xsim.array(dtype=tf)
+    Vec6s, Vec8s, Mats = xsim.array(dtype=v6), xsim.array(dtype=v8), xsim.array(dtype=m33)
+    Ints, Ints2 = xsim.array(dtype=int), xsim.array(dtype=int, ndim=2)
+    module = f"xsim.solvers.xpbd.contacts_rigid_{T.type_name(scalar)}"
+
+    @xsim.kernel(module=module, enable_backward=False)
+    def find_contact_pairs(Xc: Tfs, qd: Vec6s, shape_body: Ints, shape_type: Ints, shape_xform: Tfs,
+                           shape_bound: Scalars, pairs: Ints2, margin: scalar, dt: scalar, active: Ints):
+        """Broad phase, once per step (not differentiated): a pair is active when the bounding
+        spheres of its shapes (or a sphere and a plane) come closer than ``margin`` plus the
+        distance they can travel in ``dt``."""
+        c = xsim.tid()
+        reach = margin
+        dist = margin - margin
+        centre_a = v3()
+        centre_b = v3()
+        for side in range(2):
+            s = pairs[c, side]
+            b = shape_body[s]
+            centre = shape_xform[s].p
+            if b >= 0:
+                pose = Xc[b]
+                arm = xsim.quat_rotate(pose.q, centre)
+                centre = pose.p + arm
+                v, w = split_qd(qd[b], centre)
+                reach = reach + (xsim.length(v) + xsim.length(w) * (xsim.length(arm) + shape_bound[s])) * dt
+            if side == 0:
+                centre_a = centre
+            else:
+                centre_b = centre
+        sa = pairs[c, 0]
+        sb = pairs[c, 1]
+        if shape_type[sa] == SHAPE_PLANE:
+            dist = centre_b[2] - centre_a[2] - shape_bound[sb]
+        elif shape_type[sb] == SHAPE_PLANE:
+            dist = centre_a[2] - centre_b[2] - shape_bound[sa]
+        else:
+            dist = xsim.length(centre_a - centre_b) - shape_bound[sa] - shape_bound[sb]
+        active[c] = 0
+        if dist < reach:
+            active[c] = 1
+
+    @xsim.func
+    def load_body(b: int, Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats):
+        """(com position, rotation, inverse mass, inverse inertia) of body ``b``; the world (-1)
+        is a static body at the origin."""
+        x = v3()
+        q = qt(0.0, 0.0, 0.0, 1.0)
+        im = scalar(0.0)
+        ii = m33()
+        if b >= 0:
+            pose = Xc[b]
+            x = pose.p
+            q = pose.q
+            im = inv_mass[b]
+            ii = inv_inertia[b]
+        return x, q, im, ii
+
+    @xsim.func
+    def contact_roles(c: int, k: int, pairs: Ints2, shape_body: Ints, shape_point_count: Ints):
+        """(point shape, surface shape, their bodies, point index in its shape) of contact ``k`` of
+        pair ``c``: the first points are a's against b's surface, the others b's against a's."""
+        sp = pairs[c, 0]
+        ss = pairs[c, 1]
+        kp = k
+        na = shape_point_count[sp] * pairs[c, 2]
+        if k >= na:
+            sp = pairs[c, 1]
+            ss = pairs[c, 0]
+            kp = k - na
+        return sp, ss, shape_body[sp], shape_body[ss], kp
+
+    @xsim.func
+    def add_delta(delta: Vec8s, b: int, d0, d1, d2, d3, d4, d5, d6):
+        if b >= 0:
+            xsim.atomic_add(delta, b, v8(d0, d1, d2, d3, d4, d5, d6, 1.0))
+
+    @xsim.kernel(module=module)
+    def solve_contact_positions(Xc: Tfs, Xc_prev: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints,
+                                shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars,
+                                shape_point_start: Ints, shape_point_count: Ints, shape_points: Vec3s,
+                                pairs: Ints2, contact_pair: Ints, contact_index: Ints, pair_mu: Scalars,
+                                ids: Ints, lam: Scalars, lam_out: Scalars, delta: Vec8s):
+        """Position pass of one candidate contact point ``ids[t]`` (non-penetration, then static
+        friction) from the current poses; its corrections of both bodies go to ``delta`` with a count
+        of one each."""
+        t = xsim.tid()
+        g = ids[t]
+        c = contact_pair[g]
+        sp, ss, bp, bs, kp = contact_roles(c, contact_index[g], pairs, shape_body, shape_point_count)
+        xp, qp, imp, iip = load_body(bp, Xc, inv_mass, inv_inertia)
+        xs, qs, ims, iis = load_body(bs, Xc, inv_mass, inv_inertia)
+        xp0, qp0, _imp0, _iip0 = load_body(bp, Xc_prev, inv_mass, inv_inertia)
+        xs0, qs0, _ims0, _iis0 = load_body(bs, Xc_prev, inv_mass, inv_inertia)
+        xp1, qp1, xs1, qs1, dl = contact_position_update(
+            xp, qp, xp0, qp0, imp, iip, shape_xform[sp], shape_points[shape_point_start[sp] + kp],
+            shape_radius[sp], xs, qs, xs0, qs0, ims, iis, shape_xform[ss], shape_type[ss], shape_size[ss],
+            pair_mu[c], lam[t])
+        if dl > 0.0:
+            dx = xp1 - xp
+            dq = qp1 - qp
+            add_delta(delta, bp, dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3])
+            dx = xs1 - xs
+            dq = qs1 - qs
+            add_delta(delta, bs, dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3])
+        lam_out[t] = lam[t] + dl
+
+    @xsim.kernel(module=module)
+    def solve_contact_velocities(Xc: Tfs, qd: Vec6s, qd_pre: Vec6s, inv_mass: Scalars, inv_inertia: Mats,
+                                 shape_body: Ints, shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s,
+                                 shape_radius: Scalars, shape_point_start: Ints, shape_point_count: Ints,
+                                 shape_points: Vec3s, pairs: Ints2, contact_pair: Ints, contact_index: Ints,
+                                 pair_mu: Scalars, pair_restitution: Scalars, ids: Ints, lam: Scalars,
+                                 inv_h: scalar, bounce_speed: scalar, delta: Vec8s):
+        """Velocity pass of candidate contact ``ids[t]`` if it was active in the position pass
+        (multiplier > 0); velocity changes go to ``delta`` (dv 0..2, dw 3..5, count 7)."""
+        t = xsim.tid()
+        lk = lam[t]
+        if lk > 0.0:
+            g = ids[t]
+            c = contact_pair[g]
+            sp, ss, bp, bs, kp = contact_roles(c, contact_index[g], pairs, shape_body, shape_point_count)
+            xp, qp, imp, iip = load_body(bp, Xc, inv_mass, inv_inertia)
+            xs, qs, ims, iis = load_body(bs, Xc, inv_mass, inv_inertia)
+            vp = v3()
+            wp = v3()
+            vp0 = v3()
+            wp0 = v3()
+            vs = v3()
+            ws = v3()
+            vs0 = v3()
+            ws0 = v3()
+            if bp >= 0:
+                vp, wp = split_qd(qd[bp], xp)
+                vp0, wp0 = split_qd(qd_pre[bp], xp)
+            if bs >= 0:
+                vs, ws = split_qd(qd[bs], xs)
+                vs0, ws0 = split_qd(qd_pre[bs], xs)
+            vp1, wp1, vs1, ws1 = contact_velocity_update(
+                xp, qp, vp, wp, vp0, wp0, imp, iip, shape_xform[sp], shape_points[shape_point_start[sp] + kp],
+                shape_radius[sp], xs, qs, vs, ws, vs0, ws0, ims, iis, shape_xform[ss], shape_type[ss],
+                shape_size[ss], pair_mu[c], pair_restitution[c], lk, inv_h, bounce_speed)
+            dv = vp1 - vp
+            dw = wp1 - wp
+            add_delta(delta, bp, dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0)
+            dv = vs1 - vs
+            dw = ws1 - ws
+            add_delta(delta, bs, dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0)
+
+    @xsim.kernel(module=module)
+    def collide_particles_bodies(x: Vec3s, x_start: Vec3s, inv_mass: Scalars, radius: Scalars, Xc: Tfs,
+                                 Xc_prev: Tfs, shape_body: Ints, shape_type: Ints, shape_xform: Tfs,
+                                 shape_size: Vec3s, shape_mu: Scalars, num_shapes: int, x_out: Vec3s):
+        """One-way coupling: push each particle out of the bodies' spheres, boxes and capsules at
+        their current poses, with friction against the motion of the body's surface (the particle's
+        start point is carried along with the body, so a particle at rest on a moving body moves
+        with it)."""
+        i = xsim.tid()
+        xi = x[i]
+        if inv_mass[i] > 0.0:
+            r = radius[i]
+            for s in range(num_shapes):
+                b = shape_body[s]
+                kind = shape_type[s]
+                if b >= 0 and (kind == SHAPE_SPHERE or kind == SHAPE_BOX or kind == SHAPE_CAPSULE):
+                    pose = Xc[b]
+                    prev = Xc_prev[b]
+                    sx = shape_xform[s]
+                    qs = pose.q * sx.q
+                    ps = pose.p + xsim.quat_rotate(pose.q, sx.p)
+                    n_local, pen = surface_contact(kind, xsim.quat_rotate_inv(qs, xi - ps), shape_size[s], r)
+                    if pen > 0.0:
+                        local = xsim.quat_rotate_inv(pose.q, xi - pose.p)
+                        carried = x_start[i] + (xi - prev.p - xsim.quat_rotate(prev.q, local))
+                        xi = push_out(xi, carried, xsim.quat_rotate(qs, n_local), pen, shape_mu[s])
+        x_out[i] = xi
+
+    return SimpleNamespace(find_contact_pairs=find_contact_pairs, solve_contact_positions=solve_contact_positions,
+                           solve_contact_velocities=solve_contact_velocities,
+                           collide_particles_bodies=collide_particles_bodies, module=module)

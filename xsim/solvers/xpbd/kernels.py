@@ -1,0 +1,450 @@
+"""The XPBD solver's kernels, written in xsim's kernel language.
+
+Kernels are typed, so ``xpbd_kernels(scalar)`` builds one set per scalar type (float32 for speed,
+float64 for gradient checks); each set is one xsim module, compiled in one compiler call and
+cached. The ``@xsim.func`` helpers are generic: they are inlined with their arguments' types.
+
+Data flow of one iteration (Jacobi, see ``solver.py``):
+
+1. ``gather_entries`` copies each particle's (position, inverse mass) into its entries of the
+   constraint-major entry arrays (row = constraint, column = the particle's place in it);
+2. each constraint kernel reads its own entry row and its Lagrange multiplier, writes the new
+   multiplier and one position correction per constraint end into ``delta``, whose row p holds
+   particle p's corrections (the columns are precomputed: ``Model.spring_slot``...);
+3. ``apply_corrections`` sums its particle's own ``delta`` row, averages and resolves contacts.
+
+Every kernel reads only rows indexed by its own thread id where data meet (entry rows, ``delta``
+rows), so its generated adjoint adds gradients with plain adds instead of atomics (a CPU atomic
+float add costs 5 to 10 ns, and they made the backward pass 3 to 10 times slower); the scattered
+writes' adjoints are plain reads. Every kernel writes arrays it does not read, which is what lets
+a Tape record a rollout.
+"""
+
+import functools
+from types import SimpleNamespace
+
+import xsim
+from xsim import types as T
+
+UNROLLED_SLOTS = 32  # slots a particle gathers in straight-line code (a cloth vertex has 18: 6 + 12)
+
+# collider type codes (``Model.collider_type``)
+COLLIDER_SPHERE = 0
+COLLIDER_BOX = 1
+COLLIDER_CAPSULE = 2
+COLLIDER_MESH = 3
+
+
+# -------------------------------------------------------------------------------------------------
+# contact helpers (generic funcs)
+
+
+@xsim.func
+def apply_friction(x, x0, n, pen, mu):
+    """Position-level Coulomb friction (Macklin et al. 2014): cancel the tangential displacement
+    since the substep start when it is inside the cone ``mu * pen`` (static), else shorten it by
+    ``mu * pen`` (dynamic). ``pen`` is the normal correction just applied, in metres."""
+    dx = x - x0
+    dt = dx - n * xsim.dot(dx, n)
+    lt2 = xsim.dot(dt, dt)
+    lim = mu * pen
+    if lt2 <= lim * lim:
+        return x - dt
+    # only here is |dt| > 0, so its derivative is finite
+    return x - dt * (lim / xsim.sqrt(lt2))
+
+
+@xsim.func
+def push_out(x, x0, n, pen, mu):
+    """Move ``x`` by ``pen`` along the contact normal ``n`` when it penetrates (pen > 0), then
+    apply friction."""
+    if pen > 0.0:
+        return apply_friction(x + n * pen, x0, n, pen, mu)
+    return x
+
+
+@xsim.func
+def store_entry(pairs, quads, row, col, e):
+    """Write entry ``e`` at (row, col) of the spring entries (col >= 4) or the other ones."""
+    if col >= 4:
+        pairs[row, col - 4] = e
+    else:
+        quads[row, col] = e
+
+
+@xsim.func
+def closest_point_on_triangle(p, a, b, c):
+    """The point of triangle (a, b, c) closest to ``p`` (Voronoi regions, Ericson 2004)."""
+    ab = b - a
+    ac = c - a
+    ap = p - a
+    d1 = xsim.dot(ab, ap)
+    d2 = xsim.dot(ac, ap)
+    if d1 <= 0.0 and d2 <= 0.0:
+        return a
+    bp = p - b
+    d3 = xsim.dot(ab, bp)
+    d4 = xsim.dot(ac, bp)
+    if d3 >= 0.0 and d4 <= d3:
+        return b
+    vc = d1 * d4 - d3 * d2
+    if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
+        return a + ab * (d1 / (d1 - d3))
+    cp = p - c
+    d5 = xsim.dot(ab, cp)
+    d6 = xsim.dot(ac, cp)
+    if d6 >= 0.0 and d5 <= d6:
+        return c
+    vb = d5 * d2 - d1 * d6
+    if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
+        return a + ac * (d2 / (d2 - d6))
+    va = d3 * d6 - d5 * d4
+    if va <= 0.0 and d4 - d3 >= 0.0 and d5 - d6 >= 0.0:
+        return b + (c - b) * ((d4 - d3) / ((d4 - d3) + (d5 - d6)))
+    s = 1.0 / (va + vb + vc)
+    return a + ab * (vb * s) + ac * (vc * s)
+
+
+@xsim.func
+def box_contact(p, half, r):
+    """Contact of a sphere of radius ``r`` at local point ``p`` with a box of half extents
+    ``half``: (outward normal in box coordinates, penetration depth)."""
+    q = p - p  # a zero of p's type
+    q[0] = xsim.clamp(p[0], -half[0], half[0])
+    q[1] = xsim.clamp(p[1], -half[1], half[1])
+    q[2] = xsim.clamp(p[2], -half[2], half[2])
+    d = p - q
+    dist2 = xsim.dot(d, d)
+    n = p - p
+    pen = r - r
+    if dist2 > 0.0:
+        dist = xsim.sqrt(dist2)
+        n = d / dist
+        pen = r - dist
+    else:
+        # inside: leave through the nearest face
+        fx = half[0] - xsim.abs(p[0])
+        fy = half[1] - xsim.abs(p[1])
+        fz = half[2] - xsim.abs(p[2])
+        if fx <= fy and fx <= fz:
+            n[0] = xsim.sign(p[0])
+            pen = r + fx
+        elif fy <= fz:
+            n[1] = xsim.sign(p[1])
+            pen = r + fy
+        else:
+            n[2] = xsim.sign(p[2])
+            pen = r + fz
+    return n, pen
+
+
+# -------------------------------------------------------------------------------------------------
+# kernels, one set per scalar type
+
+
+@functools.cache
+def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
+    """The solver's kernels for ``scalar`` (xsim.float32 or xsim.float64), compiled together."""
+    scalar = T.resolve(scalar)
+    v3 = T.vector(3, scalar)
+    v4 = T.vector(4, scalar)
+    Scalars = xsim.array(dtype=scalar)
+    Vec3s = xsim.array(dtype=v3)
+    Vec4s = xsim.array(dtype=v4)
+    Ints = xsim.array(dtype=int)
+    Ints2 = xsim.array(dtype=int, ndim=2)
+    Vec3s2 = xsim.array(dtype=v3, ndim=2)
+    Vec4s2 = xsim.array(dtype=v4, ndim=2)
+    module = f"xsim.solvers.xpbd.kernels_{T.type_name(scalar)}"
+
+    @xsim.kernel(module=module)
+    def integrate_particles(x: Vec3s, v: Vec3s, inv_mass: Scalars, gravity: v3, h: scalar, x_pred: Vec3s):
+        """Predict positions: x + v h + g h^2 / 2 for dynamic particles (exact free flight),
+        x + v h for pinned ones (they move at their own velocity: that is how kinematic
+        particles are driven)."""
+        i = xsim.tid()
+        xp = x[i] + v[i] * h
+        if inv_mass[i] > 0.0:
+            xp = xp + gravity * (0.5 * h * h)
+        x_pred[i] = xp
+
+    @xsim.kernel(module=module)
+    def kinematic_velocities(x: Vec3s, target: Vec3s, inv_mass: Scalars, v: Vec3s, inv_dt: scalar,
+                             v_out: Vec3s):
+        """Pinned particles get the velocity that reaches their target at the end of the step."""
+        i = xsim.tid()
+        vi = v[i]
+        if inv_mass[i] == 0.0:
+            vi = (target[i] - x[i]) * inv_dt
+        v_out[i] = vi
+
+    @xsim.kernel(module=module)
+    def solve_distance(entries: Vec4s2, indices: Ints2, slot: Ints2, rest: Scalars, compliance: Scalars,
+                       lam: Scalars, inv_h2: scalar, lam_out: Scalars, delta: Vec3s2):
+        """C = |xi - xj| - rest; one XPBD multiplier update per constraint."""
+        c = xsim.tid()
+        i = indices[c, 0]
+        j = indices[c, 1]
+        ei = entries[c, 0]
+        ej = entries[c, 1]
+        wi = ei[3]
+        wj = ej[3]
+        d = v3(ei[0] - ej[0], ei[1] - ej[1], ei[2] - ej[2])
+        alpha = compliance[c] * inv_h2
+        lc = lam[c]
+        dl = lc - lc
+        di = d - d
+        dj = d - d
+        len2 = xsim.dot(d, d)
+        if len2 > 0.0 and wi + wj + alpha > 0.0:
+            length = xsim.sqrt(len2)
+            n = d / length
+            dl = (rest[c] - length - alpha * lc) / (wi + wj + alpha)
+            di = n * (wi * dl)
+            dj = n * (-wj * dl)
+        lam_out[c] = lc + dl
+        delta[i, slot[c, 0]] = di
+        delta[j, slot[c, 1]] = dj
+
+    @xsim.kernel(module=module)
+    def solve_bending(entries: Vec4s2, indices: Ints2, slot: Ints2, weights: Vec4s, compliance: Scalars,
+                      lam: Vec3s, inv_h2: scalar, lam_out: Vec3s, delta: Vec3s2):
+        """Isometric bending: the vector constraint C = sum_k K_k x_k (K: cotangent weights of the
+        edge stencil, zero on the flat rest shape); linear in x, so one update is exact."""
+        c = xsim.tid()
+        i0 = indices[c, 0]
+        i1 = indices[c, 1]
+        i2 = indices[c, 2]
+        i3 = indices[c, 3]
+        k = weights[c]
+        e0 = entries[c, 0]
+        e1 = entries[c, 1]
+        e2 = entries[c, 2]
+        e3 = entries[c, 3]
+        w0 = e0[3]
+        w1 = e1[3]
+        w2 = e2[3]
+        w3 = e3[3]
+        sum4 = e0 * k[0] + e1 * k[1] + e2 * k[2] + e3 * k[3]
+        cv = v3(sum4[0], sum4[1], sum4[2])
+        alpha = compliance[c] * inv_h2
+        lc = lam[c]
+        denom = k[0] * k[0] * w0 + k[1] * k[1] * w1 + k[2] * k[2] * w2 + k[3] * k[3] * w3 + alpha
+        dl = lc - lc
+        if denom > 0.0:
+            dl = (cv + lc * alpha) * (-1.0 / denom)
+        lam_out[c] = lc + dl
+        delta[i0, slot[c, 0]] = dl * (k[0] * w0)
+        delta[i1, slot[c, 1]] = dl * (k[1] * w1)
+        delta[i2, slot[c, 2]] = dl * (k[2] * w2)
+        delta[i3, slot[c, 3]] = dl * (k[3] * w3)
+
+    @xsim.kernel(module=module)
+    def solve_area(entries: Vec4s2, indices: Ints2, slot: Ints2, rest: Scalars, compliance: Scalars,
+                   lam: Scalars, inv_h2: scalar, lam_out: Scalars, delta: Vec3s2):
+        """Triangle area: C = |(x1 - x0) x (x2 - x0)| / 2 - rest."""
+        c = xsim.tid()
+        i0 = indices[c, 0]
+        i1 = indices[c, 1]
+        i2 = indices[c, 2]
+        e0 = entries[c, 0]
+        e1 = entries[c, 1]
+        e2 = entries[c, 2]
+        w0 = e0[3]
+        w1 = e1[3]
+        w2 = e2[3]
+        u = v3(e1[0] - e0[0], e1[1] - e0[1], e1[2] - e0[2])
+        v = v3(e2[0] - e0[0], e2[1] - e0[1], e2[2] - e0[2])
+        cr = xsim.cross(u, v)
+        alpha = compliance[c] * inv_h2
+        lc = lam[c]
+        dl = lc - lc
+        g0 = u - u
+        g1 = u - u
+        g2 = u - u
+        a2 = xsim.dot(cr, cr)
+        if a2 > 0.0:
+            a = xsim.sqrt(a2)
+            n = cr / a
+            g1 = xsim.cross(v, n) * 0.5
+            g2 = xsim.cross(n, u) * 0.5
+            g0 = -(g1 + g2)
+            denom = w0 * xsim.dot(g0, g0) + w1 * xsim.dot(g1, g1) + w2 * xsim.dot(g2, g2) + alpha
+            if denom > 0.0:
+                dl = (rest[c] - 0.5 * a - alpha * lc) / denom
+        lam_out[c] = lc + dl
+        delta[i0, slot[c, 0]] = g0 * (w0 * dl)
+        delta[i1, slot[c, 1]] = g1 * (w1 * dl)
+        delta[i2, slot[c, 2]] = g2 * (w2 * dl)
+
+    @xsim.kernel(module=module)
+    def gather_entries(x: Vec3s, inv_mass: Scalars, slot_count: Ints, entry_row: Ints2, entry_col: Ints2,
+                       pairs: Vec4s2, quads: Vec4s2):
+        """Copy each particle's (position, inverse mass) into its entries of the constraint-major
+        entry arrays (``pairs``: springs; ``quads``: bending, then area), so the constraint kernels
+        read their own rows (and their adjoints add gradients without atomics)."""
+        i = xsim.tid()
+        p = x[i]
+        e = v4(p[0], p[1], p[2], inv_mass[i])
+        count = slot_count[i]
+        for k in range(16):
+            if k < count:
+                store_entry(pairs, quads, entry_row[i, k], entry_col[i, k], e)
+        for k in range(16, UNROLLED_SLOTS):
+            if k < count:
+                store_entry(pairs, quads, entry_row[i, k], entry_col[i, k], e)
+        for k in range(UNROLLED_SLOTS, count):
+            store_entry(pairs, quads, entry_row[i, k], entry_col[i, k], e)
+
+    @xsim.kernel(module=module)
+    def apply_corrections(x: Vec3s, x_start: Vec3s, delta: Vec3s2, slot_count: Ints, inv_count: Scalars,
+                          inv_mass: Scalars, radius: Scalars, relaxation: scalar, ground: int, ground_height: scalar,
+                          ground_mu: scalar, x_out: Vec3s):
+        """Jacobi step for one particle: x += relaxation * mean of its slot corrections; then
+        project it out of the ground, with friction."""
+        i = xsim.tid()
+        xi = x[i]
+        if inv_mass[i] > 0.0:
+            count = slot_count[i]
+            acc = xi - xi
+            # unrolled: a dynamic loop's adjoint replays it from the start at every iteration
+            for k in range(16):
+                if k < count:
+                    acc = acc + delta[i, k]
+            for k in range(16, UNROLLED_SLOTS):
+                if k < count:
+                    acc = acc + delta[i, k]
+            for k in range(UNROLLED_SLOTS, count):
+                acc = acc + delta[i, k]
+            xi = xi + acc * (relaxation * inv_count[i])
+            if ground != 0:
+                up = xi - xi
+                up[2] = 1.0
+                xi = push_out(xi, x_start[i], up, radius[i] - (xi[2] - ground_height), ground_mu)
+        x_out[i] = xi
+
+    @xsim.kernel(module=module)
+    def update_velocities(x: Vec3s, x_start: Vec3s, v_start: Vec3s, inv_mass: Scalars, radius: Scalars,
+                          gravity: v3, h: scalar, damping: scalar, ground: int, ground_height: scalar,
+                          restitution: scalar, bounce_speed: scalar, v_out: Vec3s):
+        """End-of-substep velocity of a dynamic particle: (x - x_start) / h, damped implicitly,
+        plus g h / 2 (the mean velocity over the substep plus the half substep of gravity left,
+        which makes free flight exact). Then ground restitution (Macklin et al. 2019): a particle
+        that hit the ground faster than ``bounce_speed`` leaves it at ``restitution`` times its
+        approach speed."""
+        i = xsim.tid()
+        xi = x[i]
+        vi = (xi - x_start[i]) * (1.0 / h)
+        if inv_mass[i] > 0.0:
+            vi = vi * (1.0 / (1.0 + damping * h)) + gravity * (0.5 * h)
+            if ground != 0 and restitution > 0.0:
+                vn_pre = v_start[i][2] + gravity[2] * h
+                if vn_pre < -bounce_speed and xi[2] - ground_height <= radius[i] * 1.001:
+                    vi[2] = xsim.max(vi[2], -restitution * vn_pre)
+        v_out[i] = vi
+
+    return SimpleNamespace(integrate_particles=integrate_particles, kinematic_velocities=kinematic_velocities,
+                           solve_distance=solve_distance, solve_bending=solve_bending, solve_area=solve_area,
+                           gather_entries=gather_entries,
+                           apply_corrections=apply_corrections, update_velocities=update_velocities,
+                           module=module)
+
+
+@functools.cache
+def collider_kernels(scalar=T.float32) -> SimpleNamespace:
+    """Contacts with static colliders for ``scalar``: a module of its own, compiled only for
+    scenes that have colliders."""
+    scalar = T.resolve(scalar)
+    v3 = T.vector(3, scalar)
+    qt = T.quaternion(scalar)
+    Scalars = xsim.array(dtype=scalar)
+    Vec3s = xsim.array(dtype=v3)
+    Quats = xsim.array(dtype=qt)
+    Ints = xsim.array(dtype=int)
+    Ints2 = xsim.array(dtype=int, ndim=2)
+    module = f"xsim.solvers.xpbd.colliders_{T.type_name(scalar)}"
+
+    @xsim.kernel(module=module)
+    def collide_static(x: Vec3s, x_start: Vec3s, inv_mass: Scalars, radius: Scalars, num_colliders: int,
+                       collider_type: Ints, collider_pos: Vec3s, collider_rot: Quats, collider_size: Vec3s,
+                       collider_mu: Scalars, mesh_tri: Ints, mesh_indices: Ints2, mesh_vertices: Vec3s,
+                       mesh_collider: Ints, x_out: Vec3s):
+        """Project a particle out of the sphere, box and capsule colliders and out of the mesh
+        triangle found for it this substep, each with friction."""
+        i = xsim.tid()
+        xi = x[i]
+        if inv_mass[i] > 0.0:
+            x0 = x_start[i]
+            r = radius[i]
+            for c in range(num_colliders):
+                kind = collider_type[c]
+                if kind != COLLIDER_MESH:
+                    q = collider_rot[c]
+                    size = collider_size[c]
+                    p = xsim.quat_rotate_inv(q, xi - collider_pos[c])
+                    n = p - p
+                    pen = r - r
+                    if kind == COLLIDER_BOX:
+                        n, pen = box_contact(p, size, r)
+                    else:
+                        # sphere, or capsule: distance to its axis segment
+                        axis_point = p - p
+                        if kind == COLLIDER_CAPSULE:
+                            axis_point[2] = xsim.clamp(p[2], -size[1], size[1])
+                        d = p - axis_point
+                        dist2 = xsim.dot(d, d)
+                        if dist2 > 0.0:
+                            dist = xsim.sqrt(dist2)
+                            n = d / dist
+                            pen = size[0] + r - dist
+                    xi = push_out(xi, x0, xsim.quat_rotate(q, n), pen, collider_mu[c])
+            tri = mesh_tri[i]
+            if tri >= 0:
+                m = mesh_collider[tri]
+                q = collider_rot[m]
+                t = collider_pos[m]
+                a = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 0]]) + t
+                b = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 1]]) + t
+                cc = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 2]]) + t
+                face = xsim.cross(b - a, cc - a)
+                d = xi - closest_point_on_triangle(xi, a, b, cc)
+                dist2 = xsim.dot(d, d)
+                n = xsim.normalize(face)
+                pen = r
+                if dist2 > 0.0:
+                    dist = xsim.sqrt(dist2)
+                    # behind the face counts as inside: leave through the front
+                    side = xsim.sign(xsim.dot(d, face))
+                    if side == 0.0:
+                        side = 1.0
+                    n = d * (side / dist)
+                    pen = r - side * dist
+                xi = push_out(xi, x0, n, pen, collider_mu[m])
+        x_out[i] = xi
+
+    @xsim.kernel(module=module, enable_backward=False)
+    def find_mesh_contacts(x: Vec3s, x_pred: Vec3s, radius: Scalars, mesh_indices: Ints2,
+                           mesh_vertices: Vec3s, mesh_collider: Ints, collider_pos: Vec3s, collider_rot: Quats,
+                           mesh_tri: Ints):
+        """Contact detection for mesh colliders (once per substep, not differentiated): the
+        triangle closest to each predicted position within its reach, or -1."""
+        i = xsim.tid()
+        p = x_pred[i]
+        reach = radius[i] * 2.0 + xsim.length(p - x[i])
+        best = reach * reach
+        found = -1
+        for tri in range(mesh_indices.shape[0]):
+            m = mesh_collider[tri]
+            q = collider_rot[m]
+            t = collider_pos[m]
+            a = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 0]]) + t
+            b = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 1]]) + t
+            c = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 2]]) + t
+            d = p - closest_point_on_triangle(p, a, b, c)
+            dist2 = xsim.dot(d, d)
+            if dist2 < best:
+                best = dist2
+                found = tri
+        mesh_tri[i] = found
+
+    return SimpleNamespace(collide_static=collide_static, find_mesh_contacts=find_mesh_contacts, module=module)

@@ -1,0 +1,173 @@
+"""Rigid-body kernels of the XPBD solver: integration, applying accumulated corrections, and
+deriving velocities from pose changes (Mueller et al. 2020, "Detailed Rigid Body Simulation with
+Extended Position Based Dynamics", algorithm 2), plus the generic ``@xsim.func`` helpers that the
+contact and joint kernels share.
+
+Inside a step the solver works with each body's *centre-of-mass frame* (``Xc``: the com position
+and the body's rotation), because bodies rotate about their com; ``body_q`` (the body frame) is
+converted at the start and end of a step.
+
+Corrections are accumulated per body in a ``vector(8)`` row (dx: 0..2, dq: 3..6, count: 7) with
+``atomic_add``; see ``rigid_solver.py`` for why (Jacobi with averaging).
+"""
+
+import functools
+from types import SimpleNamespace
+
+import xsim
+from xsim import types as T
+
+# -------------------------------------------------------------------------------------------------
+# generic helpers (inlined with their arguments' types, so one definition serves float32/float64)
+
+
+@xsim.func
+def quat_from_vector(q_like, v):
+    """The pure quaternion (v, 0), of the type of ``q_like``."""
+    z = q_like - q_like
+    z[0] = v[0]
+    z[1] = v[1]
+    z[2] = v[2]
+    return z
+
+
+@xsim.func
+def rotate_by(q, omega):
+    """Rotate the orientation ``q`` by the small rotation vector ``omega`` (rad): q + (omega, 0) q / 2,
+    normalized (Mueller et al. 2020, eq. 8 and 9)."""
+    return xsim.normalize(q + quat_from_vector(q, omega) * q * 0.5)
+
+
+@xsim.func
+def inv_inertia_mul(q, inv_inertia, v):
+    """World inverse inertia times ``v``: R I^-1 R^T v, with ``inv_inertia`` in the body frame."""
+    return xsim.quat_rotate(q, inv_inertia * xsim.quat_rotate_inv(q, v))
+
+
+@xsim.func
+def generalized_inv_mass(q, inv_mass, inv_inertia, r, n):
+    """w = 1/m + (r x n)^T I^-1 (r x n): the inverse mass a body opposes to a correction along the unit
+    vector ``n`` at the arm ``r`` from its com (Mueller et al. 2020, eq. 2)."""
+    rn = xsim.cross(r, n)
+    return inv_mass + xsim.dot(rn, inv_inertia_mul(q, inv_inertia, rn))
+
+
+@xsim.func
+def angular_inv_mass(q, inv_inertia, n):
+    """w = n^T I^-1 n for a rotation about the unit axis ``n`` (eq. 5)."""
+    return xsim.dot(n, inv_inertia_mul(q, inv_inertia, n))
+
+
+@xsim.func
+def apply_positional(x, q, inv_mass, inv_inertia, r, p):
+    """Apply the positional impulse ``p`` (kg m) at arm ``r``: x += p/m, q += (I^-1 (r x p), 0) q / 2."""
+    return x + p * inv_mass, rotate_by(q, inv_inertia_mul(q, inv_inertia, xsim.cross(r, p)))
+
+
+@xsim.func
+def apply_impulse(v, w, q, inv_mass, inv_inertia, r, p):
+    """Apply the velocity impulse ``p`` (kg m/s) at arm ``r``: v += p/m, w += I^-1 (r x p)."""
+    return v + p * inv_mass, w + inv_inertia_mul(q, inv_inertia, xsim.cross(r, p))
+
+
+@xsim.func
+def split_qd(qd, v_like):
+    """(linear, angular) velocities from a spatial vector (linear first, Newton's convention)."""
+    v = v_like - v_like
+    w = v_like - v_like
+    for k in range(3):
+        v[k] = qd[k]
+        w[k] = qd[k + 3]
+    return v, w
+
+
+# -------------------------------------------------------------------------------------------------
+# kernels, one set per scalar type
+
+
+@functools.cache
+def rigid_kernels(scalar=T.float32) -> SimpleNamespace:
+    """The body kernels for ``scalar`` (xsim.float32 or xsim.float64), compiled together."""
+    scalar = T.resolve(scalar)
+    v3, qt, tf = T.vector(3, scalar), T.quaternion(scalar), T.transformation(scalar)
+    v6, v8, m33 = T.vector(6, scalar), T.vector(8, scalar), T.matrix((3, 3), scalar)
+    Scalars, Vec3s, Tfs = xsim.array(dtype=scalar), xsim.array(dtype=v3), xsim.array(dtype=tf)
+    Vec6s, Vec8s, Mats = xsim.array(dtype=v6), xsim.array(dtype=v8), xsim.array(dtype=m33)
+    module = f"xsim.solvers.xpbd.rigid_kernels_{T.type_name(scalar)}"
+
+    @xsim.kernel(module=module)
+    def integrate_bodies(Xc: Tfs, qd: Vec6s, inv_mass: Scalars, inertia: Mats, inv_inertia: Mats,
+                         gravity: v3, h: scalar, Xc_pred: Tfs, qd_pred: Vec6s):
+        """Explicit substep prediction (Mueller et al. 2020, alg. 2): v += g h, x += v h,
+        w += h I^-1 (-w x I w) (gyroscopic term, body frame), q += h (w, 0) q / 2. ``qd_pred``:
+        the predicted velocities (the pre-solve velocities of restitution)."""
+        i = xsim.tid()
+        pose = Xc[i]
+        q = pose.q
+        x = pose.p
+        v, w = split_qd(qd[i], x)
+        if inv_mass[i] > 0.0:
+            v = v + gravity * h
+            wb = xsim.quat_rotate_inv(q, w)
+            wb = wb - inv_inertia[i] * xsim.cross(wb, inertia[i] * wb) * h
+            w = xsim.quat_rotate(q, wb)
+        x = x + v * h
+        q = rotate_by(q, w * h)
+        Xc_pred[i] = tf(x, q)
+        qd_pred[i] = v6(v[0], v[1], v[2], w[0], w[1], w[2])
+
+    @xsim.kernel(module=module)
+    def apply_body_deltas(Xc: Tfs, delta: Vec8s, Xc_prev: Tfs, relaxation: scalar, inv_h: scalar,
+                          lin_damping: scalar, ang_damping: scalar, Xc_out: Tfs, qd_out: Vec6s):
+        """Move each body by the mean of its accumulated corrections (times ``relaxation``), then take
+        its velocities from the pose change since the substep start: v = (x - x_prev)/h,
+        w = 2 vec(q q_prev^-1)/h (sign chosen for the short way), with implicit damping."""
+        i = xsim.tid()
+        pose = Xc[i]
+        x = pose.p
+        q = pose.q
+        d = delta[i]
+        if d[7] > 0.0:
+            s = relaxation / d[7]
+            x = x + v3(d[0], d[1], d[2]) * s
+            q = xsim.normalize(q + qt(d[3], d[4], d[5], d[6]) * s)
+        prev = Xc_prev[i]
+        v = (x - prev.p) * (inv_h / (1.0 + lin_damping / inv_h))
+        dq = q * xsim.quat_inverse(prev.q)
+        w = v3(dq[0], dq[1], dq[2]) * (2.0 * inv_h / (1.0 + ang_damping / inv_h))
+        if dq[3] < 0.0:
+            w = -w
+        Xc_out[i] = tf(x, q)
+        qd_out[i] = v6(v[0], v[1], v[2], w[0], w[1], w[2])
+
+    @xsim.kernel(module=module)
+    def apply_velocity_deltas(qd: Vec6s, delta: Vec8s, qd_out: Vec6s):
+        """Add the mean of each body's accumulated velocity corrections (dv: 0..2, dw: 3..5,
+        count: 7) to its velocities."""
+        i = xsim.tid()
+        d = delta[i]
+        out = qd[i]
+        if d[7] > 0.0:
+            s = 1.0 / d[7]
+            for k in range(6):
+                out[k] = out[k] + d[k] * s
+        qd_out[i] = out
+
+    @xsim.kernel(module=module)
+    def body_to_com_frame(X: Tfs, com: Vec3s, Xc_out: Tfs):
+        """Com frames from body frames: x_com = p + R com."""
+        i = xsim.tid()
+        pose = X[i]
+        Xc_out[i] = tf(pose.p + xsim.quat_rotate(pose.q, com[i]), pose.q)
+
+    @xsim.kernel(module=module)
+    def com_to_body_frame(Xc: Tfs, com: Vec3s, X_out: Tfs):
+        """Body frames from com frames: p = x_com - R com."""
+        i = xsim.tid()
+        pose = Xc[i]
+        X_out[i] = tf(pose.p - xsim.quat_rotate(pose.q, com[i]), pose.q)
+
+    return SimpleNamespace(integrate_bodies=integrate_bodies, apply_body_deltas=apply_body_deltas,
+                           apply_velocity_deltas=apply_velocity_deltas, com_to_body_frame=com_to_body_frame,
+                           body_to_com_frame=body_to_com_frame,
+                           module=module)
