@@ -113,6 +113,7 @@ class Frontend:
         self.frames: list[_Frame] = []
         self.reads: set[str] = set()
         self.writes: set[str] = set()
+        self.skipped_funcs: set[str] = set()
         self.tid_dims = 0
         self.loop_count = 0
         self.inline_depth = 0
@@ -146,7 +147,7 @@ class Frontend:
         self.frames.pop()
         return ir.KernelIR(name=name, params=params, body=self.block, tid_dims=self.tid_dims,
                            reads=self.reads, writes=self.writes, source_file=src.file,
-                           first_line=src.line0 + 1)
+                           first_line=src.line0 + 1, skipped_funcs=sorted(self.skipped_funcs))
 
     @property
     def f(self) -> _Frame:
@@ -1364,7 +1365,7 @@ class Frontend:
         if rt is not None:
             frame.ret_type = _resolve_annotation(rt) if not isinstance(rt, tuple) else tuple(
                 _resolve_annotation(x) for x in rt)
-        if overload.custom_grad is not None:
+        if overload.custom_grad is not None or not overload.differentiable:
             return self.call_custom_grad(overload, frame, node)
         self.frames.append(frame)
         self.inline_depth += 1
@@ -1380,7 +1381,8 @@ class Frontend:
 
     def call_custom_grad(self, overload, frame: _Frame, node):
         """A func with ``@xsim.func_grad``: its body runs forward with no adjoint of its own; the
-        grad func's body, run in the reverse pass, adds into ``adjoint[arg]``."""
+        grad func's body, run in the reverse pass, adds into ``adjoint[arg]``. A func declared with
+        ``differentiable=False`` is the same with an empty grad body."""
         outer = self.block
         inputs = {n: v for n, v in frame.sym.items() if not n.startswith("$")}
         fwd = Block()
@@ -1390,7 +1392,15 @@ class Frontend:
         self.frames.pop()
         result = frame.sym.get("$retval")
         if not isinstance(result, Var):
-            raise self.err(node, "a func with a custom gradient must return one value")
+            what = "a custom gradient" if overload.differentiable else "differentiable=False"
+            raise self.err(node, f"a func with {what} must return one value")
+        if overload.custom_grad is None:
+            self.block = outer
+            self.skipped_funcs.add(overload.pyfunc.__qualname__)
+            op = Op("custom", result, [], {"fwd": fwd, "grad": Block(), "adj_ret": Var(result.type, hint="adj_ret"),
+                                           "accums": []}, self.f.src.lineno(node))
+            self.block.stmts.append(op)
+            return result
         # the grad body: params bound to the forward inputs and to the result's adjoint
         src = overload.custom_grad.source()
         gframe = _Frame(src, is_kernel=False)

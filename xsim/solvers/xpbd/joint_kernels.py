@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import xsim
 from xsim import types as T
-from xsim.sim.rigid import JOINT_BALL, JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
+from xsim.sim.rigid import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 from .rigid_kernels import (
     angular_inv_mass,
@@ -205,41 +205,51 @@ def joint_kernels(scalar=T.float32) -> SimpleNamespace:
             alpha = ke - ke
             if ke > 0.0:
                 alpha = inv_h2 / ke
-            # angular constraints
-            if kind == JOINT_FIXED or kind == JOINT_PRISMATIC:
-                dq = (qp * jp.q) * xsim.quat_inverse(qc * jc.q)
-                corr = v3(dq[0], dq[1], dq[2]) * 2.0
+            # angular constraints (one inlined copy of each solve serves every joint type: smaller code)
+            if kind != JOINT_BALL:
+                qjp = qp * jp.q
+                qjc = qc * jc.q
+                dq = qjp * xsim.quat_inverse(qjc)
+                corr = v3(dq[0], dq[1], dq[2]) * 2.0  # fixed, prismatic: align the whole frame
                 if dq[3] < 0.0:
                     corr = -corr
+                if kind == JOINT_REVOLUTE:  # align the hinge axes only
+                    corr = xsim.cross(xsim.quat_rotate(qjc, axis), xsim.quat_rotate(qjp, axis))
                 qp, qc = align_rotation(qp, iip, qc, iic, corr)
-            elif kind == JOINT_REVOLUTE:
-                a_p = xsim.quat_rotate(qp * jp.q, axis)
-                a_c = xsim.quat_rotate(qc * jc.q, axis)
-                qp, qc = align_rotation(qp, iip, qc, iic, xsim.cross(a_c, a_p))
+            if kind == JOINT_REVOLUTE:
                 theta, a = hinge_angle(qp * jp.q, qc * jc.q, axis)
                 over = limit_violation(theta, lim[0], lim[1])
-                if over != 0.0:
-                    qp, qc, _dl = rotate_along(qp, iip, qc, iic, a, over, over - over, alpha - alpha)
-                elif ke > 0.0:
-                    qp, qc, dlam = rotate_along(qp, iip, qc, iic, a, target_q[j] - theta, lam_j, alpha)
+                if over != 0.0 or ke > 0.0:
+                    # the limit when it is violated (hard), else the drive (compliant)
+                    c_ang = over
+                    lam0 = lam_j - lam_j
+                    alpha_used = alpha - alpha
+                    if over == 0.0:
+                        c_ang = target_q[j] - theta
+                        lam0 = lam_j
+                        alpha_used = alpha
+                    qp, qc, dl = rotate_along(qp, iip, qc, iic, a, c_ang, lam0, alpha_used)
+                    if over == 0.0:
+                        dlam = dl
             # positional constraints between the attachment points
             r_p = xsim.quat_rotate(qp, jp.p)
             r_c = xsim.quat_rotate(qc, jc.p)
             d = xc + r_c - xp - r_p
-            if kind == JOINT_PRISMATIC:
+            corr = -d
+            over = d[0] - d[0]
+            if kind == JOINT_PRISMATIC:  # free along the axis, inside the limits
                 a = xsim.quat_rotate(qp * jp.q, axis)
                 s = xsim.dot(d, a)
                 over = limit_violation(s, lim[0], lim[1])
-                xp, qp, xc, qc = align_points(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, a * (s + over) - d)
-                if ke > 0.0 and over == 0.0:
-                    r_p = xsim.quat_rotate(qp, jp.p)
-                    r_c = xsim.quat_rotate(qc, jc.p)
-                    a = xsim.quat_rotate(qp * jp.q, axis)
-                    s = xsim.dot(xc + r_c - xp - r_p, a)
-                    xp, qp, xc, qc, dlam = move_along(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, a,
-                                                      target_q[j] - s, lam_j, alpha)
-            elif kind == JOINT_REVOLUTE or kind == JOINT_BALL or kind == JOINT_FIXED:
-                xp, qp, xc, qc = align_points(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, -d)
+                corr = a * (s + over) - d
+            xp, qp, xc, qc = align_points(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, corr)
+            if kind == JOINT_PRISMATIC and ke > 0.0 and over == 0.0:
+                r_p = xsim.quat_rotate(qp, jp.p)
+                r_c = xsim.quat_rotate(qc, jc.p)
+                a = xsim.quat_rotate(qp * jp.q, axis)
+                s = xsim.dot(xc + r_c - xp - r_p, a)
+                xp, qp, xc, qc, dlam = move_along(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, a,
+                                                  target_q[j] - s, lam_j, alpha)
             add_pose_delta(delta, bp, xp - xp_in, qp - qp_in)
             add_pose_delta(delta, bc, xc - xc_in, qc - qc_in)
         lam_out[j] = lam_j + dlam

@@ -67,7 +67,8 @@ from .rigid_solver import RigidStepper
 
 
 class SolverXPBD:
-    """XPBD for particles and cloth (see the module docstring).
+    """XPBD for particles and cloth (see the module docstring) and for rigid bodies, contacts and
+    joints (``rigid_solver.py``; one position iteration per substep is Mueller et al. 2020's choice).
 
     ``substeps``: substeps per ``step``; ``iterations``: Jacobi iterations per substep;
     ``relaxation``: scale of the averaged corrections (1 is plain averaging, up to 2 converges

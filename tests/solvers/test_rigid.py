@@ -1,0 +1,431 @@
+"""Rigid bodies in SolverXPBD against analytic results, and whole-rollout gradients against
+central finite differences (everything in float64, so one set of kernels is compiled)."""
+
+import numpy as np
+import pytest
+
+import xsim
+from xsim.sim import ModelBuilder
+from xsim.sim.shapes import quat_to_matrix
+from xsim.solvers import SolverXPBD
+
+G = 9.81
+
+
+@xsim.kernel
+def weighted_pose(body_q: xsim.array(dtype=xsim.transformd), weights: xsim.array(dtype=xsim.transformd),
+                  loss: xsim.array(dtype=xsim.float64)):
+    i = xsim.tid()
+    q = body_q[i]
+    w = weights[i]
+    s = xsim.float64(0.0)
+    for k in range(7):
+        s += q[k] * w[k]
+    xsim.atomic_add(loss, 0, s)
+
+
+def run(model, solver, steps, dt, control=None, record=None):
+    """Step ``steps`` times (ping-pong states); ``record(state)`` after each step. Returns the last state."""
+    a, b = model.state(), model.state()
+    for _ in range(steps):
+        solver.step(a, b, control, dt)
+        a, b = b, a
+        if record is not None:
+            record(a)
+    return a
+
+
+def rotation_angle(q) -> float:
+    """Angle (rad) of the rotation of the unit quaternion q (x, y, z, w)."""
+    return 2.0 * np.arccos(min(1.0, abs(q[3])))
+
+
+# -- contacts -------------------------------------------------------------------------------------------
+
+
+def test_box_resting_on_ground_drifts_less_than_a_millimetre_in_ten_seconds():
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.5)
+    body = b.add_body(((0.3, -0.2, 0.25), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_box(body, hx=0.4, hy=0.3, hz=0.25)
+    model = b.finalize(dtype=xsim.float64)
+    final = run(model, SolverXPBD(model, substeps=10, iterations=1), 600, 1.0 / 60.0)
+    q = final.body_q.numpy()[0]
+    assert np.linalg.norm(q[:3] - [0.3, -0.2, 0.25]) < 1e-3
+    assert np.degrees(rotation_angle(q[3:])) < 0.1
+
+
+def test_sliding_box_stops_after_v0_squared_over_two_mu_g():
+    mu, v0 = 0.4, 2.0
+    b = ModelBuilder()
+    b.add_ground_plane(mu=mu)
+    body = b.add_body(((0.0, 0.0, 0.1), (0.0, 0.0, 0.0, 1.0)), lin_vel=(v0, 0.0, 0.0))
+    b.add_shape_box(body, hx=0.2, hy=0.2, hz=0.1, mu=mu)
+    model = b.finalize(dtype=xsim.float64)
+    final = run(model, SolverXPBD(model, substeps=10, iterations=1), 120, 1.0 / 60.0)
+    distance = final.body_q.numpy()[0, 0]
+    expected = v0 * v0 / (2.0 * mu * G)
+    assert abs(distance - expected) < 0.05 * expected
+    assert np.linalg.norm(final.body_qd.numpy()[0]) < 1e-3
+
+
+def test_ball_bounces_to_e_squared_times_its_drop_height():
+    e, drop = 0.5, 1.0
+    b = ModelBuilder()
+    b.add_ground_plane(restitution=e)
+    body = b.add_body(((0.0, 0.0, 0.1 + drop), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_sphere(body, radius=0.1, restitution=e)
+    model = b.finalize(dtype=xsim.float64)
+    heights, vz = [], []
+
+    def record(s):
+        heights.append(s.body_q.numpy()[0, 2] - 0.1)
+        vz.append(s.body_qd.numpy()[0, 2])
+    run(model, SolverXPBD(model, substeps=10, iterations=1), 150, 1.0 / 100.0, record=record)
+    heights, vz = np.array(heights), np.array(vz)
+    bounce = int(np.argmax(vz > 0.0))  # the first step that leaves the ground
+    assert heights[:bounce].min() < 0.01
+    rebound = heights[bounce:bounce + 60].max()
+    assert abs(rebound - e * e * drop) < 0.05 * e * e * drop
+
+
+@pytest.mark.parametrize("e", [1.0, 0.0])
+def test_head_on_sphere_collision_conserves_momentum_and_matches_analytic_velocities(e):
+    b = ModelBuilder(gravity=(0.0, 0.0, 0.0))
+    s1 = b.add_body(((-0.5, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)), lin_vel=(2.0, 0.0, 0.0))
+    b.add_shape_sphere(s1, radius=0.1, restitution=e)
+    s2 = b.add_body(((0.5, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)), lin_vel=(-1.0, 0.0, 0.0))
+    b.add_shape_sphere(s2, radius=0.15, restitution=e)
+    model = b.finalize(dtype=xsim.float64)
+    m1, m2 = model.body_mass.numpy()
+    final = run(model, SolverXPBD(model, substeps=10, iterations=1), 60, 1.0 / 60.0)
+    v1, v2 = final.body_qd.numpy()[:, 0]
+    p0 = m1 * 2.0 + m2 * -1.0
+    assert abs(m1 * v1 + m2 * v2 - p0) < 0.01 * abs(m1 * 2.0) + 0.01 * abs(m2)
+    u1 = (m1 * 2.0 + m2 * -1.0 - m2 * e * (2.0 + 1.0)) / (m1 + m2)
+    u2 = (m1 * 2.0 + m2 * -1.0 + m1 * e * (2.0 + 1.0)) / (m1 + m2)
+    assert abs(v1 - u1) < 0.05 * max(abs(u1), 0.1) and abs(v2 - u2) < 0.05 * max(abs(u2), 0.1)
+
+
+def test_stack_of_five_boxes_stands_for_five_seconds():
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.6)
+    h = 0.1
+    for k in range(5):
+        body = b.add_body(((0.0, 0.0, h + 2 * h * k), (0.0, 0.0, 0.0, 1.0)))
+        b.add_shape_box(body, hx=0.2, hy=0.2, hz=h, mu=0.6)
+    model = b.finalize(dtype=xsim.float64)
+    # Jacobi averaging converges slowly through a stack: more substeps keep it stiff
+    final = run(model, SolverXPBD(model, substeps=20, iterations=1), 300, 1.0 / 60.0)
+    q = final.body_q.numpy()
+    expected = h + 2 * h * np.arange(5)
+    assert np.all(np.abs(q[:, 2] - expected) < 5e-3)
+    assert np.all(np.linalg.norm(q[:, :2], axis=1) < 5e-3)
+    assert max(np.degrees(rotation_angle(r)) for r in q[:, 3:]) < 0.5
+
+
+# -- joints ---------------------------------------------------------------------------------------------
+
+
+def pendulum(d=1.0, radius=0.1, omega0=0.0, requires_grad=False):
+    """A sphere whose centre hangs ``d`` below a world hinge about y; it starts swinging at omega0."""
+    b = ModelBuilder()
+    body = b.add_body(((0.0, 0.0, -d), (0.0, 0.0, 0.0, 1.0)), lin_vel=(omega0 * d, 0.0, 0.0),
+                      ang_vel=(0.0, omega0, 0.0))
+    b.add_shape_sphere(body, radius=radius)
+    b.add_joint_revolute(-1, body, parent_xform=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)),
+                         child_xform=((0.0, 0.0, d), (0.0, 0.0, 0.0, 1.0)), axis=(0.0, 1.0, 0.0))
+    return b.finalize(dtype=xsim.float64, requires_grad=requires_grad)
+
+
+def test_revolute_pendulum_small_angle_period_matches_compound_pendulum():
+    d, r = 1.0, 0.1
+    model = pendulum(d, r, omega0=0.05)
+    m = model.body_mass.numpy()[0]
+    inertia = 0.4 * m * r * r + m * d * d
+    period = 2.0 * np.pi * np.sqrt(inertia / (m * G * d))
+    xs, dt = [], 1.0 / 200.0
+    solver = SolverXPBD(model, substeps=10, iterations=1)
+    run(model, solver, int(3.5 * period / dt), dt, record=lambda s: xs.append(s.body_q.numpy()[0, 0]))
+    xs = np.array(xs)
+    # zero crossings from + to - (interpolated): whole periods apart
+    idx = np.nonzero((xs[:-1] > 0) & (xs[1:] <= 0))[0]
+    t = (idx + xs[idx] / (xs[idx] - xs[idx + 1]) + 1) * dt
+    measured = np.mean(np.diff(t))
+    assert abs(measured - period) < 0.01 * period
+    angle = solver.rigid.joint_coordinates(run(model, solver, 1, dt))
+    assert abs(angle[0]) < 0.1
+
+
+def test_prismatic_joint_limit_stops_a_falling_slider():
+    b = ModelBuilder()
+    body = b.add_body(((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1)
+    b.add_joint_prismatic(-1, body, axis=(0.0, 0.0, 1.0), limit_lower=-0.5, limit_upper=0.5)
+    model = b.finalize(dtype=xsim.float64)
+    final = run(model, SolverXPBD(model, substeps=10, iterations=1), 120, 1.0 / 60.0)
+    q = final.body_q.numpy()[0]
+    assert abs(q[2] + 0.5) < 2e-3 and np.linalg.norm(q[:2]) < 1e-6
+    assert np.degrees(rotation_angle(q[3:])) < 1e-3
+
+
+def test_fixed_and_ball_joints_hold_their_attachment_points():
+    b = ModelBuilder()
+    a = b.add_body(((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_box(a, hx=0.2, hy=0.05, hz=0.05)
+    c = b.add_body(((0.4, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_box(c, hx=0.2, hy=0.05, hz=0.05)
+    b.add_joint_ball(-1, a, child_xform=((-0.2, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)),
+                     parent_xform=((-0.2, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+    b.add_joint_fixed(a, c, parent_xform=((0.2, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)),
+                      child_xform=((-0.2, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+    model = b.finalize(dtype=xsim.float64)
+    final = run(model, SolverXPBD(model, substeps=20, iterations=1), 60, 1.0 / 60.0)
+    q = final.body_q.numpy()
+    ra, rc = quat_to_matrix(q[0, 3:]), quat_to_matrix(q[1, 3:])
+    assert np.linalg.norm(q[0, :3] + ra @ [-0.2, 0, 0] - [-0.2, 0, 0]) < 5e-3  # ball pivot stays put
+    assert np.linalg.norm(q[0, :3] + ra @ [0.2, 0, 0] - (q[1, :3] + rc @ [-0.2, 0, 0])) < 5e-3
+    assert np.degrees(rotation_angle(q[0, 3:])) > 10.0  # it swung down about the ball
+    dq = np.abs(np.dot(q[0, 3:], q[1, 3:]))  # welded: same orientation
+    assert 1.0 - dq < 1e-4
+
+
+# -- coupling --------------------------------------------------------------------------------------------
+
+
+def test_cloth_on_a_moving_box_moves_with_it():
+    b = ModelBuilder()
+    box = b.add_body(((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)), mass=0.0, lin_vel=(0.0, 0.0, -0.5))
+    b.add_shape_box(box, hx=0.3, hy=0.3, hz=0.1)
+    b.add_cloth_grid(pos=(-0.2, -0.2, 0.12), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=4, dim_y=4,
+                     cell_x=0.1, cell_y=0.1, mass=0.01, particle_radius=0.01)
+    model = b.finalize(dtype=xsim.float64)
+    final = run(model, SolverXPBD(model, substeps=5, iterations=5), 60, 1.0 / 60.0)
+    top = final.body_q.numpy()[0, 2] + 0.1
+    z = final.particle_q.numpy()[:, 2]
+    assert abs(final.body_q.numpy()[0, 2] + 0.5) < 1e-9  # the kinematic box moved down 0.5 m
+    assert np.all(np.abs(z - (top + 0.01)) < 0.01)   # the cloth rides on it, not left behind
+
+
+# -- gradients -------------------------------------------------------------------------------------------
+
+
+def rollout_loss(model, qd0, weights, steps, dt, substeps=5, control=None):
+    """Loss = weights . final body_q after ``steps`` steps from velocities ``qd0``; returns (loss, states)."""
+    solver = SolverXPBD(model, substeps=substeps, iterations=1)
+    s = model.state()
+    s.body_qd = qd0
+    states = [s]
+    for _ in range(steps):
+        nxt = model.state()
+        solver.step(states[-1], nxt, control, dt)
+        states.append(nxt)
+    loss = xsim.zeros(1, dtype=xsim.float64, requires_grad=True)
+    xsim.launch(weighted_pose, model.body_count, inputs=[states[-1].body_q, weights], outputs=[loss])
+    return loss, states
+
+
+def check_velocity_gradient(model, qd0, steps, dt, seed=3, rtol=1e-4):
+    """Tape gradient of the weighted final pose wrt the initial body_qd against central differences."""
+    rng = np.random.default_rng(seed)
+    weights = xsim.array(rng.normal(size=(model.body_count, 7)), dtype=xsim.transformd)
+    qd = xsim.array(qd0, dtype=xsim.vector(6, xsim.float64), requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        loss, _ = rollout_loss(model, qd, weights, steps, dt)
+    tape.backward(loss)
+    grad = qd.grad.numpy().copy()
+    fd = np.zeros_like(grad)
+    eps = 1e-6
+    for idx in np.ndindex(*grad.shape):
+        vals = []
+        for sgn in (1.0, -1.0):
+            q = np.array(qd0, dtype=np.float64)
+            q[idx] += sgn * eps
+            vals.append(rollout_loss(model, xsim.array(q, dtype=xsim.vector(6, xsim.float64)), weights, steps,
+                                     dt)[0].numpy()[0])
+        fd[idx] = (vals[0] - vals[1]) / (2 * eps)
+    np.testing.assert_allclose(grad, fd, rtol=rtol, atol=rtol * np.abs(fd).max())
+    return grad
+
+
+def test_free_flight_pose_gradient_wrt_initial_linear_and_angular_velocity():
+    b = ModelBuilder()
+    body = b.add_body(((0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_box(body, hx=0.3, hy=0.1, hz=0.05)  # unequal inertia: the gyroscopic term matters
+    model = b.finalize(dtype=xsim.float64, requires_grad=True)
+    grad = check_velocity_gradient(model, [[0.5, -0.2, 1.0, 1.0, 2.0, -0.5]], 30, 1.0 / 60.0)
+    assert np.all(np.abs(grad[0, 3:]) > 1e-3)  # the orientation depends on the initial spin
+
+
+def test_pendulum_pose_gradient_wrt_initial_velocity():
+    model = pendulum(omega0=0.0, requires_grad=True)
+    check_velocity_gradient(model, [[0.8, 0.0, 0.0, 0.0, 0.8, 0.0]], 30, 1.0 / 60.0)
+
+
+def test_thrown_ball_bouncing_once_final_position_gradient_wrt_launch_velocity():
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.3, restitution=0.5)
+    body = b.add_body(((0.0, 0.0, 0.5), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_sphere(body, radius=0.1, restitution=0.5, mu=0.3)
+    model = b.finalize(dtype=xsim.float64, requires_grad=True)
+    qd0 = [[1.0, 0.3, 1.0, 0.0, 0.0, 0.0]]
+    # 0.4 s: up, down, one bounce on the ground and up again
+    grad = check_velocity_gradient(model, qd0, 48, 1.0 / 60.0)
+    assert abs(grad[0, 2]) > 1e-3
+
+
+@xsim.kernel
+def tip_x_plus_z(body_q: xsim.array(dtype=xsim.transformd), loss: xsim.array(dtype=xsim.float64)):
+    tip = xsim.transform_point(body_q[1], xsim.vec3d(0.25, 0.0, 0.0))
+    loss[0] = tip[0] + tip[2]
+
+
+def two_link_arm(requires_grad=True):
+    b = ModelBuilder()
+    for k in range(2):
+        body = b.add_body(((0.25 + 0.5 * k, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0)))
+        b.add_shape_capsule(body, xform=((0.0, 0.0, 0.0), (0.0, 0.7071068, 0.0, 0.7071068)), radius=0.04,
+                            half_height=0.21)
+        b.add_joint_revolute(k - 1, body, parent_xform=((0.25 if k else 0.0, 0.0, 0.0 if k else 1.0),
+                                                        (0.0, 0.0, 0.0, 1.0)),
+                             child_xform=((-0.25, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)), axis=(0.0, 1.0, 0.0),
+                             target_ke=200.0, target_kd=5.0)
+    return b.finalize(dtype=xsim.float64, requires_grad=requires_grad)
+
+
+def arm_tip(model, target, steps=30, dt=1.0 / 60.0):
+    control = model.control()
+    control.joint_target_q = target
+    solver = SolverXPBD(model, substeps=5, iterations=1)
+    states = [model.state()]
+    for _ in range(steps):
+        states.append(model.state())
+        solver.step(states[-2], states[-1], control, dt)
+    loss = xsim.zeros(1, dtype=xsim.float64, requires_grad=True)
+    xsim.launch(tip_x_plus_z, 1, inputs=[states[-1].body_q], outputs=[loss])
+    return loss
+
+
+def test_joint_drive_target_gradient_of_two_link_arm_end_position():
+    model = two_link_arm()
+    t0 = np.array([0.3, -0.4])
+    target = xsim.array(t0, dtype=xsim.float64, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        loss = arm_tip(model, target)
+    tape.backward(loss)
+    grad = target.grad.numpy()
+    eps = 1e-6
+    fd = [(arm_tip(model, xsim.array(t0 + eps * np.eye(2)[k])).numpy()[0]
+           - arm_tip(model, xsim.array(t0 - eps * np.eye(2)[k])).numpy()[0]) / (2 * eps) for k in range(2)]
+    np.testing.assert_allclose(grad, fd, rtol=1e-4, atol=1e-8)
+    assert np.all(np.abs(grad) > 1e-2)  # both targets move the tip
+
+
+# -- shapes ----------------------------------------------------------------------------------------------
+
+
+def settle(builder, seconds=1.0, substeps=10):
+    model = builder.finalize(dtype=xsim.float64)
+    return model, run(model, SolverXPBD(model, substeps=substeps, iterations=1), int(60 * seconds), 1.0 / 60.0)
+
+
+def test_dynamic_mesh_gets_its_hull_mass_and_rests_on_its_lowest_vertex():
+    import trimesh
+
+    mesh = trimesh.creation.icosphere(subdivisions=1, radius=0.2)
+    b = ModelBuilder()
+    b.add_ground_plane()
+    body = b.add_body(((0.0, 0.0, 0.5), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_mesh(body, mesh, density=500.0)
+    model, final = settle(b)
+    assert model.body_mass.numpy()[0] == pytest.approx(500.0 * mesh.volume, rel=1e-9)  # convex: hull = mesh
+    q = final.body_q.numpy()[0]
+    lowest = (quat_to_matrix(q[3:]) @ mesh.vertices.T)[2].min() + q[2]
+    assert abs(lowest) < 2e-3
+    assert np.linalg.norm(final.body_qd.numpy()[0]) < 0.05
+
+
+def test_capsule_lying_on_the_ground_rests_at_its_radius():
+    b = ModelBuilder()
+    b.add_ground_plane()
+    body = b.add_body(((0.0, 0.0, 0.3), (0.0, 0.7071068, 0.0, 0.7071068)))  # axis along world x
+    b.add_shape_capsule(body, radius=0.05, half_height=0.2)
+    _, final = settle(b)
+    q = final.body_q.numpy()[0]
+    assert abs(q[2] - 0.05) < 1e-3
+    assert np.degrees(rotation_angle(q[3:]) - np.pi / 2) < 0.5
+
+
+def test_sphere_rests_on_a_static_box_and_a_box_rests_on_a_static_capsule():
+    b = ModelBuilder()
+    b.add_shape_box(-1, xform=((0.0, 0.0, 0.5), (0.0, 0.0, 0.0, 1.0)), hx=0.5, hy=0.5, hz=0.5)
+    ball = b.add_body(((0.1, 0.0, 1.3), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_sphere(ball, radius=0.1)
+    b.add_shape_capsule(-1, xform=((3.0, 0.0, 0.0), (0.7071068, 0.0, 0.0, 0.7071068)), radius=0.1,
+                        half_height=1.0)  # along world y
+    box = b.add_body(((3.0, 0.0, 0.25), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_box(box, hx=0.3, hy=0.3, hz=0.1, mu=0.8)
+    _, final = settle(b, seconds=1.5)
+    q = final.body_q.numpy()
+    assert abs(q[0, 2] - 1.1) < 1e-3 and abs(q[0, 0] - 0.1) < 1e-3
+    assert abs(q[1, 2] - 0.2) < 2e-3 and np.degrees(rotation_angle(q[1, 3:])) < 1.0
+
+
+# -- joint limits and drives -----------------------------------------------------------------------------
+
+
+def test_revolute_limit_holds_and_position_drive_reaches_its_target():
+    b = ModelBuilder()
+    for k, (lower, ke) in enumerate(((-0.3, 0.0), (None, 500.0))):
+        body = b.add_body(((3.0 * k + 0.5, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+        b.add_shape_box(body, hx=0.5, hy=0.05, hz=0.05)
+        b.add_joint_revolute(-1, body, parent_xform=((3.0 * k, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)),
+                             child_xform=((-0.5, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)), axis=(0.0, -1.0, 0.0),
+                             limit_lower=lower, target_q=0.4, target_ke=ke, target_kd=5.0 if ke else 0.0)
+    model = b.finalize(dtype=xsim.float64)
+    solver = SolverXPBD(model, substeps=10, iterations=1)
+    angles = solver.rigid.joint_coordinates(run(model, solver, 180, 1.0 / 60.0))
+    # the first arm falls to its lower limit; the second is held by a stiff drive at 0.4 rad up to its sag
+    assert abs(angles[0] + 0.3) < 1e-3
+    m = model.body_mass.numpy()[1]
+    sag = m * G * 0.5 * np.cos(0.4) / 500.0
+    assert abs(angles[1] - (0.4 - sag)) < 0.01
+
+
+def sliding_box(mu):
+    """A box sliding at 2 m/s on the ground; its one contact pair has friction ``mu``."""
+    b = ModelBuilder()
+    b.add_ground_plane(mu=mu)
+    body = b.add_body(((0.0, 0.0, 0.1), (0.0, 0.0, 0.0, 1.0)), lin_vel=(2.0, 0.0, 0.0))
+    b.add_shape_box(body, hx=0.2, hy=0.2, hz=0.1, mu=mu)
+    return b.finalize(dtype=xsim.float64, requires_grad=True)
+
+
+def final_x(model, steps=18, dt=1.0 / 60.0):
+    solver = SolverXPBD(model, substeps=10, iterations=1)
+    states = [model.state()]
+    for _ in range(steps):
+        states.append(model.state())
+        solver.step(states[-2], states[-1], None, dt)
+    loss = xsim.zeros(1, dtype=xsim.float64, requires_grad=True)
+    weights = np.zeros((1, 7))
+    weights[0, 0] = 1.0
+    xsim.launch(weighted_pose, 1, inputs=[states[-1].body_q, xsim.array(weights, dtype=xsim.transformd)],
+                outputs=[loss])
+    return loss
+
+
+def test_sliding_box_distance_gradient_wrt_friction_matches_finite_differences_and_coulomb():
+    model = sliding_box(0.4)
+    tape = xsim.Tape()
+    with tape:
+        loss = final_x(model)
+    tape.backward(loss)
+    grad = model.pair_mu.grad.numpy()[0]
+    eps = 1e-6
+    fd = (final_x(sliding_box(0.4 + eps)).numpy()[0] - final_x(sliding_box(0.4 - eps)).numpy()[0]) / (2 * eps)
+    assert grad == pytest.approx(fd, rel=1e-4)
+    t = 18 / 60.0
+    assert grad == pytest.approx(-G * t * t / 2.0, rel=0.05)  # x = v0 t - mu g t^2 / 2 while sliding
