@@ -11,7 +11,6 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from .. import __version__
@@ -72,6 +71,7 @@ def lookup(key: str, suffix: str) -> tuple[Path, dict] | None:
 
 def atomic_write(path: Path, data: bytes):
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    import tempfile  # only writers need it; a cache hit in a fresh process should not pay its import
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -137,5 +137,6 @@ class KernelIR:
     reads: set[str] = field(default_factory=set)    # array params (or struct.array paths) read
     writes: set[str] = field(default_factory=set)   # array params written (stores and atomics)
     adjoint_error: str | None = None     # why the adjoint cannot be generated, if it cannot
+    skipped_funcs: list[str] = field(default_factory=list)  # funcs with differentiable=False it calls
     source_file: str = ""
     first_line: int = 0

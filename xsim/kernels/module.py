@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import types as T
@@ -40,6 +40,7 @@ class KernelMeta:
     reads: list[str]
     writes: list[str]
     inplace: list[str]          # arrays read before being written (the tape snapshots them)
+    skipped_funcs: list[str] = field(default_factory=list)  # funcs with differentiable=False (tape warns)
 
 
 class Module:
@@ -88,7 +89,7 @@ class Module:
                 kir.adjoint_error = adjoint_refusal(kir)
             inplace = sorted(kir.reads & kir.writes)
             metas[k.key] = KernelMeta(k.key, kir.tid_dims, kir.adjoint_error, [], sorted(kir.reads),
-                                      sorted(kir.writes), inplace)
+                                      sorted(kir.writes), inplace, kir.skipped_funcs)
             irs.append(kir)
         source, labels = module_source(irs, structs, debug, target)
         for name, meta in metas.items():
@@ -110,7 +111,13 @@ def adjoint_refusal(kir: ir.KernelIR) -> str | None:
     its stores, so it cannot recover a value the kernel read back after writing it, nor a value
     an atomic returned."""
     from .codegen import KernelCodegen
-    labels = KernelCodegen(kir).array_label
+    cg = KernelCodegen(kir)
+    labels = cg.array_label
+    for s in ir.walk(kir.body):
+        # an array value the adjoint cannot trace to a parameter has no gradient buffer to use
+        if isinstance(s, Op) and s.kind in ("load", "store", "atomic") and s.args[0].id not in cg.grad_expr:
+            return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' is not a kernel parameter or a "
+                    "field of one here, so its gradient cannot be tracked; index the parameter directly")
     used = set()
     for s in ir.walk(kir.body):
         if isinstance(s, Op):

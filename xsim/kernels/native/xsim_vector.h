@@ -109,8 +109,12 @@ template <typename V> XS_FUNC void adj_length_sq(const V& a, scalar_of<V>, V& ad
 // The zero vector has length 0 and, by convention, a zero gradient (the true one is undefined).
 template <typename V> XS_FUNC scalar_of<V> length(const V& a) { return sqrt(dot(a, a)); }
 template <typename V> XS_FUNC void adj_length(const V& a, scalar_of<V> ret, V& adj_a, scalar_of<V> adj_ret) {
-    if (ret > scalar_of<V>(0))
-        for (int i = 0; i < composite_traits<V>::size; ++i) comp(adj_a, i) += comp(a, i) / ret * adj_ret;
+    if (ret > scalar_of<V>(0)) {
+        // One division, of forward values only: it can run before adj_ret is known, instead of
+        // sitting (once per component) on the latency chain of the reverse pass.
+        const scalar_of<V> inv_ret = scalar_of<V>(1) / ret;
+        for (int i = 0; i < composite_traits<V>::size; ++i) comp(adj_a, i) += comp(a, i) * inv_ret * adj_ret;
+    }
 }
 
 // normalize(0) = 0 with a zero gradient.
@@ -123,9 +127,9 @@ XS_FUNC composite_ret<V, void> adj_normalize(const V& a, const V& ret, V& adj_a,
     scalar_of<V> l = length(a);
     if (l > scalar_of<V>(0)) {
         // the Jacobian (I - n n^T) / l is symmetric
-        scalar_of<V> d = dot(ret, adj_ret);
+        scalar_of<V> d = dot(ret, adj_ret), inv_l = scalar_of<V>(1) / l;
         for (int i = 0; i < composite_traits<V>::size; ++i)
-            comp(adj_a, i) += (comp(adj_ret, i) - comp(ret, i) * d) / l;
+            comp(adj_a, i) += (comp(adj_ret, i) - comp(ret, i) * d) * inv_l;
     }
 }
 
