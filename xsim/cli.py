@@ -79,12 +79,14 @@ def cmd_run(args) -> int:
         return 130
     seconds = time.perf_counter() - t0
     parts, colliders = scene.parts, scene.colliders
-    write_usd(out, rollout.frames, parts, colliders, fps=scene.output.fps)
-    print(f"xsim: wrote {out} ({frames + 1} frames, {rollout.model.particle_count} particles, "
+    write_usd(out, rollout.frames, parts, colliders, fps=scene.output.fps, bodies=scene.body_parts,
+              body_q=rollout.body_q)
+    bodies = f"{rollout.model.body_count} bodies, " if rollout.model.body_count else ""
+    print(f"xsim: wrote {out} ({frames + 1} frames, {rollout.model.particle_count} particles, {bodies}"
           f"{seconds:.2f} s, {frames * scene.sim.substeps / seconds:,.0f} steps/s)")
     if preview is not None:
         save_preview(preview, rollout.frames, parts, colliders, shown=scene.output.preview_frames,
-                     fps=scene.output.fps, title=scene.name)
+                     fps=scene.output.fps, title=scene.name, bodies=scene.body_parts, body_q=rollout.body_q)
         print(f"xsim: wrote {preview}")
     return 0
 
@@ -94,7 +96,8 @@ def cmd_check(args) -> int:
     from .io import load_scene
 
     scene = load_scene(args.scene)
-    print(f"xsim: {scene.path}: ok ({len(scene.cloths)} cloth, {len(scene.colliders)} colliders, "
+    rigid = f"{len(scene.bodies)} bodies, {len(scene.joints)} joints, " if scene.bodies else ""
+    print(f"xsim: {scene.path}: ok ({len(scene.cloths)} cloth, {len(scene.colliders)} colliders, {rigid}"
           f"{scene.sim.frames} frames of {scene.sim.dt:g} s)")
     return 0
 

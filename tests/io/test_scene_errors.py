@@ -57,10 +57,11 @@ CASES = {
     "grid with zero cells": (
         "[[cloth]]\ngrid = { dim = [0, 4], cell = [0.1, 0.1] }\n", "cloth[0].grid.dim[0]", "an integer >= 1",
         "0 (an integer)"),
-    "rigid bodies are not supported yet": (
-        "[[body]]\nmass = 1.0\n", "body[0]", "rigid bodies are not supported in scene files yet", "[[body]]"),
-    "joints are not supported yet": (
-        "[[joint]]\nparent = 0\n", "joint[0]", "joints are not supported in scene files yet", "[[joint]]"),
+    "a body without shapes": (
+        "[[body]]\nmass = 1.0\n", "body[0].shape", "a value (an array of tables [[body.shape]])",
+        "nothing (the key is missing)"),
+    "a joint without its type": (
+        "[[joint]]\nparent = 0\n", "joint[0].type", '"revolute"', "the key is missing"),
     "duplicate names": (
         CLOTH + 'name = "a"\n' + CLOTH + 'name = "a"\n', "cloth[1].name", "a name not used before",
         "already the name of cloth[0]"),
@@ -143,7 +144,8 @@ def test_scene_file_content_is_never_evaluated(tmp_path):
 
 def test_shipped_scenes_pass_the_check():
     scenes = sorted((Path(__file__).parents[2] / "scenes").glob("*.toml"))
-    assert {p.name for p in scenes} >= {"drape.toml", "flag.toml", "mesh_drop.toml"}
+    assert {p.name for p in scenes} >= {"drape.toml", "flag.toml", "mesh_drop.toml", "box_stack.toml",
+                                        "pendulum_chain.toml", "cloth_on_moving_box.toml"}
     for path in scenes:
         scene = load_scene(path)
-        assert scene.cloths, path
+        assert scene.cloths or scene.bodies, path

@@ -53,11 +53,12 @@ def collider_triangles(spec: dict) -> np.ndarray:
 
 
 def save_preview(path: str | Path, frames: np.ndarray, parts, colliders: Sequence[dict] = (),
-                 shown: int = 4, fps: float = 60.0, title: str = "") -> Path:
+                 shown: int = 4, fps: float = 60.0, title: str = "", bodies=(), body_q=None) -> Path:
     """Draw ``shown`` frames of a rollout side by side into a PNG at ``path``.
 
     ``frames``: particle positions (F, n, 3), metres; ``parts``: cloths (``ClothPart``);
-    ``colliders``: scene-file collider descriptions. Axes are equal and shared by all panels."""
+    ``colliders``: scene-file collider descriptions; ``bodies``: rigid bodies (``BodyPart``) posed
+    by ``body_q`` (F, bodies, 7). Axes are equal and shared by all panels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -66,11 +67,16 @@ def save_preview(path: str | Path, frames: np.ndarray, parts, colliders: Sequenc
 
     frames = np.asarray(frames, dtype=np.float64)
     picks = pick_frames(len(frames), shown)
+    from .bodies import shape_world_spec
+
     statics = [collider_triangles(c) for c in colliders]
+    moving = {k: [collider_triangles(shape_world_spec(shape, body_q[k, b.index])) for b in bodies
+                  for shape in b.shapes] for k in picks}
     grounds = [c.get("height", 0.0) for c in colliders if c["type"] == "ground"]
     has_ground = bool(grounds)
     # Bounds from the cloth over the frames drawn (and the colliders), so all panels share a scale.
-    pts = [frames[picks].reshape(-1, 3)] + [s.reshape(-1, 3) for s in statics if len(s)]
+    pts = [frames[picks].reshape(-1, 3)] + [s.reshape(-1, 3) for s in statics if len(s)] + [
+        t.reshape(-1, 3) for k in picks for t in moving[k]]
     pts = np.concatenate(pts) if pts else np.zeros((1, 3))
     lo, hi = pts.min(axis=0), pts.max(axis=0)
     if has_ground:
@@ -92,6 +98,9 @@ def save_preview(path: str | Path, frames: np.ndarray, parts, colliders: Sequenc
             if len(tris):
                 ax.add_collection3d(Poly3DCollection(tris, facecolor=(0.55, 0.6, 0.65, 0.35),
                                                      edgecolor=(0.4, 0.45, 0.5, 0.3), linewidth=0.3))
+        for tris in moving[k]:
+            ax.add_collection3d(Poly3DCollection(tris, facecolor=(0.3, 0.5, 0.8, 0.9),
+                                                 edgecolor=(0.15, 0.25, 0.45, 0.5), linewidth=0.3))
         for part in parts:
             p = frames[k, part.first:part.first + part.count]
             if len(part.triangles):

@@ -12,12 +12,14 @@ from .scene import Scene
 
 @dataclass
 class Rollout:
-    """Particle positions of a run, ``frames`` (F + 1, n, 3) metres (frame 0 = initial state), with
-    the model that made them."""
+    """Particle positions of a run, ``frames`` (F + 1, n, 3) metres (frame 0 = initial state), body
+    poses ``body_q`` (F + 1, bodies, 7): position (m) then quaternion (x, y, z, w) of each body frame,
+    with the model that made them."""
 
     scene: Scene
     model: object
     frames: np.ndarray
+    body_q: np.ndarray | None = None
 
 
 def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
@@ -34,10 +36,15 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
     state, next_state, control = model.state(), model.state(), model.control()
     positions = np.empty((frames + 1, model.particle_count, 3), dtype=np.float32)
     positions[0] = state.particle_q.numpy()
+    poses = np.empty((frames + 1, model.body_count, 7), dtype=np.float64)
+    if model.body_count:
+        poses[0] = state.body_q.numpy()
     for k in range(1, frames + 1):
         solver.step(state, next_state, control, scene.sim.dt)
         state, next_state = next_state, state
         positions[k] = state.particle_q.numpy()
+        if model.body_count:
+            poses[k] = state.body_q.numpy()
         if on_frame is not None:
             on_frame(k, frames)
-    return Rollout(scene, model, positions)
+    return Rollout(scene, model, positions, poses)

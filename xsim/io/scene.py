@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import SceneError
 from ..sim.builder import DEFAULT_BEND_COMPLIANCE, DEFAULT_PARTICLE_RADIUS
+from .bodies import BodyPart, add_bodies, add_joints, body_keys, check_body, check_joint, joint_keys
 from .schema import (
     Invalid,
     Key,
@@ -132,8 +133,11 @@ COLLIDER_KEYS = {ctype: {"type": Key(string(tuple(_COLLIDER_TYPES))), "name": Ke
                          **keys, "mu": _mu}
                  for ctype, keys in _COLLIDER_TYPES.items()}
 
+BODY_KEYS, SHAPE_KEYS = body_keys(_placement, _mu, Key(_name, None, "prim name in the USD file; joints refer to it"))
+JOINT_KEYS = joint_keys(_placement)
+
 TOP_KEYS = ("sim", "output", "cloth", "collider", "body", "joint")
-_NOT_YET = {"body": "rigid bodies", "joint": "joints"}
+_TOP_TABLES = "one of the tables [sim], [output], [[cloth]], [[collider]], [[body]], [[joint]]"
 
 
 # -- the checked scene -----------------------------------------------------------------------------
@@ -183,16 +187,23 @@ class Scene:
     cloths: list[dict] = field(default_factory=list)
     colliders: list[dict] = field(default_factory=list)
     parts: list[ClothPart] = field(default_factory=list)
+    bodies: list[dict] = field(default_factory=list)
+    joints: list[dict] = field(default_factory=list)
+    body_parts: list[BodyPart] = field(default_factory=list)
 
     def builder(self, builder=None):
-        """A ``ModelBuilder`` holding the scene's cloths and colliders (added to ``builder`` when
-        given). Also fills ``self.parts`` with where each cloth's particles and triangles went."""
+        """A ``ModelBuilder`` holding the scene's cloths, colliders, bodies and joints (added to
+        ``builder`` when given). Also fills ``self.parts`` with where each cloth's particles and
+        triangles went and ``self.body_parts`` with each body's index and shapes."""
         from ..sim import ModelBuilder
 
         b = builder if builder is not None else ModelBuilder(gravity=self.sim.gravity)
         self.parts = [_add_cloth(b, c) for c in self.cloths]
         for c in self.colliders:
             _add_collider(b, c)
+        first_body = b.body_count
+        self.body_parts = add_bodies(b, self.bodies)
+        add_joints(b, self.joints, self.bodies, first_body)
         return b
 
 
@@ -236,14 +247,9 @@ def _syntax_error(path: Path, e: tomllib.TOMLDecodeError) -> SceneError:
 
 
 def _check_scene(raw: dict, path: Path) -> Scene:
-    for key, value in raw.items():
-        if key in _NOT_YET:
-            where = f"{key}[0]" if isinstance(value, list) else key
-            raise Invalid(where, "one of the tables [sim], [output], [[cloth]], [[collider]] "
-                          f"({_NOT_YET[key]} are not supported in scene files yet)", f"[[{key}]]")
+    for key in raw:
         if key not in TOP_KEYS:
-            raise Invalid(key, "one of the tables [sim], [output], [[cloth]], [[collider]]", "an unknown key",
-                          suggestion(key, TOP_KEYS))
+            raise Invalid(key, _TOP_TABLES, "an unknown key", suggestion(key, TOP_KEYS))
     sim = SimSettings(**check_table(raw.get("sim", {}), "sim", SIM_KEYS, "a table [sim]"))
     name = path.stem
     out = check_table(raw.get("output", {}), "output", OUTPUT_KEYS, "a table [output]")
@@ -260,7 +266,13 @@ def _check_scene(raw: dict, path: Path) -> Scene:
                  for i, c in enumerate(_array_of_tables(raw, "collider"))]
     _name_parts(cloths, "cloth")
     _name_parts(colliders, None)
-    return Scene(path=path, name=name, sim=sim, output=output, cloths=cloths, colliders=colliders)
+    load = (lambda file, key, scale: _load_mesh(path, file, key, scale))
+    bodies = [check_body(b, f"body[{i}]", BODY_KEYS, SHAPE_KEYS, load)
+              for i, b in enumerate(_array_of_tables(raw, "body"))]
+    _name_parts(bodies, "body")
+    joints = [check_joint(j, f"joint[{i}]", JOINT_KEYS, bodies) for i, j in enumerate(_array_of_tables(raw, "joint"))]
+    return Scene(path=path, name=name, sim=sim, output=output, cloths=cloths, colliders=colliders,
+                 bodies=bodies, joints=joints)
 
 
 def _array_of_tables(raw: dict, key: str) -> list:

@@ -5,6 +5,8 @@ Layout of a written stage (z up, metres, one time code per frame, frame 0 = init
     /World                      Xform, the default prim
     /World/Cloth/<name>         Mesh: topology once, points and extent time-sampled per frame
     /World/Colliders/<name>     Sphere / Cube / Capsule / Mesh, static, placed with xform ops
+    /World/Bodies/<name>        Xform: translate and orient ops time-sampled per frame (body frame)
+    /World/Bodies/<name>/<shape>  Sphere / Cube / Capsule / Mesh, placed in the body frame
 
 The stage is built in memory and exported to a temporary file beside the target, which is then
 renamed over it: an interrupted run never leaves a truncated file at the target path.
@@ -41,6 +43,7 @@ class UsdWriter:
         self.stage.SetDefaultPrim(world.GetPrim())
         self.root = f"/{root}"
         self._meshes: dict[str, object] = {}
+        self._bodies: dict[str, object] = {}
 
     def _path(self, group: str, name: str) -> str:
         parent = f"{self.root}/{group}"
@@ -76,12 +79,59 @@ class UsdWriter:
         if animated:
             self.last_frame = max(self.last_frame, frame)
 
+    def _geometry(self, path: str, spec: dict, color: Sequence[float]):
+        """A Sphere, Cube (size 2, scaled by the half extents), Capsule (axis z) or Mesh at ``path``,
+        sized by ``spec`` (``type`` and its keys, as in a scene file), with no placement yet."""
+        kind = spec["type"]
+        if kind == "mesh":
+            prim = UsdGeom.Mesh.Define(self.stage, path)
+            tris = np.asarray(spec["indices"], dtype=np.int32).reshape(-1, 3)
+            pts = np.ascontiguousarray(spec["vertices"], dtype=np.float32).reshape(-1, 3)
+            prim.CreateFaceVertexCountsAttr(Vt.IntArray.FromNumpy(np.full(len(tris), 3, dtype=np.int32)))
+            prim.CreateFaceVertexIndicesAttr(Vt.IntArray.FromNumpy(tris.reshape(-1)))
+            prim.CreateSubdivisionSchemeAttr(UsdGeom.Tokens.none)
+            prim.CreateDoubleSidedAttr(True)
+            prim.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(pts))
+            lo, hi = pts.min(axis=0), pts.max(axis=0)
+            prim.CreateExtentAttr([Gf.Vec3f(*map(float, lo)), Gf.Vec3f(*map(float, hi))])
+        elif kind == "sphere":
+            prim = UsdGeom.Sphere.Define(self.stage, path)
+            r = float(spec["radius"])
+            prim.CreateRadiusAttr(r)
+            prim.CreateExtentAttr([Gf.Vec3f(-r, -r, -r), Gf.Vec3f(r, r, r)])
+        elif kind == "box":
+            # A Cube of size 2 scaled by the half extents is exactly the box.
+            prim = UsdGeom.Cube.Define(self.stage, path)
+            prim.CreateSizeAttr(2.0)
+            prim.CreateExtentAttr([Gf.Vec3f(-1, -1, -1), Gf.Vec3f(1, 1, 1)])
+        elif kind == "capsule":
+            # xsim capsules lie along their local z axis; USD's height is the cylinder part.
+            prim = UsdGeom.Capsule.Define(self.stage, path)
+            r, hh = float(spec["radius"]), float(spec["half_height"])
+            prim.CreateRadiusAttr(r)
+            prim.CreateHeightAttr(2.0 * hh)
+            prim.CreateAxisAttr(UsdGeom.Tokens.z)
+            prim.CreateExtentAttr([Gf.Vec3f(-r, -r, -hh - r), Gf.Vec3f(r, r, hh + r)])
+        else:
+            raise ValueError(f"unknown shape type {kind!r}: expected sphere, box, capsule or mesh")
+        prim.CreateDisplayColorAttr([Gf.Vec3f(*color)])
+        return prim
+
+    @staticmethod
+    def _place(prim, spec: dict, position, rotation):
+        xf = UsdGeom.Xformable(prim)
+        xf.AddTranslateOp().Set(Gf.Vec3d(*map(float, position)))
+        if rotation is not None:
+            x, y, z, w = map(float, rotation)
+            xf.AddOrientOp().Set(Gf.Quatf(w, Gf.Vec3f(x, y, z)))
+        if spec["type"] == "box":
+            xf.AddScaleOp().Set(Gf.Vec3f(*map(float, spec["half_extents"])))
+
     def add_collider(self, spec: dict):
         """A static collider described as in a scene file: ``type`` ground, sphere, box, capsule
         or mesh, with that type's keys (``center``, ``radius``, ``half_extents``, ``rotation``
         (x, y, z, w), ``half_height``, ``vertices``/``indices``, ``position``...)."""
         kind, name = spec["type"], spec.get("name") or spec["type"]
-        grey = (0.55, 0.6, 0.65)
         if kind == "ground":
             h = GROUND_SIZE / 2.0
             z = float(spec.get("height", 0.0))
@@ -89,42 +139,33 @@ class UsdWriter:
             self.add_mesh(name, square, [[0, 1, 2], [0, 2, 3]], group="Colliders", animated=False,
                           color=(0.7, 0.7, 0.7))
             return
+        prim = self._geometry(self._path("Colliders", name), spec, (0.55, 0.6, 0.65))
         if kind == "mesh":
-            self.add_mesh(name, spec["vertices"], spec["indices"], group="Colliders", animated=False, color=grey)
-            prim = self._meshes[name]
-            position, rotation = spec.get("position", (0, 0, 0)), spec.get("rotation")
-        elif kind == "sphere":
-            prim = UsdGeom.Sphere.Define(self.stage, self._path("Colliders", name))
-            prim.CreateRadiusAttr(float(spec["radius"]))
-            r = float(spec["radius"])
-            prim.CreateExtentAttr([Gf.Vec3f(-r, -r, -r), Gf.Vec3f(r, r, r)])
-            position, rotation = spec["center"], None
-        elif kind == "box":
-            # A Cube of size 2 scaled by the half extents is exactly the box.
-            prim = UsdGeom.Cube.Define(self.stage, self._path("Colliders", name))
-            prim.CreateSizeAttr(2.0)
-            prim.CreateExtentAttr([Gf.Vec3f(-1, -1, -1), Gf.Vec3f(1, 1, 1)])
-            position, rotation = spec["center"], spec.get("rotation")
-        elif kind == "capsule":
-            # xsim capsules lie along their local z axis; USD's height is the cylinder part.
-            prim = UsdGeom.Capsule.Define(self.stage, self._path("Colliders", name))
-            r, hh = float(spec["radius"]), float(spec["half_height"])
-            prim.CreateRadiusAttr(r)
-            prim.CreateHeightAttr(2.0 * hh)
-            prim.CreateAxisAttr(UsdGeom.Tokens.z)
-            prim.CreateExtentAttr([Gf.Vec3f(-r, -r, -hh - r), Gf.Vec3f(r, r, hh + r)])
-            position, rotation = spec["center"], spec.get("rotation")
+            self._place(prim, spec, spec.get("position", (0, 0, 0)), spec.get("rotation"))
         else:
-            raise ValueError(f"unknown collider type {kind!r}: expected ground, sphere, box, capsule or mesh")
-        if kind != "mesh":
-            prim.CreateDisplayColorAttr([Gf.Vec3f(*grey)])
-        xf = UsdGeom.Xformable(prim)
-        xf.AddTranslateOp().Set(Gf.Vec3d(*map(float, position)))
-        if rotation is not None:
-            x, y, z, w = map(float, rotation)
-            xf.AddOrientOp().Set(Gf.Quatf(w, Gf.Vec3f(x, y, z)))
-        if kind == "box":
-            xf.AddScaleOp().Set(Gf.Vec3f(*map(float, spec["half_extents"])))
+            self._place(prim, spec, spec["center"], spec.get("rotation") if kind != "sphere" else None)
+
+    def add_body(self, name: str, shapes: Sequence[dict], color: Sequence[float] = (0.3, 0.5, 0.8)):
+        """A rigid body: an Xform whose pose :meth:`set_body_pose` samples per frame, holding one
+        geometry prim per shape (scene-file shape descriptions: ``type``, ``name``, sizes,
+        ``position``/``rotation`` in the body frame)."""
+        path = self._path("Bodies", name)
+        body = UsdGeom.Xform.Define(self.stage, path)
+        body.AddTranslateOp()
+        body.AddOrientOp(UsdGeom.XformOp.PrecisionDouble)
+        self._bodies[name] = body
+        for i, shape in enumerate(shapes):
+            prim = self._geometry(f"{path}/{shape.get('name') or shape['type'] + str(i)}", shape, color)
+            self._place(prim, shape, shape.get("position", (0, 0, 0)), shape.get("rotation"))
+        return body
+
+    def set_body_pose(self, name: str, frame: int, pose: Sequence[float]):
+        """Pose of body ``name`` at ``frame``: 7 numbers, position (m) then quaternion (x, y, z, w)."""
+        translate, orient = self._bodies[name].GetOrderedXformOps()
+        p = [float(c) for c in pose]
+        translate.Set(Gf.Vec3d(*p[:3]), Usd.TimeCode(frame))
+        orient.Set(Gf.Quatd(p[6], Gf.Vec3d(*p[3:6])), Usd.TimeCode(frame))
+        self.last_frame = max(self.last_frame, frame)
 
     def save(self, path: str | Path) -> Path:
         """Write the stage to ``path`` (.usda text, .usdc/.usd binary): to a temporary name first,
@@ -144,11 +185,13 @@ class UsdWriter:
 
 
 def write_usd(path: str | Path, frames: np.ndarray, parts=None, colliders: Sequence[dict] | None = None,
-              fps: float = 60.0, model=None) -> Path:
-    """Write a cloth rollout to ``path``. ``frames``: particle positions (F, n, 3) metres, frame 0
+              fps: float = 60.0, model=None, bodies=(), body_q: np.ndarray | None = None) -> Path:
+    """Write a rollout to ``path``. ``frames``: particle positions (F, n, 3) metres, frame 0
     first; ``parts``: the cloths (``ClothPart``: name, first particle, count, local triangles);
     ``colliders``: static collider descriptions (see :meth:`UsdWriter.add_collider`). Given a
-    ``model`` instead, its triangles become one mesh "cloth" and its colliders are written."""
+    ``model`` instead, its triangles become one mesh "cloth" and its colliders are written.
+    ``bodies``: rigid bodies (``BodyPart``: name, body index, shapes) posed per frame by ``body_q``
+    (F, bodies, 7): position, then quaternion (x, y, z, w)."""
     frames = np.asarray(frames)
     if parts is None:
         from .scene import ClothPart
@@ -164,6 +207,10 @@ def write_usd(path: str | Path, frames: np.ndarray, parts=None, colliders: Seque
         writer.add_mesh(part.name, frames[0, sl], part.triangles)
         for k in range(1, len(frames)):
             writer.set_points(part.name, k, frames[k, sl])
+    for body in bodies:
+        writer.add_body(body.name, body.shapes)
+        for k in range(len(body_q)):
+            writer.set_body_pose(body.name, k, body_q[k, body.index])
     writer.last_frame = len(frames) - 1
     return writer.save(path)
 
