@@ -1,0 +1,590 @@
+"""Gradients for the kernel shapes that Warp 1.19 differentiates wrongly, with exact expected numbers.
+
+Each test launches a kernel on a Tape, seeds the output gradient and checks the input gradient
+against the hand-derived value (and, where the kernel is smooth, against finite differences).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import xsim
+from xsim.autodiff import gradcheck
+
+F64 = xsim.float64
+A = xsim.array(dtype=F64)
+AV = xsim.array(dtype=xsim.vec3d)
+
+
+def vec_inputs(rows):
+    """A vec3d array with gradients, from a list of 3-tuples."""
+    return xsim.array(np.array(rows, dtype=np.float64), dtype=xsim.vec3d, requires_grad=True)
+
+
+def backward_once(kernel, inputs, outputs, seeds, dim=None):
+    """Launch on a tape, seed each output's gradient, run backward; returns the tape."""
+    with xsim.Tape() as tape:
+        xsim.launch(kernel, dim if dim is not None else outputs[0].shape, inputs=inputs, outputs=outputs)
+    tape.backward(grads={o: s for o, s in zip(outputs, seeds)})
+    return tape
+
+
+# -------------------------------------------------------------------------------------------------
+# element in-place ops and component writes
+
+
+@xsim.kernel
+def local_vector_inplace(a: AV, b: AV):
+    i = xsim.tid()
+    tmp = xsim.vec3d()
+    tmp[0] += a[i][0]
+    tmp[1] += a[i][1]
+    tmp[2] += a[i][2]
+    b[i] = tmp
+
+
+@xsim.kernel
+def component_writes_to_array(x: A, y: AV):
+    i = xsim.tid()
+    y[i].x = 2.0 * x[i]
+    y[i].y = 3.0 * x[i]
+    y[i].z = 4.0 * x[i]
+
+
+@xsim.kernel
+def component_writes_to_local(x: A, y: AV):
+    i = xsim.tid()
+    v = xsim.vec3d()
+    v.x = 2.0 * x[i]
+    v.y = 3.0 * x[i]
+    v.z = 4.0 * x[i]
+    y[i] = v
+
+
+def test_inplace_ops_on_a_local_vector_pass_the_gradient_through_once():
+    a = vec_inputs([(1.0, 2.0, 3.0), (4.0, 5.0, 6.0)])
+    b = xsim.zeros(2, dtype=xsim.vec3d, requires_grad=True)
+    backward_once(local_vector_inplace, [a], [b], [np.ones((2, 3))])
+    np.testing.assert_array_equal(b.numpy(), a.numpy())
+    np.testing.assert_array_equal(a.grad.numpy(), np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("kernel", [component_writes_to_array, component_writes_to_local])
+def test_component_writes_give_the_sum_of_their_factors(kernel):
+    x = xsim.array(np.array([0.5, -1.0]), dtype=F64, requires_grad=True)
+    y = xsim.zeros(2, dtype=xsim.vec3d, requires_grad=True)
+    backward_once(kernel, [x], [y], [np.ones((2, 3))])
+    np.testing.assert_array_equal(y.numpy(), [[1.0, 1.5, 2.0], [-2.0, -3.0, -4.0]])
+    np.testing.assert_array_equal(x.grad.numpy(), [9.0, 9.0])
+
+
+# -------------------------------------------------------------------------------------------------
+# aliasing
+
+
+@xsim.kernel
+def alias_plain(x: AV, y: AV):
+    i = xsim.tid()
+    v = x[i]
+    w = v
+    y[i] = 2.0 * w + v
+
+
+@xsim.kernel
+def alias_of_alias(x: AV, y: AV):
+    i = xsim.tid()
+    v = x[i]
+    w = v
+    u = w
+    u[1] = 0.0
+    y[i] = u + w + v
+
+
+@xsim.kernel
+def alias_then_reassign(x: AV, y: AV):
+    i = xsim.tid()
+    v = x[i]
+    w = v
+    w = w * 3.0
+    y[i] = v + w
+
+
+@xsim.kernel
+def alias_inside_a_loop(x: AV, n: int, y: AV):
+    i = xsim.tid()
+    v = x[i]
+    s = xsim.vec3d()
+    for _k in range(n):
+        w = v
+        w[2] = 0.0
+        s = s + w
+    y[i] = s
+
+
+@xsim.func
+def alias_branch(v: xsim.vec3d):
+    w = v
+    if w[0] > 0.0:
+        w[1] = 2.0 * w[1]
+    else:
+        w[2] = 3.0 * w[2]
+    return w + v
+
+
+@xsim.kernel
+def alias_branch_in_func(x: AV, y: AV):
+    i = xsim.tid()
+    y[i] = alias_branch(x[i])
+
+
+@xsim.func
+def overwrite_param(v: xsim.vec3d) -> xsim.vec3d:
+    v[0] = 5.0
+    return v * 2.0
+
+
+@xsim.kernel
+def func_param_is_a_copy(x: AV, y: AV):
+    i = xsim.tid()
+    v = x[i]
+    w = overwrite_param(v)
+    y[i] = v + w
+
+
+@xsim.kernel
+def alias_then_overwrite_component(x: AV, y: AV):
+    i = xsim.tid()
+    v = x[i]
+    w = v
+    w[0] = 5.0
+    y[i] = v + w
+
+
+@xsim.kernel
+def load_then_overwrite_component(x: AV, y: AV):
+    i = xsim.tid()
+    w = x[i]
+    w[0] = 5.0
+    y[i] = w
+
+
+ALIAS_CASES = [
+    (alias_plain, [], [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]),
+    (alias_of_alias, [], [[3.0, 2.0, 3.0], [3.0, 2.0, 3.0]]),
+    (alias_then_reassign, [], [[4.0, 4.0, 4.0], [4.0, 4.0, 4.0]]),
+    (alias_inside_a_loop, [3], [[3.0, 3.0, 0.0], [3.0, 3.0, 0.0]]),
+    # x[0] > 0 scales the y component, x[1] <= 0 scales the z component
+    (alias_branch_in_func, [], [[2.0, 3.0, 2.0], [2.0, 2.0, 4.0]]),
+    (func_param_is_a_copy, [], [[1.0, 3.0, 3.0], [1.0, 3.0, 3.0]]),
+    (alias_then_overwrite_component, [], [[1.0, 2.0, 2.0], [1.0, 2.0, 2.0]]),
+    (load_then_overwrite_component, [], [[0.0, 1.0, 1.0], [0.0, 1.0, 1.0]]),
+]
+
+
+@pytest.mark.parametrize("kernel, extra, expected", ALIAS_CASES, ids=[c[0].key for c in ALIAS_CASES])
+def test_aliases_are_values_and_get_exact_gradients(kernel, extra, expected):
+    x = vec_inputs([(1.0, 2.0, 3.0), (-1.0, 0.5, 2.0)])
+    y = xsim.zeros(2, dtype=xsim.vec3d, requires_grad=True)
+    backward_once(kernel, [x, *extra], [y], [np.ones((2, 3))])
+    np.testing.assert_array_equal(x.grad.numpy(), expected)
+    gradcheck(kernel, [x, *extra, y], raise_on_failure=True)
+
+
+def test_writing_into_an_alias_leaves_the_original_untouched():
+    x = vec_inputs([(1.0, 2.0, 3.0)])
+    y = xsim.zeros(1, dtype=xsim.vec3d, requires_grad=True)
+    xsim.launch(alias_then_overwrite_component, 1, inputs=[x], outputs=[y])
+    np.testing.assert_array_equal(y.numpy(), [[6.0, 4.0, 6.0]])
+
+
+# -------------------------------------------------------------------------------------------------
+# repeated component writes and ternaries
+
+
+@xsim.kernel
+def repeated_matrix_component_update(s: A, out: xsim.array(dtype=xsim.mat22d)):
+    i = xsim.tid()
+    m = xsim.mat22d()
+    m[0, 0] = m[0, 0] + s[i]
+    m[0, 0] = m[0, 0] + s[i]
+    m[1, 1] = 3.0 * s[i]
+    out[i] = m
+
+
+@xsim.kernel
+def ternary_same_array(x: A, flag: xsim.array(dtype=int), y: A):
+    i = xsim.tid()
+    y[i] = x[i] * 2.0 if flag[i] > 0 else x[i] * x[i] * 3.0
+
+
+@xsim.kernel
+def where_same_array(x: A, flag: xsim.array(dtype=int), y: A):
+    i = xsim.tid()
+    y[i] = xsim.where(flag[i] > 0, x[i] * 2.0, x[i] * x[i] * 3.0)
+
+
+@xsim.kernel
+def nested_ternary(x: A, y: A):
+    i = xsim.tid()
+    y[i] = (x[i] * 2.0 if x[i] > 0.0 else x[i] * 3.0) if x[i] < 1.0 else x[i] * x[i]
+
+
+def test_repeated_matrix_component_update_is_not_double_counted():
+    s = xsim.array(np.array([1.5, -2.0]), dtype=F64, requires_grad=True)
+    out = xsim.zeros(2, dtype=xsim.mat22d, requires_grad=True)
+    seed = np.array([[[1.0, 0.0], [0.0, 0.0]], [[1.0, 10.0], [10.0, 1.0]]])
+    backward_once(repeated_matrix_component_update, [s], [out], [seed])
+    np.testing.assert_array_equal(out.numpy()[0], [[3.0, 0.0], [0.0, 4.5]])
+    np.testing.assert_array_equal(s.grad.numpy(), [2.0, 5.0])
+
+
+@pytest.mark.parametrize("kernel", [ternary_same_array, where_same_array])
+def test_a_ternary_reading_one_array_in_both_branches_takes_the_chosen_branch(kernel):
+    x = xsim.array(np.array([1.5, 2.0]), dtype=F64, requires_grad=True)
+    flag = xsim.array(np.array([1, 0]), dtype=xsim.int32)
+    y = xsim.zeros(2, dtype=F64, requires_grad=True)
+    backward_once(kernel, [x, flag], [y], [np.ones(2)])
+    np.testing.assert_array_equal(y.numpy(), [3.0, 12.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 12.0])
+
+
+def test_a_nested_ternary_differentiates_the_branch_taken():
+    x = xsim.array(np.array([0.5, -1.0, 2.0]), dtype=F64, requires_grad=True)
+    y = xsim.zeros(3, dtype=F64, requires_grad=True)
+    backward_once(nested_ternary, [x], [y], [np.ones(3)])
+    np.testing.assert_array_equal(y.numpy(), [1.0, -3.0, 4.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 3.0, 4.0])
+
+
+# -------------------------------------------------------------------------------------------------
+# structs
+
+
+@xsim.struct
+class Particles:
+    pos: xsim.array(dtype=xsim.vec3d)
+    mass: xsim.array(dtype=F64)
+    scale: F64
+
+
+@xsim.struct
+class Body:
+    pos: xsim.vec3d
+    mass: F64
+
+
+@xsim.func
+def make_body(p: xsim.vec3d, m: F64) -> Body:
+    b = Body()
+    b.pos = p * 2.0
+    b.mass = m * m
+    return b
+
+
+@xsim.kernel
+def struct_argument(p: Particles, out: A):
+    i = xsim.tid()
+    out[i] = p.scale * p.mass[i] * xsim.dot(p.pos[i], p.pos[i])
+
+
+@xsim.kernel
+def array_of_structs(bodies: xsim.array(dtype=Body), out: A):
+    i = xsim.tid()
+    b = bodies[i]
+    out[i] = b.mass * b.pos.y + b.pos.x
+
+
+@xsim.kernel
+def struct_from_func(x: AV, m: A, out: A):
+    i = xsim.tid()
+    b = make_body(x[i], m[i])
+    out[i] = b.mass * b.pos.z
+
+
+def test_struct_argument_arrays_receive_gradients():
+    p = Particles()
+    p.pos = vec_inputs([(1.0, 2.0, 3.0)])
+    p.mass = xsim.array(np.array([2.0]), dtype=F64, requires_grad=True)
+    p.scale = 0.5
+    out = xsim.zeros(1, dtype=F64, requires_grad=True)
+    backward_once(struct_argument, [p], [out], [np.ones(1)])
+    assert out.numpy()[0] == 14.0
+    np.testing.assert_array_equal(p.pos.grad.numpy(), [[2.0, 4.0, 6.0]])  # scale * mass * 2 pos
+    np.testing.assert_array_equal(p.mass.grad.numpy(), [7.0])              # scale * |pos|^2
+
+
+def test_an_array_of_structs_receives_field_gradients():
+    bodies = xsim.array([Body(pos=xsim.vec3d(1.0, 2.0, 3.0), mass=4.0)], dtype=Body, requires_grad=True)
+    out = xsim.zeros(1, dtype=F64, requires_grad=True)
+    backward_once(array_of_structs, [bodies], [out], [np.ones(1)])
+    assert out.numpy()[0] == 9.0
+    g = bodies.grad.numpy()[0]
+    np.testing.assert_array_equal(g["pos"], [1.0, 4.0, 0.0])
+    assert g["mass"] == 2.0
+
+
+def test_a_struct_returned_from_a_func_carries_gradients():
+    x = vec_inputs([(1.0, 2.0, 3.0)])
+    m = xsim.array(np.array([1.5]), dtype=F64, requires_grad=True)
+    out = xsim.zeros(1, dtype=F64, requires_grad=True)
+    backward_once(struct_from_func, [x, m], [out], [np.ones(1)])
+    assert out.numpy()[0] == 13.5                              # m^2 * 2 z
+    np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 0.0, 4.5]])
+    np.testing.assert_array_equal(m.grad.numpy(), [18.0])      # 2 m * 2 z
+
+
+# -------------------------------------------------------------------------------------------------
+# loops
+
+
+@xsim.kernel
+def static_power(x: A, y: A):
+    i = xsim.tid()
+    s = F64(1.0)
+    for _k in range(3):
+        s = s * x[i]
+    y[i] = s
+
+
+@xsim.kernel
+def dynamic_power(x: A, n: int, y: A):
+    i = xsim.tid()
+    s = F64(1.0)
+    for _k in range(n):
+        s = s * x[i]
+    y[i] = s
+
+
+@xsim.kernel
+def while_power(x: A, n: int, y: A):
+    i = xsim.tid()
+    s = F64(1.0)
+    k = 0
+    while k < n:
+        s = s * x[i]
+        k = k + 1
+    y[i] = s
+
+
+@xsim.kernel
+def loop_with_break(x: A, n: int, y: A):
+    i = xsim.tid()
+    s = F64(1.0)
+    for k in range(n):
+        if k == 2:
+            break
+        s = s * x[i]
+    y[i] = s
+
+
+@xsim.kernel
+def loop_with_continue(x: A, n: int, y: A):
+    i = xsim.tid()
+    s = F64(1.0)
+    for k in range(n):
+        if k % 2 == 1:
+            continue
+        s = s * x[i]
+    y[i] = s
+
+
+@xsim.kernel
+def loop_from_runtime_bounds(x: A, lo: int, hi: int, y: A):
+    i = xsim.tid()
+    s = F64(0.0)
+    for k in range(lo, hi, 2):
+        s = s + F64(k) * x[i] * x[i]
+    y[i] = s
+
+
+@xsim.kernel
+def break_on_value(x: A, n: int, y: A):
+    i = xsim.tid()
+    s = x[i]
+    for _k in range(n):
+        s = s * s
+        if s > 10.0:
+            break
+    y[i] = s
+
+
+@xsim.kernel
+def store_inside_dynamic_loop(x: A, n: int, y: AV):
+    i = xsim.tid()
+    for k in range(n):
+        y[i].y = x[i] * F64(k)
+    y[i].x = 2.0 * x[i]
+
+
+LOOP_CASES = [
+    # x = 1.5 and -2: d/dx x^3 = 3 x^2
+    (static_power, [], [6.75, 12.0]),
+    (dynamic_power, [3], [6.75, 12.0]),
+    (while_power, [3], [6.75, 12.0]),
+    (loop_with_break, [7], [3.0, -4.0]),              # s = x^2
+    (loop_with_continue, [5], [6.75, 12.0]),           # k = 0, 2, 4: s = x^3
+    (loop_from_runtime_bounds, [1, 6], [27.0, -36.0]),  # k = 1, 3, 5: s = 9 x^2
+    # 1.5 -> 2.25 -> 5.0625 -> 25.6 (break): s = x^8; -2 -> 4 -> 16 (break): s = x^4
+    (break_on_value, [5], [8 * 1.5 ** 7, 4 * (-2.0) ** 3]),
+    # y.y = (n - 1) x from the last iteration, y.x = 2 x: stores inside a loop keep their gradient
+    (store_inside_dynamic_loop, [3], [4.0, 4.0]),
+]
+
+
+@pytest.mark.parametrize("kernel, extra, expected", LOOP_CASES, ids=[c[0].key for c in LOOP_CASES])
+def test_loops_give_exact_gradients(kernel, extra, expected):
+    x = xsim.array(np.array([1.5, -2.0]), dtype=F64, requires_grad=True)
+    y = xsim.zeros(2, dtype=kernel.params[-1][1].dtype, requires_grad=True)
+    backward_once(kernel, [x, *extra], [y], [np.ones(y.numpy().shape)])
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-14)
+    gradcheck(kernel, [x, *extra, y], raise_on_failure=True)
+
+
+# -------------------------------------------------------------------------------------------------
+# custom gradients and non-differentiable kernels
+
+
+@xsim.func
+def clipped_square(x: F64):
+    return x * x
+
+
+@xsim.func_grad(clipped_square)
+def clipped_square_grad(x: F64, adj: F64):
+    # a deliberately different rule: the tests can tell it from the true derivative 2x
+    xsim.adjoint[x] += adj * 10.0
+
+
+@xsim.kernel
+def uses_custom_grad(x: A, y: A):
+    i = xsim.tid()
+    y[i] = 3.0 * clipped_square(x[i])
+
+
+@xsim.func(differentiable=False)
+def frozen_square(x: F64) -> F64:
+    return x * x
+
+
+@xsim.kernel
+def uses_frozen_func(x: A, y: A):
+    i = xsim.tid()
+    y[i] = frozen_square(x[i]) + 3.0 * x[i]
+
+
+@xsim.kernel(enable_backward=False)
+def not_differentiable(x: A, y: A):
+    i = xsim.tid()
+    y[i] = 2.0 * x[i]
+
+
+def test_func_grad_replaces_the_generated_adjoint():
+    x = xsim.array(np.array([1.5, -2.0]), dtype=F64, requires_grad=True)
+    y = xsim.zeros(2, dtype=F64, requires_grad=True)
+    backward_once(uses_custom_grad, [x], [y], [np.ones(2)])
+    np.testing.assert_array_equal(y.numpy(), [6.75, 12.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [30.0, 30.0])
+
+
+def test_enable_backward_false_is_skipped_with_a_warning():
+    x = xsim.array(np.array([1.5]), dtype=F64, requires_grad=True)
+    y = xsim.zeros(1, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(not_differentiable, 1, inputs=[x], outputs=[y])
+    with pytest.warns(UserWarning, match="skipped kernel 'not_differentiable'"):
+        tape.backward(grads={y: np.ones(1)})
+    assert tape.skipped == ["not_differentiable"]
+    assert x.grad.numpy()[0] == 0.0
+    assert y.numpy()[0] == 3.0
+
+
+def test_a_func_declared_not_differentiable_is_a_constant_and_the_tape_says_so():
+    x = xsim.array(np.array([1.5, -2.0]), dtype=F64, requires_grad=True)
+    y = xsim.zeros(2, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(uses_frozen_func, 2, inputs=[x], outputs=[y])
+    with pytest.warns(UserWarning, match="kernel 'uses_frozen_func' calls func 'frozen_square' "
+                                         r"\(differentiable=False\)"):
+        tape.backward(grads={y: np.ones(2)})
+    assert tape.skipped == ["uses_frozen_func/frozen_square"]
+    np.testing.assert_array_equal(y.numpy(), [6.75, -2.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+
+
+# -------------------------------------------------------------------------------------------------
+# kernels the compiler refuses to differentiate
+
+
+@xsim.kernel
+def read_after_write(x: A, y: A):
+    i = xsim.tid()
+    y[i] = x[i] * 2.0
+    x[i] = y[i] + 1.0
+
+
+@xsim.kernel
+def atomic_result_used(x: A, counter: A, y: A):
+    i = xsim.tid()
+    old = xsim.atomic_add(counter, 0, x[i])
+    y[i] = old * x[i]
+
+
+@xsim.struct
+class Holder:
+    a: xsim.array(dtype=F64)
+
+
+@xsim.kernel
+def array_in_a_local_struct(x: A, y: A):
+    i = xsim.tid()
+    h = Holder(a=x)
+    y[i] = h.a[i] * 2.0
+
+
+@xsim.kernel
+def atomic_result_ignored(x: A, total: A):
+    i = xsim.tid()
+    xsim.atomic_add(total, 0, x[i] * x[i])
+
+
+def test_a_read_after_write_of_one_array_is_refused_at_backward_time():
+    x = xsim.array(np.array([1.0]), dtype=F64, requires_grad=True)
+    y = xsim.zeros(1, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(read_after_write, 1, inputs=[x], outputs=[y])
+    assert y.numpy()[0] == 2.0 and x.numpy()[0] == 3.0  # the forward still runs
+    with pytest.raises(xsim.CompileError, match=r"read_after_write.*test_warp_pitfalls.py:\d+: array 'y' is read "
+                                                r"after this kernel wrote it"):
+        tape.backward(grads={y: np.ones(1)})
+
+
+def test_a_used_atomic_result_is_refused_at_backward_time():
+    x = xsim.array(np.array([1.0, 2.0]), dtype=F64, requires_grad=True)
+    counter = xsim.zeros(1, dtype=F64, requires_grad=True)
+    y = xsim.zeros(2, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(atomic_result_used, 2, inputs=[x, counter], outputs=[y])
+    with pytest.raises(xsim.CompileError, match=r"atomic_result_used.*the value returned by atomic_add\(\) is used"):
+        tape.backward(grads={y: np.ones(2)})
+
+
+def test_an_array_reached_through_a_local_struct_is_refused_not_given_zero_gradient():
+    x = xsim.array(np.array([1.0, 2.0]), dtype=F64, requires_grad=True)
+    y = xsim.zeros(2, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(array_in_a_local_struct, 2, inputs=[x], outputs=[y])
+    np.testing.assert_array_equal(y.numpy(), [2.0, 4.0])
+    with pytest.raises(xsim.CompileError, match=r"test_warp_pitfalls.py:\d+: array .* is not a kernel parameter or "
+                                                r"a field of one here"):
+        tape.backward(grads={y: np.ones(2)})
+
+
+def test_an_ignored_atomic_result_differentiates():
+    x = xsim.array(np.array([1.0, -2.0, 0.5]), dtype=F64, requires_grad=True)
+    total = xsim.zeros(1, dtype=F64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        backward_once(atomic_result_ignored, [x], [total], [np.ones(1)], dim=3)
+    assert total.numpy()[0] == 5.25
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, -4.0, 1.0])
