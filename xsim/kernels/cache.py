@@ -15,7 +15,6 @@ from pathlib import Path
 
 from .. import __version__
 
-_RUNTIME_FILES = ("frontend.py", "codegen.py", "builtins.py", "ir.py", "module.py", "cpu.py", "cuda.py")
 
 
 def cache_dir() -> Path:
@@ -34,10 +33,8 @@ def runtime_hash() -> str:
     here = Path(__file__).parent
     h = hashlib.blake2b(digest_size=16)
     h.update(__version__.encode())
-    for name in _RUNTIME_FILES:
-        p = here / name
-        if p.exists():
-            h.update(p.read_bytes())
+    for p in sorted(here.glob("*.py")):  # every compiler source: a new file cannot be missed
+        h.update(p.read_bytes())
     for p in sorted((here / "native").glob("*.h")):
         h.update(p.read_bytes())
     return h.hexdigest()

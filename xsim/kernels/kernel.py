@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import types as T
-from .frontend import BuiltinRef, _resolve_annotation, _Source, annotations
+from .scope import BuiltinRef, _resolve_annotation, _Source, annotations
 
 _FUNCS: dict[tuple[str, str], Function] = {}
 

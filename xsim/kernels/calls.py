@@ -1,0 +1,376 @@
+"""Frontend, part 3: calls: builtins (with the special forms: tid, len, where, atomics,
+identities), type constructors and casts, and ``@xsim.func`` calls inlined at the call site
+(with custom gradients from ``@xsim.func_grad``), as a mixin of ``Frontend``."""
+
+from __future__ import annotations
+
+import inspect
+
+from .. import types as T
+from .builtins import BUILTINS
+from .ir import Block, Op, Var
+from .scope import BuiltinRef, Ref, _describe, _false, _Frame, _resolve_annotation, annotations
+
+
+class Calls:
+    """Call building; relies on the emission helpers of ``Frontend``."""
+
+    # ------------------------------------------------------------------------------------------
+    # calls
+
+    def expr_Call(self, node):
+        fn = self.expr(node.func)
+        if not isinstance(fn, Ref):
+            raise self.err(node, "only funcs, builtins and types can be called in kernels")
+        obj = fn.obj
+        from .kernel import Function, Kernel  # the decorators' objects
+        if isinstance(obj, Kernel):
+            raise self.err(node, f"cannot call the kernel '{obj.key}' from a kernel; make it an @xsim.func")
+        if isinstance(obj, Function):
+            return self.call_func(obj, node)
+        if isinstance(obj, BuiltinRef):
+            return self.call_named_builtin(obj.name, node)
+        if isinstance(obj, type) and (T.is_value_type(obj)):
+            return self.construct(obj, node)
+        if obj is T.vector or obj is T.matrix:
+            return self.generic_composite(obj, node)
+        if obj in (float, int, bool):
+            args = self.plain_args(node)
+            if len(args) != 1:
+                raise self.err(node, f"{obj.__name__}() takes one argument")
+            return self.cast(args[0], T.resolve(obj), node)
+        if obj in (min, max, abs, len, round, pow):
+            return self.call_named_builtin(obj.__name__, node)
+        if obj is range:
+            raise self.err(node, "range() can only be used in a for loop")
+        if obj is print:
+            raise self.err(node, "print() is not supported in kernels; write the values to an output array and "
+                                 "print them on the host")
+        if callable(obj):
+            raise self.err(node, f"cannot call the Python function '{getattr(obj, '__name__', obj)}' in a kernel; "
+                                 "decorate it with @xsim.func or use a builtin")
+        raise self.err(node, f"{_describe(obj)} is not callable")
+
+    def plain_args(self, node) -> list[Var]:
+        if node.keywords:
+            raise self.err(node, "keyword arguments are not supported here")
+        return [self.value(a) for a in node.args]
+
+    def call_named_builtin(self, name, node):
+        special = getattr(self, "builtin_" + name, None)
+        if special is not None:
+            return special(node)
+        if name not in BUILTINS:
+            raise self.err(node, f"'{name}' is not a kernel builtin")
+        args = self.plain_args(node)
+        return self.call_builtin(name, args, node)
+
+    def builtin_tid(self, node):
+        if node.args or node.keywords:
+            raise self.err(node, "tid() takes no arguments")
+        parent = getattr(node, "_xs_targets", 1)
+        n = parent
+        if self.tid_dims and self.tid_dims != n:
+            raise self.err(node, f"tid() is unpacked into {n} indices here but {self.tid_dims} elsewhere")
+        self.tid_dims = n
+        vals = tuple(self.emit("tid", T.int32, [], node, dim=d, ndim=n) for d in range(n))
+        return vals[0] if n == 1 else vals
+
+    def builtin_len(self, node):
+        args = self.plain_args(node)
+        if len(args) != 1:
+            raise self.err(node, "len() takes one argument")
+        a = args[0]
+        if isinstance(a.type, T.ArrayType):
+            return self.emit("shape", T.int32, [a], node, dim=0)
+        if T.is_composite(a.type):
+            return self.const(a.type._shape[0], T.int32)
+        raise self.err(node, f"len() of {T.type_name(a.type)}")
+
+    def builtin_where(self, node):
+        args = self.plain_args(node)
+        if len(args) != 3:
+            raise self.err(node, "where(cond, a, b) takes three arguments")
+        cond = self.as_bool(args[0], node)
+        a, b = self.unify_weak(args[1], args[2], node)
+        if a.type is not b.type:
+            raise self.err(node, f"where() branches differ: {T.type_name(a.type)} and {T.type_name(b.type)}")
+        return self.emit("select", a.type, [cond, a, b], node)
+
+    def builtin_select(self, node):
+        """Warp's older ``select(cond, value_if_false, value_if_true)``."""
+        args = self.plain_args(node)
+        if len(args) != 3:
+            raise self.err(node, "select(cond, if_false, if_true) takes three arguments")
+        cond = self.as_bool(args[0], node)
+        a, b = self.unify_weak(args[2], args[1], node)
+        if a.type is not b.type:
+            raise self.err(node, f"select() branches differ: {T.type_name(a.type)} and {T.type_name(b.type)}")
+        return self.emit("select", a.type, [cond, a, b], node)
+
+    def _atomic_call(self, name, node):
+        args = [self.expr(a) for a in node.args]
+        if node.keywords or len(args) < 3:
+            raise self.err(node, f"{name}(array, index..., value) takes an array, its indices and a value")
+        arr = args[0]
+        if not (isinstance(arr, Var) and isinstance(arr.type, T.ArrayType)):
+            raise self.err(node, f"{name}() needs an array as its first argument")
+        idx = [self.index_var(self.single(i, node), node) for i in args[1:-1]]
+        if len(idx) != arr.type.ndim:
+            raise self.err(node, f"{name}() on a {arr.type.ndim}-d array needs {arr.type.ndim} indices")
+        return self.atomic(name, arr, idx, [], self.single(args[-1], node), node)
+
+    def builtin_atomic_add(self, node):
+        return self._atomic_call("atomic_add", node)
+
+    def builtin_atomic_sub(self, node):
+        return self._atomic_call("atomic_sub", node)
+
+    def builtin_atomic_min(self, node):
+        return self._atomic_call("atomic_min", node)
+
+    def builtin_atomic_max(self, node):
+        return self._atomic_call("atomic_max", node)
+
+    def builtin_identity(self, node):
+        n, dtype = self.static_kwargs(node, ("n", "dtype"), {"dtype": T.float32})
+        return self.emit("identity", T.matrix((n, n), T.resolve(dtype)), [], node)
+
+    def builtin_quat_identity(self, node):
+        (dtype,) = self.static_kwargs(node, ("dtype",), {"dtype": T.float32})
+        t = T.quaternion(T.resolve(dtype))
+        return self.emit("construct", t, [self.const(0, t._scalar)] * 3 + [self.const(1, t._scalar)], node)
+
+    def builtin_transform_identity(self, node):
+        (dtype,) = self.static_kwargs(node, ("dtype",), {"dtype": T.float32})
+        t = T.transformation(T.resolve(dtype))
+        z, one = self.const(0, t._scalar), self.const(1, t._scalar)
+        return self.emit("construct", t, [z] * 6 + [one], node)
+
+    def builtin_transform(self, node):
+        return self.construct(T.transform, node)
+
+    def builtin_matrix_from_rows(self, node):
+        return self._matrix_from(node, rows=True)
+
+    def builtin_matrix_from_cols(self, node):
+        return self._matrix_from(node, rows=False)
+
+    def _matrix_from(self, node, rows: bool):
+        vecs = self.plain_args(node)
+        if not vecs or any(not T.is_vector(v.type) or v.type is not vecs[0].type for v in vecs):
+            raise self.err(node, "expects vectors of one type")
+        n, vt = len(vecs), vecs[0].type
+        shape = (n, vt._length) if rows else (vt._length, n)
+        t = T.matrix(shape, vt._scalar)
+        comps = []
+        for i in range(shape[0]):
+            for j in range(shape[1]):
+                v, k = (vecs[i], j) if rows else (vecs[j], i)
+                comps.append(self.emit("extract", vt._scalar, [v, self.const(k, T.int32)], node))
+        return self.emit("construct", t, comps, node)
+
+    def static_kwargs(self, node, names, defaults):
+        vals = dict(defaults)
+        for name, a in zip(names, node.args):
+            vals[name] = self.eval_static(a)
+        for kw in node.keywords:
+            if kw.arg not in names:
+                raise self.err(kw, f"unexpected keyword '{kw.arg}'")
+            vals[kw.arg] = self.eval_static(kw.value)
+        missing = [n for n in names if n not in vals]
+        if missing:
+            raise self.err(node, f"missing argument(s): {', '.join(missing)}")
+        return [vals[n] for n in names]
+
+    def eval_static(self, node):
+        v = self.expr(node)
+        if isinstance(v, Ref):
+            return v.obj
+        if isinstance(v, Var) and v.is_const:
+            return v.const
+        if isinstance(v, tuple) and all(isinstance(x, Var) and x.is_const for x in v):
+            return tuple(x.const for x in v)  # e.g. shape=(3, 3)
+        raise self.err(node, "expected a compile-time constant")
+
+    def generic_composite(self, make, node):
+        """Warp's ``vector(a, b, c)``, ``vector(s, length=3)``, ``vector(length=3, dtype=float64)``,
+        ``matrix(a, b, c, d, shape=(2, 2))``, ``matrix(shape=(3, 3), dtype=float64)``: the type
+        comes from the keywords, else from the components (float32 for bare literals)."""
+        size_kw = "length" if make is T.vector else "shape"
+        kw = {}
+        for k in node.keywords:
+            if k.arg not in (size_kw, "dtype"):
+                raise self.err(k, f"{make.__name__}() takes the keywords {size_kw}= and dtype=, not '{k.arg}'")
+            kw[k.arg] = self.eval_static(k.value)
+        args = [self.value(a) for a in node.args]
+        if size_kw not in kw:
+            if make is T.matrix:
+                raise self.err(node, "matrix() needs shape=(rows, cols)")
+            if len(args) < 2:
+                raise self.err(node, "vector() needs length= unless it is given its components")
+            kw["length"] = len(args)
+        dtype = kw.get("dtype")
+        if dtype is None:
+            strong = next((a.type for a in args if not a.weak), None)
+            dtype = getattr(strong, "_scalar", strong) or T.float32
+        try:
+            t = make(kw[size_kw], dtype)
+        except (TypeError, ValueError) as e:
+            raise self.err(node, f"{make.__name__}(): {e}") from None
+        return self.construct(t, node, args)
+
+    def construct(self, t, node, args=None):
+        """``vec3(x, y, z)``, ``vec3(s)``, ``vec3()``, ``vec3d(v)``, ``mat22(a, b, c, d)``,
+        ``transform(p, q)``, ``MyStruct()``, and scalar casts like ``float64(x)``; ``args`` when
+        the caller has already evaluated them."""
+        if T.is_struct(t):
+            if node.args:
+                raise self.err(node, f"struct {t.__name__} is built with keyword arguments or none")
+            v = self.emit("construct", t, [], node)
+            for kw in node.keywords:
+                if kw.arg not in t._fields:
+                    raise self.err(kw, f"struct {t.__name__} has no field '{kw.arg}'")
+                val = self.value(kw.value)
+                ft = t._fields[kw.arg]
+                v = self.emit("field_set", t, [v, self.convert(val, ft, kw) if not isinstance(ft, T.ArrayType)
+                                               else val], node, field=kw.arg)
+            return v
+        args = self.plain_args(node) if args is None else args
+        if T.is_scalar(t):
+            if len(args) != 1:
+                raise self.err(node, f"{T.type_name(t)}() takes one argument")
+            return self.cast(args[0], t, node)
+        n = T.num_components(t)
+        s = t._scalar
+        if not args:
+            return self.emit("construct", t, [], node)
+        if t._kind == "transform" and len(args) == 2:
+            p = self.convert(args[0], T.vector(3, s), node) if args[0].weak else args[0]
+            q = args[1]
+            if p.type is not T.vector(3, s) or q.type is not T.quaternion(s):
+                raise self.err(node, f"{T.type_name(t)}(p, q) needs a {T.type_name(T.vector(3, s))} and a "
+                                     f"{T.type_name(T.quaternion(s))}")
+            comps = [self.emit("extract", s, [p, self.const(i, T.int32)], node) for i in range(3)]
+            comps += [self.emit("extract", s, [q, self.const(i, T.int32)], node) for i in range(4)]
+            return self.emit("construct", t, comps, node)
+        if len(args) == 1 and T.is_composite(args[0].type):
+            a = args[0]
+            if T.num_components(a.type) != n:
+                raise self.err(node, f"cannot build {T.type_name(t)} from {T.type_name(a.type)}")
+            return a if a.type is t else self.emit("cast", t, [a], node)
+        if len(args) == 1 and t._kind in ("vector",):
+            return self.emit("construct", t, [self.convert_or_cast(args[0], s, node)] * n, node)
+        if T.is_matrix(t) and len(args) == t._shape[0] and all(T.is_vector(a.type) for a in args):
+            raise self.err(node, f"build a matrix from vectors with matrix_from_rows(...) or "
+                                 f"matrix_from_cols(...), or pass {n} scalars to {T.type_name(t)}()")
+        if len(args) != n:
+            raise self.err(node, f"{T.type_name(t)}() takes {n} components (or none), got {len(args)}")
+        return self.emit("construct", t, [self.convert_or_cast(a, s, node) for a in args], node)
+
+    def convert_or_cast(self, v, s, node):
+        if v.type is s:
+            return v
+        if v.weak:
+            return self.convert(v, s, node)
+        raise self.err(node, f"component type mismatch: expected {T.type_name(s)}, got {T.type_name(v.type)}")
+
+    # ------------------------------------------------------------------------------------------
+    # funcs: inlined at the call site
+
+    def call_func(self, func, node):
+        args = [self.expr(a) for a in node.args]
+        args = [a if isinstance(a, tuple) else self.single(a, node) for a in args]
+        kw = {k.arg: self.value(k.value) for k in node.keywords}
+        overload = func.resolve(args, kw)
+        if overload is None:
+            given = ", ".join(T.type_name(a.type) if isinstance(a, Var) else "tuple" for a in args)
+            raise self.err(node, f"no overload of func '{func.key}' takes ({given}); expected "
+                                 f"{func.signatures()}")
+        if self.inline_depth > 32:
+            raise self.err(node, f"func '{func.key}' calls itself too deeply (recursion is not supported)")
+        src = overload.source()
+        sig = inspect.signature(overload.pyfunc)
+        try:
+            bound = sig.bind(*args, **kw)
+        except TypeError as e:
+            raise self.err(node, f"func '{func.key}': {e}") from None
+        bound.apply_defaults()
+        frame = _Frame(src, is_kernel=False)
+        ann = annotations(overload.pyfunc)
+        for name, v in bound.arguments.items():
+            if not isinstance(v, Var):
+                v = self.single(Ref(v), node) if not isinstance(v, tuple) else v
+            t = _resolve_annotation(ann.get(name)) if name in ann else None
+            if t is not None and isinstance(v, Var) and not isinstance(t, T.ArrayType):
+                v = self.convert(v, t, node) if v.weak else v
+            frame.sym[name] = v
+        frame.sym["$ret"] = _false()
+        rt = ann.get("return")
+        if rt is not None:
+            frame.ret_type = _resolve_annotation(rt) if not isinstance(rt, tuple) else tuple(
+                _resolve_annotation(x) for x in rt)
+        if overload.custom_grad is not None or not overload.differentiable:
+            return self.call_custom_grad(overload, frame, node)
+        self.frames.append(frame)
+        self.inline_depth += 1
+        try:
+            self.stmts(src.tree.body)
+        finally:
+            self.inline_depth -= 1
+            self.frames.pop()
+        result = frame.sym.get("$retval")
+        if result is None:
+            return Var(T.bool_, const=False) if rt is None else self.zero_value(frame.ret_type, node)
+        return result
+
+    def call_custom_grad(self, overload, frame: _Frame, node):
+        """A func with ``@xsim.func_grad``: its body runs forward with no adjoint of its own; the
+        grad func's body, run in the reverse pass, adds into ``adjoint[arg]``. A func declared with
+        ``differentiable=False`` is the same with an empty grad body."""
+        outer = self.block
+        inputs = {n: v for n, v in frame.sym.items() if not n.startswith("$")}
+        fwd = Block()
+        self.block = fwd
+        self.frames.append(frame)
+        self.stmts(frame.src.tree.body)
+        self.frames.pop()
+        result = frame.sym.get("$retval")
+        if not isinstance(result, Var):
+            what = "a custom gradient" if overload.differentiable else "differentiable=False"
+            raise self.err(node, f"a func with {what} must return one value")
+        if overload.custom_grad is None:
+            self.block = outer
+            self.skipped_funcs.add(overload.pyfunc.__qualname__)
+            op = Op("custom", result, [], {"fwd": fwd, "grad": Block(), "adj_ret": Var(result.type, hint="adj_ret"),
+                                           "accums": []}, self.f.src.lineno(node))
+            self.block.stmts.append(op)
+            return result
+        # the grad body: params bound to the forward inputs and to the result's adjoint
+        src = overload.custom_grad.source()
+        gframe = _Frame(src, is_kernel=False)
+        adj_ret = Var(result.type, hint="adj_ret")
+        params = [a.arg for a in src.tree.args.args]
+        extra = [p for p in params if p not in inputs]
+        if len(extra) != 1:
+            raise src.error(src.tree, "a func_grad takes the func's parameters plus one adjoint of the result")
+        for p in params:
+            gframe.sym[p] = inputs.get(p, adj_ret)
+        gframe.sym["$ret"] = _false()
+        grad = Block()
+        self.block = grad
+        diff_inputs = {n: v for n, v in inputs.items() if isinstance(v, Var) and not isinstance(v.type, T.ArrayType)}
+        for n, v in diff_inputs.items():
+            gframe.sym["$adj:" + n] = self.zero_value(v.type, node)
+        self.frames.append(gframe)
+        self.stmts(src.tree.body)
+        self.frames.pop()
+        self.block = outer
+        accums = [(v, gframe.sym["$adj:" + n]) for n, v in diff_inputs.items()]
+        op = Op("custom", result, [], {"fwd": fwd, "grad": grad, "adj_ret": adj_ret, "accums": accums},
+                self.f.src.lineno(node))
+        self.block.stmts.append(op)
+        return result
+
+    def adjoint_slot(self, node):
+        raise self.err(node, "adjoint[...] can only be used as the target of += in a func_grad body")

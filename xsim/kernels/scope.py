@@ -1,0 +1,175 @@
+"""What the frontend works with besides the IR: the source of a function being compiled, the
+symbol frame of one function body, compile-time references (modules, funcs, types, builtins),
+annotations, and the tables mapping Python operators to builtins."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+import types as _pytypes
+from typing import Any
+
+from .. import types as T
+from ..errors import CompileError
+from .ir import Var
+
+MAX_UNROLL = 16
+MAX_UNROLL_OPS = 1500
+
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
+           ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "mul", ast.BitAnd: "bit_and", ast.BitOr: "bit_or",
+           ast.BitXor: "bit_xor", ast.LShift: "lshift", ast.RShift: "rshift"}
+_CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+_PY_FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+            "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+            "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+_ATOMICS = ("atomic_add", "atomic_sub", "atomic_min", "atomic_max")
+_UNSUPPORTED = {
+    ast.Lambda: "lambdas", ast.ListComp: "list comprehensions", ast.SetComp: "set comprehensions",
+    ast.DictComp: "dict comprehensions", ast.GeneratorExp: "generator expressions", ast.Try: "try/except",
+    ast.With: "with blocks", ast.Global: "global statements", ast.Nonlocal: "nonlocal statements",
+    ast.Delete: "del", ast.ClassDef: "class definitions", ast.Import: "imports", ast.ImportFrom: "imports",
+    ast.FunctionDef: "nested function definitions", ast.Yield: "yield", ast.Await: "await",
+    ast.List: "lists", ast.Dict: "dicts", ast.Set: "sets", ast.JoinedStr: "f-strings", ast.Raise: "raise",
+    ast.AsyncFor: "async for", ast.AsyncWith: "async with", ast.Starred: "star expressions",
+    ast.NamedExpr: "walrus assignment", ast.Assert: "assert",
+}
+
+
+class Ref:
+    """A compile-time Python object met in a kernel: a module, func, type, builtin, constant."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+
+class _Source:
+    """Where one function's code lives: its AST, file, line offset and the names it can see."""
+
+    def __init__(self, pyfunc):
+        self.pyfunc = pyfunc
+        lines, first = inspect.getsourcelines(pyfunc)
+        self.file = inspect.getsourcefile(pyfunc) or "<unknown>"
+        self.line0 = first - 1
+        self.lines = lines
+        src = textwrap.dedent("".join(lines))
+        self.indent = len(lines[0]) - len(lines[0].lstrip())
+        tree = ast.parse(src)
+        self.tree = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
+        self.names = dict(pyfunc.__globals__)
+        if pyfunc.__closure__:
+            for name, cell in zip(pyfunc.__code__.co_freevars, pyfunc.__closure__):
+                try:
+                    self.names[name] = cell.cell_contents
+                except ValueError:
+                    pass
+
+    def error(self, node, msg: str) -> CompileError:
+        line = getattr(node, "lineno", 1)
+        col = getattr(node, "col_offset", 0) + self.indent
+        src_line = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        return CompileError(msg, self.file, self.line0 + line, col, src_line)
+
+    def lineno(self, node) -> int:
+        return self.line0 + getattr(node, "lineno", 1)
+
+
+class _Frame:
+    """The state of one function body being built: its symbols, flags and the loop it is in."""
+
+    def __init__(self, source: _Source, is_kernel: bool):
+        self.src = source
+        self.is_kernel = is_kernel
+        self.sym: dict[str, Any] = {}
+        self.flags: list[str] = ["$ret"]
+        self.loop_vars: set[str] = set()
+        self.ret_type = None
+
+
+def _false():
+    return Var(T.bool_, const=False)
+
+
+def _is_attr_chain(node) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _assigned_names(body) -> set[str]:
+    """Names a block of statements assigns (plain, augmented, component and tuple targets)."""
+    out = set()
+    for s in body:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                out.add(n.id)
+            elif isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, ast.Store):
+                root = n
+                while isinstance(root, (ast.Subscript, ast.Attribute)):
+                    root = root.value
+                if isinstance(root, ast.Name):
+                    out.add(root.id)
+    return out
+
+
+def annotations(pyfunc) -> dict:
+    """A function's annotations as objects, also when its module uses
+    ``from __future__ import annotations`` (they are then strings, evaluated in its globals)."""
+    cached = getattr(pyfunc, "__xsim_annotations__", None)
+    if cached is None:
+        try:
+            cached = inspect.get_annotations(pyfunc, eval_str=True)
+        except (NameError, AttributeError, SyntaxError, TypeError):  # reported where the name is used
+            cached = dict(pyfunc.__annotations__)
+        pyfunc.__xsim_annotations__ = cached
+    return cached
+
+
+def _resolve_annotation(a):
+    if isinstance(a, str):
+        return None
+    a = T.resolve(a)
+    if isinstance(a, T.ArrayType) or T.is_value_type(a):
+        return a
+    return None
+
+
+def _describe(obj) -> str:
+    if isinstance(obj, _pytypes.ModuleType):
+        return f"module '{obj.__name__}'"
+    return repr(obj)
+
+
+class BuiltinRef:
+    """What ``xsim.sin`` etc. are in Python: a name the frontend resolves to a builtin."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"xsim.{self.name} can only be called inside an @xsim.kernel or @xsim.func")
+
+    def __repr__(self):
+        return f"<xsim builtin {self.name}>"
+
+
+class _AdjointMarker:
+    """``xsim.adjoint``: in a func_grad body, ``adjoint[x] += value`` accumulates x's gradient."""
+
+    def __getitem__(self, item):
+        raise TypeError("xsim.adjoint can only be used inside an @xsim.func_grad body")
+
+    def __repr__(self):
+        return "xsim.adjoint"
+
+
+_ADJOINT = _AdjointMarker()
+
+
+def _adjoint_marker():
+    return _ADJOINT
