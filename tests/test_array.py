@@ -2,11 +2,10 @@
 
 import ctypes
 import gc
+import importlib
 
 import numpy as np
 import pytest
-
-import importlib
 
 from xsim import device as xd
 from xsim import types as T

@@ -1,4 +1,8 @@
-"""xsim: a differentiable XPBD physics engine with its own Python-embedded kernel compiler."""
+"""xsim: a differentiable XPBD physics engine with its own Python-embedded kernel compiler.
+
+The public namespace follows NVIDIA Warp's names (``xsim.kernel``, ``xsim.launch``, ``xsim.vec3``,
+``xsim.sin``...) so that a Warp kernel ports by changing its import.
+"""
 
 __version__ = "0.1.0"
 
@@ -19,7 +23,17 @@ from .array import (
     zeros,
     zeros_like,
 )
-from .device import Device, get_device, is_cuda_available, set_device, synchronize
+from .device import (
+    Device,
+    ScopedStream,
+    Stream,
+    get_device,
+    get_stream,
+    is_cuda_available,
+    set_device,
+    set_stream,
+    synchronize,
+)
 from .errors import CompileError, SceneError
 from .kernels.builtins import BUILTINS as _BUILTINS
 from .kernels.kernel import func, func_grad, kernel
@@ -29,13 +43,14 @@ from .kernels.scope import BuiltinRef as _BuiltinRef
 from .types import *
 from .types import matrix, quaternion, struct, transformation, vector
 
+# the builtins as names a kernel can reach (xsim.sin, xsim.tid, ...): resolved by the frontend
 for _name in list(_BUILTINS) + ["tid", "where", "select", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
                                 "identity", "quat_identity", "transform_identity", "matrix_from_rows",
                                 "matrix_from_cols"]:
     if _name not in globals() or _name in ("abs", "min", "max", "round", "pow"):
         globals()[_name] = _BuiltinRef(_name)
-bool = bool_
 del _name
+bool = bool_  # Warp's xsim.bool
 
 
 def constant(x):
@@ -43,8 +58,8 @@ def constant(x):
     return x
 
 
-from . import sim, solvers  # noqa: F401
-from .autodiff import Tape  # noqa: F401
-from .autodiff.interop import from_dlpack, from_torch, to_torch, to_torch_function  # noqa: F401
-from .autodiff.ops import clone, copy  # noqa: F401
-from .device import ScopedStream, Stream, get_stream, set_stream  # noqa: F401
+# the layers above the kernel compiler (they import the names above)
+from . import sim, solvers
+from .autodiff import Tape
+from .autodiff.interop import from_dlpack, from_torch, to_torch, to_torch_function
+from .autodiff.ops import clone, copy

@@ -16,8 +16,8 @@ Vectors, matrices, quaternions and transforms are values with numpy storage; the
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import functools
+import hashlib
 import inspect
 from typing import Any, ClassVar
 

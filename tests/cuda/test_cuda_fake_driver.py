@@ -149,7 +149,7 @@ class _CudaTensorStandIn:
     """What from_torch reads of a torch CUDA tensor: its device and __cuda_array_interface__ (torch's
     CPU build cannot make real CUDA tensors)."""
 
-    class device:  # noqa: N801 - mirrors torch.device's attributes
+    class device:
         type, index = "cuda", 0
 
     requires_grad = False

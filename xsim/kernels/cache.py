@@ -16,7 +16,6 @@ from pathlib import Path
 from .. import __version__
 
 
-
 def cache_dir() -> Path:
     """The per-user cache folder (``XSIM_CACHE_DIR`` overrides), created with mode 0700."""
     root = os.environ.get("XSIM_CACHE_DIR")
