@@ -17,6 +17,7 @@ from .schema import (
     Invalid,
     Key,
     check_table,
+    check_typed_table,
     describe,
     either,
     integer,
@@ -94,13 +95,7 @@ def check_body(raw: Any, path: str, body: dict[str, Key], shapes: dict[str, dict
 
 def _check_shape(raw: Any, table: str, index: int, shapes: dict[str, dict[str, Key]], load_mesh) -> dict:
     path = join(table, index)
-    if not isinstance(raw, dict):
-        raise Invalid(path, "a table [[body.shape]]", describe(raw))
-    if "type" not in raw:
-        raise Invalid(join(path, "type"), "one of " + ", ".join(f'"{t}"' for t in _SHAPE_TYPES),
-                      "nothing (the key is missing)")
-    kind = string(tuple(_SHAPE_TYPES))(raw["type"], join(path, "type"))
-    spec = check_table(raw, path, shapes[kind], "a table [[body.shape]]")
+    kind, spec = check_typed_table(raw, path, shapes, "a table [[body.shape]]")
     spec["name"] = f"{kind}{index}"  # its prim's name under the body's: box0, sphere1...
     if kind == "mesh":
         spec["vertices"], spec["indices"] = load_mesh(spec["mesh"], join(path, "mesh"), spec["scale"])

@@ -26,6 +26,7 @@ from .schema import (
     Key,
     boolean,
     check_table,
+    check_typed_table,
     describe,
     either,
     integer,
@@ -315,13 +316,7 @@ def _check_cloth(raw: Any, path: str, scene_path: Path) -> dict:
 
 
 def _check_collider(raw: Any, path: str, scene_path: Path) -> dict:
-    if not isinstance(raw, dict):
-        raise Invalid(path, "a table [[collider]]", describe(raw))
-    if "type" not in raw:
-        raise Invalid(join(path, "type"), "one of " + ", ".join(f'"{t}"' for t in _COLLIDER_TYPES),
-                      "nothing (the key is missing)")
-    ctype = string(tuple(_COLLIDER_TYPES))(raw["type"], join(path, "type"))
-    spec = check_table(raw, path, COLLIDER_KEYS[ctype], "a table [[collider]]")
+    ctype, spec = check_typed_table(raw, path, COLLIDER_KEYS, "a table [[collider]]")
     if ctype == "mesh":
         spec["vertices"], spec["indices"] = _load_mesh(scene_path, spec["mesh"], join(path, "mesh"), spec["scale"])
     return spec

@@ -142,6 +142,17 @@ def boolean(value: Any, path: str) -> bool:
     return value
 
 
+def check_typed_table(raw: Any, path: str, schemas: dict[str, dict[str, Key]], what: str) -> tuple[str, dict]:
+    """A table whose ``type`` key picks its schema among ``schemas``: returns (type, checked table)."""
+    if not isinstance(raw, dict):
+        raise Invalid(path, what, describe(raw))
+    if "type" not in raw:
+        raise Invalid(join(path, "type"), "one of " + ", ".join(f'"{t}"' for t in schemas),
+                      "nothing (the key is missing)")
+    kind = string(tuple(schemas))(raw["type"], join(path, "type"))
+    return kind, check_table(raw, path, schemas[kind], what)
+
+
 def string(choices: tuple[str, ...] | None = None, pattern=None, expected: str = "a string") -> Converter:
     """A string, optionally one of ``choices`` or matching the compiled regex ``pattern``."""
     if choices:
