@@ -59,6 +59,13 @@ def squared_norm_loss(q: xsim.array(dtype=xsim.vec3d), loss: xsim.array(dtype=F6
 
 
 @xsim.kernel
+def body_position_loss(body_q: xsim.array(dtype=xsim.transformd), loss: xsim.array(dtype=F64)):
+    i = xsim.tid()
+    p = xsim.transform_get_translation(body_q[i])
+    xsim.atomic_add(loss, 0, xsim.dot(p, p))
+
+
+@xsim.kernel
 def halve_in_place(qd: xsim.array(dtype=xsim.vec3d)):
     i = xsim.tid()
     qd[i] = qd[i] * F64(0.5)
@@ -314,6 +321,66 @@ def test_checkpointed_cloth_gradients_equal_plain_tape(cloth_reference, segment)
     s0 = model.state()
     result = checkpointed_rollout(step, s0, CLOTH_STEPS, cloth_loss, segment=segment, state_factory=model.state)
     got = cloth_grads(model, s0)
+    assert result.loss == pytest.approx(ref_loss, rel=1e-12)
+    for name in ref:
+        assert np.abs(ref[name]).max() > 1e-4, name
+        np.testing.assert_allclose(got[name], ref[name], rtol=1e-6, atol=1e-12 * np.abs(ref[name]).max(),
+                                   err_msg=name)
+
+
+# -- XPBD rigid bodies ------------------------------------------------------------------------------
+
+RIGID_STEPS = 12
+
+
+def rigid_rollout_setup():
+    """A revolute pendulum set swinging and a box thrown onto the ground (contacts and a joint)."""
+    b = ModelBuilder()
+    bob = b.add_body(((0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0)), lin_vel=(0.5, 0.0, 0.0), ang_vel=(0.0, 0.5, 0.0))
+    b.add_shape_sphere(bob, radius=0.1)
+    b.add_joint_revolute(-1, bob, parent_xform=((0.0, 0.0, 2.0), (0.0, 0.0, 0.0, 1.0)),
+                         child_xform=((0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0)), axis=(0.0, 1.0, 0.0))
+    box = b.add_body(((1.0, 0.0, 0.12), (0.0, 0.0, 0.0, 1.0)), lin_vel=(1.0, 0.0, -0.5))
+    b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1)
+    b.add_ground_plane(mu=0.5)
+    model = b.finalize(requires_grad=True, dtype=xsim.float64)
+    solver = SolverXPBD(model, substeps=2, iterations=1)
+    control = model.control()
+    return model, lambda s_in, s_out, i: solver.step(s_in, s_out, control, 1.0 / 60.0)
+
+
+def rigid_loss(state):
+    loss = xsim.zeros(1, dtype=F64, requires_grad=True)
+    xsim.launch(body_position_loss, state.body_q.shape[0], inputs=[state.body_q], outputs=[loss])
+    return loss
+
+
+def rigid_grads(state0) -> dict:
+    return {"body_q0": state0.body_q.grad.numpy().copy(), "body_qd0": state0.body_qd.grad.numpy().copy()}
+
+
+@pytest.fixture(scope="module")
+def rigid_reference():
+    model, step = rigid_rollout_setup()
+    s0 = model.state()
+    with xsim.Tape() as tape:
+        s = s0
+        for i in range(RIGID_STEPS):
+            out = model.state()
+            step(s, out, i)
+            s = out
+        loss = rigid_loss(s)
+    tape.backward(loss)
+    return float(loss.numpy()[0]), rigid_grads(s0)
+
+
+@pytest.mark.parametrize("segment", [1, 5, RIGID_STEPS])
+def test_checkpointed_rigid_gradients_equal_plain_tape(rigid_reference, segment):
+    ref_loss, ref = rigid_reference
+    model, step = rigid_rollout_setup()
+    s0 = model.state()
+    result = checkpointed_rollout(step, s0, RIGID_STEPS, rigid_loss, segment=segment, state_factory=model.state)
+    got = rigid_grads(s0)
     assert result.loss == pytest.approx(ref_loss, rel=1e-12)
     for name in ref:
         assert np.abs(ref[name]).max() > 1e-4, name
