@@ -429,3 +429,46 @@ def test_sliding_box_distance_gradient_wrt_friction_matches_finite_differences_a
     assert grad == pytest.approx(fd, rel=1e-4)
     t = 18 / 60.0
     assert grad == pytest.approx(-G * t * t / 2.0, rel=0.05)  # x = v0 t - mu g t^2 / 2 while sliding
+
+
+# -- box-box edge contacts ---------------------------------------------------------------------------------
+
+
+def turned_box_on_box(degrees, top_z=0.3, static_bottom=False, requires_grad=False):
+    """A 0.4 x 0.4 x 0.2 m box on an equal one (dynamic on the ground, or static), turned ``degrees``
+    about z: no corner of either box lies over the other's face, only edge-edge contacts hold it."""
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.6)
+    if static_bottom:
+        b.add_shape_box(-1, xform=((0.0, 0.0, 0.1), (0.0, 0.0, 0.0, 1.0)), hx=0.2, hy=0.2, hz=0.1)
+    else:
+        bottom = b.add_body(((0.0, 0.0, 0.1), (0.0, 0.0, 0.0, 1.0)))
+        b.add_shape_box(bottom, hx=0.2, hy=0.2, hz=0.1, mu=0.6)
+    h = np.radians(degrees) / 2.0
+    top = b.add_body(((0.0, 0.0, top_z), (0.0, 0.0, np.sin(h), np.cos(h))))
+    b.add_shape_box(top, hx=0.2, hy=0.2, hz=0.1, mu=0.6)
+    return b.finalize(dtype=xsim.float64, requires_grad=requires_grad)
+
+
+@pytest.mark.parametrize("degrees", [10.0, 45.0])
+def test_box_turned_about_z_rests_on_an_equal_box_for_two_seconds(degrees):
+    model = turned_box_on_box(degrees)
+    poses = []
+    run(model, SolverXPBD(model, substeps=10, iterations=1), 120, 1.0 / 60.0, record=lambda s: poses.append(
+        s.body_q.numpy()[1].copy()))
+    poses = np.array(poses)
+    assert np.all(np.abs(poses[:, 2] - 0.3) < 2e-3)
+    assert np.all(np.linalg.norm(poses[:, :2], axis=1) < 1e-3)
+    assert abs(np.degrees(rotation_angle(poses[-1, 3:])) - degrees) < 0.1
+
+
+def test_box_landing_edge_on_edge_pose_gradient_wrt_initial_velocity():
+    # the top box (turned 45 degrees) drops 1 cm onto a static box, slides and spins on its eight
+    # edge-edge contacts: with no corner over a face, those contacts alone hold it up
+    model = turned_box_on_box(45.0, top_z=0.31, static_bottom=True, requires_grad=True)
+    qd0 = [[0.3, -0.2, -0.5, 0.0, 0.0, 0.8]]
+    grad = check_velocity_gradient(model, qd0, 20, 1.0 / 60.0)
+    assert np.all(np.abs(grad[0, :3]) > 1e-3)
+    qd = xsim.array(qd0, dtype=xsim.vector(6, xsim.float64))
+    _, states = rollout_loss(model, qd, xsim.zeros(1, dtype=xsim.transformd), 20, 1.0 / 60.0)
+    assert abs(states[-1].body_q.numpy()[0, 2] - 0.3) < 3e-3

@@ -33,6 +33,7 @@ JOINT_PRISMATIC, JOINT_REVOLUTE, JOINT_BALL, JOINT_FIXED, JOINT_FREE = 0, 1, 2, 
 NO_LIMIT = 1.0e10  # a limit this large (or None) means none
 DEFAULT_MU = 0.5
 BOX_CORNER_ROUNDING = 0.05  # fraction of the smallest half extent
+BOX_EDGE_PAIRS = 144  # contacts of a box-box pair beyond its corners: one per pair of edges (12 x 12)
 _IDENTITY = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
 
 
@@ -103,7 +104,8 @@ class RigidBuilderMixin:
                       density: float | None = None, mu: float = DEFAULT_MU, restitution: float = 0.0) -> int:
         """A box with half extents ``hx, hy, hz`` (m) on ``body``. Its contact points are its corners,
         rounded by ``BOX_CORNER_ROUNDING`` of its smallest half extent: a corner that lies exactly on
-        another box's edge (equal boxes stacked) still finds that box's face."""
+        another box's edge (equal boxes stacked) still finds that box's face. Against another box its
+        edges collide too (``BOX_EDGE_PAIRS``), so a box turned on a box does not sink through it."""
         r = BOX_CORNER_ROUNDING * min(hx, hy, hz)
         corners = S.box_corners((hx - r, hy - r, hz - r))
         return self._add_shape(body, S.SHAPE_BOX, xform, (hx, hy, hz), r, corners,
@@ -211,8 +213,9 @@ class RigidBuilderMixin:
         shape_xform = [np.concatenate([s["p"] - com_of(s["body"]), s["q"]]) for s in shapes]
         point_start = np.cumsum([0] + [len(s["points"]) for s in shapes])
         pairs = _contact_pairs(shapes, inv_mass, self.joints)
+        both_boxes = (lambda a, b: shapes[a]["type"] == shapes[b]["type"] == S.SHAPE_BOX)
         pair_points = [(len(shapes[a]["points"]) if ra else 0) + (len(shapes[b]["points"]) if rb else 0)
-                       for a, b, ra, rb in pairs]
+                       + (BOX_EDGE_PAIRS if both_boxes(a, b) else 0) for a, b, ra, rb in pairs]
         pair_offset = np.cumsum([0] + pair_points)
         bound = [_bounding_radius(s) for s in shapes]
         joints = self.joints
@@ -386,7 +389,7 @@ class RigidModel:
     shape_points: object      # array(vec3): contact points in shape frames
     pair_shapes: object       # array(int, ndim=2), (pairs, 4): shape a, shape b, a-points?, b-points?
     contact_pair: object      # array(int): the pair of each contact point (one thread each)
-    contact_index: object     # array(int): its index in the pair (a's points first, then b's)
+    contact_index: object     # array(int): its index in the pair (a's points, b's, then box-box edge pairs)
     pair_mu: object           # array(float): mean of the two shapes' mu
     pair_restitution: object  # array(float)
     joint_type: object        # array(int): JOINT_* codes

@@ -5,10 +5,12 @@ and 3.6; and the one-way coupling that pushes particles (cloth) out of moving bo
 A contact is a *point with a radius* of one shape against the *surface* of another: sphere centres
 (radius r), points spread along capsule axes (r), slightly rounded box corners and mesh (hull)
 vertices (radius 0) against a plane, sphere, box or capsule (``xsim.sim.rigid._point_roles``
-decides which side offers points). Each contact point is one thread (Jacobi, see
-``rigid_solver.py``). Known gaps of this point-based scheme: box-box edge-edge contacts,
-capsule-capsule contacts between the sample points (exact to within a radius), and primitives
-against a mesh's faces (only mesh vertices collide; mesh against mesh does not).
+decides which side offers points). Box-box pairs add one contact per pair of edges (12 x 12,
+``edge_contact_geometry``): two equal boxes stacked with one turned about z have no corner over
+the other's face, and only the crossings of their edges hold them. Each contact is one thread
+(Jacobi, see ``rigid_solver.py``). Known gaps: capsule-capsule contacts between the sample points
+(exact to within a radius), and primitives against a mesh's faces (only mesh vertices collide;
+mesh against mesh does not).
 
 Contact generation runs every step: ``find_contact_pairs`` (not differentiated) marks the shape
 pairs close enough to touch during the step, and the solver lists their contact points (on the
@@ -16,8 +18,8 @@ host: one small device-to-host copy per step); the contact kernels run over that
 every solve recomputes each
 contact's geometry (normal, depth, contact points) from the current poses, so the gradient flows
 through the geometry; the discrete choices -- which pairs are candidates, whether a point
-penetrates, which box face is nearest, static versus dynamic friction, whether restitution
-applies -- are branches whose outcome is a constant of the backward pass: the gradient is that of
+penetrates, which box face is nearest, whether an edge pair is a contact, static versus dynamic
+friction, whether restitution applies -- are branches whose outcome is a constant of the backward pass: the gradient is that of
 the branch taken (exact while the contact set does not change, one-sided where it switches).
 """
 
@@ -75,13 +77,120 @@ def contact_geometry(xa, qa, sxa, point, ra, xb, qb, sxb, kind_b: int, size_b):
 
 
 @xsim.func
-def contact_position_update(xa, qa, xa0, qa0, ima, iia, sxa, point, ra,
-                            xb, qb, xb0, qb0, imb, iib, sxb, kind_b: int, size_b, mu, lam):
-    """One contact's position-pass update (Mueller et al. 2020, sec. 3.5): resolve the depth with
-    the generalized inverse masses, then static friction: cancel the tangential motion of the
-    contact points since the substep start (poses ``*0``) when that needs a multiplier below
+def box_edge(e: int, half):
+    """Edge ``e`` (0..11) of a box of half extents ``half``, in box coordinates: (start point, end
+    minus start, outward normals of its two faces). Edges 4k..4k+3 run along axis k."""
+    k = e // 4
+    start = half - half
+    d = half - half
+    f1 = half - half
+    f2 = half - half
+    for j in range(3):
+        if j == k:
+            start[j] = -half[j]
+            d[j] = 2.0 * half[j]
+        elif j == (k + 1) % 3:
+            f1[j] = 1.0
+            if e % 2 == 1:
+                f1[j] = -1.0
+            start[j] = f1[j] * half[j]
+        else:
+            f2[j] = 1.0
+            if (e // 2) % 2 == 1:
+                f2[j] = -1.0
+            start[j] = f2[j] * half[j]
+    return start, d, f1, f2
+
+
+@xsim.func
+def box_axis_overlap(u, qa, ha, qb, hb, gap):
+    """Overlap (m) of the projections on the unit axis ``u`` of two boxes with rotations ``qa``,
+    ``qb``, half extents ``ha``, ``hb`` and centres ``gap`` apart (b to a); < 0 when ``u`` separates."""
+    ua = xsim.quat_rotate_inv(qa, u)
+    ub = xsim.quat_rotate_inv(qb, u)
+    overlap = -xsim.abs(xsim.dot(gap, u))
+    for k in range(3):
+        overlap = overlap + ha[k] * xsim.abs(ua[k]) + hb[k] * xsim.abs(ub[k])
+    return overlap
+
+
+@xsim.func
+def edge_contact_geometry(xa, qa, sxa, ha, ea: int, xb, qb, sxb, hb, eb: int, tol):
+    """Contact of edge ``ea`` of box a (half extents ``ha``, frame ``sxa`` in body a's com frame
+    (xa, qa)) with edge ``eb`` of box b: (world normal from b to a, depth, closest point on a's edge,
+    closest point on b's edge), as ``contact_geometry`` gives them; the normal is zero for parallel
+    edges.
+
+    The normal is the cross product of the edges, turned out of b. The pair counts (depth > 0) only
+    when it is a real edge-edge contact of the separating-axis test: the closest points of the two
+    lines lie inside both edges (a crossing beyond an edge's end is a corner's, which the corner
+    points hold), the normal lies in the cone of b's two face normals at its edge and its opposite
+    in a's (up to 0.05, for slightly tilted faces), each closest point is inside the other box (up to
+    ``tol``, m) and the boxes overlap along the normal no more than along any face normal (+ ``tol``):
+    otherwise a face is the axis of least penetration and the corner contacts resolve it. These are
+    the discrete choices; the geometry they select is differentiated."""
+    qsa = qa * sxa.q
+    psa = xa + xsim.quat_rotate(qa, sxa.p)
+    qsb = qb * sxb.q
+    psb = xb + xsim.quat_rotate(qb, sxb.p)
+    a0, da, fa1, fa2 = box_edge(ea, ha)
+    b0, db, fb1, fb2 = box_edge(eb, hb)
+    a0 = psa + xsim.quat_rotate(qsa, a0)
+    da = xsim.quat_rotate(qsa, da)
+    b0 = psb + xsim.quat_rotate(qsb, b0)
+    db = xsim.quat_rotate(qsb, db)
+    n = xsim.cross(da, db)
+    nn = xsim.dot(n, n)
+    aa = xsim.dot(da, da)
+    bb = xsim.dot(db, db)
+    pen = tol - tol
+    ca = a0
+    cb = b0
+    # below about half a degree between the edges their crossing point is ill-conditioned; the corner
+    # points hold such (nearly aligned) boxes
+    if nn > 1.0e-4 * aa * bb:
+        ab = xsim.dot(da, db)
+        ar = xsim.dot(da, a0 - b0)
+        br = xsim.dot(db, a0 - b0)
+        # closest points a0 + s da, b0 + t db of the two lines (nn = aa bb - ab^2)
+        s = (ab * br - bb * ar) / nn
+        t = (aa * br - ab * ar) / nn
+        ca = a0 + da * s
+        cb = b0 + db * t
+        n = n / xsim.sqrt(nn)
+        if xsim.dot(n, cb - psb) < 0.0:
+            n = -n
+        depth = xsim.dot(cb - ca, n)
+        if depth > 0.0 and s > 0.0 and s < 1.0 and t > 0.0 and t < 1.0:
+            nb = xsim.quat_rotate_inv(qsb, n)
+            na = xsim.quat_rotate_inv(qsa, n)
+            ok = xsim.dot(nb, fb1) > -0.05 and xsim.dot(nb, fb2) > -0.05
+            ok = ok and xsim.dot(na, fa1) < 0.05 and xsim.dot(na, fa2) < 0.05
+            in_b = xsim.quat_rotate_inv(qsb, ca - psb)
+            in_a = xsim.quat_rotate_inv(qsa, cb - psa)
+            gap = psa - psb
+            overlap = box_axis_overlap(n, qsa, ha, qsb, hb, gap)
+            face = overlap
+            for k in range(3):
+                ok = ok and xsim.abs(in_b[k]) <= hb[k] + tol and xsim.abs(in_a[k]) <= ha[k] + tol
+                axis = n - n
+                axis[k] = 1.0
+                face = xsim.min(face, box_axis_overlap(xsim.quat_rotate(qsa, axis), qsa, ha, qsb, hb, gap))
+                face = xsim.min(face, box_axis_overlap(xsim.quat_rotate(qsb, axis), qsa, ha, qsb, hb, gap))
+            if ok and overlap <= face + tol:
+                pen = depth
+    else:
+        n = n - n
+    return n, pen, ca, cb
+
+
+@xsim.func
+def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, iib, n, pen, ca, cb, mu, lam):
+    """One contact's position-pass update (Mueller et al. 2020, sec. 3.5) from its geometry (normal
+    ``n`` from b to a, depth ``pen``, world contact points ``ca`` on a and ``cb`` on b): resolve the
+    depth with the generalized inverse masses, then static friction: cancel the tangential motion of
+    the contact points since the substep start (poses ``*0``) when that needs a multiplier below
     mu * lambda_n. Returns (xa, qa, xb, qb, normal multiplier increment)."""
-    n, pen, ca, cb = contact_geometry(xa, qa, sxa, point, ra, xb, qb, sxb, kind_b, size_b)
     dlam = pen - pen
     if pen > 0.0:
         r_a = ca - xa
@@ -111,18 +220,17 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, sxa, point, ra,
 
 
 @xsim.func
-def contact_velocity_update(xa, qa, va, wa, va0, wa0, ima, iia, sxa, point, ra,
-                            xb, qb, vb, wb, vb0, wb0, imb, iib, sxb, kind_b: int, size_b,
-                            mu, restitution, lam, inv_h, bounce_speed):
-    """One active contact's velocity-pass update (sec. 3.6): restitution towards -e times the
-    pre-solve normal speed (velocities ``*0``; no bounce below ``bounce_speed``), never pulling a
+def contact_velocity_update(xa, qa, va, wa, va0, wa0, ima, iia, xb, qb, vb, wb, vb0, wb0, imb, iib,
+                            n, ca, cb, mu, restitution, lam, inv_h, bounce_speed):
+    """One active contact's velocity-pass update (sec. 3.6) at its current geometry (``n``, ``ca``,
+    ``cb`` as in ``contact_position_update``; a zero ``n`` means none): restitution towards -e times
+    the pre-solve normal speed (velocities ``*0``; no bounce below ``bounce_speed``), never pulling a
     separating contact back; then dynamic friction, an impulse of at most mu * lambda_n / h against
     the tangential velocity. Returns (va, wa, vb, wb)."""
-    n, _pen, ca, cb = contact_geometry(xa, qa, sxa, point, ra, xb, qb, sxb, kind_b, size_b)
     r_a = ca - xa
     r_b = cb - xb
     wn = generalized_inv_mass(qa, ima, iia, r_a, n) + generalized_inv_mass(qb, imb, iib, r_b, n)
-    if wn > 0.0:
+    if wn > 0.0 and xsim.dot(n, n) > 0.0:
         vrel0 = va0 + xsim.cross(wa0, r_a) - vb0 - xsim.cross(wb0, r_b)
         vn0 = xsim.dot(vrel0, n)
         target = vn0 - vn0
@@ -163,29 +271,37 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
 
     @xsim.kernel(module=module, enable_backward=False)
     def find_contact_pairs(Xc: Tfs, qd: Vec6s, shape_body: Ints, shape_type: Ints, shape_xform: Tfs,
-                           shape_bound: Scalars, pairs: Ints2, margin: scalar, dt: scalar, active: Ints):
+                           shape_size: Vec3s, shape_bound: Scalars, pairs: Ints2, margin: scalar, dt: scalar,
+                           active: Ints):
         """Broad phase, once per step (not differentiated): a pair is active when the bounding
         spheres of its shapes (or a sphere and a plane) come closer than ``margin`` plus the
-        distance they can travel in ``dt``."""
+        distance they can travel in ``dt``; two boxes must also come that close along each of
+        their six face normals (their 144 edge contacts make a false candidate costly)."""
         c = xsim.tid()
         reach = margin
         dist = margin - margin
         centre_a = v3()
         centre_b = v3()
+        rot_a = qt(0.0, 0.0, 0.0, 1.0)
+        rot_b = qt(0.0, 0.0, 0.0, 1.0)
         for side in range(2):
             s = pairs[c, side]
             b = shape_body[s]
             centre = shape_xform[s].p
+            rot = shape_xform[s].q
             if b >= 0:
                 pose = Xc[b]
                 arm = xsim.quat_rotate(pose.q, centre)
                 centre = pose.p + arm
+                rot = pose.q * rot
                 v, w = split_qd(qd[b], centre)
                 reach = reach + (xsim.length(v) + xsim.length(w) * (xsim.length(arm) + shape_bound[s])) * dt
             if side == 0:
                 centre_a = centre
+                rot_a = rot
             else:
                 centre_b = centre
+                rot_b = rot
         sa = pairs[c, 0]
         sb = pairs[c, 1]
         if shape_type[sa] == SHAPE_PLANE:
@@ -194,6 +310,16 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             dist = centre_a[2] - centre_b[2] - shape_bound[sa]
         else:
             dist = xsim.length(centre_a - centre_b) - shape_bound[sa] - shape_bound[sb]
+            if shape_type[sa] == SHAPE_BOX and shape_type[sb] == SHAPE_BOX:
+                for k in range(3):
+                    axis = v3()
+                    axis[k] = 1.0
+                    for side in range(2):
+                        u = xsim.quat_rotate(rot_a, axis)
+                        if side == 1:
+                            u = xsim.quat_rotate(rot_b, axis)
+                        gap = -box_axis_overlap(u, rot_a, shape_size[sa], rot_b, shape_size[sb], centre_a - centre_b)
+                        dist = xsim.max(dist, gap)
         active[c] = 0
         if dist < reach:
             active[c] = 1
@@ -216,17 +342,43 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
 
     @xsim.func
     def contact_roles(c: int, k: int, pairs: Ints2, shape_body: Ints, shape_point_count: Ints):
-        """(point shape, surface shape, their bodies, point index in its shape) of contact ``k`` of
-        pair ``c``: the first points are a's against b's surface, the others b's against a's."""
+        """(point shape, surface shape, their bodies, point index in its shape, edge pair) of contact
+        ``k`` of pair ``c``: the first points are a's against b's surface, the next b's against a's,
+        and a box-box pair has then one contact per pair of edges (``BOX_EDGE_PAIRS``; edge pair
+        12 i + j is a's edge i with b's edge j, with a as the "point" shape; -1 for point contacts)."""
         sp = pairs[c, 0]
         ss = pairs[c, 1]
         kp = k
+        edge = -1
         na = shape_point_count[sp] * pairs[c, 2]
-        if k >= na:
+        nb = shape_point_count[ss] * pairs[c, 3]
+        if k >= na + nb:
+            edge = k - na - nb
+        elif k >= na:
             sp = pairs[c, 1]
             ss = pairs[c, 0]
             kp = k - na
-        return sp, ss, shape_body[sp], shape_body[ss], kp
+        return sp, ss, shape_body[sp], shape_body[ss], kp, edge
+
+    @xsim.func
+    def pair_contact_geometry(xp: v3, qp: qt, xs: v3, qs: qt, sp: int, ss: int, kp: int, edge: int,
+                              shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars,
+                              shape_point_start: Ints, shape_points: Vec3s):
+        """Geometry (normal from s to p, depth, contact point on p, on s) of a point contact or, for
+        ``edge`` >= 0, of a box-box edge pair (corner roundings as the tolerance)."""
+        n = v3()
+        pen = scalar(0.0)
+        ca = v3()
+        cb = v3()
+        if edge >= 0:
+            n, pen, ca, cb = edge_contact_geometry(
+                xp, qp, shape_xform[sp], shape_size[sp], edge // 12, xs, qs, shape_xform[ss], shape_size[ss],
+                edge % 12, shape_radius[sp] + shape_radius[ss])
+        else:
+            n, pen, ca, cb = contact_geometry(
+                xp, qp, shape_xform[sp], shape_points[shape_point_start[sp] + kp], shape_radius[sp], xs, qs,
+                shape_xform[ss], shape_type[ss], shape_size[ss])
+        return n, pen, ca, cb
 
     @xsim.func
     def add_delta(delta: Vec8s, b: int, d0, d1, d2, d3, d4, d5, d6):
@@ -245,15 +397,15 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         t = xsim.tid()
         g = ids[t]
         c = contact_pair[g]
-        sp, ss, bp, bs, kp = contact_roles(c, contact_index[g], pairs, shape_body, shape_point_count)
+        sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[g], pairs, shape_body, shape_point_count)
         xp, qp, imp, iip = load_body(bp, Xc, inv_mass, inv_inertia)
         xs, qs, ims, iis = load_body(bs, Xc, inv_mass, inv_inertia)
         xp0, qp0, _imp0, _iip0 = load_body(bp, Xc_prev, inv_mass, inv_inertia)
         xs0, qs0, _ims0, _iis0 = load_body(bs, Xc_prev, inv_mass, inv_inertia)
+        n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
+                                               shape_size, shape_radius, shape_point_start, shape_points)
         xp1, qp1, xs1, qs1, dl = contact_position_update(
-            xp, qp, xp0, qp0, imp, iip, shape_xform[sp], shape_points[shape_point_start[sp] + kp],
-            shape_radius[sp], xs, qs, xs0, qs0, ims, iis, shape_xform[ss], shape_type[ss], shape_size[ss],
-            pair_mu[c], lam[t])
+            xp, qp, xp0, qp0, imp, iip, xs, qs, xs0, qs0, ims, iis, n, pen, ca, cb, pair_mu[c], lam[t])
         if dl > 0.0:
             dx = xp1 - xp
             dq = qp1 - qp
@@ -277,7 +429,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         if lk > 0.0:
             g = ids[t]
             c = contact_pair[g]
-            sp, ss, bp, bs, kp = contact_roles(c, contact_index[g], pairs, shape_body, shape_point_count)
+            sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[g], pairs, shape_body, shape_point_count)
             xp, qp, imp, iip = load_body(bp, Xc, inv_mass, inv_inertia)
             xs, qs, ims, iis = load_body(bs, Xc, inv_mass, inv_inertia)
             vp = v3()
@@ -294,10 +446,11 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             if bs >= 0:
                 vs, ws = split_qd(qd[bs], xs)
                 vs0, ws0 = split_qd(qd_pre[bs], xs)
+            n, _pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
+                                                    shape_size, shape_radius, shape_point_start, shape_points)
             vp1, wp1, vs1, ws1 = contact_velocity_update(
-                xp, qp, vp, wp, vp0, wp0, imp, iip, shape_xform[sp], shape_points[shape_point_start[sp] + kp],
-                shape_radius[sp], xs, qs, vs, ws, vs0, ws0, ims, iis, shape_xform[ss], shape_type[ss],
-                shape_size[ss], pair_mu[c], pair_restitution[c], lk, inv_h, bounce_speed)
+                xp, qp, vp, wp, vp0, wp0, imp, iip, xs, qs, vs, ws, vs0, ws0, ims, iis, n, ca, cb, pair_mu[c],
+                pair_restitution[c], lk, inv_h, bounce_speed)
             dv = vp1 - vp
             dw = wp1 - wp
             add_delta(delta, bp, dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0)

@@ -111,7 +111,7 @@ class RigidStepper:
             # the broad phase is a discrete choice, a constant of the backward pass: kept off the tape
             active = self._new("active", r.pair_count, int, grad)
             xsim.launch(kc.find_contact_pairs, r.pair_count, inputs=[
-                xc, qd, r.shape_body, r.shape_type, r.shape_xform, r.shape_bound, r.pair_shapes,
+                xc, qd, r.shape_body, r.shape_type, r.shape_xform, r.shape_size, r.shape_bound, r.pair_shapes,
                 r.rigid_contact_margin, dt], outputs=[active], record_tape=False)
             # the candidate contacts of the active pairs: the kernels run over these only
             ids = np.flatnonzero(active.numpy()[self._contact_pair])
