@@ -6,6 +6,7 @@ import pytest
 
 import xsim
 from xsim.autodiff import gradcheck
+from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_SPHERE
 from xsim.solvers.xpbd.kernels import collider_kernels, xpbd_kernels
 
 K = xpbd_kernels(xsim.float64)
@@ -106,10 +107,10 @@ def test_velocity_update_adjoint_with_restitution():
 
 
 @pytest.mark.parametrize("kind, size, pos", [
-    (0, (0.3, 0.0, 0.0), (0.05, 0.02, 0.0)),     # sphere
-    (1, (0.2, 0.3, 0.1), (0.02, -0.03, 0.05)),   # box, particle near the +z face (outside)
-    (1, (0.2, 0.3, 0.1), (0.02, -0.03, 0.03)),   # box, particle inside
-    (2, (0.1, 0.4, 0.0), (0.03, 0.0, 0.3)),      # capsule, particle beside the axis
+    (SHAPE_SPHERE, (0.3, 0.0, 0.0), (0.05, 0.02, 0.0)),
+    (SHAPE_BOX, (0.2, 0.3, 0.1), (0.02, -0.03, 0.05)),   # particle near the +z face (outside)
+    (SHAPE_BOX, (0.2, 0.3, 0.1), (0.02, -0.03, 0.03)),   # particle inside
+    (SHAPE_CAPSULE, (0.1, 0.4, 0.0), (0.03, 0.0, 0.3)),  # particle beside the axis
 ])
 def test_static_collider_adjoint(kind, size, pos):
     rot = np.array([0.1, -0.2, 0.3, 0.9])
@@ -130,7 +131,7 @@ def test_static_collider_adjoint(kind, size, pos):
 def test_mesh_collider_adjoint():
     verts = vecs([[-1.0, -1.0, 0.0], [1.0, -1.0, 0.0], [0.0, 1.0, 0.0]])
     x = vecs([[0.1, 0.05, 0.01]])
-    args = [x, vecs([[0.12, 0.04, 0.03]]), scalars([1.0]), scalars([0.02]), 1, ints([3]), vecs([[0.0, 0.0, -0.005]]),
+    args = [x, vecs([[0.12, 0.04, 0.03]]), scalars([1.0]), scalars([0.02]), 1, ints([SHAPE_MESH]), vecs([[0.0, 0.0, -0.005]]),
             xsim.array(np.array([[0.05, 0.0, 0.0, 1.0]]) / np.sqrt(1.0025), dtype=xsim.quatd, requires_grad=True),
             vecs(np.zeros((1, 3))), scalars([0.5]), ints([0]), ints([[0, 1, 2]], 3), verts, ints([0]),
             vecs(np.zeros((1, 3)))]

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_SPHERE
+
 SPHERE, BOX, CAPSULE, MESH = "sphere", "box", "capsule", "mesh"
-TYPE_CODES = {SPHERE: 0, BOX: 1, CAPSULE: 2, MESH: 3}  # must match the solver's kernels
+TYPE_CODES = {SPHERE: SHAPE_SPHERE, BOX: SHAPE_BOX, CAPSULE: SHAPE_CAPSULE, MESH: SHAPE_MESH}  # one code per shape
 
 
 @dataclass

@@ -30,36 +30,11 @@ import xsim
 from xsim import types as T
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
 
-from .kernels import box_contact, push_out
-from .rigid_kernels import apply_impulse, apply_positional, generalized_inv_mass, split_qd
+from .kernels import push_out, surface_contact
+from .rigid_kernels import apply_impulse, apply_positional, body_loader, generalized_inv_mass, split_qd
 
 # -------------------------------------------------------------------------------------------------
 # geometry
-
-
-@xsim.func
-def surface_contact(kind: int, p, size, r):
-    """Contact of a sphere of radius ``r`` centred at ``p`` (surface shape coordinates) with the
-    surface of a plane (z = 0, normal +z), sphere, box or capsule of ``size``: (outward unit normal,
-    penetration depth; <= 0 when apart)."""
-    n = p - p
-    pen = r - r
-    if kind == SHAPE_PLANE:
-        n[2] = 1.0
-        pen = r - p[2]
-    elif kind == SHAPE_BOX:
-        n, pen = box_contact(p, size, r)
-    elif kind == SHAPE_SPHERE or kind == SHAPE_CAPSULE:
-        axis_point = p - p
-        if kind == SHAPE_CAPSULE:
-            axis_point[2] = xsim.clamp(p[2], -size[1], size[1])
-        d = p - axis_point
-        dist2 = xsim.dot(d, d)
-        if dist2 > 0.0:
-            dist = xsim.sqrt(dist2)
-            n = d / dist
-            pen = size[0] + r - dist
-    return n, pen
 
 
 @xsim.func
@@ -324,21 +299,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         if dist < reach:
             active[c] = 1
 
-    @xsim.func
-    def load_body(b: int, Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats):
-        """(com position, rotation, inverse mass, inverse inertia) of body ``b``; the world (-1)
-        is a static body at the origin."""
-        x = v3()
-        q = qt(0.0, 0.0, 0.0, 1.0)
-        im = scalar(0.0)
-        ii = m33()
-        if b >= 0:
-            pose = Xc[b]
-            x = pose.p
-            q = pose.q
-            im = inv_mass[b]
-            ii = inv_inertia[b]
-        return x, q, im, ii
+    load_body = body_loader(scalar)
 
     @xsim.func
     def contact_roles(c: int, k: int, pairs: Ints2, shape_body: Ints, shape_point_count: Ints):

@@ -28,6 +28,7 @@ from .rigid_kernels import (
     angular_inv_mass,
     apply_impulse,
     apply_positional,
+    body_loader,
     generalized_inv_mass,
     inv_inertia_mul,
     rotate_by,
@@ -158,20 +159,7 @@ def joint_kernels(scalar=T.float32) -> SimpleNamespace:
                                 xsim.array(dtype=int))
     module = f"xsim.solvers.xpbd.joint_kernels_{T.type_name(scalar)}"
 
-    @xsim.func
-    def load_joint_body(b: int, Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats):
-        """(com position, rotation, inverse mass, inverse inertia) of body ``b``; -1 is the world."""
-        x = v3()
-        q = qt(0.0, 0.0, 0.0, 1.0)
-        im = scalar(0.0)
-        ii = m33()
-        if b >= 0:
-            pose = Xc[b]
-            x = pose.p
-            q = pose.q
-            im = inv_mass[b]
-            ii = inv_inertia[b]
-        return x, q, im, ii
+    load_joint_body = body_loader(scalar)
 
     @xsim.func
     def add_pose_delta(delta: Vec8s, b: int, dx, dq):

@@ -25,14 +25,10 @@ from types import SimpleNamespace
 
 import xsim
 from xsim import types as T
+from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 
 UNROLLED_SLOTS = 32  # slots a particle gathers in straight-line code (a cloth vertex has 18: 6 + 12)
 
-# collider type codes (``Model.collider_type``)
-COLLIDER_SPHERE = 0
-COLLIDER_BOX = 1
-COLLIDER_CAPSULE = 2
-COLLIDER_MESH = 3
 
 
 # -------------------------------------------------------------------------------------------------
@@ -135,6 +131,31 @@ def box_contact(p, half, r):
         else:
             n[2] = xsim.sign(p[2])
             pen = r + fz
+    return n, pen
+
+
+@xsim.func
+def surface_contact(kind: int, p, size, r):
+    """Contact of a sphere of radius ``r`` centred at ``p`` (surface shape coordinates) with the
+    surface of a plane (z = 0, normal +z), sphere, box or capsule of ``size``: (outward unit normal,
+    penetration depth; <= 0 when apart)."""
+    n = p - p
+    pen = r - r
+    if kind == SHAPE_PLANE:
+        n[2] = 1.0
+        pen = r - p[2]
+    elif kind == SHAPE_BOX:
+        n, pen = box_contact(p, size, r)
+    elif kind == SHAPE_SPHERE or kind == SHAPE_CAPSULE:
+        axis_point = p - p
+        if kind == SHAPE_CAPSULE:
+            axis_point[2] = xsim.clamp(p[2], -size[1], size[1])
+        d = p - axis_point
+        dist2 = xsim.dot(d, d)
+        if dist2 > 0.0:
+            dist = xsim.sqrt(dist2)
+            n = d / dist
+            pen = size[0] + r - dist
     return n, pen
 
 
@@ -378,25 +399,11 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
             r = radius[i]
             for c in range(num_colliders):
                 kind = collider_type[c]
-                if kind != COLLIDER_MESH:
+                if kind != SHAPE_MESH:
                     q = collider_rot[c]
                     size = collider_size[c]
                     p = xsim.quat_rotate_inv(q, xi - collider_pos[c])
-                    n = p - p
-                    pen = r - r
-                    if kind == COLLIDER_BOX:
-                        n, pen = box_contact(p, size, r)
-                    else:
-                        # sphere, or capsule: distance to its axis segment
-                        axis_point = p - p
-                        if kind == COLLIDER_CAPSULE:
-                            axis_point[2] = xsim.clamp(p[2], -size[1], size[1])
-                        d = p - axis_point
-                        dist2 = xsim.dot(d, d)
-                        if dist2 > 0.0:
-                            dist = xsim.sqrt(dist2)
-                            n = d / dist
-                            pen = size[0] + r - dist
+                    n, pen = surface_contact(kind, p, size, r)
                     xi = push_out(xi, x0, xsim.quat_rotate(q, n), pen, collider_mu[c])
             tri = mesh_tri[i]
             if tri >= 0:

@@ -21,6 +21,31 @@ from xsim import types as T
 # generic helpers (inlined with their arguments' types, so one definition serves float32/float64)
 
 
+@functools.cache
+def body_loader(scalar):
+    """``load_body(b, Xc, inv_mass, inv_inertia)`` for ``scalar`` models: (com position, rotation,
+    inverse mass, inverse inertia) of body ``b``; the world (-1) is a static body at the origin.
+    One definition for every kernel family (contacts, joints); each precision is an overload."""
+    v3, qt, m33 = T.vector(3, scalar), T.quaternion(scalar), T.matrix((3, 3), scalar)
+    Tfs, Scalars, Mats = (xsim.array(dtype=T.transformation(scalar)), xsim.array(dtype=scalar),
+                          xsim.array(dtype=m33))
+
+    @xsim.func
+    def load_body(b: int, Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats):
+        x = v3()
+        q = qt(0.0, 0.0, 0.0, 1.0)
+        im = scalar(0.0)
+        ii = m33()
+        if b >= 0:
+            pose = Xc[b]
+            x = pose.p
+            q = pose.q
+            im = inv_mass[b]
+            ii = inv_inertia[b]
+        return x, q, im, ii
+    return load_body
+
+
 @xsim.func
 def quat_from_vector(q_like, v):
     """The pure quaternion (v, 0), of the type of ``q_like``."""
