@@ -11,7 +11,7 @@ Bending differs in kind: xsim uses isometric bending (a linear vector constraint
 edge), Newton the dihedral angle; both have one bending constraint per interior edge.
 
 Goals: xsim >= 4x Newton's steps/s, xsim's 20-step backward <= 2x its forward, cold compile
-<= 10 s. Run: ``python bench/cloth.py [--repeat N] [--no-newton] [--malloc-cache]``. Newton's CPU
+<= 10 s. Run: ``python bench/cloth.py [--repeat N] [--no-newton]``. Newton's CPU
 kernels run on one thread; on a machine busy with other work, compare with
 ``XSIM_NUM_THREADS=1`` (OpenMP launches then wait for descheduled worker threads).
 """
@@ -19,7 +19,6 @@ kernels run on one thread; on a machine busy with other work, compare with
 from __future__ import annotations
 
 import argparse
-import ctypes
 import importlib.util
 import os
 import statistics
@@ -198,15 +197,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="timed runs of 50 steps (median)")
     parser.add_argument("--no-newton", action="store_true", help="skip Newton")
-    parser.add_argument("--malloc-cache", action="store_true",
-                        help="let glibc keep freed memory (mallopt), as a caching allocator would: rollouts on a "
-                             "tape then reuse pages instead of faulting fresh ones in")
     args = parser.parse_args()
-    if args.malloc_cache:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD: large arrays come from the heap...
-        libc.mallopt(-1, 1 << 31)  # M_TRIM_THRESHOLD: ...which keeps freed memory
-
     wall, cpu = cold_compile_seconds()
     xs = bench_xsim(args.repeat)
     nw = None
@@ -236,7 +227,7 @@ def main():
     ]
     print_table("Cloth 64x64, dt = 1/600 s, 10 iterations (CPU)", ["", "xsim", "Newton 1.8", "Newton / xsim"],
                 rows, notes=[f"threads: XSIM_NUM_THREADS={os.environ.get('XSIM_NUM_THREADS', 'all')}, cores: "
-                             + str(os.cpu_count()) + (", malloc keeps freed memory" if args.malloc_cache else "")])
+                             + str(os.cpu_count())])
 
 
 if __name__ == "__main__":

@@ -13,8 +13,11 @@ layer; this module gives them the raw, unrecorded ``_raw_*`` operations.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import operator
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -24,6 +27,27 @@ from .device import Device, DeviceBuffer, get_device, get_stream, require_cuda
 from .types import ArrayDesc, ArrayType
 
 MAX_NDIM = 4
+
+
+def _keep_freed_host_memory() -> None:
+    """Let glibc's malloc keep freed memory for reuse, as a caching allocator does.
+
+    Rollouts on a tape allocate fresh state and gradient arrays every step; served as new mmaps,
+    each one page-faults its memory in again, and page faults serialise the OpenMP threads (the
+    64x64 cloth's 20-step backward: 756 ms -> 181 ms on 2 threads). Set XSIM_HOST_MEMORY_CACHE=0
+    to keep the default policy (memory returned to the OS at once)."""
+    if os.environ.get("XSIM_HOST_MEMORY_CACHE", "1") == "0" or not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    libc.mallopt(m_mmap_threshold, 1 << 30)   # blocks up to 1 GiB come from the heap...
+    libc.mallopt(m_trim_threshold, 1 << 31)   # ...which keeps up to 2 GiB of freed memory
+
+
+_keep_freed_host_memory()
 
 
 def _resolve_dtype(dtype) -> Any:
