@@ -347,6 +347,25 @@ def test_dynamic_mesh_gets_its_hull_mass_and_rests_on_its_lowest_vertex():
     assert np.linalg.norm(final.body_qd.numpy()[0]) < 0.05
 
 
+def test_concave_dynamic_mesh_takes_mass_and_contact_points_from_its_convex_hull():
+    import trimesh
+
+    # a U: two 0.1 m posts on a 0.3 m base; its convex hull is the 0.3 x 0.1 x 0.3 block
+    parts = [trimesh.creation.box((0.3, 0.1, 0.1)).apply_translation((0.0, 0.0, 0.05)),
+             trimesh.creation.box((0.1, 0.1, 0.2)).apply_translation((-0.1, 0.0, 0.2)),
+             trimesh.creation.box((0.1, 0.1, 0.2)).apply_translation((0.1, 0.0, 0.2))]
+    u = trimesh.util.concatenate(parts)
+    b = ModelBuilder()
+    b.add_ground_plane()
+    body = b.add_body(((0.0, 0.0, 0.2), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_mesh(body, (u.vertices, u.faces), density=1000.0)
+    model, final = settle(b)
+    assert model.body_mass.numpy()[0] == pytest.approx(1000.0 * 0.3 * 0.1 * 0.3, rel=1e-6)  # hull, not mesh
+    q = final.body_q.numpy()[0]
+    lowest = (quat_to_matrix(q[3:]) @ u.vertices.T)[2].min() + q[2]
+    assert abs(lowest) < 2e-3  # rests on the hull's bottom face
+
+
 def test_capsule_lying_on_the_ground_rests_at_its_radius():
     b = ModelBuilder()
     b.add_ground_plane()

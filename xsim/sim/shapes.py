@@ -50,15 +50,11 @@ def capsule_mass(radius: float, half_height: float, density: float) -> tuple[flo
 
 
 def _solid(vertices: np.ndarray, faces: np.ndarray):
-    """The convex hull of a mesh (trimesh; its hull needs scipy), or, without scipy, the mesh
-    itself, which must then be closed and convex for its volume and contact points to be right."""
+    """The convex hull of a mesh (trimesh, through scipy's qhull): what a dynamic mesh body's mass,
+    inertia and contact points come from, whatever the mesh's own shape."""
     import trimesh
 
-    mesh = trimesh.Trimesh(vertices, faces, process=True)
-    try:
-        return mesh.convex_hull
-    except ImportError:
-        return mesh
+    return trimesh.Trimesh(vertices, faces, process=True).convex_hull
 
 
 def mesh_mass(vertices: np.ndarray, faces: np.ndarray, density: float) -> tuple[float, np.ndarray, np.ndarray]:
