@@ -281,7 +281,7 @@ def cloth_rollout_setup():
     b.add_cloth_grid(pos=(0.0, 0.0, 1.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.1, 0.0, 0.3), dim_x=3, dim_y=3,
                      cell_x=0.1, cell_y=0.1, mass=0.1, fix_top=True, stretch_compliance=1e-4,
                      shear_compliance=1e-3)
-    model = b.finalize(requires_grad=True, dtype=xsim.float64)
+    model = b.finalize(device=xsim.get_device(), requires_grad=True, dtype=xsim.float64)
     solver = SolverXPBD(model, iterations=3)
     control = model.control()
     return model, lambda s_in, s_out, i: solver.step(s_in, s_out, control, 1.0 / 60.0)
@@ -299,35 +299,6 @@ def cloth_grads(model, state0) -> dict:
             "particle_inv_mass": model.particle_inv_mass.grad.numpy().copy()}
 
 
-@pytest.fixture(scope="module")
-def cloth_reference():
-    model, step = cloth_rollout_setup()
-    s0 = model.state()
-    with xsim.Tape() as tape:
-        s = s0
-        for i in range(CLOTH_STEPS):
-            out = model.state()
-            step(s, out, i)
-            s = out
-        loss = cloth_loss(s)
-    tape.backward(loss)
-    return float(loss.numpy()[0]), cloth_grads(model, s0)
-
-
-@pytest.mark.parametrize("segment", [1, 5, CLOTH_STEPS])
-def test_checkpointed_cloth_gradients_equal_plain_tape(cloth_reference, segment):
-    ref_loss, ref = cloth_reference
-    model, step = cloth_rollout_setup()
-    s0 = model.state()
-    result = checkpointed_rollout(step, s0, CLOTH_STEPS, cloth_loss, segment=segment, state_factory=model.state)
-    got = cloth_grads(model, s0)
-    assert result.loss == pytest.approx(ref_loss, rel=1e-12)
-    for name in ref:
-        assert np.abs(ref[name]).max() > 1e-4, name
-        np.testing.assert_allclose(got[name], ref[name], rtol=1e-6, atol=1e-12 * np.abs(ref[name]).max(),
-                                   err_msg=name)
-
-
 # -- XPBD rigid bodies ------------------------------------------------------------------------------
 
 RIGID_STEPS = 12
@@ -343,7 +314,7 @@ def rigid_rollout_setup():
     box = b.add_body(((1.0, 0.0, 0.12), (0.0, 0.0, 0.0, 1.0)), lin_vel=(1.0, 0.0, -0.5))
     b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1)
     b.add_ground_plane(mu=0.5)
-    model = b.finalize(requires_grad=True, dtype=xsim.float64)
+    model = b.finalize(device=xsim.get_device(), requires_grad=True, dtype=xsim.float64)
     solver = SolverXPBD(model, substeps=2, iterations=1)
     control = model.control()
     return model, lambda s_in, s_out, i: solver.step(s_in, s_out, control, 1.0 / 60.0)
@@ -355,37 +326,45 @@ def rigid_loss(state):
     return loss
 
 
-def rigid_grads(state0) -> dict:
+def rigid_grads(model, state0) -> dict:
     return {"body_q0": state0.body_q.grad.numpy().copy(), "body_qd0": state0.body_qd.grad.numpy().copy()}
 
 
-@pytest.fixture(scope="module")
-def rigid_reference():
-    model, step = rigid_rollout_setup()
+ROLLOUTS = {  # name: (setup, loss, gradients to compare, steps)
+    "cloth": (cloth_rollout_setup, cloth_loss, cloth_grads, CLOTH_STEPS),
+    "rigid": (rigid_rollout_setup, rigid_loss, rigid_grads, RIGID_STEPS),
+}
+
+
+@pytest.fixture(scope="module", params=list(ROLLOUTS))
+def reference(request):
+    """The plain-tape loss and gradients of one solver rollout."""
+    setup, loss_fn, grads, steps = ROLLOUTS[request.param]
+    model, step = setup()
     s0 = model.state()
     with xsim.Tape() as tape:
         s = s0
-        for i in range(RIGID_STEPS):
+        for i in range(steps):
             out = model.state()
             step(s, out, i)
             s = out
-        loss = rigid_loss(s)
+        loss = loss_fn(s)
     tape.backward(loss)
-    return float(loss.numpy()[0]), rigid_grads(s0)
+    return request.param, float(loss.numpy()[0]), grads(model, s0)
 
 
-@pytest.mark.parametrize("segment", [1, 5, RIGID_STEPS])
-def test_checkpointed_rigid_gradients_equal_plain_tape(rigid_reference, segment):
-    ref_loss, ref = rigid_reference
-    model, step = rigid_rollout_setup()
+@pytest.mark.parametrize("segment", [1, 5, None])  # None: the whole rollout in one segment
+def test_checkpointed_solver_gradients_equal_plain_tape(reference, segment):
+    name, ref_loss, ref = reference
+    setup, loss_fn, grads, steps = ROLLOUTS[name]
+    model, step = setup()
     s0 = model.state()
-    result = checkpointed_rollout(step, s0, RIGID_STEPS, rigid_loss, segment=segment, state_factory=model.state)
-    got = rigid_grads(s0)
+    result = checkpointed_rollout(step, s0, steps, loss_fn, segment=segment or steps, state_factory=model.state)
+    got = grads(model, s0)
     assert result.loss == pytest.approx(ref_loss, rel=1e-12)
-    for name in ref:
-        assert np.abs(ref[name]).max() > 1e-4, name
-        np.testing.assert_allclose(got[name], ref[name], rtol=1e-6, atol=1e-12 * np.abs(ref[name]).max(),
-                                   err_msg=name)
+    for key in ref:
+        assert np.abs(ref[key]).max() > 1e-4, key
+        np.testing.assert_allclose(got[key], ref[key], rtol=1e-6, atol=1e-12 * np.abs(ref[key]).max(), err_msg=key)
 
 
 # -- Tape.memory ----------------------------------------------------------------------------------
