@@ -1,10 +1,22 @@
-"""Fixtures shared by the whole suite."""
+"""Fixtures shared by the whole suite.
+
+``default_device``: the kernel/autodiff/array tests run once with ``xsim.set_device("cpu")`` and once
+with ``xsim.set_device("cuda:0")`` (skipped where there is no GPU). Tests marked ``cpu_only`` run on
+the CPU alone. ``XSIM_TEST_FAKE_CUDA=1`` runs the cuda:0 variants on the stand-in driver of
+tests/cuda/fake_driver.py, to check the parametrization and xsim's CUDA paths without a GPU.
+"""
+
+import os
+import sys
+from pathlib import Path
 
 import pytest
 
 import xsim
 
 NO_CUDA = "no CUDA GPU/driver on this machine"
+FAKE_CUDA = os.environ.get("XSIM_TEST_FAKE_CUDA") == "1"
+DEVICES = ["cpu", pytest.param("cuda:0", marks=pytest.mark.cuda)]
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda:0", marks=pytest.mark.cuda)])
@@ -15,8 +27,64 @@ def device(request) -> str:
     return request.param
 
 
+@pytest.fixture
+def default_device(request):
+    """Make the parametrized device xsim's default for one test, restoring the previous default after."""
+    name = getattr(request, "param", "cpu")  # tests that take ``device`` or are cpu_only are not parametrized
+    if name != "cpu" and not xsim.is_cuda_available():
+        pytest.skip(NO_CUDA)
+    previous = xsim.get_device()
+    xsim.set_device(name)
+    yield name
+    xsim.set_device(previous)
+
+
+def pytest_generate_tests(metafunc):
+    """Parametrize ``default_device`` over DEVICES, except for cpu_only tests and tests taking ``device``."""
+    if "default_device" not in metafunc.fixturenames or "device" in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("cpu_only") is not None:
+        return
+    metafunc.parametrize("default_device", DEVICES, indirect=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fake_cuda_driver():
+    """With XSIM_TEST_FAKE_CUDA=1, xsim's device layer runs on a FakeDriver (one sm_90 GPU) all session."""
+    if not FAKE_CUDA:
+        yield None
+        return
+    sys.path.insert(0, str(Path(__file__).parent / "cuda"))
+    from fake_driver import FakeDriver
+
+    from xsim import device as xd
+    from xsim.kernels import cuda
+    from xsim.kernels.module import _MODULES
+
+    drv = FakeDriver(capability=(9, 0))
+    build_cubin = cuda.build_cubin
+
+    def recording_build(module, debug, arch):  # the fake runs a launch by finding its CUBIN's module
+        path, metas = build_cubin(module, debug, arch)
+        drv.images[path.read_bytes()] = (module, debug)
+        drv.built_arch = arch
+        return path, metas
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(xd, "_runtime_state", (xd.CudaDriver(drv), ""))
+        mp.setattr(xd, "_devices", {"cpu": xd.get_device("cpu")})
+        mp.setattr(xd, "_current_streams", {})
+        mp.setattr(xd, "_default_streams", {})
+        mp.setattr(cuda, "build_cubin", recording_build)
+        yield drv
+        for module in _MODULES.values():  # never leave fake-backed builds for a real GPU to reuse
+            for key in [k for k in module.builds if k[0] != "cpu"]:
+                del module.builds[key]
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "last: run after every other test of the session")
+    config.addinivalue_line("markers", "cpu_only(reason): runs on the CPU default device only (reason says why)")
 
 
 def pytest_collection_modifyitems(config, items):

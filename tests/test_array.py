@@ -3,6 +3,7 @@
 import ctypes
 import gc
 import importlib
+import os
 
 import numpy as np
 import pytest
@@ -12,6 +13,9 @@ from xsim import types as T
 from xsim.array import array
 
 xa = importlib.import_module("xsim.array")  # the module (xsim.array the attribute is the class)
+
+# each test runs once per default device (tests/conftest.py: default_device; cpu_only tests on the CPU alone)
+pytestmark = pytest.mark.usefixtures("default_device")
 
 SCALARS = [T.float16, T.float32, T.float64, T.int8, T.int16, T.int32, T.int64,
            T.uint8, T.uint16, T.uint32, T.uint64, T.bool_]
@@ -34,6 +38,7 @@ class Holder:
 # -- devices --------------------------------------------------------------------------------------
 
 
+@pytest.mark.cpu_only("checks the default device itself")
 def test_default_device_is_the_cpu():
     dev = xd.get_device()
     assert dev.name == "cpu" and dev.is_cpu and not dev.is_cuda and dev.ordinal == -1
@@ -53,6 +58,8 @@ def test_unknown_device_string_names_it_and_the_valid_forms():
             xd.get_device(bad)
 
 
+@pytest.mark.cpu_only("checks the error on a machine without CUDA")
+@pytest.mark.skipif(os.environ.get("XSIM_TEST_FAKE_CUDA") == "1", reason="the stand-in CUDA driver is installed")
 def test_cuda_without_runtime_is_unavailable_and_says_how_to_get_it():
     assert not xd.is_cuda_available()
     with pytest.raises(RuntimeError, match="'cuda:0' needs CUDA.*no NVIDIA driver.*cuda-python"):
@@ -237,6 +244,7 @@ def test_construction_copies_by_default():
     assert src[0] == 0.0
 
 
+@pytest.mark.cpu_only("numpy zero-copy views exist for host memory only")
 def test_copy_false_shares_numpy_memory_and_keeps_it_alive():
     a = array(np.arange(6, dtype=np.float32).reshape(2, 3), dtype=T.vec3, copy=False)
     src = a._owner
@@ -248,12 +256,14 @@ def test_copy_false_shares_numpy_memory_and_keeps_it_alive():
     assert a.numpy().tolist() == [[0, 1, 2], [3, 4, 50]]
 
 
+@pytest.mark.cpu_only("numpy zero-copy views exist for host memory only")
 def test_copy_false_with_a_different_dtype_copies():
     src = np.zeros(3, np.float64)
     a = array(src, dtype=T.float32, copy=False)
     assert a._owner is None and not np.shares_memory(a.numpy(), src)
 
 
+@pytest.mark.cpu_only("numpy zero-copy views exist for host memory only")
 def test_copy_false_shares_non_contiguous_numpy_views():
     base = np.arange(24, dtype=np.float32).reshape(4, 6)
     view = base[::2, :3]
@@ -277,6 +287,7 @@ def test_array_from_another_array_copies_its_values():
     assert a[0] == 1.0 and b.dtype is T.float32
 
 
+@pytest.mark.cpu_only("checks writes through a numpy zero-copy view")
 def test_arrays_of_structs_use_the_struct_record_dtype():
     a = array([Particle(mass=1.0, pos=T.vec3(1, 2, 3), flags=4), Particle(mass=2.0)])
     assert a.dtype is Particle and a.shape == (2,)
@@ -343,6 +354,7 @@ def test_from_numpy_infers_vectors_and_matrices_from_trailing_dims():
     assert m.shape == (5,)
 
 
+@pytest.mark.cpu_only("numpy zero-copy views exist for host memory only")
 def test_from_numpy_is_zero_copy_and_writes_through_both_ways():
     src = np.zeros((4, 3), np.float32)
     a = xa.from_numpy(src)
@@ -368,6 +380,7 @@ def test_is_array_recognises_arrays_only():
 # -- numpy views, element access, views ---------------------------------------------------------------------
 
 
+@pytest.mark.cpu_only("numpy zero-copy views exist for host memory only")
 def test_numpy_is_a_zero_copy_view():
     a = xa.zeros(3, dtype=T.vec3)
     v1, v2 = a.numpy(), np.asarray(a)
@@ -461,6 +474,7 @@ def test_len_iteration_and_list():
     assert array(np.arange(4.0).reshape(2, 2)).list() == [0, 1, 2, 3]
 
 
+@pytest.mark.cpu_only("the expected text names the cpu")
 def test_repr_shows_values_shape_dtype_and_device():
     r = repr(array([1.0, 2.0]))
     assert r == "array([1., 2.], shape=(2,), dtype=float32, device=cpu)"
@@ -518,6 +532,7 @@ def test_grad_can_be_set_to_a_matching_array():
     assert a.grad is None and not a.requires_grad
 
 
+@pytest.mark.cpu_only("the expected message names the cpu")
 def test_grad_of_wrong_shape_or_dtype_is_refused():
     a = xa.zeros(3)
     with pytest.raises(ValueError, match=r"expected shape \(3,\), dtype float32, device cpu; got shape \(4,\)"):

@@ -12,6 +12,9 @@ import torch
 import xsim
 from xsim.autodiff.interop import TorchFunction, wrap_torch_for_launch
 
+# each test runs once per default device (tests/conftest.py: default_device; cpu_only tests on the CPU alone)
+pytestmark = pytest.mark.usefixtures("default_device")
+
 V3 = xsim.array(dtype=xsim.vec3)
 V3D = xsim.array(dtype=xsim.vec3d)
 F64 = xsim.array(dtype=xsim.float64)
@@ -49,6 +52,7 @@ def same_memory(a, b) -> bool:
 # -- numpy ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.cpu_only("numpy zero-copy views exist for host memory only")
 def test_from_numpy_and_numpy_are_zero_copy_both_ways():
     data = np.zeros((4, 3), dtype=np.float32)
     a = xsim.from_numpy(data)
@@ -59,6 +63,7 @@ def test_from_numpy_and_numpy_are_zero_copy_both_ways():
     assert a.numpy()[3, 0] == -1.0
 
 
+@pytest.mark.cpu_only("numpy zero-copy views exist for host memory only")
 def test_array_of_numpy_without_copy_shares_memory_and_with_copy_does_not():
     data = np.arange(6, dtype=np.float64)
     shared, copied = xsim.array(data, copy=False), xsim.array(data)
@@ -75,6 +80,7 @@ def test_from_numpy_maps_trailing_dims_to_vectors_and_matrices():
 # -- torch ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.cpu_only("torch here is a CPU build: its tensors live in host memory")
 def test_from_torch_is_zero_copy_and_maps_trailing_dims():
     t = torch.zeros(4, 3)
     a = xsim.from_torch(t)
@@ -87,12 +93,14 @@ def test_from_torch_is_zero_copy_and_maps_trailing_dims():
     assert xsim.from_torch(torch.zeros(6), dtype=xsim.vec3).shape == (2,)
 
 
+@pytest.mark.cpu_only("torch here is a CPU build: its tensors live in host memory")
 def test_from_torch_keeps_the_tensor_memory_alive():
     a = xsim.from_torch(torch.full((1000,), 7.0))
     gc.collect()
     assert np.all(a.numpy() == 7.0)
 
 
+@pytest.mark.cpu_only("torch here is a CPU build: its tensors live in host memory")
 def test_from_torch_gradient_shares_memory_with_t_grad():
     t = torch.ones(3, requires_grad=True)
     a = xsim.from_torch(t)
@@ -103,6 +111,7 @@ def test_from_torch_gradient_shares_memory_with_t_grad():
     assert plain.grad is None
 
 
+@pytest.mark.cpu_only("torch here is a CPU build: its tensors live in host memory")
 def test_from_torch_of_a_non_leaf_tensor_keeps_its_own_gradient():
     b = torch.ones(3, requires_grad=True) * 2.0
     with warnings.catch_warnings():
@@ -123,6 +132,7 @@ def test_from_torch_refuses_what_would_need_a_copy():
         xsim.from_torch(np.zeros(3))
 
 
+@pytest.mark.cpu_only("torch here is a CPU build: its tensors live in host memory")
 def test_to_torch_is_zero_copy_and_carries_the_gradient():
     a = xsim.zeros(2, dtype=xsim.vec3, requires_grad=True)
     t = xsim.to_torch(a)
@@ -136,11 +146,13 @@ def test_to_torch_is_zero_copy_and_carries_the_gradient():
     assert a.grad.numpy()[0].tolist() == [2.0, 2.0, 3.5]
 
 
+@pytest.mark.cpu_only("torch here is a CPU build: its tensors live in host memory")
 def test_to_torch_without_gradient_gives_a_plain_tensor():
     t = xsim.to_torch(xsim.ones(3))
     assert not t.requires_grad and t.grad is None and t.tolist() == [1.0, 1.0, 1.0]
 
 
+@pytest.mark.cpu_only("torch here is a CPU build: its tensors live in host memory")
 def test_torch_tensor_in_a_launch_keeps_its_values_and_from_torch_gets_the_gradient():
     x = torch.tensor([[0.1, 0.2, 0.3], [-1.0, 2.5, 1e-7]])
     before = x.clone()
@@ -155,6 +167,7 @@ def test_torch_tensor_in_a_launch_keeps_its_values_and_from_torch_gets_the_gradi
     assert np.allclose(z.numpy(), (before + y).numpy())
 
 
+@pytest.mark.cpu_only("torch here is a CPU build: its tensors live in host memory")
 def test_torch_tensor_requiring_grad_in_a_launch_gets_its_gradient_in_t_grad():
     x = torch.tensor([[0.5, 1.0, -2.0]], requires_grad=True)
     before = x.detach().clone()
@@ -167,6 +180,7 @@ def test_torch_tensor_requiring_grad_in_a_launch_gets_its_gradient_in_t_grad():
     assert x.grad.tolist() == [[1.0, 1.0, 1.0]]
 
 
+@pytest.mark.cpu_only("a numpy array goes into a launch zero-copy on the CPU only")
 def test_numpy_array_in_a_launch_keeps_its_values_through_backward():
     x = np.array([[0.1, 0.2, 0.3]], dtype=np.float32)
     before = x.copy()
@@ -179,6 +193,7 @@ def test_numpy_array_in_a_launch_keeps_its_values_through_backward():
     assert y.grad.numpy().tolist() == [[1.0, 1.0, 1.0]]
 
 
+@pytest.mark.cpu_only("torch here is a CPU build: its tensors live in host memory")
 def test_in_place_launch_on_a_torch_tensor_keeps_the_forward_values_after_backward():
     x = torch.tensor([[0.5, 1.0, -2.0], [3.0, 0.25, 8.0]], requires_grad=True)
     before = x.detach().clone()
@@ -190,12 +205,14 @@ def test_in_place_launch_on_a_torch_tensor_keeps_the_forward_values_after_backwa
     assert x.grad.tolist() == [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]
 
 
+@pytest.mark.cpu_only("torch here is a CPU build: its tensors live in host memory")
 def test_wrap_torch_for_launch_shares_values_and_keeps_gradients_apart():
     t = torch.zeros(2, 3, requires_grad=True)
     a = wrap_torch_for_launch(t, xsim.vec3)
     assert a.ptr == t.data_ptr() and a.grad.ptr == t.grad.data_ptr() != t.data_ptr()
 
 
+@pytest.mark.cpu_only("torch here is a CPU build: its tensors live in host memory")
 def test_assign_from_a_torch_tensor_sends_the_gradient_to_t_grad():
     t = torch.tensor([1.0, -2.0, 0.5], requires_grad=True)
     y = xsim.zeros(3, requires_grad=True)
@@ -218,10 +235,12 @@ def test_assign_converts_a_tensor_of_another_dtype_without_gradient():
 # -- DLPack ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.cpu_only("checks DLPack export of host memory")
 def test_dlpack_device_is_the_cpu():
     assert xsim.zeros(2).__dlpack_device__() == (1, 0)
 
 
+@pytest.mark.cpu_only("checks DLPack export of host memory")
 def test_numpy_consumes_an_xsim_array_through_dlpack_without_copy():
     a = xsim.zeros(3, dtype=xsim.vec3)
     view = np.from_dlpack(a)
@@ -230,6 +249,7 @@ def test_numpy_consumes_an_xsim_array_through_dlpack_without_copy():
     assert a.numpy()[2, 1] == 6.0
 
 
+@pytest.mark.cpu_only("checks DLPack export of host memory")
 def test_torch_consumes_an_xsim_array_through_dlpack_without_copy_and_keeps_it_alive():
     a = xsim.zeros((2, 2), dtype=xsim.float64)
     t = torch.from_dlpack(a)
@@ -242,6 +262,7 @@ def test_torch_consumes_an_xsim_array_through_dlpack_without_copy_and_keeps_it_a
     assert t.tolist() == [[1.0, 0.0], [0.0, 3.0]]
 
 
+@pytest.mark.cpu_only("checks DLPack export of host memory")
 def test_from_dlpack_shares_memory_with_numpy_torch_and_xsim_producers():
     data = np.zeros((2, 3), dtype=np.float32)
     a = xsim.from_dlpack(data)
@@ -281,6 +302,7 @@ def energy_fn(x, w):
     return y
 
 
+@pytest.mark.cpu_only("torch here is a CPU build: its tensors live in host memory")
 def test_torch_gradcheck_passes_through_the_bridge():
     f = xsim.to_torch_function(energy_fn)
     gen = torch.Generator().manual_seed(0)
@@ -289,6 +311,7 @@ def test_torch_gradcheck_passes_through_the_bridge():
     assert torch.autograd.gradcheck(f, (x, w), eps=1e-6, atol=1e-8, rtol=1e-6)
 
 
+@pytest.mark.cpu_only("torch here is a CPU build: its tensors live in host memory")
 def test_bridge_gradient_matches_the_closed_form():
     f = xsim.to_torch_function(energy_fn)
     x = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64, requires_grad=True)
@@ -311,6 +334,7 @@ def rollout_fn(x0, v, k):
     return x
 
 
+@pytest.mark.cpu_only("torch here is a CPU build: its tensors live in host memory")
 def test_a_torch_optimizer_drives_an_xsim_rollout():
     f = xsim.to_torch_function(rollout_fn, dtypes=(xsim.vec3d, xsim.vec3d, xsim.float64))
     x0 = torch.tensor([[1.0, 0.0, 0.5], [-0.5, 1.0, 0.0]], dtype=torch.float64)

@@ -581,7 +581,7 @@ def _device_zero(a: array) -> None:
 def _device_getitem(a: array, key: tuple):
     """``a[key]`` for GPU array ``a``: one element read back to the host, or a view sharing its memory."""
     layout = _layout_of(a.dtype, a.shape, a.strides)
-    sub = layout[key]
+    sub = layout[(*key, ...)]  # the trailing ... keeps a view even for one scalar element (a 0-d array)
     offset = sub.__array_interface__["data"][0] - layout.__array_interface__["data"][0]
     nd = sub.ndim - len(a.dtype._shape)
     if nd == 0:

@@ -18,6 +18,9 @@ import pytest
 
 from xsim.kernels import cache
 
+# the child processes build and run on the CPU: the parent's default device does not reach them
+pytestmark = pytest.mark.cpu_only("subprocesses with a logging CXX build for the CPU")
+
 KERNEL_FILE = """
 import xsim
 from cache_helper import scale

@@ -1,6 +1,7 @@
 """Wrong launch arguments: ``TypeError``/``ValueError`` naming the kernel, the parameter, what was
 expected and what was given; nothing runs, and the output is untouched."""
 
+import os
 import re
 
 import numpy as np
@@ -66,6 +67,7 @@ def test_wrong_array_ndim():
                       "array(dtype=vec3f, ndim=1)", v=xsim.zeros(4, dtype=xsim.vec3))
 
 
+@pytest.mark.cpu_only("checks a CPU array refused by a cuda:0 launch")
 def test_wrong_device_names_both_devices():
     # a Device object that describes a GPU; nothing is allocated on it, so no GPU is needed
     gpu = xsim.Device("cuda:0", 0)
@@ -75,12 +77,15 @@ def test_wrong_device_names_both_devices():
 
 @pytest.mark.skipif(not xsim.is_cuda_available(), reason="needs a CUDA GPU")
 @pytest.mark.cuda
+@pytest.mark.cpu_only("names both devices itself")
 def test_gpu_array_in_a_cpu_launch_is_refused():
     expect(ValueError, "parameter 'x': array is on device 'cuda:0' but the launch runs on 'cpu'",
            x=xsim.zeros(4, dtype=float, device="cuda:0"), device="cpu")
 
 
 @pytest.mark.skipif(xsim.is_cuda_available(), reason="this machine has a GPU")
+@pytest.mark.cpu_only("checks the error on a machine without CUDA")
+@pytest.mark.skipif(os.environ.get("XSIM_TEST_FAKE_CUDA") == "1", reason="the stand-in CUDA driver is installed")
 def test_launch_on_a_missing_gpu_says_what_is_missing():
     with pytest.raises(RuntimeError) as info:
         launch_with(device="cuda:0")
@@ -155,6 +160,7 @@ def test_numpy_output_of_another_dtype_is_refused_rather_than_copied():
     np.testing.assert_array_equal(out, 0)
 
 
+@pytest.mark.cpu_only("a numpy output is written in place in host memory on the CPU only")
 def test_numpy_output_of_the_right_dtype_is_written_in_place_even_when_strided():
     backing = np.zeros(8, np.float32)
     launch_with(out=backing[::2])

@@ -61,6 +61,14 @@ def _flat_set(host: np.ndarray, values: np.ndarray):
         at += v.size
 
 
+def _set_flat(arr: Array, values: np.ndarray):
+    """Set ``arr``'s float components from the flat ``values`` (on any device)."""
+    host = arr.numpy()
+    _flat_set(host, values)
+    if not arr.device.is_cpu:  # the host view was a copy
+        arr._raw_copy_from(host)
+
+
 def _default_eps(arrays) -> float:
     scalars = [getattr(a.dtype, "_scalar", None) for a in arrays]
     return 1e-6 if all(s is T.float64 or T.is_struct(s) for s in scalars) else 1e-3
@@ -90,7 +98,7 @@ class _Problem:
 
     def restore(self):
         for a, host in self._saved:
-            a.numpy()[...] = host
+            a._raw_copy_from(host)  # numpy() of a GPU array is a copy: write through the array
 
     def finish(self):
         """Put every array back as it was (values and gradient buffers)."""
@@ -107,7 +115,7 @@ class _Problem:
 
     def zero_grads(self):
         for a in set(self.inputs.values()) | set(self.outputs.values()):
-            a.grad.numpy()[...] = np.zeros((), a.grad.numpy().dtype)
+            a.grad._raw_zero()
 
 
 class _KernelProblem(_Problem):
@@ -201,7 +209,7 @@ def _tape_gradients(p: _Problem, seeds: dict[str, np.ndarray]) -> dict[str, np.n
     grads = {}
     for name, seed in seeds.items():
         out = p.outputs[name]
-        _flat_set(out.grad.numpy(), seed)
+        _set_flat(out.grad, seed)
         grads[out] = out.grad
     tape.backward(grads=grads)
     return {n: _flat_get(a.grad.numpy()) for n, a in p.inputs.items()}
@@ -363,7 +371,7 @@ def jacobian(fn, inputs, outputs=None, *, dim=None, wrt=None) -> dict[tuple[str,
                 p.zero_grads()
                 one_hot = np.zeros(n_out)
                 one_hot[i] = 1.0
-                _flat_set(out.grad.numpy(), one_hot)
+                _set_flat(out.grad, one_hot)
                 tape.backward(grads={out: out.grad})
                 for iname, a in p.inputs.items():
                     rows[iname][i] = _flat_get(a.grad.numpy())

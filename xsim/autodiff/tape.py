@@ -255,8 +255,13 @@ class Tape:
 def _buffer(arr) -> tuple[int, int]:
     """(identity, bytes) of the allocation behind ``arr``: the root numpy buffer on the host."""
     host = getattr(arr, "_host", None)
-    if host is None:
-        return arr.ptr, arr.nbytes
+    if host is None:  # device memory: the allocation the array (or the array it views) owns
+        owner = arr
+        while isinstance(getattr(owner, "_owner", None), type(arr)):
+            owner = owner._owner
+        buf = getattr(owner, "_owner", None)
+        nbytes = getattr(buf, "nbytes", None) or owner.nbytes  # a DeviceBuffer or a torch tensor
+        return (id(buf) if buf is not None else owner.ptr), int(nbytes)
     while isinstance(host.base, np.ndarray):
         host = host.base
     return id(host), host.nbytes

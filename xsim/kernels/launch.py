@@ -36,7 +36,7 @@ def _args_struct(kernel) -> type:
 def _to_c(value, t):
     """A checked Python value of xsim type ``t`` as the ctypes value of its kernel argument."""
     if T.is_scalar(t):
-        return value
+        return _half_bits(value) if t is T.float16 else value
     if T.is_struct(t):
         c = t._ctypes()
         for f, ft in t._fields.items():
@@ -47,7 +47,14 @@ def _to_c(value, t):
             else:
                 setattr(c, f, _to_c(fv, ft))
         return c
-    return t._ctypes(*np.asarray(value, dtype=t._np).ravel().tolist())
+    comps = np.asarray(value, dtype=t._np)
+    if t._scalar is T.float16:  # half components travel as their 16-bit patterns (ctypes c_uint16)
+        comps = comps.view(np.uint16)
+    return t._ctypes(*comps.ravel().tolist())
+
+
+def _half_bits(value) -> int:
+    return int(np.float16(value).view(np.uint16))
 
 
 def _grad_struct(value, t):
