@@ -75,6 +75,14 @@ def test_wrong_device_names_both_devices():
                        "'cuda:0'", device=gpu)
 
 
+@pytest.mark.cpu_only("names both devices itself")
+def test_numpy_array_in_a_gpu_launch_names_the_device_mismatch():
+    # host memory is a CPU array: the error is the device mismatch, not a layout or copy problem
+    gpu = xsim.Device("cuda:0", 0)
+    expect(ValueError, "kernel 'scaled_sum' parameter 'x': array is on device 'cpu' but the launch runs on "
+                       "'cuda:0'", device=gpu, x=np.ones(4, np.float32))
+
+
 @pytest.mark.skipif(not xsim.is_cuda_available(), reason="needs a CUDA GPU")
 @pytest.mark.cuda
 @pytest.mark.cpu_only("names both devices itself")

@@ -50,7 +50,7 @@ def torch_scalar_matches(t, dtype) -> bool:
 def _shared_view(host: np.ndarray, dtype, what: str) -> array:
     """``host`` as an xsim array that must share its memory (never a silent copy)."""
     try:
-        out = from_numpy(host, dtype=dtype)
+        out = from_numpy(host, dtype=dtype, device="cpu")  # host memory is a CPU array, whatever the default
     except (TypeError, ValueError) as e:
         raise type(e)(f"{what}: {e}") from None
     if host.size and out.ptr != host.__array_interface__["data"][0]:
