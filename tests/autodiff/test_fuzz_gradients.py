@@ -266,25 +266,12 @@ class KernelGen:
             kinds += ["break", "continue", "reassign", "reassign", "comp_inplace"]  # loop-carried values
         kind = self.pick(kinds)
         d = self.draw(st.integers(1, MAX_DEPTH))
-        if kind == "new_s":
-            name = self.fresh("s")
-            line = f"{ind}{name} = {self.scalar(env, d)}"
-            env[name] = "s"
-            return [line]
-        if kind == "new_v":
-            name = self.fresh("v")
-            line = f"{ind}{name} = {self.vector(env, d)}"
-            env[name] = "v"
-            return [line]
-        if kind == "new_m":
-            name = self.fresh("m")
-            line = f"{ind}{name} = {self.matrix(env, d)}"
-            env[name] = "m"
-            return [line]
-        if kind == "new_q":
-            name = self.fresh("q")
-            line = f"{ind}{name} = {self.quat(env, d)}"
-            env[name] = "q"
+        makers = {"new_s": self.scalar, "new_v": self.vector, "new_m": self.matrix, "new_q": self.quat}
+        if kind in makers:  # a new local of one value kind ("s", "v", "m", "q")
+            t = kind[-1]
+            name = self.fresh(t)
+            line = f"{ind}{name} = {makers[kind](env, d)}"
+            env[name] = t
             return [line]
         if kind == "new_f":
             name = self.fresh("f")
