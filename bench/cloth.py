@@ -21,14 +21,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
-from common import fmt_time, print_table, ratio
+from common import fmt_time, print_table, ratio, time_stepping, time_taped_rollout
 
 DIM = 63              # cells per side: 64 x 64 particles
 CELL = 0.1            # m
@@ -81,41 +80,28 @@ def bench_xsim(repeat: int) -> dict:
     from xsim.solvers import SolverXPBD
     model = xsim_model()
     solver = SolverXPBD(model, iterations=ITERATIONS)
-    s0, s1 = model.state(), model.state()
-    for _ in range(WARMUP):
-        solver.step(s0, s1, None, DT)
-        s0, s1 = s1, s0
-    samples, cpu = [], []
-    for _ in range(repeat):
-        t0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(STEPS):
-            solver.step(s0, s1, None, DT)
-            s0, s1 = s1, s0
-        samples.append((time.perf_counter() - t0) / STEPS)
-        cpu.append((time.process_time() - c0) / STEPS)
-    step = statistics.median(samples)
+    out = time_stepping(lambda a, b: solver.step(a, b, None, DT), model.state(), model.state(), STEPS, repeat,
+                        WARMUP)
 
     gmodel = xsim_model(requires_grad=True)
     gsolver = SolverXPBD(gmodel, iterations=ITERATIONS)
-    fwd, bwd = [], []
-    for run in range(max(2, repeat // 2) + 1):  # run 0 warms up
-        states = [gmodel.state(requires_grad=True) for _ in range(TAPE_STEPS + 1)]
+
+    def forward(states):
         tape = xsim.Tape()
-        t0 = time.perf_counter()
         with tape:
             for i in range(TAPE_STEPS):
                 gsolver.step(states[i], states[i + 1], None, DT)
-        t1 = time.perf_counter()
+        return tape
+
+    def backward(states, tape):
         seed = np.ones((gmodel.particle_count, 3), dtype=np.float32)
         tape.backward(grads={states[-1].particle_q: seed})
-        t2 = time.perf_counter()
-        if run:
-            fwd.append(t1 - t0)
-            bwd.append(t2 - t1)
         assert np.isfinite(states[0].particle_qd.grad.numpy()).all()
-    return {"step": step, "step_cpu": min(cpu), "tape_forward": statistics.median(fwd),
-            "tape_backward": statistics.median(bwd), "particles": model.particle_count, "springs": model.spring_count,
-            "bending": model.bending_count}
+
+    out.update(time_taped_rollout(lambda: [gmodel.state(requires_grad=True) for _ in range(TAPE_STEPS + 1)],
+                                  forward, backward, max(2, repeat // 2)))
+    out.update(particles=model.particle_count, springs=model.spring_count, bending=model.bending_count)
+    return out
 
 
 def cold_compile_seconds() -> tuple[float, float]:
@@ -150,44 +136,29 @@ def bench_newton(repeat: int) -> dict:
     solver.step(s0, s1, control, None, DT)
     wp.synchronize()
     first = time.perf_counter() - t0
-    for _ in range(WARMUP):
-        solver.step(s0, s1, control, None, DT)
-        s0, s1 = s1, s0
-    wp.synchronize()
-    samples, cpu = [], []
-    for _ in range(repeat):
-        t0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(STEPS):
-            solver.step(s0, s1, control, None, DT)
-            s0, s1 = s1, s0
-        wp.synchronize()
-        samples.append((time.perf_counter() - t0) / STEPS)
-        cpu.append((time.process_time() - c0) / STEPS)
-    step = statistics.median(samples)
+    out = time_stepping(lambda a, b: solver.step(a, b, control, None, DT), s0, s1, STEPS, repeat, WARMUP,
+                        sync=wp.synchronize)
 
     gmodel = newton_model(requires_grad=True)
     gsolver = newton.solvers.SolverXPBD(gmodel, iterations=ITERATIONS)
     gcontrol = gmodel.control()
-    fwd, bwd = [], []
-    for run in range(max(2, repeat // 2) + 1):  # run 0 warms up
-        states = [gmodel.state(requires_grad=True) for _ in range(TAPE_STEPS + 1)]
+
+    def forward(states):
         tape = wp.Tape()
-        t0 = time.perf_counter()
         with tape:
             for i in range(TAPE_STEPS):
                 gsolver.step(states[i], states[i + 1], gcontrol, None, DT)
-        wp.synchronize()
-        t1 = time.perf_counter()
+        return tape
+
+    def backward(states, tape):
         seed = wp.array(np.ones((gmodel.particle_count, 3), dtype=np.float32), dtype=wp.vec3, device="cpu")
         tape.backward(grads={states[-1].particle_q: seed})
-        wp.synchronize()
-        t2 = time.perf_counter()
-        if run:
-            fwd.append(t1 - t0)
-            bwd.append(t2 - t1)
-    return {"step": step, "step_cpu": min(cpu), "tape_forward": statistics.median(fwd),
-            "tape_backward": statistics.median(bwd), "first_step": first, "particles": model.particle_count, "springs": model.spring_count,
-            "bending": model.edge_count}
+
+    out.update(time_taped_rollout(lambda: [gmodel.state(requires_grad=True) for _ in range(TAPE_STEPS + 1)],
+                                  forward, backward, max(2, repeat // 2), sync=wp.synchronize))
+    out.update(first_step=first, particles=model.particle_count, springs=model.spring_count,
+               bending=model.edge_count)
+    return out
 
 
 # -------------------------------------------------------------------------------------------------

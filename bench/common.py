@@ -75,6 +75,51 @@ def interleaved_medians(fns: dict[str, Callable[[], object] | None], repeat: int
     return {k: statistics.median(samples[k]) if k in samples else None for k in fns}
 
 
+def time_stepping(step: Callable[[object, object], None], s0, s1, steps: int, repeat: int, warmup: int,
+                  sync: Callable[[], None] = lambda: None) -> dict:
+    """Time ping-pong stepping ``step(state_in, state_out)``: ``warmup`` untimed steps, then
+    ``repeat`` samples of ``steps`` steps each. Returns the median wall time per step ("step"), the
+    smallest CPU time per step ("step_cpu", all threads of this process) and the last state
+    ("state"). ``sync`` waits for queued work (an engine that launches asynchronously)."""
+    for _ in range(warmup):
+        step(s0, s1)
+        s0, s1 = s1, s0
+    sync()
+    wall, cpu = [], []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            step(s0, s1)
+            s0, s1 = s1, s0
+        sync()
+        wall.append((time.perf_counter() - t0) / steps)
+        cpu.append((time.process_time() - c0) / steps)
+    return {"step": statistics.median(wall), "step_cpu": min(cpu), "state": s0}
+
+
+def time_taped_rollout(prepare: Callable[[], object], forward: Callable[[object], object],
+                       backward: Callable[[object, object], None], runs: int,
+                       sync: Callable[[], None] = lambda: None) -> dict:
+    """Time a rollout recorded on a tape and its backward pass, ``runs`` times after one untimed
+    warm-up run: ``prepare()`` makes the run's fresh states (untimed), ``forward(prepared)`` records
+    the rollout and returns its tape, ``backward(prepared, tape)`` seeds and runs the backward pass.
+    Returns the medians ("tape_forward", "tape_backward") and the last run's prepared states."""
+    fwd, bwd = [], []
+    for run in range(runs + 1):
+        prepared = prepare()
+        t0 = time.perf_counter()
+        tape = forward(prepared)
+        sync()
+        t1 = time.perf_counter()
+        backward(prepared, tape)
+        sync()
+        t2 = time.perf_counter()
+        if run:
+            fwd.append(t1 - t0)
+            bwd.append(t2 - t1)
+    return {"tape_forward": statistics.median(fwd), "tape_backward": statistics.median(bwd), "prepared": prepared}
+
+
 def fmt_time(seconds: float | None) -> str:
     """A duration with a unit that keeps 3 significant digits readable."""
     if seconds is None:

@@ -18,11 +18,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import statistics
-import time
 
 import numpy as np
-from common import fmt_time, print_table, ratio
+from common import fmt_time, print_table, ratio, time_stepping, time_taped_rollout
 
 DT = 1.0 / 600.0
 ITERATIONS = 5
@@ -67,35 +65,26 @@ def bench_xsim(scene: str, repeat: int) -> dict:
     from xsim.solvers import SolverXPBD
     model = xsim_scene(scene)
     solver = SolverXPBD(model, substeps=ITERATIONS, iterations=1)
-    s0, s1 = model.state(), model.state()
-    for _ in range(WARMUP):
-        solver.step(s0, s1, None, DT)
-        s0, s1 = s1, s0
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(STEPS):
-            solver.step(s0, s1, None, DT)
-            s0, s1 = s1, s0
-        samples.append((time.perf_counter() - t0) / STEPS)
+    out = time_stepping(lambda a, b: solver.step(a, b, None, DT), model.state(), model.state(), STEPS, repeat,
+                        WARMUP)
     gmodel = xsim_scene(scene, requires_grad=True)
     gsolver = SolverXPBD(gmodel, substeps=ITERATIONS, iterations=1)
-    fwd, bwd = [], []
-    for _ in range(max(2, repeat)):
-        states = [gmodel.state(requires_grad=True) for _ in range(TAPE_STEPS + 1)]
+
+    def forward(states):
         tape = xsim.Tape()
-        t0 = time.perf_counter()
         with tape:
             for i in range(TAPE_STEPS):
                 gsolver.step(states[i], states[i + 1], None, DT)
-        t1 = time.perf_counter()
+        return tape
+
+    def backward(states, tape):
         seed = xsim.array(np.ones((gmodel.body_count, 7), dtype=np.float32), dtype=xsim.transform)
         tape.backward(grads={states[-1].body_q: seed})
-        t2 = time.perf_counter()
-        fwd.append(t1 - t0)
-        bwd.append(t2 - t1)
-    return {"step": statistics.median(samples), "tape_forward": statistics.median(fwd),
-            "tape_backward": statistics.median(bwd), "z": float(s0.body_q.numpy()[:, 2].min())}
+
+    out.update(time_taped_rollout(lambda: [gmodel.state(requires_grad=True) for _ in range(TAPE_STEPS + 1)],
+                                  forward, backward, max(2, repeat)))
+    out["z"] = float(out["state"].body_q.numpy()[:, 2].min())
+    return out
 
 
 # -------------------------------------------------------------------------------------------------
@@ -133,7 +122,6 @@ def bench_newton(scene: str, repeat: int) -> dict:
     solver = newton.solvers.SolverXPBD(model, iterations=ITERATIONS)
     pipeline = newton.CollisionPipeline(model) if scene == "boxes" else None
     contacts = pipeline.contacts() if pipeline else None
-    s0, s1 = model.state(), model.state()
     control = model.control()
 
     def step(a, b, pipe=pipeline, cts=contacts, slv=solver):
@@ -141,42 +129,31 @@ def bench_newton(scene: str, repeat: int) -> dict:
             pipe.collide(a, cts)
         slv.step(a, b, control, cts, DT)
 
-    for _ in range(WARMUP):
-        step(s0, s1)
-        s0, s1 = s1, s0
-    wp.synchronize()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(STEPS):
-            step(s0, s1)
-            s0, s1 = s1, s0
-        wp.synchronize()
-        samples.append((time.perf_counter() - t0) / STEPS)
-    out = {"step": statistics.median(samples), "z": float(s0.body_q.numpy()[:, 2].min())}
+    out = time_stepping(step, model.state(), model.state(), STEPS, repeat, WARMUP, sync=wp.synchronize)
+    out["z"] = float(out["state"].body_q.numpy()[:, 2].min())
     gmodel = newton_scene(scene, requires_grad=True)
     gsolver = newton.solvers.SolverXPBD(gmodel, iterations=ITERATIONS)
     gpipe = newton.CollisionPipeline(gmodel, requires_grad=True) if scene == "boxes" else None
-    fwd, bwd = [], []
-    for _ in range(max(2, repeat)):
+
+    def prepare():
         states = [gmodel.state(requires_grad=True) for _ in range(TAPE_STEPS + 1)]
-        cts = [gpipe.contacts() for _ in range(TAPE_STEPS)] if gpipe else [None] * TAPE_STEPS
+        return states, [gpipe.contacts() for _ in range(TAPE_STEPS)] if gpipe else [None] * TAPE_STEPS
+
+    def forward(prepared):
+        states, cts = prepared
         tape = wp.Tape()
-        t0 = time.perf_counter()
         with tape:
             for i in range(TAPE_STEPS):
                 if gpipe is not None:
                     gpipe.collide(states[i], cts[i])
                 gsolver.step(states[i], states[i + 1], gmodel.control(), cts[i], DT)
-        wp.synchronize()
-        t1 = time.perf_counter()
+        return tape
+
+    def backward(prepared, tape):
         seed = wp.array(np.ones((gmodel.body_count, 7), dtype=np.float32), dtype=wp.transform, device="cpu")
-        tape.backward(grads={states[-1].body_q: seed})
-        wp.synchronize()
-        t2 = time.perf_counter()
-        fwd.append(t1 - t0)
-        bwd.append(t2 - t1)
-    out.update(tape_forward=statistics.median(fwd), tape_backward=statistics.median(bwd))
+        tape.backward(grads={prepared[0][-1].body_q: seed})
+
+    out.update(time_taped_rollout(prepare, forward, backward, max(2, repeat), sync=wp.synchronize))
     return out
 
 
