@@ -152,3 +152,25 @@ def test_one_distance_update_is_exact_for_a_single_free_particle():
                 outputs=[lam_out, delta])
     np.testing.assert_allclose(delta.numpy()[:, 0], [[0.0, 0.0, 0.0], [0.0, 0.0, 0.3]], atol=1e-15)
     assert lam_out.numpy()[0] == pytest.approx(-0.3 / 2.0)
+
+
+def test_box_contact_gradient_is_exact_for_a_particle_a_rounding_error_outside_a_face():
+    """A particle centre one ulp outside a box face (a particle that lands exactly on it): the
+    normal must not come from normalizing the ~1e-17 gap, whose adjoint divides by it and cancels
+    catastrophically; the gradient equals the one a micrometre further out."""
+
+    def tape_grad(px):
+        x = vecs([[px, 0.05, 0.03]])
+        args = [x, vecs([[px - 0.01, 0.04, 0.03]]), scalars([1.0]), scalars([0.08]), 1, ints([SHAPE_BOX]),
+                vecs([[0.0, 0.0, 0.0]]), xsim.array(np.array([[0.0, 0.0, 0.0, 1.0]]), dtype=xsim.quatd),
+                vecs([[0.2, 0.2, 0.2]]), scalars([0.3]), ints([-1]), ints(np.zeros((0, 3)), 3),
+                vecs(np.zeros((0, 3))), ints([]), vecs(np.zeros((1, 3)))]
+        tape = xsim.Tape()
+        with tape:
+            xsim.launch(C.collide_static, 1, inputs=args[:-1], outputs=[args[-1]])
+        args[-1].grad.numpy()[0] = [1.0, 0.7, 0.3]
+        tape.backward()
+        return x.grad.numpy()[0]
+
+    edge = np.nextafter(0.2, 1.0)
+    np.testing.assert_allclose(tape_grad(edge), tape_grad(0.2 + 1e-6), atol=1e-9)

@@ -114,9 +114,22 @@ def box_contact(p, half, r):
     n = p - p
     pen = r - r
     if dist2 > 0.0:
-        dist = xsim.sqrt(dist2)
-        n = d / dist
-        pen = r - dist
+        # outside one face only (the usual case): that face's normal, without normalizing d, whose
+        # adjoint divides by |d| and cancels catastrophically for a point a rounding error outside
+        # (a wrong gradient for a particle landing exactly on a face)
+        if d[1] == 0.0 and d[2] == 0.0:
+            n[0] = xsim.sign(d[0])
+            pen = r - xsim.abs(d[0])
+        elif d[0] == 0.0 and d[2] == 0.0:
+            n[1] = xsim.sign(d[1])
+            pen = r - xsim.abs(d[1])
+        elif d[0] == 0.0 and d[1] == 0.0:
+            n[2] = xsim.sign(d[2])
+            pen = r - xsim.abs(d[2])
+        else:  # beyond an edge or a corner
+            dist = xsim.sqrt(dist2)
+            n = d / dist
+            pen = r - dist
     else:
         # inside: leave through the nearest face
         fx = half[0] - xsim.abs(p[0])
