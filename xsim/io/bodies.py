@@ -142,7 +142,10 @@ def joint_keys(placement: dict[str, Key]) -> dict[str, dict[str, Key]]:
               "limits": Key(_limits, None, "[lower, upper], rad (revolute) or m (prismatic)"),
               "drive": Key(lambda v, p: check_table(v, p, _DRIVE, "a table {target, stiffness, ...}"), None,
                            "{ target, stiffness, target_velocity, damping }")}
-    return {t: {**common, **(moving if t in ("revolute", "prismatic") else {})} for t in _JOINT_TYPES}
+    ball = {"cone_limit": Key(number(minimum=0.0), None, "largest swing of the child's z from the parent's, rad"),
+            "twist_limits": Key(_limits, None, "[lower, upper] twist of the child about its z, rad")}
+    extra = {"revolute": moving, "prismatic": moving, "ball": ball}
+    return {t: {**common, **extra.get(t, {})} for t in _JOINT_TYPES}
 
 
 def check_joint(raw: Any, path: str, keys: dict[str, dict[str, Key]], bodies: list[dict]) -> dict:
@@ -245,6 +248,10 @@ def add_joints(b, joints: list[dict], bodies: list[dict], first_body: int = 0) -
             add(*ids, parent_xform=xp, child_xform=xc, axis=axis, limit_lower=limits[0], limit_upper=limits[1],
                 target_q=drive["target"], target_qd=drive["target_velocity"], target_ke=drive["stiffness"],
                 target_kd=drive["damping"])
+        elif kind == "ball":
+            twist = j["twist_limits"] or (None, None)
+            b.add_joint_ball(*ids, parent_xform=xp, child_xform=xc, cone_limit=j["cone_limit"], twist_lower=twist[0],
+                             twist_upper=twist[1])
         elif kind == "free":
             b.add_joint_free(ids[1], parent=ids[0], parent_xform=xp, child_xform=xc)
         else:

@@ -16,17 +16,22 @@ import xsim
 from xsim import types as T
 
 from .collide import Collider
+from .kinematics import _layout, eval_ik
 
 
 class State:
     """The time-varying part of a simulation: ``particle_q`` (positions, array(vec3), m) and
-    ``particle_qd`` (velocities, array(vec3), m/s)."""
+    ``particle_qd`` (velocities, array(vec3), m/s); with bodies ``body_q``/``body_qd``; with joints
+    ``joint_q``/``joint_qd``, the joint coordinates of the body state (``xsim.sim.kinematics``;
+    ``SolverXPBD`` keeps them current, ``eval_fk`` sets the bodies from them)."""
 
-    def __init__(self, particle_q, particle_qd, body_q=None, body_qd=None):
+    def __init__(self, particle_q, particle_qd, body_q=None, body_qd=None, joint_q=None, joint_qd=None):
         self.particle_q = particle_q
         self.particle_qd = particle_qd
         self.body_q = body_q    # array(transform): body frames (see xsim.sim.rigid)
         self.body_qd = body_qd  # array(vector(6)): com linear then angular velocity, world
+        self.joint_q = joint_q    # array(float): joint coordinates (layout: model.joint_q_start)
+        self.joint_qd = joint_qd  # array(float): joint velocities (layout: model.joint_qd_start)
 
     @property
     def particle_count(self) -> int:
@@ -118,7 +123,54 @@ class Model:
                                  requires_grad=rg))
         if self.rigid is not None:
             self.rigid.init_state(state, rg)
+            if self.rigid.joint_count:
+                q0, qd0 = self._initial_joint_coordinates()
+                state.joint_q = xsim.array(q0, dtype=self.dtype, device=self.device, requires_grad=rg)
+                state.joint_qd = xsim.array(qd0, dtype=self.dtype, device=self.device, requires_grad=rg)
         return state
+
+    def _initial_joint_coordinates(self) -> tuple[np.ndarray, np.ndarray]:
+        """(joint_q, joint_qd) of the initial body state as numpy, computed once (off any Tape: they
+        are model data, like the initial body_q)."""
+        cached = self.rigid.__dict__.get("_joint_q0")
+        if cached is None:
+            r = self.rigid
+            probe = State(None, None, r.body_q, r.body_qd)
+            q = xsim.zeros(self.joint_coord_count, dtype=self.dtype, device=self.device)
+            qd = xsim.zeros(self.joint_dof_count, dtype=self.dtype, device=self.device)
+            eval_ik(self, probe, q, qd, record_tape=False)
+            cached = r.__dict__["_joint_q0"] = (q.numpy(), qd.numpy())
+        return cached
+
+    @property
+    def joint_q_start(self) -> np.ndarray:
+        """First ``joint_q`` entry of each joint, then the total (numpy; ``xsim.sim.kinematics``)."""
+        return _layout(self)[1].q_start.copy() if self.joint_count else np.zeros(1, dtype=np.int32)
+
+    @property
+    def joint_qd_start(self) -> np.ndarray:
+        """First ``joint_qd`` entry of each joint, then the total (numpy)."""
+        return _layout(self)[1].qd_start.copy() if self.joint_count else np.zeros(1, dtype=np.int32)
+
+    @property
+    def joint_coord_count(self) -> int:
+        """Length of ``joint_q``."""
+        return int(self.joint_q_start[-1])
+
+    @property
+    def joint_dof_count(self) -> int:
+        """Length of ``joint_qd``."""
+        return int(self.joint_qd_start[-1])
+
+    @property
+    def joint_q(self):
+        """The joint coordinates of the initial body state (a new array)."""
+        return xsim.array(self._initial_joint_coordinates()[0], dtype=self.dtype, device=self.device)
+
+    @property
+    def joint_qd(self):
+        """The joint velocities of the initial body state (a new array)."""
+        return xsim.array(self._initial_joint_coordinates()[1], dtype=self.dtype, device=self.device)
 
     def __getattr__(self, name: str):
         # rigid-body data lives in ``self.rigid`` (xsim.sim.rigid.RigidModel) and reads as model.body_q etc.

@@ -34,6 +34,10 @@ NO_LIMIT = 1.0e10  # a limit this large (or None) means none
 DEFAULT_MU = 0.5
 BOX_CORNER_ROUNDING = 0.05  # fraction of the smallest half extent
 BOX_EDGE_PAIRS = 144  # contacts of a box-box pair beyond its corners: one per pair of edges (12 x 12)
+# segment contacts of a pair beyond its points, by its shape types: a box's 12 edges against a
+# capsule's axis, and the closest points of two capsules' axes (see xsim/solvers/xpbd/contacts_rigid.py)
+SEGMENT_CONTACTS = {(S.SHAPE_BOX, S.SHAPE_BOX): BOX_EDGE_PAIRS, (S.SHAPE_BOX, S.SHAPE_CAPSULE): 12,
+                    (S.SHAPE_CAPSULE, S.SHAPE_BOX): 12, (S.SHAPE_CAPSULE, S.SHAPE_CAPSULE): 1}
 _IDENTITY = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
 
 
@@ -114,12 +118,10 @@ class RigidBuilderMixin:
     def add_shape_capsule(self, body: int, xform=None, radius: float = 0.25, half_height: float = 0.5,
                           density: float | None = None, mu: float = DEFAULT_MU, restitution: float = 0.0) -> int:
         """A capsule along the shape's local z: a segment of half length ``half_height`` (m) swept
-        by ``radius``. Its contact points are spheres of ``radius`` spread along the segment (both
-        ends, and between them at most about a radius apart, up to 9), so that a capsule lying on a
-        face, or a face lying on a capsule, is held along its length."""
-        count = min(9, max(2, int(np.ceil(half_height / radius)) + 1))
-        points = np.zeros((count, 3))
-        points[:, 2] = np.linspace(-half_height, half_height, count)
+        by ``radius``. Its contact points are the segment's two ends (spheres of ``radius``); against
+        another capsule's axis and a box's edges the segment collides too, at the closest points of
+        the two segments (``SEGMENT_CONTACTS``), so its contacts are exact along its length."""
+        points = np.array([[0.0, 0.0, -half_height], [0.0, 0.0, half_height]])
         return self._add_shape(body, S.SHAPE_CAPSULE, xform, (radius, half_height, 0.0), radius, points,
                                lambda d: (*S.capsule_mass(radius, half_height, d), None), density, mu, restitution)
 
@@ -144,12 +146,17 @@ class RigidBuilderMixin:
 
     def _add_joint(self, kind: int, parent: int, child: int, parent_xform, child_xform, axis=(0.0, 0.0, 1.0),
                    limit_lower=None, limit_upper=None, target_q=None, target_qd=None, target_ke: float = 0.0,
-                   target_kd: float = 0.0) -> int:
+                   target_kd: float = 0.0, cone_limit: float | None = None) -> int:
         n = len(self.bodies)
         if not (-1 <= parent < n and 0 <= child < n) or parent == child:
             raise IndexError(f"add_joint: parent {parent} / child {child} invalid (there are {n} bodies)")
+        if limit_lower is not None and limit_upper is not None and limit_lower > limit_upper:
+            raise ValueError(f"add_joint: lower limit {limit_lower} above upper limit {limit_upper}")
+        if cone_limit is not None and cone_limit < 0.0:
+            raise ValueError(f"add_joint_ball: cone_limit must be >= 0 (rad), got {cone_limit}")
         a = np.asarray(axis, dtype=np.float64)
         self.joints.append({
+            "cone": NO_LIMIT if cone_limit is None else float(cone_limit),
             "type": kind, "parent": int(parent), "child": int(child), "xp": _xform(parent_xform),
             "xc": _xform(child_xform), "axis": a / np.linalg.norm(a),
             "limit": (-NO_LIMIT if limit_lower is None else float(limit_lower),
@@ -179,9 +186,24 @@ class RigidBuilderMixin:
         return self._add_joint(JOINT_PRISMATIC, parent, child, parent_xform, child_xform, axis, limit_lower,
                                limit_upper, target_q, target_qd, target_ke, target_kd)
 
-    def add_joint_ball(self, parent: int, child: int, parent_xform=None, child_xform=None) -> int:
-        """A ball joint: the joint frames' origins coincide; rotation is free."""
-        return self._add_joint(JOINT_BALL, parent, child, parent_xform, child_xform)
+    def add_joint_ball(self, parent: int, child: int, parent_xform=None, child_xform=None,
+                       axis=(0.0, 0.0, 1.0), cone_limit: float | None = None, twist_lower: float | None = None,
+                       twist_upper: float | None = None) -> int:
+        """A ball joint: the joint frames' origins coincide; rotation is free up to optional swing
+        and twist limits (Mueller et al. 2020, sec. 3.4), both about ``axis`` (joint frame).
+
+        Swing is the angle between ``axis`` carried by the parent joint frame and by the child
+        joint frame (both in the world), kept <= ``cone_limit`` (rad, in [0, pi)). Twist is the child's
+        rotation about its own ``axis`` left once the swing is removed (swing-twist decomposition of
+        the child joint frame relative to the parent's; 0 when the frames coincide, positive
+        counter-clockwise about the axis, like a revolute joint's angle), kept within
+        [``twist_lower``, ``twist_upper``] (rad, within (-pi, pi]). ``None``: no limit.
+        Both limits are hard (zero compliance). Newton's ``add_joint_ball`` has no limits (it has
+        ``add_joint_d6`` with per-axis ones); the ``limit_lower``/``limit_upper`` a Newton user would
+        look for are ``twist_lower``/``twist_upper`` here (stored in ``joint_limit``), the cone in
+        ``joint_cone_limit``."""
+        return self._add_joint(JOINT_BALL, parent, child, parent_xform, child_xform, axis, twist_lower,
+                               twist_upper, cone_limit=cone_limit)
 
     def add_joint_fixed(self, parent: int, child: int, parent_xform=None, child_xform=None) -> int:
         """Welds the child to the parent: the joint frames coincide."""
@@ -213,9 +235,9 @@ class RigidBuilderMixin:
         shape_xform = [np.concatenate([s["p"] - com_of(s["body"]), s["q"]]) for s in shapes]
         point_start = np.cumsum([0] + [len(s["points"]) for s in shapes])
         pairs = _contact_pairs(shapes, inv_mass, self.joints)
-        both_boxes = (lambda a, b: shapes[a]["type"] == shapes[b]["type"] == S.SHAPE_BOX)
         pair_points = [(len(shapes[a]["points"]) if ra else 0) + (len(shapes[b]["points"]) if rb else 0)
-                       + (BOX_EDGE_PAIRS if both_boxes(a, b) else 0) for a, b, ra, rb in pairs]
+                       + SEGMENT_CONTACTS.get((shapes[a]["type"], shapes[b]["type"]), 0)
+                       for a, b, ra, rb in pairs]
         pair_offset = np.cumsum([0] + pair_points)
         bound = [_bounding_radius(s) for s in shapes]
         joints = self.joints
@@ -270,6 +292,7 @@ class RigidBuilderMixin:
             joint_X_c=arr(np.reshape([jx(j, "xc", j["child"]) for j in joints], (nj, 7)), tf, True, nj),
             joint_axis=arr(np.reshape([j["axis"] for j in joints], (nj, 3)), v3, n=nj),
             joint_limit=arr(np.reshape([j["limit"] for j in joints], (nj, 2)), v2, n=nj),
+            joint_cone_limit=arr([j["cone"] for j in joints], s, n=nj),
             joint_target_q=arr([j["target_q"] for j in joints], s, True, nj),
             joint_target_qd=arr([j["target_qd"] for j in joints], s, True, nj),
             joint_target_ke=arr([j["ke"] for j in joints], s, True, nj),
@@ -389,7 +412,7 @@ class RigidModel:
     shape_points: object      # array(vec3): contact points in shape frames
     pair_shapes: object       # array(int, ndim=2), (pairs, 4): shape a, shape b, a-points?, b-points?
     contact_pair: object      # array(int): the pair of each contact point (one thread each)
-    contact_index: object     # array(int): its index in the pair (a's points, b's, then box-box edge pairs)
+    contact_index: object     # array(int): its index in the pair (a's points, b's, then SEGMENT_CONTACTS)
     pair_mu: object           # array(float): mean of the two shapes' mu
     pair_restitution: object  # array(float)
     joint_type: object        # array(int): JOINT_* codes
@@ -397,8 +420,9 @@ class RigidModel:
     joint_child: object       # array(int)
     joint_X_p: object         # array(transform): joint frame in the parent's com frame
     joint_X_c: object         # array(transform): joint frame in the child's com frame
-    joint_axis: object        # array(vec3): hinge/slider axis in the joint frame
-    joint_limit: object       # array(vec2): lower, upper (rad or m)
+    joint_axis: object        # array(vec3): hinge/slider/ball swing-twist axis in the joint frame
+    joint_limit: object       # array(vec2): lower, upper (rad or m; ball joints: twist, rad)
+    joint_cone_limit: object  # array(float): ball joints' swing limit, rad (NO_LIMIT: none)
     joint_target_q: object    # array(float): drive position targets (used when Control has none)
     joint_target_qd: object   # array(float): drive velocity targets
     joint_target_ke: object   # array(float): drive stiffness (0: no position drive)

@@ -1,16 +1,19 @@
 """Rigid contacts of the XPBD solver: pair detection, the position pass (non-penetration and static
 friction) and the velocity pass (dynamic friction and restitution) of Mueller et al. 2020, sec. 3.5
-and 3.6; and the one-way coupling that pushes particles (cloth) out of moving bodies.
+and 3.6; and the two-way coupling of particles (cloth) with bodies.
 
 A contact is a *point with a radius* of one shape against the *surface* of another: sphere centres
-(radius r), points spread along capsule axes (r), slightly rounded box corners and mesh (hull)
+(radius r), the two ends of capsule axes (r), slightly rounded box corners and mesh (hull)
 vertices (radius 0) against a plane, sphere, box or capsule (``xsim.sim.rigid._point_roles``
-decides which side offers points). Box-box pairs add one contact per pair of edges (12 x 12,
-``edge_contact_geometry``): two equal boxes stacked with one turned about z have no corner over
-the other's face, and only the crossings of their edges hold them. Each contact is one thread
-(Jacobi, see ``rigid_solver.py``). Known gaps: capsule-capsule contacts between the sample points
-(exact to within a radius), and primitives against a mesh's faces (only mesh vertices collide;
-mesh against mesh does not).
+decides which side offers points). Pairs of segments add *segment contacts* at the closest points
+of the two lines, where those lie inside both segments (``segment_contact``; elsewhere the
+segments' end points are nearest, and their point contacts hold): box-box pairs one per pair of
+edges (12 x 12, ``edge_contact_geometry``: two equal boxes stacked with one turned about z have no
+corner over the other's face, and only the crossings of their edges hold them), box-capsule pairs
+one per box edge against the capsule's axis, capsule pairs one between their axes
+(``capsule_segment_geometry``). So capsules collide exactly with planes, spheres, capsules and boxes (boxes up
+to their corner rounding). Each contact is one thread (Jacobi, see ``rigid_solver.py``). Known
+gaps: primitives against a mesh's faces (only mesh vertices collide; mesh against mesh does not).
 
 Contact generation runs every step: ``find_contact_pairs`` (not differentiated) marks the shape
 pairs close enough to touch during the step, and the solver lists their contact points (on the
@@ -18,7 +21,7 @@ host: one small device-to-host copy per step); the contact kernels run over that
 every solve recomputes each
 contact's geometry (normal, depth, contact points) from the current poses, so the gradient flows
 through the geometry; the discrete choices -- which pairs are candidates, whether a point
-penetrates, which box face is nearest, whether an edge pair is a contact, static versus dynamic
+penetrates, which box face is nearest, whether a segment contact counts, static versus dynamic
 friction, whether restitution applies -- are branches whose outcome is a constant of the backward pass: the gradient is that of
 the branch taken (exact while the contact set does not change, one-sided where it switches).
 """
@@ -30,7 +33,7 @@ import xsim
 from xsim import types as T
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
 
-from .kernels import push_out, surface_contact
+from .kernels import surface_contact
 from .rigid_kernels import apply_impulse, apply_positional, body_loader, generalized_inv_mass, split_qd
 
 # -------------------------------------------------------------------------------------------------
@@ -90,6 +93,95 @@ def box_axis_overlap(u, qa, ha, qb, hb, gap):
 
 
 @xsim.func
+def line_closest_parameters(a0, da, b0, db):
+    """Parameters (s, t) of the closest points a0 + s da, b0 + t db of two lines, and whether the
+    lines cross: below about half a degree between them their closest points are ill-conditioned,
+    and for segments (capsule axes, box edges) the contacts of the segments' end points are the ones
+    that hold; (s, t) are then (0, 0)."""
+    aa = xsim.dot(da, da)
+    bb = xsim.dot(db, db)
+    ab = xsim.dot(da, db)
+    nn = aa * bb - ab * ab  # |da x db|^2
+    s = ab - ab
+    t = s
+    crossing = nn > 1.0e-4 * aa * bb
+    if crossing:
+        ar = xsim.dot(da, a0 - b0)
+        br = xsim.dot(db, a0 - b0)
+        s = (ab * br - bb * ar) / nn
+        t = (aa * br - ab * ar) / nn
+    return s, t, crossing
+
+
+@xsim.func
+def segment_contact(a0, da, ra, b0, db, rb):
+    """Contact of segment a (start ``a0``, end minus start ``da``) swept by radius ``ra`` with segment
+    b swept by ``rb`` (0 for a box edge) at the closest points of their lines: (unit normal from b's
+    point to a's, depth ra + rb - distance, contact point on a's surface, on b's surface, whether it
+    is one). It is one where the lines cross (``line_closest_parameters``), both closest points lie
+    strictly inside their segments and apart; the minimum distance of two segments is either this or
+    at an end point of one of them, which the end points' own contacts cover. Otherwise the normal
+    and depth are zero."""
+    s, t, crossing = line_closest_parameters(a0, da, b0, db)
+    pa = a0 + da * s
+    pb = b0 + db * t
+    d = pa - pb
+    dist2 = xsim.dot(d, d)
+    n = d - d
+    pen = ra - ra
+    ok = crossing and s > 0.0 and s < 1.0 and t > 0.0 and t < 1.0 and dist2 > 0.0
+    if ok:
+        dist = xsim.sqrt(dist2)
+        n = d / dist
+        pen = ra + rb - dist
+    return n, pen, pa - n * ra, pb + n * rb, ok
+
+
+@xsim.func
+def capsule_axis(x, q, sx, size):
+    """World start point and end minus start of the axis of a capsule of ``size`` (radius, half
+    height) with frame ``sx`` in the body's com frame (x, q)."""
+    half = size - size
+    half[2] = size[1]
+    half = xsim.quat_rotate(q * sx.q, half)
+    return x + xsim.quat_rotate(q, sx.p) - half, half * 2.0
+
+
+@xsim.func
+def capsule_segment_geometry(xc, qc, sxc, size_c, xo, qo, sxo, kind_o: int, size_o, e: int):
+    """Segment contact of the axis of a capsule (``size_c``: radius, half height; frame ``sxc`` in
+    the com frame (xc, qc)) with the other shape's segment: the axis of a capsule (``kind_o`` =
+    SHAPE_CAPSULE) or edge ``e`` of a box (half extents ``size_o``): (world normal from the other
+    shape to the capsule, depth, contact point on the capsule's surface, on the other shape's); the
+    normal is zero where it does not count.
+
+    Two capsules: ``segment_contact``. A box edge counts only where it is the box's feature nearest
+    the axis: the closest points lie inside both segments, and the normal lies in the cone of the
+    outward normals of the edge's two faces (up to 0.05, as for box edges), so the axis point is
+    outside the box, nearest this edge. Then it is the exact capsule-box contact: a capsule across
+    the box's top edge pivots on it, and one lying across the top face rests on the two edges it
+    crosses (whose normal is the face's, on the cone's rim). Elsewhere a face or a corner is nearest,
+    and the capsule's end points against the box and the box's corners against the capsule hold it."""
+    a0, da = capsule_axis(xc, qc, sxc, size_c)
+    qs = qo * sxo.q
+    b0, db, f1, f2 = box_edge(e, size_o)
+    rb = size_o[0]
+    if kind_o == SHAPE_CAPSULE:
+        b0, db = capsule_axis(xo, qo, sxo, size_o)
+    else:
+        b0 = xo + xsim.quat_rotate(qo, sxo.p) + xsim.quat_rotate(qs, b0)
+        db = xsim.quat_rotate(qs, db)
+        rb = rb - rb
+    n, pen, ca, cb, ok = segment_contact(a0, da, size_c[0], b0, db, rb)
+    if ok and kind_o == SHAPE_BOX:
+        nl = xsim.quat_rotate_inv(qs, n)
+        if xsim.dot(nl, f1) < -0.05 or xsim.dot(nl, f2) < -0.05:
+            n = n - n
+            pen = pen - pen
+    return n, pen, ca, cb
+
+
+@xsim.func
 def edge_contact_geometry(xa, qa, sxa, ha, ea: int, xb, qb, sxb, hb, eb: int, tol):
     """Contact of edge ``ea`` of box a (half extents ``ha``, frame ``sxa`` in body a's com frame
     (xa, qa)) with edge ``eb`` of box b: (world normal from b to a, depth, closest point on a's edge,
@@ -115,24 +207,15 @@ def edge_contact_geometry(xa, qa, sxa, ha, ea: int, xb, qb, sxb, hb, eb: int, to
     b0 = psb + xsim.quat_rotate(qsb, b0)
     db = xsim.quat_rotate(qsb, db)
     n = xsim.cross(da, db)
-    nn = xsim.dot(n, n)
-    aa = xsim.dot(da, da)
-    bb = xsim.dot(db, db)
     pen = tol - tol
     ca = a0
     cb = b0
-    # below about half a degree between the edges their crossing point is ill-conditioned; the corner
-    # points hold such (nearly aligned) boxes
-    if nn > 1.0e-4 * aa * bb:
-        ab = xsim.dot(da, db)
-        ar = xsim.dot(da, a0 - b0)
-        br = xsim.dot(db, a0 - b0)
-        # closest points a0 + s da, b0 + t db of the two lines (nn = aa bb - ab^2)
-        s = (ab * br - bb * ar) / nn
-        t = (aa * br - ab * ar) / nn
+    # nearly aligned edges do not cross: the corner points hold such boxes
+    s, t, crossing = line_closest_parameters(a0, da, b0, db)
+    if crossing:
         ca = a0 + da * s
         cb = b0 + db * t
-        n = n / xsim.sqrt(nn)
+        n = n / xsim.length(n)
         if xsim.dot(n, cb - psb) < 0.0:
             n = -n
         depth = xsim.dot(cb - ca, n)
@@ -303,10 +386,11 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
 
     @xsim.func
     def contact_roles(c: int, k: int, pairs: Ints2, shape_body: Ints, shape_point_count: Ints):
-        """(point shape, surface shape, their bodies, point index in its shape, edge pair) of contact
-        ``k`` of pair ``c``: the first points are a's against b's surface, the next b's against a's,
-        and a box-box pair has then one contact per pair of edges (``BOX_EDGE_PAIRS``; edge pair
-        12 i + j is a's edge i with b's edge j, with a as the "point" shape; -1 for point contacts)."""
+        """(point shape, surface shape, their bodies, point index in its shape, segment contact) of
+        contact ``k`` of pair ``c``: the first points are a's against b's surface, the next b's against
+        a's, then the pair's segment contacts (``SEGMENT_CONTACTS``; a as the "point" shape, -1 for
+        point contacts): a box-box pair's 12 x 12 edge pairs (12 i + j is a's edge i with b's edge
+        j), a box-capsule pair's 12 box edges against the capsule's axis, a capsule pair's one."""
         sp = pairs[c, 0]
         ss = pairs[c, 1]
         kp = k
@@ -326,15 +410,43 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
                               shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars,
                               shape_point_start: Ints, shape_points: Vec3s):
         """Geometry (normal from s to p, depth, contact point on p, on s) of a point contact or, for
-        ``edge`` >= 0, of a box-box edge pair (corner roundings as the tolerance)."""
+        ``edge`` >= 0, of a segment contact: a box-box edge pair (corner roundings as the
+        tolerance), a box's edge against a capsule's axis (either shape first), or two capsules' axes."""
         n = v3()
         pen = scalar(0.0)
         ca = v3()
         cb = v3()
         if edge >= 0:
-            n, pen, ca, cb = edge_contact_geometry(
-                xp, qp, shape_xform[sp], shape_size[sp], edge // 12, xs, qs, shape_xform[ss], shape_size[ss],
-                edge % 12, shape_radius[sp] + shape_radius[ss])
+            tp = shape_type[sp]
+            ts = shape_type[ss]
+            if tp == SHAPE_BOX and ts == SHAPE_BOX:
+                n, pen, ca, cb = edge_contact_geometry(
+                    xp, qp, shape_xform[sp], shape_size[sp], edge // 12, xs, qs, shape_xform[ss], shape_size[ss],
+                    edge % 12, shape_radius[sp] + shape_radius[ss])
+            else:
+                # a capsule and a capsule or a box, in either order: solve with the capsule first (one
+                # inlined copy of the geometry), then turn the result round
+                flip = tp != SHAPE_CAPSULE
+                xc = xp
+                qc = qp
+                sc = sp
+                xo = xs
+                qo = qs
+                so = ss
+                if flip:
+                    xc = xs
+                    qc = qs
+                    sc = ss
+                    xo = xp
+                    qo = qp
+                    so = sp
+                n, pen, ca, cb = capsule_segment_geometry(xc, qc, shape_xform[sc], shape_size[sc], xo, qo,
+                                                          shape_xform[so], shape_type[so], shape_size[so], edge)
+                if flip:
+                    n = -n
+                    c = ca
+                    ca = cb
+                    cb = c
         else:
             n, pen, ca, cb = contact_geometry(
                 xp, qp, shape_xform[sp], shape_points[shape_point_start[sp] + kp], shape_radius[sp], xs, qs,
@@ -421,30 +533,59 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
 
     @xsim.kernel(module=module)
     def collide_particles_bodies(x: Vec3s, x_start: Vec3s, inv_mass: Scalars, radius: Scalars, Xc: Tfs,
-                                 Xc_prev: Tfs, shape_body: Ints, shape_type: Ints, shape_xform: Tfs,
-                                 shape_size: Vec3s, shape_mu: Scalars, num_shapes: int, x_out: Vec3s):
-        """One-way coupling: push each particle out of the bodies' spheres, boxes and capsules at
-        their current poses, with friction against the motion of the body's surface (the particle's
-        start point is carried along with the body, so a particle at rest on a moving body moves
-        with it)."""
+                                 Xc_prev: Tfs, body_inv_mass: Scalars, body_inv_inertia: Mats, shape_body: Ints,
+                                 shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s, shape_mu: Scalars,
+                                 num_shapes: int, x_out: Vec3s, delta: Vec8s):
+        """Two-way particle-body contacts (``rigid_solver.py``): push each particle out of the
+        bodies' spheres, boxes and capsules at their current poses ``Xc``, sharing the depth between
+        the particle's inverse mass and the body's generalized inverse mass at the contact point, then
+        friction against the motion of the body's surface since the substep start (``Xc_prev``:
+        cancel the relative tangential displacement inside the cone mu * depth, else shorten it by
+        mu * depth). The bodies' shares go to ``delta`` with the count entry w_b / (w_p + w_b)."""
         i = xsim.tid()
         xi = x[i]
-        if inv_mass[i] > 0.0:
+        wp = inv_mass[i]
+        if wp > 0.0:
             r = radius[i]
             for s in range(num_shapes):
                 b = shape_body[s]
                 kind = shape_type[s]
                 if b >= 0 and (kind == SHAPE_SPHERE or kind == SHAPE_BOX or kind == SHAPE_CAPSULE):
                     pose = Xc[b]
-                    prev = Xc_prev[b]
                     sx = shape_xform[s]
                     qs = pose.q * sx.q
                     ps = pose.p + xsim.quat_rotate(pose.q, sx.p)
                     n_local, pen = surface_contact(kind, xsim.quat_rotate_inv(qs, xi - ps), shape_size[s], r)
                     if pen > 0.0:
-                        local = xsim.quat_rotate_inv(pose.q, xi - pose.p)
-                        carried = x_start[i] + (xi - prev.p - xsim.quat_rotate(prev.q, local))
-                        xi = push_out(xi, carried, xsim.quat_rotate(qs, n_local), pen, shape_mu[s])
+                        n = xsim.quat_rotate(qs, n_local)
+                        imb = body_inv_mass[b]
+                        iib = body_inv_inertia[b]
+                        arm = xi - n * (r - pen) - pose.p  # the body's surface point under the particle
+                        wb = generalized_inv_mass(pose.q, imb, iib, arm, n)
+                        dlam = pen / (wp + wb)
+                        xi = xi + n * (wp * dlam)
+                        xb, qb = apply_positional(pose.p, pose.q, imb, iib, arm, n * (-dlam))
+                        # friction: the particle's motion since the substep start relative to the body's
+                        # surface point (carried from its start pose)
+                        local = xsim.quat_rotate_inv(pose.q, arm)
+                        prev = Xc_prev[b]
+                        moved = (pose.p + arm) - (prev.p + xsim.quat_rotate(prev.q, local))
+                        d = xi - x_start[i] - moved
+                        dt = d - n * xsim.dot(d, n)
+                        lt2 = xsim.dot(dt, dt)
+                        if lt2 > 0.0:
+                            lt = xsim.sqrt(lt2)
+                            t = dt / lt
+                            c = xsim.min(lt, shape_mu[s] * pen)
+                            wtb = generalized_inv_mass(pose.q, imb, iib, arm, t)
+                            dlam_t = c / (wp + wtb)
+                            xi = xi - t * (wp * dlam_t)
+                            xb, qb = apply_positional(xb, qb, imb, iib, arm, t * dlam_t)
+                        if wb > 0.0:
+                            dx = xb - pose.p
+                            dq = qb - pose.q
+                            xsim.atomic_add(delta, b, v8(dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3],
+                                                         wb / (wp + wb)))
         x_out[i] = xi
 
     return SimpleNamespace(find_contact_pairs=find_contact_pairs, solve_contact_positions=solve_contact_positions,

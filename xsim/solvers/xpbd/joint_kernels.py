@@ -14,7 +14,12 @@ velocity pass as implicit damping.
 
 The revolute joint angle is the rotation of the child joint frame about the parent joint frame's
 axis, measured between the frames' reference directions (perpendicular to the axis): 0 when the
-joint frames coincide; likewise the prismatic offset is along the parent frame's axis.
+joint frames coincide; likewise the prismatic offset is along the parent frame's axis. A ball
+joint may limit its swing (the angle between the parent's and the child's axis, corrected about
+their cross product) and its twist (the swing-twist decomposition's rotation about the child's
+axis, corrected about the axes' bisector, which leaves the swing alone), as in sec. 3.4; these two
+hard rows are solved together with the attachment point (``align_points``), so that holding the
+point does not undo them.
 """
 
 import functools
@@ -22,6 +27,7 @@ from types import SimpleNamespace
 
 import xsim
 from xsim import types as T
+from xsim.sim.kinematics import hinge_angle
 from xsim.sim.rigid import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 from .rigid_kernels import (
@@ -32,6 +38,7 @@ from .rigid_kernels import (
     generalized_inv_mass,
     inv_inertia_mul,
     rotate_by,
+    split_mass,
     split_qd,
 )
 
@@ -73,14 +80,40 @@ def align_rotation(qa, iia, qb, iib, corr):
 
 
 @xsim.func
-def align_points(xa, qa, ima, iia, ra, xb, qb, imb, iib, rb, corr):
+def align_points(xa, qa, ima, iia, ra, xb, qb, imb, iib, rb, corr, n1, c1, n2, c2):
     """Move the attachment point of body b (arm ``rb``) relative to that of body a (arm ``ra``)
-    by ``corr`` (m) exactly: the impulse solves (Ka + Kb) p = corr (3x3, smooth at zero error)."""
+    by ``corr`` (m) and, in the same solve, rotate b relative to a by ``c1`` about ``n1`` and ``c2``
+    about ``n2`` (rad; orthogonal unit axes, or zero for no such row): the ball joint's limits.
+    Solved at once because a rotation about a body's centre moves its attachment point, and a
+    later point correction would undo most of it. Impulses: a point impulse p and angular
+    impulses t along the axes N = [n1 n2] solve [[K, C^T N], [N^T C, N^T W N]] [p, t] = [corr, c]
+    with K = Ka + Kb (3x3 point inverse masses), W = Ia^-1 + Ib^-1, C = Ib^-1 [rb]x + Ia^-1 [ra]x:
+    t from the 2x2 Schur complement, then p. Without rows t = 0 and p = K^-1 corr (exact, smooth
+    at zero error)."""
     k = point_inv_mass(qa, ima, iia, ra) + point_inv_mass(qb, imb, iib, rb)
     if xsim.determinant(k) > 0.0:
-        p = xsim.inverse(k) * corr
-        xb, qb = apply_positional(xb, qb, imb, iib, rb, p)
-        xa, qa = apply_positional(xa, qa, ima, iia, ra, -p)
+        ka = world_inv_inertia(qa, iia)
+        kb = world_inv_inertia(qb, iib)
+        kinv = xsim.inverse(k)
+        ct = xsim.transpose(kb * xsim.skew(rb) + ka * xsim.skew(ra))
+        g1 = ct * n1
+        g2 = ct * n2
+        w = ka + kb
+        # a missing row (zero axis) gets 1 on its diagonal and nothing else: its impulse is 0
+        s11 = xsim.dot(n1, w * n1) - xsim.dot(g1, kinv * g1) + 1.0 - xsim.dot(n1, n1)
+        s22 = xsim.dot(n2, w * n2) - xsim.dot(g2, kinv * g2) + 1.0 - xsim.dot(n2, n2)
+        s12 = xsim.dot(n1, w * n2) - xsim.dot(g1, kinv * g2)
+        e1 = c1 - xsim.dot(g1, kinv * corr)
+        e2 = c2 - xsim.dot(g2, kinv * corr)
+        det = s11 * s22 - s12 * s12
+        torque = n1 - n1
+        if det > 0.0:
+            torque = n1 * ((e1 * s22 - e2 * s12) / det) + n2 * ((e2 * s11 - e1 * s12) / det)
+        p = kinv * (corr - ct * torque)
+        xb = xb + p * imb
+        qb = rotate_by(qb, kb * (xsim.cross(rb, p) + torque))
+        xa = xa - p * ima
+        qa = rotate_by(qa, ka * (-(xsim.cross(ra, p) + torque)))
     return xa, qa, xb, qb
 
 
@@ -112,24 +145,17 @@ def move_along(xa, qa, ima, iia, ra, xb, qb, imb, iib, rb, n, c, lam, alpha):
 
 
 @xsim.func
-def reference_direction(axis):
-    """A unit vector perpendicular to ``axis`` (joint frame), the zero of the joint angle."""
-    e = axis - axis
-    if xsim.abs(axis[0]) < 0.9:
-        e[0] = 1.0
-    else:
-        e[1] = 1.0
-    return xsim.normalize(xsim.cross(axis, e))
-
-
-@xsim.func
-def hinge_angle(qjp, qjc, axis):
-    """The signed angle (rad) of the child joint frame about the parent frame's ``axis``."""
-    ref = reference_direction(axis)
-    a = xsim.quat_rotate(qjp, axis)
-    bp = xsim.quat_rotate(qjp, ref)
-    bc = xsim.quat_rotate(qjc, ref)
-    return xsim.atan2(xsim.dot(xsim.cross(bp, bc), a), xsim.dot(bp, bc)), a
+def twist_angle(qjp, qjc, axis):
+    """The twist (rad, in [-pi, pi]) of the child joint frame relative to the parent's about
+    ``axis``: the swing-twist decomposition rel = swing * twist, twist about ``axis``. Undefined
+    (0/0) at a swing of pi: callers skip it there."""
+    rel = xsim.quat_inverse(qjp) * qjc
+    s = rel[0] * axis[0] + rel[1] * axis[1] + rel[2] * axis[2]
+    w = rel[3]
+    if w < 0.0:  # q and -q are one rotation: take the one whose twist lies in [-pi, pi]
+        s = -s
+        w = -w
+    return 2.0 * xsim.atan2(s, w)
 
 
 @xsim.func
@@ -151,7 +177,7 @@ def limit_violation(value, lower, upper):
 def joint_kernels(scalar=T.float32) -> SimpleNamespace:
     """The joint kernels for ``scalar``, compiled together."""
     scalar = T.resolve(scalar)
-    v2, v3, qt, tf = T.vector(2, scalar), T.vector(3, scalar), T.quaternion(scalar), T.transformation(scalar)
+    v2, v3, tf = T.vector(2, scalar), T.vector(3, scalar), T.transformation(scalar)
     v6, v8, m33 = T.vector(6, scalar), T.vector(8, scalar), T.matrix((3, 3), scalar)
     Scalars, Vec2s, Vec3s, Tfs = (xsim.array(dtype=scalar), xsim.array(dtype=v2), xsim.array(dtype=v3),
                                   xsim.array(dtype=tf))
@@ -169,9 +195,10 @@ def joint_kernels(scalar=T.float32) -> SimpleNamespace:
     @xsim.kernel(module=module)
     def solve_joints(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, joint_type: Ints, joint_parent: Ints,
                      joint_child: Ints, joint_X_p: Tfs, joint_X_c: Tfs, joint_axis: Vec3s, joint_limit: Vec2s,
-                     target_q: Scalars, target_ke: Scalars, lam: Scalars, inv_h2: scalar,
-                     lam_out: Scalars, delta: Vec8s):
-        """Position pass of one joint (module docstring); ``lam``: the drive multipliers so far."""
+                     joint_cone_limit: Scalars, target_q: Scalars, target_ke: Scalars, lam: Scalars, inv_h2: scalar,
+                     split: Scalars, lam_out: Scalars, delta: Vec8s):
+        """Position pass of one joint (module docstring); ``lam``: the drive multipliers so far;
+        ``split``: each body's number of constraints in this pass (``split_mass``)."""
         j = xsim.tid()
         kind = joint_type[j]
         lam_j = lam[j]
@@ -181,6 +208,8 @@ def joint_kernels(scalar=T.float32) -> SimpleNamespace:
             bc = joint_child[j]
             xp, qp, imp, iip = load_joint_body(bp, Xc, inv_mass, inv_inertia)
             xc, qc, imc, iic = load_joint_body(bc, Xc, inv_mass, inv_inertia)
+            imp, iip = split_mass(bp, imp, iip, split)
+            imc, iic = split_mass(bc, imc, iic, split)
             xp_in = xp
             qp_in = qp
             xc_in = xc
@@ -225,12 +254,37 @@ def joint_kernels(scalar=T.float32) -> SimpleNamespace:
             d = xc + r_c - xp - r_p
             corr = -d
             over = d[0] - d[0]
+            n1 = v3()
+            n2 = v3()
+            c1 = over
+            c2 = over
+            if kind == JOINT_BALL:  # swing and twist limits, solved together with the attachment
+                qjp = qp * jp.q
+                qjc = qc * jc.q
+                a_p = xsim.quat_rotate(qjp, axis)
+                a_c = xsim.quat_rotate(qjc, axis)
+                n = xsim.cross(a_p, a_c)
+                sn = xsim.length(n)
+                cone = joint_cone_limit[j]
+                swing = xsim.atan2(sn, xsim.dot(a_p, a_c))
+                if swing > cone and sn > 0.0:  # a relative rotation about a_p x a_c turns the swing at rate 1
+                    n1 = n / sn
+                    c1 = cone - swing
+                # a relative rotation e about the axes' bisector leaves the swing alone (to first
+                # order) and turns the twist by e / cos(swing / 2) (Mueller et al. 2020, 3.4.1)
+                half = (a_p + a_c) * 0.5
+                cos_half = xsim.length(half)
+                if cos_half > 1.0e-6:
+                    twist_over = limit_violation(twist_angle(qjp, qjc, axis), lim[0], lim[1])
+                    if twist_over != 0.0:
+                        n2 = half / cos_half
+                        c2 = twist_over * cos_half
             if kind == JOINT_PRISMATIC:  # free along the axis, inside the limits
                 a = xsim.quat_rotate(qp * jp.q, axis)
                 s = xsim.dot(d, a)
                 over = limit_violation(s, lim[0], lim[1])
                 corr = a * (s + over) - d
-            xp, qp, xc, qc = align_points(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, corr)
+            xp, qp, xc, qc = align_points(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, corr, n1, c1, n2, c2)
             if kind == JOINT_PRISMATIC and ke > 0.0 and over == 0.0:
                 r_p = xsim.quat_rotate(qp, jp.p)
                 r_c = xsim.quat_rotate(qc, jc.p)
@@ -246,9 +300,10 @@ def joint_kernels(scalar=T.float32) -> SimpleNamespace:
     def solve_joint_velocities(Xc: Tfs, qd: Vec6s, inv_mass: Scalars, inv_inertia: Mats, joint_type: Ints,
                                joint_parent: Ints, joint_child: Ints, joint_X_p: Tfs, joint_X_c: Tfs,
                                joint_axis: Vec3s, target_qd: Scalars, target_kd: Scalars, h: scalar,
-                               delta: Vec8s):
+                               split: Scalars, delta: Vec8s):
         """Velocity drives: implicit damping of the joint's relative speed towards ``target_qd``,
-        an impulse kd h (target - speed) / (1 + kd h w); changes go to ``delta``."""
+        an impulse kd h (target - speed) / (1 + kd h w); changes go to ``delta``; ``split``: each
+        body's number of constraints in the velocity pass (``split_mass``)."""
         j = xsim.tid()
         kd = target_kd[j]
         kind = joint_type[j]
@@ -257,6 +312,8 @@ def joint_kernels(scalar=T.float32) -> SimpleNamespace:
             bc = joint_child[j]
             xp, qp, imp, iip = load_joint_body(bp, Xc, inv_mass, inv_inertia)
             xc, qc, imc, iic = load_joint_body(bc, Xc, inv_mass, inv_inertia)
+            imp, iip = split_mass(bp, imp, iip, split)
+            imc, iic = split_mass(bc, imc, iic, split)
             vp = v3()
             wp = v3()
             vc = v3()
@@ -292,28 +349,5 @@ def joint_kernels(scalar=T.float32) -> SimpleNamespace:
             dw = wc - wc_in
             xsim.atomic_add(delta, bc, v8(dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0, 1.0))
 
-    @xsim.kernel(module=module, enable_backward=False)
-    def eval_joint_coordinates(Xc: Tfs, joint_type: Ints, joint_parent: Ints, joint_child: Ints,
-                               joint_X_p: Tfs, joint_X_c: Tfs, joint_axis: Vec3s, joint_q: Scalars):
-        """``joint_q`` of revolute (angle, rad) and prismatic (offset, m) joints; 0 for the others."""
-        j = xsim.tid()
-        kind = joint_type[j]
-        bp = joint_parent[j]
-        xp = v3()
-        qp = qt(0.0, 0.0, 0.0, 1.0)
-        if bp >= 0:
-            xp = Xc[bp].p
-            qp = Xc[bp].q
-        pose = Xc[joint_child[j]]
-        jp = joint_X_p[j]
-        jc = joint_X_c[j]
-        out = scalar(0.0)
-        if kind == JOINT_REVOLUTE:
-            out, _axis = hinge_angle(qp * jp.q, pose.q * jc.q, joint_axis[j])
-        elif kind == JOINT_PRISMATIC:
-            d = pose.p + xsim.quat_rotate(pose.q, jc.p) - xp - xsim.quat_rotate(qp, jp.p)
-            out = xsim.dot(d, xsim.quat_rotate(qp * jp.q, joint_axis[j]))
-        joint_q[j] = out
-
     return SimpleNamespace(solve_joints=solve_joints, solve_joint_velocities=solve_joint_velocities,
-                           eval_joint_coordinates=eval_joint_coordinates, module=module)
+                           module=module)

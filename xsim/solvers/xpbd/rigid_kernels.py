@@ -47,6 +47,19 @@ def body_loader(scalar):
 
 
 @xsim.func
+def split_mass(b: int, inv_mass, inv_inertia, split):
+    """Mass splitting (Tonge et al. 2012): body ``b``'s inverse mass and inertia times its number of
+    constraints in this pass (``split[b]``, at least 1), as each constraint sees its share of the
+    body. Summing the constraints' corrections and dividing by that number (``apply_body_deltas``)
+    then applies every constraint's impulse to the whole body: momentum is conserved between two
+    bodies with different numbers of constraints (without it a double pendulum gains energy)."""
+    s = inv_mass - inv_mass + 1.0
+    if b >= 0:
+        s = xsim.max(split[b], s)
+    return inv_mass * s, inv_inertia * s
+
+
+@xsim.func
 def quat_from_vector(q_like, v):
     """The pure quaternion (v, 0), of the type of ``q_like``."""
     z = q_like - q_like
@@ -142,18 +155,25 @@ def rigid_kernels(scalar=T.float32) -> SimpleNamespace:
         qd_pred[i] = v6(v[0], v[1], v[2], w[0], w[1], w[2])
 
     @xsim.kernel(module=module)
-    def apply_body_deltas(Xc: Tfs, delta: Vec8s, Xc_prev: Tfs, relaxation: scalar, inv_h: scalar,
-                          lin_damping: scalar, ang_damping: scalar, Xc_out: Tfs, qd_out: Vec6s):
-        """Move each body by the mean of its accumulated corrections (times ``relaxation``), then take
-        its velocities from the pose change since the substep start: v = (x - x_prev)/h,
-        w = 2 vec(q q_prev^-1)/h (sign chosen for the short way), with implicit damping."""
+    def apply_body_deltas(Xc: Tfs, delta: Vec8s, pdelta: Vec8s, coupled: int, Xc_prev: Tfs, relaxation: scalar,
+                          inv_h: scalar, lin_damping: scalar, ang_damping: scalar, Xc_out: Tfs, qd_out: Vec6s):
+        """Move each body by its accumulated corrections divided by max(1, rigid count, particle
+        share sum) (times ``relaxation``; ``pdelta``: the particles' corrections when ``coupled``,
+        see ``rigid_solver.py``), then take its velocities from the pose change since the substep
+        start: v = (x - x_prev)/h, w = 2 vec(q q_prev^-1)/h (sign chosen for the short way), with
+        implicit damping."""
         i = xsim.tid()
         pose = Xc[i]
         x = pose.p
         q = pose.q
         d = delta[i]
+        if coupled != 0:
+            e = pdelta[i]
+            count = xsim.max(d[7], e[7])
+            d = d + e
+            d[7] = count
         if d[7] > 0.0:
-            s = relaxation / d[7]
+            s = relaxation / xsim.max(d[7], 1.0)
             x = x + v3(d[0], d[1], d[2]) * s
             q = xsim.normalize(q + qt(d[3], d[4], d[5], d[6]) * s)
         prev = Xc_prev[i]

@@ -23,17 +23,30 @@ recorded (a Tape, or a model/state that requires grad), a rollout backpropagates
 ``body_q``/``body_qd``, masses, inertias, shape poses and sizes, friction, restitution and joint
 targets/stiffnesses.
 
-Coupling with particles is one-way: after the bodies' substeps, each particle substep pushes
-particles out of the bodies' spheres, boxes and capsules at that substep's poses, with friction
-against the body surface's motion (``collide_particles``); particles do not push bodies.
+Coupling with particles is two-way. ``SolverXPBD.step`` runs the bodies' stages (``begin``,
+``begin_substep``, ``solve``, ``apply``, ``end_substep``, ``end``) interleaved with the particles':
+in every iteration, after the particles' own constraints, each particle is pushed out of the
+bodies' spheres, boxes and capsules at the bodies' current poses (``collide_particles``), as a
+contact between the particle's inverse mass and the body's generalized inverse mass at the contact
+point, with position-level static/dynamic friction against the body surface's motion; the body's
+share goes to a second accumulator, ``pdelta``, whose count entry sums each contact's share
+w_body / (w_particle + w_body) instead of one. A body then moves by the sum of its corrections
+divided by max(1, its count of rigid constraints, that sum of shares): a body held by one joint
+or resting on one contact takes the particles' pushes in full (so the weight of cloth lying on it
+reaches its joint exactly), and a light body under heavy cloth takes their weighted mean (stable
+however many particles touch it). Kinematic bodies (mass 0) are not pushed.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 
 import xsim
 from xsim import types as T
+from xsim.sim.kinematics import eval_ik
+from xsim.sim.rigid import JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 from .contacts_rigid import contact_kernels
 from .joint_kernels import joint_kernels
@@ -58,7 +71,18 @@ class RigidStepper:
         self._lam_joints = xsim.zeros(r.joint_count, dtype=s, device=m.device)
         self._contact_pair = r.contact_pair.numpy()
         self._has_com = bool(np.any(r.body_com.numpy() != 0.0)) if r.body_count else False
-        self.substep_poses: list = []  # (com frames at the start, at the end) of each substep of the last step
+        # each body's number of joints in the position pass and in the velocity pass (mass splitting,
+        # rigid_kernels.split_mass); contacts add theirs each pass
+        kinds, parents, children = r.joint_type.numpy(), r.joint_parent.numpy(), r.joint_child.numpy()
+        kd = r.joint_target_kd.numpy()
+        counts = np.zeros((2, r.body_count))
+        for j in range(r.joint_count):
+            for b in (parents[j], children[j]):
+                if b >= 0 and kinds[j] != JOINT_FREE:
+                    counts[0, b] += 1.0
+                    counts[1, b] += float(kd[j] > 0.0 and kinds[j] in (JOINT_REVOLUTE, JOINT_PRISMATIC))
+        self._joint_split = xsim.array(counts[0], dtype=s, device=m.device)
+        self._joint_vsplit = xsim.array(counts[1], dtype=s, device=m.device)
 
     # -- buffers ---------------------------------------------------------------------------------------
 
@@ -80,121 +104,135 @@ class RigidStepper:
             a._raw_zero()
         return a
 
-    # -- stepping --------------------------------------------------------------------------------------
+    # -- stepping: SolverXPBD.step drives these stages, interleaved with the particles' ----------------
 
-    def step(self, state_in, state_out, control, dt: float, substeps: int, iterations: int, grad: bool) -> None:
-        """Advance the bodies of ``state_in`` by ``dt`` into ``state_out.body_q``/``body_qd``."""
+    def begin(self, state_in, state_out, control, dt: float, substeps: int, iterations: int, grad: bool):
+        """Start a step of ``dt``: com frames, joint targets, the broad phase. Returns the step's
+        working state (None without bodies)."""
         m, r = self.model, self.rigid
         nb = r.body_count
-        self.substep_poses = []
         if nb == 0:
-            return
+            return None
         if state_out.body_q is state_in.body_q or state_out.body_qd is state_in.body_qd:
             raise ValueError("SolverXPBD.step: state_out must not share body arrays with state_in")
-        k, kc, kj = self.k, self.kc, self.kj
         h = dt / substeps
-        gravity = self.v3(*m.gravity)
         target_q = getattr(control, "joint_target_q", None) if control is not None else None
         target_qd = getattr(control, "joint_target_qd", None) if control is not None else None
-        target_q = r.joint_target_q if target_q is None else target_q
-        target_qd = r.joint_target_qd if target_qd is None else target_qd
         bounce = self.solver.bounce_speed
-        bounce = 2.0 * float(np.linalg.norm(m.gravity)) * h if bounce is None else bounce
-
-        xc = state_in.body_q
+        st = SimpleNamespace(
+            state_out=state_out, h=h, grad=grad, substeps=substeps, iterations=iterations, sub=0,
+            target_q=r.joint_target_q if target_q is None else target_q,
+            target_qd=r.joint_target_qd if target_qd is None else target_qd,
+            bounce=2.0 * float(np.linalg.norm(m.gravity)) * h if bounce is None else bounce,
+            xc=state_in.body_q, qd=state_in.body_qd, n_contacts=0, contact_ids=None, pdelta=None)
         if self._has_com:
-            xc = self._new("Xstart", nb, self.tf, grad)
-            xsim.launch(k.body_to_com_frame, nb, inputs=[state_in.body_q, r.body_com], outputs=[xc])
-        qd = state_in.body_qd
-        n_contacts = 0
+            st.xc = self._new("Xstart", nb, self.tf, grad)
+            xsim.launch(self.k.body_to_com_frame, nb, inputs=[state_in.body_q, r.body_com], outputs=[st.xc])
         if r.pair_count:
             # the broad phase is a discrete choice, a constant of the backward pass: kept off the tape
             active = self._new("active", r.pair_count, int, grad)
-            xsim.launch(kc.find_contact_pairs, r.pair_count, inputs=[
-                xc, qd, r.shape_body, r.shape_type, r.shape_xform, r.shape_size, r.shape_bound, r.pair_shapes,
+            xsim.launch(self.kc.find_contact_pairs, r.pair_count, inputs=[
+                st.xc, st.qd, r.shape_body, r.shape_type, r.shape_xform, r.shape_size, r.shape_bound, r.pair_shapes,
                 r.rigid_contact_margin, dt], outputs=[active], record_tape=False)
             # the candidate contacts of the active pairs: the kernels run over these only
             ids = np.flatnonzero(active.numpy()[self._contact_pair])
-            n_contacts = len(ids)
-            contact_ids = xsim.array(ids.astype(np.int32), dtype=int, device=m.device)
-        velocity_pass = n_contacts > 0 or r.joint_drive_velocity
-        for sub in range(substeps):
-            last_sub = sub == substeps - 1
-            x_pred = self._new("Xpred", nb, self.tf, grad)
-            qd_pre = self._new("qd_pre", nb, self.v6, grad)
-            xsim.launch(k.integrate_bodies, nb, inputs=[xc, qd, r.body_inv_mass, r.body_inertia, r.body_inv_inertia,
-                                                        gravity, h], outputs=[x_pred, qd_pre])
-            lam_c, lam_j = self._lam_contacts, self._lam_joints
-            xi = x_pred
-            for it in range(iterations):
-                last_it = last_sub and it == iterations - 1
-                delta = self._new("delta", nb, self.v8, grad, zero=True)
-                if n_contacts:
-                    lam_out = self._new("lam_c", r.contact_point_count, m.dtype, grad, avoid=(lam_c,))
-                    xsim.launch(kc.solve_contact_positions, n_contacts, inputs=[
-                        xi, xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform,
-                        r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points,
-                        r.pair_shapes, r.contact_pair, r.contact_index, r.pair_mu, contact_ids, lam_c],
-                        outputs=[lam_out, delta])
-                    lam_c = lam_out
-                if r.joint_count:
-                    lam_out = self._new("lam_j", r.joint_count, m.dtype, grad, avoid=(lam_j,))
-                    xsim.launch(kj.solve_joints, r.joint_count, inputs=[
-                        xi, r.body_inv_mass, r.body_inv_inertia, r.joint_type, r.joint_parent, r.joint_child,
-                        r.joint_X_p, r.joint_X_c, r.joint_axis, r.joint_limit, target_q, r.joint_target_ke,
-                        lam_j, 1.0 / (h * h)], outputs=[lam_out, delta])
-                    lam_j = lam_out
-                if last_it and not self._has_com:
-                    x_next = state_out.body_q
-                elif it == iterations - 1:
-                    x_next = self._new(f"Xsub{sub}", nb, self.tf, grad)
-                else:
-                    x_next = self._new("Xit", nb, self.tf, grad, avoid=(xi,))
-                qd_next = state_out.body_qd if last_it and not velocity_pass else \
-                    self._new("qd", nb, self.v6, grad, avoid=(qd,))
-                xsim.launch(k.apply_body_deltas, nb, inputs=[
-                    xi, delta, xc, self.solver.relaxation, 1.0 / h, r.body_linear_damping, r.body_angular_damping],
-                    outputs=[x_next, qd_next])
-                xi = x_next
-            if velocity_pass:
-                dv = self._new("dv", nb, self.v8, grad, zero=True)
-                if n_contacts:
-                    xsim.launch(kc.solve_contact_velocities, n_contacts, inputs=[
-                        xi, qd_next, qd_pre, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type,
-                        r.shape_xform, r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count,
-                        r.shape_points, r.pair_shapes, r.contact_pair, r.contact_index, r.pair_mu, r.pair_restitution,
-                        contact_ids, lam_c, 1.0 / h, bounce], outputs=[dv])
-                if r.joint_drive_velocity:
-                    xsim.launch(kj.solve_joint_velocities, r.joint_count, inputs=[
-                        xi, qd_next, r.body_inv_mass, r.body_inv_inertia, r.joint_type, r.joint_parent,
-                        r.joint_child, r.joint_X_p, r.joint_X_c, r.joint_axis, target_qd, r.joint_target_kd, h],
-                        outputs=[dv])
-                qd_final = state_out.body_qd if last_sub else self._new("qd", nb, self.v6, grad,
-                                                                       avoid=(qd, qd_next))
-                xsim.launch(k.apply_velocity_deltas, nb, inputs=[qd_next, dv], outputs=[qd_final])
-                qd_next = qd_final
-            self.substep_poses.append((xc, xi))
-            xc, qd = xi, qd_next
-        if self._has_com:
-            xsim.launch(k.com_to_body_frame, nb, inputs=[xc, r.body_com], outputs=[state_out.body_q])
+            st.n_contacts = len(ids)
+            st.contact_ids = xsim.array(ids.astype(np.int32), dtype=int, device=m.device)
+        st.velocity_pass = st.n_contacts > 0 or r.joint_drive_velocity
+        return st
 
-    def collide_particles(self, sub: int, x, x_start, x_out) -> None:
-        """Push particles ``x`` out of the bodies at substep ``sub``'s poses into ``x_out``."""
+    def begin_substep(self, st, sub: int) -> None:
+        """Predict the bodies' poses for substep ``sub`` (gravity, gyroscopic term)."""
         m, r = self.model, self.rigid
-        prev, cur = self.substep_poses[sub]
-        xsim.launch(self.kc.collide_particles_bodies, m.particle_count, inputs=[
-            x, x_start, m.particle_inv_mass, m.particle_radius, cur, prev, r.shape_body, r.shape_type,
-            r.shape_xform, r.shape_size, r.shape_mu, r.shape_count], outputs=[x_out])
+        nb = r.body_count
+        st.sub = sub
+        st.x_pred = self._new("Xpred", nb, self.tf, st.grad)
+        st.qd_pre = self._new("qd_pre", nb, self.v6, st.grad)
+        xsim.launch(self.k.integrate_bodies, nb, inputs=[st.xc, st.qd, r.body_inv_mass, r.body_inertia,
+                                                         r.body_inv_inertia, self.v3(*m.gravity), st.h],
+                    outputs=[st.x_pred, st.qd_pre])
+        st.lam_c, st.lam_j = self._lam_contacts, self._lam_joints
+        st.xi = st.x_pred
 
-    def joint_coordinates(self, state) -> np.ndarray:
-        """Each joint's coordinate in ``state`` (numpy): revolute angle (rad), prismatic offset (m),
-        0 for ball, fixed and free joints."""
+    def solve(self, st) -> None:
+        """One position pass of the contacts and joints at the current poses ``st.xi``: their
+        corrections go to a new accumulator ``st.delta`` (and particles' to ``st.pdelta``)."""
+        m, r = self.model, self.rigid
+        nb, grad, xi = r.body_count, st.grad, st.xi
+        st.delta = self._new("delta", nb, self.v8, grad, zero=True)
+        st.pdelta = self._new("pdelta", nb, self.v8, grad, zero=True) if self.solver._body_collide else None
+        if st.n_contacts:
+            lam_out = self._new("lam_c", r.contact_point_count, m.dtype, grad, avoid=(st.lam_c,))
+            xsim.launch(self.kc.solve_contact_positions, st.n_contacts, inputs=[
+                xi, st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform,
+                r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points,
+                r.pair_shapes, r.contact_pair, r.contact_index, r.pair_mu, st.contact_ids, st.lam_c],
+                outputs=[lam_out, st.delta])
+            st.lam_c = lam_out
+        if r.joint_count:
+            lam_out = self._new("lam_j", r.joint_count, m.dtype, grad, avoid=(st.lam_j,))
+            xsim.launch(self.kj.solve_joints, r.joint_count, inputs=[
+                xi, r.body_inv_mass, r.body_inv_inertia, r.joint_type, r.joint_parent, r.joint_child,
+                r.joint_X_p, r.joint_X_c, r.joint_axis, r.joint_limit, r.joint_cone_limit, st.target_q,
+                r.joint_target_ke, st.lam_j, 1.0 / (st.h * st.h), self._joint_split], outputs=[lam_out, st.delta])
+            st.lam_j = lam_out
+
+    def collide_particles(self, st, x, x_start, x_out) -> None:
+        """Two-way particle contacts: push particles ``x`` (``x_start``: at the substep start) out of
+        the bodies at their current poses into ``x_out``, and the bodies back (into ``st.pdelta``)."""
+        m, r = self.model, self.rigid
+        xsim.launch(self.kc.collide_particles_bodies, m.particle_count, inputs=[
+            x, x_start, m.particle_inv_mass, m.particle_radius, st.xi, st.xc, r.body_inv_mass, r.body_inv_inertia,
+            r.shape_body, r.shape_type, r.shape_xform, r.shape_size, r.shape_mu, r.shape_count],
+            outputs=[x_out, st.pdelta])
+
+    def apply(self, st, it: int) -> None:
+        """Move the bodies by their averaged corrections and take velocities from the pose change."""
         r = self.rigid
-        xc = state.body_q
+        nb, grad = r.body_count, st.grad
+        last_it = st.sub == st.substeps - 1 and it == st.iterations - 1
+        if last_it and not self._has_com:
+            x_next = st.state_out.body_q
+        else:
+            x_next = self._new("X", nb, self.tf, grad, avoid=(st.xi, st.xc))
+        st.qd_next = st.state_out.body_qd if last_it and not st.velocity_pass else \
+            self._new("qd", nb, self.v6, grad, avoid=(st.qd,))
+        coupled = st.pdelta is not None
+        xsim.launch(self.k.apply_body_deltas, nb, inputs=[
+            st.xi, st.delta, st.pdelta if coupled else st.delta, int(coupled), st.xc, self.solver.relaxation,
+            1.0 / st.h, r.body_linear_damping, r.body_angular_damping], outputs=[x_next, st.qd_next])
+        st.xi = x_next
+
+    def end_substep(self, st) -> None:
+        """The velocity pass (restitution, dynamic friction, joint velocity drives); the substep's
+        end state becomes the next one's start."""
+        r = self.rigid
+        nb, grad, xi, h = r.body_count, st.grad, st.xi, st.h
+        if st.velocity_pass:
+            dv = self._new("dv", nb, self.v8, grad, zero=True)
+            if st.n_contacts:
+                xsim.launch(self.kc.solve_contact_velocities, st.n_contacts, inputs=[
+                    xi, st.qd_next, st.qd_pre, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type,
+                    r.shape_xform, r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count,
+                    r.shape_points, r.pair_shapes, r.contact_pair, r.contact_index, r.pair_mu, r.pair_restitution,
+                    st.contact_ids, st.lam_c, 1.0 / h, st.bounce], outputs=[dv])
+            if r.joint_drive_velocity:
+                xsim.launch(self.kj.solve_joint_velocities, r.joint_count, inputs=[
+                    xi, st.qd_next, r.body_inv_mass, r.body_inv_inertia, r.joint_type, r.joint_parent,
+                    r.joint_child, r.joint_X_p, r.joint_X_c, r.joint_axis, st.target_qd, r.joint_target_kd, h,
+                    self._joint_vsplit], outputs=[dv])
+            last_sub = st.sub == st.substeps - 1
+            qd_final = st.state_out.body_qd if last_sub else self._new("qd", nb, self.v6, grad,
+                                                                       avoid=(st.qd, st.qd_next))
+            xsim.launch(self.k.apply_velocity_deltas, nb, inputs=[st.qd_next, dv], outputs=[qd_final])
+            st.qd_next = qd_final
+        st.xc, st.qd = xi, st.qd_next
+
+    def end(self, st) -> None:
+        """Body frames (from com frames) and joint coordinates into ``state_out``."""
+        m, r = self.model, self.rigid
+        out = st.state_out
         if self._has_com:
-            xc = xsim.empty(r.body_count, dtype=self.tf, device=self.model.device)
-            xsim.launch(self.k.body_to_com_frame, r.body_count, inputs=[state.body_q, r.body_com], outputs=[xc])
-        out = xsim.empty(r.joint_count, dtype=self.model.dtype, device=self.model.device)
-        xsim.launch(self.kj.eval_joint_coordinates, r.joint_count, inputs=[
-            xc, r.joint_type, r.joint_parent, r.joint_child, r.joint_X_p, r.joint_X_c, r.joint_axis], outputs=[out])
-        return out.numpy()
+            xsim.launch(self.k.com_to_body_frame, r.body_count, inputs=[st.xc, r.body_com], outputs=[out.body_q])
+        if r.joint_count and out.joint_q is not None:
+            eval_ik(m, out)

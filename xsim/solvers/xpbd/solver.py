@@ -122,69 +122,95 @@ class SolverXPBD:
 
     def step(self, state_in: State, state_out: State, control: Control | None, dt: float) -> None:
         """Advance ``state_in`` by ``dt`` seconds into ``state_out`` (which must be a different
-        State). ``control.particle_target`` drives pinned particles."""
+        State). ``control.particle_target`` drives pinned particles; ``control.joint_target_q``/
+        ``joint_target_qd`` the joints' drives. Bodies and particles advance together, substep by
+        substep and iteration by iteration, so particles and bodies push each other."""
         if state_out.particle_q is state_in.particle_q or state_out.particle_qd is state_in.particle_qd:
             raise ValueError("SolverXPBD.step: state_out must not share arrays with state_in")
         m, k = self.model, self.kernels
         n = m.particle_count
         grad = self._grad_mode(state_in)
-        if self.rigid is not None:
-            self.rigid.step(state_in, state_out, control, dt, self.substeps, self.iterations, grad)
-        if n == 0:
+        rigid = self.rigid
+        bodies = rigid.begin(state_in, state_out, control, dt, self.substeps, self.iterations, grad) \
+            if rigid is not None else None
+        if n == 0 and bodies is None:
             return
         v3 = m.vec3()
         h = dt / self.substeps
         inv_h2 = 1.0 / (h * h)
         gravity = v3(*m.gravity)
         x, v = state_in.particle_q, state_in.particle_qd
-        if control is not None and control.particle_target is not None:
+        if n and control is not None and control.particle_target is not None:
             v_kin = self._new("v", n, v3, grad, avoid=(v,))
             xsim.launch(k.kinematic_velocities, n, inputs=[x, control.particle_target, m.particle_inv_mass, v,
                                                            1.0 / dt], outputs=[v_kin])
             v = v_kin
+        body_collide = self._body_collide and bodies is not None
         for sub in range(self.substeps):
             last_sub = sub == self.substeps - 1
-            x_pred = self._new("x", n, v3, grad, avoid=(x,))
-            xsim.launch(k.integrate_particles, n, inputs=[x, v, m.particle_inv_mass, gravity, h], outputs=[x_pred])
-            mesh_tri = self._mesh_tri_none
-            if self._has_mesh:
-                # detection only chooses a triangle (no gradient): kept off the tape, but a new
-                # array in grad mode, since this substep's contact kernels record reading it
-                mesh_tri = self._new("mesh_tri", n, int, grad)
-                xsim.launch(self.collider_kernels.find_mesh_contacts, n, inputs=[
-                    x, x_pred, m.particle_radius, m.mesh_indices, m.mesh_vertices, m.mesh_collider, m.collider_pos,
-                    m.collider_rot], outputs=[mesh_tri], record_tape=False)
-            lam = dict(self._zero_lambda)
-            xi = x_pred
+            if bodies is not None:
+                rigid.begin_substep(bodies, sub)
+            if n:
+                x_pred = self._new("x", n, v3, grad, avoid=(x,))
+                xsim.launch(k.integrate_particles, n, inputs=[x, v, m.particle_inv_mass, gravity, h],
+                            outputs=[x_pred])
+                mesh_tri = self._mesh_tri_none
+                if self._has_mesh:
+                    # detection only chooses a triangle (no gradient): kept off the tape, but a new
+                    # array in grad mode, since this substep's contact kernels record reading it
+                    mesh_tri = self._new("mesh_tri", n, int, grad)
+                    xsim.launch(self.collider_kernels.find_mesh_contacts, n, inputs=[
+                        x, x_pred, m.particle_radius, m.mesh_indices, m.mesh_vertices, m.mesh_collider,
+                        m.collider_pos, m.collider_rot], outputs=[mesh_tri], record_tape=False)
+                lam = dict(self._zero_lambda)
+                xi = x_pred
             for it in range(self.iterations):
-                delta = self._new("delta", (n, m.slot_width), v3, grad)
-                lam = self._project_constraints(xi, lam, inv_h2, delta, grad)
-                final = state_out.particle_q if last_sub and it == self.iterations - 1 else None
-                x_next = final if final is not None and not (m.collider_count or self._body_collide) else self._new(
-                    "x", n, v3, grad, avoid=(x, xi))
-                xsim.launch(k.apply_corrections, n, inputs=[
-                    xi, x, delta, m.particle_slot_count, m.particle_inv_constraint_count, m.particle_inv_mass,
-                    m.particle_radius, self.relaxation, int(m.ground), m.ground_height, m.ground_mu],
-                    outputs=[x_next])
-                if m.collider_count:
-                    x_coll = final if final is not None and not self._body_collide else self._new(
-                        "x", n, v3, grad, avoid=(x, xi, x_next))
-                    xsim.launch(self.collider_kernels.collide_static, n, inputs=[
-                        x_next, x, m.particle_inv_mass, m.particle_radius, m.collider_count, m.collider_type,
-                        m.collider_pos, m.collider_rot, m.collider_size, m.collider_mu, mesh_tri, m.mesh_indices,
-                        m.mesh_vertices, m.mesh_collider], outputs=[x_coll])
-                    x_next = x_coll
-                if self._body_collide:  # particles against the moving bodies (rigid_solver.py)
-                    x_body = final if final is not None else self._new("x", n, v3, grad, avoid=(x, xi, x_next))
-                    self.rigid.collide_particles(sub, x_next, x, x_body)
-                    x_next = x_body
-                xi = x_next
-            v_next = state_out.particle_qd if last_sub else self._new("v", n, v3, grad, avoid=(v,))
-            bounce = self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(m.gravity) * h
-            xsim.launch(k.update_velocities, n, inputs=[
-                xi, x, v, m.particle_inv_mass, m.particle_radius, gravity, h, m.particle_damping,
-                int(m.ground), m.ground_height, m.ground_restitution, bounce], outputs=[v_next])
-            x, v = xi, v_next
+                if bodies is not None:
+                    rigid.solve(bodies)
+                if n:
+                    xi = self._particle_iteration(x, xi, lam, inv_h2, mesh_tri, grad, bodies if body_collide else None,
+                                                  state_out.particle_q if last_sub and it == self.iterations - 1
+                                                  else None)
+                if bodies is not None:
+                    rigid.apply(bodies, it)
+            if bodies is not None:
+                rigid.end_substep(bodies)
+            if n:
+                v_next = state_out.particle_qd if last_sub else self._new("v", n, v3, grad, avoid=(v,))
+                bounce = self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(m.gravity) * h
+                xsim.launch(k.update_velocities, n, inputs=[
+                    xi, x, v, m.particle_inv_mass, m.particle_radius, gravity, h, m.particle_damping,
+                    int(m.ground), m.ground_height, m.ground_restitution, bounce], outputs=[v_next])
+                x, v = xi, v_next
+        if bodies is not None:
+            rigid.end(bodies)
+
+    def _particle_iteration(self, x, xi, lam: dict, inv_h2: float, mesh_tri, grad: bool, bodies, final):
+        """One Jacobi iteration of the particles from ``xi`` (``x``: the substep start): constraints,
+        ground, static colliders, then the bodies (``bodies``: the rigid step's working state, None
+        without coupling). Updates ``lam`` in place; returns the new positions (``final`` if given)."""
+        m, k = self.model, self.kernels
+        n, v3 = m.particle_count, m.vec3()
+        delta = self._new("delta", (n, m.slot_width), v3, grad)
+        lam.update(self._project_constraints(xi, lam, inv_h2, delta, grad))
+        x_next = final if final is not None and not (m.collider_count or bodies is not None) else self._new(
+            "x", n, v3, grad, avoid=(x, xi))
+        xsim.launch(k.apply_corrections, n, inputs=[
+            xi, x, delta, m.particle_slot_count, m.particle_inv_constraint_count, m.particle_inv_mass,
+            m.particle_radius, self.relaxation, int(m.ground), m.ground_height, m.ground_mu], outputs=[x_next])
+        if m.collider_count:
+            x_coll = final if final is not None and bodies is None else self._new("x", n, v3, grad,
+                                                                                   avoid=(x, xi, x_next))
+            xsim.launch(self.collider_kernels.collide_static, n, inputs=[
+                x_next, x, m.particle_inv_mass, m.particle_radius, m.collider_count, m.collider_type,
+                m.collider_pos, m.collider_rot, m.collider_size, m.collider_mu, mesh_tri, m.mesh_indices,
+                m.mesh_vertices, m.mesh_collider], outputs=[x_coll])
+            x_next = x_coll
+        if bodies is not None:  # particles against the moving bodies, both ways (rigid_solver.py)
+            x_body = final if final is not None else self._new("x", n, v3, grad, avoid=(x, xi, x_next))
+            self.rigid.collide_particles(bodies, x_next, x, x_body)
+            x_next = x_body
+        return x_next
 
     def _project_constraints(self, x, lam: dict, inv_h2: float, delta, grad: bool) -> dict:
         """One Jacobi pass of every constraint kind: new multipliers, corrections into ``delta``."""
