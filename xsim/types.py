@@ -123,6 +123,8 @@ class _Composite:
             v = np.full(shape, args[0], dt)
         elif len(args) == 1:
             v = np.array(np.asarray(args[0]), dt).reshape(shape)
+        elif all(type(a) in (float, int) for a in args) and len(args) == self._length:
+            v = np.array(args, dt).reshape(shape)  # the common vec3(x, y, z): ~1 us instead of ~10
         else:
             flat = np.concatenate([np.ravel(np.asarray(a)) for a in args]).astype(dt)
             if flat.size != int(np.prod(shape)):

@@ -91,3 +91,27 @@ def test_free_chain_keeps_its_linear_and_angular_momentum(masses):
     p1, l1 = momenta(a)
     np.testing.assert_allclose(p1, p0, atol=1e-9)
     assert np.linalg.norm(l1 - l0) < 0.01 * np.linalg.norm(l0)
+
+
+@pytest.mark.parametrize("restitution", [0.0, 1.0])
+def test_box_hit_from_both_sides_at_once_conserves_momentum(restitution):
+    """No gravity: two spheres of different masses and speeds hit a free box from opposite sides in
+    the same substep. The box is in two contacts, each sphere in one; every contact's impulse must
+    reach both of its bodies in full, so momentum is conserved to rounding."""
+    b = ModelBuilder(gravity=(0.0, 0.0, 0.0))
+    box = b.add_body(((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)), mass=2.0)
+    b.add_shape_box(box, hx=0.2, hy=0.2, hz=0.2, mu=0.0, restitution=restitution)
+    for x, v, m in ((-0.5, 3.0, 1.0), (0.3 + 0.2 / 3.0, -1.0, 0.5)):  # both arrive after 1/15 s
+        s = b.add_body(((x, 0.02, 0.0), (0.0, 0.0, 0.0, 1.0)), mass=m, lin_vel=(v, 0.0, 0.0))
+        b.add_shape_sphere(s, radius=0.1, mu=0.0, restitution=restitution)
+    model = b.finalize(dtype=xsim.float64)
+    solver = SolverXPBD(model, substeps=10, iterations=1)
+    m = model.body_mass.numpy()
+    a, s = model.state(), model.state()
+    p0 = (m[:, None] * a.body_qd.numpy()[:, :3]).sum(axis=0)
+    for _ in range(30):
+        solver.step(a, s, None, 1.0 / 60.0)
+        a, s = s, a
+    qd = a.body_qd.numpy()
+    assert np.abs(qd[:, 0] - qd[0, 0]).max() > 0.1 or restitution == 0.0  # they did collide
+    np.testing.assert_allclose((m[:, None] * qd[:, :3]).sum(axis=0), p0, atol=1e-9)

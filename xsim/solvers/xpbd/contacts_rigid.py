@@ -34,7 +34,14 @@ from xsim import types as T
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
 
 from .kernels import surface_contact
-from .rigid_kernels import apply_impulse, apply_positional, body_loader, generalized_inv_mass, split_qd
+from .rigid_kernels import (
+    apply_impulse,
+    apply_positional,
+    body_loader,
+    generalized_inv_mass,
+    split_mass,
+    split_qd,
+)
 
 # -------------------------------------------------------------------------------------------------
 # geometry
@@ -458,21 +465,60 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         if b >= 0:
             xsim.atomic_add(delta, b, v8(d0, d1, d2, d3, d4, d5, d6, 1.0))
 
+    @xsim.kernel(module=module, enable_backward=False)
+    def count_contacts(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints, shape_type: Ints,
+                       shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars, shape_point_start: Ints,
+                       shape_point_count: Ints, shape_points: Vec3s, pairs: Ints2, contact_pair: Ints,
+                       contact_index: Ints, ids: Ints, split: Scalars):
+        """Add one to ``split`` of both bodies of each candidate contact that penetrates at the current
+        poses: the contacts that ``solve_contact_positions`` will apply (not differentiated: a count)."""
+        t = xsim.tid()
+        g = ids[t]
+        c = contact_pair[g]
+        sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[g], pairs, shape_body, shape_point_count)
+        xp, qp, _imp, _iip = load_body(bp, Xc, inv_mass, inv_inertia)
+        xs, qs, _ims, _iis = load_body(bs, Xc, inv_mass, inv_inertia)
+        _n, pen, _ca, _cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
+                                                  shape_size, shape_radius, shape_point_start, shape_points)
+        if pen > 0.0:
+            if bp >= 0:
+                xsim.atomic_add(split, bp, 1.0)
+            if bs >= 0:
+                xsim.atomic_add(split, bs, 1.0)
+
+    @xsim.kernel(module=module, enable_backward=False)
+    def count_velocity_contacts(shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
+                                contact_index: Ints, ids: Ints, lam: Scalars, split: Scalars):
+        """Add one to ``split`` of both bodies of each contact that ``solve_contact_velocities``
+        applies (multiplier > 0)."""
+        t = xsim.tid()
+        if lam[t] > 0.0:
+            g = ids[t]
+            _sp, _ss, bp, bs, _kp, _edge = contact_roles(contact_pair[g], contact_index[g], pairs, shape_body,
+                                                         shape_point_count)
+            if bp >= 0:
+                xsim.atomic_add(split, bp, 1.0)
+            if bs >= 0:
+                xsim.atomic_add(split, bs, 1.0)
+
     @xsim.kernel(module=module)
     def solve_contact_positions(Xc: Tfs, Xc_prev: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints,
                                 shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars,
                                 shape_point_start: Ints, shape_point_count: Ints, shape_points: Vec3s,
                                 pairs: Ints2, contact_pair: Ints, contact_index: Ints, pair_mu: Scalars,
-                                ids: Ints, lam: Scalars, lam_out: Scalars, delta: Vec8s):
+                                ids: Ints, lam: Scalars, split: Scalars, lam_out: Scalars, delta: Vec8s):
         """Position pass of one candidate contact point ``ids[t]`` (non-penetration, then static
-        friction) from the current poses; its corrections of both bodies go to ``delta`` with a count
-        of one each."""
+        friction) from the current poses, with the bodies' masses split by ``split`` (their numbers
+        of constraints in this pass, ``count_contacts``); its corrections of both bodies go to
+        ``delta`` with a count of one each."""
         t = xsim.tid()
         g = ids[t]
         c = contact_pair[g]
         sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[g], pairs, shape_body, shape_point_count)
         xp, qp, imp, iip = load_body(bp, Xc, inv_mass, inv_inertia)
         xs, qs, ims, iis = load_body(bs, Xc, inv_mass, inv_inertia)
+        imp, iip = split_mass(bp, imp, iip, split)
+        ims, iis = split_mass(bs, ims, iis, split)
         xp0, qp0, _imp0, _iip0 = load_body(bp, Xc_prev, inv_mass, inv_inertia)
         xs0, qs0, _ims0, _iis0 = load_body(bs, Xc_prev, inv_mass, inv_inertia)
         n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
@@ -494,9 +540,10 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
                                  shape_radius: Scalars, shape_point_start: Ints, shape_point_count: Ints,
                                  shape_points: Vec3s, pairs: Ints2, contact_pair: Ints, contact_index: Ints,
                                  pair_mu: Scalars, pair_restitution: Scalars, ids: Ints, lam: Scalars,
-                                 inv_h: scalar, bounce_speed: scalar, delta: Vec8s):
+                                 inv_h: scalar, bounce_speed: scalar, split: Scalars, delta: Vec8s):
         """Velocity pass of candidate contact ``ids[t]`` if it was active in the position pass
-        (multiplier > 0); velocity changes go to ``delta`` (dv 0..2, dw 3..5, count 7)."""
+        (multiplier > 0), masses split by ``split`` (``count_velocity_contacts``); velocity changes
+        go to ``delta`` (dv 0..2, dw 3..5, count 7)."""
         t = xsim.tid()
         lk = lam[t]
         if lk > 0.0:
@@ -505,6 +552,8 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[g], pairs, shape_body, shape_point_count)
             xp, qp, imp, iip = load_body(bp, Xc, inv_mass, inv_inertia)
             xs, qs, ims, iis = load_body(bs, Xc, inv_mass, inv_inertia)
+            imp, iip = split_mass(bp, imp, iip, split)
+            ims, iis = split_mass(bs, ims, iis, split)
             vp = v3()
             wp = v3()
             vp0 = v3()
@@ -589,5 +638,6 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         x_out[i] = xi
 
     return SimpleNamespace(find_contact_pairs=find_contact_pairs, solve_contact_positions=solve_contact_positions,
+                           count_contacts=count_contacts, count_velocity_contacts=count_velocity_contacts,
                            solve_contact_velocities=solve_contact_velocities,
                            collide_particles_bodies=collide_particles_bodies, module=module)

@@ -16,7 +16,13 @@ constraints on a body (no overshoot when four corners of a box push the same way
 contacts of a body symmetrically (a sequential sweep over a box's corners leaves an order bias
 that makes a resting box creep), and needs no colouring of a contact graph that changes every
 step. A pendulum link gets the exact XPBD update; a resting box's four corners converge over the
-substeps (it settles a fraction of a millimetre into the ground). Atomics make float sums
+substeps (it settles a fraction of a millimetre into the ground). Each constraint sees its bodies
+with their masses split (Tonge et al. 2012, ``rigid_kernels.split_mass``): inverse mass and inertia
+times the body's number of constraints in the pass (its joints, plus its penetrating contacts,
+counted by ``count_contacts`` just before), which is the number the mean divides by; so every
+constraint's impulse reaches both of its bodies in full and momentum is conserved between bodies
+with different numbers of constraints (without it a double pendulum gained energy and a free chain
+lost momentum). Atomics make float sums
 order-dependent in the last bit; that is far below what finite differences in float64 see.
 Because every accumulator, multiplier and pose array of a step is new when gradients are
 recorded (a Tape, or a model/state that requires grad), a rollout backpropagates to the initial
@@ -66,6 +72,8 @@ class RigidStepper:
         self.k, self.kc, self.kj = rigid_kernels(s), contact_kernels(s), joint_kernels(s)
         self.v3, self.v6, self.v8 = T.vector(3, s), T.vector(6, s), T.vector(8, s)
         self.tf = T.transformation(s)
+        self._gravity = self.v3(*m.gravity)  # built once per solver, not per substep
+        self._g_norm = float(np.linalg.norm(m.gravity))
         self._pool: dict = {}
         self._lam_contacts = xsim.zeros(r.contact_point_count, dtype=s, device=m.device)
         self._lam_joints = xsim.zeros(r.joint_count, dtype=s, device=m.device)
@@ -123,7 +131,7 @@ class RigidStepper:
             state_out=state_out, h=h, grad=grad, substeps=substeps, iterations=iterations, sub=0,
             target_q=r.joint_target_q if target_q is None else target_q,
             target_qd=r.joint_target_qd if target_qd is None else target_qd,
-            bounce=2.0 * float(np.linalg.norm(m.gravity)) * h if bounce is None else bounce,
+            bounce=2.0 * self._g_norm * h if bounce is None else bounce,
             xc=state_in.body_q, qd=state_in.body_qd, n_contacts=0, contact_ids=None, pdelta=None)
         if self._has_com:
             st.xc = self._new("Xstart", nb, self.tf, grad)
@@ -149,7 +157,7 @@ class RigidStepper:
         st.x_pred = self._new("Xpred", nb, self.tf, st.grad)
         st.qd_pre = self._new("qd_pre", nb, self.v6, st.grad)
         xsim.launch(self.k.integrate_bodies, nb, inputs=[st.xc, st.qd, r.body_inv_mass, r.body_inertia,
-                                                         r.body_inv_inertia, self.v3(*m.gravity), st.h],
+                                                         r.body_inv_inertia, self._gravity, st.h],
                     outputs=[st.x_pred, st.qd_pre])
         st.lam_c, st.lam_j = self._lam_contacts, self._lam_joints
         st.xi = st.x_pred
@@ -161,12 +169,19 @@ class RigidStepper:
         nb, grad, xi = r.body_count, st.grad, st.xi
         st.delta = self._new("delta", nb, self.v8, grad, zero=True)
         st.pdelta = self._new("pdelta", nb, self.v8, grad, zero=True) if self.solver._body_collide else None
+        split = self._joint_split
         if st.n_contacts:
+            # mass splitting: each body's constraints in this pass, the penetrating contacts counted first
+            split = self._counts("split", self._joint_split, grad)
+            xsim.launch(self.kc.count_contacts, st.n_contacts, inputs=[
+                xi, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
+                r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, r.pair_shapes,
+                r.contact_pair, r.contact_index, st.contact_ids], outputs=[split], record_tape=False)
             lam_out = self._new("lam_c", r.contact_point_count, m.dtype, grad, avoid=(st.lam_c,))
             xsim.launch(self.kc.solve_contact_positions, st.n_contacts, inputs=[
                 xi, st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform,
                 r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points,
-                r.pair_shapes, r.contact_pair, r.contact_index, r.pair_mu, st.contact_ids, st.lam_c],
+                r.pair_shapes, r.contact_pair, r.contact_index, r.pair_mu, st.contact_ids, st.lam_c, split],
                 outputs=[lam_out, st.delta])
             st.lam_c = lam_out
         if r.joint_count:
@@ -174,8 +189,21 @@ class RigidStepper:
             xsim.launch(self.kj.solve_joints, r.joint_count, inputs=[
                 xi, r.body_inv_mass, r.body_inv_inertia, r.joint_type, r.joint_parent, r.joint_child,
                 r.joint_X_p, r.joint_X_c, r.joint_axis, r.joint_limit, r.joint_cone_limit, st.target_q,
-                r.joint_target_ke, st.lam_j, 1.0 / (st.h * st.h), self._joint_split], outputs=[lam_out, st.delta])
+                r.joint_target_ke, st.lam_j, 1.0 / (st.h * st.h), split], outputs=[lam_out, st.delta])
             st.lam_j = lam_out
+
+    def _counts(self, key: str, base, grad: bool):
+        """A copy of the per-body counts ``base`` for a count kernel to add to: new when gradients are
+        recorded (the solve kernels that read it are on the tape), else a reused buffer; never
+        differentiated."""
+        if grad:
+            a = xsim.empty(base.shape[0], dtype=base.dtype, device=self.model.device)
+        else:
+            a = self._pool.setdefault(key, [None])[0]
+            if a is None:
+                a = self._pool[key][0] = xsim.empty(base.shape[0], dtype=base.dtype, device=self.model.device)
+        a._raw_copy_from(base)
+        return a
 
     def collide_particles(self, st, x, x_start, x_out) -> None:
         """Two-way particle contacts: push particles ``x`` (``x_start``: at the substep start) out of
@@ -210,17 +238,22 @@ class RigidStepper:
         nb, grad, xi, h = r.body_count, st.grad, st.xi, st.h
         if st.velocity_pass:
             dv = self._new("dv", nb, self.v8, grad, zero=True)
+            vsplit = self._joint_vsplit
             if st.n_contacts:
+                vsplit = self._counts("vsplit", self._joint_vsplit, grad)
+                xsim.launch(self.kc.count_velocity_contacts, st.n_contacts, inputs=[
+                    r.shape_body, r.shape_point_count, r.pair_shapes, r.contact_pair, r.contact_index,
+                    st.contact_ids, st.lam_c], outputs=[vsplit], record_tape=False)
                 xsim.launch(self.kc.solve_contact_velocities, st.n_contacts, inputs=[
                     xi, st.qd_next, st.qd_pre, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type,
                     r.shape_xform, r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count,
                     r.shape_points, r.pair_shapes, r.contact_pair, r.contact_index, r.pair_mu, r.pair_restitution,
-                    st.contact_ids, st.lam_c, 1.0 / h, st.bounce], outputs=[dv])
+                    st.contact_ids, st.lam_c, 1.0 / h, st.bounce, vsplit], outputs=[dv])
             if r.joint_drive_velocity:
                 xsim.launch(self.kj.solve_joint_velocities, r.joint_count, inputs=[
                     xi, st.qd_next, r.body_inv_mass, r.body_inv_inertia, r.joint_type, r.joint_parent,
                     r.joint_child, r.joint_X_p, r.joint_X_c, r.joint_axis, st.target_qd, r.joint_target_kd, h,
-                    self._joint_vsplit], outputs=[dv])
+                    vsplit], outputs=[dv])
             last_sub = st.sub == st.substeps - 1
             qd_final = st.state_out.body_qd if last_sub else self._new("qd", nb, self.v6, grad,
                                                                        avoid=(st.qd, st.qd_next))

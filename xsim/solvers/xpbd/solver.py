@@ -85,6 +85,7 @@ class SolverXPBD:
         self.relaxation = float(relaxation)
         self.bounce_speed = bounce_speed
         self.kernels = xpbd_kernels(model.dtype)
+        self._gravity = model.vec3()(*model.gravity)
         self._scratch: dict = {}
         self._entry_views: dict = {}
         m = model
@@ -138,7 +139,7 @@ class SolverXPBD:
         v3 = m.vec3()
         h = dt / self.substeps
         inv_h2 = 1.0 / (h * h)
-        gravity = v3(*m.gravity)
+        gravity = self._gravity
         x, v = state_in.particle_q, state_in.particle_qd
         if n and control is not None and control.particle_target is not None:
             v_kin = self._new("v", n, v3, grad, avoid=(v,))
