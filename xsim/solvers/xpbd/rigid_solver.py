@@ -151,7 +151,7 @@ class RigidStepper:
 
     def begin_substep(self, st, sub: int) -> None:
         """Predict the bodies' poses for substep ``sub`` (gravity, gyroscopic term)."""
-        m, r = self.model, self.rigid
+        r = self.rigid
         nb = r.body_count
         st.sub = sub
         st.x_pred = self._new("Xpred", nb, self.tf, st.grad)
