@@ -69,12 +69,18 @@ def test_sliding_box_stops_after_v0_squared_over_two_mu_g():
     assert np.linalg.norm(final.body_qd.numpy()[0]) < 1e-3
 
 
-def test_ball_bounces_to_e_squared_times_its_drop_height():
+@pytest.mark.parametrize("shape", ["sphere", "box"])
+def test_ball_bounces_to_e_squared_times_its_drop_height(shape):
+    """A sphere (one contact) and a box landing flat (four corner contacts: restitution acts once
+    for the pair at its centre of pressure, so the box bounces straight instead of not at all)."""
     e, drop = 0.5, 1.0
     b = ModelBuilder()
     b.add_ground_plane(restitution=e)
     body = b.add_body(((0.0, 0.0, 0.1 + drop), (0.0, 0.0, 0.0, 1.0)))
-    b.add_shape_sphere(body, radius=0.1, restitution=e)
+    if shape == "sphere":
+        b.add_shape_sphere(body, radius=0.1, restitution=e)
+    else:
+        b.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1, restitution=e)
     model = b.finalize(dtype=xsim.float64)
     heights, vz = [], []
 
@@ -411,6 +417,26 @@ def test_revolute_limit_holds_and_position_drive_reaches_its_target():
     m = model.body_mass.numpy()[1]
     sag = m * G * 0.5 * np.cos(0.4) / 500.0
     assert abs(angles[1] - (0.4 - sag)) < 0.01
+
+
+def test_spinning_box_slows_at_the_friction_torque_of_its_corners():
+    """A box spinning about z on the ground, held on its four (rounded) corners: dynamic friction
+    acts at each corner against that corner's own motion, so the spin slows at
+    alpha = mu m g d / I_z, d the corners' distance from the axis (friction applied once at the
+    centre of pressure, below the axis, would not slow it at all)."""
+    mu, half, h = 0.4, 0.2, 0.05
+    b = ModelBuilder()
+    b.add_ground_plane(mu=mu)
+    body = b.add_body(((0.0, 0.0, h), (0.0, 0.0, 0.0, 1.0)), ang_vel=(0.0, 0.0, 5.0))
+    b.add_shape_box(body, hx=half, hy=half, hz=h, mu=mu)
+    model = b.finalize(dtype=xsim.float64)
+    spin = []
+    run(model, SolverXPBD(model, substeps=10, iterations=1), 6, 1.0 / 60.0,
+        record=lambda s: spin.append(s.body_qd.numpy()[0, 5]))
+    d = np.sqrt(2.0) * half * (1.0 - 0.05 * h / half)  # the corner points sit in by their rounding
+    alpha = mu * model.body_mass.numpy()[0] * G * d / model.body_inertia.numpy()[0][2, 2]
+    measured = (spin[1] - spin[5]) / (4.0 / 60.0)
+    assert abs(measured - alpha) < 0.03 * alpha
 
 
 def sliding_box(mu):

@@ -285,35 +285,51 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, i
 
 
 @xsim.func
-def contact_velocity_update(xa, qa, va, wa, va0, wa0, ima, iia, xb, qb, vb, wb, vb0, wb0, imb, iib,
-                            n, ca, cb, mu, restitution, lam, inv_h, bounce_speed):
-    """One active contact's velocity-pass update (sec. 3.6) at its current geometry (``n``, ``ca``,
-    ``cb`` as in ``contact_position_update``; a zero ``n`` means none): restitution towards -e times
-    the pre-solve normal speed (velocities ``*0``; no bounce below ``bounce_speed``), never pulling a
-    separating contact back; then dynamic friction, an impulse of at most mu * lambda_n / h against
-    the tangential velocity. Returns (va, wa, vb, wb)."""
+def restitution_update(xa, qa, va, wa, va0, wa0, ima, iia, xb, qb, vb, wb, vb0, wb0, imb, iib, n, ca, cb,
+                       restitution, bounce_speed):
+    """Restitution (sec. 3.6) at the contact point pair (``ca`` on a, ``cb`` on b, normal ``n`` from b
+    to a; zero: none): an impulse along ``n`` that brings the normal speed to -e times the pre-solve
+    one (velocities ``*0``; no bounce below ``bounce_speed``, target 0). Separation faster than
+    that target and than the pre-solve speed is taken back too: it is what pushing out the rest of
+    a penetration added to the velocity (Jacobi resolves a box landing flat over a few substeps, and
+    each push-out would otherwise bounce it higher; a resting body would jitter). Returns
+    (va, wa, vb, wb, the impulse along n, kg m/s)."""
     r_a = ca - xa
     r_b = cb - xb
     wn = generalized_inv_mass(qa, ima, iia, r_a, n) + generalized_inv_mass(qb, imb, iib, r_b, n)
+    pn = wn - wn
     if wn > 0.0 and xsim.dot(n, n) > 0.0:
-        vrel0 = va0 + xsim.cross(wa0, r_a) - vb0 - xsim.cross(wb0, r_b)
-        vn0 = xsim.dot(vrel0, n)
+        vn0 = xsim.dot(va0 + xsim.cross(wa0, r_a) - vb0 - xsim.cross(wb0, r_b), n)
         target = vn0 - vn0
         if vn0 < -bounce_speed:
             target = -restitution * vn0
         vn = xsim.dot(va + xsim.cross(wa, r_a) - vb - xsim.cross(wb, r_b), n)
+        cap = xsim.max(vn0, target)
         if vn < target:
-            p = n * ((target - vn) / wn)
-            va, wa = apply_impulse(va, wa, qa, ima, iia, r_a, p)
-            vb, wb = apply_impulse(vb, wb, qb, imb, iib, r_b, -p)
-        vrel = va + xsim.cross(wa, r_a) - vb - xsim.cross(wb, r_b)
-        vt = vrel - n * xsim.dot(vrel, n)
-        lt2 = xsim.dot(vt, vt)
-        if lt2 > 0.0:
-            lt = xsim.sqrt(lt2)
-            t = vt / lt
-            wt = generalized_inv_mass(qa, ima, iia, r_a, t) + generalized_inv_mass(qb, imb, iib, r_b, t)
-            j = xsim.min(lt / wt, mu * lam * inv_h)
+            pn = (target - vn) / wn
+        elif vn > cap:
+            pn = (cap - vn) / wn
+        va, wa = apply_impulse(va, wa, qa, ima, iia, r_a, n * pn)
+        vb, wb = apply_impulse(vb, wb, qb, imb, iib, r_b, n * (-pn))
+    return va, wa, vb, wb, pn
+
+
+@xsim.func
+def friction_update(xa, qa, va, wa, ima, iia, xb, qb, vb, wb, imb, iib, n, ca, cb, limit):
+    """Dynamic friction (sec. 3.6) of one contact: an impulse of at most ``limit`` (kg m/s: mu times
+    the contact's normal impulse) against the tangential velocity of the contact points. Returns
+    (va, wa, vb, wb)."""
+    r_a = ca - xa
+    r_b = cb - xb
+    vrel = va + xsim.cross(wa, r_a) - vb - xsim.cross(wb, r_b)
+    vt = vrel - n * xsim.dot(vrel, n)
+    lt2 = xsim.dot(vt, vt)
+    if lt2 > 0.0:
+        lt = xsim.sqrt(lt2)
+        t = vt / lt
+        wt = generalized_inv_mass(qa, ima, iia, r_a, t) + generalized_inv_mass(qb, imb, iib, r_b, t)
+        if wt > 0.0:
+            j = xsim.min(lt / wt, limit)
             va, wa = apply_impulse(va, wa, qa, ima, iia, r_a, t * (-j))
             vb, wb = apply_impulse(vb, wb, qb, imb, iib, r_b, t * j)
     return va, wa, vb, wb
@@ -486,31 +502,19 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             if bs >= 0:
                 xsim.atomic_add(split, bs, 1.0)
 
-    @xsim.kernel(module=module, enable_backward=False)
-    def count_velocity_contacts(shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
-                                contact_index: Ints, ids: Ints, lam: Scalars, split: Scalars):
-        """Add one to ``split`` of both bodies of each contact that ``solve_contact_velocities``
-        applies (multiplier > 0)."""
-        t = xsim.tid()
-        if lam[t] > 0.0:
-            g = ids[t]
-            _sp, _ss, bp, bs, _kp, _edge = contact_roles(contact_pair[g], contact_index[g], pairs, shape_body,
-                                                         shape_point_count)
-            if bp >= 0:
-                xsim.atomic_add(split, bp, 1.0)
-            if bs >= 0:
-                xsim.atomic_add(split, bs, 1.0)
-
     @xsim.kernel(module=module)
     def solve_contact_positions(Xc: Tfs, Xc_prev: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints,
                                 shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars,
                                 shape_point_start: Ints, shape_point_count: Ints, shape_points: Vec3s,
                                 pairs: Ints2, contact_pair: Ints, contact_index: Ints, pair_mu: Scalars,
-                                ids: Ints, lam: Scalars, split: Scalars, lam_out: Scalars, delta: Vec8s):
+                                ids: Ints, lam: Scalars, split: Scalars, lam_out: Scalars, delta: Vec8s,
+                                geom_n: Vec3s, geom_ra: Vec3s, geom_rb: Vec3s):
         """Position pass of one candidate contact point ``ids[t]`` (non-penetration, then static
         friction) from the current poses, with the bodies' masses split by ``split`` (their numbers
         of constraints in this pass, ``count_contacts``); its corrections of both bodies go to
-        ``delta`` with a count of one each."""
+        ``delta`` with a count of one each. Its geometry goes to ``geom_*`` for the velocity pass:
+        the normal (from the pair's shape b to a) and the contact points as arms in the bodies' frames
+        (a's, b's)."""
         t = xsim.tid()
         g = ids[t]
         c = contact_pair[g]
@@ -523,6 +527,16 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         xs0, qs0, _ims0, _iis0 = load_body(bs, Xc_prev, inv_mass, inv_inertia)
         n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
                                                shape_size, shape_radius, shape_point_start, shape_points)
+        ra = xsim.quat_rotate_inv(qp, ca - xp)
+        rb = xsim.quat_rotate_inv(qs, cb - xs)
+        if sp == pairs[c, 0]:
+            geom_n[t] = n
+            geom_ra[t] = ra
+            geom_rb[t] = rb
+        else:
+            geom_n[t] = -n
+            geom_ra[t] = rb
+            geom_rb[t] = ra
         xp1, qp1, xs1, qs1, dl = contact_position_update(
             xp, qp, xp0, qp0, imp, iip, xs, qs, xs0, qs0, ims, iis, n, pen, ca, cb, pair_mu[c], lam[t])
         if dl > 0.0:
@@ -534,51 +548,107 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             add_delta(delta, bs, dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3])
         lam_out[t] = lam[t] + dl
 
+    @xsim.kernel(module=module, enable_backward=False)
+    def count_velocity_pairs(shape_body: Ints, pairs: Ints2, contact_pair: Ints, ids: Ints, pair_first: Ints,
+                             lam: Scalars, split: Scalars):
+        """Add one to ``split`` of both bodies of each pair that ``solve_pair_velocities`` applies (a
+        contact with multiplier > 0)."""
+        k = xsim.tid()
+        first = pair_first[k]
+        active = 0
+        for t in range(first, pair_first[k + 1]):
+            if lam[t] > 0.0:
+                active = 1
+        if active != 0:
+            c = contact_pair[ids[first]]
+            for side in range(2):
+                b = shape_body[pairs[c, side]]
+                if b >= 0:
+                    xsim.atomic_add(split, b, 1.0)
+
     @xsim.kernel(module=module)
-    def solve_contact_velocities(Xc: Tfs, qd: Vec6s, qd_pre: Vec6s, inv_mass: Scalars, inv_inertia: Mats,
-                                 shape_body: Ints, shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s,
-                                 shape_radius: Scalars, shape_point_start: Ints, shape_point_count: Ints,
-                                 shape_points: Vec3s, pairs: Ints2, contact_pair: Ints, contact_index: Ints,
-                                 pair_mu: Scalars, pair_restitution: Scalars, ids: Ints, lam: Scalars,
-                                 inv_h: scalar, bounce_speed: scalar, split: Scalars, delta: Vec8s):
-        """Velocity pass of candidate contact ``ids[t]`` if it was active in the position pass
-        (multiplier > 0), masses split by ``split`` (``count_velocity_contacts``); velocity changes
-        go to ``delta`` (dv 0..2, dw 3..5, count 7)."""
-        t = xsim.tid()
-        lk = lam[t]
-        if lk > 0.0:
-            g = ids[t]
-            c = contact_pair[g]
-            sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[g], pairs, shape_body, shape_point_count)
-            xp, qp, imp, iip = load_body(bp, Xc, inv_mass, inv_inertia)
-            xs, qs, ims, iis = load_body(bs, Xc, inv_mass, inv_inertia)
-            imp, iip = split_mass(bp, imp, iip, split)
-            ims, iis = split_mass(bs, ims, iis, split)
-            vp = v3()
-            wp = v3()
-            vp0 = v3()
-            wp0 = v3()
-            vs = v3()
-            ws = v3()
-            vs0 = v3()
-            ws0 = v3()
-            if bp >= 0:
-                vp, wp = split_qd(qd[bp], xp)
-                vp0, wp0 = split_qd(qd_pre[bp], xp)
-            if bs >= 0:
-                vs, ws = split_qd(qd[bs], xs)
-                vs0, ws0 = split_qd(qd_pre[bs], xs)
-            n, _pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
-                                                    shape_size, shape_radius, shape_point_start, shape_points)
-            vp1, wp1, vs1, ws1 = contact_velocity_update(
-                xp, qp, vp, wp, vp0, wp0, imp, iip, xs, qs, vs, ws, vs0, ws0, ims, iis, n, ca, cb, pair_mu[c],
-                pair_restitution[c], lk, inv_h, bounce_speed)
-            dv = vp1 - vp
-            dw = wp1 - wp
-            add_delta(delta, bp, dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0)
-            dv = vs1 - vs
-            dw = ws1 - ws
-            add_delta(delta, bs, dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0)
+    def solve_pair_velocities(Xc: Tfs, qd: Vec6s, qd_pre: Vec6s, inv_mass: Scalars, inv_inertia: Mats,
+                              shape_body: Ints, shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s,
+                              shape_radius: Scalars, shape_point_start: Ints, shape_point_count: Ints,
+                              shape_points: Vec3s, pairs: Ints2, contact_pair: Ints, contact_index: Ints,
+                              pair_mu: Scalars, pair_restitution: Scalars, ids: Ints, pair_first: Ints,
+                              lam: Scalars, geom_n: Vec3s, geom_ra: Vec3s, geom_rb: Vec3s, inv_h: scalar,
+                              bounce_speed: scalar, split: Scalars, delta: Vec8s):
+        """Velocity pass of active pair ``tid`` (its candidate contacts are ``ids[pair_first[tid]:
+        pair_first[tid + 1]]``; those with multiplier > 0 were active in the position pass, whose last
+        iteration left their normals and arms in ``geom_*``), masses split by ``split``: restitution
+        once for the pair, at its centre of pressure (contact points and normals weighted by their
+        multipliers), so that a box landing flat on four corners bounces straight (four restitution
+        impulses, each turning the box, mostly cancel in the mean: it did not bounce at all); then
+        dynamic friction contact by contact (each resists the sliding of its own point, so a spinning
+        box slows), one after the other on the pair's local velocities. Velocity changes go to
+        ``delta`` (dv 0..2, dw 3..5, count 7)."""
+        k = xsim.tid()
+        first = pair_first[k]
+        last = pair_first[k + 1]
+        c = contact_pair[ids[first]]
+        ba = shape_body[pairs[c, 0]]
+        bb = shape_body[pairs[c, 1]]
+        xa, qa, ima, iia = load_body(ba, Xc, inv_mass, inv_inertia)
+        xb, qb, imb, iib = load_body(bb, Xc, inv_mass, inv_inertia)
+        ima, iia = split_mass(ba, ima, iia, split)
+        imb, iib = split_mass(bb, imb, iib, split)
+        va = v3()
+        wa = v3()
+        va0 = v3()
+        wa0 = v3()
+        vb = v3()
+        wb = v3()
+        vb0 = v3()
+        wb0 = v3()
+        if ba >= 0:
+            va, wa = split_qd(qd[ba], xa)
+            va0, wa0 = split_qd(qd_pre[ba], xa)
+        if bb >= 0:
+            vb, wb = split_qd(qd[bb], xb)
+            vb0, wb0 = split_qd(qd_pre[bb], xb)
+        va_in = va
+        wa_in = wa
+        vb_in = vb
+        wb_in = wb
+        # the centre of pressure: contact points and normals weighted by their multipliers
+        total = scalar(0.0)
+        pa = v3()
+        pb = v3()
+        nsum = v3()
+        for t in range(first, last):
+            lk = lam[t]
+            if lk > 0.0:
+                n = geom_n[t]
+                cp = xa + xsim.quat_rotate(qa, geom_ra[t])
+                cs = xb + xsim.quat_rotate(qb, geom_rb[t])
+                total = total + lk
+                pa = pa + cp * lk
+                pb = pb + cs * lk
+                nsum = nsum + n * lk
+        if total > 0.0:
+            pn = total - total
+            if xsim.dot(nsum, nsum) > 0.0:
+                va, wa, vb, wb, pn = restitution_update(xa, qa, va, wa, va0, wa0, ima, iia, xb, qb, vb, wb, vb0, wb0,
+                                                    imb, iib, xsim.normalize(nsum), pa / total, pb / total,
+                                                    pair_restitution[c], bounce_speed)
+            for t in range(first, last):
+                lk = lam[t]
+                if lk > 0.0:
+                    cp = xa + xsim.quat_rotate(qa, geom_ra[t])
+                    cs = xb + xsim.quat_rotate(qb, geom_rb[t])
+                    # Coulomb against the contact's whole normal impulse: its multiplier (position pass) and
+                    # its share of the pair's restitution impulse (which carries the load while a landing
+                    # box's penetration is still being resolved)
+                    limit = pair_mu[c] * (lk * inv_h + xsim.max(pn, 0.0) * lk / total)
+                    va, wa, vb, wb = friction_update(xa, qa, va, wa, ima, iia, xb, qb, vb, wb, imb, iib, geom_n[t],
+                                                     cp, cs, limit)
+            dv = va - va_in
+            dw = wa - wa_in
+            add_delta(delta, ba, dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0)
+            dv = vb - vb_in
+            dw = wb - wb_in
+            add_delta(delta, bb, dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0)
 
     @xsim.kernel(module=module)
     def collide_particles_bodies(x: Vec3s, x_start: Vec3s, inv_mass: Scalars, radius: Scalars, Xc: Tfs,
@@ -638,6 +708,6 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         x_out[i] = xi
 
     return SimpleNamespace(find_contact_pairs=find_contact_pairs, solve_contact_positions=solve_contact_positions,
-                           count_contacts=count_contacts, count_velocity_contacts=count_velocity_contacts,
-                           solve_contact_velocities=solve_contact_velocities,
+                           count_contacts=count_contacts, count_velocity_pairs=count_velocity_pairs,
+                           solve_pair_velocities=solve_pair_velocities,
                            collide_particles_bodies=collide_particles_bodies, module=module)

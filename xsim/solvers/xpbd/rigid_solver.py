@@ -146,6 +146,11 @@ class RigidStepper:
             ids = np.flatnonzero(active.numpy()[self._contact_pair])
             st.n_contacts = len(ids)
             st.contact_ids = xsim.array(ids.astype(np.int32), dtype=int, device=m.device)
+            # where each active pair's contacts start in ids (the velocity pass runs over pairs)
+            of_pair = self._contact_pair[ids]
+            first = np.flatnonzero(np.diff(of_pair, prepend=-1)) if len(ids) else np.zeros(0, dtype=np.int64)
+            st.n_pairs = len(first)
+            st.pair_first = xsim.array(np.append(first, len(ids)).astype(np.int32), dtype=int, device=m.device)
         st.velocity_pass = st.n_contacts > 0 or r.joint_drive_velocity
         return st
 
@@ -178,11 +183,12 @@ class RigidStepper:
                 r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, r.pair_shapes,
                 r.contact_pair, r.contact_index, st.contact_ids], outputs=[split], record_tape=False)
             lam_out = self._new("lam_c", r.contact_point_count, m.dtype, grad, avoid=(st.lam_c,))
+            st.geom = [self._new(f"geom{k}", r.contact_point_count, self.v3, grad) for k in range(3)]
             xsim.launch(self.kc.solve_contact_positions, st.n_contacts, inputs=[
                 xi, st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform,
                 r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points,
                 r.pair_shapes, r.contact_pair, r.contact_index, r.pair_mu, st.contact_ids, st.lam_c, split],
-                outputs=[lam_out, st.delta])
+                outputs=[lam_out, st.delta, *st.geom])
             st.lam_c = lam_out
         if r.joint_count:
             lam_out = self._new("lam_j", r.joint_count, m.dtype, grad, avoid=(st.lam_j,))
@@ -241,14 +247,14 @@ class RigidStepper:
             vsplit = self._joint_vsplit
             if st.n_contacts:
                 vsplit = self._counts("vsplit", self._joint_vsplit, grad)
-                xsim.launch(self.kc.count_velocity_contacts, st.n_contacts, inputs=[
-                    r.shape_body, r.shape_point_count, r.pair_shapes, r.contact_pair, r.contact_index,
-                    st.contact_ids, st.lam_c], outputs=[vsplit], record_tape=False)
-                xsim.launch(self.kc.solve_contact_velocities, st.n_contacts, inputs=[
+                xsim.launch(self.kc.count_velocity_pairs, st.n_pairs, inputs=[
+                    r.shape_body, r.pair_shapes, r.contact_pair, st.contact_ids, st.pair_first, st.lam_c],
+                    outputs=[vsplit], record_tape=False)
+                xsim.launch(self.kc.solve_pair_velocities, st.n_pairs, inputs=[
                     xi, st.qd_next, st.qd_pre, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type,
                     r.shape_xform, r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count,
                     r.shape_points, r.pair_shapes, r.contact_pair, r.contact_index, r.pair_mu, r.pair_restitution,
-                    st.contact_ids, st.lam_c, 1.0 / h, st.bounce, vsplit], outputs=[dv])
+                    st.contact_ids, st.pair_first, st.lam_c, *st.geom, 1.0 / h, st.bounce, vsplit], outputs=[dv])
             if r.joint_drive_velocity:
                 xsim.launch(self.kj.solve_joint_velocities, r.joint_count, inputs=[
                     xi, st.qd_next, r.body_inv_mass, r.body_inv_inertia, r.joint_type, r.joint_parent,
