@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from test_rigid import weighted_pose
 
 import xsim
 from xsim.sim import ModelBuilder
@@ -16,16 +17,6 @@ IDENTITY = (0.0, 0.0, 0.0, 1.0)
 DT = 1.0 / 60.0
 
 
-@xsim.kernel
-def weighted_pose(body_q: xsim.array(dtype=xsim.transformd), weights: xsim.array(dtype=xsim.transformd),
-                  loss: xsim.array(dtype=xsim.float64)):
-    i = xsim.tid()
-    q = body_q[i]
-    w = weights[i]
-    s = xsim.float64(0.0)
-    for k in range(7):
-        s += q[k] * w[k]
-    xsim.atomic_add(loss, 0, s)
 
 
 def swing_twist(q, axis):

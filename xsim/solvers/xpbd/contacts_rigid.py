@@ -38,6 +38,7 @@ from .rigid_kernels import (
     apply_impulse,
     apply_positional,
     body_loader,
+    body_velocity,
     generalized_inv_mass,
     split_mass,
     split_qd,
@@ -593,20 +594,10 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         xb, qb, imb, iib = load_body(bb, Xc, inv_mass, inv_inertia)
         ima, iia = split_mass(ba, ima, iia, split)
         imb, iib = split_mass(bb, imb, iib, split)
-        va = v3()
-        wa = v3()
-        va0 = v3()
-        wa0 = v3()
-        vb = v3()
-        wb = v3()
-        vb0 = v3()
-        wb0 = v3()
-        if ba >= 0:
-            va, wa = split_qd(qd[ba], xa)
-            va0, wa0 = split_qd(qd_pre[ba], xa)
-        if bb >= 0:
-            vb, wb = split_qd(qd[bb], xb)
-            vb0, wb0 = split_qd(qd_pre[bb], xb)
+        va, wa = body_velocity(ba, qd, xa)
+        va0, wa0 = body_velocity(ba, qd_pre, xa)
+        vb, wb = body_velocity(bb, qd, xb)
+        vb0, wb0 = body_velocity(bb, qd_pre, xb)
         va_in = va
         wa_in = wa
         vb_in = vb

@@ -35,11 +35,11 @@ from .rigid_kernels import (
     apply_impulse,
     apply_positional,
     body_loader,
+    body_velocity,
     generalized_inv_mass,
     inv_inertia_mul,
     rotate_by,
     split_mass,
-    split_qd,
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -314,13 +314,8 @@ def joint_kernels(scalar=T.float32) -> SimpleNamespace:
             xc, qc, imc, iic = load_joint_body(bc, Xc, inv_mass, inv_inertia)
             imp, iip = split_mass(bp, imp, iip, split)
             imc, iic = split_mass(bc, imc, iic, split)
-            vp = v3()
-            wp = v3()
-            vc = v3()
-            wc = v3()
-            if bp >= 0:
-                vp, wp = split_qd(qd[bp], xp)
-            vc, wc = split_qd(qd[bc], xc)
+            vp, wp = body_velocity(bp, qd, xp)
+            vc, wc = body_velocity(bc, qd, xc)
             vp_in = vp
             wp_in = wp
             vc_in = vc

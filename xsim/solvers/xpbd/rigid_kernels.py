@@ -119,6 +119,17 @@ def split_qd(qd, v_like):
     return v, w
 
 
+@xsim.func
+def body_velocity(b: int, qd, x_like):
+    """(linear, angular) velocity of body ``b`` from the spatial velocities ``qd``; zero for the
+    world (-1). ``x_like``: a vec3 of the wanted type."""
+    v = x_like - x_like
+    w = x_like - x_like
+    if b >= 0:
+        v, w = split_qd(qd[b], x_like)
+    return v, w
+
+
 # -------------------------------------------------------------------------------------------------
 # kernels, one set per scalar type
 
