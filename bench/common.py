@@ -117,6 +117,11 @@ def time_taped_rollout(prepare: Callable[[], object], forward: Callable[[object]
         if run:
             fwd.append(t1 - t0)
             bwd.append(t2 - t1)
+        # release this run's tape before the next run records: a rollout's intermediate arrays are
+        # hundreds of MB, and recording while the last tape still holds them measures page faults
+        del tape
+        if run < runs:
+            del prepared
     return {"tape_forward": statistics.median(fwd), "tape_backward": statistics.median(bwd), "prepared": prepared}
 
 
