@@ -4,10 +4,12 @@ Mueller et al. 2020, "Detailed Rigid Body Simulation with Extended Position Base
 Each step: broad phase (``find_contact_pairs``), then per substep of ``h = dt / substeps``:
 predict poses (gravity, gyroscopic term), run ``iterations`` position passes (one is the
 paper's choice) over contacts and joints, take velocities from the pose change, and run one
-velocity pass (restitution, dynamic friction, joint velocity drives).
+velocity pass (restitution, dynamic friction, joint velocity drives), one thread per touching
+shape pair (restitution once at the pair's centre of pressure, see ``solve_pair_velocities``) and
+per joint.
 
-Parallel solve: Jacobi with averaging, accumulated with ``atomic_add``. Every contact point and
-every joint is one thread. A joint solves its own constraints one after the other (Gauss-Seidel
+Parallel solve: Jacobi with averaging, accumulated with ``atomic_add``. In the position passes
+every contact point and every joint is one thread. A joint solves its own constraints one after the other (Gauss-Seidel
 inside the joint, on local copies of its two poses); a contact resolves its depth and then its
 static friction. Each thread adds its net correction of each body, plus a count of one, to a
 per-body ``vector(8)`` accumulator that is new for every pass; each body then moves by the mean of
@@ -22,8 +24,7 @@ times the body's number of constraints in the pass (its joints, plus its penetra
 counted by ``count_contacts`` just before), which is the number the mean divides by; so every
 constraint's impulse reaches both of its bodies in full and momentum is conserved between bodies
 with different numbers of constraints (without it a double pendulum gained energy and a free chain
-lost momentum). Atomics make float sums
-order-dependent in the last bit; that is far below what finite differences in float64 see.
+lost momentum). Atomics make float sums order-dependent in the last bit; that is far below what finite differences in float64 see.
 Because every accumulator, multiplier and pose array of a step is new when gradients are
 recorded (a Tape, or a model/state that requires grad), a rollout backpropagates to the initial
 ``body_q``/``body_qd``, masses, inertias, shape poses and sizes, friction, restitution and joint
