@@ -40,7 +40,8 @@ from .rigid_kernels import (
     body_loader,
     body_velocity,
     generalized_inv_mass,
-    split_mass,
+    relative_point_velocity,
+    split_body_loader,
     split_qd,
 )
 
@@ -300,11 +301,11 @@ def restitution_update(xa, qa, va, wa, va0, wa0, ima, iia, xb, qb, vb, wb, vb0, 
     wn = generalized_inv_mass(qa, ima, iia, r_a, n) + generalized_inv_mass(qb, imb, iib, r_b, n)
     pn = wn - wn
     if wn > 0.0 and xsim.dot(n, n) > 0.0:
-        vn0 = xsim.dot(va0 + xsim.cross(wa0, r_a) - vb0 - xsim.cross(wb0, r_b), n)
+        vn0 = xsim.dot(relative_point_velocity(va0, wa0, r_a, vb0, wb0, r_b), n)
         target = vn0 - vn0
         if vn0 < -bounce_speed:
             target = -restitution * vn0
-        vn = xsim.dot(va + xsim.cross(wa, r_a) - vb - xsim.cross(wb, r_b), n)
+        vn = xsim.dot(relative_point_velocity(va, wa, r_a, vb, wb, r_b), n)
         cap = xsim.max(vn0, target)
         if vn < target:
             pn = (target - vn) / wn
@@ -322,7 +323,7 @@ def friction_update(xa, qa, va, wa, ima, iia, xb, qb, vb, wb, imb, iib, n, ca, c
     (va, wa, vb, wb)."""
     r_a = ca - xa
     r_b = cb - xb
-    vrel = va + xsim.cross(wa, r_a) - vb - xsim.cross(wb, r_b)
+    vrel = relative_point_velocity(va, wa, r_a, vb, wb, r_b)
     vt = vrel - n * xsim.dot(vrel, n)
     lt2 = xsim.dot(vt, vt)
     if lt2 > 0.0:
@@ -407,6 +408,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             active[c] = 1
 
     load_body = body_loader(scalar)
+    load_split_body = split_body_loader(scalar)
 
     @xsim.func
     def contact_roles(c: int, k: int, pairs: Ints2, shape_body: Ints, shape_point_count: Ints):
@@ -520,10 +522,8 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         g = ids[t]
         c = contact_pair[g]
         sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[g], pairs, shape_body, shape_point_count)
-        xp, qp, imp, iip = load_body(bp, Xc, inv_mass, inv_inertia)
-        xs, qs, ims, iis = load_body(bs, Xc, inv_mass, inv_inertia)
-        imp, iip = split_mass(bp, imp, iip, split)
-        ims, iis = split_mass(bs, ims, iis, split)
+        xp, qp, imp, iip = load_split_body(bp, Xc, inv_mass, inv_inertia, split)
+        xs, qs, ims, iis = load_split_body(bs, Xc, inv_mass, inv_inertia, split)
         xp0, qp0, _imp0, _iip0 = load_body(bp, Xc_prev, inv_mass, inv_inertia)
         xs0, qs0, _ims0, _iis0 = load_body(bs, Xc_prev, inv_mass, inv_inertia)
         n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
@@ -590,10 +590,8 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         c = contact_pair[ids[first]]
         ba = shape_body[pairs[c, 0]]
         bb = shape_body[pairs[c, 1]]
-        xa, qa, ima, iia = load_body(ba, Xc, inv_mass, inv_inertia)
-        xb, qb, imb, iib = load_body(bb, Xc, inv_mass, inv_inertia)
-        ima, iia = split_mass(ba, ima, iia, split)
-        imb, iib = split_mass(bb, imb, iib, split)
+        xa, qa, ima, iia = load_split_body(ba, Xc, inv_mass, inv_inertia, split)
+        xb, qb, imb, iib = load_split_body(bb, Xc, inv_mass, inv_inertia, split)
         va, wa = body_velocity(ba, qd, xa)
         va0, wa0 = body_velocity(ba, qd_pre, xa)
         vb, wb = body_velocity(bb, qd, xb)

@@ -34,12 +34,12 @@ from .rigid_kernels import (
     angular_inv_mass,
     apply_impulse,
     apply_positional,
-    body_loader,
     body_velocity,
     generalized_inv_mass,
     inv_inertia_mul,
+    relative_point_velocity,
     rotate_by,
-    split_mass,
+    split_body_loader,
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -185,7 +185,7 @@ def joint_kernels(scalar=T.float32) -> SimpleNamespace:
                                 xsim.array(dtype=int))
     module = f"xsim.solvers.xpbd.joint_kernels_{T.type_name(scalar)}"
 
-    load_joint_body = body_loader(scalar)
+    load_joint_body = split_body_loader(scalar)
 
     @xsim.func
     def add_pose_delta(delta: Vec8s, b: int, dx, dq):
@@ -206,10 +206,8 @@ def joint_kernels(scalar=T.float32) -> SimpleNamespace:
         if kind != JOINT_FREE:
             bp = joint_parent[j]
             bc = joint_child[j]
-            xp, qp, imp, iip = load_joint_body(bp, Xc, inv_mass, inv_inertia)
-            xc, qc, imc, iic = load_joint_body(bc, Xc, inv_mass, inv_inertia)
-            imp, iip = split_mass(bp, imp, iip, split)
-            imc, iic = split_mass(bc, imc, iic, split)
+            xp, qp, imp, iip = load_joint_body(bp, Xc, inv_mass, inv_inertia, split)
+            xc, qc, imc, iic = load_joint_body(bc, Xc, inv_mass, inv_inertia, split)
             xp_in = xp
             qp_in = qp
             xc_in = xc
@@ -310,10 +308,8 @@ def joint_kernels(scalar=T.float32) -> SimpleNamespace:
         if kd > 0.0 and (kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC):
             bp = joint_parent[j]
             bc = joint_child[j]
-            xp, qp, imp, iip = load_joint_body(bp, Xc, inv_mass, inv_inertia)
-            xc, qc, imc, iic = load_joint_body(bc, Xc, inv_mass, inv_inertia)
-            imp, iip = split_mass(bp, imp, iip, split)
-            imc, iic = split_mass(bc, imc, iic, split)
+            xp, qp, imp, iip = load_joint_body(bp, Xc, inv_mass, inv_inertia, split)
+            xc, qc, imc, iic = load_joint_body(bc, Xc, inv_mass, inv_inertia, split)
             vp, wp = body_velocity(bp, qd, xp)
             vc, wc = body_velocity(bc, qd, xc)
             vp_in = vp
@@ -332,7 +328,7 @@ def joint_kernels(scalar=T.float32) -> SimpleNamespace:
                 r_p = xsim.quat_rotate(qp, jp.p)
                 r_c = xsim.quat_rotate(qc, joint_X_c[j].p)
                 w = generalized_inv_mass(qp, imp, iip, r_p, a) + generalized_inv_mass(qc, imc, iic, r_c, a)
-                speed = xsim.dot(vc + xsim.cross(wc, r_c) - vp - xsim.cross(wp, r_p), a)
+                speed = xsim.dot(relative_point_velocity(vc, wc, r_c, vp, wp, r_p), a)
                 impulse = kd * h * (target_qd[j] - speed) / (1.0 + kd * h * w)
                 vc, wc = apply_impulse(vc, wc, qc, imc, iic, r_c, a * impulse)
                 vp, wp = apply_impulse(vp, wp, qp, imp, iip, r_p, a * (-impulse))

@@ -59,6 +59,30 @@ def split_mass(b: int, inv_mass, inv_inertia, split):
     return inv_mass * s, inv_inertia * s
 
 
+@functools.cache
+def split_body_loader(scalar):
+    """``load_split_body(b, Xc, inv_mass, inv_inertia, split)``: ``body_loader``'s ``load_body`` with
+    the inverse mass and inertia split by ``split`` (``split_mass``), as every constraint solve
+    sees its bodies."""
+    load_body = body_loader(scalar)
+    Tfs, Scalars, Mats = (xsim.array(dtype=T.transformation(scalar)), xsim.array(dtype=scalar),
+                          xsim.array(dtype=T.matrix((3, 3), scalar)))
+
+    @xsim.func
+    def load_split_body(b: int, Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, split: Scalars):
+        x, q, im, ii = load_body(b, Xc, inv_mass, inv_inertia)
+        im, ii = split_mass(b, im, ii, split)
+        return x, q, im, ii
+    return load_split_body
+
+
+@xsim.func
+def relative_point_velocity(va, wa, ra, vb, wb, rb):
+    """Velocity of body a's point at arm ``ra`` relative to body b's point at arm ``rb`` (bodies
+    moving at (``va``, ``wa``) and (``vb``, ``wb``))."""
+    return va + xsim.cross(wa, ra) - vb - xsim.cross(wb, rb)
+
+
 @xsim.func
 def quat_from_vector(q_like, v):
     """The pure quaternion (v, 0), of the type of ``q_like``."""

@@ -203,12 +203,8 @@ class RigidStepper:
         """A copy of the per-body counts ``base`` for a count kernel to add to: new when gradients are
         recorded (the solve kernels that read it are on the tape), else a reused buffer; never
         differentiated."""
-        if grad:
-            a = xsim.empty(base.shape[0], dtype=base.dtype, device=self.model.device)
-        else:
-            a = self._pool.setdefault(key, [None])[0]
-            if a is None:
-                a = self._pool[key][0] = xsim.empty(base.shape[0], dtype=base.dtype, device=self.model.device)
+        n = base.shape[0]
+        a = xsim.empty(n, dtype=base.dtype, device=self.model.device) if grad else self._new(key, n, base.dtype, False)
         a._raw_copy_from(base)
         return a
 
