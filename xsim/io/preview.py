@@ -119,11 +119,7 @@ def save_preview(path: str | Path, frames: np.ndarray, parts, colliders: Sequenc
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path, dpi=90)
 
 
 def save_loss_curve(losses: Sequence[float], path: str | Path, title: str = "") -> Path:
@@ -141,8 +137,13 @@ def save_loss_curve(losses: Sequence[float], path: str | Path, title: str = "") 
         ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
+    return _save(plt, fig, path, dpi=100)
+
+
+def _save(plt, fig, path: str | Path, dpi: int) -> Path:
+    """Write ``fig`` to ``path`` (its folder made if missing), close it, and return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
