@@ -19,7 +19,6 @@ kernels run on one thread; on a machine busy with other work, compare with
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
@@ -27,7 +26,7 @@ import tempfile
 import time
 
 import numpy as np
-from common import fmt_time, print_table, ratio, time_stepping, time_taped_rollout
+from common import fmt_time, have_newton, print_table, ratio, time_stepping, time_taped_rollout
 
 DIM = 63              # cells per side: 64 x 64 particles
 CELL = 0.1            # m
@@ -172,7 +171,7 @@ def main():
     wall, cpu = cold_compile_seconds()
     xs = bench_xsim(args.repeat)
     nw = None
-    if not args.no_newton and importlib.util.find_spec("newton") is not None:
+    if not args.no_newton and have_newton():
         nw = bench_newton(args.repeat)
 
     def row(name, key, fmt=fmt_time):

@@ -29,6 +29,11 @@ def have_warp() -> bool:
     return importlib.util.find_spec("warp") is not None
 
 
+def have_newton() -> bool:
+    """Whether newton (the optional ``bench`` extra) is installed."""
+    return importlib.util.find_spec("newton") is not None
+
+
 def init_backend(name: str, quiet: bool = True):
     """Import and initialise ``name`` ("xsim" or "warp"); returns the module."""
     wp = importlib.import_module(name)

@@ -16,11 +16,10 @@ backward <= 2x its forward. Run: ``python bench/rigid.py [--repeat N] [--no-newt
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 
 import numpy as np
-from common import fmt_time, print_table, ratio, time_stepping, time_taped_rollout
+from common import fmt_time, have_newton, print_table, ratio, time_stepping, time_taped_rollout
 
 DT = 1.0 / 600.0
 ITERATIONS = 5
@@ -165,10 +164,10 @@ def main():
     parser.add_argument("--repeat", type=int, default=5, help="timed runs of 200 steps (median)")
     parser.add_argument("--no-newton", action="store_true", help="skip Newton")
     args = parser.parse_args()
-    have_newton = not args.no_newton and importlib.util.find_spec("newton") is not None
+    with_newton = not args.no_newton and have_newton()
     for scene, title in (("boxes", "8 boxes dropped on the ground"), ("pendulum", "2-link revolute pendulum")):
         xs = bench_xsim(scene, args.repeat)
-        nw = bench_newton(scene, args.repeat) if have_newton else None
+        nw = bench_newton(scene, args.repeat) if with_newton else None
         rows = [
             ["forward step (median of 200-step runs)", fmt_time(xs["step"]), fmt_time(nw["step"]) if nw else "-",
              ratio(nw["step"], xs["step"]) if nw else "-"],
