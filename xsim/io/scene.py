@@ -37,6 +37,7 @@ from .schema import (
     suggestion,
     table,
     vector,
+    written_fraction,
 )
 
 # -- the format ------------------------------------------------------------------------------------
@@ -257,7 +258,8 @@ def _check_scene(raw: dict, path: Path) -> Scene:
     preview = out["preview"]
     output = OutputSettings(
         usd=Path(out["usd"] or f"out/{name}.usda"),
-        fps=out["fps"] or 1.0 / sim.dt,
+        # 1 / dt as the user meant it: dt = 0.016666667 is 1/60 s, so 60 time codes per second, not 59.9999988.
+        fps=out["fps"] or float(1 / written_fraction(sim.dt)),
         preview=None if preview is False else Path(preview or f"out/{name}.png"),
         preview_frames=out["preview_frames"])
     if output.usd.suffix not in (".usda", ".usdc", ".usd"):
