@@ -28,34 +28,38 @@ def default_scene() -> Path:
 
 
 class Progress:
-    """A one-line progress bar on a terminal stream: frames done, steps per second, time left.
-    It stays silent for runs shorter than ``delay`` seconds."""
+    """The run's progress on a terminal stream: a tqdm bar of frames (rate, time left) that stays
+    silent for runs shorter than ``delay`` seconds. Compiling kernels is its own phase, announced
+    by :meth:`compiling`; the bar starts at the first frame, so no estimate includes a compile."""
 
-    def __init__(self, total: int, substeps: int, stream: TextIO = sys.stderr, delay: float = 1.0,
-                 width: int = 24):
-        self.total, self.substeps, self.stream, self.delay, self.width = total, substeps, stream, delay, width
-        self.start = time.perf_counter()
-        self.last_draw = 0.0
-        self.drawn = False
+    def __init__(self, total: int, substeps: int, stream: TextIO | None = None, delay: float = 1.0,
+                 disable: bool = False, desc: str = "frames"):
+        self.total, self.substeps, self.delay, self.disable, self.desc = total, substeps, delay, disable, desc
+        self.stream = stream or sys.stderr
+        self.bar = None
 
-    def line(self, done: int, elapsed: float) -> str:
-        """The text of the bar after ``done`` frames in ``elapsed`` seconds."""
-        filled = self.width * done // max(self.total, 1)
-        rate = done * self.substeps / elapsed if elapsed > 0 else 0.0
-        eta = elapsed / done * (self.total - done) if done else 0.0
-        return (f"frame {done:>{len(str(self.total))}}/{self.total} [{'#' * filled}{'-' * (self.width - filled)}] "
-                f"{rate:,.0f} steps/s, {eta:.1f} s left")
+    def compiling(self, modules: int):
+        """Say that ``modules`` kernel modules are being compiled (not in the kernel cache yet)."""
+        if not self.disable:
+            print(f"xsim: compiling solver kernels (first run only, {modules} modules)...", file=self.stream,
+                  flush=True)
 
-    def __call__(self, done: int, total: int):
-        now = time.perf_counter()
-        elapsed = now - self.start
-        if elapsed < self.delay or (now - self.last_draw < 0.1 and done < total):
-            return
-        self.last_draw = now
-        self.drawn = True
-        end = "\n" if done == total else ""
-        self.stream.write("\r" + self.line(done, elapsed) + end)
-        self.stream.flush()
+    def __call__(self, done: int, total: int, **postfix):
+        from tqdm import tqdm
+
+        if self.bar is None:
+            self.bar = tqdm(total=total, desc=self.desc, unit="frame", file=self.stream, delay=self.delay,
+                            disable=self.disable, dynamic_ncols=True, leave=True)
+        self.bar.update(done - self.bar.n)
+        if postfix:
+            self.bar.set_postfix(postfix, refresh=False)
+        if done >= total:
+            self.close()
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 def cmd_run(args) -> int:
@@ -69,11 +73,15 @@ def cmd_run(args) -> int:
     preview = None if args.no_preview else (Path(args.preview) if args.preview else scene.output.preview)
     print(f"xsim: {scene.path}: {frames} frames of {scene.sim.dt:g} s, {scene.sim.substeps} substeps, "
           f"{scene.sim.iterations} iterations, on {device}")
-    progress = Progress(frames, scene.sim.substeps, delay=0.0 if args.progress else 1.0)
-    t0 = time.perf_counter()
+    progress = Progress(frames, scene.sim.substeps, delay=0.0 if args.progress else 1.0, disable=args.quiet)
     try:
-        rollout = simulate(scene, frames=frames, device=device, on_frame=None if args.quiet else progress)
+        from .io.rollout import compile_kernels
+
+        compile_kernels(device, progress.compiling)
+        t0 = time.perf_counter()
+        rollout = simulate(scene, frames=frames, device=device, on_frame=progress)
     except KeyboardInterrupt:
+        progress.close()
         # The USD file is only written after the run, so nothing half-written is left behind.
         print("\nxsim: interrupted; no file written", file=sys.stderr)
         return 130

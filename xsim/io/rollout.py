@@ -23,13 +23,16 @@ class Rollout:
 
 
 def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
-             on_frame: Callable[[int, int], None] | None = None, model=None) -> Rollout:
+             on_frame: Callable[[int, int], None] | None = None, model=None,
+             on_compile: Callable[[int], None] | None = None) -> Rollout:
     """Simulate ``frames`` frames (default ``scene.sim.frames``) of ``scene.sim.dt`` seconds each on
     ``device`` (default ``scene.sim.device``); ``on_frame(done, total)`` is called after each.
-    ``model``: one finalized from ``scene.builder()`` and then edited; default: a fresh one."""
+    ``model``: one finalized from ``scene.builder()`` and then edited; default: a fresh one.
+    ``on_compile(n)`` is called before ``n`` kernel modules not in the cache are compiled."""
     from ..solvers import SolverXPBD
 
     frames = scene.sim.frames if frames is None else frames
+    compile_kernels(model.device if model is not None else device or scene.sim.device, on_compile)
     if model is None:
         model = scene.builder().finalize(device=device or scene.sim.device)
     solver = SolverXPBD(model, substeps=scene.sim.substeps, iterations=scene.sim.iterations)
@@ -48,3 +51,18 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
         if on_frame is not None:
             on_frame(k, frames)
     return Rollout(scene, model, positions, poses)
+
+
+def compile_kernels(device, on_compile: Callable[[int], None] | None = None):
+    """Compile xsim's own kernel modules for ``device`` now, so that no frame's time includes a
+    compile; ``on_compile(n)`` is called first when ``n`` > 0 of them are not in the kernel cache."""
+    from .. import config, solvers  # noqa: F401 - importing the solvers registers their kernel modules
+    from ..device import get_device
+    from ..kernels.module import build_modules, pending_modules
+
+    dev = get_device(device)
+    debug = config.mode == "debug"
+    pending = pending_modules("xsim.", dev, debug)
+    if pending and on_compile is not None:
+        on_compile(len(pending))
+    build_modules(pending, dev, debug)
