@@ -12,7 +12,7 @@ from .scene import Scene
 
 @dataclass
 class Rollout:
-    """Particle positions of a run, ``frames`` (F + 1, n, 3) metres (frame 0 = initial state), body
+    """Particle positions of a run, ``frames`` (F + 1, n, 3) metres in the model's precision (frame 0 = initial state), body
     poses ``body_q`` (F + 1, bodies, 7): position (m) then quaternion (x, y, z, w) of each body frame,
     with the model that made them."""
 
@@ -32,12 +32,12 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
     from ..solvers import SolverXPBD
 
     frames = scene.sim.frames if frames is None else frames
-    compile_kernels(model.device if model is not None else device or scene.sim.device, on_compile)
     if model is None:
         model = scene.builder().finalize(device=device or scene.sim.device)
     solver = SolverXPBD(model, substeps=scene.sim.substeps, iterations=scene.sim.iterations)
+    compile_kernels(model.device, on_compile)   # after the solver made its kernels for the model's precision
     state, next_state, control = model.state(), model.state(), model.control()
-    positions = np.empty((frames + 1, model.particle_count, 3), dtype=np.float32)
+    positions = np.empty((frames + 1, model.particle_count, 3), dtype=state.particle_q.numpy().dtype)
     positions[0] = state.particle_q.numpy()
     poses = np.empty((frames + 1, model.body_count, 7), dtype=np.float64)
     if model.body_count:
@@ -54,8 +54,9 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
 
 
 def compile_kernels(device, on_compile: Callable[[int], None] | None = None):
-    """Compile xsim's own kernel modules for ``device`` now, so that no frame's time includes a
-    compile; ``on_compile(n)`` is called first when ``n`` > 0 of them are not in the kernel cache."""
+    """Compile xsim's own kernel modules for ``device`` now (those defined so far: a solver defines
+    its kernels for its model's precision when made), so that no frame's time includes a compile;
+    ``on_compile(n)`` is called first when ``n`` > 0 of them are not in the kernel cache."""
     from .. import config, solvers  # noqa: F401 - importing the solvers registers their kernel modules
     from ..device import get_device
     from ..kernels.module import build_modules, pending_modules

@@ -26,6 +26,8 @@ class Parameter:
     """Values of ``array`` to optimize.
 
     - ``index``: None (the whole array), an int, a slice or a sequence of ints along the first axis.
+    - ``columns``: which scalars of each element (flattened components), e.g. ``slice(0, 3)`` for the
+      linear part of a ``body_qd`` spatial vector; default all.
     - ``shared``: one value (one per component for vector elements) written to every selected
       element, times ``scale`` (per element, default 1); its gradient is the sum over them.
     - ``log``: optimize log(value) (values must stay > 0; compliances and stiffnesses span decades).
@@ -34,7 +36,8 @@ class Parameter:
     """
 
     def __init__(self, array: Array, index=None, shared: bool = False, log: bool = False,
-                 bounds: tuple[float | None, float | None] | None = None, scale=None, name: str | None = None):
+                 bounds: tuple[float | None, float | None] | None = None, scale=None, name: str | None = None,
+                 columns=None):
         if not isinstance(array, Array):
             raise TypeError(f"Parameter: expected an xsim array, got {type(array).__name__}")
         if T.is_struct(array.dtype) or getattr(array.dtype, "_scalar", None) not in (T.float32, T.float64):
@@ -45,7 +48,12 @@ class Parameter:
         if len(self.rows) == 0:
             raise ValueError(f"Parameter {self.name}: index {index!r} selects no element of an array of "
                              f"shape {array.shape}")
-        self.components = math.prod(array.shape[1:]) * math.prod(array.dtype._shape)
+        width = math.prod(array.shape[1:]) * math.prod(array.dtype._shape)
+        self.columns = np.arange(width)[columns if columns is not None else slice(None)].reshape(-1)
+        if len(self.columns) == 0:
+            raise ValueError(f"Parameter {self.name}: columns {columns!r} select no component of elements of "
+                             f"{width} scalars")
+        self.width, self.components = width, len(self.columns)
         self.scale = np.ones(len(self.rows)) if scale is None else np.broadcast_to(
             np.asarray(scale, np.float64), (len(self.rows),)).copy()
         if scale is not None and not self.shared:
@@ -74,19 +82,25 @@ class Parameter:
         return host.reshape(-1)
 
     def _host(self) -> np.ndarray:
-        return np.asarray(self.array.numpy()[self.rows], np.float64).reshape(len(self.rows), self.components)
+        return self._pick(self.array.numpy())
+
+    def _pick(self, host: np.ndarray) -> np.ndarray:
+        """The selected rows and columns of ``host`` (the array's numpy view) as (rows, components)."""
+        return np.asarray(host[self.rows], np.float64).reshape(len(self.rows), self.width)[:, self.columns]
 
     def set_value(self, value: np.ndarray):
         """Write ``value`` (flat, as :meth:`value` returns) into the array."""
         value = np.asarray(value, np.float64)
         rows = (self.scale[:, None] * value[None, :] if self.shared else value.reshape(len(self.rows), -1))
         host = np.array(self.array.numpy())
-        host[self.rows] = rows.reshape((len(self.rows),) + host.shape[1:])
+        picked = host[self.rows].reshape(len(self.rows), self.width)
+        picked[:, self.columns] = rows
+        host[self.rows] = picked.reshape((len(self.rows),) + host.shape[1:])
         self.array[:] = host
 
     def gradient(self) -> np.ndarray:
         """d loss / d value (flat), from the array's ``.grad``."""
-        g = np.asarray(self.array.grad.numpy()[self.rows], np.float64).reshape(len(self.rows), self.components)
+        g = self._pick(self.array.grad.numpy())
         return (self.scale[:, None] * g).sum(axis=0) if self.shared else g.reshape(-1)
 
     def to_free(self, value):
