@@ -71,6 +71,7 @@ class Progress:
 def cmd_run(args) -> int:
     """Simulate a scene, write its USD file and preview image."""
     from .io import load_scene, save_preview, simulate, write_usd
+    from .io.preview import ANIMATION_SUFFIXES, save_animation
 
     scene = load_scene(args.scene or default_scene())
     frames = args.frames if args.frames is not None else scene.sim.frames
@@ -97,8 +98,12 @@ def cmd_run(args) -> int:
     print(f"xsim: wrote {out} ({frames + 1} frames, {rollout.model.particle_count} particles, {bodies}"
           f"{seconds:.2f} s, {frames * scene.sim.substeps / seconds:,.0f} steps/s)")
     if preview is not None:
-        save_preview(preview, rollout.frames, parts, colliders, shown=scene.output.preview_frames,
-                     fps=scene.output.fps, title=scene.name, bodies=scene.body_parts, body_q=rollout.body_q)
+        if preview.suffix in ANIMATION_SUFFIXES:
+            save_animation(preview, rollout.frames, parts, colliders, fps=scene.output.fps, title=scene.name,
+                           bodies=scene.body_parts, body_q=rollout.body_q)
+        else:
+            save_preview(preview, rollout.frames, parts, colliders, shown=scene.output.preview_frames,
+                         fps=scene.output.fps, title=scene.name, bodies=scene.body_parts, body_q=rollout.body_q)
         print(f"xsim: wrote {preview}")
     return 0
 
@@ -201,7 +206,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--out", metavar="PATH", help="USD file to write (default: [output].usd, out/<scene>.usda)")
     run.add_argument("--frames", type=_positive_int, metavar="N", help="frames to simulate (default: [sim].frames)")
     run.add_argument("--device", type=_device_name, metavar="DEVICE", help='"cpu" or "cuda:N" (default: [sim].device)')
-    run.add_argument("--preview", metavar="PNG", help="preview image to write (default: out/<scene>.png)")
+    run.add_argument("--preview", metavar="PATH",
+                     help="preview to write: a PNG strip of frames, or an animation (.gif, .mp4) "
+                          "(default: out/<scene>.png)")
     run.add_argument("--no-preview", action="store_true", help="write no preview image")
     run.add_argument("--progress", action="store_true", help="show the progress bar even on short runs")
     run.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -114,3 +114,14 @@ def test_run_on_cuda_without_a_gpu_says_what_is_missing(capsys):
     err = capsys.readouterr().err
     assert err.startswith("xsim: error: device 'cuda:0' needs CUDA, but ")
     assert err.count("\n") == 1
+
+
+def test_run_with_a_gif_preview_writes_an_animation(tmp_path, capsys):
+    import imageio.v3 as iio
+
+    scene = tmp_path / "s.toml"
+    scene.write_text("[sim]\nframes = 4\n[[cloth]]\ngrid = { dim = [2, 2], cell = [0.1, 0.1] }\n")
+    gif = tmp_path / "s.gif"
+    assert main(["run", str(scene), "--quiet", "--preview", str(gif), "--out", str(tmp_path / "s.usda")]) == 0
+    assert iio.imread(gif, index=None).shape[0] == 5          # frames 0..4
+    assert f"wrote {gif}" in capsys.readouterr().out

@@ -175,3 +175,39 @@ def test_written_fraction_keeps_precise_values_exact():
     assert written_fraction(0.0166) == Fraction(83, 5000)   # no simpler fraction rounds to 0.0166
     assert written_fraction(0.1) == Fraction(1, 10)
     assert written_fraction(2.5) == Fraction(5, 2)
+
+
+def test_gif_preview_is_an_animation_of_the_rollout(tmp_path):
+    import imageio.v3 as iio
+
+    from xsim.io.preview import save_animation
+
+    positions, parts = made_up_rollout(frames=7)
+    path = save_animation(tmp_path / "a" / "run.gif", positions, parts, COLLIDERS, fps=24.0)
+    images = iio.imread(path, index=None)
+    assert images.shape[0] == 7 and images.ndim == 4
+    assert not np.array_equal(images[0], images[-1])          # the cloth moved between frames
+    # real-time playback at 24 frames per second; a GIF stores whole centiseconds
+    assert iio.immeta(path, index=0)["duration"] == pytest.approx(1000.0 / 24.0, abs=5.0)
+
+
+def test_mp4_preview_is_written_or_refused_with_a_clear_message(tmp_path, monkeypatch):
+    import builtins
+
+    from xsim.io.preview import save_animation
+
+    positions, parts = made_up_rollout(frames=4)
+    path = save_animation(tmp_path / "run.mp4", positions, parts, COLLIDERS, fps=24.0)
+    assert path.stat().st_size > 0
+    real_import = builtins.__import__
+
+    def no_ffmpeg(name, *args, **kw):
+        if name == "imageio_ffmpeg":
+            raise ImportError(name)
+        return real_import(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_ffmpeg)
+    with pytest.raises(RuntimeError, match=r"run2.mp4 needs imageio-ffmpeg \(pip install imageio-ffmpeg\)"):
+        save_animation(tmp_path / "run2.mp4", positions, parts, COLLIDERS, fps=24.0)
+    with pytest.raises(ValueError, match="a .gif or .mp4 file"):
+        save_animation(tmp_path / "run.avi", positions, parts, COLLIDERS)
