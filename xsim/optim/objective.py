@@ -191,16 +191,28 @@ class Objective:
         return loss, np.concatenate(grads)
 
 
-def minimize(objective: Objective | LossFn, params: Sequence[Parameter] | None = None, method: str = "L-BFGS-B",
-             x0: np.ndarray | None = None, maxiter: int = 50, tol: float | None = None, callback=None, options=None):
-    """Minimize with ``scipy.optimize.minimize(jac=True)``; the parameters' bounds are passed to
-    methods that take them. ``objective``: an :class:`Objective`, or ``simulate`` with ``params``.
-    The best point is written into the parameter arrays. Returns scipy's ``OptimizeResult`` with
-    ``losses`` (loss per iteration, first = at ``x0``) and ``fitted`` (each parameter's fitted values)."""
+def minimize(objective, params: Sequence[Parameter] | None = None, method: str = "L-BFGS-B",
+             x0: np.ndarray | None = None, maxiter: int = 50, tol: float | None = None, callback=None, options=None,
+             bounds=None):
+    """Minimize with ``scipy.optimize.minimize(jac=True)``.
+
+    ``objective``: an :class:`Objective`; or ``simulate`` with ``params`` (an Objective is made);
+    or, with ``params`` None, any function ``f(x) -> (loss, gradient)`` started from ``x0``. The
+    parameters' bounds (or ``bounds``, one (lower, upper) per entry of x) go to methods that take
+    them, and the best point is written into the parameter arrays. ``callback(iteration, x, loss)``.
+    Returns scipy's ``OptimizeResult`` with ``losses`` (loss per iteration, first = at ``x0``) and,
+    for parameters, ``fitted`` (each one's values)."""
     from scipy.optimize import minimize as scipy_minimize
 
-    obj = objective if isinstance(objective, Objective) else Objective(objective, params)
-    x0 = obj.x0() if x0 is None else np.asarray(x0, np.float64)
+    if isinstance(objective, Objective) or params is not None:
+        obj = objective if isinstance(objective, Objective) else Objective(objective, params)
+        x0 = obj.x0() if x0 is None else np.asarray(x0, np.float64)
+        bounds = obj.bounds() if bounds is None else bounds
+    elif x0 is None:
+        raise ValueError("minimize: a plain function f(x) -> (loss, gradient) needs x0")
+    else:
+        obj, x0 = objective, np.asarray(x0, np.float64)
+        bounds = bounds or [(-math.inf, math.inf)] * len(x0)
     losses: list[float] = []
 
     def fun(x):
@@ -214,14 +226,15 @@ def minimize(objective: Objective | LossFn, params: Sequence[Parameter] | None =
         if callback is not None:
             callback(len(losses) - 1, intermediate_result.x, float(intermediate_result.fun))
 
-    bounds = obj.bounds()
     takes_bounds = method.upper() in ("L-BFGS-B", "TNC", "SLSQP", "TRUST-CONSTR", "POWELL", "NELDER-MEAD")
     if not takes_bounds and any(math.isfinite(v) for b in bounds for v in b):
         raise ValueError(f"minimize: method {method!r} does not take bounds; use L-BFGS-B")
     result = scipy_minimize(fun, x0, jac=True, method=method, bounds=bounds if takes_bounds else None, tol=tol,
                             callback=on_iteration, options={"maxiter": maxiter, **(options or {})})
-    obj.set(result.x)
     result.losses = losses
+    if not isinstance(obj, Objective):
+        return result
+    obj.set(result.x)
     bounds_at = np.cumsum([0] + [p.size for p in obj.params])
     result.fitted = [p.from_free(result.x[a:b]) for p, a, b in zip(obj.params, bounds_at[:-1], bounds_at[1:])]
     return result
