@@ -111,7 +111,7 @@ def cmd_run(args) -> int:
 def cmd_optimize(args) -> int:
     """Fit a scene's [optimize] parameters; write the fitted scene, its loss curve and USD file."""
     from .io import load_scene
-    from .io.optimize import run_optimize
+    from .optim.scene import run_optimize
 
     scene = load_scene(args.scene)
     if scene.optimize is None:

@@ -12,7 +12,7 @@ import xsim
 from xsim import SceneError
 from xsim.cli import main
 from xsim.io import load_scene, simulate
-from xsim.io.optimize import run_optimize
+from xsim.optim.scene import run_optimize
 from xsim.io.scene import _check_scene
 
 REPO = Path(__file__).parents[2]
@@ -79,6 +79,8 @@ grid = { dim = [2, 2], cell = [0.1, 0.1] }
      "expected false for a vector value"),
     ('[[optimize.parameter]]\nkey = "body[0].velocity"\nbounds = [1.0, -1.0]\n', "optimize.parameter[0].bounds",
      "expected [lower, upper] with lower < upper"),
+    ('[[optimize.parameter]]\nkey = "cloth[0].compliance.bend"\nlog = true\nbounds = [0.0, 1.0]\n',
+     "optimize.parameter[0].bounds", "expected a lower bound > 0 for a log-space value"),
     ('[[optimize.target]]\ntype = "point"\nbody = "bal"\nframe = 5\nposition = [0, 0, 0]\n',
      "optimize.target[0].body", "expected the name of a body: ball"),
     ('[[optimize.target]]\ntype = "point"\nbody = "ball"\nframe = 50\nposition = [0, 0, 0]\n',
@@ -113,6 +115,33 @@ def test_a_particle_target_beyond_the_cloth_is_refused_when_run(tmp_path):
         run_optimize(scene)
 
 
+def test_a_log_space_value_must_start_positive(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(BALL + '[optimize]\n[[optimize.parameter]]\nkey = "cloth[0].compliance.stretch"\nlog = true\n'
+                    '[[optimize.target]]\ntype = "point"\ncloth = "sheet"\nparticle = 3\nframe = 5\n'
+                    'position = [0, 0, 0]\n')
+    scene = load_scene(path)
+    scene.optimize.output = tmp_path
+    with pytest.raises(SceneError, match=r"optimize.parameter\[0\].log: expected a positive starting value of "
+                                         r"cloth\[0\].compliance.stretch"):
+        run_optimize(scene)
+
+
 def test_optimize_without_an_optimize_table_is_an_error(capsys):
     assert main(["optimize", str(SCENES / "flag.toml")]) == 2
     assert "no [optimize] table" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("settings", ['optimizer = "sgd"\nlearning_rate = 1.5\nmomentum = 0.3\niterations = 20',
+                                      'optimizer = "adam"\nlearning_rate = 0.3\niterations = 60'])
+def test_sgd_and_adam_also_fit_the_throw(tmp_path, settings):
+    text = (SCENES / "throw_ball.toml").read_text().replace('optimizer = "lbfgs"\niterations = 10', settings)
+    assert settings in text
+    path = tmp_path / "throw.toml"
+    path.write_text(text)
+    scene = load_scene(path)
+    scene.optimize.output = tmp_path
+    result = run_optimize(scene)
+    assert len(result.losses) == scene.optimize.iterations + 1
+    assert result.losses[0] / result.losses[-1] >= 100.0
+    np.testing.assert_allclose(result.values["body[0].velocity"], (2.0, -1.0, 4.5), rtol=0.05)

@@ -116,3 +116,11 @@ def test_minimize_lbfgsb_throws_a_particle_onto_a_target():
     assert result.losses[0] / result.losses[-1] >= 1e6
     np.testing.assert_allclose(result.fitted[0], hidden, rtol=1e-4)
     np.testing.assert_allclose(state0.particle_qd.numpy()[0], hidden, rtol=1e-4)
+
+
+def test_minimize_takes_a_plain_function_with_a_start():
+    result = minimize(lambda x: (float((x - 3.0) @ (x - 3.0)), 2.0 * (x - 3.0)), x0=np.zeros(2), maxiter=10)
+    np.testing.assert_allclose(result.x, [3.0, 3.0], atol=1e-8)
+    assert result.losses[0] == 18.0
+    with pytest.raises(ValueError, match="needs x0"):
+        minimize(lambda x: (0.0, x))
