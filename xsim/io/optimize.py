@@ -75,6 +75,8 @@ OPTIMIZE_KEYS = {
     "learning_rate": Key(number(above=0.0), 0.05, "step size of adam and sgd (in the free coordinates)"),
     "momentum": Key(number(minimum=0.0), 0.0, "sgd momentum, in [0, 1)"),
     "clip_norm": Key(number(above=0.0), None, "adam/sgd: clip the gradient to this norm"),
+    "tolerance": Key(number(above=0.0), 1e-15, "lbfgs stops when an iteration lowers the loss by less than "
+                                               "this fraction"),
     "loss": Key(string(("mean", "sum")), "mean", "mean or sum of squared distances over target points, m^2"),
     "frames": Key(integer(minimum=1), None, "frames per rollout (default: [sim].frames)"),
     "output": Key(string(), "out", "folder for the fitted scene, the loss curve and the USD file"),
@@ -92,6 +94,7 @@ class OptimizeSettings:
     learning_rate: float
     momentum: float
     clip_norm: float | None
+    tolerance: float
     loss: str
     frames: int | None
     output: Path
@@ -112,8 +115,8 @@ def check_optimize(raw: Any, scene) -> OptimizeSettings:
     if spec["momentum"] >= 1.0:
         raise Invalid("optimize.momentum", "a number in [0, 1)", describe(raw["momentum"]))
     return OptimizeSettings(spec["parameter"], spec["target"], spec["optimizer"], spec["iterations"],
-                            spec["learning_rate"], spec["momentum"], spec["clip_norm"], spec["loss"], spec["frames"],
-                            Path(spec["output"]))
+                            spec["learning_rate"], spec["momentum"], spec["clip_norm"], spec["tolerance"], spec["loss"],
+                            spec["frames"], Path(spec["output"]))
 
 
 def _check_parameter_key(p: dict, path: str, scene):

@@ -207,7 +207,9 @@ def _fit(objective, settings: OptimizeSettings, on_iteration) -> list[float]:
 
     n = settings.iterations
     if settings.optimizer == "lbfgs":
-        result = minimize(objective, maxiter=n,
+        # The losses are squared distances in m^2, often far below 1: stop on the relative decrease
+        # (``tolerance``), never on an absolute gradient size.
+        result = minimize(objective, maxiter=n, options={"ftol": settings.tolerance, "gtol": 0.0},
                           callback=lambda it, x, f: on_iteration(min(it, n), n, f) if on_iteration else None)
         if on_iteration:
             on_iteration(n, n, result.losses[-1])
