@@ -145,3 +145,35 @@ def test_sgd_and_adam_also_fit_the_throw(tmp_path, settings):
     assert len(result.losses) == scene.optimize.iterations + 1
     assert result.losses[0] / result.losses[-1] >= 100.0
     np.testing.assert_allclose(result.values["body[0].velocity"], (2.0, -1.0, 4.5), rtol=0.05)
+
+
+def test_a_cloth_velocity_fits_positions_recorded_in_a_usd_file(tmp_path):
+    from xsim.io import write_usd
+
+    cloth = "[sim]\nframes = 6\n[[cloth]]\nname = \"sheet\"\ngrid = { dim = [2, 2], cell = [0.1, 0.1] }\n"
+    recorded = tmp_path / "recorded.toml"
+    recorded.write_text(cloth.replace('name = "sheet"', 'name = "sheet"\nvelocity = [0.5, -0.25, 1.0]'))
+    hidden = load_scene(recorded)
+    run = simulate(hidden)
+    write_usd(tmp_path / "recorded.usda", run.frames, hidden.parts, [], fps=60.0)
+    path = tmp_path / "fit.toml"
+    path.write_text(cloth + '[optimize]\n[[optimize.parameter]]\nkey = "cloth[0].velocity"\n'
+                    '[[optimize.target]]\ntype = "recorded"\nfile = "recorded.usda"\nframes = [3, 6]\n')
+    scene = load_scene(path)
+    scene.optimize.output = tmp_path / "out"
+    result = run_optimize(scene)
+    assert result.losses[0] / result.losses[-1] >= 100.0
+    np.testing.assert_allclose(result.values["cloth[0].velocity"], (0.5, -0.25, 1.0), rtol=1e-4)
+
+
+def test_a_recorded_npz_of_the_wrong_shape_is_refused(tmp_path):
+    np.savez(tmp_path / "bad.npz", positions=np.zeros((7, 4, 3)))
+    path = tmp_path / "fit.toml"
+    path.write_text("[sim]\nframes = 6\n[[cloth]]\ngrid = { dim = [2, 2], cell = [0.1, 0.1] }\n"
+                    '[optimize]\n[[optimize.parameter]]\nkey = "cloth[0].velocity"\n'
+                    '[[optimize.target]]\ntype = "recorded"\nfile = "bad.npz"\nframes = [3]\n')
+    scene = load_scene(path)
+    scene.optimize.output = tmp_path
+    with pytest.raises(SceneError, match=r"optimize.target\[0\].file: expected positions of shape "
+                                         r"\(frames \+ 1, 9, 3\), found shape \(7, 4, 3\)"):
+        run_optimize(scene)
