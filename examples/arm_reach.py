@@ -6,8 +6,8 @@ its target angle by a stiff, damped drive, under gravity (so the arm sags a litt
 targets). The target point is where the tip settles with hidden drive targets. Starting from
 targets (0, 0) (the arm held out horizontally), each iteration simulates ``SECONDS`` of motion,
 measures the squared distance from the tip to the target, backpropagates it to the two targets
-(``Control.joint_target_q``) and takes a gradient step with momentum (heavy ball: the loss is a
-long curved valley, along which plain steps crawl). Prints the loss per iteration and saves
+(``Control.joint_target_q``) and takes a gradient step with momentum (``xsim.optim.SGD``, heavy
+ball: the loss is a long curved valley, along which plain steps crawl). Prints the loss per iteration and saves
 the loss curve to ``out/arm_reach_loss.png``.
 
 A tip position has two arm poses (elbow up and elbow down); the hidden targets bend the elbow
@@ -23,6 +23,7 @@ import numpy as np
 
 import xsim
 from xsim.io import load_scene, save_loss_curve
+from xsim.optim import SGD
 from xsim.solvers import SolverXPBD
 
 SCENE = Path(__file__).parents[1] / "scenes" / "two_link_arm.toml"
@@ -67,16 +68,21 @@ class Arm:
         u, t = np.array([x, y, z]), 2.0 * np.cross([x, y, z], TIP)
         return q[:3] + np.asarray(TIP) + w * t + np.cross(u, t)
 
-    def loss_and_grad(self, targets, goal) -> tuple[float, np.ndarray]:
-        """Squared tip miss (m^2) and its gradient with respect to the two drive targets."""
-        t = xsim.array(np.asarray(targets, np.float64), dtype=xsim.float64, requires_grad=True)
+    def backward(self, targets: xsim.array, goal) -> float:
+        """Simulate with drive ``targets`` (a float64 array with a gradient), measure the squared tip
+        miss (m^2) and backpropagate it into ``targets.grad``. Returns the loss."""
         loss = xsim.zeros(1, dtype=xsim.float64, requires_grad=True)
         tape = xsim.Tape()
         with tape:
-            final = self.rollout(t)
+            final = self.rollout(targets)
             xsim.launch(tip_miss_sq, 1, inputs=[final.body_q, xsim.vec3d(*TIP), xsim.vec3d(*goal)], outputs=[loss])
         tape.backward(loss)
-        return float(loss.numpy()[0]), t.grad.numpy().copy()
+        return float(loss.numpy()[0])
+
+    def loss_and_grad(self, targets, goal) -> tuple[float, np.ndarray]:
+        """Squared tip miss (m^2) and its gradient with respect to the two drive targets."""
+        t = xsim.array(np.asarray(targets, np.float64), dtype=xsim.float64, requires_grad=True)
+        return self.backward(t, goal), t.grad.numpy().copy()
 
 
 def fit(iterations: int = 40, frames: int | None = None, substeps: int | None = None, learning_rate: float = 1.0,
@@ -86,18 +92,19 @@ def fit(iterations: int = 40, frames: int | None = None, substeps: int | None = 
     arm, goal)."""
     arm = Arm(frames, substeps)
     goal = arm.tip(HIDDEN_TARGETS)
-    targets, velocity = np.zeros(2), np.zeros(2)
+    targets = xsim.zeros(2, dtype=xsim.float64, requires_grad=True)
+    # The tip moves about a link length (0.5-1 m) per radian, so the loss curvature is at
+    # most about 2 m^2/rad^2: a step of learning_rate / 2 per unit gradient does not overshoot it.
+    optimizer = SGD([targets], lr=learning_rate / 2.0, momentum=momentum)
     losses = []
     for it in range(iterations):
-        loss, grad = arm.loss_and_grad(targets, goal)
+        optimizer.zero_grad()
+        loss = arm.backward(targets, goal)
         losses.append(loss)
         if verbose:
-            print(f"iteration {it:2d}  loss {loss:.3e} m^2  targets {np.round(targets, 4)} rad")
-        # The tip moves about a link length (0.5-1 m) per radian, so the loss curvature is at
-        # most about 2 m^2/rad^2: a step of learning_rate / 2 per unit gradient does not overshoot it.
-        velocity = momentum * velocity - learning_rate / 2.0 * grad
-        targets = targets + velocity
-    return targets, losses, arm, goal
+            print(f"iteration {it:2d}  loss {loss:.3e} m^2  targets {np.round(targets.numpy(), 4)} rad")
+        optimizer.step()
+    return targets.numpy().copy(), losses, arm, goal
 
 
 if __name__ == "__main__":

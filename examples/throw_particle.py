@@ -2,8 +2,9 @@
 through a whole rollout of the XPBD solver recorded on a Tape.
 
 The target is where a throw with a hidden velocity lands after ``FLIGHT`` seconds; starting from
-rest, each iteration simulates the throw, measures the squared miss distance, backpropagates it
-to the initial velocity and takes a gradient step. Prints the loss per iteration and saves the
+rest, each iteration simulates the throw, measures the squared miss distance
+(``xsim.optim.add_squared_distance``), backpropagates it to the initial velocity and takes a
+gradient step (``xsim.optim.SGD``, updating the velocity array in place). Prints the loss per iteration and saves the
 loss curve to ``out/throw_particle_loss.png``.
 
     python examples/throw_particle.py
@@ -16,6 +17,7 @@ import numpy as np
 
 import xsim
 from xsim.io import save_loss_curve
+from xsim.optim import SGD, add_squared_distance, new_loss
 from xsim.sim import ModelBuilder
 from xsim.solvers import SolverXPBD
 
@@ -23,13 +25,6 @@ HIDDEN_VELOCITY = (2.0, -1.0, 4.5)   # m/s: the throw that made the target
 START = (0.0, 0.0, 1.0)              # m
 FLIGHT = 1.0                          # s
 STEPS = 60
-
-
-@xsim.kernel
-def miss_distance_sq(positions: xsim.array(dtype=xsim.vec3), target: xsim.vec3, loss: xsim.array(dtype=float)):
-    """loss[0] = |positions[0] - target|^2, m^2."""
-    d = positions[0] - target
-    loss[0] = xsim.dot(d, d)
 
 
 class Thrower:
@@ -44,9 +39,10 @@ class Thrower:
         self.device = device
 
     def landing_point(self, velocity, tape: xsim.Tape | None = None):
-        """Simulate the throw; returns (initial velocity array, final state). With ``tape`` given,
-        the launches are recorded on it."""
-        v0 = xsim.array(np.asarray([velocity], np.float32), dtype=xsim.vec3, device=self.device, requires_grad=True)
+        """Simulate the throw from ``velocity`` (m/s: 3 numbers, or a (1,) vec3 array used as is);
+        returns (initial velocity array, final state). With ``tape`` given, the launches are recorded on it."""
+        v0 = velocity if isinstance(velocity, xsim.array) else xsim.array(
+            np.asarray([velocity], np.float32), dtype=xsim.vec3, device=self.device, requires_grad=True)
         states = [self.model.state() for _ in range(self.steps + 1)]
         states[0].particle_qd = v0
         control = self.model.control()
@@ -55,16 +51,21 @@ class Thrower:
                 self.solver.step(states[k], states[k + 1], control, self.dt)
         return v0, states[-1]
 
-    def loss_and_grad(self, velocity, target) -> tuple[float, np.ndarray]:
-        """Squared miss distance (m^2) and its gradient with respect to the initial velocity."""
+    def backward(self, velocity, target) -> tuple[float, xsim.array]:
+        """Simulate, measure the squared miss distance (m^2) and backpropagate it into the velocity
+        array's ``.grad``. Returns (loss, velocity array)."""
         tape = xsim.Tape()
         v0, final = self.landing_point(velocity, tape)
-        loss = xsim.zeros(1, dtype=float, device=self.device, requires_grad=True)
         with tape:
-            xsim.launch(miss_distance_sq, 1, inputs=[final.particle_q, xsim.vec3(*target)], outputs=[loss],
-                        device=self.device)
+            loss = new_loss(final.particle_q)
+            add_squared_distance(loss, final.particle_q, [target])
         tape.backward(loss)
-        return float(loss.numpy()[0]), v0.grad.numpy()[0].astype(np.float64)
+        return float(loss.numpy()[0]), v0
+
+    def loss_and_grad(self, velocity, target) -> tuple[float, np.ndarray]:
+        """Squared miss distance (m^2) and its gradient with respect to the initial velocity."""
+        loss, v0 = self.backward(velocity, target)
+        return loss, v0.grad.numpy()[0].astype(np.float64)
 
 
 def fit(iterations: int = 12, steps: int = STEPS, learning_rate: float = 0.4, verbose: bool = True):
@@ -72,17 +73,19 @@ def fit(iterations: int = 12, steps: int = STEPS, learning_rate: float = 0.4, ve
     thrower = Thrower(steps)
     _, final = thrower.landing_point(HIDDEN_VELOCITY)
     target = final.particle_q.numpy()[0].astype(np.float64)
-    velocity = np.zeros(3)
+    velocity = xsim.zeros(1, dtype=xsim.vec3, requires_grad=True)
+    # The landing point moves FLIGHT metres per m/s of launch speed, so the loss curvature is
+    # 2 * FLIGHT^2: this step size converges geometrically by (1 - 2 * learning_rate) per step.
+    optimizer = SGD([velocity], lr=learning_rate / (2.0 * FLIGHT**2))
     losses = []
     for it in range(iterations):
-        loss, grad = thrower.loss_and_grad(velocity, target)
+        optimizer.zero_grad()
+        loss, _ = thrower.backward(velocity, target)
         losses.append(loss)
         if verbose:
-            print(f"iteration {it:2d}  loss {loss:.3e} m^2  velocity {np.round(velocity, 4)}")
-        # The landing point moves FLIGHT metres per m/s of launch speed, so the loss curvature is
-        # 2 * FLIGHT^2: this step size converges geometrically by (1 - 2 * learning_rate) per step.
-        velocity = velocity - learning_rate / (2.0 * FLIGHT**2) * grad
-    return velocity, losses
+            print(f"iteration {it:2d}  loss {loss:.3e} m^2  velocity {np.round(velocity.numpy()[0], 4)}")
+        optimizer.step()
+    return velocity.numpy()[0].astype(np.float64), losses
 
 
 if __name__ == "__main__":

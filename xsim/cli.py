@@ -1,4 +1,4 @@
-"""The ``xsim`` command: ``xsim run [SCENE]``, ``xsim check SCENE``, ``xsim info``."""
+"""The ``xsim`` command: ``xsim run [SCENE]``, ``xsim check SCENE``, ``xsim optimize SCENE``, ``xsim info``."""
 
 from __future__ import annotations
 
@@ -28,39 +28,50 @@ def default_scene() -> Path:
 
 
 class Progress:
-    """A one-line progress bar on a terminal stream: frames done, steps per second, time left.
-    It stays silent for runs shorter than ``delay`` seconds."""
+    """The run's progress on a terminal stream: a tqdm bar of frames (rate, time left) that stays
+    silent for runs shorter than ``delay`` seconds. Compiling kernels is its own phase, announced
+    by :meth:`compiling`; the bar starts at the first frame, so no estimate includes a compile."""
 
-    def __init__(self, total: int, substeps: int, stream: TextIO = sys.stderr, delay: float = 1.0,
-                 width: int = 24):
-        self.total, self.substeps, self.stream, self.delay, self.width = total, substeps, stream, delay, width
-        self.start = time.perf_counter()
-        self.last_draw = 0.0
-        self.drawn = False
+    def __init__(self, total: int, substeps: int, stream: TextIO | None = None, delay: float = 1.0,
+                 disable: bool = False, desc: str = "frames", unit: str = "frame"):
+        self.total, self.substeps, self.delay, self.disable, self.desc = total, substeps, delay, disable, desc
+        self.unit = unit
+        self.stream = stream or sys.stderr
+        self.bar = None
+        self.compile_started = None
+        self.compile_seconds = 0.0  # from the compile announcement to the first frame
 
-    def line(self, done: int, elapsed: float) -> str:
-        """The text of the bar after ``done`` frames in ``elapsed`` seconds."""
-        filled = self.width * done // max(self.total, 1)
-        rate = done * self.substeps / elapsed if elapsed > 0 else 0.0
-        eta = elapsed / done * (self.total - done) if done else 0.0
-        return (f"frame {done:>{len(str(self.total))}}/{self.total} [{'#' * filled}{'-' * (self.width - filled)}] "
-                f"{rate:,.0f} steps/s, {eta:.1f} s left")
+    def compiling(self, modules: int):
+        """Say that ``modules`` kernel modules are being compiled (not in the kernel cache yet)."""
+        self.compile_started = time.perf_counter()
+        if not self.disable:
+            print(f"xsim: compiling solver kernels (first run only, {modules} modules)...", file=self.stream,
+                  flush=True)
 
-    def __call__(self, done: int, total: int):
-        now = time.perf_counter()
-        elapsed = now - self.start
-        if elapsed < self.delay or (now - self.last_draw < 0.1 and done < total):
-            return
-        self.last_draw = now
-        self.drawn = True
-        end = "\n" if done == total else ""
-        self.stream.write("\r" + self.line(done, elapsed) + end)
-        self.stream.flush()
+    def __call__(self, done: int, total: int, **postfix):
+        from tqdm import tqdm
+
+        if self.bar is None:
+            if self.compile_started is not None:
+                self.compile_seconds = time.perf_counter() - self.compile_started
+            self.bar = tqdm(total=total, desc=self.desc, unit=self.unit, file=self.stream, delay=self.delay,
+                            disable=self.disable, dynamic_ncols=True, leave=True)
+        self.bar.update(done - self.bar.n)
+        if postfix:
+            self.bar.set_postfix(postfix, refresh=False)
+        if done >= total:
+            self.close()
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 def cmd_run(args) -> int:
     """Simulate a scene, write its USD file and preview image."""
     from .io import load_scene, save_preview, simulate, write_usd
+    from .io.preview import ANIMATION_SUFFIXES, save_animation
 
     scene = load_scene(args.scene or default_scene())
     frames = args.frames if args.frames is not None else scene.sim.frames
@@ -69,15 +80,17 @@ def cmd_run(args) -> int:
     preview = None if args.no_preview else (Path(args.preview) if args.preview else scene.output.preview)
     print(f"xsim: {scene.path}: {frames} frames of {scene.sim.dt:g} s, {scene.sim.substeps} substeps, "
           f"{scene.sim.iterations} iterations, on {device}")
-    progress = Progress(frames, scene.sim.substeps, delay=0.0 if args.progress else 1.0)
+    progress = Progress(frames, scene.sim.substeps, delay=0.0 if args.progress else 1.0, disable=args.quiet)
     t0 = time.perf_counter()
     try:
-        rollout = simulate(scene, frames=frames, device=device, on_frame=None if args.quiet else progress)
+        rollout = simulate(scene, frames=frames, device=device, on_frame=progress,
+                           on_compile=progress.compiling)
     except KeyboardInterrupt:
+        progress.close()
         # The USD file is only written after the run, so nothing half-written is left behind.
         print("\nxsim: interrupted; no file written", file=sys.stderr)
         return 130
-    seconds = time.perf_counter() - t0
+    seconds = time.perf_counter() - t0 - progress.compile_seconds
     parts, colliders = scene.parts, scene.colliders
     write_usd(out, rollout.frames, parts, colliders, fps=scene.output.fps, bodies=scene.body_parts,
               body_q=rollout.body_q)
@@ -85,9 +98,43 @@ def cmd_run(args) -> int:
     print(f"xsim: wrote {out} ({frames + 1} frames, {rollout.model.particle_count} particles, {bodies}"
           f"{seconds:.2f} s, {frames * scene.sim.substeps / seconds:,.0f} steps/s)")
     if preview is not None:
-        save_preview(preview, rollout.frames, parts, colliders, shown=scene.output.preview_frames,
-                     fps=scene.output.fps, title=scene.name, bodies=scene.body_parts, body_q=rollout.body_q)
+        if preview.suffix in ANIMATION_SUFFIXES:
+            save_animation(preview, rollout.frames, parts, colliders, fps=scene.output.fps, title=scene.name,
+                           bodies=scene.body_parts, body_q=rollout.body_q)
+        else:
+            save_preview(preview, rollout.frames, parts, colliders, shown=scene.output.preview_frames,
+                         fps=scene.output.fps, title=scene.name, bodies=scene.body_parts, body_q=rollout.body_q)
         print(f"xsim: wrote {preview}")
+    return 0
+
+
+def cmd_optimize(args) -> int:
+    """Fit a scene's [optimize] parameters; write the fitted scene, its loss curve and USD file."""
+    from .io import load_scene
+    from .optim.scene import run_optimize
+
+    scene = load_scene(args.scene)
+    if scene.optimize is None:
+        raise SceneError(f"{scene.path}: no [optimize] table: nothing to fit (see docs/scenes.md, [optimize])")
+    opt = scene.optimize
+    names = ", ".join(p["key"] for p in opt.parameters)
+    print(f"xsim: {scene.path}: fitting {names} with {opt.optimizer}, {opt.iterations} iterations")
+    progress = Progress(opt.iterations, 1, delay=0.0, disable=args.quiet, desc="optimize", unit="it")
+    t0 = time.perf_counter()
+    try:
+        result = run_optimize(scene, on_iteration=lambda done, total, loss: progress(done, total, loss=f"{loss:.3e}"),
+                              on_compile=progress.compiling)
+    except KeyboardInterrupt:
+        progress.close()
+        print("\nxsim: interrupted; no file written", file=sys.stderr)
+        return 130
+    progress.close()
+    for key, value in result.values.items():
+        print(f"xsim: {key} = {value}")
+    first, final = result.losses[0], result.losses[-1]
+    print(f"xsim: loss {first:.3e} -> {final:.3e} ({first / final if final > 0 else float('inf'):.3g}x) in "
+          f"{len(result.losses) - 1} iterations, {time.perf_counter() - t0:.1f} s")
+    print(f"xsim: wrote {result.scene_file}, {result.loss_curve}, {result.usd}")
     return 0
 
 
@@ -153,13 +200,15 @@ def cmd_info(args) -> int:
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the ``xsim`` command."""
     p = argparse.ArgumentParser(prog="xsim", description="xsim: a differentiable XPBD physics engine.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{run,check,info}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{run,check,optimize,info}")
     run = sub.add_parser("run", help="simulate a scene file, write USD and a preview PNG")
     run.add_argument("scene", nargs="?", help=f"scene file (default: scenes/{DEFAULT_SCENE})")
     run.add_argument("--out", metavar="PATH", help="USD file to write (default: [output].usd, out/<scene>.usda)")
     run.add_argument("--frames", type=_positive_int, metavar="N", help="frames to simulate (default: [sim].frames)")
     run.add_argument("--device", type=_device_name, metavar="DEVICE", help='"cpu" or "cuda:N" (default: [sim].device)')
-    run.add_argument("--preview", metavar="PNG", help="preview image to write (default: out/<scene>.png)")
+    run.add_argument("--preview", metavar="PATH",
+                     help="preview to write: a PNG strip of frames, or an animation (.gif, .mp4) "
+                          "(default: out/<scene>.png)")
     run.add_argument("--no-preview", action="store_true", help="write no preview image")
     run.add_argument("--progress", action="store_true", help="show the progress bar even on short runs")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -167,6 +216,10 @@ def parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="check a scene file without running it")
     check.add_argument("scene", help="scene file")
     check.set_defaults(func=cmd_check)
+    optimize = sub.add_parser("optimize", help="fit a scene's [optimize] parameters; write the fitted scene")
+    optimize.add_argument("scene", help="scene file with an [optimize] table")
+    optimize.add_argument("--quiet", action="store_true", help="no progress bar")
+    optimize.set_defaults(func=cmd_optimize)
     info = sub.add_parser("info", help="print devices, compiler and cache location")
     info.set_defaults(func=cmd_info)
     return p

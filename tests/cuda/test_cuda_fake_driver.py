@@ -176,3 +176,28 @@ def test_from_torch_shares_a_cuda_tensors_memory_without_copying(fake):
     assert strided.shape == (2,) and strided.strides == (24,) and strided.ptr == backing.ptr
     with pytest.raises(ValueError, match="without a copy"):
         _tensor_view(tensor, xsim.float64, "from_torch")
+
+
+def test_adam_and_sgd_update_device_arrays_in_place(fake):
+    # xsim.optim's update kernels on cuda:0 (flat views of device memory), against numpy.
+    from xsim.optim import SGD, Adam
+
+    p0 = np.array([[1.0, -2.0, 0.5], [0.25, 3.0, -1.0]])
+    grads = [np.array([[0.3, -0.1, 2.0], [-0.5, 0.2, 0.0]]), np.array([[0.1, 0.4, -1.0], [0.6, -0.3, 0.2]])]
+    p = xsim.array(p0.astype(np.float32), dtype=xsim.vec3, device="cuda:0", requires_grad=True)
+    q = xsim.array(p0, dtype=xsim.vec3d, device="cuda:0", requires_grad=True)
+    adam, sgd = Adam([p], lr=0.1, clip_norm=1.0), SGD([q], lr=0.1, momentum=0.9)
+    m = v = buf = np.zeros_like(p0)
+    want_p, want_q = p0.copy(), p0.copy()
+    for t, g in enumerate(grads, start=1):
+        p.grad.assign(xsim.array(g.astype(np.float32), dtype=xsim.vec3, device="cuda:0"))
+        q.grad.assign(xsim.array(g, dtype=xsim.vec3d, device="cuda:0"))
+        adam.step()
+        sgd.step()
+        gc_ = g * min(1.0, 1.0 / (np.linalg.norm(g) + 1e-6))
+        m, v = 0.9 * m + 0.1 * gc_, 0.999 * v + 0.001 * gc_ * gc_
+        want_p = want_p - 0.1 * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+        buf = 0.9 * buf + g
+        want_q = want_q - 0.1 * buf
+    np.testing.assert_allclose(p.numpy(), want_p, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(q.numpy(), want_q, rtol=1e-12)

@@ -69,22 +69,43 @@ def test_default_scene_is_the_shipped_drape(monkeypatch, tmp_path):
     assert default_scene() == REPO / "scenes" / "drape.toml"
 
 
-def test_progress_line_shows_frames_rate_and_time_left():
-    bar = Progress(total=120, substeps=10, stream=io.StringIO(), width=12)
-    assert bar.line(30, 2.0) == "frame  30/120 [###---------] 150 steps/s, 6.0 s left"
-
-
-def test_progress_stays_silent_on_short_runs_and_ends_with_a_newline():
+def test_progress_bar_counts_frames_and_stays_silent_on_short_runs():
     quiet = Progress(total=5, substeps=1, stream=io.StringIO(), delay=60.0)
     for k in range(1, 6):
         quiet(k, 5)
     assert quiet.stream.getvalue() == ""
     shown = Progress(total=5, substeps=1, stream=io.StringIO(), delay=0.0)
     for k in range(1, 6):
-        shown(k, 5)
+        shown(k, 5, loss=0.25)
     text = shown.stream.getvalue()
-    assert text.startswith("\rframe ") and text.endswith("s left\n")
-    assert "frame 5/5" in text
+    assert "5/5" in text and "frame/s" in text and "loss=0.25" in text and text.endswith("\n")
+
+
+def test_compiling_is_its_own_phase_before_the_first_frame(tmp_path, monkeypatch, capsys):
+    # A fresh kernel cache: the solver's modules must compile, and the run says so before any frame.
+    import xsim.optim  # noqa: F401 - registers xsim.optim's kernel modules
+    from xsim.kernels import module as kmodule
+
+    monkeypatch.setattr(kmodule, "pending_modules", lambda prefix, dev, debug: [kmodule.get_module("xsim.optim.losses")])
+    scene = tmp_path / "s.toml"
+    scene.write_text("[sim]\nframes = 3\n[[cloth]]\ngrid = { dim = [2, 2], cell = [0.1, 0.1] }\n")
+    assert main(["run", str(scene), "--progress", "--no-preview", "--out", str(tmp_path / "s.usda")]) == 0
+    err = capsys.readouterr().err
+    assert err.index("compiling solver kernels (first run only, 1 modules)...") < err.index("3/3")
+
+
+def test_pending_modules_are_the_ones_missing_from_the_kernel_cache(tmp_path, monkeypatch):
+    from xsim.device import get_device
+    from xsim.kernels.module import build_modules, get_module, pending_modules
+
+    import xsim.optim  # noqa: F401 - registers xsim.optim's kernel modules
+
+    monkeypatch.setattr(get_module("xsim.optim.losses"), "builds", {})
+    monkeypatch.setenv("XSIM_CACHE_DIR", str(tmp_path / "cache"))
+    cpu = get_device("cpu")
+    assert "xsim.optim.losses" in [m.name for m in pending_modules("xsim.optim.losses", cpu, False)]
+    build_modules(pending_modules("xsim.optim.losses", cpu, False), cpu, False)
+    assert pending_modules("xsim.optim.losses", cpu, False) == []
 
 
 @pytest.mark.skipif(xsim.is_cuda_available(), reason="this machine has a GPU")
@@ -93,3 +114,14 @@ def test_run_on_cuda_without_a_gpu_says_what_is_missing(capsys):
     err = capsys.readouterr().err
     assert err.startswith("xsim: error: device 'cuda:0' needs CUDA, but ")
     assert err.count("\n") == 1
+
+
+def test_run_with_a_gif_preview_writes_an_animation(tmp_path, capsys):
+    import imageio.v3 as iio
+
+    scene = tmp_path / "s.toml"
+    scene.write_text("[sim]\nframes = 4\n[[cloth]]\ngrid = { dim = [2, 2], cell = [0.1, 0.1] }\n")
+    gif = tmp_path / "s.gif"
+    assert main(["run", str(scene), "--quiet", "--preview", str(gif), "--out", str(tmp_path / "s.usda")]) == 0
+    assert iio.imread(gif, index=None).shape[0] == 5          # frames 0..4
+    assert f"wrote {gif}" in capsys.readouterr().out

@@ -150,3 +150,64 @@ def test_preview_png_shows_the_cloth(tmp_path):
     rgb = image[..., :3]
     reddish = (rgb[..., 0] > 0.6) & (rgb[..., 1] < 0.55) & (rgb[..., 2] < 0.5)
     assert reddish.sum() > 100                          # cloth colour drawn
+
+
+@pytest.mark.parametrize("written_dt, fps", [("0.016666667", 60.0), ("0.0166666667", 60.0), ("0.01", 100.0),
+                                             ("0.0125", 80.0), ("0.003", 1000.0 / 3.0), ("1.6666667e-2", 60.0),
+                                             ("0.04", 25.0)])
+def test_time_codes_per_second_is_the_rational_the_user_meant(tmp_path, written_dt, fps):
+    from xsim.io import load_scene
+
+    scene_file = tmp_path / "s.toml"
+    scene_file.write_text(f"[sim]\ndt = {written_dt}\n")
+    scene = load_scene(scene_file)
+    assert scene.output.fps == fps
+    path = write_usd(tmp_path / "s.usda", np.zeros((2, 1, 3)), [], [], fps=scene.output.fps)
+    assert Usd.Stage.Open(str(path)).GetTimeCodesPerSecond() == fps
+
+
+def test_written_fraction_keeps_precise_values_exact():
+    from fractions import Fraction
+
+    from xsim.io.schema import written_fraction
+
+    assert written_fraction(0.016666667) == Fraction(1, 60)
+    assert written_fraction(0.0166) == Fraction(83, 5000)   # no simpler fraction rounds to 0.0166
+    assert written_fraction(0.1) == Fraction(1, 10)
+    assert written_fraction(2.5) == Fraction(5, 2)
+
+
+def test_gif_preview_is_an_animation_of_the_rollout(tmp_path):
+    import imageio.v3 as iio
+
+    from xsim.io.preview import save_animation
+
+    positions, parts = made_up_rollout(frames=7)
+    path = save_animation(tmp_path / "a" / "run.gif", positions, parts, COLLIDERS, fps=24.0)
+    images = iio.imread(path, index=None)
+    assert images.shape[0] == 7 and images.ndim == 4
+    assert not np.array_equal(images[0], images[-1])          # the cloth moved between frames
+    # real-time playback at 24 frames per second; a GIF stores whole centiseconds
+    assert iio.immeta(path, index=0)["duration"] == pytest.approx(1000.0 / 24.0, abs=5.0)
+
+
+def test_mp4_preview_is_written_or_refused_with_a_clear_message(tmp_path, monkeypatch):
+    import builtins
+
+    from xsim.io.preview import save_animation
+
+    positions, parts = made_up_rollout(frames=4)
+    path = save_animation(tmp_path / "run.mp4", positions, parts, COLLIDERS, fps=24.0)
+    assert path.stat().st_size > 0
+    real_import = builtins.__import__
+
+    def no_ffmpeg(name, *args, **kw):
+        if name == "imageio_ffmpeg":
+            raise ImportError(name)
+        return real_import(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_ffmpeg)
+    with pytest.raises(RuntimeError, match=r"run2.mp4 needs imageio-ffmpeg \(pip install imageio-ffmpeg\)"):
+        save_animation(tmp_path / "run2.mp4", positions, parts, COLLIDERS, fps=24.0)
+    with pytest.raises(ValueError, match="a .gif or .mp4 file"):
+        save_animation(tmp_path / "run.avi", positions, parts, COLLIDERS)

@@ -63,46 +63,63 @@ def save_preview(path: str | Path, frames: np.ndarray, parts, colliders: Sequenc
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from mpl_toolkits.mplot3d.art3d import Poly3DCollection
 
     frames = np.asarray(frames, dtype=np.float64)
     picks = pick_frames(len(frames), shown)
-    from .bodies import shape_world_spec
-
-    statics = [collider_triangles(c) for c in colliders]
-    moving = {k: [collider_triangles(shape_world_spec(shape, body_q[k, b.index])) for b in bodies
-                  for shape in b.shapes] for k in picks}
-    grounds = [c.get("height", 0.0) for c in colliders if c["type"] == "ground"]
-    has_ground = bool(grounds)
-    # Bounds from the cloth over the frames drawn (and the colliders), so all panels share a scale.
-    pts = [frames[picks].reshape(-1, 3)] + [s.reshape(-1, 3) for s in statics if len(s)] + [
-        t.reshape(-1, 3) for k in picks for t in moving[k]]
-    pts = np.concatenate(pts) if pts else np.zeros((1, 3))
-    lo, hi = pts.min(axis=0), pts.max(axis=0)
-    if has_ground:
-        lo[2] = min(lo[2], grounds[0])
-    center, half = (lo + hi) / 2, max(float((hi - lo).max()) / 2, 1e-3) * 1.05
-
+    drawing = _Drawing(frames, picks, parts, colliders, bodies, body_q)
     fig = plt.figure(figsize=(4 * len(picks), 4.4))
     for panel, k in enumerate(picks):
-        ax = fig.add_subplot(1, len(picks), panel + 1, projection="3d")
+        drawing.draw(fig.add_subplot(1, len(picks), panel + 1, projection="3d"), k, fps)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return _save(plt, fig, path, dpi=90)
+
+
+class _Drawing:
+    """What every drawn frame of a rollout shares: static collider triangles, posed body shapes and
+    one set of bounds (so all panels or animation frames have the same scale)."""
+
+    def __init__(self, frames: np.ndarray, picks: list[int], parts, colliders, bodies, body_q):
+        from .bodies import shape_world_spec
+
+        self.frames, self.parts = frames, parts
+        self.statics = [collider_triangles(c) for c in colliders]
+        self.moving = {k: [collider_triangles(shape_world_spec(shape, body_q[k, b.index])) for b in bodies
+                           for shape in b.shapes] for k in picks}
+        grounds = [c.get("height", 0.0) for c in colliders if c["type"] == "ground"]
+        self.ground = grounds[0] if grounds else None
+        # Bounds from the cloth over the frames drawn (and the colliders), so all panels share a scale.
+        pts = [frames[picks].reshape(-1, 3)] + [s.reshape(-1, 3) for s in self.statics if len(s)] + [
+            t.reshape(-1, 3) for k in picks for t in self.moving[k]]
+        pts = np.concatenate(pts) if pts else np.zeros((1, 3))
+        lo, hi = pts.min(axis=0), pts.max(axis=0)
+        if self.ground is not None:
+            lo[2] = min(lo[2], self.ground)
+        self.center, self.half = (lo + hi) / 2, max(float((hi - lo).max()) / 2, 1e-3) * 1.05
+
+    def draw(self, ax, k: int, fps: float):
+        """Draw frame ``k`` into the 3D axes ``ax``."""
+        from mpl_toolkits.mplot3d.art3d import Poly3DCollection
+
+        center, half = self.center, self.half
         # Draw in insertion order (ground, colliders, cloth): matplotlib's depth sort of whole
         # polygon collections often puts a large ground patch over the cloth.
         ax.computed_zorder = False
-        if has_ground:
-            z = grounds[0]
+        if self.ground is not None:
+            z = self.ground
             g = [[center[0] - half, center[1] - half, z], [center[0] + half, center[1] - half, z],
                  [center[0] + half, center[1] + half, z], [center[0] - half, center[1] + half, z]]
             ax.add_collection3d(Poly3DCollection([g], facecolor=(0.8, 0.8, 0.8, 0.5), edgecolor="none"))
-        for tris in statics:
+        for tris in self.statics:
             if len(tris):
                 ax.add_collection3d(Poly3DCollection(tris, facecolor=(0.55, 0.6, 0.65, 0.35),
                                                      edgecolor=(0.4, 0.45, 0.5, 0.3), linewidth=0.3))
-        for tris in moving[k]:
+        for tris in self.moving[k]:
             ax.add_collection3d(Poly3DCollection(tris, facecolor=(0.3, 0.5, 0.8, 0.9),
                                                  edgecolor=(0.15, 0.25, 0.45, 0.5), linewidth=0.3))
-        for part in parts:
-            p = frames[k, part.first:part.first + part.count]
+        for part in self.parts:
+            p = self.frames[k, part.first:part.first + part.count]
             if len(part.triangles):
                 ax.add_collection3d(Poly3DCollection(p[part.triangles], facecolor=(0.85, 0.4, 0.3, 1.0),
                                                      edgecolor=(0.4, 0.15, 0.1, 0.6), linewidth=0.2))
@@ -116,10 +133,52 @@ def save_preview(path: str | Path, frames: np.ndarray, parts, colliders: Sequenc
         ax.set_xlabel("x")
         ax.set_ylabel("y")
         ax.set_zlabel("z")
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return _save(plt, fig, path, dpi=90)
+
+
+ANIMATION_SUFFIXES = (".gif", ".mp4")
+
+
+def save_animation(path: str | Path, frames: np.ndarray, parts, colliders: Sequence[dict] = (), fps: float = 60.0,
+                   title: str = "", bodies=(), body_q=None, max_frames: int = 60) -> Path:
+    """Write the rollout as an animation (``.gif``, or ``.mp4`` with imageio-ffmpeg) at ``path``:
+    at most ``max_frames`` frames spread over the run, played back in real time. Arguments as
+    :func:`save_preview`."""
+    import imageio.v2 as imageio
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    if path.suffix not in ANIMATION_SUFFIXES:
+        raise ValueError(f"an animated preview is a .gif or .mp4 file, got {path.name!r}")
+    if path.suffix == ".mp4":
+        try:
+            import imageio_ffmpeg  # noqa: F401
+        except ImportError:
+            raise RuntimeError(f"writing {path.name} needs imageio-ffmpeg (pip install imageio-ffmpeg); "
+                               "a .gif preview needs nothing more") from None
+    frames = np.asarray(frames, dtype=np.float64)
+    picks = pick_frames(len(frames), max_frames)
+    drawing = _Drawing(frames, picks, parts, colliders, bodies, body_q)
+    images = []
+    fig = plt.figure(figsize=(4.8, 4.8))
+    for k in picks:
+        fig.clf()
+        drawing.draw(fig.add_subplot(1, 1, 1, projection="3d"), k, fps)
+        if title:
+            fig.suptitle(title)
+        fig.canvas.draw()
+        images.append(np.asarray(fig.canvas.buffer_rgba())[..., :3].copy())
+    plt.close(fig)
+    # real time: the picked frames are (len - 1) / (picks - 1) simulation frames apart
+    playback = fps * (len(picks) - 1) / max(len(frames) - 1, 1) if len(picks) > 1 else 1.0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".gif":
+        imageio.mimsave(path, images, duration=1000.0 / playback, loop=0)
+    else:
+        imageio.mimsave(path, images, fps=playback, macro_block_size=1)
+    return path
 
 
 def save_loss_curve(losses: Sequence[float], path: str | Path, title: str = "") -> Path:

@@ -12,7 +12,7 @@ from .scene import Scene
 
 @dataclass
 class Rollout:
-    """Particle positions of a run, ``frames`` (F + 1, n, 3) metres (frame 0 = initial state), body
+    """Particle positions of a run, ``frames`` (F + 1, n, 3) metres in the model's precision (frame 0 = initial state), body
     poses ``body_q`` (F + 1, bodies, 7): position (m) then quaternion (x, y, z, w) of each body frame,
     with the model that made them."""
 
@@ -23,18 +23,21 @@ class Rollout:
 
 
 def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
-             on_frame: Callable[[int, int], None] | None = None, model=None) -> Rollout:
+             on_frame: Callable[[int, int], None] | None = None, model=None,
+             on_compile: Callable[[int], None] | None = None) -> Rollout:
     """Simulate ``frames`` frames (default ``scene.sim.frames``) of ``scene.sim.dt`` seconds each on
     ``device`` (default ``scene.sim.device``); ``on_frame(done, total)`` is called after each.
-    ``model``: one finalized from ``scene.builder()`` and then edited; default: a fresh one."""
+    ``model``: one finalized from ``scene.builder()`` and then edited; default: a fresh one.
+    ``on_compile(n)`` is called before ``n`` kernel modules not in the cache are compiled."""
     from ..solvers import SolverXPBD
 
     frames = scene.sim.frames if frames is None else frames
     if model is None:
         model = scene.builder().finalize(device=device or scene.sim.device)
     solver = SolverXPBD(model, substeps=scene.sim.substeps, iterations=scene.sim.iterations)
+    compile_kernels(model.device, on_compile)   # after the solver made its kernels for the model's precision
     state, next_state, control = model.state(), model.state(), model.control()
-    positions = np.empty((frames + 1, model.particle_count, 3), dtype=np.float32)
+    positions = np.empty((frames + 1, model.particle_count, 3), dtype=state.particle_q.numpy().dtype)
     positions[0] = state.particle_q.numpy()
     poses = np.empty((frames + 1, model.body_count, 7), dtype=np.float64)
     if model.body_count:
@@ -48,3 +51,19 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
         if on_frame is not None:
             on_frame(k, frames)
     return Rollout(scene, model, positions, poses)
+
+
+def compile_kernels(device, on_compile: Callable[[int], None] | None = None):
+    """Compile xsim's own kernel modules for ``device`` now (those defined so far: a solver defines
+    its kernels for its model's precision when made), so that no frame's time includes a compile;
+    ``on_compile(n)`` is called first when ``n`` > 0 of them are not in the kernel cache."""
+    from .. import config, solvers  # noqa: F401 - importing the solvers registers their kernel modules
+    from ..device import get_device
+    from ..kernels.module import build_modules, pending_modules
+
+    dev = get_device(device)
+    debug = config.mode == "debug"
+    pending = pending_modules("xsim.", dev, debug)
+    if pending and on_compile is not None:
+        on_compile(len(pending))
+    build_modules(pending, dev, debug)

@@ -37,6 +37,7 @@ from .schema import (
     suggestion,
     table,
     vector,
+    written_fraction,
 )
 
 # -- the format ------------------------------------------------------------------------------------
@@ -137,8 +138,8 @@ COLLIDER_KEYS = {ctype: {"type": Key(string(tuple(_COLLIDER_TYPES))), "name": Ke
 BODY_KEYS, SHAPE_KEYS = body_keys(_placement, _mu, Key(_name, None, "prim name in the USD file; joints refer to it"))
 JOINT_KEYS = joint_keys(_placement)
 
-TOP_KEYS = ("sim", "output", "cloth", "collider", "body", "joint")
-_TOP_TABLES = "one of the tables [sim], [output], [[cloth]], [[collider]], [[body]], [[joint]]"
+TOP_KEYS = ("sim", "output", "cloth", "collider", "body", "joint", "optimize")
+_TOP_TABLES = "one of the tables [sim], [output], [[cloth]], [[collider]], [[body]], [[joint]], [optimize]"
 
 
 # -- the checked scene -----------------------------------------------------------------------------
@@ -191,6 +192,7 @@ class Scene:
     bodies: list[dict] = field(default_factory=list)
     joints: list[dict] = field(default_factory=list)
     body_parts: list[BodyPart] = field(default_factory=list)
+    optimize: Any = None  # the checked [optimize] table (``io.optimize.OptimizeSettings``), if any
 
     def builder(self, builder=None):
         """A ``ModelBuilder`` holding the scene's cloths, colliders, bodies and joints (added to
@@ -257,7 +259,8 @@ def _check_scene(raw: dict, path: Path) -> Scene:
     preview = out["preview"]
     output = OutputSettings(
         usd=Path(out["usd"] or f"out/{name}.usda"),
-        fps=out["fps"] or 1.0 / sim.dt,
+        # 1 / dt as the user meant it: dt = 0.016666667 is 1/60 s, so 60 time codes per second, not 59.9999988.
+        fps=out["fps"] or float(1 / written_fraction(sim.dt)),
         preview=None if preview is False else Path(preview or f"out/{name}.png"),
         preview_frames=out["preview_frames"])
     if output.usd.suffix not in (".usda", ".usdc", ".usd"):
@@ -272,8 +275,13 @@ def _check_scene(raw: dict, path: Path) -> Scene:
               for i, b in enumerate(_array_of_tables(raw, "body"))]
     _name_parts(bodies, "body")
     joints = [check_joint(j, f"joint[{i}]", JOINT_KEYS, bodies) for i, j in enumerate(_array_of_tables(raw, "joint"))]
-    return Scene(path=path, name=name, sim=sim, output=output, cloths=cloths, colliders=colliders,
-                 bodies=bodies, joints=joints)
+    scene = Scene(path=path, name=name, sim=sim, output=output, cloths=cloths, colliders=colliders,
+                  bodies=bodies, joints=joints)
+    if "optimize" in raw:
+        from .optimize import check_optimize
+
+        scene.optimize = check_optimize(raw["optimize"], scene)
+    return scene
 
 
 def _array_of_tables(raw: dict, key: str) -> list:

@@ -13,6 +13,7 @@ import difflib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 REQUIRED = object()
@@ -99,6 +100,34 @@ def check_table(raw: Any, path: str, keys: dict[str, Key], what: str = "a table"
         else:
             out[name] = key.default
     return out
+
+
+def written_fraction(value: float) -> Fraction:
+    """The rational a user meant by a decimal: ``0.016666667`` -> 1/60 (a rounded repeating
+    decimal), ``0.01`` -> 1/100, ``0.0125`` -> 1/80 (exact decimals stay exact).
+
+    The written digits (the shortest repr) set the tolerance, half a unit of the last digit; the
+    simplest fraction within it is taken when its denominator q is far below the decimal's own
+    (10 q^2 <= that denominator): by Dirichlet's theorem any number has fractions within 1/q^2, so
+    only a denominator that small is a match that is not a coincidence of rounding."""
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"written_fraction: expected a positive finite number, got {value!r}")
+    decimal = Fraction(repr(float(value)))
+    mantissa, _, exponent = repr(float(value)).lower().partition("e")
+    digits = len(mantissa.partition(".")[2]) - int(exponent or 0)
+    half_unit = Fraction(1, 2 * 10**digits) if digits >= 0 else Fraction(10**-digits, 2)
+    simplest = _simplest_between(max(decimal - half_unit, Fraction(0)), decimal + half_unit)
+    return simplest if 10 * simplest.denominator**2 <= decimal.denominator else decimal
+
+
+def _simplest_between(lo: Fraction, hi: Fraction) -> Fraction:
+    """The fraction with the smallest denominator in [lo, hi] (0 <= lo <= hi), by continued fractions."""
+    whole = math.floor(lo)
+    if whole == lo:
+        return Fraction(whole)
+    if whole + 1 <= hi:
+        return Fraction(whole + 1)
+    return whole + 1 / _simplest_between(1 / (hi - whole), 1 / (lo - whole))
 
 
 # -- converters ------------------------------------------------------------------------------------

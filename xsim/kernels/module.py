@@ -171,3 +171,30 @@ def _read_after_write(block, label, written: set, file) -> str | None:
 def num_threads() -> int:
     v = os.environ.get("XSIM_NUM_THREADS")
     return max(1, int(v)) if v else (os.cpu_count() or 1)
+
+
+def pending_modules(prefix: str, device, debug: bool) -> list[Module]:
+    """The modules named ``prefix...`` whose next launch on ``device`` compiles: not loaded in this
+    process and not in the on-disk cache (so a caller can show compiling as its own phase)."""
+    from . import cache
+
+    out = []
+    for m in list(_MODULES.values()):
+        if not m.name.startswith(prefix) or not m.kernels or (device.name, debug) in m.builds:
+            continue
+        if device.is_cpu:
+            from .cpu import target_id
+            cached = cache.lookup(cache.entry_key(m.name, m.content_hash(), target_id(debug), debug), ".so")
+        else:
+            from ..device import require_cuda
+            from .cuda import arch_for, cached_cubin
+            cached = cached_cubin(m, debug, arch_for(require_cuda(device).compute_capability(device.ordinal)))
+        if cached is None:
+            out.append(m)
+    return out
+
+
+def build_modules(modules: list[Module], device, debug: bool):
+    """Compile (or load) ``modules`` for ``device`` now rather than at their first launch."""
+    for m in modules:
+        m.kernels[0].module_build(device, debug)
