@@ -9,6 +9,7 @@ the gradient would be wrong; in debug mode the overwrite itself raises at once.
 from __future__ import annotations
 
 import copy
+import threading
 import warnings
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ from .. import types as T
 from ..array import array as Array
 from ..errors import CompileError
 from ..kernels import launch as _launch
+from ..kernels import recording
 
 
 @dataclass
@@ -119,15 +121,20 @@ class Tape:
         self.skipped: list[str] = []
         self._on_grad_path: set[int] = set()  # ids of arrays computed from arrays that have grads
         self._warned: set[int] = set()
+        self._thread = None  # the thread recording on this tape, while it records
 
     def __enter__(self):
-        if self in _launch._recorders:
-            raise RuntimeError("this Tape is already recording")
-        _launch._recorders.append(self)
+        if self._thread is not None:
+            where = "" if self._thread is threading.current_thread() else f" in thread '{self._thread.name}'"
+            raise RuntimeError(f"this Tape is already recording{where}; a Tape records in one thread at a time "
+                               "(give each thread its own Tape)")
+        self._thread = threading.current_thread()
+        recording.push(self)
         return self
 
     def __exit__(self, *exc):
-        _launch._recorders.remove(self)
+        recording.pop(self)
+        self._thread = None
         return False
 
     # -- recording --------------------------------------------------------------------------------

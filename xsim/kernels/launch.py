@@ -1,5 +1,5 @@
-"""``xsim.launch``: check and pack a kernel's arguments, make one native call, and tell the active
-recorder (the autodiff Tape, a layer above) about it."""
+"""``xsim.launch``: check and pack a kernel's arguments, make one native call, and tell this thread's
+active recorder (the autodiff Tape, a layer above; see ``recording``) about it."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from .. import config
 from .. import types as T
 from ..array import array as Array
 from ..device import get_device
-
-_recorders: list = []  # the Tape pushes itself here while recording
+from .recording import current as _current_recorder
 
 
 class LaunchDims(ctypes.Structure):
@@ -147,10 +146,13 @@ def _all_contiguous(values, params) -> bool:
 class _Prepared:
     """Per (kernel, device, mode): the loaded module and the argument structure type."""
 
-    def __init__(self, kernel, device, debug):
+    def __init__(self, kernel, device, mode: str):
+        debug = mode == "debug"
         self.kernel = kernel
         self.device = device
+        self.mode = mode
         self.debug = debug
+        self.checked = mode != "release"  # after each launch: bounds errors (debug) or a NaN scan (check)
         self.native = kernel.module_build(device, debug)
         self.meta = self.native.metas[kernel.key]
         self.args_type = _args_struct(kernel)
@@ -166,11 +168,12 @@ class _Prepared:
         self.fast = device.is_cpu and self.layout is not None
 
 
-def prepare(kernel, device, debug) -> _Prepared:
+def prepare(kernel, device, mode: str) -> _Prepared:
+    """The launch data of ``kernel`` on ``device`` in ``mode`` ("release", "debug", "check")."""
     prep = kernel.launch_cache
-    key = (device.name, debug)
-    if prep is None or prep.key != key or prep.native is not kernel.module.builds.get(key):
-        prep = kernel.launch_cache = _Prepared(kernel, device, debug)
+    key = (device.name, mode == "debug")
+    if prep is None or prep.key != key or prep.mode != mode or prep.native is not kernel.module.builds.get(key):
+        prep = kernel.launch_cache = _Prepared(kernel, device, mode)
     return prep
 
 
@@ -246,7 +249,7 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
     ``struct.pack``. Returns False, having done nothing, for anything else: the general path then
     converts what it can and raises the errors."""
     prep = getattr(kernel, "launch_cache", None)
-    if (prep is None or not prep.fast or prep.debug != (config.mode == "debug")
+    if (prep is None or not prep.fast or prep.mode != config.mode
             or kernel.module.builds.get(prep.key) is not prep.native):
         return False
     values = [*inputs, *outputs]
@@ -302,12 +305,12 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
         buf = prep.layout.pack(*shape, *(1,) * (4 - len(shape)), n, _nthreads or _threads(), contig, *items)
     except (struct.error, OverflowError):
         return False
-    recorder = _recorders[-1] if (_recorders and record_tape) else None
+    recorder = _current_recorder() if record_tape else None
     snapshots = recorder.before_launch(kernel, prep.meta, kernel.params, values) if recorder is not None else None
     if n > 0:
         prep.forward(buf)
-        if prep.debug:
-            check_errors(prep, kernel)
+        if prep.checked:
+            after_launch(prep, values)
     if recorder is not None:
         recorder.record_launch(kernel, prep, shape, values, snapshots)
     else:
@@ -368,6 +371,15 @@ def check_errors(prep: _Prepared, kernel):
                      f"'{name}' with shape {shape}")
 
 
+def after_launch(prep: _Prepared, values, adjoint: bool = False):
+    """Debug mode: raise the launch's out-of-bounds error; check mode: its NaN/inf (``finite``)."""
+    if prep.debug:
+        check_errors(prep, prep.kernel)
+    elif prep.mode == "check":
+        from .finite import check_launch
+        check_launch(prep, values, adjoint)
+
+
 def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None, device=None,
            adjoint: bool = False, record_tape: bool = True, stream=None):
     """Run ``kernel`` over ``dim`` threads (an int or a tuple of up to 4) with ``inputs + outputs``
@@ -391,11 +403,11 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
         raise TypeError(f"kernel '{kernel.key}' takes {len(params)} arguments ({names}), got {len(values)}")
     shape = normalize_dim(kernel, dim)
     dev = _launch_device(device, values, params)
+    mode = config.current_mode()
     if any(t is None for _, t in params):
-        prepare(kernel, dev, config.mode == "debug")  # the frontend raises a CompileError naming the parameter
+        prepare(kernel, dev, mode)  # the frontend raises a CompileError naming the parameter
     values = [coerce_arg(kernel, n, t, v, dev) for (n, t), v in zip(params, values)]
-    debug = config.mode == "debug"
-    prep = prepare(kernel, dev, debug)
+    prep = prepare(kernel, dev, mode)
     n = math.prod(shape)
     if adjoint:
         adj = None
@@ -403,7 +415,7 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
             adj = list(adj_inputs or [None] * len(inputs)) + list(adj_outputs or [None] * len(outputs))
         run_backward(prep, shape, values, adj)
         return
-    recorder = _recorders[-1] if (_recorders and record_tape) else None
+    recorder = _current_recorder() if record_tape else None
     snapshots = recorder.before_launch(kernel, prep.meta, params, values) if recorder is not None else None
     if n > 0:
         run_forward(prep, shape, values)
@@ -428,8 +440,8 @@ def run_forward(prep: _Prepared, shape, values):
         prep.forward(cpu_buffer(prep, shape, values, contig))
     else:
         prep.native.launch_forward(prep.kernel.key, pack(prep, values), _dims(shape), math.prod(shape), contig)
-    if prep.debug:
-        check_errors(prep, prep.kernel)
+    if prep.checked:
+        after_launch(prep, values)
 
 
 def run_backward(prep: _Prepared, shape, values, adj_values=None):
@@ -445,8 +457,8 @@ def run_backward(prep: _Prepared, shape, values, adj_values=None):
         prep.backward(cpu_buffer(prep, shape, values, contig, grads))
     else:
         prep.native.launch_backward(prep.kernel.key, pack(prep, values), grads, _dims(shape), n, contig)
-    if prep.debug:
-        check_errors(prep, prep.kernel)
+    if prep.checked:
+        after_launch(prep, values, adjoint=True)
 
 
 def _grads_contiguous(values, params, adj_values) -> bool:
