@@ -39,8 +39,13 @@ def cache_dir() -> Path:
     root = os.environ.get("XSIM_CACHE_DIR")
     path = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "xsim"
     if not path.is_dir():
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(path, 0o700)
+        missing = [path, *(p for p in path.parents if not p.exists())]
+        for p in reversed(missing):  # every folder xsim creates is private, whatever the umask
+            try:
+                p.mkdir(mode=0o700)
+            except FileExistsError:  # another process made it first
+                continue
+            os.chmod(p, 0o700)
     _check_folder(path)
     return path
 
