@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import types
+from . import config, types
 from .device import Device, DeviceBuffer, get_device, get_stream, require_cuda
 from .types import ArrayDesc, ArrayType
 
@@ -685,8 +685,9 @@ def ones(shape: int | tuple[int, ...], dtype: Any = float, device: str | Device 
 
 def empty(shape: int | tuple[int, ...], dtype: Any = float, device: str | Device | None = None,
           requires_grad: bool = False) -> array:
-    """A new array with unspecified contents."""
-    return _new(shape, dtype, device, requires_grad, np.empty)
+    """A new array with unspecified contents (zeros in check mode, whose NaN scans of a partly
+    written array must not trip over leftover memory)."""
+    return _new(shape, dtype, device, requires_grad, np.zeros if config.mode == "check" else np.empty)
 
 
 def full(shape: int | tuple[int, ...], value: Any = 0, dtype: Any = None, device: str | Device | None = None,

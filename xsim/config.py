@@ -8,6 +8,7 @@
   state after each step are scanned for NaN/inf, raising ``xsim.errors.NonFiniteError`` naming
   the kernel or step and the array. It runs the release build of the kernels (no bounds checks,
   the same binaries and numbers as release): it is for numerical faults, debug for indexing bugs.
+  ``xsim.empty`` gives zeros in check mode, so that a partly written array scans clean.
 
 Any other value is an error at the next launch, never silently release mode.
 """
