@@ -293,7 +293,7 @@ class Tape:
         return f"the array of shape {arr.shape} and dtype {T.type_name(arr.dtype)}{last}"
 
     def _warn_if_not_computed(self, what: str, arr) -> None:
-        if any(written is arr for rec in self.records for _, written in rec.written()):
+        if arr.size == 0 or any(written is arr for rec in self.records for _, written in rec.written()):
             return
         if not self.records:
             why = "this tape recorded nothing (were the launches outside `with tape:`, or in another thread?)"
