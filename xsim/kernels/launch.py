@@ -172,6 +172,8 @@ class _Prepared:
     """Per (kernel, device, mode): the loaded module and the argument structure type."""
 
     def __init__(self, kernel, device, mode: str):
+        if mode not in config.MODES:  # e.g. a bool from a caller of the older prepare(kernel, device, debug)
+            raise ValueError(f"launch mode must be one of {config.MODES}, got {mode!r}")
         debug = mode == "debug"
         self.kernel = kernel
         self.device = device
