@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import types
+from . import config, types
 from .device import Device, DeviceBuffer, get_device, get_stream, require_cuda
 from .types import ArrayDesc, ArrayType
 
@@ -244,6 +244,7 @@ def _check_key(key, ndim: int) -> tuple:
 class array:
     _version = 0          # bumped by every launch or array op that writes this array
     _last_writer = None   # the kernel or op that wrote it last (named in tape errors)
+    _unwritable = None    # set in _set_layout: why a kernel must not write it
     """A typed array on a device (``xsim.array(data, dtype, shape, device, requires_grad)``).
 
     Called with neither ``data`` nor ``shape`` it is a kernel annotation: ``array(dtype=vec3)``
@@ -313,6 +314,10 @@ class array:
         self.ptr: int = ptr
         self.is_contiguous: bool = contiguous
         self._host = host     # the numpy view of CPU memory; None on a GPU
+        # why a kernel must not write it (launch refuses it as an output), or None
+        self._unwritable = ("read-only" if host is not None and not host.flags.writeable else
+                            "a broadcast view (a stride of 0: many elements share one memory slot)"
+                            if any(st == 0 and n > 1 for n, st in zip(self.shape, self.strides)) else None)
         self._owner = owner  # whatever owns shared memory (numpy array, parent array, DeviceBuffer): keeps it alive
         self._desc = _make_desc(self.ptr, self.shape, self.strides)
 
@@ -680,8 +685,9 @@ def ones(shape: int | tuple[int, ...], dtype: Any = float, device: str | Device 
 
 def empty(shape: int | tuple[int, ...], dtype: Any = float, device: str | Device | None = None,
           requires_grad: bool = False) -> array:
-    """A new array with unspecified contents."""
-    return _new(shape, dtype, device, requires_grad, np.empty)
+    """A new array with unspecified contents (zeros in check mode, whose NaN scans of a partly
+    written array must not trip over leftover memory)."""
+    return _new(shape, dtype, device, requires_grad, np.zeros if config.mode == "check" else np.empty)
 
 
 def full(shape: int | tuple[int, ...], value: Any = 0, dtype: Any = None, device: str | Device | None = None,

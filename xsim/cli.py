@@ -212,6 +212,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--no-preview", action="store_true", help="write no preview image")
     run.add_argument("--progress", action="store_true", help="show the progress bar even on short runs")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--check", action="store_true",
+                     help="check mode: stop at the first NaN/inf, naming the step, kernel and array")
     run.set_defaults(func=cmd_run)
     check = sub.add_parser("check", help="check a scene file without running it")
     check.add_argument("scene", help="scene file")
@@ -246,6 +248,9 @@ def _device_name(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``xsim`` console script and ``python -m xsim``; returns the exit code."""
     args = parser().parse_args(argv)
+    if getattr(args, "check", False):
+        from . import config
+        config.mode = "check"
     try:
         return args.func(args)
     except SceneError as e:

@@ -1,6 +1,28 @@
-"""Global settings. ``mode``: "release" (default) or "debug" (bounds-checked array access, eager
-tape overwrite errors); ``XSIM_MODE`` sets the initial value."""
+"""Global settings. ``mode`` (``XSIM_MODE`` sets the initial value):
+
+- "release" (default): kernels run unchecked;
+- "debug": every array access is bounds-checked (an out-of-bounds index raises ``IndexError``
+  and stops the launch), and the tape raises at once when a launch overwrites an array it
+  recorded, and at backward when a recorded input was changed behind its back (``numpy()`` writes);
+- "check": every launch's written arrays (and gradients, in backward passes) and the solver's
+  state after each step are scanned for NaN/inf, raising ``xsim.errors.NonFiniteError`` naming
+  the kernel or step and the array. It runs the release build of the kernels (no bounds checks,
+  the same binaries and numbers as release): it is for numerical faults, debug for indexing bugs.
+  ``xsim.empty`` gives zeros in check mode, so that a partly written array scans clean.
+
+Any other value is an error at the next launch, never silently release mode.
+"""
 
 import os
 
+MODES = ("release", "debug", "check")
+
 mode: str = os.environ.get("XSIM_MODE", "release")
+
+
+def current_mode() -> str:
+    """``mode``, checked to be one of ``MODES``."""
+    if mode not in MODES:
+        source = "the XSIM_MODE environment variable" if mode == os.environ.get("XSIM_MODE") else "xsim.config.mode"
+        raise ValueError(f"{source} is {mode!r}, which is not a mode; use one of {', '.join(map(repr, MODES))}")
+    return mode

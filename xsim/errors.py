@@ -24,3 +24,7 @@ class SceneError(Exception):
 
 class XsimRuntimeError(RuntimeError):
     """A failure while running a kernel (CUDA error, NaN check) naming the kernel or step."""
+
+
+class NonFiniteError(XsimRuntimeError):
+    """Check mode found NaN or inf: names the kernel (or solver step), the array and the index."""

@@ -165,7 +165,8 @@ def test_reset_zeroes_gradients_and_forgets_the_record():
     tape.reset()
     assert tape.records == []
     np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0])
-    tape.backward(loss=loss)
+    with pytest.warns(UserWarning, match="this tape recorded nothing"):
+        tape.backward(loss=loss)
     np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0])  # nothing recorded any more
 
 

@@ -14,7 +14,6 @@ their gradients accumulate over the whole rollout exactly as with one plain tape
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 from collections.abc import Callable, Sequence
@@ -23,7 +22,7 @@ from typing import Any
 
 from ..array import array as Array
 from ..array import zeros_like
-from ..kernels import launch as _launch
+from ..kernels import recording
 from .tape import Tape
 
 StepFn = Callable[[Any, Any, int], None]
@@ -127,7 +126,7 @@ def _forward(step_fn: StepFn, state0: Any, starts: list[int], factory, attrs) ->
     checkpoints = {}
     state = state0
     at = set(starts)
-    with untaped():
+    with recording.suspended():
         for i in range(starts[-1] + 1):
             if i in at:
                 checkpoints[i] = _detached_copy(state, attrs)
@@ -144,17 +143,6 @@ def _run_steps(step_fn: StepFn, state: Any, start: int, stop: int, factory) -> A
         step_fn(state, out, i)
         state = out
     return state
-
-
-@contextlib.contextmanager
-def untaped():
-    """Within this block no launch or tape-aware op is recorded on any active tape."""
-    saved = list(_launch._recorders)
-    _launch._recorders.clear()
-    try:
-        yield
-    finally:
-        _launch._recorders[:] = saved
 
 
 def _detached_copy(state: Any, attrs) -> Any:

@@ -135,7 +135,7 @@ class _KernelProblem(_Problem):
             dim = arrays[0].shape
         self.dim = dim
         dev = arrays[0].device if arrays else get_device()
-        meta = L.prepare(kernel, dev, config.mode == "debug").meta
+        meta = L.prepare(kernel, dev, config.current_mode()).meta
         params = kernel.params
 
         def pick(names, default):

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import types
 from ..array import array, zeros
-from ..kernels import launch as _launch
+from ..kernels import recording
 from .tape import OpRecord
 
 
@@ -32,17 +32,13 @@ def _check_array(a, op: str, what: str) -> None:
 
 def _commit(name: str, backward_fn, reads: list, writes: list) -> None:
     """Record the op on the active tape, or (no tape) just count the writes like an unrecorded launch."""
-    tape = _launch._recorders[-1] if _launch._recorders else None
+    tape = recording.current()
     if tape is not None:
         tape.record_op(OpRecord(name, backward_fn, reads=reads, writes=writes))
         return
     for a in writes:
         a._version += 1
         a._last_writer = name
-
-
-def _recording() -> bool:
-    return bool(_launch._recorders)
 
 
 def _zero_grad_range(a: array, offset: int, count: int | None) -> None:
@@ -88,7 +84,7 @@ def copy(dst: array, src: array, dst_offset: int = 0, src_offset: int = 0, count
     dst._raw_copy_from(src, dst_offset, src_offset, count)
     whole = count is None and dst_offset == 0 and src_offset == 0 and src.shape == dst.shape
     n = None if whole else (src.size - src_offset if count is None else count)
-    if _recording() and src.requires_grad and not dst.requires_grad:
+    if recording.is_recording() and src.requires_grad and not dst.requires_grad:
         dst.requires_grad = True
     _commit("copy", lambda: _copy_adjoint(dst, src, dst_offset, src_offset, n), reads=[src], writes=[dst])
 

@@ -4,11 +4,18 @@
 ``tape.backward(loss)`` runs their adjoints in reverse order. A record refuses to run its
 backward when an array it read has been overwritten since (its version counter moved), because
 the gradient would be wrong; in debug mode the overwrite itself raises at once.
+
+What the tape cannot see: a write through ``array.numpy()`` (or a numpy/torch view of the same
+memory) changes values without a version bump. Debug mode keeps a checksum of every array a
+record reads and ``backward`` refuses when one changed; release mode cannot tell. A tape records
+the launches of the thread that opened it only (``xsim.kernels.recording``).
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import threading
 import warnings
 from dataclasses import dataclass, field
 
@@ -19,6 +26,7 @@ from .. import types as T
 from ..array import array as Array
 from ..errors import CompileError
 from ..kernels import launch as _launch
+from ..kernels import recording
 
 
 @dataclass
@@ -29,6 +37,14 @@ class LaunchRecord:
     values: list
     snapshots: dict                     # label -> copy of an in-place array before the launch
     read_versions: list = field(default_factory=list)  # (label, array, version after the launch)
+    checksums: list = field(default_factory=list)  # debug mode: (label, array, version, digest) of reads
+
+    def what(self) -> str:
+        return f"kernel '{self.kernel.key}'"
+
+    def written(self):
+        for label in self.prep.meta.writes:
+            yield label, _launch.resolve_label(label, self.kernel.params, self.values)
 
     def arrays(self):
         for (name, t), v in zip(self.kernel.params, self.values):
@@ -102,6 +118,14 @@ class OpRecord:
     reads: list = field(default_factory=list)
     writes: list = field(default_factory=list)
     read_versions: list = field(default_factory=list)
+    checksums: list = field(default_factory=list)
+
+    def what(self) -> str:
+        return f"xsim.{self.name}"
+
+    def written(self):
+        for arr in self.writes:
+            yield "destination", arr
 
     def arrays(self):
         yield from self.reads
@@ -119,15 +143,20 @@ class Tape:
         self.skipped: list[str] = []
         self._on_grad_path: set[int] = set()  # ids of arrays computed from arrays that have grads
         self._warned: set[int] = set()
+        self._thread = None  # the thread recording on this tape, while it records
 
     def __enter__(self):
-        if self in _launch._recorders:
-            raise RuntimeError("this Tape is already recording")
-        _launch._recorders.append(self)
+        if self._thread is not None:
+            where = "" if self._thread is threading.current_thread() else f" in thread '{self._thread.name}'"
+            raise RuntimeError(f"this Tape is already recording{where}; a Tape records in one thread at a time "
+                               "(give each thread its own Tape)")
+        self._thread = threading.current_thread()
+        recording.push(self)
         return self
 
     def __exit__(self, *exc):
-        _launch._recorders.remove(self)
+        recording.pop(self)
+        self._thread = None
         return False
 
     # -- recording --------------------------------------------------------------------------------
@@ -170,7 +199,10 @@ class Tape:
                                                   for w in prep.meta.writes])
         # the adjoint of an in-place launch reads its snapshot, so later writes to the array are harmless
         kept = [r for r in reads if r[0] not in (snapshots or {})]
-        self.records.append(LaunchRecord(kernel, prep, shape, list(values), snapshots, kept))
+        rec = LaunchRecord(kernel, prep, shape, list(values), snapshots, kept)
+        if config.mode == "debug":
+            rec.checksums = [(label, arr, version, _checksum(arr)) for label, arr, version in kept]
+        self.records.append(rec)
 
     def _track_grad_path(self, who: str, reads, written):
         """Warn when a kernel reads an array that was computed from differentiable inputs but has no
@@ -195,6 +227,8 @@ class Tape:
             arr._version += 1
             arr._last_writer = rec.name
         rec.read_versions = [("source", a, a._version) for a in rec.reads]
+        if config.mode == "debug":
+            rec.checksums = [(label, arr, version, _checksum(arr)) for label, arr, version in rec.read_versions]
         self.records.append(rec)
 
     # -- backward ---------------------------------------------------------------------------------
@@ -202,24 +236,82 @@ class Tape:
     def backward(self, loss: Array | None = None, grads: dict | None = None):
         """Propagate gradients to every recorded input. ``loss``: a one-element array (its grad is
         seeded with 1); ``grads``: {array: seed} for other outputs. Gradients accumulate across
-        calls until ``zero()``."""
+        calls until ``zero()``. Warns when the tape recorded nothing or did not compute ``loss``
+        (or an array in ``grads``): then no gradient flows from it."""
         if loss is not None:
             if not isinstance(loss, Array) or loss.size != 1:
                 raise ValueError("tape.backward(loss): loss must be a one-element xsim array")
             if loss.grad is None:
                 raise ValueError("tape.backward(loss): the loss array has no gradient; create it with "
                                  "requires_grad=True")
+        seeds = [(arr, self._seed(arr, seed)) for arr, seed in (grads or {}).items()]
+        self._check_unseen_writes()
+        for what, arr in ([("loss", loss)] if loss is not None else []) + [("grads", a) for a, _ in seeds]:
+            self._warn_if_not_computed(what, arr)
+        if loss is not None:
             loss.grad._raw_fill(1.0)
-        for arr, seed in (grads or {}).items():
-            if arr.grad is None:
-                raise ValueError("tape.backward(grads=...): an array in grads has no gradient; create it with "
-                                 "requires_grad=True")
-            if isinstance(seed, Array):
-                arr.grad._raw_copy_from(seed)
+        for arr, seed in seeds:
+            if isinstance(seed, np.ndarray) and seed.ndim == 0:
+                arr.grad._raw_fill(seed.item())
             else:
-                arr.grad._raw_copy_from(_as_host(seed, arr))
+                arr.grad._raw_copy_from(seed)
         for rec in reversed(self.records):
             rec.backward(self)
+
+    def _seed(self, arr, seed) -> Array:
+        """``seed`` for ``arr``'s gradient as an array of ``arr``'s shape (a scalar fills it), or a
+        ValueError naming the array and both shapes."""
+        if not isinstance(arr, Array):
+            raise TypeError(f"tape.backward(grads=...): keys must be xsim arrays, got {type(arr).__name__}")
+        if arr.grad is None:
+            raise ValueError(f"tape.backward(grads=...): {self._describe(arr)} has no gradient; create it with "
+                             "requires_grad=True")
+        if not isinstance(seed, Array):
+            host = _as_host(seed, arr)
+            if host.ndim == 0:
+                return host
+            seed_shape = host.shape[:host.ndim - len(arr.dtype._shape)] if arr.dtype._shape and \
+                host.shape[host.ndim - len(arr.dtype._shape):] == arr.dtype._shape else host.shape
+            if seed_shape == arr.shape:
+                return host
+            got = f"shape {host.shape} ({host.size} numbers)"
+        elif seed.shape == arr.shape and seed.dtype is arr.dtype:
+            return seed
+        else:
+            got = f"an array of shape {seed.shape} ({seed.size} elements of {T.type_name(seed.dtype)})"
+        want = f"shape {arr.shape} ({arr.size} elements of {T.type_name(arr.dtype)})"
+        raise ValueError(f"tape.backward(grads=...): the seed for {self._describe(arr)} has {got}, but the array has "
+                         f"{want}")
+
+    def _describe(self, arr) -> str:
+        """An array named by the last record of this tape that wrote it, else by its shape and dtype."""
+        for rec in reversed(self.records):
+            for label, written in rec.written():
+                if written is arr:
+                    return f"array '{label}' (written by {rec.what()})"
+        last = f", last written by '{arr._last_writer}' off this tape" if arr._last_writer else ""
+        return f"the array of shape {arr.shape} and dtype {T.type_name(arr.dtype)}{last}"
+
+    def _warn_if_not_computed(self, what: str, arr) -> None:
+        if arr.size == 0 or any(written is arr for rec in self.records for _, written in rec.written()):
+            return
+        if not self.records:
+            why = "this tape recorded nothing (were the launches outside `with tape:`, or in another thread?)"
+        else:
+            why = "no launch or array op on this tape wrote it"
+        warnings.warn(f"tape.backward({what}=...): {self._describe(arr)} was not computed on this tape: {why}; "
+                      "no gradient flows from it to any input", stacklevel=3)
+
+    def _check_unseen_writes(self) -> None:
+        """Debug mode: refuse when an array a record read changed without a launch or op (``numpy()`` writes)."""
+        for rec in self.records:
+            for label, arr, version, digest in rec.checksums:
+                if arr._version == version and _checksum(arr) != digest:
+                    raise RuntimeError(
+                        f"tape.backward: array '{label}' read by {rec.what()} was changed after it was recorded, "
+                        "without a launch or array op (a write through array.numpy() or a numpy/torch view of its "
+                        "memory?), so its gradient would be wrong; change arrays the tape recorded only through "
+                        "launches or xsim's array ops, or copy them first")
 
     def zero(self):
         """Zero the gradient of every array the tape touched (arrays inside structs included)."""
@@ -268,5 +360,9 @@ def _buffer(arr) -> tuple[int, int]:
 
 
 def _as_host(seed, arr):
-    import numpy as np
     return np.asarray(seed, dtype=arr.dtype._np if not T.is_struct(arr.dtype) else None)
+
+
+def _checksum(arr) -> bytes:
+    """A digest of ``arr``'s values (debug mode: detects writes the tape cannot see)."""
+    return hashlib.blake2b(np.ascontiguousarray(arr.numpy()).tobytes(), digest_size=16).digest()

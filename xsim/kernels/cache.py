@@ -3,6 +3,14 @@
 Entries are written under a temporary name and renamed into place, binaries last-but-one and the
 metadata (with the binary's checksum) last, so a concurrent or interrupted build never leaves an
 entry that loads; an entry that fails its checksum or its metadata parse is rebuilt.
+
+Loading a binary runs its code, so xsim loads only what no one but the user could have written:
+the folder (symlinks resolved) and every folder above it must be owned by the user or root and
+not writable by group or others (a sticky folder like /tmp excepted), and each entry file must
+be a plain file owned by the user and not writable by group or others. Anything else is refused
+with a ``CacheSecurityError`` saying what is wrong and how to fix it, not worked around: a
+silent fallback folder would hide a planted file and rebuild every module on each run.
+Build folders that killed compiles left behind are removed once they are an hour old.
 """
 
 from __future__ import annotations
@@ -11,19 +19,70 @@ import functools
 import hashlib
 import json
 import os
+import stat
+import time
 from pathlib import Path
 
 from .. import __version__
+from ..errors import XsimRuntimeError
+
+STALE_BUILD_SECONDS = 3600  # a build folder untouched this long belongs to a killed compile
+
+
+class CacheSecurityError(XsimRuntimeError):
+    """The kernel cache folder or an entry in it could have been written by someone else."""
 
 
 def cache_dir() -> Path:
-    """The per-user cache folder (``XSIM_CACHE_DIR`` overrides), created with mode 0700."""
+    """The per-user cache folder (``XSIM_CACHE_DIR`` overrides), created with mode 0700 and checked
+    to be private (see the module docstring)."""
     root = os.environ.get("XSIM_CACHE_DIR")
     path = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "xsim"
     if not path.is_dir():
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(path, 0o700)
+        missing = [path, *(p for p in path.parents if not p.exists())]
+        for p in reversed(missing):  # every folder xsim creates is private, whatever the umask
+            try:
+                p.mkdir(mode=0o700)
+            except FileExistsError:  # another process made it first
+                continue
+            os.chmod(p, 0o700)
+    _check_folder(path)
     return path
+
+
+def _check_folder(path: Path) -> None:
+    """Refuse a cache folder that another user could write into, replace or redirect."""
+    real = Path(os.path.realpath(path))
+    via = f" (reached through the symlink {path})" if real != path.absolute() else ""
+    st = os.stat(real)
+    me = os.geteuid()
+    if st.st_uid != me:
+        raise CacheSecurityError(f"the kernel cache folder {real}{via} belongs to user id {st.st_uid}, not you "
+                                 f"(user id {me}), so xsim will not load code from it; point XSIM_CACHE_DIR at a "
+                                 "folder of your own")
+    if st.st_mode & 0o022:
+        raise CacheSecurityError(f"the kernel cache folder {real}{via} is writable by other users (mode "
+                                 f"{stat.S_IMODE(st.st_mode):o}), so xsim will not load code from it; run "
+                                 f"`chmod 700 {real}` or point XSIM_CACHE_DIR at a private folder")
+    for parent in real.parents:
+        pst = os.stat(parent)
+        if pst.st_uid not in (me, 0) or (pst.st_mode & 0o022 and not pst.st_mode & stat.S_ISVTX):
+            raise CacheSecurityError(f"the kernel cache folder {real}{via} lies in {parent}, which other users "
+                                     f"can change (owner id {pst.st_uid}, mode {stat.S_IMODE(pst.st_mode):o}), so "
+                                     "they could swap the cache for their own; point XSIM_CACHE_DIR at a folder "
+                                     "under your home directory")
+
+
+def _check_entry(path: Path) -> None:
+    """Refuse an entry file that is not a plain file the user alone can write."""
+    st = os.lstat(path)
+    me = os.geteuid()
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != me or st.st_mode & 0o022:
+        kind = "a plain file" if stat.S_ISREG(st.st_mode) else "not a plain file"
+        raise CacheSecurityError(f"the kernel cache entry {path} is {kind} owned by user id {st.st_uid} with mode "
+                                 f"{stat.S_IMODE(st.st_mode):o}, which someone other than you (user id {me}) could "
+                                 f"have written, so xsim will not load it; delete it (`rm {path}`) and xsim "
+                                 "rebuilds it")
 
 
 @functools.cache
@@ -57,6 +116,8 @@ def lookup(key: str, suffix: str) -> tuple[Path, dict] | None:
     d = cache_dir()
     meta_path, bin_path = d / f"{key}.json", d / f"{key}{suffix}"
     try:
+        _check_entry(meta_path)
+        _check_entry(bin_path)
         meta = json.loads(meta_path.read_text())
         if meta.get("digest") != file_digest(bin_path):
             return None
@@ -83,7 +144,36 @@ def store(key: str, suffix: str, binary_tmp: Path, meta: dict) -> Path:
     """Move a freshly built binary into the cache and write its metadata; returns its path."""
     d = cache_dir()
     bin_path = d / f"{key}{suffix}"
+    os.chmod(binary_tmp, 0o700)  # whatever the umask: the loader refuses group/world-writable entries
     digest = file_digest(binary_tmp)
     os.replace(binary_tmp, bin_path)
     atomic_write(d / f"{key}.json", json.dumps({**meta, "digest": digest}).encode())
     return bin_path
+
+
+def remove_stale_builds(now: float | None = None) -> list[Path]:
+    """Delete build folders and temporary files of compiles that were killed (untouched for
+    ``STALE_BUILD_SECONDS``); a build in progress keeps writing into its folder and is left alone.
+    Returns what was removed."""
+    import shutil  # only a compile calls this
+    d = cache_dir()
+    cutoff = (time.time() if now is None else now) - STALE_BUILD_SECONDS
+    removed = []
+    for p in d.iterdir():
+        if not (p.name.startswith("build-") or p.name.endswith(".tmp")):
+            continue
+        try:
+            st = os.lstat(p)
+            newest = st.st_mtime
+            if stat.S_ISDIR(st.st_mode):
+                newest = max([newest, *(os.lstat(c).st_mtime for c in p.iterdir())])
+            if newest >= cutoff or st.st_uid != os.geteuid():
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+            removed.append(p)
+        except OSError:  # another process removed or is finishing it
+            continue
+    return removed

@@ -527,7 +527,12 @@ def struct_definition(t) -> str:
             f"XS_FUNC {c} atomic_add({c}* p, const {c}& v) {{ {' '.join(atomics)} (void)v; return *p; }}")
 
 
-def _cpu_entry(name: str, kind: str, grain: int, packed: bool = True) -> list[str]:
+# Debug mode: a thread stops at the first reported error (an out-of-bounds index), so a huge launch
+# with a bad index ends at once instead of running to the end. Volatile: other threads set it.
+_STOP_ON_ERROR = "if (*(volatile int32_t*)&xs_error.code) break; "
+
+
+def _cpu_entry(name: str, kind: str, grain: int, packed: bool = True, debug: bool = False) -> list[str]:
     """One CPU entry point, taking the launch buffer of ``launch.cpu_buffer``: launch shape (4 x
     int64), thread count (int64), OpenMP threads and packed flag (2 x int32), the argument struct at
     byte 48 and, for the adjoint, the gradient struct at the next 8-byte boundary.
@@ -543,14 +548,15 @@ def _cpu_entry(name: str, kind: str, grain: int, packed: bool = True) -> list[st
     g_param, g_copy, g_arg = ((f"const {name}_args& G0, ", f" const {name}_args G = G0;", "G, ") if adj
                               else ("", "", ""))
     call = f"(P, {g_arg}D, b, e)"
+    stop = _STOP_ON_ERROR if debug else ""
     out = ["template <bool XS_CONTIG>",
            (f"static __attribute__((noinline)) void {rng}(const {name}_args& P0, {g_param}"
             "const xs::launch_dims& D0, int64_t b, int64_t e) {"),
            f"    const {name}_args P = P0;{g_copy} const xs::launch_dims D = D0;",
            "    if constexpr (XS_CONTIG) {",
-           f"        for (int32_t t = (int32_t)b; t < (int32_t)e; ++t) {name}_{kind}<true>(P, {g_arg}t, D);",
+           f"        for (int32_t t = (int32_t)b; t < (int32_t)e; ++t) {{ {stop}{name}_{kind}<true>(P, {g_arg}t, D); }}",
            "    } else {",
-           f"        for (int64_t t = b; t < e; ++t) {name}_{kind}<false>(P, {g_arg}t, D);",
+           f"        for (int64_t t = b; t < e; ++t) {{ {stop}{name}_{kind}<false>(P, {g_arg}t, D); }}",
            "    }",
            "}",
            f'extern "C" XS_EXPORT void {name}_cpu_{kind}(const char* L) {{',
@@ -577,27 +583,29 @@ def _cpu_entry(name: str, kind: str, grain: int, packed: bool = True) -> list[st
     return out
 
 
-def entry_points(name: str, has_adjoint: bool, target: str, packed: tuple[bool, bool] = (True, True)) -> str:
+def entry_points(name: str, has_adjoint: bool, target: str, packed: tuple[bool, bool] = (True, True),
+                 debug: bool = False) -> str:
     """The thin per-target wrappers: an OpenMP loop on the CPU, a grid-stride loop on CUDA.
     ``packed`` says whether the forward/backward bodies get their packed-array variant."""
     if target == "cpu":
-        out = _cpu_entry(name, "forward", 1024, packed[0])
+        out = _cpu_entry(name, "forward", 1024, packed[0], debug)
         if has_adjoint:
-            out += _cpu_entry(name, "backward", 256, packed[1])
+            out += _cpu_entry(name, "backward", 256, packed[1], debug)
         return "\n".join(out)
+    stop = _STOP_ON_ERROR if debug else ""
     out = [f'extern "C" __global__ void {name}_cuda_forward({name}_args P, xs::launch_dims D, int64_t n, int contig) {{',
            ("    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; "
            "t += (int64_t)gridDim.x * blockDim.x) {"),
-           (f"        if (contig) {name}_forward<true>(P, t, D); else {name}_forward<false>(P, t, D);" if packed[0]
-            else f"        {name}_forward<false>(P, t, D);"),
+           (f"        {stop}if (contig) {name}_forward<true>(P, t, D); else {name}_forward<false>(P, t, D);" if packed[0]
+            else f"        {stop}{name}_forward<false>(P, t, D);"),
            "    }", "}"]
     if has_adjoint:
         out += [(f'extern "C" __global__ void {name}_cuda_backward({name}_args P, {name}_args G, xs::launch_dims D, '
                 "int64_t n, int contig) {"),
                 ("    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; "
                 "t += (int64_t)gridDim.x * blockDim.x) {"),
-                (f"        if (contig) {name}_backward<true>(P, G, t, D); else {name}_backward<false>(P, G, t, D);"
-                 if packed[1] else f"        {name}_backward<false>(P, G, t, D);"),
+                (f"        {stop}if (contig) {name}_backward<true>(P, G, t, D); else {name}_backward<false>(P, G, t, D);"
+                 if packed[1] else f"        {stop}{name}_backward<false>(P, G, t, D);"),
                 "    }", "}"]
     return "\n".join(out)
 
@@ -623,6 +631,6 @@ def module_source(kernel_irs: list[ir.KernelIR], structs: list, debug: bool,
         parts.append(param_struct(kir.name, kir.params))
         cg = KernelCodegen(kir, debug)
         parts.append(cg.generate())
-        parts.append(entry_points(kir.name, kir.adjoint_error is None, target, cg.packed_variants()))
+        parts.append(entry_points(kir.name, kir.adjoint_error is None, target, cg.packed_variants(), debug))
         labels[kir.name] = sorted(cg.array_ids, key=cg.array_ids.get)
     return "\n\n".join(parts) + "\n", labels

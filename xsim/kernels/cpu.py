@@ -124,6 +124,7 @@ def build(module, debug: bool) -> CpuModule:
             pass
     source, metas = module.generate("cpu", debug)
     import tempfile  # here, not at the top: see _which
+    cache.remove_stale_builds()
     with tempfile.TemporaryDirectory(dir=cache.cache_dir(), prefix="build-") as tmp:
         lib = compile_source(source, Path(tmp))
         path = cache.store(key, ".so", lib, {"kernels": {k: vars(m) for k, m in metas.items()}})

@@ -163,6 +163,7 @@ def cached_cubin(module, debug: bool, arch: int) -> tuple[Path, dict] | None:
 
 def store_cubin(module, debug: bool, arch: int, cubin: bytes, metas: dict) -> Path:
     """Put a CUBIN built from ``module.generate("cuda", debug)`` into the cache; returns its path."""
+    cache.remove_stale_builds()
     with tempfile.TemporaryDirectory(dir=cache.cache_dir(), prefix="build-") as tmp:
         tmp_path = Path(tmp) / "module.cubin"
         tmp_path.write_bytes(cubin)

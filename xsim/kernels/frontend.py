@@ -228,7 +228,11 @@ class Frontend(Expressions, Calls):
         method = getattr(self, "stmt_" + kind.__name__, None)
         if method is None:
             raise self.err(node, f"unsupported statement '{kind.__name__}' in a kernel")
-        method(node)
+        try:
+            method(node)
+        except RecursionError:  # the innermost statement says it; outer ones see the CompileError
+            raise self.err(node, "this statement nests too deeply for the compiler (an expression of thousands "
+                                 "of terms or levels); split it into several statements, e.g. partial sums") from None
 
     def stmt_Pass(self, node):
         pass

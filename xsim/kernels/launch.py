@@ -1,5 +1,5 @@
-"""``xsim.launch``: check and pack a kernel's arguments, make one native call, and tell the active
-recorder (the autodiff Tape, a layer above) about it."""
+"""``xsim.launch``: check and pack a kernel's arguments, make one native call, and tell this thread's
+active recorder (the autodiff Tape, a layer above; see ``recording``) about it."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from .. import config
 from .. import types as T
 from ..array import array as Array
 from ..device import get_device
-
-_recorders: list = []  # the Tape pushes itself here while recording
+from .recording import current as _current_recorder
 
 
 class LaunchDims(ctypes.Structure):
@@ -70,12 +69,30 @@ def _grad_struct(value, t):
     return c
 
 
+_MAX_THREADS = 2**63 - 1  # the native thread counter is an int64
+
+
 def normalize_dim(kernel, dim) -> tuple[int, ...]:
     shape = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
-    if not 1 <= len(shape) <= 4 or any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
+    if not 1 <= len(shape) <= 4 or any(isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer))
+                                       or d < 0 for d in shape):
         raise ValueError(f"launch of kernel '{kernel.key}': dim must be a non-negative int or a tuple of 1 to 4 of "
                          f"them, got {dim!r}")
+    if math.prod(int(d) for d in shape) > _MAX_THREADS:
+        raise ValueError(f"launch of kernel '{kernel.key}': dim {dim!r} asks for {math.prod(int(d) for d in shape)} "
+                         f"threads, more than the {_MAX_THREADS} (2**63 - 1) a launch can count")
     return tuple(int(d) for d in shape)
+
+
+def check_writable(kernel, prep, values) -> None:
+    """Refuse, naming the parameter, an array the kernel writes whose memory must not or cannot be
+    written element by element (read-only numpy data, a broadcast view)."""
+    for label in prep.meta.writes:
+        arr = resolve_label(label, kernel.params, values)
+        if arr is not None and arr._unwritable:
+            raise ValueError(f"kernel '{kernel.key}' parameter '{label}': the kernel writes this array, but it is "
+                             f"{arr._unwritable}; pass a writable array of its own memory (e.g. a copy: "
+                             "numpy.array(a), tensor.clone(), xsim.clone(a))")
 
 
 def coerce_arg(kernel, name: str, t, value, device):
@@ -126,8 +143,15 @@ def _wrap_foreign(value, t, where):
                             "components are not packed); pass numpy.ascontiguousarray(arr) and read results from it")
         return arr
     if type(value).__module__.startswith("torch"):
-        from ..autodiff.interop import wrap_torch_for_launch
-        return wrap_torch_for_launch(value, t.dtype)
+        from ..autodiff.interop import torch_scalar_matches, wrap_torch_for_launch
+        if not torch_scalar_matches(value, t.dtype):
+            raise TypeError(f"{where}: got a torch tensor of dtype {value.dtype} for elements of "
+                            f"{T.type_name(t.dtype)}; converting it would copy it and the kernel's writes would not "
+                            f"reach it, so convert it first (e.g. t.to(torch.{t.dtype._np}))")
+        try:
+            return wrap_torch_for_launch(value, t.dtype)
+        except (TypeError, ValueError, NotImplementedError) as e:
+            raise type(e)(f"{where}: {e}") from None
     raise TypeError(f"{where}: expected {t!r}, got {type(value).__name__}")
 
 
@@ -147,17 +171,22 @@ def _all_contiguous(values, params) -> bool:
 class _Prepared:
     """Per (kernel, device, mode): the loaded module and the argument structure type."""
 
-    def __init__(self, kernel, device, debug):
+    def __init__(self, kernel, device, mode: str):
+        if mode not in config.MODES:  # e.g. a bool from a caller of the older prepare(kernel, device, debug)
+            raise ValueError(f"launch mode must be one of {config.MODES}, got {mode!r}")
+        debug = mode == "debug"
         self.kernel = kernel
         self.device = device
+        self.mode = mode
         self.debug = debug
+        self.checked = mode != "release"  # after each launch: bounds errors (debug) or a NaN scan (check)
         self.native = kernel.module_build(device, debug)
         self.meta = self.native.metas[kernel.key]
         self.args_type = _args_struct(kernel)
         self.forward = self.native.forward[kernel.key]
         self.backward = self.native.backward.get(kernel.key)
         self.key = (device.name, debug)
-        self.layout, self.plan = _layout(kernel, self.args_type)
+        self.layout, self.plan = _layout(kernel, self.args_type, self.meta.writes)
         size = ctypes.sizeof(self.args_type)
         self.grads_pad = b"\0" * (-size % 8)  # the adjoint's gradient struct starts 8-aligned
         self.first_array = next((i for i, (_, t) in enumerate(kernel.params) if isinstance(t, T.ArrayType)), None)
@@ -166,11 +195,12 @@ class _Prepared:
         self.fast = device.is_cpu and self.layout is not None
 
 
-def prepare(kernel, device, debug) -> _Prepared:
+def prepare(kernel, device, mode: str) -> _Prepared:
+    """The launch data of ``kernel`` on ``device`` in ``mode`` ("release", "debug", "check")."""
     prep = kernel.launch_cache
-    key = (device.name, debug)
-    if prep is None or prep.key != key or prep.native is not kernel.module.builds.get(key):
-        prep = kernel.launch_cache = _Prepared(kernel, device, debug)
+    key = (device.name, mode == "debug")
+    if prep is None or prep.key != key or prep.mode != mode or prep.native is not kernel.module.builds.get(key):
+        prep = kernel.launch_cache = _Prepared(kernel, device, mode)
     return prep
 
 
@@ -179,14 +209,15 @@ def prepare(kernel, device, debug) -> _Prepared:
 # budget and the all-arrays-packed flag, then the kernel's argument struct; for the adjoint the
 # gradient struct follows at the next 8-byte boundary. codegen.entry_points reads the same layout.
 _HEADER = "=4qqii"
-_ARRAY, _FLOAT, _INT, _BOOL, _VALUE, _STRUCT = range(6)  # how each argument is checked and packed
+_ARRAY, _FLOAT, _INT, _BOOL, _VALUE, _STRUCT, _OUT = range(7)  # how each argument is checked and packed
 _SCALAR_CODES = {T.float16: "e", T.float32: "f", T.float64: "d", T.int8: "b", T.uint8: "B", T.int16: "h",
                  T.uint16: "H", T.int32: "i", T.uint32: "I", T.int64: "q", T.uint64: "Q", T.bool_: "?"}
 
 
-def _layout(kernel, args_type) -> tuple[struct.Struct | None, list]:
+def _layout(kernel, args_type, writes=()) -> tuple[struct.Struct | None, list]:
     """The ``struct`` layout of the launch buffer (the header, then each field at its ctypes offset)
-    and the check/pack plan of each parameter: (kind, type, ndim)."""
+    and the check/pack plan of each parameter: (kind, type, ndim); ``writes``: the parameters the
+    kernel writes (kind _OUT for arrays)."""
     codes, plan, end = [_HEADER], [], 0
     for name, t in kernel.params:
         if t is None:
@@ -197,7 +228,7 @@ def _layout(kernel, args_type) -> tuple[struct.Struct | None, list]:
         end = field.offset + field.size
         if isinstance(t, T.ArrayType):
             codes.append(f"{field.size}s")
-            plan.append((_ARRAY, t.dtype, t.ndim))
+            plan.append((_OUT if name in writes else _ARRAY, t.dtype, t.ndim))
         elif t in _SCALAR_CODES:
             codes.append(_SCALAR_CODES[t])
             plan.append((_BOOL if t is T.bool_ else _INT if T.is_int(t) else _FLOAT, t, 0))
@@ -212,7 +243,7 @@ def _layout(kernel, args_type) -> tuple[struct.Struct | None, list]:
 
 def _pack_item(kind, t, v):
     """One checked argument as the ``struct`` item of its field."""
-    if kind == _ARRAY:
+    if kind == _ARRAY or kind == _OUT:
         return bytes(v._desc)
     if kind == _VALUE:  # components in storage order, as numpy has them (float16 included)
         return np.ascontiguousarray(v, dtype=t._np).tobytes()
@@ -246,7 +277,7 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
     ``struct.pack``. Returns False, having done nothing, for anything else: the general path then
     converts what it can and raises the errors."""
     prep = getattr(kernel, "launch_cache", None)
-    if (prep is None or not prep.fast or prep.debug != (config.mode == "debug")
+    if (prep is None or not prep.fast or prep.mode != config.mode
             or kernel.module.builds.get(prep.key) is not prep.native):
         return False
     values = [*inputs, *outputs]
@@ -271,6 +302,13 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
     for (kind, t, ndim), v in zip(plan, values):
         if kind == _ARRAY:
             if type(v) is not Array or v.dtype is not t or v.ndim != ndim or v.device is not dev:
+                return False
+            if not v.is_contiguous:
+                contig = 0
+            items.append(bytes(v._desc))
+        elif kind == _OUT:
+            if (type(v) is not Array or v.dtype is not t or v.ndim != ndim or v.device is not dev
+                    or v._unwritable):
                 return False
             if not v.is_contiguous:
                 contig = 0
@@ -302,12 +340,12 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
         buf = prep.layout.pack(*shape, *(1,) * (4 - len(shape)), n, _nthreads or _threads(), contig, *items)
     except (struct.error, OverflowError):
         return False
-    recorder = _recorders[-1] if (_recorders and record_tape) else None
+    recorder = _current_recorder() if record_tape else None
     snapshots = recorder.before_launch(kernel, prep.meta, kernel.params, values) if recorder is not None else None
     if n > 0:
         prep.forward(buf)
-        if prep.debug:
-            check_errors(prep, kernel)
+        if prep.checked:
+            after_launch(prep, values)
     if recorder is not None:
         recorder.record_launch(kernel, prep, shape, values, snapshots)
     else:
@@ -368,6 +406,15 @@ def check_errors(prep: _Prepared, kernel):
                      f"'{name}' with shape {shape}")
 
 
+def after_launch(prep: _Prepared, values, adjoint: bool = False):
+    """Debug mode: raise the launch's out-of-bounds error; check mode: its NaN/inf (``finite``)."""
+    if prep.debug:
+        check_errors(prep, prep.kernel)
+    elif prep.mode == "check":
+        from .finite import check_launch
+        check_launch(prep, values, adjoint)
+
+
 def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None, device=None,
            adjoint: bool = False, record_tape: bool = True, stream=None):
     """Run ``kernel`` over ``dim`` threads (an int or a tuple of up to 4) with ``inputs + outputs``
@@ -391,19 +438,21 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
         raise TypeError(f"kernel '{kernel.key}' takes {len(params)} arguments ({names}), got {len(values)}")
     shape = normalize_dim(kernel, dim)
     dev = _launch_device(device, values, params)
+    mode = config.current_mode()
     if any(t is None for _, t in params):
-        prepare(kernel, dev, config.mode == "debug")  # the frontend raises a CompileError naming the parameter
+        prepare(kernel, dev, mode)  # the frontend raises a CompileError naming the parameter
     values = [coerce_arg(kernel, n, t, v, dev) for (n, t), v in zip(params, values)]
-    debug = config.mode == "debug"
-    prep = prepare(kernel, dev, debug)
+    prep = prepare(kernel, dev, mode)
     n = math.prod(shape)
+    if not adjoint:
+        check_writable(kernel, prep, values)
     if adjoint:
         adj = None
         if adj_inputs is not None or adj_outputs is not None:
             adj = list(adj_inputs or [None] * len(inputs)) + list(adj_outputs or [None] * len(outputs))
         run_backward(prep, shape, values, adj)
         return
-    recorder = _recorders[-1] if (_recorders and record_tape) else None
+    recorder = _current_recorder() if record_tape else None
     snapshots = recorder.before_launch(kernel, prep.meta, params, values) if recorder is not None else None
     if n > 0:
         run_forward(prep, shape, values)
@@ -428,8 +477,8 @@ def run_forward(prep: _Prepared, shape, values):
         prep.forward(cpu_buffer(prep, shape, values, contig))
     else:
         prep.native.launch_forward(prep.kernel.key, pack(prep, values), _dims(shape), math.prod(shape), contig)
-    if prep.debug:
-        check_errors(prep, prep.kernel)
+    if prep.checked:
+        after_launch(prep, values)
 
 
 def run_backward(prep: _Prepared, shape, values, adj_values=None):
@@ -445,8 +494,8 @@ def run_backward(prep: _Prepared, shape, values, adj_values=None):
         prep.backward(cpu_buffer(prep, shape, values, contig, grads))
     else:
         prep.native.launch_backward(prep.kernel.key, pack(prep, values), grads, _dims(shape), n, contig)
-    if prep.debug:
-        check_errors(prep, prep.kernel)
+    if prep.checked:
+        after_launch(prep, values, adjoint=True)
 
 
 def _grads_contiguous(values, params, adj_values) -> bool:

@@ -57,7 +57,12 @@ class _Source:
         self.lines = lines
         src = textwrap.dedent("".join(lines))
         self.indent = len(lines[0]) - len(lines[0].lstrip())
-        tree = ast.parse(src)
+        try:
+            tree = ast.parse(src)
+        except RecursionError:
+            raise CompileError(f"'{pyfunc.__name__}' nests too deeply for the compiler (an expression of thousands "
+                               "of terms or levels); split it into several statements, e.g. partial sums",
+                               self.file, first, 0, lines[0]) from None
         self.tree = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
         self.names = dict(pyfunc.__globals__)
         if pyfunc.__closure__:

@@ -59,7 +59,9 @@ from __future__ import annotations
 
 import xsim
 from xsim import types as T
-from xsim.kernels import launch as _launch
+from xsim.errors import NonFiniteError
+from xsim.kernels import recording
+from xsim.kernels.finite import check_arrays
 
 from ...sim.model import Control, Model, State
 from .kernels import collider_kernels, xpbd_kernels
@@ -87,6 +89,7 @@ class SolverXPBD:
         self.kernels = xpbd_kernels(model.dtype)
         self._gravity = model.vec3()(*model.gravity)
         self._scratch: dict = {}
+        self.steps_taken = 0  # step() calls, named by check mode's errors
         self._entry_views: dict = {}
         m = model
         self._zero_lambda = {
@@ -117,7 +120,7 @@ class SolverXPBD:
         return a
 
     def _grad_mode(self, state_in: State) -> bool:
-        return bool(_launch._recorders) or state_in.requires_grad or self.model.requires_grad
+        return recording.is_recording() or state_in.requires_grad or self.model.requires_grad
 
     # -- stepping --------------------------------------------------------------------------------------
 
@@ -125,7 +128,21 @@ class SolverXPBD:
         """Advance ``state_in`` by ``dt`` seconds into ``state_out`` (which must be a different
         State). ``control.particle_target`` drives pinned particles; ``control.joint_target_q``/
         ``joint_target_qd`` the joints' drives. Bodies and particles advance together, substep by
-        substep and iteration by iteration, so particles and bodies push each other."""
+        substep and iteration by iteration, so particles and bodies push each other. In check mode
+        (``xsim.config``) a NaN/inf raises ``NonFiniteError`` naming the step (counted from 1 per solver)."""
+        self.steps_taken += 1
+        if xsim.config.mode != "check":
+            self._step(state_in, state_out, control, dt)
+            return
+        where = f"SolverXPBD step {self.steps_taken}"
+        try:
+            self._step(state_in, state_out, control, dt)
+        except NonFiniteError as e:
+            raise NonFiniteError(f"{where}: {e}") from None
+        check_arrays({f"state_out.{name}": a for name, a in vars(state_out).items() if isinstance(a, xsim.array)},
+                     where)
+
+    def _step(self, state_in: State, state_out: State, control: Control | None, dt: float) -> None:
         if state_out.particle_q is state_in.particle_q or state_out.particle_qd is state_in.particle_qd:
             raise ValueError("SolverXPBD.step: state_out must not share arrays with state_in")
         m, k = self.model, self.kernels
