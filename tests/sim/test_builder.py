@@ -109,24 +109,6 @@ def test_cloth_mesh_from_trimesh_bends_across_every_edge_of_a_closed_surface():
     np.testing.assert_allclose(m.particle_q.numpy().mean(axis=0), [0.0, 0.0, 1.0], atol=1e-6)
 
 
-def test_each_particle_gets_one_delta_column_per_constraint_entry():
-    b = ModelBuilder()
-    b.add_cloth_grid(pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=2, dim_y=2,
-                     cell_x=0.1, cell_y=0.1, mass=1.0, area_compliance=0.0)
-    m = b.finalize()
-    owners = np.concatenate([m.spring_indices.numpy().ravel(), m.bending_indices.numpy().ravel(),
-                             m.area_indices.numpy().ravel()])
-    columns = np.concatenate([m.spring_slot.numpy().ravel(), m.bending_slot.numpy().ravel(),
-                              m.area_slot.numpy().ravel()])
-    counts = m.particle_slot_count.numpy()
-    assert m.slot_width == counts.max()
-    for p in range(m.particle_count):
-        np.testing.assert_array_equal(np.sort(columns[owners == p]), np.arange(counts[p]))
-        assert m.particle_inv_constraint_count.numpy()[p] == pytest.approx(1.0 / counts[p])
-    # the centre vertex: 6 edges, 8 bending stencils (its 6 edges + 2 diagonals it faces), 6 triangles
-    assert counts[4] == 6 + 8 + 6
-
-
 def test_colliders_are_described_and_packed_with_normalized_rotations():
     b = ModelBuilder()
     b.add_ground_plane(mu=0.3, restitution=0.2)

@@ -58,11 +58,11 @@ What is not differentiable, and what the gradient means there:
 from __future__ import annotations
 
 import xsim
-from xsim import types as T
 from xsim.kernels import launch as _launch
 
 from ...sim.model import Control, Model, State
 from .kernels import collider_kernels, xpbd_kernels
+from .particle_constraints import ParticleConstraints
 from .rigid_solver import RigidStepper
 
 
@@ -87,13 +87,8 @@ class SolverXPBD:
         self.kernels = xpbd_kernels(model.dtype)
         self._gravity = model.vec3()(*model.gravity)
         self._scratch: dict = {}
-        self._entry_views: dict = {}
         m = model
-        self._zero_lambda = {
-            "spring": xsim.zeros(m.spring_count, dtype=m.dtype, device=m.device),
-            "bending": xsim.zeros(m.bending_count, dtype=m.vec3(), device=m.device),
-            "area": xsim.zeros(m.area_count, dtype=m.dtype, device=m.device),
-        }
+        self.constraints = ParticleConstraints(m, self.kernels)
         self.collider_kernels = collider_kernels(model.dtype) if m.collider_count else None
         self._mesh_tri_none = xsim.full(m.particle_count, -1, dtype=int, device=m.device)
         self._has_mesh = m.mesh_indices.shape[0] > 0
@@ -138,7 +133,6 @@ class SolverXPBD:
             return
         v3 = m.vec3()
         h = dt / self.substeps
-        inv_h2 = 1.0 / (h * h)
         gravity = self._gravity
         x, v = state_in.particle_q, state_in.particle_qd
         if n and control is not None and control.particle_target is not None:
@@ -163,13 +157,13 @@ class SolverXPBD:
                     xsim.launch(self.collider_kernels.find_mesh_contacts, n, inputs=[
                         x, x_pred, m.particle_radius, m.mesh_indices, m.mesh_vertices, m.mesh_collider,
                         m.collider_pos, m.collider_rot], outputs=[mesh_tri], record_tape=False)
-                lam = dict(self._zero_lambda)
+                lam = dict(self.constraints.zero_lambda)
                 xi = x_pred
             for it in range(self.iterations):
                 if bodies is not None:
                     rigid.solve(bodies)
                 if n:
-                    xi = self._particle_iteration(x, xi, lam, inv_h2, mesh_tri, grad, bodies if body_collide else None,
+                    xi = self._particle_iteration(x, xi, lam, 1.0 / h, mesh_tri, grad, bodies if body_collide else None,
                                                   state_out.particle_q if last_sub and it == self.iterations - 1
                                                   else None)
                 if bodies is not None:
@@ -186,19 +180,20 @@ class SolverXPBD:
         if bodies is not None:
             rigid.end(bodies)
 
-    def _particle_iteration(self, x, xi, lam: dict, inv_h2: float, mesh_tri, grad: bool, bodies, final):
+    def _particle_iteration(self, x, xi, lam: dict, inv_h: float, mesh_tri, grad: bool, bodies, final):
         """One Jacobi iteration of the particles from ``xi`` (``x``: the substep start): constraints,
         ground, static colliders, then the bodies (``bodies``: the rigid step's working state, None
         without coupling). Updates ``lam`` in place; returns the new positions (``final`` if given)."""
         m, k = self.model, self.kernels
         n, v3 = m.particle_count, m.vec3()
-        delta = self._new("delta", (n, m.slot_width), v3, grad)
-        lam.update(self._project_constraints(xi, lam, inv_h2, delta, grad))
+        delta = self._new("delta", (n, self.constraints.width), v3, grad)
+        lam.update(self.constraints.project(lambda key, shape, dtype, avoid=(): self._new(key, shape, dtype, grad, avoid),
+                                            xi, x, lam, inv_h, self.relaxation, delta))
         x_next = final if final is not None and not (m.collider_count or bodies is not None) else self._new(
             "x", n, v3, grad, avoid=(x, xi))
         xsim.launch(k.apply_corrections, n, inputs=[
-            xi, x, delta, m.particle_slot_count, m.particle_inv_constraint_count, m.particle_inv_mass,
-            m.particle_radius, self.relaxation, int(m.ground), m.ground_height, m.ground_mu], outputs=[x_next])
+            xi, x, delta, self.constraints.slot_count, self.constraints.inv_count, m.particle_inv_mass,
+            m.particle_radius, int(m.ground), m.ground_height, m.ground_mu], outputs=[x_next])
         if m.collider_count:
             x_coll = final if final is not None and bodies is None else self._new("x", n, v3, grad,
                                                                                    avoid=(x, xi, x_next))
@@ -212,38 +207,6 @@ class SolverXPBD:
             self.rigid.collide_particles(bodies, x_next, x, x_body)
             x_next = x_body
         return x_next
-
-    def _project_constraints(self, x, lam: dict, inv_h2: float, delta, grad: bool) -> dict:
-        """One Jacobi pass of every constraint kind: new multipliers, corrections into ``delta``."""
-        m, k = self.model, self.kernels
-        v4 = T.vector(4, m.dtype)
-        pairs = self._new("pairs", (max(1, m.spring_count), 2), v4, grad)
-        quads = self._new("quads", (max(1, m.bending_count + m.area_count), 4), v4, grad)
-        xsim.launch(k.gather_entries, m.particle_count, inputs=[x, m.particle_inv_mass, m.particle_slot_count,
-                                                                m.particle_entry_row, m.particle_entry_col],
-                    outputs=[pairs, quads])
-        entries = self._entry_views.get(id(quads)) if not grad else None
-        if entries is None or entries["quads"] is not quads:
-            entries = {"quads": quads, "bending": quads[:m.bending_count],
-                       "area": quads[m.bending_count:m.bending_count + m.area_count]}
-            if not grad:  # scratch buffers come back: keep their views
-                self._entry_views[id(quads)] = entries
-        entries["spring"] = pairs
-        out = {}
-        for kind, kernel, count, indices, slot, rest, compliance in (
-                ("spring", k.solve_distance, m.spring_count, m.spring_indices, m.spring_slot, m.spring_rest_length,
-                 m.spring_compliance),
-                ("bending", k.solve_bending, m.bending_count, m.bending_indices, m.bending_slot, m.bending_weights,
-                 m.bending_compliance),
-                ("area", k.solve_area, m.area_count, m.area_indices, m.area_slot, m.area_rest, m.area_compliance)):
-            if count == 0:
-                out[kind] = lam[kind]
-                continue
-            lam_out = self._new("lam_" + kind, count, lam[kind].dtype, grad, avoid=(lam[kind],))
-            xsim.launch(kernel, count, inputs=[entries[kind], indices, slot, rest, compliance, lam[kind], inv_h2],
-                        outputs=[lam_out, delta])
-            out[kind] = lam_out
-        return out
 
 
 def _norm(g) -> float:
