@@ -103,9 +103,10 @@ def hammock():
     return b.finalize(dtype=xsim.float64)
 
 
-def static_equilibrium(model) -> np.ndarray:
+def static_equilibrium(model, start=None) -> np.ndarray:
     """Positions minimizing sum C^2 / (2 alpha) over springs and bending stencils plus the potential
-    energy m g z, the pinned particles held (scipy L-BFGS on numpy's energy and gradient)."""
+    energy m g z, the pinned particles held (scipy L-BFGS on numpy's energy and gradient), from
+    ``start`` (n, 3; default: the rest positions 5 cm lower)."""
     x0 = model.particle_q.numpy()
     free = model.particle_inv_mass.numpy() > 0.0
     springs, rest, alpha = model.spring_indices.numpy(), model.spring_rest_length.numpy(), model.spring_compliance.numpy()
@@ -129,7 +130,7 @@ def static_equilibrium(model) -> np.ndarray:
         e = np.sum(c * c / (2.0 * alpha)) + np.sum(cb * cb / (2.0 * alpha_b[:, None])) + G * np.sum(mass * x[:, 2])
         return e, grad[free].ravel()
 
-    start = (x0[free] - [0.0, 0.0, 0.05]).ravel()
+    start = (x0[free] - [0.0, 0.0, 0.05] if start is None else start[free]).ravel()
     res = minimize(energy, start, jac=True, method="L-BFGS-B", options={"maxiter": 20000, "gtol": 1e-12, "ftol": 1e-15})
     x = x0.copy()
     x[free] = res.x.reshape(-1, 3)
@@ -153,3 +154,44 @@ def test_hanging_cloth_sag_converges_to_the_energy_minimum_as_iterations_grow():
         errors.append(abs(sag / exact - 1.0))
     assert errors[-1] < 0.02, errors
     assert all(a >= b for a, b in zip(errors, errors[1:])), errors  # more iterations never move it away
+
+
+# -- cloth materials in physical units --------------------------------------------------------------
+
+
+def metre_sheet(n: int, dtype=xsim.float64):
+    """A 1 m square sheet of n x n cells held along two opposite edges, in physical units."""
+    b = ModelBuilder()
+    b.particle_damping = 2.0
+    b.add_cloth_grid(pos=(0.0, 0.0, 1.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=n, dim_y=n,
+                     cell_x=1.0 / n, cell_y=1.0 / n, mass=0.0, fix_left=True, fix_right=True, stretch_stiffness=20.0,
+                     bend_stiffness=1e-3, density=0.2)
+    return b.finalize(dtype=dtype)
+
+
+def test_a_sheet_in_physical_units_sags_the_same_at_16x16_and_32x32():
+    from scipy.interpolate import RegularGridInterpolator
+
+    coarse = metre_sheet(16)
+    sag_coarse = coarse.particle_q.numpy() - static_equilibrium(coarse)
+    fine = metre_sheet(32)
+    x0 = fine.particle_q.numpy()
+    grid = np.linspace(0.0, 1.0, 17)
+    guess = x0 - RegularGridInterpolator((grid, grid), sag_coarse.reshape(17, 17, 3))(x0[:, [1, 0]])
+    sag_fine = x0 - static_equilibrium(fine, guess)
+    assert sag_coarse[:, 2].max() > 0.2  # m
+    assert sag_fine[:, 2].max() == pytest.approx(sag_coarse[:, 2].max(), rel=0.05)
+    # the same material points (every other fine vertex is a coarse one) sag alike
+    np.testing.assert_allclose(sag_fine[:, 2].reshape(33, 33)[::2, ::2].ravel(), sag_coarse[:, 2], atol=0.01)
+
+
+def test_the_solver_reaches_the_sheet_energy_minimum():
+    model = metre_sheet(16, xsim.float32)
+    exact = (model.particle_q.numpy() - static_equilibrium(metre_sheet(16)))[:, 2].max()
+    solver = SolverXPBD(model, substeps=10, iterations=10)
+    s0, s1 = model.state(), model.state()
+    for _ in range(180):
+        solver.step(s0, s1, None, 1.0 / 60.0)
+        s0, s1 = s1, s0
+    sag = (model.particle_q.numpy() - s0.particle_q.numpy())[:, 2].max()
+    assert sag == pytest.approx(exact, rel=0.02)
