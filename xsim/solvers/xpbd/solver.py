@@ -12,7 +12,9 @@ act at the end of the substep, as in XPBD's implicit Euler. Positions evolve exa
 usual ``x + h (v + g h)`` form once the velocity is read as taken half a substep later (so a
 particle resting on the ground reports ``v = g h / 2``, the gravity of the next half substep,
 which its support cancels). A constraint C with compliance
-alpha updates its multiplier by ``dl = -(C + alpha/h^2 * l) / (sum_k w_k |grad_k C|^2 + alpha/h^2)``.
+alpha and damping beta updates its multiplier by ``dl = -(C + alpha/h^2 l + gamma grad C (x - x_start)) /
+((1 + gamma) sum_k w_k |grad_k C|^2 + alpha/h^2)`` with ``gamma = alpha beta / h`` (XPBD's damping:
+the force ``-beta dC/dt``; ``x_start``: the substep start).
 
 Constraints: distance (stretch, shear; ``spring_*``), isometric bending (a linear vector
 constraint, see ``xsim.sim.cloth``; it is exact in one update and smooth everywhere, which is why
@@ -20,8 +22,13 @@ it was chosen over the dihedral angle), triangle area, and per-particle contacts
 plane and static sphere/box/capsule/mesh colliders with position-level static and dynamic
 friction; ground restitution is applied to velocities after the substep (Macklin et al. 2019).
 
-Parallel convergence: Jacobi with averaging. Each constraint kernel writes its corrections into
-its own slots; each particle then moves by ``relaxation`` times the mean of its slots. Why not
+Parallel convergence: Jacobi with averaging and mass splitting (Tonge et al. 2012; the layout and
+counts are ``particle_constraints.py``'s). Each constraint kernel sees every particle's inverse
+mass times its number of constraints and writes its corrections into its own slots; each particle
+then moves by the mean of its slots, i.e. by the full correction of every constraint, so the
+iteration's fixed point is the XPBD solution and a compliance means the same whatever else touches
+its particles (without splitting, a particle in n constraints made each n times softer).
+``relaxation`` scales each multiplier update and its correction together. Why not
 graph-coloured Gauss-Seidel: a cloth grid with bending needs about 20 colours (a vertex sits in 6
 edges and 12 bending stencils), i.e. 20 launches per iteration, each over few constraints, against
 4 here (5 to 7 us of launch overhead each on the CPU, and under a Tape one new array per launch);
@@ -30,7 +37,9 @@ array. The gather is deterministic (no atomics, a fixed summation order), so res
 for bit and finite differences of a rollout are clean. Averaging (dividing by the
 particle's constraint count) keeps Jacobi stable for any stiffness; it converges more slowly than
 Gauss-Seidel, which ``relaxation`` in (1, 2) or more iterations/substeps compensate. A particle
-in a single constraint gets the exact XPBD update.
+in a single constraint gets the exact XPBD update. With too few iterations a stiff cloth is not
+converged within a substep and rests lower than its static equilibrium (its low-frequency modes
+converge slowest; more iterations or substeps close the gap: tests/solvers/test_xpbd_compliance.py).
 
 Gradients
 ---------
@@ -38,7 +47,7 @@ A step never overwrites an array a Tape recorded: with gradients on (a recording
 state/model that requires grad) every intermediate position, multiplier and correction array is
 new, and the last kernels write ``state_out``; without them the solver reuses scratch buffers. A
 rollout on a Tape therefore backpropagates to the initial state, the model's arrays (masses via
-``particle_inv_mass``, rest lengths, compliances, radii, friction, collider poses and mesh
+``particle_inv_mass``, rest lengths, compliances, damping, radii, friction, collider poses and mesh
 vertices) and ``Control.particle_target``.
 
 What is not differentiable, and what the gradient means there:
@@ -71,7 +80,7 @@ class SolverXPBD:
     joints (``rigid_solver.py``; one position iteration per substep is Mueller et al. 2020's choice).
 
     ``substeps``: substeps per ``step``; ``iterations``: Jacobi iterations per substep;
-    ``relaxation``: scale of the averaged corrections (1 is plain averaging, up to 2 converges
+    ``relaxation``: scale of each constraint update (1 is plain mass-split Jacobi, up to 2 converges
     faster); ``bounce_speed``: m/s, the approach speed below which ground contacts do not bounce
     (default ``2 |g| h``)."""
 
