@@ -43,8 +43,8 @@ def test_kinds_without_constraints_are_left_out_and_damping_is_read_only_where_s
     b.add_spring(0, 1, compliance=1e-3)
     b.add_spring(1, 2, compliance=1e-3, damping=2.0)
     pc = ParticleConstraints(b.finalize(dtype=xsim.float64), xpbd_kernels(xsim.float64))
-    assert [k.name for k in pc.kinds] == ["spring"] and pc.damped == {"spring": 1}
+    assert [k.name for k in pc.kinds] == ["spring"] and pc.damped == {"spring": True}
     np.testing.assert_array_equal(pc.slot_count.numpy(), [1, 2, 1])
     b.spring_damping[1] = 0.0
-    assert ParticleConstraints(b.finalize(), xpbd_kernels(xsim.float32)).damped == {"spring": 0}
-    assert ParticleConstraints(b.finalize(requires_grad=True), xpbd_kernels(xsim.float32)).damped == {"spring": 1}
+    assert ParticleConstraints(b.finalize(), xpbd_kernels(xsim.float32)).damped == {"spring": False}
+    assert ParticleConstraints(b.finalize(requires_grad=True), xpbd_kernels(xsim.float32)).damped == {"spring": True}

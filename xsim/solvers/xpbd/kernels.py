@@ -204,130 +204,6 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
         v_out[i] = vi
 
     @xsim.kernel(module=module)
-    def solve_distance(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Scalars, compliance: Scalars,
-                       damping: Scalars, lam: Scalars, x_start: Vec3s, damped: int, inv_h: scalar, relaxation: scalar,
-                       lam_out: Scalars, delta: Vec3s2):
-        """C = |xi - xj| - rest with compliance and damping (XPBD's gamma = alpha beta / h on the
-        constraint's motion since the substep start, read only when ``damped``: those reads'
-        adjoints are atomic); one multiplier update per constraint (``entries[2c + k]``: position
-        and split inverse mass of end k)."""
-        c = xsim.tid()
-        i = indices[c, 0]
-        j = indices[c, 1]
-        ei = entries[2 * c]
-        ej = entries[2 * c + 1]
-        wi = ei[3]
-        wj = ej[3]
-        d = v3(ei[0] - ej[0], ei[1] - ej[1], ei[2] - ej[2])
-        alpha = compliance[c] * inv_h * inv_h
-        gamma = compliance[c] * damping[c] * inv_h
-        lc = lam[c]
-        dl = lc - lc
-        di = d - d
-        dj = d - d
-        len2 = xsim.dot(d, d)
-        if len2 > 0.0 and wi + wj + alpha > 0.0:
-            length = xsim.sqrt(len2)
-            n = d / length
-            num = rest[c] - length - alpha * lc
-            if damped != 0:
-                xi = v3(ei[0], ei[1], ei[2])
-                xj = v3(ej[0], ej[1], ej[2])
-                num = num - gamma * xsim.dot(n, xi - x_start[i] - xj + x_start[j])
-            dl = num * (relaxation / ((1.0 + gamma) * (wi + wj) + alpha))
-            di = n * (wi * dl)
-            dj = n * (-wj * dl)
-        lam_out[c] = lc + dl
-        delta[i, slot[c, 0]] = di
-        delta[j, slot[c, 1]] = dj
-
-    @xsim.kernel(module=module)
-    def solve_bending(entries: Vec4s, indices: Ints2, slot: Ints2, weights: Vec4s, compliance: Scalars,
-                      damping: Scalars, lam: Vec3s, x_start: Vec3s, damped: int, inv_h: scalar,
-                      relaxation: scalar,
-                      lam_out: Vec3s, delta: Vec3s2):
-        """Isometric bending: the vector constraint C = sum_k K_k x_k (K: cotangent weights of the
-        edge stencil, zero on the flat rest shape); linear in x, so one update is exact."""
-        c = xsim.tid()
-        i0 = indices[c, 0]
-        i1 = indices[c, 1]
-        i2 = indices[c, 2]
-        i3 = indices[c, 3]
-        k = weights[c]
-        e0 = entries[4 * c]
-        e1 = entries[4 * c + 1]
-        e2 = entries[4 * c + 2]
-        e3 = entries[4 * c + 3]
-        w0 = e0[3]
-        w1 = e1[3]
-        w2 = e2[3]
-        w3 = e3[3]
-        sum4 = e0 * k[0] + e1 * k[1] + e2 * k[2] + e3 * k[3]
-        cv = v3(sum4[0], sum4[1], sum4[2])
-        alpha = compliance[c] * inv_h * inv_h
-        gamma = compliance[c] * damping[c] * inv_h
-        lc = lam[c]
-        if damped != 0:
-            cv = cv + (cv - (x_start[i0] * k[0] + x_start[i1] * k[1] + x_start[i2] * k[2]
-                             + x_start[i3] * k[3])) * gamma
-        denom = (k[0] * k[0] * w0 + k[1] * k[1] * w1 + k[2] * k[2] * w2 + k[3] * k[3] * w3) * (1.0 + gamma) + alpha
-        dl = lc - lc
-        if denom > 0.0:
-            dl = (cv + lc * alpha) * (-relaxation / denom)
-        lam_out[c] = lc + dl
-        delta[i0, slot[c, 0]] = dl * (k[0] * w0)
-        delta[i1, slot[c, 1]] = dl * (k[1] * w1)
-        delta[i2, slot[c, 2]] = dl * (k[2] * w2)
-        delta[i3, slot[c, 3]] = dl * (k[3] * w3)
-
-    @xsim.kernel(module=module)
-    def solve_area(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Scalars, compliance: Scalars,
-                   damping: Scalars, lam: Scalars, x_start: Vec3s, damped: int, inv_h: scalar, relaxation: scalar,
-                   lam_out: Scalars, delta: Vec3s2):
-        """Triangle area: C = |(x1 - x0) x (x2 - x0)| / 2 - rest."""
-        c = xsim.tid()
-        i0 = indices[c, 0]
-        i1 = indices[c, 1]
-        i2 = indices[c, 2]
-        e0 = entries[3 * c]
-        e1 = entries[3 * c + 1]
-        e2 = entries[3 * c + 2]
-        w0 = e0[3]
-        w1 = e1[3]
-        w2 = e2[3]
-        p0 = v3(e0[0], e0[1], e0[2])
-        p1 = v3(e1[0], e1[1], e1[2])
-        p2 = v3(e2[0], e2[1], e2[2])
-        u = p1 - p0
-        v = p2 - p0
-        cr = xsim.cross(u, v)
-        alpha = compliance[c] * inv_h * inv_h
-        gamma = compliance[c] * damping[c] * inv_h
-        lc = lam[c]
-        dl = lc - lc
-        g0 = u - u
-        g1 = u - u
-        g2 = u - u
-        a2 = xsim.dot(cr, cr)
-        if a2 > 0.0:
-            a = xsim.sqrt(a2)
-            n = cr / a
-            g1 = xsim.cross(v, n) * 0.5
-            g2 = xsim.cross(n, u) * 0.5
-            g0 = -(g1 + g2)
-            num = rest[c] - 0.5 * a - alpha * lc
-            if damped != 0:
-                num = num - gamma * (xsim.dot(g0, p0 - x_start[i0]) + xsim.dot(g1, p1 - x_start[i1])
-                                     + xsim.dot(g2, p2 - x_start[i2]))
-            denom = (w0 * xsim.dot(g0, g0) + w1 * xsim.dot(g1, g1) + w2 * xsim.dot(g2, g2)) * (1.0 + gamma) + alpha
-            if denom > 0.0:
-                dl = num * (relaxation / denom)
-        lam_out[c] = lc + dl
-        delta[i0, slot[c, 0]] = g0 * (w0 * dl)
-        delta[i1, slot[c, 1]] = g1 * (w1 * dl)
-        delta[i2, slot[c, 2]] = g2 * (w2 * dl)
-
-    @xsim.kernel(module=module)
     def gather_entries(x: Vec3s, inv_mass: Scalars, split: Scalars, slot_count: Ints, entry_index: Ints2,
                        entries: Vec4s):
         """Copy each particle's (position, inverse mass times its constraint count: mass splitting)
@@ -395,9 +271,150 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
         v_out[i] = vi
 
     return SimpleNamespace(integrate_particles=integrate_particles, kinematic_velocities=kinematic_velocities,
-                           solve_distance=solve_distance, solve_bending=solve_bending, solve_area=solve_area,
                            gather_entries=gather_entries,
                            apply_corrections=apply_corrections, update_velocities=update_velocities,
+                           module=module)
+
+
+@functools.cache
+def constraint_kernels(scalar=T.float32, damped: bool = False) -> SimpleNamespace:
+    """The particle constraint kernels for ``scalar``, one module per (scalar, ``damped``): the
+    damping term reads the substep-start positions (whose adjoints are atomic adds), so undamped
+    models compile it away (``DAMPED`` is a compile-time constant)."""
+    scalar = T.resolve(scalar)
+    v3 = T.vector(3, scalar)
+    v4 = T.vector(4, scalar)
+    Scalars = xsim.array(dtype=scalar)
+    Vec3s = xsim.array(dtype=v3)
+    Vec4s = xsim.array(dtype=v4)
+    Ints2 = xsim.array(dtype=int, ndim=2)
+    Vec3s2 = xsim.array(dtype=v3, ndim=2)
+    DAMPED = bool(damped)
+    module = f"xsim.solvers.xpbd.constraints_{T.type_name(scalar)}{'_damped' if damped else ''}"
+
+    @xsim.kernel(module=module)
+    def solve_distance(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Scalars, compliance: Scalars,
+                       damping: Scalars, lam: Scalars, x_start: Vec3s, inv_h: scalar, relaxation: scalar,
+                       lam_out: Scalars, delta: Vec3s2):
+        """C = |xi - xj| - rest with compliance and damping (XPBD's gamma = alpha beta / h on the
+        constraint's motion since the substep start); one multiplier update per constraint
+        (``entries[2c + k]``: position and split inverse mass of end k)."""
+        c = xsim.tid()
+        i = indices[c, 0]
+        j = indices[c, 1]
+        ei = entries[2 * c]
+        ej = entries[2 * c + 1]
+        wi = ei[3]
+        wj = ej[3]
+        d = v3(ei[0] - ej[0], ei[1] - ej[1], ei[2] - ej[2])
+        alpha = compliance[c] * inv_h * inv_h
+        gamma = compliance[c] * damping[c] * inv_h
+        lc = lam[c]
+        dl = lc - lc
+        di = d - d
+        dj = d - d
+        len2 = xsim.dot(d, d)
+        if len2 > 0.0 and wi + wj + alpha > 0.0:
+            length = xsim.sqrt(len2)
+            n = d / length
+            num = rest[c] - length - alpha * lc
+            if DAMPED:
+                xi = v3(ei[0], ei[1], ei[2])
+                xj = v3(ej[0], ej[1], ej[2])
+                num = num - gamma * xsim.dot(n, xi - x_start[i] - xj + x_start[j])
+            dl = num * (relaxation / ((1.0 + gamma) * (wi + wj) + alpha))
+            di = n * (wi * dl)
+            dj = n * (-wj * dl)
+        lam_out[c] = lc + dl
+        delta[i, slot[c, 0]] = di
+        delta[j, slot[c, 1]] = dj
+
+    @xsim.kernel(module=module)
+    def solve_bending(entries: Vec4s, indices: Ints2, slot: Ints2, weights: Vec4s, compliance: Scalars,
+                      damping: Scalars, lam: Vec3s, x_start: Vec3s, inv_h: scalar, relaxation: scalar,
+                      lam_out: Vec3s, delta: Vec3s2):
+        """Isometric bending: the vector constraint C = sum_k K_k x_k (K: cotangent weights of the
+        edge stencil, zero on the flat rest shape); linear in x, so one update is exact."""
+        c = xsim.tid()
+        i0 = indices[c, 0]
+        i1 = indices[c, 1]
+        i2 = indices[c, 2]
+        i3 = indices[c, 3]
+        k = weights[c]
+        e0 = entries[4 * c]
+        e1 = entries[4 * c + 1]
+        e2 = entries[4 * c + 2]
+        e3 = entries[4 * c + 3]
+        w0 = e0[3]
+        w1 = e1[3]
+        w2 = e2[3]
+        w3 = e3[3]
+        sum4 = e0 * k[0] + e1 * k[1] + e2 * k[2] + e3 * k[3]
+        cv = v3(sum4[0], sum4[1], sum4[2])
+        alpha = compliance[c] * inv_h * inv_h
+        gamma = compliance[c] * damping[c] * inv_h
+        lc = lam[c]
+        if DAMPED:
+            cv = cv + (cv - (x_start[i0] * k[0] + x_start[i1] * k[1] + x_start[i2] * k[2]
+                             + x_start[i3] * k[3])) * gamma
+        denom = (k[0] * k[0] * w0 + k[1] * k[1] * w1 + k[2] * k[2] * w2 + k[3] * k[3] * w3) * (1.0 + gamma) + alpha
+        dl = lc - lc
+        if denom > 0.0:
+            dl = (cv + lc * alpha) * (-relaxation / denom)
+        lam_out[c] = lc + dl
+        delta[i0, slot[c, 0]] = dl * (k[0] * w0)
+        delta[i1, slot[c, 1]] = dl * (k[1] * w1)
+        delta[i2, slot[c, 2]] = dl * (k[2] * w2)
+        delta[i3, slot[c, 3]] = dl * (k[3] * w3)
+
+    @xsim.kernel(module=module)
+    def solve_area(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Scalars, compliance: Scalars,
+                   damping: Scalars, lam: Scalars, x_start: Vec3s, inv_h: scalar, relaxation: scalar,
+                   lam_out: Scalars, delta: Vec3s2):
+        """Triangle area: C = |(x1 - x0) x (x2 - x0)| / 2 - rest."""
+        c = xsim.tid()
+        i0 = indices[c, 0]
+        i1 = indices[c, 1]
+        i2 = indices[c, 2]
+        e0 = entries[3 * c]
+        e1 = entries[3 * c + 1]
+        e2 = entries[3 * c + 2]
+        w0 = e0[3]
+        w1 = e1[3]
+        w2 = e2[3]
+        p0 = v3(e0[0], e0[1], e0[2])
+        p1 = v3(e1[0], e1[1], e1[2])
+        p2 = v3(e2[0], e2[1], e2[2])
+        u = p1 - p0
+        v = p2 - p0
+        cr = xsim.cross(u, v)
+        alpha = compliance[c] * inv_h * inv_h
+        gamma = compliance[c] * damping[c] * inv_h
+        lc = lam[c]
+        dl = lc - lc
+        g0 = u - u
+        g1 = u - u
+        g2 = u - u
+        a2 = xsim.dot(cr, cr)
+        if a2 > 0.0:
+            a = xsim.sqrt(a2)
+            n = cr / a
+            g1 = xsim.cross(v, n) * 0.5
+            g2 = xsim.cross(n, u) * 0.5
+            g0 = -(g1 + g2)
+            num = rest[c] - 0.5 * a - alpha * lc
+            if DAMPED:
+                num = num - gamma * (xsim.dot(g0, p0 - x_start[i0]) + xsim.dot(g1, p1 - x_start[i1])
+                                     + xsim.dot(g2, p2 - x_start[i2]))
+            denom = (w0 * xsim.dot(g0, g0) + w1 * xsim.dot(g1, g1) + w2 * xsim.dot(g2, g2)) * (1.0 + gamma) + alpha
+            if denom > 0.0:
+                dl = num * (relaxation / denom)
+        lam_out[c] = lc + dl
+        delta[i0, slot[c, 0]] = g0 * (w0 * dl)
+        delta[i1, slot[c, 1]] = g1 * (w1 * dl)
+        delta[i2, slot[c, 2]] = g2 * (w2 * dl)
+
+    return SimpleNamespace(solve_distance=solve_distance, solve_bending=solve_bending, solve_area=solve_area,
                            module=module)
 
 

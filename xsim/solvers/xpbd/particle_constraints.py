@@ -3,8 +3,9 @@ constraint kind, and the slot layout the solver builds from the Model's plain co
 
 A kind ``name`` is described by the Model's ``{name}_count``, ``{name}_indices`` (count, arity)
 and its parameter arrays; its kernel takes
-``(entries, indices, slot, *params, lam, x_start, damped, inv_h, relaxation) -> (lam_out, delta)``;
-its last parameter is its damping (``damped``: whether any is non-zero, or the model requires grad).
+``(entries, indices, slot, *params, lam, x_start, inv_h, relaxation) -> (lam_out, delta)``;
+its last parameter is its damping (a kind with none compiles the damping term away: see
+``kernels.constraint_kernels``).
 Adding a kind means: the builder and the Model's arrays, a kernel, and one row of ``KINDS``.
 
 Layout. Every constraint end is one entry: kind blocks follow each other in ``KINDS`` order, and
@@ -29,11 +30,13 @@ import numpy as np
 import xsim
 from xsim import types as T
 
+from .kernels import constraint_kernels
+
 
 @dataclass(frozen=True)
 class ConstraintKind:
     """One kind of particle constraint: the Model's arrays are ``{name}_count``,
-    ``{name}_indices`` (count, ``arity``) and ``params``; ``kernel`` names it in ``xpbd_kernels``;
+    ``{name}_indices`` (count, ``arity``) and ``params``; ``kernel`` names it in ``constraint_kernels``;
     its multiplier has ``lam_size`` components (1: scalar, 3: vec3)."""
 
     name: str
@@ -94,9 +97,9 @@ class ParticleConstraints:
         for k, g in zip(self.kinds, groups):
             self.blocks[k.name] = (at, at + g.size)
             at += g.size
-        # the damping term reads x_start (atomic adjoints): skipped for kinds without damping, unless
+        # the damping term reads x_start (atomic adjoints): left out for kinds without damping, unless
         # the model requires grad (then the gradient with respect to a zero damping is still exact)
-        self.damped = {k.name: int(m.requires_grad or bool(np.any(getattr(m, k.params[-1]).numpy() != 0.0)))
+        self.damped = {k.name: m.requires_grad or bool(np.any(getattr(m, k.params[-1]).numpy() != 0.0))
                        for k in self.kinds}
         self.zero_lambda = {k.name: xsim.zeros(getattr(m, f"{k.name}_count"),
                                                dtype=m.dtype if k.lam_size == 1 else T.vector(3, m.dtype),
@@ -116,9 +119,10 @@ class ParticleConstraints:
             count = getattr(m, f"{kind.name}_count")
             lam_out = new("lam_" + kind.name, count, lam[kind.name].dtype, avoid=(lam[kind.name],))
             params = [getattr(m, p) for p in kind.params]
-            xsim.launch(getattr(k, kind.kernel), count, inputs=[
+            kernel = getattr(constraint_kernels(m.dtype, self.damped[kind.name]), kind.kernel)
+            xsim.launch(kernel, count, inputs=[
                 self._view(entries, kind.name), getattr(m, f"{kind.name}_indices"), self.slots[kind.name], *params,
-                lam[kind.name], x_start, self.damped[kind.name], inv_h, relaxation], outputs=[lam_out, delta])
+                lam[kind.name], x_start, inv_h, relaxation], outputs=[lam_out, delta])
             out[kind.name] = lam_out
         return out
 
