@@ -47,4 +47,8 @@ def test_kinds_without_constraints_are_left_out_and_damping_is_read_only_where_s
     np.testing.assert_array_equal(pc.slot_count.numpy(), [1, 2, 1])
     b.spring_damping[1] = 0.0
     assert ParticleConstraints(b.finalize(), xpbd_kernels(xsim.float32)).damped == {"spring": False}
-    assert ParticleConstraints(b.finalize(requires_grad=True), xpbd_kernels(xsim.float32)).damped == {"spring": True}
+    model = b.finalize(requires_grad=True)
+    assert not model.spring_damping.requires_grad  # all zero: its gradient is not tracked...
+    assert ParticleConstraints(model, xpbd_kernels(xsim.float32)).damped == {"spring": False}
+    model.spring_damping.requires_grad = True  # ...unless asked for, and then the damping term is kept
+    assert ParticleConstraints(model, xpbd_kernels(xsim.float32)).damped == {"spring": True}

@@ -252,7 +252,9 @@ class ModelBuilder(RigidBuilderMixin):
     # -- finalize -------------------------------------------------------------------------------------
 
     def finalize(self, device="cpu", requires_grad: bool = False, dtype=xsim.float32) -> Model:
-        """The ``Model`` on ``device`` with arrays of scalar type ``dtype`` (float32 or float64)."""
+        """The ``Model`` on ``device`` with arrays of scalar type ``dtype`` (float32 or float64). A kind's
+        damping array requires grad only where some of its damping is non-zero (an undamped kind then
+        skips the damping term; set ``requires_grad`` on the array to optimize damping from zero)."""
         dtype = T.resolve(dtype)
         if dtype not in (T.float32, T.float64):
             raise TypeError(f"finalize: dtype must be xsim.float32 or xsim.float64, got {dtype!r}")
@@ -287,15 +289,15 @@ class ModelBuilder(RigidBuilderMixin):
             spring_count=len(springs), spring_indices=ints(springs, 2),
             spring_rest_length=arr(self.spring_rest_length, dtype, True, shape=len(springs)),
             spring_compliance=arr(self.spring_compliance, dtype, True, shape=len(springs)),
-            spring_damping=arr(self.spring_damping, dtype, True, shape=len(springs)),
+            spring_damping=arr(self.spring_damping, dtype, any(self.spring_damping), shape=len(springs)),
             bending_count=len(bends), bending_indices=ints(bends, 4),
             bending_weights=arr(weights, v4, shape=len(bends)),
             bending_compliance=arr(bend_compliance, dtype, True, shape=len(bends)),
-            bending_damping=arr(bend_damping, dtype, True, shape=len(bends)),
+            bending_damping=arr(bend_damping, dtype, any(self.bending_damping), shape=len(bends)),
             area_count=len(areas), area_indices=ints(areas, 3),
             area_rest=arr(cloth.triangle_areas(x, areas), dtype, True, shape=len(areas)),
             area_compliance=arr(self.area_compliance, dtype, True, shape=len(areas)),
-            area_damping=arr(self.area_damping, dtype, True, shape=len(areas)),
+            area_damping=arr(self.area_damping, dtype, any(self.area_damping), shape=len(areas)),
             tri_indices=np.asarray(self.tri_indices, dtype=np.int32).reshape(-1, 3),
             ground=self.ground is not None, ground_height=ground["height"], ground_mu=ground["mu"],
             ground_restitution=ground["restitution"], colliders=list(self.colliders),

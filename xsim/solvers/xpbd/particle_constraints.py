@@ -98,9 +98,11 @@ class ParticleConstraints:
             self.blocks[k.name] = (at, at + g.size)
             at += g.size
         # the damping term reads x_start (atomic adjoints): left out for kinds without damping, unless
-        # the model requires grad (then the gradient with respect to a zero damping is still exact)
-        self.damped = {k.name: m.requires_grad or bool(np.any(getattr(m, k.params[-1]).numpy() != 0.0))
-                       for k in self.kinds}
+        # their damping array requires grad (then the gradient with respect to a zero damping is exact)
+        self.damped = {}
+        for k in self.kinds:
+            damping = getattr(m, k.params[-1])
+            self.damped[k.name] = damping.requires_grad or bool(np.any(damping.numpy() != 0.0))
         self.zero_lambda = {k.name: xsim.zeros(getattr(m, f"{k.name}_count"),
                                                dtype=m.dtype if k.lam_size == 1 else T.vector(3, m.dtype),
                                                device=m.device) for k in self.kinds}
