@@ -28,6 +28,18 @@ CASES = {
     "negative compliance names the nested key path": (
         CLOTH + CLOTH + "compliance = { stretch = -1.0 }\n",
         "cloth[1].compliance.stretch", "a number >= 0", "-1.0 (a float)"),
+    "stiffness and compliance for the same stretch": (
+        CLOTH + "stiffness = { stretch = 50.0 }\ncompliance = { shear = 1e-3 }\n",
+        "cloth[0].stiffness.stretch", "either stiffness.stretch or compliance.shear", "both"),
+    "stiffness and compliance for the same bending": (
+        CLOTH + "stiffness = { bend = 0.01 }\ncompliance = { bend = 10.0 }\n",
+        "cloth[0].stiffness.bend", "either stiffness.bend or compliance.bend", "both"),
+    "a zero stiffness": (
+        CLOTH + "stiffness = { stretch = 0.0 }\n", "cloth[0].stiffness.stretch", "a number > 0", "0.0 (a float)"),
+    "negative damping": (
+        CLOTH + "damping = { bend = -1.0 }\n", "cloth[0].damping.bend", "a number >= 0", "-1.0 (a float)"),
+    "density and mass": (
+        CLOTH + "density = 0.2\nmass = 0.01\n", "cloth[0].density", "either density or mass", "both"),
     "gravity of the wrong length": (
         "[sim]\ngravity = [0.0, -9.81]\n", "sim.gravity", "an array of 3 numbers", "[0.0, -9.81] (an array of 2)"),
     "an element of a vector of the wrong type": (

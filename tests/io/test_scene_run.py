@@ -1,5 +1,6 @@
 """Scenes end to end: scene file -> ModelBuilder -> Model -> solver -> USD file and preview."""
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +9,7 @@ from pxr import Usd, UsdGeom
 
 from xsim.cli import main
 from xsim.io import check_usd, load_scene, simulate
+from xsim.sim import ModelBuilder
 
 REPO = Path(__file__).parents[2]
 
@@ -128,3 +130,21 @@ def test_xsim_run_without_a_scene_runs_the_default_into_out(monkeypatch, tmp_pat
     stage = Usd.Stage.Open(str(tmp_path / "out" / "drape.usda"))
     assert stage.GetEndTimeCode() == 2.0
     assert len(UsdGeom.Mesh(stage.GetPrimAtPath("/World/Cloth/sheet")).GetPointsAttr().Get(2)) == 625
+
+
+def test_cloth_material_keys_reach_the_builder(tmp_path):
+    scene = tmp_path / "material.toml"
+    scene.write_text(textwrap.dedent("""
+        [[cloth]]
+        grid = { dim = [4, 2], cell = [0.1, 0.1] }
+        density = 0.3
+        stiffness = { stretch = 40.0, bend = 0.02 }
+        damping = { stretch = 0.5, bend = 0.001 }
+        """))
+    b = load_scene(scene).builder()
+    ref = ModelBuilder()
+    ref.add_cloth_grid(pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=4, dim_y=2,
+                       cell_x=0.1, cell_y=0.1, mass=0.0, density=0.3, stretch_stiffness=40.0, bend_stiffness=0.02,
+                       stretch_damping=0.5, bend_damping=0.001)
+    for name in ("particle_mass", "spring_compliance", "spring_damping", "bending_compliance", "bending_damping"):
+        np.testing.assert_allclose(getattr(b, name), getattr(ref, name), rtol=1e-12, err_msg=name)

@@ -109,24 +109,6 @@ def test_cloth_mesh_from_trimesh_bends_across_every_edge_of_a_closed_surface():
     np.testing.assert_allclose(m.particle_q.numpy().mean(axis=0), [0.0, 0.0, 1.0], atol=1e-6)
 
 
-def test_each_particle_gets_one_delta_column_per_constraint_entry():
-    b = ModelBuilder()
-    b.add_cloth_grid(pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=2, dim_y=2,
-                     cell_x=0.1, cell_y=0.1, mass=1.0, area_compliance=0.0)
-    m = b.finalize()
-    owners = np.concatenate([m.spring_indices.numpy().ravel(), m.bending_indices.numpy().ravel(),
-                             m.area_indices.numpy().ravel()])
-    columns = np.concatenate([m.spring_slot.numpy().ravel(), m.bending_slot.numpy().ravel(),
-                              m.area_slot.numpy().ravel()])
-    counts = m.particle_slot_count.numpy()
-    assert m.slot_width == counts.max()
-    for p in range(m.particle_count):
-        np.testing.assert_array_equal(np.sort(columns[owners == p]), np.arange(counts[p]))
-        assert m.particle_inv_constraint_count.numpy()[p] == pytest.approx(1.0 / counts[p])
-    # the centre vertex: 6 edges, 8 bending stencils (its 6 edges + 2 diagonals it faces), 6 triangles
-    assert counts[4] == 6 + 8 + 6
-
-
 def test_colliders_are_described_and_packed_with_normalized_rotations():
     b = ModelBuilder()
     b.add_ground_plane(mu=0.3, restitution=0.2)
@@ -155,3 +137,55 @@ def test_state_copies_the_initial_values_and_takes_requires_grad():
     assert m.particle_q.numpy()[0, 0] == 1.0
     assert not m.state(requires_grad=False).particle_q.requires_grad
     assert m.control().particle_target is None
+
+
+def _grid(**kw):
+    b = ModelBuilder()
+    args = dict(pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=3, dim_y=2, cell_x=0.2,
+                cell_y=0.1, mass=0.5)
+    args.update(kw)
+    b.add_cloth_grid(**args)
+    return b
+
+
+def test_stretch_stiffness_stores_k_e2_over_2_per_square_metre_under_a_uniform_stretch():
+    k, strain = 40.0, 0.01
+    m = _grid(stretch_stiffness=k, stretch_damping=0.3).finalize(dtype=xsim.float64)
+    rest, alpha = m.spring_rest_length.numpy(), m.spring_compliance.numpy()
+    energy = np.sum((strain * rest) ** 2 / (2.0 * alpha))
+    assert energy == pytest.approx(0.5 * k * strain ** 2 * (0.6 * 0.2), rel=1e-12)
+    # damping follows the stiffness: beta_e / k_e = stretch_damping / k
+    np.testing.assert_allclose(m.spring_damping.numpy() * alpha, 0.3 / k, rtol=1e-12)
+
+
+def test_bend_stiffness_is_the_inverse_bend_compliance_and_density_lumps_areas():
+    m = _grid(bend_stiffness=0.02, bend_damping=0.001, density=0.3).finalize(dtype=xsim.float64)
+    ref = _grid(bend_compliance=50.0, bend_damping=0.001).finalize(dtype=xsim.float64)
+    np.testing.assert_allclose(m.bending_compliance.numpy(), ref.bending_compliance.numpy(), rtol=1e-12)
+    # gamma = alpha beta / h does not depend on the stencil's area
+    np.testing.assert_allclose(m.bending_compliance.numpy() * m.bending_damping.numpy(), 0.001 / 0.02, rtol=1e-12)
+    mass = m.particle_mass.numpy()
+    assert mass.sum() == pytest.approx(0.3 * 0.6 * 0.2, rel=1e-12)
+    assert mass[0] < mass[1] < mass[5]  # a corner, an edge, an interior vertex
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(stretch_stiffness=10.0, stretch_compliance=1e-3), "add_cloth_grid: give stretch_stiffness"),
+    (dict(stretch_stiffness=10.0, shear_compliance=1e-3), "add_cloth_grid: give stretch_stiffness"),
+    (dict(stretch_stiffness=0.0), "add_cloth_grid: stretch_stiffness must be > 0"),
+    (dict(bend_stiffness=1.0, bend_compliance=None), "add_cloth_grid: give bend_stiffness"),
+    (dict(bend_stiffness=-1.0), "add_cloth_grid: bend_stiffness must be > 0"),
+    (dict(density=0.0), "add_cloth_grid: density must be > 0"),
+    (dict(stretch_damping=-1.0), "add_cloth_grid: stretch_damping must be >= 0"),
+])
+def test_bad_cloth_materials_are_refused_naming_the_keyword(kw, message):
+    with pytest.raises(ValueError, match=message):
+        _grid(**kw)
+
+
+def test_negative_constraint_damping_is_refused():
+    b = ModelBuilder()
+    b.add_particle((0.0, 0.0, 0.0))
+    b.add_particle((1.0, 0.0, 0.0))
+    with pytest.raises(ValueError, match="add_distance_constraint: damping must be >= 0"):
+        b.add_spring(0, 1, damping=-0.1)

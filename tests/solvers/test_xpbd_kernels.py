@@ -7,9 +7,10 @@ import pytest
 import xsim
 from xsim.autodiff import gradcheck
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_SPHERE
-from xsim.solvers.xpbd.kernels import collider_kernels, xpbd_kernels
+from xsim.solvers.xpbd.kernels import collider_kernels, constraint_kernels, xpbd_kernels
 
 K = xpbd_kernels(xsim.float64)
+CK = {damped: constraint_kernels(xsim.float64, damped) for damped in (False, True)}
 C = collider_kernels(xsim.float64)
 V = xsim.vec3d
 F = xsim.float64
@@ -44,34 +45,43 @@ X = vecs(RNG.normal(size=(5, 3)) * 0.3)
 W = np.array([1.0, 0.5, 2.0, 0.0, 1.5])
 
 
-def entries(rows, width):
-    """The constraint-major entries (position, inverse mass) of particles ``rows`` (m, width)."""
+def entries(rows):
+    """The constraint-major entries (position, inverse mass) of particles ``rows`` (m, k), flattened."""
     rows = np.asarray(rows)
-    e = np.concatenate([X.numpy()[rows], W[rows][..., None]], axis=-1)
+    e = np.concatenate([X.numpy()[rows], W[rows][..., None]], axis=-1).reshape(-1, 4)
     return xsim.array(e, dtype=xsim.vec4d, requires_grad=True)
 
 
-def test_distance_constraint_adjoint():
+X_START = vecs(X.numpy() + RNG.normal(size=(5, 3)) * 0.01)
+
+
+@pytest.mark.parametrize("damping", [0.0, 40.0])
+def test_distance_constraint_adjoint(damping):
     lam = scalars([0.01, -0.02, 0.0])
     pairs = [[0, 1], [1, 2], [3, 4]]
-    args = [entries(pairs, 2), ints(pairs, 2), ints([[0, 0], [1, 0], [0, 0]], 2), scalars([0.2, 0.5, 0.3]),
-            scalars([1e-3, 0.0, 2e-2]), lam, 3600.0, scalars(np.zeros(3)), rows(5, 2)]
-    check(K.solve_distance, args, 3)
+    args = [entries(pairs), ints(pairs, 2), ints([[0, 0], [1, 0], [0, 0]], 2), scalars([0.2, 0.5, 0.3]),
+            scalars([1e-3, 0.0, 2e-2]), scalars([damping, damping, 0.5 * damping]), lam, X_START, 60.0, 1.0,
+            scalars(np.zeros(3)), rows(5, 2)]
+    check(CK[damping > 0].solve_distance, args, 3)
 
 
-def test_bending_constraint_adjoint():
+@pytest.mark.parametrize("damping", [0.0, 3.0])
+def test_bending_constraint_adjoint(damping):
     w = xsim.array(RNG.normal(size=(2, 4)), dtype=xsim.vec4d)
     quads = [[0, 1, 2, 3], [1, 2, 3, 4]]
-    args = [entries(quads, 4), ints(quads, 4), ints([[0, 0, 0, 0], [1, 1, 1, 0]], 4), w, scalars([0.5, 0.01]),
-            vecs(RNG.normal(size=(2, 3)) * 1e-3), 3600.0, vecs(np.zeros((2, 3))), rows(5, 2)]
-    check(K.solve_bending, args, 2)
+    args = [entries(quads), ints(quads, 4), ints([[0, 0, 0, 0], [1, 1, 1, 0]], 4), w, scalars([0.5, 0.01]),
+            scalars([damping, 2.0 * damping]), vecs(RNG.normal(size=(2, 3)) * 1e-3), X_START, 60.0, 1.0,
+            vecs(np.zeros((2, 3))), rows(5, 2)]
+    check(CK[damping > 0].solve_bending, args, 2)
 
 
-def test_area_constraint_adjoint():
+@pytest.mark.parametrize("damping", [0.0, 20.0])
+def test_area_constraint_adjoint(damping):
     tris = [[0, 1, 2], [2, 3, 4]]
-    args = [entries(tris, 3), ints(tris, 3), ints([[0, 0, 0], [1, 0, 0]], 3), scalars([0.05, 0.1]),
-            scalars([1e-2, 0.0]), scalars([0.0, 1e-3]), 3600.0, scalars(np.zeros(2)), rows(5, 2)]
-    check(K.solve_area, args, 2)
+    args = [entries(tris), ints(tris, 3), ints([[0, 0, 0], [1, 0, 0]], 3), scalars([0.05, 0.1]),
+            scalars([1e-2, 0.0]), scalars([damping, damping]), scalars([0.0, 1e-3]), X_START, 60.0, 1.3,
+            scalars(np.zeros(2)), rows(5, 2)]
+    check(CK[damping > 0].solve_area, args, 2)
 
 
 def test_apply_corrections_adjoint_with_ground_friction():
@@ -80,21 +90,19 @@ def test_apply_corrections_adjoint_with_ground_friction():
     x0 = vecs([[-0.2, 0.1, 0.02], [1.0005, 0.0, 0.02], [2.0, 0.0, 0.6]])
     delta = xsim.array(RNG.normal(size=(3, 2, 3)) * 1e-3, dtype=V, requires_grad=True)
     args = [x, x0, delta, ints([2, 1, 1]), scalars([0.5, 1.0, 1.0]),
-            scalars([1.0, 1.0, 1.0]), scalars([0.01, 0.01, 0.01]), 1.2, 1, 0.0, 0.4, vecs(np.zeros((3, 3)))]
+            scalars([1.0, 1.0, 1.0]), scalars([0.01, 0.01, 0.01]), 1, 0.0, 0.4, vecs(np.zeros((3, 3)))]
     check(K.apply_corrections, args, 3)
 
 
-def test_gather_entries_adjoint():
-    # particle 0 has a spring entry (pairs[0, 0]: column 0 + 4) and a bending one (quads[1, 1]),
-    # particle 1 a bending one (quads[1, 0]); the others have none
-    pairs = xsim.zeros((1, 2), dtype=xsim.vec4d, requires_grad=True)
-    quads = xsim.zeros((2, 4), dtype=xsim.vec4d, requires_grad=True)
-    args = [X, scalars(W), ints([2, 1, 0, 0, 0]), ints([[0, 1], [1, 0], [0, 0], [0, 0], [0, 0]], 2),
-            ints([[4, 1], [0, 0], [0, 0], [0, 0], [0, 0]], 2), pairs, quads]
-    xsim.launch(K.gather_entries, 5, inputs=args[:-2], outputs=args[-2:])
-    np.testing.assert_array_equal(pairs.numpy()[0, 0], np.r_[X.numpy()[0], W[0]])
-    np.testing.assert_array_equal(quads.numpy()[1, 1], np.r_[X.numpy()[0], W[0]])
-    np.testing.assert_array_equal(quads.numpy()[1, 0], np.r_[X.numpy()[1], W[1]])
+def test_gather_entries_writes_split_inverse_masses_and_its_adjoint():
+    # particle 0 has two entries (0 and 3: its mass is split in two), particle 1 one (entry 1); the others none
+    out = xsim.zeros(4, dtype=xsim.vec4d, requires_grad=True)
+    args = [X, scalars(W), scalars([2.0, 1.0, 1.0, 1.0, 1.0]), ints([2, 1, 0, 0, 0]),
+            ints([[0, 3], [1, 0], [0, 0], [0, 0], [0, 0]], 2), out]
+    xsim.launch(K.gather_entries, 5, inputs=args[:-1], outputs=args[-1:])
+    np.testing.assert_array_equal(out.numpy()[0], np.r_[X.numpy()[0], 2.0 * W[0]])
+    np.testing.assert_array_equal(out.numpy()[3], np.r_[X.numpy()[0], 2.0 * W[0]])
+    np.testing.assert_array_equal(out.numpy()[1], np.r_[X.numpy()[1], W[1]])
     check(K.gather_entries, args, 5)
 
 
@@ -145,10 +153,11 @@ def _rotate(q, v):
 
 
 def test_one_distance_update_is_exact_for_a_single_free_particle():
-    ends = xsim.array(np.array([[[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.3, 2.0]]]), dtype=xsim.vec4d)
+    ends = xsim.array(np.array([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.3, 2.0]]), dtype=xsim.vec4d)
     lam_out, delta = scalars([0.0], grad=False), rows(2, 1, grad=False)
-    xsim.launch(K.solve_distance, 1, inputs=[ends, ints([[0, 1]], 2), ints([[0, 0]], 2), scalars([1.0], False),
-                                             scalars([0.0], False), scalars([0.0], False), 3600.0],
+    xsim.launch(CK[False].solve_distance, 1, inputs=[ends, ints([[0, 1]], 2), ints([[0, 0]], 2), scalars([1.0], False),
+                                             scalars([0.0], False), scalars([0.0], False), scalars([0.0], False),
+                                             vecs(np.zeros((2, 3)), False), 60.0, 1.0],
                 outputs=[lam_out, delta])
     np.testing.assert_allclose(delta.numpy()[:, 0], [[0.0, 0.0, 0.0], [0.0, 0.0, 0.3]], atol=1e-15)
     assert lam_out.numpy()[0] == pytest.approx(-0.3 / 2.0)

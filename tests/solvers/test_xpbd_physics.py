@@ -203,3 +203,40 @@ def test_control_target_drives_pinned_particles():
     solver.step(s0, s1, control, 0.1)
     np.testing.assert_allclose(s1.particle_q.numpy()[0], [0.3, 0.0, 1.2], atol=1e-12)
     np.testing.assert_allclose(s1.particle_qd.numpy()[0], [3.0, 0.0, 2.0], atol=1e-12)
+
+
+@pytest.mark.parametrize("beta", [2.0, 6.0])
+def test_damped_spring_decays_at_the_rate_beta_over_two_m(beta):
+    """m x'' = -x / alpha - beta x' (no gravity): the amplitude decays as exp(-beta t / (2 m)) and the
+    motion rings at sqrt(1 / (alpha m) - (beta / 2m)^2). Small substeps keep implicit Euler's own
+    damping (about omega^2 h / 2 = 0.008/s) far below the physical one."""
+    mass, alpha = 1.0, 0.01
+    b = ModelBuilder(gravity=(0.0, 0.0, 0.0))
+    pin = b.add_particle((0.0, 0.0, 0.0), mass=0.0)
+    p = b.add_particle((1.05, 0.0, 0.0), mass=mass)
+    b.add_spring(pin, p, rest_length=1.0, compliance=alpha, damping=beta)
+    dt = 1.0 / 600.0
+    xs, _ = simulate(b, 1500, dt, substeps=10, iterations=1)
+    u = xs[:, 1, 0] - 1.0
+    peaks = np.where((u[1:-1] > u[:-2]) & (u[1:-1] >= u[2:]) & (u[1:-1] > 0.0))[0] + 1
+    assert len(peaks) >= 3
+    rate = -np.polyfit(peaks * dt, np.log(u[peaks]), 1)[0]
+    assert rate == pytest.approx(beta / (2.0 * mass), rel=0.05)
+    omega_d = np.sqrt(1.0 / (alpha * mass) - (beta / (2.0 * mass)) ** 2)
+    assert np.diff(peaks).mean() * dt == pytest.approx(2.0 * np.pi / omega_d, rel=0.01)
+
+
+def test_cloth_stretch_and_bend_damping_settle_a_swinging_cloth():
+    def run(damping):
+        b = ModelBuilder()
+        b.add_cloth_grid(pos=(0.0, 0.0, 1.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=4, dim_y=2,
+                         cell_x=0.1, cell_y=0.1, mass=0.02, fix_left=True, fix_right=True, stretch_compliance=1e-2,
+                         shear_compliance=1e-2, stretch_damping=damping, bend_damping=damping)
+        xs, state = simulate(b, 150, 1.0 / 60.0, substeps=5, iterations=10)
+        return xs[-1], np.abs(state.particle_qd.numpy()).max()
+
+    rest = G * (1.0 / 300.0) / 2.0  # the velocity a resting particle reports (g h / 2, see solver.py)
+    x_damped, v_damped = run(1.0)
+    _, v_free = run(0.0)
+    assert v_damped < rest + 3e-3 and v_free > rest + 0.05  # damped: at rest after 2.5 s; undamped: swinging
+    assert x_damped[:, 2].min() < 0.95  # and it did sag

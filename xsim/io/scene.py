@@ -99,6 +99,16 @@ _COMPLIANCE = {
     "bend": Key(number(minimum=0.0), DEFAULT_BEND_COMPLIANCE, "1/(N m), isometric bending"),
 }
 
+_STIFFNESS = {
+    "stretch": Key(number(above=0.0), None, "N/m: a uniform stretch e stores stretch * e^2 / 2 per m^2"),
+    "bend": Key(number(above=0.0), None, "N m: bending energy stiffness * (k1 + k2)^2 / 2 per m^2"),
+}
+
+_DAMPING = {
+    "stretch": Key(number(minimum=0.0), 0.0, "N s/m: per edge with compliances, per material with stiffness"),
+    "bend": Key(number(minimum=0.0), 0.0, "N m s"),
+}
+
 CLOTH_KEYS = {
     "name": Key(_name, None, "prim name in the USD file"),
     "grid": Key(table({"dim": Key(vector(2, integer(minimum=1), "an array of 2 integers >= 1"),
@@ -110,8 +120,11 @@ CLOTH_KEYS = {
     **_placement,
     "velocity": Key(_vec3, (0.0, 0.0, 0.0), "initial velocity, m/s"),
     "mass": Key(number(above=0.0), 0.01, "mass of each particle, kg"),
+    "density": Key(number(above=0.0), None, "kg/m^2, instead of mass: particles get their share of the area"),
     "pin": Key(list_of(string(_EDGES), "an array of edge names"), [], "grid edges held fixed"),
     "compliance": Key(table(_COMPLIANCE), None, "XPBD compliances (inverse stiffness)"),
+    "stiffness": Key(table(_STIFFNESS), None, "material stiffness in physical units, instead of compliances"),
+    "damping": Key(table(_DAMPING), None, "constraint damping (XPBD)"),
     "particle_radius": Key(number(above=0.0), DEFAULT_PARTICLE_RADIUS, "contact radius of each particle, m"),
 }
 
@@ -320,6 +333,16 @@ def _check_cloth(raw: Any, path: str, scene_path: Path) -> dict:
     elif "scale" in raw:
         raise Invalid(join(path, "scale"), "no scale on a grid cloth (set grid.cell instead)", describe(raw["scale"]))
     spec["compliance"] = spec["compliance"] or {k: key.default for k, key in _COMPLIANCE.items()}
+    spec["stiffness"] = spec["stiffness"] or {k: None for k in _STIFFNESS}
+    spec["damping"] = spec["damping"] or {k: key.default for k, key in _DAMPING.items()}
+    given = raw.get("compliance") if isinstance(raw.get("compliance"), dict) else {}
+    for name, clashes in (("stretch", ("stretch", "shear")), ("bend", ("bend",))):
+        clash = [c for c in clashes if c in given]
+        if spec["stiffness"][name] is not None and clash:
+            raise Invalid(join(path, f"stiffness.{name}"), f"either stiffness.{name} or compliance.{clash[0]}",
+                          "both")
+    if spec["density"] is not None and "mass" in raw:
+        raise Invalid(join(path, "density"), "either density or mass", "both")
     return spec
 
 
@@ -354,10 +377,12 @@ def _load_mesh(scene_path: Path, name: str, key: str, scale: float) -> tuple[np.
 def _add_cloth(b, c: dict) -> ClothPart:
     first = b.particle_count
     tri_first = len(b.tri_indices)
-    comp = c["compliance"]
+    comp, stiff, damp = c["compliance"], c["stiffness"], c["damping"]
     common = {"pos": c["position"], "rot": c["rotation"], "vel": c["velocity"], "mass": c["mass"],
               "stretch_compliance": comp["stretch"], "bend_compliance": comp["bend"],
-              "particle_radius": c["particle_radius"]}
+              "particle_radius": c["particle_radius"], "stretch_stiffness": stiff["stretch"],
+              "bend_stiffness": stiff["bend"], "stretch_damping": damp["stretch"], "bend_damping": damp["bend"],
+              "density": c["density"]}
     if c["grid"] is not None:
         (nx, ny), (sx, sy) = c["grid"]["dim"], c["grid"]["cell"]
         pins = {f"fix_{edge}": edge in c["pin"] for edge in _EDGES}

@@ -47,10 +47,13 @@ class ModelBuilder(RigidBuilderMixin):
         self.spring_indices: list = []
         self.spring_rest_length: list[float] = []
         self.spring_compliance: list[float] = []
+        self.spring_damping: list[float] = []
         self.bending_indices: list = []
         self.bending_compliance: list[float] = []  # per unit of bending energy (before area scaling)
+        self.bending_damping: list[float] = []     # likewise
         self.area_indices: list = []
         self.area_compliance: list[float] = []
+        self.area_damping: list[float] = []
         self.tri_indices: list = []
         self.colliders: list[Collider] = []
         self.ground = None
@@ -80,35 +83,46 @@ class ModelBuilder(RigidBuilderMixin):
         self.particle_mass[i] = 0.0
 
     def add_distance_constraint(self, i: int, j: int, rest_length: float | None = None,
-                                compliance: float = 0.0) -> int:
+                                compliance: float = 0.0, damping: float = 0.0) -> int:
         """C = |x_i - x_j| - rest_length (m; default: the current distance), with ``compliance``
-        (m/N). Returns its index."""
+        (m/N) and ``damping`` (N s/m: the force -damping * dC/dt, XPBD's damping term, which acts
+        only where the compliance is > 0). Returns its index."""
         self._check_particles((i, j), "add_distance_constraint")
+        _check_nonnegative(damping, "add_distance_constraint", "damping")
         if rest_length is None:
             rest_length = float(np.linalg.norm(np.subtract(self.particle_q[i], self.particle_q[j])))
         self.spring_indices.append((i, j))
         self.spring_rest_length.append(float(rest_length))
         self.spring_compliance.append(float(compliance))
+        self.spring_damping.append(float(damping))
         return len(self.spring_indices) - 1
 
     add_spring = add_distance_constraint
 
-    def add_bending_constraint(self, v0: int, v1: int, o0: int, o1: int, compliance: float = DEFAULT_BEND_COMPLIANCE) -> int:
+    def add_bending_constraint(self, v0: int, v1: int, o0: int, o1: int, compliance: float = DEFAULT_BEND_COMPLIANCE,
+                               damping: float = 0.0) -> int:
         """Isometric bending across the edge (v0, v1) between triangles (v0, v1, o0) and (v0, v1, o1);
-        ``compliance`` in 1/(N m). Its weights come from the particles' positions at ``finalize``."""
+        ``compliance`` in 1/(N m) (the inverse of the bending stiffness), ``damping`` in N m s (the
+        bending stiffness's damping: the stiffness times a time). Its weights come from the
+        particles' positions at ``finalize``."""
         self._check_particles((v0, v1, o0, o1), "add_bending_constraint")
+        _check_nonnegative(damping, "add_bending_constraint", "damping")
         self.bending_indices.append((v0, v1, o0, o1))
         self.bending_compliance.append(float(compliance))
+        self.bending_damping.append(float(damping))
         return len(self.bending_indices) - 1
 
-    def add_triangle(self, i: int, j: int, k: int, area_compliance: float | None = None) -> int:
-        """A cloth triangle (rendered and exported); with ``area_compliance`` (1/(N m)... XPBD alpha of
-        C = area - rest area) it also keeps its area."""
+    def add_triangle(self, i: int, j: int, k: int, area_compliance: float | None = None,
+                     area_damping: float = 0.0) -> int:
+        """A cloth triangle (rendered and exported); with ``area_compliance`` (m^3/N: XPBD alpha of
+        C = area - rest area, m^2) it also keeps its area, with ``area_damping`` (N s/m^3)."""
         self._check_particles((i, j, k), "add_triangle")
+        _check_nonnegative(area_damping, "add_triangle", "area_damping")
         self.tri_indices.append((i, j, k))
         if area_compliance is not None:
             self.area_indices.append((i, j, k))
             self.area_compliance.append(float(area_compliance))
+            self.area_damping.append(float(area_damping))
         return len(self.tri_indices) - 1
 
     def _check_particles(self, ids, where: str) -> None:
@@ -124,12 +138,16 @@ class ModelBuilder(RigidBuilderMixin):
                        fix_bottom: bool = False, stretch_compliance: float = 0.0, shear_compliance: float = 0.0,
                        bend_compliance: float | None = DEFAULT_BEND_COMPLIANCE,
                        area_compliance: float | None = None,
-                       particle_radius: float = DEFAULT_PARTICLE_RADIUS) -> int:
+                       particle_radius: float = DEFAULT_PARTICLE_RADIUS, *, stretch_stiffness: float | None = None,
+                       bend_stiffness: float | None = None, stretch_damping: float = 0.0, bend_damping: float = 0.0,
+                       density: float | None = None) -> int:
         """A rectangular cloth of ``dim_x`` x ``dim_y`` cells of ``cell_x`` x ``cell_y`` m, so
         (dim_x + 1) * (dim_y + 1) particles of ``mass`` kg each, indexed row by row from ``pos`` (the
         corner) along local x then y, rotated by ``rot`` (xyzw). Grid-aligned edges get
         ``stretch_compliance``, cell diagonals ``shear_compliance``; interior edges get isometric
         bending (None: no bending); ``fix_*`` pins an edge column/row (left: x = 0, bottom: y = 0).
+        The material may instead be given in physical units (``cloth_material``): ``stretch_stiffness``,
+        ``bend_stiffness``, ``density``; and damping (``stretch_damping``, ``bend_damping``).
         Returns the index of the first particle."""
         gx, gy = np.meshgrid(np.arange(dim_x + 1) * cell_x, np.arange(dim_y + 1) * cell_y)
         local = np.stack([gx.ravel(), gy.ravel(), np.zeros(gx.size)], axis=1)
@@ -139,39 +157,59 @@ class ModelBuilder(RigidBuilderMixin):
             fix_top & (iy == dim_y))
         tris = cloth.grid_triangles(dim_x, dim_y)
 
-        def edge_compliance(a, b):
-            diagonal = ix[a] != ix[b] and iy[a] != iy[b]
-            return shear_compliance if diagonal else stretch_compliance
-        return self._add_cloth(_quat_rotate(rot, local) + np.asarray(pos, dtype=np.float64), tris, vel,
-                               mass, pinned, edge_compliance, bend_compliance, area_compliance, particle_radius)
+        def edge_compliance(edges):
+            diagonal = (ix[edges[:, 0]] != ix[edges[:, 1]]) & (iy[edges[:, 0]] != iy[edges[:, 1]])
+            return np.where(diagonal, shear_compliance, stretch_compliance)
+        material = _cloth_material("add_cloth_grid", stretch_compliance != 0.0 or shear_compliance != 0.0,
+                                   bend_compliance, stretch_stiffness, bend_stiffness, stretch_damping, bend_damping,
+                                   mass, density)
+        return self._add_cloth(_quat_rotate(rot, local) + np.asarray(pos, dtype=np.float64), tris, vel, pinned,
+                               edge_compliance, material, area_compliance, particle_radius)
 
     def add_cloth_mesh(self, vertices, indices=None, pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0),
                        vel=(0.0, 0.0, 0.0), mass: float = 0.1, scale: float = 1.0,
                        stretch_compliance: float = 0.0, bend_compliance: float | None = DEFAULT_BEND_COMPLIANCE,
                        area_compliance: float | None = None,
-                       particle_radius: float = DEFAULT_PARTICLE_RADIUS) -> int:
+                       particle_radius: float = DEFAULT_PARTICLE_RADIUS, *, stretch_stiffness: float | None = None,
+                       bend_stiffness: float | None = None, stretch_damping: float = 0.0, bend_damping: float = 0.0,
+                       density: float | None = None) -> int:
         """Cloth from a triangle mesh (``vertices`` (n, 3) and ``indices`` (m, 3), or a
         ``trimesh.Trimesh``), scaled, rotated by ``rot`` and moved to ``pos``; ``mass`` kg per
-        particle; every edge is a distance constraint, every interior edge bends. Returns the
-        index of the first particle."""
+        particle; every edge is a distance constraint, every interior edge bends. Material and
+        damping keywords as in ``add_cloth_grid``. Returns the index of the first particle."""
         v, f = mesh_arrays(vertices, indices)
         x = _quat_rotate(rot, v * scale) + np.asarray(pos, dtype=np.float64)
-        return self._add_cloth(x, f.astype(np.int64), vel, mass, np.zeros(len(v), dtype=bool),
-                               lambda a, b: stretch_compliance, bend_compliance, area_compliance, particle_radius)
+        material = _cloth_material("add_cloth_mesh", stretch_compliance != 0.0, bend_compliance, stretch_stiffness,
+                                   bend_stiffness, stretch_damping, bend_damping, mass, density)
+        return self._add_cloth(x, f.astype(np.int64), vel, np.zeros(len(v), dtype=bool),
+                               lambda edges: np.full(len(edges), stretch_compliance), material, area_compliance,
+                               particle_radius)
 
-    def _add_cloth(self, x, tris, vel, mass, pinned, edge_compliance, bend_compliance, area_compliance,
-                   radius) -> int:
+    def _add_cloth(self, x, tris, vel, pinned, edge_compliance, material: dict, area_compliance, radius) -> int:
+        """Particles, triangles, distance and bending constraints of a cloth; ``edge_compliance(edges)``:
+        the raw compliance of each edge (m/N) where ``material`` gives no stretch stiffness."""
         start = len(self.particle_q)
-        for p, pin in zip(x, pinned):
-            self.add_particle(p, vel, 0.0 if pin else mass, radius)
+        density = material["density"]
+        mass = cloth.vertex_areas(x, tris) * density if density is not None else np.full(len(x), material["mass"])
+        for p, pin, m in zip(x, pinned, mass.tolist()):
+            self.add_particle(p, vel, 0.0 if pin else m, radius)
         for a, b, c in tris.tolist():
             self.add_triangle(start + a, start + b, start + c, area_compliance)
         edges, stencils = cloth.edges_and_stencils(tris)
-        for a, b in edges.tolist():
-            self.add_distance_constraint(start + a, start + b, compliance=edge_compliance(a, b))
-        if bend_compliance is not None:
+        if material["stretch_stiffness"] is not None:
+            # spring k_e = k A_e / l_e^2: a uniform stretch e of the sheet stores k e^2 / 2 per m^2
+            shape = cloth.edge_areas(x, tris, edges) / np.sum((x[edges[:, 0]] - x[edges[:, 1]]) ** 2, axis=1)
+            compliance = 1.0 / (material["stretch_stiffness"] * shape)
+            damping = material["stretch_damping"] * shape
+        else:
+            compliance = edge_compliance(edges)
+            damping = np.full(len(edges), material["stretch_damping"])
+        for (a, b), c, d in zip(edges.tolist(), compliance.tolist(), damping.tolist()):
+            self.add_distance_constraint(start + a, start + b, compliance=c, damping=d)
+        if material["bend_compliance"] is not None:
             for s in stencils.tolist():
-                self.add_bending_constraint(*(start + k for k in s), compliance=bend_compliance)
+                self.add_bending_constraint(*(start + k for k in s), compliance=material["bend_compliance"],
+                                            damping=material["bend_damping"])
         return start
 
     # -- colliders ------------------------------------------------------------------------------------
@@ -214,7 +252,9 @@ class ModelBuilder(RigidBuilderMixin):
     # -- finalize -------------------------------------------------------------------------------------
 
     def finalize(self, device="cpu", requires_grad: bool = False, dtype=xsim.float32) -> Model:
-        """The ``Model`` on ``device`` with arrays of scalar type ``dtype`` (float32 or float64)."""
+        """The ``Model`` on ``device`` with arrays of scalar type ``dtype`` (float32 or float64). A kind's
+        damping array requires grad only where some of its damping is non-zero (an undamped kind then
+        skips the damping term; set ``requires_grad`` on the array to optimize damping from zero)."""
         dtype = T.resolve(dtype)
         if dtype not in (T.float32, T.float64):
             raise TypeError(f"finalize: dtype must be xsim.float32 or xsim.float64, got {dtype!r}")
@@ -237,10 +277,7 @@ class ModelBuilder(RigidBuilderMixin):
         weights, bend_area = cloth.isometric_bending_weights(x, bends)
         # the energy 3/(A0+A1) |C|^2 / (2 alpha) of a vector constraint C of compliance alpha*(A0+A1)/3
         bend_compliance = np.asarray(self.bending_compliance, dtype=np.float64) * bend_area / 3.0
-        slot_count, (spring_slot, bending_slot, area_slot) = _slot_columns(n, [springs, bends, areas])
-        width = max(1, int(slot_count.max(initial=0)))
-        entry_row, entry_col = _entry_table(n, width, [springs, bends, areas], [spring_slot, bending_slot, area_slot])
-        inv_count = np.divide(1.0, slot_count, out=np.zeros(n), where=slot_count > 0)
+        bend_damping = np.asarray(self.bending_damping, dtype=np.float64) * 3.0 / np.maximum(bend_area, 1e-300)
         packed = pack_colliders(self.colliders)
         ground = self.ground or {"mu": 0.0, "restitution": 0.0, "height": 0.0}
         return Model(
@@ -249,15 +286,18 @@ class ModelBuilder(RigidBuilderMixin):
             particle_q=arr(x, v3, shape=n), particle_qd=arr(np.asarray(self.particle_qd).reshape(n, 3), v3, shape=n),
             particle_mass=arr(mass, dtype, True, shape=n), particle_inv_mass=arr(inv_mass, dtype, True, shape=n),
             particle_radius=arr(self.particle_radius, dtype, True, shape=n),
-            spring_count=len(springs), spring_indices=ints(springs, 2), spring_slot=ints(spring_slot, 2),
+            spring_count=len(springs), spring_indices=ints(springs, 2),
             spring_rest_length=arr(self.spring_rest_length, dtype, True, shape=len(springs)),
             spring_compliance=arr(self.spring_compliance, dtype, True, shape=len(springs)),
-            bending_count=len(bends), bending_indices=ints(bends, 4), bending_slot=ints(bending_slot, 4),
+            spring_damping=arr(self.spring_damping, dtype, any(self.spring_damping), shape=len(springs)),
+            bending_count=len(bends), bending_indices=ints(bends, 4),
             bending_weights=arr(weights, v4, shape=len(bends)),
             bending_compliance=arr(bend_compliance, dtype, True, shape=len(bends)),
-            area_count=len(areas), area_indices=ints(areas, 3), area_slot=ints(area_slot, 3),
+            bending_damping=arr(bend_damping, dtype, any(self.bending_damping), shape=len(bends)),
+            area_count=len(areas), area_indices=ints(areas, 3),
             area_rest=arr(cloth.triangle_areas(x, areas), dtype, True, shape=len(areas)),
             area_compliance=arr(self.area_compliance, dtype, True, shape=len(areas)),
+            area_damping=arr(self.area_damping, dtype, any(self.area_damping), shape=len(areas)),
             tri_indices=np.asarray(self.tri_indices, dtype=np.int32).reshape(-1, 3),
             ground=self.ground is not None, ground_height=ground["height"], ground_mu=ground["mu"],
             ground_restitution=ground["restitution"], colliders=list(self.colliders),
@@ -269,40 +309,41 @@ class ModelBuilder(RigidBuilderMixin):
             mesh_indices=ints(packed["mesh_indices"], 3),
             mesh_vertices=arr(packed["mesh_vertices"], v3, True, shape=len(packed["mesh_vertices"])),
             mesh_collider=arr(packed["mesh_collider"], int, shape=len(packed["mesh_collider"])),
-            particle_slot_count=arr(slot_count, int, shape=n), slot_width=width,
-            particle_entry_row=arr(entry_row, int), particle_entry_col=arr(entry_col, int),
-            particle_inv_constraint_count=arr(inv_count, dtype, shape=n),
             rigid=self._finalize_rigid(device, dtype, requires_grad, self.ground),
         )
 
 
-def _slot_columns(n: int, groups: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The particle-major correction slots of the Jacobi gather: particle p owns row p of the
-    solver's ``delta`` array, one column per constraint it is in. Returns (slot count per particle,
-    for each group of constraint rows (m, k) the column of each of its entries in its particle's row)."""
-    owner = np.concatenate([g.ravel() for g in groups]) if groups else np.zeros(0, dtype=np.int64)
-    order = np.argsort(owner, kind="stable")
-    counts = np.bincount(owner, minlength=n)
-    column = np.empty(len(owner), dtype=np.int64)
-    column[order] = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
-    out, at = [], 0
-    for g in groups:
-        out.append(column[at:at + g.size].reshape(g.shape))
-        at += g.size
-    return counts, out
+def _check_nonnegative(value: float, where: str, name: str) -> None:
+    if not value >= 0.0:
+        raise ValueError(f"{where}: {name} must be >= 0, got {value}")
 
 
-def _entry_table(n: int, width: int, groups: list[np.ndarray], columns: list[np.ndarray]):
-    """Where each particle's entries sit in the constraint-major entry arrays: springs in a
-    (springs, 2) array, bending then area constraints in a (bending + area, 4) one; the column is
-    the particle's place in its constraint, plus 4 for the spring array. Returns (row, column),
-    each (n, width), at each particle's delta columns."""
-    row = np.zeros((n, width), dtype=np.int32)
-    col = np.zeros((n, width), dtype=np.int32)
-    offset = 0
-    for kind, (g, c) in enumerate(zip(groups, columns)):
-        m, k = g.shape
-        row[g, c] = (0 if kind == 0 else offset) + np.arange(m)[:, None]
-        col[g, c] = np.arange(k)[None, :] + (4 if kind == 0 else 0)
-        offset += 0 if kind == 0 else m
-    return row, col
+def _cloth_material(where: str, raw_stretch: bool, bend_compliance, stretch_stiffness, bend_stiffness,
+                    stretch_damping: float, bend_damping: float, mass: float, density) -> dict:
+    """Check a cloth's material keywords (one of each raw/physical pair) and return them as used.
+
+    Physical units: ``stretch_stiffness`` k (N/m), each edge's spring k A_e / l_e^2 (A_e: a third
+    of the rest area of the triangles beside it, l_e: its length), so a uniform stretch e of the
+    sheet stores k e^2 / 2 per m^2 whatever the mesh; ``bend_stiffness`` (N m), the inverse of the
+    bend compliance (bending energy per unit area: stiffness * (k1 + k2)^2 / 2, k1, k2 the principal
+    curvatures); ``density`` (kg/m^2) replaces ``mass``: each particle gets a third of its
+    triangles' area times it. ``stretch_damping`` (N s/m) is per edge with compliances and per
+    material (converted like the stiffness) with ``stretch_stiffness``; ``bend_damping`` (N m s)."""
+    if stretch_stiffness is not None:
+        if raw_stretch:
+            raise ValueError(f"{where}: give stretch_stiffness (N/m) or stretch/shear compliances (m/N), not both")
+        if not stretch_stiffness > 0.0:
+            raise ValueError(f"{where}: stretch_stiffness must be > 0 N/m, got {stretch_stiffness}")
+    if bend_stiffness is not None:
+        if bend_compliance != DEFAULT_BEND_COMPLIANCE:
+            raise ValueError(f"{where}: give bend_stiffness (N m) or bend_compliance (1/(N m)), not both")
+        if not bend_stiffness > 0.0:
+            raise ValueError(f"{where}: bend_stiffness must be > 0 N m, got {bend_stiffness}")
+        bend_compliance = 1.0 / bend_stiffness
+    if density is not None and not density > 0.0:
+        raise ValueError(f"{where}: density must be > 0 kg/m^2, got {density}")
+    _check_nonnegative(stretch_damping, where, "stretch_damping")
+    _check_nonnegative(bend_damping, where, "bend_damping")
+    return {"stretch_stiffness": stretch_stiffness, "bend_compliance": bend_compliance,
+            "stretch_damping": float(stretch_damping), "bend_damping": float(bend_damping), "mass": mass,
+            "density": density}

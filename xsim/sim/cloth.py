@@ -69,3 +69,20 @@ def triangle_areas(x: np.ndarray, tris: np.ndarray) -> np.ndarray:
     u = x[tris[:, 1]] - x[tris[:, 0]]
     v = x[tris[:, 2]] - x[tris[:, 0]]
     return 0.5 * np.linalg.norm(np.cross(u, v), axis=1)
+
+
+def vertex_areas(x: np.ndarray, tris: np.ndarray) -> np.ndarray:
+    """A third of the rest area of the triangles around each vertex (m^2, (n,)): its lumped share."""
+    return np.bincount(tris.ravel(), weights=np.repeat(triangle_areas(x, tris) / 3.0, 3), minlength=len(x))
+
+
+def edge_areas(x: np.ndarray, tris: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """A third of the rest area of the triangles beside each of ``edges`` (e, 2) (m^2, (e,)); they
+    sum to the mesh's area."""
+    index = {(int(a), int(b)): k for k, (a, b) in enumerate(edges.tolist())}
+    share = triangle_areas(x, tris) / 3.0
+    out = np.zeros(len(edges))
+    for t, (a, b, c) in enumerate(tris.tolist()):
+        for u, v in ((a, b), (b, c), (c, a)):
+            out[index[(min(u, v), max(u, v))]] += share[t]
+    return out

@@ -73,17 +73,17 @@ class Model:
     spring_indices: object      # array(int, ndim=2), (n, 2)
     spring_rest_length: object  # array(float), m
     spring_compliance: object   # array(float), m/N (XPBD alpha)
-    spring_slot: object         # array(int, ndim=2), (n, 2): column of each end in its particle's delta row
+    spring_damping: object      # array(float), N s/m (XPBD beta: force -beta dC/dt)
     bending_count: int
     bending_indices: object     # array(int, ndim=2), (n, 4): edge v0, v1, opposite v2, v3
     bending_weights: object     # array(vec4): cotangent weights K of the isometric bending stencil
     bending_compliance: object  # array(float): alpha of C = sum K_k x_k, i.e. bend compliance * area / 3
-    bending_slot: object        # array(int, ndim=2), (n, 4): delta columns (see spring_slot)
+    bending_damping: object     # array(float): beta of C, i.e. bend damping * 3 / area
     area_count: int
     area_indices: object        # array(int, ndim=2), (n, 3)
     area_rest: object           # array(float), m^2
-    area_compliance: object     # array(float)
-    area_slot: object           # array(int, ndim=2), (n, 3): delta columns (see spring_slot)
+    area_compliance: object     # array(float), m^3/N
+    area_damping: object        # array(float), N s/m^3
     tri_indices: np.ndarray     # (n, 3) triangles for rendering / export
     ground: bool
     ground_height: float
@@ -98,11 +98,6 @@ class Model:
     mesh_indices: object        # array(int, ndim=2): triangles of all mesh colliders
     mesh_vertices: object       # array(vec3): their vertices in collider coordinates
     mesh_collider: object       # array(int): collider index of each mesh triangle
-    particle_slot_count: object  # array(int): constraint entries of each particle (its used delta columns)
-    slot_width: int             # columns of the solver's delta array: the largest slot count
-    particle_entry_row: object  # array(int, ndim=2) (n, slot_width): for each particle's delta column, the row
-    particle_entry_col: object  # and column of the entry in the spring (column + 4) or bending/area entries
-    particle_inv_constraint_count: object  # array(float): 1 / (number of slots of each particle)
     rigid: object = None        # xsim.sim.rigid.RigidModel: bodies, shapes, joints (None without bodies)
 
     @property

@@ -6,11 +6,12 @@ cached. The ``@xsim.func`` helpers are generic: they are inlined with their argu
 
 Data flow of one iteration (Jacobi, see ``solver.py``):
 
-1. ``gather_entries`` copies each particle's (position, inverse mass) into its entries of the
-   constraint-major entry arrays (row = constraint, column = the particle's place in it);
-2. each constraint kernel reads its own entry row and its Lagrange multiplier, writes the new
+1. ``gather_entries`` copies each particle's (position, split inverse mass) into its entries of
+   the constraint-major entry array (constraint c of arity k owns entries ``k c .. k c + k - 1`` of
+   its kind's block; the layout is ``particle_constraints.py``'s);
+2. each constraint kernel reads its own entries and its Lagrange multiplier, writes the new
    multiplier and one position correction per constraint end into ``delta``, whose row p holds
-   particle p's corrections (the columns are precomputed: ``Model.spring_slot``...);
+   particle p's corrections (one column per constraint of p);
 3. ``apply_corrections`` sums its particle's own ``delta`` row, averages and resolves contacts.
 
 Every kernel reads only rows indexed by its own thread id where data meet (entry rows, ``delta``
@@ -57,15 +58,6 @@ def push_out(x, x0, n, pen, mu):
     if pen > 0.0:
         return apply_friction(x + n * pen, x0, n, pen, mu)
     return x
-
-
-@xsim.func
-def store_entry(pairs, quads, row, col, e):
-    """Write entry ``e`` at (row, col) of the spring entries (col >= 4) or the other ones."""
-    if col >= 4:
-        pairs[row, col - 4] = e
-    else:
-        quads[row, col] = e
 
 
 @xsim.func
@@ -188,7 +180,6 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
     Ints = xsim.array(dtype=int)
     Ints2 = xsim.array(dtype=int, ndim=2)
     Vec3s2 = xsim.array(dtype=v3, ndim=2)
-    Vec4s2 = xsim.array(dtype=v4, ndim=2)
     module = f"xsim.solvers.xpbd.kernels_{T.type_name(scalar)}"
 
     @xsim.kernel(module=module)
@@ -213,129 +204,31 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
         v_out[i] = vi
 
     @xsim.kernel(module=module)
-    def solve_distance(entries: Vec4s2, indices: Ints2, slot: Ints2, rest: Scalars, compliance: Scalars,
-                       lam: Scalars, inv_h2: scalar, lam_out: Scalars, delta: Vec3s2):
-        """C = |xi - xj| - rest; one XPBD multiplier update per constraint."""
-        c = xsim.tid()
-        i = indices[c, 0]
-        j = indices[c, 1]
-        ei = entries[c, 0]
-        ej = entries[c, 1]
-        wi = ei[3]
-        wj = ej[3]
-        d = v3(ei[0] - ej[0], ei[1] - ej[1], ei[2] - ej[2])
-        alpha = compliance[c] * inv_h2
-        lc = lam[c]
-        dl = lc - lc
-        di = d - d
-        dj = d - d
-        len2 = xsim.dot(d, d)
-        if len2 > 0.0 and wi + wj + alpha > 0.0:
-            length = xsim.sqrt(len2)
-            n = d / length
-            dl = (rest[c] - length - alpha * lc) / (wi + wj + alpha)
-            di = n * (wi * dl)
-            dj = n * (-wj * dl)
-        lam_out[c] = lc + dl
-        delta[i, slot[c, 0]] = di
-        delta[j, slot[c, 1]] = dj
-
-    @xsim.kernel(module=module)
-    def solve_bending(entries: Vec4s2, indices: Ints2, slot: Ints2, weights: Vec4s, compliance: Scalars,
-                      lam: Vec3s, inv_h2: scalar, lam_out: Vec3s, delta: Vec3s2):
-        """Isometric bending: the vector constraint C = sum_k K_k x_k (K: cotangent weights of the
-        edge stencil, zero on the flat rest shape); linear in x, so one update is exact."""
-        c = xsim.tid()
-        i0 = indices[c, 0]
-        i1 = indices[c, 1]
-        i2 = indices[c, 2]
-        i3 = indices[c, 3]
-        k = weights[c]
-        e0 = entries[c, 0]
-        e1 = entries[c, 1]
-        e2 = entries[c, 2]
-        e3 = entries[c, 3]
-        w0 = e0[3]
-        w1 = e1[3]
-        w2 = e2[3]
-        w3 = e3[3]
-        sum4 = e0 * k[0] + e1 * k[1] + e2 * k[2] + e3 * k[3]
-        cv = v3(sum4[0], sum4[1], sum4[2])
-        alpha = compliance[c] * inv_h2
-        lc = lam[c]
-        denom = k[0] * k[0] * w0 + k[1] * k[1] * w1 + k[2] * k[2] * w2 + k[3] * k[3] * w3 + alpha
-        dl = lc - lc
-        if denom > 0.0:
-            dl = (cv + lc * alpha) * (-1.0 / denom)
-        lam_out[c] = lc + dl
-        delta[i0, slot[c, 0]] = dl * (k[0] * w0)
-        delta[i1, slot[c, 1]] = dl * (k[1] * w1)
-        delta[i2, slot[c, 2]] = dl * (k[2] * w2)
-        delta[i3, slot[c, 3]] = dl * (k[3] * w3)
-
-    @xsim.kernel(module=module)
-    def solve_area(entries: Vec4s2, indices: Ints2, slot: Ints2, rest: Scalars, compliance: Scalars,
-                   lam: Scalars, inv_h2: scalar, lam_out: Scalars, delta: Vec3s2):
-        """Triangle area: C = |(x1 - x0) x (x2 - x0)| / 2 - rest."""
-        c = xsim.tid()
-        i0 = indices[c, 0]
-        i1 = indices[c, 1]
-        i2 = indices[c, 2]
-        e0 = entries[c, 0]
-        e1 = entries[c, 1]
-        e2 = entries[c, 2]
-        w0 = e0[3]
-        w1 = e1[3]
-        w2 = e2[3]
-        u = v3(e1[0] - e0[0], e1[1] - e0[1], e1[2] - e0[2])
-        v = v3(e2[0] - e0[0], e2[1] - e0[1], e2[2] - e0[2])
-        cr = xsim.cross(u, v)
-        alpha = compliance[c] * inv_h2
-        lc = lam[c]
-        dl = lc - lc
-        g0 = u - u
-        g1 = u - u
-        g2 = u - u
-        a2 = xsim.dot(cr, cr)
-        if a2 > 0.0:
-            a = xsim.sqrt(a2)
-            n = cr / a
-            g1 = xsim.cross(v, n) * 0.5
-            g2 = xsim.cross(n, u) * 0.5
-            g0 = -(g1 + g2)
-            denom = w0 * xsim.dot(g0, g0) + w1 * xsim.dot(g1, g1) + w2 * xsim.dot(g2, g2) + alpha
-            if denom > 0.0:
-                dl = (rest[c] - 0.5 * a - alpha * lc) / denom
-        lam_out[c] = lc + dl
-        delta[i0, slot[c, 0]] = g0 * (w0 * dl)
-        delta[i1, slot[c, 1]] = g1 * (w1 * dl)
-        delta[i2, slot[c, 2]] = g2 * (w2 * dl)
-
-    @xsim.kernel(module=module)
-    def gather_entries(x: Vec3s, inv_mass: Scalars, slot_count: Ints, entry_row: Ints2, entry_col: Ints2,
-                       pairs: Vec4s2, quads: Vec4s2):
-        """Copy each particle's (position, inverse mass) into its entries of the constraint-major
-        entry arrays (``pairs``: springs; ``quads``: bending, then area), so the constraint kernels
-        read their own rows (and their adjoints add gradients without atomics)."""
+    def gather_entries(x: Vec3s, inv_mass: Scalars, split: Scalars, slot_count: Ints, entry_index: Ints2,
+                       entries: Vec4s):
+        """Copy each particle's (position, inverse mass times its constraint count: mass splitting)
+        into its entries of the constraint-major entry array, so the constraint kernels read their
+        own rows (and their adjoints add gradients without atomics)."""
         i = xsim.tid()
         p = x[i]
-        e = v4(p[0], p[1], p[2], inv_mass[i])
+        e = v4(p[0], p[1], p[2], inv_mass[i] * split[i])
         count = slot_count[i]
         for k in range(16):
             if k < count:
-                store_entry(pairs, quads, entry_row[i, k], entry_col[i, k], e)
+                entries[entry_index[i, k]] = e
         for k in range(16, UNROLLED_SLOTS):
             if k < count:
-                store_entry(pairs, quads, entry_row[i, k], entry_col[i, k], e)
+                entries[entry_index[i, k]] = e
         for k in range(UNROLLED_SLOTS, count):
-            store_entry(pairs, quads, entry_row[i, k], entry_col[i, k], e)
+            entries[entry_index[i, k]] = e
 
     @xsim.kernel(module=module)
     def apply_corrections(x: Vec3s, x_start: Vec3s, delta: Vec3s2, slot_count: Ints, inv_count: Scalars,
-                          inv_mass: Scalars, radius: Scalars, relaxation: scalar, ground: int, ground_height: scalar,
+                          inv_mass: Scalars, radius: Scalars, ground: int, ground_height: scalar,
                           ground_mu: scalar, x_out: Vec3s):
-        """Jacobi step for one particle: x += relaxation * mean of its slot corrections; then
-        project it out of the ground, with friction."""
+        """Jacobi step for one particle: x += the mean of its slot corrections (each computed with
+        its mass split by the count, so the mean is the full XPBD correction); then project it out
+        of the ground, with friction."""
         i = xsim.tid()
         xi = x[i]
         if inv_mass[i] > 0.0:
@@ -350,7 +243,7 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
                     acc = acc + delta[i, k]
             for k in range(UNROLLED_SLOTS, count):
                 acc = acc + delta[i, k]
-            xi = xi + acc * (relaxation * inv_count[i])
+            xi = xi + acc * inv_count[i]
             if ground != 0:
                 up = xi - xi
                 up[2] = 1.0
@@ -378,9 +271,150 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
         v_out[i] = vi
 
     return SimpleNamespace(integrate_particles=integrate_particles, kinematic_velocities=kinematic_velocities,
-                           solve_distance=solve_distance, solve_bending=solve_bending, solve_area=solve_area,
                            gather_entries=gather_entries,
                            apply_corrections=apply_corrections, update_velocities=update_velocities,
+                           module=module)
+
+
+@functools.cache
+def constraint_kernels(scalar=T.float32, damped: bool = False) -> SimpleNamespace:
+    """The particle constraint kernels for ``scalar``, one module per (scalar, ``damped``): the
+    damping term reads the substep-start positions (whose adjoints are atomic adds), so undamped
+    models compile it away (``DAMPED`` is a compile-time constant)."""
+    scalar = T.resolve(scalar)
+    v3 = T.vector(3, scalar)
+    v4 = T.vector(4, scalar)
+    Scalars = xsim.array(dtype=scalar)
+    Vec3s = xsim.array(dtype=v3)
+    Vec4s = xsim.array(dtype=v4)
+    Ints2 = xsim.array(dtype=int, ndim=2)
+    Vec3s2 = xsim.array(dtype=v3, ndim=2)
+    DAMPED = bool(damped)
+    module = f"xsim.solvers.xpbd.constraints_{T.type_name(scalar)}{'_damped' if damped else ''}"
+
+    @xsim.kernel(module=module)
+    def solve_distance(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Scalars, compliance: Scalars,
+                       damping: Scalars, lam: Scalars, x_start: Vec3s, inv_h: scalar, relaxation: scalar,
+                       lam_out: Scalars, delta: Vec3s2):
+        """C = |xi - xj| - rest with compliance and damping (XPBD's gamma = alpha beta / h on the
+        constraint's motion since the substep start); one multiplier update per constraint
+        (``entries[2c + k]``: position and split inverse mass of end k)."""
+        c = xsim.tid()
+        i = indices[c, 0]
+        j = indices[c, 1]
+        ei = entries[2 * c]
+        ej = entries[2 * c + 1]
+        wi = ei[3]
+        wj = ej[3]
+        d = v3(ei[0] - ej[0], ei[1] - ej[1], ei[2] - ej[2])
+        alpha = compliance[c] * inv_h * inv_h
+        gamma = compliance[c] * damping[c] * inv_h
+        lc = lam[c]
+        dl = lc - lc
+        di = d - d
+        dj = d - d
+        len2 = xsim.dot(d, d)
+        if len2 > 0.0 and wi + wj + alpha > 0.0:
+            length = xsim.sqrt(len2)
+            n = d / length
+            num = rest[c] - length - alpha * lc
+            if DAMPED:
+                xi = v3(ei[0], ei[1], ei[2])
+                xj = v3(ej[0], ej[1], ej[2])
+                num = num - gamma * xsim.dot(n, xi - x_start[i] - xj + x_start[j])
+            dl = num * (relaxation / ((1.0 + gamma) * (wi + wj) + alpha))
+            di = n * (wi * dl)
+            dj = n * (-wj * dl)
+        lam_out[c] = lc + dl
+        delta[i, slot[c, 0]] = di
+        delta[j, slot[c, 1]] = dj
+
+    @xsim.kernel(module=module)
+    def solve_bending(entries: Vec4s, indices: Ints2, slot: Ints2, weights: Vec4s, compliance: Scalars,
+                      damping: Scalars, lam: Vec3s, x_start: Vec3s, inv_h: scalar, relaxation: scalar,
+                      lam_out: Vec3s, delta: Vec3s2):
+        """Isometric bending: the vector constraint C = sum_k K_k x_k (K: cotangent weights of the
+        edge stencil, zero on the flat rest shape); linear in x, so one update is exact."""
+        c = xsim.tid()
+        i0 = indices[c, 0]
+        i1 = indices[c, 1]
+        i2 = indices[c, 2]
+        i3 = indices[c, 3]
+        k = weights[c]
+        e0 = entries[4 * c]
+        e1 = entries[4 * c + 1]
+        e2 = entries[4 * c + 2]
+        e3 = entries[4 * c + 3]
+        w0 = e0[3]
+        w1 = e1[3]
+        w2 = e2[3]
+        w3 = e3[3]
+        sum4 = e0 * k[0] + e1 * k[1] + e2 * k[2] + e3 * k[3]
+        cv = v3(sum4[0], sum4[1], sum4[2])
+        alpha = compliance[c] * inv_h * inv_h
+        gamma = compliance[c] * damping[c] * inv_h
+        lc = lam[c]
+        if DAMPED:
+            cv = cv + (cv - (x_start[i0] * k[0] + x_start[i1] * k[1] + x_start[i2] * k[2]
+                             + x_start[i3] * k[3])) * gamma
+        denom = (k[0] * k[0] * w0 + k[1] * k[1] * w1 + k[2] * k[2] * w2 + k[3] * k[3] * w3) * (1.0 + gamma) + alpha
+        dl = lc - lc
+        if denom > 0.0:
+            dl = (cv + lc * alpha) * (-relaxation / denom)
+        lam_out[c] = lc + dl
+        delta[i0, slot[c, 0]] = dl * (k[0] * w0)
+        delta[i1, slot[c, 1]] = dl * (k[1] * w1)
+        delta[i2, slot[c, 2]] = dl * (k[2] * w2)
+        delta[i3, slot[c, 3]] = dl * (k[3] * w3)
+
+    @xsim.kernel(module=module)
+    def solve_area(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Scalars, compliance: Scalars,
+                   damping: Scalars, lam: Scalars, x_start: Vec3s, inv_h: scalar, relaxation: scalar,
+                   lam_out: Scalars, delta: Vec3s2):
+        """Triangle area: C = |(x1 - x0) x (x2 - x0)| / 2 - rest."""
+        c = xsim.tid()
+        i0 = indices[c, 0]
+        i1 = indices[c, 1]
+        i2 = indices[c, 2]
+        e0 = entries[3 * c]
+        e1 = entries[3 * c + 1]
+        e2 = entries[3 * c + 2]
+        w0 = e0[3]
+        w1 = e1[3]
+        w2 = e2[3]
+        p0 = v3(e0[0], e0[1], e0[2])
+        p1 = v3(e1[0], e1[1], e1[2])
+        p2 = v3(e2[0], e2[1], e2[2])
+        u = p1 - p0
+        v = p2 - p0
+        cr = xsim.cross(u, v)
+        alpha = compliance[c] * inv_h * inv_h
+        gamma = compliance[c] * damping[c] * inv_h
+        lc = lam[c]
+        dl = lc - lc
+        g0 = u - u
+        g1 = u - u
+        g2 = u - u
+        a2 = xsim.dot(cr, cr)
+        if a2 > 0.0:
+            a = xsim.sqrt(a2)
+            n = cr / a
+            g1 = xsim.cross(v, n) * 0.5
+            g2 = xsim.cross(n, u) * 0.5
+            g0 = -(g1 + g2)
+            num = rest[c] - 0.5 * a - alpha * lc
+            if DAMPED:
+                num = num - gamma * (xsim.dot(g0, p0 - x_start[i0]) + xsim.dot(g1, p1 - x_start[i1])
+                                     + xsim.dot(g2, p2 - x_start[i2]))
+            denom = (w0 * xsim.dot(g0, g0) + w1 * xsim.dot(g1, g1) + w2 * xsim.dot(g2, g2)) * (1.0 + gamma) + alpha
+            if denom > 0.0:
+                dl = num * (relaxation / denom)
+        lam_out[c] = lc + dl
+        delta[i0, slot[c, 0]] = g0 * (w0 * dl)
+        delta[i1, slot[c, 1]] = g1 * (w1 * dl)
+        delta[i2, slot[c, 2]] = g2 * (w2 * dl)
+
+    return SimpleNamespace(solve_distance=solve_distance, solve_bending=solve_bending, solve_area=solve_area,
                            module=module)
 
 

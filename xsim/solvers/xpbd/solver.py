@@ -12,7 +12,9 @@ act at the end of the substep, as in XPBD's implicit Euler. Positions evolve exa
 usual ``x + h (v + g h)`` form once the velocity is read as taken half a substep later (so a
 particle resting on the ground reports ``v = g h / 2``, the gravity of the next half substep,
 which its support cancels). A constraint C with compliance
-alpha updates its multiplier by ``dl = -(C + alpha/h^2 * l) / (sum_k w_k |grad_k C|^2 + alpha/h^2)``.
+alpha and damping beta updates its multiplier by ``dl = -(C + alpha/h^2 l + gamma grad C (x - x_start)) /
+((1 + gamma) sum_k w_k |grad_k C|^2 + alpha/h^2)`` with ``gamma = alpha beta / h`` (XPBD's damping:
+the force ``-beta dC/dt``; ``x_start``: the substep start).
 
 Constraints: distance (stretch, shear; ``spring_*``), isometric bending (a linear vector
 constraint, see ``xsim.sim.cloth``; it is exact in one update and smooth everywhere, which is why
@@ -20,8 +22,13 @@ it was chosen over the dihedral angle), triangle area, and per-particle contacts
 plane and static sphere/box/capsule/mesh colliders with position-level static and dynamic
 friction; ground restitution is applied to velocities after the substep (Macklin et al. 2019).
 
-Parallel convergence: Jacobi with averaging. Each constraint kernel writes its corrections into
-its own slots; each particle then moves by ``relaxation`` times the mean of its slots. Why not
+Parallel convergence: Jacobi with averaging and mass splitting (Tonge et al. 2012; the layout and
+counts are ``particle_constraints.py``'s). Each constraint kernel sees every particle's inverse
+mass times its number of constraints and writes its corrections into its own slots; each particle
+then moves by the mean of its slots, i.e. by the full correction of every constraint, so the
+iteration's fixed point is the XPBD solution and a compliance means the same whatever else touches
+its particles (without splitting, a particle in n constraints made each n times softer).
+``relaxation`` scales each multiplier update and its correction together. Why not
 graph-coloured Gauss-Seidel: a cloth grid with bending needs about 20 colours (a vertex sits in 6
 edges and 12 bending stencils), i.e. 20 launches per iteration, each over few constraints, against
 4 here (5 to 7 us of launch overhead each on the CPU, and under a Tape one new array per launch);
@@ -30,7 +37,9 @@ array. The gather is deterministic (no atomics, a fixed summation order), so res
 for bit and finite differences of a rollout are clean. Averaging (dividing by the
 particle's constraint count) keeps Jacobi stable for any stiffness; it converges more slowly than
 Gauss-Seidel, which ``relaxation`` in (1, 2) or more iterations/substeps compensate. A particle
-in a single constraint gets the exact XPBD update.
+in a single constraint gets the exact XPBD update. With too few iterations a stiff cloth is not
+converged within a substep and rests lower than its static equilibrium (its low-frequency modes
+converge slowest; more iterations or substeps close the gap: tests/solvers/test_xpbd_compliance.py).
 
 Gradients
 ---------
@@ -38,7 +47,7 @@ A step never overwrites an array a Tape recorded: with gradients on (a recording
 state/model that requires grad) every intermediate position, multiplier and correction array is
 new, and the last kernels write ``state_out``; without them the solver reuses scratch buffers. A
 rollout on a Tape therefore backpropagates to the initial state, the model's arrays (masses via
-``particle_inv_mass``, rest lengths, compliances, radii, friction, collider poses and mesh
+``particle_inv_mass``, rest lengths, compliances, damping, radii, friction, collider poses and mesh
 vertices) and ``Control.particle_target``.
 
 What is not differentiable, and what the gradient means there:
@@ -58,13 +67,13 @@ What is not differentiable, and what the gradient means there:
 from __future__ import annotations
 
 import xsim
-from xsim import types as T
 from xsim.errors import NonFiniteError
 from xsim.kernels import recording
 from xsim.kernels.finite import check_arrays
 
 from ...sim.model import Control, Model, State
 from .kernels import collider_kernels, xpbd_kernels
+from .particle_constraints import ParticleConstraints
 from .rigid_solver import RigidStepper
 
 
@@ -73,7 +82,7 @@ class SolverXPBD:
     joints (``rigid_solver.py``; one position iteration per substep is Mueller et al. 2020's choice).
 
     ``substeps``: substeps per ``step``; ``iterations``: Jacobi iterations per substep;
-    ``relaxation``: scale of the averaged corrections (1 is plain averaging, up to 2 converges
+    ``relaxation``: scale of each constraint update (1 is plain mass-split Jacobi, up to 2 converges
     faster); ``bounce_speed``: m/s, the approach speed below which ground contacts do not bounce
     (default ``2 |g| h``)."""
 
@@ -90,13 +99,8 @@ class SolverXPBD:
         self._gravity = model.vec3()(*model.gravity)
         self._scratch: dict = {}
         self.steps_taken = 0  # step() calls, named by check mode's errors
-        self._entry_views: dict = {}
         m = model
-        self._zero_lambda = {
-            "spring": xsim.zeros(m.spring_count, dtype=m.dtype, device=m.device),
-            "bending": xsim.zeros(m.bending_count, dtype=m.vec3(), device=m.device),
-            "area": xsim.zeros(m.area_count, dtype=m.dtype, device=m.device),
-        }
+        self.constraints = ParticleConstraints(m, self.kernels)
         self.collider_kernels = collider_kernels(model.dtype) if m.collider_count else None
         self._mesh_tri_none = xsim.full(m.particle_count, -1, dtype=int, device=m.device)
         self._has_mesh = m.mesh_indices.shape[0] > 0
@@ -155,7 +159,6 @@ class SolverXPBD:
             return
         v3 = m.vec3()
         h = dt / self.substeps
-        inv_h2 = 1.0 / (h * h)
         gravity = self._gravity
         x, v = state_in.particle_q, state_in.particle_qd
         if n and control is not None and control.particle_target is not None:
@@ -180,13 +183,13 @@ class SolverXPBD:
                     xsim.launch(self.collider_kernels.find_mesh_contacts, n, inputs=[
                         x, x_pred, m.particle_radius, m.mesh_indices, m.mesh_vertices, m.mesh_collider,
                         m.collider_pos, m.collider_rot], outputs=[mesh_tri], record_tape=False)
-                lam = dict(self._zero_lambda)
+                lam = dict(self.constraints.zero_lambda)
                 xi = x_pred
             for it in range(self.iterations):
                 if bodies is not None:
                     rigid.solve(bodies)
                 if n:
-                    xi = self._particle_iteration(x, xi, lam, inv_h2, mesh_tri, grad, bodies if body_collide else None,
+                    xi = self._particle_iteration(x, xi, lam, 1.0 / h, mesh_tri, grad, bodies if body_collide else None,
                                                   state_out.particle_q if last_sub and it == self.iterations - 1
                                                   else None)
                 if bodies is not None:
@@ -203,19 +206,20 @@ class SolverXPBD:
         if bodies is not None:
             rigid.end(bodies)
 
-    def _particle_iteration(self, x, xi, lam: dict, inv_h2: float, mesh_tri, grad: bool, bodies, final):
+    def _particle_iteration(self, x, xi, lam: dict, inv_h: float, mesh_tri, grad: bool, bodies, final):
         """One Jacobi iteration of the particles from ``xi`` (``x``: the substep start): constraints,
         ground, static colliders, then the bodies (``bodies``: the rigid step's working state, None
         without coupling). Updates ``lam`` in place; returns the new positions (``final`` if given)."""
         m, k = self.model, self.kernels
         n, v3 = m.particle_count, m.vec3()
-        delta = self._new("delta", (n, m.slot_width), v3, grad)
-        lam.update(self._project_constraints(xi, lam, inv_h2, delta, grad))
+        delta = self._new("delta", (n, self.constraints.width), v3, grad)
+        lam.update(self.constraints.project(lambda key, shape, dtype, avoid=(): self._new(key, shape, dtype, grad, avoid),
+                                            xi, x, lam, inv_h, self.relaxation, delta))
         x_next = final if final is not None and not (m.collider_count or bodies is not None) else self._new(
             "x", n, v3, grad, avoid=(x, xi))
         xsim.launch(k.apply_corrections, n, inputs=[
-            xi, x, delta, m.particle_slot_count, m.particle_inv_constraint_count, m.particle_inv_mass,
-            m.particle_radius, self.relaxation, int(m.ground), m.ground_height, m.ground_mu], outputs=[x_next])
+            xi, x, delta, self.constraints.slot_count, self.constraints.inv_count, m.particle_inv_mass,
+            m.particle_radius, int(m.ground), m.ground_height, m.ground_mu], outputs=[x_next])
         if m.collider_count:
             x_coll = final if final is not None and bodies is None else self._new("x", n, v3, grad,
                                                                                    avoid=(x, xi, x_next))
@@ -229,38 +233,6 @@ class SolverXPBD:
             self.rigid.collide_particles(bodies, x_next, x, x_body)
             x_next = x_body
         return x_next
-
-    def _project_constraints(self, x, lam: dict, inv_h2: float, delta, grad: bool) -> dict:
-        """One Jacobi pass of every constraint kind: new multipliers, corrections into ``delta``."""
-        m, k = self.model, self.kernels
-        v4 = T.vector(4, m.dtype)
-        pairs = self._new("pairs", (max(1, m.spring_count), 2), v4, grad)
-        quads = self._new("quads", (max(1, m.bending_count + m.area_count), 4), v4, grad)
-        xsim.launch(k.gather_entries, m.particle_count, inputs=[x, m.particle_inv_mass, m.particle_slot_count,
-                                                                m.particle_entry_row, m.particle_entry_col],
-                    outputs=[pairs, quads])
-        entries = self._entry_views.get(id(quads)) if not grad else None
-        if entries is None or entries["quads"] is not quads:
-            entries = {"quads": quads, "bending": quads[:m.bending_count],
-                       "area": quads[m.bending_count:m.bending_count + m.area_count]}
-            if not grad:  # scratch buffers come back: keep their views
-                self._entry_views[id(quads)] = entries
-        entries["spring"] = pairs
-        out = {}
-        for kind, kernel, count, indices, slot, rest, compliance in (
-                ("spring", k.solve_distance, m.spring_count, m.spring_indices, m.spring_slot, m.spring_rest_length,
-                 m.spring_compliance),
-                ("bending", k.solve_bending, m.bending_count, m.bending_indices, m.bending_slot, m.bending_weights,
-                 m.bending_compliance),
-                ("area", k.solve_area, m.area_count, m.area_indices, m.area_slot, m.area_rest, m.area_compliance)):
-            if count == 0:
-                out[kind] = lam[kind]
-                continue
-            lam_out = self._new("lam_" + kind, count, lam[kind].dtype, grad, avoid=(lam[kind],))
-            xsim.launch(kernel, count, inputs=[entries[kind], indices, slot, rest, compliance, lam[kind], inv_h2],
-                        outputs=[lam_out, delta])
-            out[kind] = lam_out
-        return out
 
 
 def _norm(g) -> float:

@@ -1,0 +1,54 @@
+"""The solver's particle-constraint bookkeeping (``particle_constraints.py``): slot layout and
+mass-splitting counts built from the Model's plain constraint arrays."""
+
+import numpy as np
+
+import xsim
+from xsim.sim import ModelBuilder
+from xsim.solvers.xpbd.kernels import xpbd_kernels
+from xsim.solvers.xpbd.particle_constraints import KINDS, ParticleConstraints
+
+
+def test_each_particle_gets_one_slot_and_one_entry_per_constraint_end():
+    b = ModelBuilder()
+    b.add_cloth_grid(pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=2, dim_y=2,
+                     cell_x=0.1, cell_y=0.1, mass=1.0, area_compliance=0.0)
+    m = b.finalize()
+    pc = ParticleConstraints(m, xpbd_kernels(m.dtype))
+    assert [k.name for k in pc.kinds] == [k.name for k in KINDS]
+    counts = pc.slot_count.numpy()
+    owners = np.concatenate([getattr(m, f"{k.name}_indices").numpy().ravel() for k in pc.kinds])
+    columns = np.concatenate([pc.slots[k.name].numpy().ravel() for k in pc.kinds])
+    entries = pc.entry_index.numpy()
+    assert pc.width == counts.max() and pc.entry_count == len(owners)
+    for p in range(m.particle_count):
+        np.testing.assert_array_equal(np.sort(columns[owners == p]), np.arange(counts[p]))
+        # each of its slots names one of its entries, and each entry once
+        np.testing.assert_array_equal(owners[entries[p, :counts[p]]], p)
+        np.testing.assert_array_equal(entries[p, columns[owners == p]], np.flatnonzero(owners == p))
+        assert pc.inv_count.numpy()[p] == np.float32(1.0 / counts[p]) and pc.split.numpy()[p] == counts[p]
+    # the centre vertex: 6 edges, 8 bending stencils (its 6 edges + 2 diagonals it faces), 6 triangles
+    assert counts[4] == 6 + 8 + 6
+    # kind blocks follow each other, arity entries per constraint
+    assert pc.blocks == {"spring": (0, 2 * m.spring_count),
+                         "bending": (2 * m.spring_count, 2 * m.spring_count + 4 * m.bending_count),
+                         "area": (2 * m.spring_count + 4 * m.bending_count, len(owners))}
+
+
+def test_kinds_without_constraints_are_left_out_and_damping_is_read_only_where_set():
+    b = ModelBuilder()
+    b.add_particle((0.0, 0.0, 0.0), mass=0.0)
+    b.add_particle((0.0, 0.0, -1.0))
+    b.add_particle((0.0, 0.0, -2.0))
+    b.add_spring(0, 1, compliance=1e-3)
+    b.add_spring(1, 2, compliance=1e-3, damping=2.0)
+    pc = ParticleConstraints(b.finalize(dtype=xsim.float64), xpbd_kernels(xsim.float64))
+    assert [k.name for k in pc.kinds] == ["spring"] and pc.damped == {"spring": True}
+    np.testing.assert_array_equal(pc.slot_count.numpy(), [1, 2, 1])
+    b.spring_damping[1] = 0.0
+    assert ParticleConstraints(b.finalize(), xpbd_kernels(xsim.float32)).damped == {"spring": False}
+    model = b.finalize(requires_grad=True)
+    assert not model.spring_damping.requires_grad  # all zero: its gradient is not tracked...
+    assert ParticleConstraints(model, xpbd_kernels(xsim.float32)).damped == {"spring": False}
+    model.spring_damping.requires_grad = True  # ...unless asked for, and then the damping term is kept
+    assert ParticleConstraints(model, xpbd_kernels(xsim.float32)).damped == {"spring": True}

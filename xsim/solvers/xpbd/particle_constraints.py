@@ -1,0 +1,142 @@
+"""The particle constraints' Jacobi bookkeeping, owned by ``SolverXPBD``: one table row per
+constraint kind, and the slot layout the solver builds from the Model's plain constraint arrays.
+
+A kind ``name`` is described by the Model's ``{name}_count``, ``{name}_indices`` (count, arity)
+and its parameter arrays; its kernel takes
+``(entries, indices, slot, *params, lam, x_start, inv_h, relaxation) -> (lam_out, delta)``;
+its last parameter is its damping (a kind with none compiles the damping term away: see
+``kernels.constraint_kernels``).
+Adding a kind means: the builder and the Model's arrays, a kernel, and one row of ``KINDS``.
+
+Layout. Every constraint end is one entry: kind blocks follow each other in ``KINDS`` order, and
+constraint c of a kind of arity k owns entries ``block + k c .. block + k c + k - 1``. Every
+particle owns one row of ``delta`` with one column (slot) per constraint end it is; ``count`` is
+its number of slots.
+
+Mass splitting (Tonge et al. 2012): each constraint sees a particle's inverse mass times the
+particle's count, and the particle moves by the mean of its corrections. A constraint's
+correction then reaches the particle in full, so the Jacobi iteration's fixed point is the XPBD
+solution (``C + alpha/h^2 lambda = 0`` with ``x = x_pred + M^-1 grad C^T lambda``) whatever else
+touches the particle; without it each compliance was multiplied by the particle's count. Pinned
+particles (inverse mass 0) stay at 0 whatever their count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import xsim
+from xsim import types as T
+
+from .kernels import constraint_kernels
+
+
+@dataclass(frozen=True)
+class ConstraintKind:
+    """One kind of particle constraint: the Model's arrays are ``{name}_count``,
+    ``{name}_indices`` (count, ``arity``) and ``params``; ``kernel`` names it in ``constraint_kernels``;
+    its multiplier has ``lam_size`` components (1: scalar, 3: vec3)."""
+
+    name: str
+    arity: int
+    params: tuple[str, ...]
+    kernel: str
+    lam_size: int = 1
+
+
+KINDS = (
+    ConstraintKind("spring", 2, ("spring_rest_length", "spring_compliance", "spring_damping"), "solve_distance"),
+    ConstraintKind("bending", 4, ("bending_weights", "bending_compliance", "bending_damping"), "solve_bending", 3),
+    ConstraintKind("area", 3, ("area_rest", "area_compliance", "area_damping"), "solve_area"),
+)
+
+
+def slot_layout(n: int, groups: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+    """For ``n`` particles and each kind's index array (m, k): (slot count per particle (n,), each
+    kind's slot (m, k): the ``delta`` column of each end in its particle's row, entry index
+    (n, width): the entry of each of a particle's slots)."""
+    owner = np.concatenate([g.ravel() for g in groups]) if groups else np.zeros(0, dtype=np.int64)
+    order = np.argsort(owner, kind="stable")
+    counts = np.bincount(owner, minlength=n)
+    column = np.empty(len(owner), dtype=np.int64)
+    column[order] = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
+    entry = np.zeros((n, max(1, int(counts.max(initial=0)))), dtype=np.int32)
+    entry[owner, column] = np.arange(len(owner))
+    slots, at = [], 0
+    for g in groups:
+        slots.append(column[at:at + g.size].reshape(g.shape))
+        at += g.size
+    return counts, slots, entry
+
+
+class ParticleConstraints:
+    """The solver's view of a Model's particle constraints: slot layout, mass-splitting counts,
+    zero multipliers, and one Jacobi projection pass over every kind (``project``)."""
+
+    def __init__(self, model, kernels):
+        m = self.model = model
+        self.kernels = kernels
+        n = m.particle_count
+        self.kinds = [k for k in KINDS if getattr(m, f"{k.name}_count") > 0]
+        groups = [getattr(m, f"{k.name}_indices").numpy().astype(np.int64).reshape(-1, k.arity) for k in self.kinds]
+        counts, slots, entry = slot_layout(n, groups)
+        self.width = entry.shape[1]
+        self.entry_count = max(1, int(counts.sum()))
+
+        def arr(data, dtype):
+            return xsim.array(np.asarray(data), dtype=dtype, device=m.device)
+
+        self.slot_count = arr(counts.astype(np.int32), int)
+        self.split = arr(np.maximum(counts, 1).astype(np.float64), m.dtype)
+        self.inv_count = arr(np.divide(1.0, counts, out=np.zeros(n), where=counts > 0), m.dtype)
+        self.entry_index = arr(entry, int)
+        self.slots = {k.name: arr(s.astype(np.int32), int) for k, s in zip(self.kinds, slots)}
+        self.blocks, at = {}, 0
+        for k, g in zip(self.kinds, groups):
+            self.blocks[k.name] = (at, at + g.size)
+            at += g.size
+        # the damping term reads x_start (atomic adjoints): left out for kinds without damping, unless
+        # their damping array requires grad (then the gradient with respect to a zero damping is exact)
+        self.damped = {}
+        for k in self.kinds:
+            damping = getattr(m, k.params[-1])
+            self.damped[k.name] = damping.requires_grad or bool(np.any(damping.numpy() != 0.0))
+        self.zero_lambda = {k.name: xsim.zeros(getattr(m, f"{k.name}_count"),
+                                               dtype=m.dtype if k.lam_size == 1 else T.vector(3, m.dtype),
+                                               device=m.device) for k in self.kinds}
+        self._views: dict = {}
+
+    def project(self, new, x, x_start, lam: dict, inv_h: float, relaxation: float, delta) -> dict:
+        """One Jacobi pass of every kind at positions ``x`` (``x_start``: the substep start):
+        corrections into ``delta`` (n, width); returns the new multipliers. ``new(key, shape,
+        dtype)`` gives the output arrays (the solver's fresh-or-scratch allocator)."""
+        m, k = self.model, self.kernels
+        entries = new("entries", self.entry_count, T.vector(4, m.dtype))
+        xsim.launch(k.gather_entries, m.particle_count, inputs=[x, m.particle_inv_mass, self.split, self.slot_count,
+                                                                self.entry_index], outputs=[entries])
+        out = {}
+        for kind in self.kinds:
+            count = getattr(m, f"{kind.name}_count")
+            lam_out = new("lam_" + kind.name, count, lam[kind.name].dtype, avoid=(lam[kind.name],))
+            params = [getattr(m, p) for p in kind.params]
+            kernel = getattr(constraint_kernels(m.dtype, self.damped[kind.name]), kind.kernel)
+            xsim.launch(kernel, count, inputs=[
+                self._view(entries, kind.name), getattr(m, f"{kind.name}_indices"), self.slots[kind.name], *params,
+                lam[kind.name], x_start, inv_h, relaxation], outputs=[lam_out, delta])
+            out[kind.name] = lam_out
+        return out
+
+    def _view(self, entries, name: str):
+        """``entries``' block of kind ``name``; views of scratch arrays (which come back every
+        iteration) are kept."""
+        start, stop = self.blocks[name]
+        if start == 0 and stop == entries.shape[0]:
+            return entries
+        if entries.requires_grad:
+            return entries[start:stop]
+        view = self._views.get((id(entries), name))
+        if view is None or view[0] is not entries:
+            view = self._views[(id(entries), name)] = (entries, entries[start:stop])
+        return view[1]
