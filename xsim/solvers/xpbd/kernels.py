@@ -27,6 +27,8 @@ import xsim
 from xsim import types as T
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 
+from .rigid_kernels import generalized_inv_mass
+
 UNROLLED_SLOTS = 32  # slots a particle gathers in straight-line code (a cloth vertex has 18: 6 + 12)
 
 
@@ -57,6 +59,34 @@ def push_out(x, x0, n, pen, mu):
     if pen > 0.0:
         return apply_friction(x + n * pen, x0, n, pen, mu)
     return x
+
+
+@xsim.func
+def bounce_impulse(v_rel, v_rel_pre, n, restitution, mu, bounce_speed, wp, q, inv_mass, inv_inertia, arm):
+    """Velocity-level contact of a particle (inverse mass ``wp``) with a surface of outward normal
+    ``n``, belonging to a body (rotation ``q``, ``inv_mass``, ``inv_inertia``, contact point at
+    ``arm`` from its com; zero masses: a static collider): restitution (Macklin et al. 2019) and
+    Coulomb friction. When the pre-solve normal velocity ``v_rel_pre`` (relative to the surface)
+    approached faster than ``bounce_speed``, a normal impulse brings the relative normal velocity
+    up to ``restitution`` times the approach speed, and a tangential impulse of at most ``mu`` times
+    it resists the sliding (the position pass already applied mu times its own normal push).
+    Returns the impulse on the particle (kg m/s; the body takes the opposite)."""
+    impulse = n - n
+    vn0 = xsim.dot(v_rel_pre, n)
+    if vn0 < -bounce_speed:
+        vn = xsim.dot(v_rel, n)
+        target = -restitution * vn0
+        if vn < target:
+            pn = (target - vn) / (wp + generalized_inv_mass(q, inv_mass, inv_inertia, arm, n))
+            impulse = n * pn
+            vt = v_rel - n * vn
+            lt2 = xsim.dot(vt, vt)
+            if lt2 > 0.0:
+                lt = xsim.sqrt(lt2)
+                t = vt / lt
+                jt = xsim.min(lt / (wp + generalized_inv_mass(q, inv_mass, inv_inertia, arm, t)), mu * pn)
+                impulse = impulse - t * jt
+    return impulse
 
 
 @xsim.func
@@ -384,6 +414,39 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
                            module=module)
 
 
+@xsim.func
+def collider_contact(kind: int, xi, pos, q, size, r):
+    """Contact of a particle of radius ``r`` at ``xi`` with a sphere, box or capsule collider at
+    (``pos``, ``q``): (world outward normal, penetration depth)."""
+    n, pen = surface_contact(kind, xsim.quat_rotate_inv(q, xi - pos), size, r)
+    return xsim.quat_rotate(q, n), pen
+
+
+@xsim.func
+def mesh_contact(xi, r, tri: int, mesh_indices, mesh_vertices, mesh_collider, collider_pos, collider_rot):
+    """Contact of a particle of radius ``r`` at ``xi`` with mesh triangle ``tri``: (world normal out of
+    the front of the face, penetration depth, collider index). Behind the face counts as inside."""
+    m = mesh_collider[tri]
+    q = collider_rot[m]
+    t = collider_pos[m]
+    a = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 0]]) + t
+    b = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 1]]) + t
+    cc = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 2]]) + t
+    face = xsim.cross(b - a, cc - a)
+    d = xi - closest_point_on_triangle(xi, a, b, cc)
+    dist2 = xsim.dot(d, d)
+    n = xsim.normalize(face)
+    pen = r
+    if dist2 > 0.0:
+        dist = xsim.sqrt(dist2)
+        side = xsim.sign(xsim.dot(d, face))
+        if side == 0.0:
+            side = 1.0
+        n = d * (side / dist)
+        pen = r - side * dist
+    return n, pen, m
+
+
 @functools.cache
 def collider_kernels(scalar=T.float32) -> SimpleNamespace:
     """Contacts with static colliders for ``scalar``: a module of its own, compiled only for
@@ -391,6 +454,7 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
     scalar = T.resolve(scalar)
     v3 = T.vector(3, scalar)
     qt = T.quaternion(scalar)
+    m33 = T.matrix((3, 3), scalar)
     Scalars = xsim.array(dtype=scalar)
     Vec3s = xsim.array(dtype=v3)
     Quats = xsim.array(dtype=qt)
@@ -413,34 +477,49 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
             for c in range(num_colliders):
                 kind = collider_type[c]
                 if kind != SHAPE_MESH:
-                    q = collider_rot[c]
-                    size = collider_size[c]
-                    p = xsim.quat_rotate_inv(q, xi - collider_pos[c])
-                    n, pen = surface_contact(kind, p, size, r)
-                    xi = push_out(xi, x0, xsim.quat_rotate(q, n), pen, collider_mu[c])
+                    n, pen = collider_contact(kind, xi, collider_pos[c], collider_rot[c], collider_size[c], r)
+                    xi = push_out(xi, x0, n, pen, collider_mu[c])
             tri = mesh_tri[i]
             if tri >= 0:
-                m = mesh_collider[tri]
-                q = collider_rot[m]
-                t = collider_pos[m]
-                a = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 0]]) + t
-                b = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 1]]) + t
-                cc = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 2]]) + t
-                face = xsim.cross(b - a, cc - a)
-                d = xi - closest_point_on_triangle(xi, a, b, cc)
-                dist2 = xsim.dot(d, d)
-                n = xsim.normalize(face)
-                pen = r
-                if dist2 > 0.0:
-                    dist = xsim.sqrt(dist2)
-                    # behind the face counts as inside: leave through the front
-                    side = xsim.sign(xsim.dot(d, face))
-                    if side == 0.0:
-                        side = 1.0
-                    n = d * (side / dist)
-                    pen = r - side * dist
+                n, pen, m = mesh_contact(xi, r, tri, mesh_indices, mesh_vertices, mesh_collider, collider_pos,
+                                         collider_rot)
                 xi = push_out(xi, x0, n, pen, collider_mu[m])
         x_out[i] = xi
+
+    @xsim.kernel(module=module)
+    def bounce_static(x: Vec3s, v: Vec3s, v_start: Vec3s, inv_mass: Scalars, radius: Scalars, gravity: v3,
+                      h: scalar, bounce_speed: scalar, num_colliders: int, collider_type: Ints, collider_pos: Vec3s,
+                      collider_rot: Quats, collider_size: Vec3s, collider_mu: Scalars, collider_restitution: Scalars,
+                      mesh_tri: Ints, mesh_indices: Ints2, mesh_vertices: Vec3s, mesh_collider: Ints, v_out: Vec3s):
+        """Velocity pass of the static colliders at the end of a substep (``bounce_impulse``): each
+        collider the particle touches at its final position ``x`` (within 0.1% of its radius), with
+        the pre-solve velocity v_start + g h."""
+        i = xsim.tid()
+        vi = v[i]
+        wp = inv_mass[i]
+        if wp > 0.0:
+            xi = x[i]
+            r = radius[i]
+            v_pre = v_start[i] + gravity * h
+            tol = r * 0.001
+            q0 = qt(0.0, 0.0, 0.0, 1.0)
+            zero = m33()
+            w0 = wp - wp
+            for c in range(num_colliders):
+                kind = collider_type[c]
+                if kind != SHAPE_MESH:
+                    n, pen = collider_contact(kind, xi, collider_pos[c], collider_rot[c], collider_size[c], r)
+                    if pen > -tol and xsim.dot(n, n) > 0.0:
+                        vi = vi + bounce_impulse(vi, v_pre, n, collider_restitution[c], collider_mu[c],
+                                                 bounce_speed, wp, q0, w0, zero, n) * wp
+            tri = mesh_tri[i]
+            if tri >= 0:
+                n, pen, m = mesh_contact(xi, r, tri, mesh_indices, mesh_vertices, mesh_collider, collider_pos,
+                                         collider_rot)
+                if pen > -tol:
+                    vi = vi + bounce_impulse(vi, v_pre, n, collider_restitution[m], collider_mu[m], bounce_speed,
+                                             wp, q0, w0, zero, n) * wp
+        v_out[i] = vi
 
     @xsim.kernel(module=module, enable_backward=False)
     def find_mesh_contacts(x: Vec3s, x_pred: Vec3s, radius: Scalars, mesh_indices: Ints2,
@@ -467,4 +546,5 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
                 found = tri
         mesh_tri[i] = found
 
-    return SimpleNamespace(collide_static=collide_static, find_mesh_contacts=find_mesh_contacts, module=module)
+    return SimpleNamespace(collide_static=collide_static, bounce_static=bounce_static,
+                           find_mesh_contacts=find_mesh_contacts, module=module)

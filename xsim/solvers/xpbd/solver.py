@@ -18,7 +18,9 @@ Constraints: distance (stretch, shear; ``spring_*``), isometric bending (a linea
 constraint, see ``xsim.sim.cloth``; it is exact in one update and smooth everywhere, which is why
 it was chosen over the dihedral angle), triangle area, and per-particle contacts with the ground
 plane and static sphere/box/capsule/mesh colliders with position-level static and dynamic
-friction; ground restitution is applied to velocities after the substep (Macklin et al. 2019).
+friction. Restitution is applied to velocities after the substep (Macklin et al. 2019): the ground's
+in ``update_velocities``; the colliders' and the body shapes' in a velocity pass (``bounce_impulse``)
+that also lets friction take up to mu times the bounce's impulse, so an oblique hit follows Coulomb.
 
 Parallel convergence: Jacobi with averaging. Each constraint kernel writes its corrections into
 its own slots; each particle then moves by ``relaxation`` times the mean of its slots. Why not
@@ -50,7 +52,8 @@ What is not differentiable, and what the gradient means there:
 - static versus dynamic friction is a switch of the same kind;
 - mesh contact detection (which triangle is closest) is not differentiated; the distance to the
   chosen triangle and the triangle's pose are;
-- restitution's activation test (approach speed above ``bounce_speed``) is a switch;
+- restitution's activation test (approach speed above ``bounce_speed``, the particle within 0.1% of
+  its radius of the surface at the end of the substep) is a switch;
 - degenerate configurations (coincident particles, a particle exactly on a collider's surface or
   axis) give no correction and a zero gradient instead of NaN.
 """
@@ -174,15 +177,12 @@ class SolverXPBD:
                                                   else None)
                 if bodies is not None:
                     rigid.apply(bodies, it)
+            if n:
+                v_next = self._particle_velocities(xi, x, v, h, mesh_tri, grad, bodies if body_collide else None,
+                                                   state_out.particle_qd if last_sub else None)
+                x, v = xi, v_next
             if bodies is not None:
                 rigid.end_substep(bodies)
-            if n:
-                v_next = state_out.particle_qd if last_sub else self._new("v", n, v3, grad, avoid=(v,))
-                bounce = self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(m.gravity) * h
-                xsim.launch(k.update_velocities, n, inputs=[
-                    xi, x, v, m.particle_inv_mass, m.particle_radius, gravity, h, m.particle_damping,
-                    int(m.ground), m.ground_height, m.ground_restitution, bounce], outputs=[v_next])
-                x, v = xi, v_next
         if bodies is not None:
             rigid.end(bodies)
 
@@ -212,6 +212,36 @@ class SolverXPBD:
             self.rigid.collide_particles(bodies, x_next, x, x_body)
             x_next = x_body
         return x_next
+
+    def _particle_velocities(self, x, x_start, v_start, h: float, mesh_tri, grad: bool, bodies, final):
+        """End-of-substep particle velocities from the positions ``x`` (``x_start``, ``v_start``: at the
+        substep start): the velocity update with the ground's restitution, then the velocity pass of the
+        static colliders and of the bodies (restitution and friction; ``bodies``: None without coupling).
+        Returns them (in ``final`` if given)."""
+        m, k = self.model, self.kernels
+        n, v3 = m.particle_count, m.vec3()
+        bounce = self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(m.gravity) * h
+        stages = 1 + int(m.collider_count > 0) + int(bodies is not None)
+
+        def out(stage, avoid):
+            return final if final is not None and stage == stages else self._new("v", n, v3, grad,
+                                                                                 avoid=(v_start, *avoid))
+        v = out(1, ())
+        xsim.launch(k.update_velocities, n, inputs=[
+            x, x_start, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, h, m.particle_damping,
+            int(m.ground), m.ground_height, m.ground_restitution, bounce], outputs=[v])
+        if m.collider_count:
+            v_coll = out(2, (v,))
+            xsim.launch(self.collider_kernels.bounce_static, n, inputs=[
+                x, v, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, h, bounce, m.collider_count,
+                m.collider_type, m.collider_pos, m.collider_rot, m.collider_size, m.collider_mu,
+                m.collider_restitution, mesh_tri, m.mesh_indices, m.mesh_vertices, m.mesh_collider], outputs=[v_coll])
+            v = v_coll
+        if bodies is not None:
+            v_body = out(stages, (v,))
+            self.rigid.bounce_particles(bodies, x, v_start, v, v_body)
+            v = v_body
+        return v
 
     def _project_constraints(self, x, lam: dict, inv_h2: float, delta, grad: bool) -> dict:
         """One Jacobi pass of every constraint kind: new multipliers, corrections into ``delta``."""
