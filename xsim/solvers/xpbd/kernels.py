@@ -90,6 +90,16 @@ def bounce_impulse(v_rel, v_rel_pre, n, restitution, mu, bounce_speed, wp, q, in
 
 
 @xsim.func
+def reflect(x, x_start, v_start, gravity, h, n, restitution):
+    """Where a particle that bounced this substep off a surface of normal ``n`` (it ends on the surface
+    at ``x``) is at the end of the substep: the part of its free-flight prediction behind the surface,
+    reflected and scaled by ``restitution``, so that the bounce happens at the moment of impact and the
+    trajectory does not depend on which substep the impact falls in (a continuous rollout)."""
+    x_pred = x_start + v_start * h + gravity * (0.5 * h * h)
+    return x + n * (restitution * xsim.max(xsim.dot(x - x_pred, n), 0.0))
+
+
+@xsim.func
 def store_entry(pairs, quads, row, col, e):
     """Write entry ``e`` at (row, col) of the spring entries (col >= 4) or the other ones."""
     if col >= 4:
@@ -212,6 +222,7 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
     scalar = T.resolve(scalar)
     v3 = T.vector(3, scalar)
     v4 = T.vector(4, scalar)
+    qt, m33 = T.quaternion(scalar), T.matrix((3, 3), scalar)
     Scalars = xsim.array(dtype=scalar)
     Vec3s = xsim.array(dtype=v3)
     Vec4s = xsim.array(dtype=v4)
@@ -390,22 +401,29 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
     @xsim.kernel(module=module)
     def update_velocities(x: Vec3s, x_start: Vec3s, v_start: Vec3s, inv_mass: Scalars, radius: Scalars,
                           gravity: v3, h: scalar, damping: scalar, ground: int, ground_height: scalar,
-                          restitution: scalar, bounce_speed: scalar, v_out: Vec3s):
+                          ground_mu: scalar, restitution: scalar, bounce_speed: scalar, v_out: Vec3s, x_out: Vec3s):
         """End-of-substep velocity of a dynamic particle: (x - x_start) / h, damped implicitly,
         plus g h / 2 (the mean velocity over the substep plus the half substep of gravity left,
         which makes free flight exact). Then ground restitution (Macklin et al. 2019): a particle
         that hit the ground faster than ``bounce_speed`` leaves it at ``restitution`` times its
-        approach speed."""
+        approach speed, with Coulomb friction (``bounce_impulse``), from where it would be had it
+        bounced at the moment of impact (``reflect``)."""
         i = xsim.tid()
         xi = x[i]
         vi = (xi - x_start[i]) * (1.0 / h)
         if inv_mass[i] > 0.0:
             vi = vi * (1.0 / (1.0 + damping * h)) + gravity * (0.5 * h)
-            if ground != 0 and restitution > 0.0:
-                vn_pre = v_start[i][2] + gravity[2] * h
-                if vn_pre < -bounce_speed and xi[2] - ground_height <= radius[i] * 1.001:
-                    vi[2] = xsim.max(vi[2], -restitution * vn_pre)
+            if ground != 0 and restitution > 0.0 and xi[2] - ground_height <= radius[i] * 1.001:
+                up = xi - xi
+                up[2] = 1.0
+                wp = inv_mass[i]
+                p = bounce_impulse(vi, v_start[i] + gravity * h, up, restitution, ground_mu, bounce_speed, wp,
+                                   qt(0.0, 0.0, 0.0, 1.0), wp - wp, m33(), up)
+                if xsim.dot(p, p) > 0.0:
+                    vi = vi + p * wp
+                    xi = reflect(xi, x_start[i], v_start[i], gravity, h, up, restitution)
         v_out[i] = vi
+        x_out[i] = xi
 
     return SimpleNamespace(integrate_particles=integrate_particles, kinematic_velocities=kinematic_velocities,
                            solve_distance=solve_distance, solve_bending=solve_bending, solve_area=solve_area,
@@ -490,15 +508,17 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
     def bounce_static(x: Vec3s, v: Vec3s, v_start: Vec3s, inv_mass: Scalars, radius: Scalars, gravity: v3,
                       h: scalar, bounce_speed: scalar, num_colliders: int, collider_type: Ints, collider_pos: Vec3s,
                       collider_rot: Quats, collider_size: Vec3s, collider_mu: Scalars, collider_restitution: Scalars,
-                      mesh_tri: Ints, mesh_indices: Ints2, mesh_vertices: Vec3s, mesh_collider: Ints, v_out: Vec3s):
+                      mesh_tri: Ints, mesh_indices: Ints2, mesh_vertices: Vec3s, mesh_collider: Ints,
+                      x_start: Vec3s, v_out: Vec3s, x_out: Vec3s):
         """Velocity pass of the static colliders at the end of a substep (``bounce_impulse``): each
         collider the particle touches at its final position ``x`` (within 0.1% of its radius), with
-        the pre-solve velocity v_start + g h."""
+        the pre-solve velocity v_start + g h; a particle that bounces ends where ``reflect`` puts it."""
         i = xsim.tid()
         vi = v[i]
         wp = inv_mass[i]
+        xi = x[i]
+        x_end = xi
         if wp > 0.0:
-            xi = x[i]
             r = radius[i]
             v_pre = v_start[i] + gravity * h
             tol = r * 0.001
@@ -510,16 +530,23 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
                 if kind != SHAPE_MESH:
                     n, pen = collider_contact(kind, xi, collider_pos[c], collider_rot[c], collider_size[c], r)
                     if pen > -tol and xsim.dot(n, n) > 0.0:
-                        vi = vi + bounce_impulse(vi, v_pre, n, collider_restitution[c], collider_mu[c],
-                                                 bounce_speed, wp, q0, w0, zero, n) * wp
+                        p = bounce_impulse(vi, v_pre, n, collider_restitution[c], collider_mu[c], bounce_speed, wp,
+                                           q0, w0, zero, n)
+                        if xsim.dot(p, p) > 0.0:
+                            vi = vi + p * wp
+                            x_end = reflect(x_end, x_start[i], v_start[i], gravity, h, n, collider_restitution[c])
             tri = mesh_tri[i]
             if tri >= 0:
                 n, pen, m = mesh_contact(xi, r, tri, mesh_indices, mesh_vertices, mesh_collider, collider_pos,
                                          collider_rot)
                 if pen > -tol:
-                    vi = vi + bounce_impulse(vi, v_pre, n, collider_restitution[m], collider_mu[m], bounce_speed,
-                                             wp, q0, w0, zero, n) * wp
+                    p = bounce_impulse(vi, v_pre, n, collider_restitution[m], collider_mu[m], bounce_speed, wp, q0,
+                                       w0, zero, n)
+                    if xsim.dot(p, p) > 0.0:
+                        vi = vi + p * wp
+                        x_end = reflect(x_end, x_start[i], v_start[i], gravity, h, n, collider_restitution[m])
         v_out[i] = vi
+        x_out[i] = x_end
 
     @xsim.kernel(module=module, enable_backward=False)
     def find_mesh_contacts(x: Vec3s, x_pred: Vec3s, radius: Scalars, mesh_indices: Ints2,
