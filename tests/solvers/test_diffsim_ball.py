@@ -17,7 +17,8 @@ RATE = 0.2
 
 
 @xsim.kernel
-def distance_to_target(q: xsim.array(dtype=xsim.vec3d), target: xsim.vec3d, loss: xsim.array(dtype=xsim.float64)):
+def distance_to_target(q: xsim.array(dtype=xsim.vec3d), target: xsim.vec3d,
+                       loss: xsim.array(dtype=xsim.float64)):
     d = q[0] - target
     loss[0] = xsim.dot(d, d)
 
@@ -41,7 +42,8 @@ def rollout(model, solver, v0, tape):
             nxt = model.state()
             solver.step(states[-1], nxt, None, 1.0 / FPS)
             states.append(nxt)
-        xsim.launch(distance_to_target, 1, inputs=[states[-1].particle_q, xsim.vec3d(*TARGET)], outputs=[loss])
+        xsim.launch(distance_to_target, 1, inputs=[states[-1].particle_q, xsim.vec3d(*TARGET)],
+                    outputs=[loss])
     return loss, states
 
 

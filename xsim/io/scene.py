@@ -129,7 +129,8 @@ _COLLIDER_TYPES = {
     "mesh": {"mesh": Key(string(), doc="a mesh file path, relative to the scene file"),
              "scale": Key(number(above=0.0), 1.0, "scale applied to the mesh file"), **_placement},
 }
-_restitution = Key(number(minimum=0.0, maximum=1.0), 0.0, "bounciness, 0..1: the fraction of the approach speed kept")
+_restitution = Key(number(minimum=0.0, maximum=1.0), 0.0,
+                   "bounciness, 0..1: the fraction of the approach speed kept")
 COLLIDER_KEYS = {ctype: {"type": Key(string(tuple(_COLLIDER_TYPES))), "name": Key(_name, None),
                          **keys, "mu": _mu, "restitution": _restitution}
                  for ctype, keys in _COLLIDER_TYPES.items()}
@@ -370,7 +371,8 @@ def _add_collider(b, c: dict):
     if kind == "ground":
         b.add_ground_plane(mu=c["mu"], restitution=c["restitution"], height=c["height"])
     elif kind == "sphere":
-        b.add_collider_sphere(center=c["center"], radius=c["radius"], mu=c["mu"], restitution=c["restitution"])
+        b.add_collider_sphere(center=c["center"], radius=c["radius"], mu=c["mu"],
+                              restitution=c["restitution"])
     elif kind == "box":
         b.add_collider_box(center=c["center"], half_extents=c["half_extents"], rot=c["rotation"], mu=c["mu"],
                            restitution=c["restitution"])

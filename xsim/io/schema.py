@@ -104,7 +104,8 @@ def check_table(raw: Any, path: str, keys: dict[str, Key], what: str = "a table"
 # -- converters ------------------------------------------------------------------------------------
 
 
-def number(minimum: float | None = None, above: float | None = None, maximum: float | None = None) -> Converter:
+def number(minimum: float | None = None, above: float | None = None,
+           maximum: float | None = None) -> Converter:
     """A float (integers accepted); ``minimum``: allowed lower bound, ``above``: exclusive lower bound,
     ``maximum``: allowed upper bound."""
     if above is not None:

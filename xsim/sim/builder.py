@@ -189,7 +189,8 @@ class ModelBuilder(RigidBuilderMixin):
     def add_collider_box(self, center, half_extents, rot=(0.0, 0.0, 0.0, 1.0), mu: float = 0.5,
                          restitution: float = 0.0) -> int:
         """A static box with ``half_extents`` (m) along its local axes. Returns the collider index."""
-        return self._add_collider(Collider(BOX, pos=tuple(center), rot=tuple(rot), mu=mu, restitution=restitution,
+        return self._add_collider(Collider(BOX, pos=tuple(center), rot=tuple(rot), mu=mu,
+                                           restitution=restitution,
                                            half_extents=tuple(float(h) for h in half_extents)))
 
     def add_collider_capsule(self, center, radius: float, half_height: float, rot=(0.0, 0.0, 0.0, 1.0),
@@ -197,7 +198,8 @@ class ModelBuilder(RigidBuilderMixin):
         """A static capsule along its local z axis: a segment of half length ``half_height`` (m)
         swept by ``radius``. Returns the collider index."""
         return self._add_collider(Collider(CAPSULE, pos=tuple(center), rot=tuple(rot), mu=mu,
-                                           restitution=restitution, radius=float(radius), half_height=float(half_height)))
+                                           restitution=restitution, radius=float(radius),
+                                           half_height=float(half_height)))
 
     def add_collider_mesh(self, mesh, pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), mu: float = 0.5,
                           restitution: float = 0.0) -> int:
@@ -205,7 +207,8 @@ class ModelBuilder(RigidBuilderMixin):
         ``pos``/``rot``. Triangles should wind counter-clockwise seen from outside: a particle
         behind a face is pushed out to its front. Returns the collider index."""
         v, f = mesh_arrays(*mesh) if isinstance(mesh, tuple) else mesh_arrays(mesh, None)
-        return self._add_collider(Collider(MESH, pos=tuple(pos), rot=tuple(rot), mu=mu, restitution=restitution,
+        return self._add_collider(Collider(MESH, pos=tuple(pos), rot=tuple(rot), mu=mu,
+                                           restitution=restitution,
                                            vertices=v, indices=f))
 
     def _add_collider(self, c: Collider) -> int:

@@ -730,7 +730,8 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
                         arm = xi - n * (r - pen) - pose.p
                         vb, wb = split_qd(qd[b], xi)
                         vb0, wb0 = split_qd(qd_pre[b], xi)
-                        p = bounce_impulse(vi - vb - xsim.cross(wb, arm), v_pre - vb0 - xsim.cross(wb0, arm), n,
+                        p = bounce_impulse(vi - vb - xsim.cross(wb, arm), v_pre - vb0 - xsim.cross(wb0,
+                                                                                                   arm), n,
                                            shape_restitution[s], shape_mu[s], bounce_speed, wp, pose.q, imb, iib, arm)
                         if xsim.dot(p, p) > 0.0:
                             vi = vi + p * wp

@@ -530,17 +530,20 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
                 if kind != SHAPE_MESH:
                     n, pen = collider_contact(kind, xi, collider_pos[c], collider_rot[c], collider_size[c], r)
                     if pen > -tol and xsim.dot(n, n) > 0.0:
-                        p = bounce_impulse(vi, v_pre, n, collider_restitution[c], collider_mu[c], bounce_speed, wp,
+                        p = bounce_impulse(vi, v_pre, n, collider_restitution[c], collider_mu[c],
+                                           bounce_speed, wp,
                                            q0, w0, zero, n)
                         if xsim.dot(p, p) > 0.0:
                             vi = vi + p * wp
-                            x_end = reflect(x_end, x_start[i], v_start[i], gravity, h, n, collider_restitution[c])
+                            x_end = reflect(x_end, x_start[i], v_start[i], gravity, h, n,
+                                            collider_restitution[c])
             tri = mesh_tri[i]
             if tri >= 0:
                 n, pen, m = mesh_contact(xi, r, tri, mesh_indices, mesh_vertices, mesh_collider, collider_pos,
                                          collider_rot)
                 if pen > -tol:
-                    p = bounce_impulse(vi, v_pre, n, collider_restitution[m], collider_mu[m], bounce_speed, wp, q0,
+                    p = bounce_impulse(vi, v_pre, n, collider_restitution[m], collider_mu[m], bounce_speed,
+                                       wp, q0,
                                        w0, zero, n)
                     if xsim.dot(p, p) > 0.0:
                         vi = vi + p * wp

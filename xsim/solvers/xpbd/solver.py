@@ -172,11 +172,13 @@ class SolverXPBD:
                 if bodies is not None:
                     rigid.solve(bodies)
                 if n:
-                    xi = self._particle_iteration(x, xi, lam, inv_h2, mesh_tri, grad, bodies if body_collide else None)
+                    xi = self._particle_iteration(x, xi, lam, inv_h2, mesh_tri, grad,
+                                                  bodies if body_collide else None)
                 if bodies is not None:
                     rigid.apply(bodies, it)
             if n:
-                x, v = self._particle_velocities(xi, x, v, h, mesh_tri, grad, bodies if body_collide else None,
+                x, v = self._particle_velocities(xi, x, v, h, mesh_tri, grad,
+                                                 bodies if body_collide else None,
                                                  state_out if last_sub else None)
             if bodies is not None:
                 rigid.end_substep(bodies)
@@ -226,7 +228,8 @@ class SolverXPBD:
             x, x_start, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, h, m.particle_damping,
             int(m.ground), m.ground_height, m.ground_mu, m.ground_restitution, bounce], outputs=[v, xo])
         if colliders:
-            v_coll = final.particle_qd if last and not coupled else self._new("v", n, v3, grad, avoid=(v_start, v))
+            v_coll = final.particle_qd if last and not coupled else self._new("v", n, v3, grad,
+                                                                              avoid=(v_start, v))
             x_coll = final.particle_q if last else self._new("x", n, v3, grad, avoid=(x, x_start, xo))
             xsim.launch(self.collider_kernels.bounce_static, n, inputs=[
                 xo, v, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, h, bounce, m.collider_count,
