@@ -52,6 +52,9 @@ CASES = {
         "[sim]\nframes = true\n", "sim.frames", "an integer >= 1", "true (a boolean)"),
     "misspelled collider type": (
         '[[collider]]\ntype = "shpere"\n', "collider[0].type", '"sphere"', "did you mean 'sphere'?"),
+    "restitution above one": (
+        '[[collider]]\ntype = "sphere"\ncenter = [0.0, 0.0, 0.0]\nradius = 1.0\nrestitution = 1.5\n',
+        "collider[0].restitution", "a number >= 0 and <= 1", "1.5 (a float)"),
     "missing collider type": (
         "[[collider]]\nradius = 1.0\n", "collider[0].type", '"ground"', "the key is missing"),
     "missing required key": (

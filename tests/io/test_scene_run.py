@@ -39,6 +39,7 @@ mass = 0.01
 type = "sphere"
 center = [0.0, 0.0, 0.5]
 radius = 0.3
+restitution = 0.4
 
 [[collider]]
 type = "ground"
@@ -66,6 +67,7 @@ def test_scene_becomes_a_builder_holding_its_cloths_and_colliders(small_scene):
     np.testing.assert_allclose(mass[:20], 0.01)
     assert mass[20 + 12:].tolist() == [0.0] * 4 and np.all(mass[20:32] > 0)   # pinned top row
     assert [c.type for c in model.colliders] == ["sphere"] and model.ground
+    np.testing.assert_allclose(model.collider_restitution.numpy(), [0.4])
 
 
 def test_a_scene_builder_can_be_edited_further_and_simulated(small_scene):

@@ -41,7 +41,7 @@ def test_particle_hitting_a_free_body_conserves_momentum_and_sticks_inelasticall
     vb = final.body_qd.numpy()[0, :3]
     momentum = m * vp + big_m * vb
     assert np.linalg.norm(momentum - [m * v0, 0.0, 0.0]) < 0.01 * m * v0
-    # no restitution for particles: they leave together at the common velocity
+    # restitution 0 (the shapes' default): they leave together at the common velocity
     common = m * v0 / (m + big_m)
     assert abs(vb[0] - common) < 0.05 * common and abs(vp[0] - common) < 0.05 * common
     assert np.abs(final.body_qd.numpy()[0, 3:]).max() < 1e-9  # head-on through the centre: no spin

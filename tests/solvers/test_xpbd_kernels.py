@@ -109,8 +109,8 @@ def test_gather_entries_writes_split_inverse_masses_and_its_adjoint():
 def test_velocity_update_adjoint_with_restitution():
     x = vecs([[0.0, 0.0, 0.01], [1.0, 0.0, 0.5]])
     args = [x, vecs([[0.0, 0.1, 0.02], [1.0, 0.1, 0.6]]), vecs([[0.0, 0.0, -3.0], [0.0, 0.0, -1.0]]),
-            scalars([1.0, 1.0]), scalars([0.01, 0.01]), V(0.0, 0.0, -9.81), 0.01, 0.5, 1, 0.0, 0.5, 0.1,
-            vecs(np.zeros((2, 3)))]
+            scalars([1.0, 1.0]), scalars([0.01, 0.01]), V(0.0, 0.0, -9.81), 0.01, 0.5, 1, 0.0, 0.3, 0.5, 0.1,
+            vecs(np.zeros((2, 3))), vecs(np.zeros((2, 3)))]
     check(K.update_velocities, args, 2)
 
 

@@ -129,8 +129,7 @@ CLOTH_KEYS = {
 }
 
 _COLLIDER_TYPES = {
-    "ground": {"height": Key(number(), 0.0, "the plane z = height, m"),
-               "restitution": Key(number(minimum=0.0), 0.0, "bounciness, 0..1")},
+    "ground": {"height": Key(number(), 0.0, "the plane z = height, m")},
     "sphere": {"center": Key(_vec3, doc="centre [x, y, z] in metres"),
                "radius": Key(number(above=0.0), doc="radius in metres")},
     "box": {"center": Key(_vec3, doc="centre [x, y, z] in metres"),
@@ -144,8 +143,10 @@ _COLLIDER_TYPES = {
     "mesh": {"mesh": Key(string(), doc="a mesh file path, relative to the scene file"),
              "scale": Key(number(above=0.0), 1.0, "scale applied to the mesh file"), **_placement},
 }
+_restitution = Key(number(minimum=0.0, maximum=1.0), 0.0,
+                   "bounciness, 0..1: the fraction of the approach speed kept")
 COLLIDER_KEYS = {ctype: {"type": Key(string(tuple(_COLLIDER_TYPES))), "name": Key(_name, None),
-                         **keys, "mu": _mu}
+                         **keys, "mu": _mu, "restitution": _restitution}
                  for ctype, keys in _COLLIDER_TYPES.items()}
 
 BODY_KEYS, SHAPE_KEYS = body_keys(_placement, _mu, Key(_name, None, "prim name in the USD file; joints refer to it"))
@@ -403,11 +404,14 @@ def _add_collider(b, c: dict):
     if kind == "ground":
         b.add_ground_plane(mu=c["mu"], restitution=c["restitution"], height=c["height"])
     elif kind == "sphere":
-        b.add_collider_sphere(center=c["center"], radius=c["radius"], mu=c["mu"])
+        b.add_collider_sphere(center=c["center"], radius=c["radius"], mu=c["mu"],
+                              restitution=c["restitution"])
     elif kind == "box":
-        b.add_collider_box(center=c["center"], half_extents=c["half_extents"], rot=c["rotation"], mu=c["mu"])
+        b.add_collider_box(center=c["center"], half_extents=c["half_extents"], rot=c["rotation"], mu=c["mu"],
+                           restitution=c["restitution"])
     elif kind == "capsule":
         b.add_collider_capsule(center=c["center"], radius=c["radius"], half_height=c["half_height"],
-                               rot=c["rotation"], mu=c["mu"])
+                               rot=c["rotation"], mu=c["mu"], restitution=c["restitution"])
     else:
-        b.add_collider_mesh((c["vertices"], c["indices"]), pos=c["position"], rot=c["rotation"], mu=c["mu"])
+        b.add_collider_mesh((c["vertices"], c["indices"]), pos=c["position"], rot=c["rotation"], mu=c["mu"],
+                            restitution=c["restitution"])

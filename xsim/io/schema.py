@@ -133,19 +133,24 @@ def _simplest_between(lo: Fraction, hi: Fraction) -> Fraction:
 # -- converters ------------------------------------------------------------------------------------
 
 
-def number(minimum: float | None = None, above: float | None = None) -> Converter:
-    """A float (integers accepted); ``minimum``: allowed lower bound, ``above``: exclusive lower bound."""
+def number(minimum: float | None = None, above: float | None = None,
+           maximum: float | None = None) -> Converter:
+    """A float (integers accepted); ``minimum``: allowed lower bound, ``above``: exclusive lower bound,
+    ``maximum``: allowed upper bound."""
     if above is not None:
         expected = f"a number > {above:g}"
     elif minimum is not None:
         expected = f"a number >= {minimum:g}"
     else:
         expected = "a number"
+    if maximum is not None:
+        expected = f"{expected} and <= {maximum:g}"
 
     def convert(value: Any, path: str) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise Invalid(path, expected, describe(value))
-        if (above is not None and value <= above) or (minimum is not None and value < minimum):
+        if (above is not None and value <= above) or (minimum is not None and value < minimum) or (
+                maximum is not None and value > maximum):
             raise Invalid(path, expected, describe(value))
         return float(value)
 

@@ -218,34 +218,45 @@ class ModelBuilder(RigidBuilderMixin):
         """The plane z = ``height`` (m), with friction coefficient ``mu`` and ``restitution``."""
         self.ground = {"mu": float(mu), "restitution": float(restitution), "height": float(height)}
 
-    def add_collider_sphere(self, center, radius: float, mu: float = 0.5) -> int:
-        """A static sphere (m). Returns the collider index."""
-        return self._add_collider(Collider(SPHERE, pos=tuple(center), mu=mu, radius=float(radius)))
+    def add_collider_sphere(self, center, radius: float, mu: float = 0.5, restitution: float = 0.0) -> int:
+        """A static sphere (m). ``restitution``: particles that hit a collider leave it at this fraction of
+        their approach speed (0..1; as for every collider). Returns the collider index."""
+        return self._add_collider(Collider(SPHERE, pos=tuple(center), mu=mu, restitution=restitution,
+                                           radius=float(radius)))
 
-    def add_collider_box(self, center, half_extents, rot=(0.0, 0.0, 0.0, 1.0), mu: float = 0.5) -> int:
+    def add_collider_box(self, center, half_extents, rot=(0.0, 0.0, 0.0, 1.0), mu: float = 0.5,
+                         restitution: float = 0.0) -> int:
         """A static box with ``half_extents`` (m) along its local axes. Returns the collider index."""
         return self._add_collider(Collider(BOX, pos=tuple(center), rot=tuple(rot), mu=mu,
+                                           restitution=restitution,
                                            half_extents=tuple(float(h) for h in half_extents)))
 
     def add_collider_capsule(self, center, radius: float, half_height: float, rot=(0.0, 0.0, 0.0, 1.0),
-                             mu: float = 0.5) -> int:
+                             mu: float = 0.5, restitution: float = 0.0) -> int:
         """A static capsule along its local z axis: a segment of half length ``half_height`` (m)
         swept by ``radius``. Returns the collider index."""
         return self._add_collider(Collider(CAPSULE, pos=tuple(center), rot=tuple(rot), mu=mu,
-                                           radius=float(radius), half_height=float(half_height)))
+                                           restitution=restitution, radius=float(radius),
+                                           half_height=float(half_height)))
 
-    def add_collider_mesh(self, mesh, pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), mu: float = 0.5) -> int:
+    def add_collider_mesh(self, mesh, pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), mu: float = 0.5,
+                          restitution: float = 0.0) -> int:
         """A static triangle mesh (a ``trimesh.Trimesh`` or ``(vertices, indices)``) placed at
         ``pos``/``rot``. Triangles should wind counter-clockwise seen from outside: a particle
         behind a face is pushed out to its front. Returns the collider index."""
         v, f = mesh_arrays(*mesh) if isinstance(mesh, tuple) else mesh_arrays(mesh, None)
-        return self._add_collider(Collider(MESH, pos=tuple(pos), rot=tuple(rot), mu=mu, vertices=v, indices=f))
+        return self._add_collider(Collider(MESH, pos=tuple(pos), rot=tuple(rot), mu=mu,
+                                           restitution=restitution,
+                                           vertices=v, indices=f))
 
     def _add_collider(self, c: Collider) -> int:
         c.pos = tuple(float(p) for p in c.pos)
         rot = np.asarray(c.rot, dtype=np.float64)
         c.rot = tuple(float(q) for q in rot / np.linalg.norm(rot))  # tolerate rounded quaternions
         c.mu = float(c.mu)
+        c.restitution = float(c.restitution)
+        if not 0.0 <= c.restitution <= 1.0:
+            raise ValueError(f"add_collider_{c.type}: restitution must be in [0, 1], got {c.restitution}")
         self.colliders.append(c)
         return len(self.colliders) - 1
 
@@ -306,6 +317,7 @@ class ModelBuilder(RigidBuilderMixin):
             collider_rot=arr(packed["collider_rot"], qt, True, shape=len(self.colliders)),
             collider_size=arr(packed["collider_size"], v3, True, shape=len(self.colliders)),
             collider_mu=arr(packed["collider_mu"], dtype, True, shape=len(self.colliders)),
+            collider_restitution=arr(packed["collider_restitution"], dtype, True, shape=len(self.colliders)),
             mesh_indices=ints(packed["mesh_indices"], 3),
             mesh_vertices=arr(packed["mesh_vertices"], v3, True, shape=len(packed["mesh_vertices"])),
             mesh_collider=arr(packed["mesh_collider"], int, shape=len(packed["mesh_collider"])),

@@ -23,12 +23,13 @@ class Collider:
     """One static collider. ``type``: "sphere", "box", "capsule" or "mesh"; ``pos``: (3,) m;
     ``rot``: (4,) quaternion xyzw; ``radius`` (sphere, capsule), ``half_extents`` (box),
     ``half_height`` (capsule), ``vertices``/``indices`` (mesh, collider coordinates); ``mu``:
-    friction coefficient."""
+    friction coefficient; ``restitution``: the fraction of a particle's approach speed it leaves with."""
 
     type: str
     pos: tuple = (0.0, 0.0, 0.0)
     rot: tuple = (0.0, 0.0, 0.0, 1.0)
     mu: float = 0.5
+    restitution: float = 0.0
     radius: float = 0.0
     half_extents: tuple = (0.0, 0.0, 0.0)
     half_height: float = 0.0
@@ -58,7 +59,7 @@ def mesh_arrays(vertices, indices) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pack_colliders(colliders: list[Collider]) -> dict[str, np.ndarray]:
-    """Numpy arrays of the colliders' types, poses, sizes and friction, plus the concatenated
+    """Numpy arrays of the colliders' types, poses, sizes, friction and restitution, plus the concatenated
     triangles of the mesh colliders (indices into the concatenated vertices) and their owner."""
     n = len(colliders)
     out = {
@@ -67,6 +68,7 @@ def pack_colliders(colliders: list[Collider]) -> dict[str, np.ndarray]:
         "collider_rot": np.array([c.rot for c in colliders], dtype=np.float64).reshape(n, 4),
         "collider_size": np.array([c.size() for c in colliders], dtype=np.float64).reshape(n, 3),
         "collider_mu": np.array([c.mu for c in colliders], dtype=np.float64).reshape(n),
+        "collider_restitution": np.array([c.restitution for c in colliders], dtype=np.float64).reshape(n),
     }
     verts, tris, owner = [], [], []
     base = 0

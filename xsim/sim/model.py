@@ -95,6 +95,7 @@ class Model:
     collider_rot: object        # array(quat), xyzw
     collider_size: object       # array(vec3): sphere (r,0,0), box half extents, capsule (r, half_height, 0)
     collider_mu: object         # array(float)
+    collider_restitution: object  # array(float): particles leave at this fraction of their approach speed
     mesh_indices: object        # array(int, ndim=2): triangles of all mesh colliders
     mesh_vertices: object       # array(vec3): their vertices in collider coordinates
     mesh_collider: object       # array(int): collider index of each mesh triangle

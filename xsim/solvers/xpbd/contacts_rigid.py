@@ -33,7 +33,7 @@ import xsim
 from xsim import types as T
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
 
-from .kernels import surface_contact
+from .kernels import bounce_impulse, surface_contact
 from .rigid_kernels import (
     apply_impulse,
     apply_positional,
@@ -696,7 +696,55 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
                                                          wb / (wp + wb)))
         x_out[i] = xi
 
+    @xsim.kernel(module=module)
+    def bounce_particles_bodies(x: Vec3s, v: Vec3s, v_start: Vec3s, inv_mass: Scalars, radius: Scalars,
+                                gravity: v3, h: scalar, bounce_speed: scalar, Xc: Tfs, qd: Vec6s, qd_pre: Vec6s,
+                                body_inv_mass: Scalars, body_inv_inertia: Mats, shape_body: Ints, shape_type: Ints,
+                                shape_xform: Tfs, shape_size: Vec3s, shape_mu: Scalars, shape_restitution: Scalars,
+                                num_shapes: int, v_out: Vec3s, delta: Vec8s):
+        """Velocity pass of the particle-body contacts at the end of a substep (``bounce_impulse``):
+        each body sphere, box or capsule that the particle touches at its final position (within 0.1%
+        of its radius), against the velocity of the body's surface point (pre-solve: ``qd_pre`` and
+        v_start + g h). The bodies' velocity changes go to ``delta`` (dv 0..2, dw 3..5) with the count
+        entry w_b / (w_p + w_b), as in the position pass."""
+        i = xsim.tid()
+        vi = v[i]
+        wp = inv_mass[i]
+        if wp > 0.0:
+            xi = x[i]
+            r = radius[i]
+            v_pre = v_start[i] + gravity * h
+            for s in range(num_shapes):
+                b = shape_body[s]
+                kind = shape_type[s]
+                if b >= 0 and (kind == SHAPE_SPHERE or kind == SHAPE_BOX or kind == SHAPE_CAPSULE):
+                    pose = Xc[b]
+                    sx = shape_xform[s]
+                    qs = pose.q * sx.q
+                    ps = pose.p + xsim.quat_rotate(pose.q, sx.p)
+                    n_local, pen = surface_contact(kind, xsim.quat_rotate_inv(qs, xi - ps), shape_size[s], r)
+                    if pen > -0.001 * r and xsim.dot(n_local, n_local) > 0.0:
+                        n = xsim.quat_rotate(qs, n_local)
+                        imb = body_inv_mass[b]
+                        iib = body_inv_inertia[b]
+                        arm = xi - n * (r - pen) - pose.p
+                        vb, wb = split_qd(qd[b], xi)
+                        vb0, wb0 = split_qd(qd_pre[b], xi)
+                        p = bounce_impulse(vi - vb - xsim.cross(wb, arm), v_pre - vb0 - xsim.cross(wb0,
+                                                                                                   arm), n,
+                                           shape_restitution[s], shape_mu[s], bounce_speed, wp, pose.q, imb, iib, arm)
+                        if xsim.dot(p, p) > 0.0:
+                            vi = vi + p * wp
+                            wn = generalized_inv_mass(pose.q, imb, iib, arm, n)
+                            vb1, wb1 = apply_impulse(vb, wb, pose.q, imb, iib, arm, -p)
+                            dv = vb1 - vb
+                            dw = wb1 - wb
+                            xsim.atomic_add(delta, b, v8(dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0,
+                                                         wn / (wp + wn)))
+        v_out[i] = vi
+
     return SimpleNamespace(find_contact_pairs=find_contact_pairs, solve_contact_positions=solve_contact_positions,
                            count_contacts=count_contacts, count_velocity_pairs=count_velocity_pairs,
                            solve_pair_velocities=solve_pair_velocities,
-                           collide_particles_bodies=collide_particles_bodies, module=module)
+                           collide_particles_bodies=collide_particles_bodies,
+                           bounce_particles_bodies=bounce_particles_bodies, module=module)

@@ -28,6 +28,8 @@ import xsim
 from xsim import types as T
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 
+from .rigid_kernels import generalized_inv_mass
+
 UNROLLED_SLOTS = 32  # slots a particle gathers in straight-line code (a cloth vertex has 18: 6 + 12)
 
 
@@ -58,6 +60,44 @@ def push_out(x, x0, n, pen, mu):
     if pen > 0.0:
         return apply_friction(x + n * pen, x0, n, pen, mu)
     return x
+
+
+@xsim.func
+def bounce_impulse(v_rel, v_rel_pre, n, restitution, mu, bounce_speed, wp, q, inv_mass, inv_inertia, arm):
+    """Velocity-level contact of a particle (inverse mass ``wp``) with a surface of outward normal
+    ``n``, belonging to a body (rotation ``q``, ``inv_mass``, ``inv_inertia``, contact point at
+    ``arm`` from its com; zero masses: a static collider): restitution (Macklin et al. 2019) and
+    Coulomb friction. When the pre-solve normal velocity ``v_rel_pre`` (relative to the surface)
+    approached faster than ``bounce_speed``, a normal impulse brings the relative normal velocity
+    up to ``restitution`` times the approach speed, and a tangential impulse of at most ``mu`` times
+    it resists the sliding (the position pass already applied mu times its own normal push).
+    Returns the impulse on the particle (kg m/s; the body takes the opposite)."""
+    impulse = n - n
+    vn0 = xsim.dot(v_rel_pre, n)
+    if vn0 < -bounce_speed:
+        vn = xsim.dot(v_rel, n)
+        target = -restitution * vn0
+        if vn < target:
+            pn = (target - vn) / (wp + generalized_inv_mass(q, inv_mass, inv_inertia, arm, n))
+            impulse = n * pn
+            vt = v_rel - n * vn
+            lt2 = xsim.dot(vt, vt)
+            if lt2 > 0.0:
+                lt = xsim.sqrt(lt2)
+                t = vt / lt
+                jt = xsim.min(lt / (wp + generalized_inv_mass(q, inv_mass, inv_inertia, arm, t)), mu * pn)
+                impulse = impulse - t * jt
+    return impulse
+
+
+@xsim.func
+def reflect(x, x_start, v_start, gravity, h, n, restitution):
+    """Where a particle that bounced this substep off a surface of normal ``n`` (it ends on the surface
+    at ``x``) is at the end of the substep: the part of its free-flight prediction behind the surface,
+    reflected and scaled by ``restitution``, so that the bounce happens at the moment of impact and the
+    trajectory does not depend on which substep the impact falls in (a continuous rollout)."""
+    x_pred = x_start + v_start * h + gravity * (0.5 * h * h)
+    return x + n * (restitution * xsim.max(xsim.dot(x - x_pred, n), 0.0))
 
 
 @xsim.func
@@ -174,6 +214,7 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
     scalar = T.resolve(scalar)
     v3 = T.vector(3, scalar)
     v4 = T.vector(4, scalar)
+    qt, m33 = T.quaternion(scalar), T.matrix((3, 3), scalar)
     Scalars = xsim.array(dtype=scalar)
     Vec3s = xsim.array(dtype=v3)
     Vec4s = xsim.array(dtype=v4)
@@ -253,27 +294,67 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
     @xsim.kernel(module=module)
     def update_velocities(x: Vec3s, x_start: Vec3s, v_start: Vec3s, inv_mass: Scalars, radius: Scalars,
                           gravity: v3, h: scalar, damping: scalar, ground: int, ground_height: scalar,
-                          restitution: scalar, bounce_speed: scalar, v_out: Vec3s):
+                          ground_mu: scalar, restitution: scalar, bounce_speed: scalar, v_out: Vec3s, x_out: Vec3s):
         """End-of-substep velocity of a dynamic particle: (x - x_start) / h, damped implicitly,
         plus g h / 2 (the mean velocity over the substep plus the half substep of gravity left,
         which makes free flight exact). Then ground restitution (Macklin et al. 2019): a particle
         that hit the ground faster than ``bounce_speed`` leaves it at ``restitution`` times its
-        approach speed."""
+        approach speed, with Coulomb friction (``bounce_impulse``), from where it would be had it
+        bounced at the moment of impact (``reflect``)."""
         i = xsim.tid()
         xi = x[i]
         vi = (xi - x_start[i]) * (1.0 / h)
         if inv_mass[i] > 0.0:
             vi = vi * (1.0 / (1.0 + damping * h)) + gravity * (0.5 * h)
-            if ground != 0 and restitution > 0.0:
-                vn_pre = v_start[i][2] + gravity[2] * h
-                if vn_pre < -bounce_speed and xi[2] - ground_height <= radius[i] * 1.001:
-                    vi[2] = xsim.max(vi[2], -restitution * vn_pre)
+            if ground != 0 and restitution > 0.0 and xi[2] - ground_height <= radius[i] * 1.001:
+                up = xi - xi
+                up[2] = 1.0
+                wp = inv_mass[i]
+                p = bounce_impulse(vi, v_start[i] + gravity * h, up, restitution, ground_mu, bounce_speed, wp,
+                                   qt(0.0, 0.0, 0.0, 1.0), wp - wp, m33(), up)
+                if xsim.dot(p, p) > 0.0:
+                    vi = vi + p * wp
+                    xi = reflect(xi, x_start[i], v_start[i], gravity, h, up, restitution)
         v_out[i] = vi
+        x_out[i] = xi
 
     return SimpleNamespace(integrate_particles=integrate_particles, kinematic_velocities=kinematic_velocities,
                            gather_entries=gather_entries,
                            apply_corrections=apply_corrections, update_velocities=update_velocities,
                            module=module)
+
+
+@xsim.func
+def collider_contact(kind: int, xi, pos, q, size, r):
+    """Contact of a particle of radius ``r`` at ``xi`` with a sphere, box or capsule collider at
+    (``pos``, ``q``): (world outward normal, penetration depth)."""
+    n, pen = surface_contact(kind, xsim.quat_rotate_inv(q, xi - pos), size, r)
+    return xsim.quat_rotate(q, n), pen
+
+
+@xsim.func
+def mesh_contact(xi, r, tri: int, mesh_indices, mesh_vertices, mesh_collider, collider_pos, collider_rot):
+    """Contact of a particle of radius ``r`` at ``xi`` with mesh triangle ``tri``: (world normal out of
+    the front of the face, penetration depth, collider index). Behind the face counts as inside."""
+    m = mesh_collider[tri]
+    q = collider_rot[m]
+    t = collider_pos[m]
+    a = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 0]]) + t
+    b = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 1]]) + t
+    cc = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 2]]) + t
+    face = xsim.cross(b - a, cc - a)
+    d = xi - closest_point_on_triangle(xi, a, b, cc)
+    dist2 = xsim.dot(d, d)
+    n = xsim.normalize(face)
+    pen = r
+    if dist2 > 0.0:
+        dist = xsim.sqrt(dist2)
+        side = xsim.sign(xsim.dot(d, face))
+        if side == 0.0:
+            side = 1.0
+        n = d * (side / dist)
+        pen = r - side * dist
+    return n, pen, m
 
 
 @functools.cache
@@ -425,6 +506,7 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
     scalar = T.resolve(scalar)
     v3 = T.vector(3, scalar)
     qt = T.quaternion(scalar)
+    m33 = T.matrix((3, 3), scalar)
     Scalars = xsim.array(dtype=scalar)
     Vec3s = xsim.array(dtype=v3)
     Quats = xsim.array(dtype=qt)
@@ -447,34 +529,61 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
             for c in range(num_colliders):
                 kind = collider_type[c]
                 if kind != SHAPE_MESH:
-                    q = collider_rot[c]
-                    size = collider_size[c]
-                    p = xsim.quat_rotate_inv(q, xi - collider_pos[c])
-                    n, pen = surface_contact(kind, p, size, r)
-                    xi = push_out(xi, x0, xsim.quat_rotate(q, n), pen, collider_mu[c])
+                    n, pen = collider_contact(kind, xi, collider_pos[c], collider_rot[c], collider_size[c], r)
+                    xi = push_out(xi, x0, n, pen, collider_mu[c])
             tri = mesh_tri[i]
             if tri >= 0:
-                m = mesh_collider[tri]
-                q = collider_rot[m]
-                t = collider_pos[m]
-                a = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 0]]) + t
-                b = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 1]]) + t
-                cc = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 2]]) + t
-                face = xsim.cross(b - a, cc - a)
-                d = xi - closest_point_on_triangle(xi, a, b, cc)
-                dist2 = xsim.dot(d, d)
-                n = xsim.normalize(face)
-                pen = r
-                if dist2 > 0.0:
-                    dist = xsim.sqrt(dist2)
-                    # behind the face counts as inside: leave through the front
-                    side = xsim.sign(xsim.dot(d, face))
-                    if side == 0.0:
-                        side = 1.0
-                    n = d * (side / dist)
-                    pen = r - side * dist
+                n, pen, m = mesh_contact(xi, r, tri, mesh_indices, mesh_vertices, mesh_collider, collider_pos,
+                                         collider_rot)
                 xi = push_out(xi, x0, n, pen, collider_mu[m])
         x_out[i] = xi
+
+    @xsim.kernel(module=module)
+    def bounce_static(x: Vec3s, v: Vec3s, v_start: Vec3s, inv_mass: Scalars, radius: Scalars, gravity: v3,
+                      h: scalar, bounce_speed: scalar, num_colliders: int, collider_type: Ints, collider_pos: Vec3s,
+                      collider_rot: Quats, collider_size: Vec3s, collider_mu: Scalars, collider_restitution: Scalars,
+                      mesh_tri: Ints, mesh_indices: Ints2, mesh_vertices: Vec3s, mesh_collider: Ints,
+                      x_start: Vec3s, v_out: Vec3s, x_out: Vec3s):
+        """Velocity pass of the static colliders at the end of a substep (``bounce_impulse``): each
+        collider the particle touches at its final position ``x`` (within 0.1% of its radius), with
+        the pre-solve velocity v_start + g h; a particle that bounces ends where ``reflect`` puts it."""
+        i = xsim.tid()
+        vi = v[i]
+        wp = inv_mass[i]
+        xi = x[i]
+        x_end = xi
+        if wp > 0.0:
+            r = radius[i]
+            v_pre = v_start[i] + gravity * h
+            tol = r * 0.001
+            q0 = qt(0.0, 0.0, 0.0, 1.0)
+            zero = m33()
+            w0 = wp - wp
+            for c in range(num_colliders):
+                kind = collider_type[c]
+                if kind != SHAPE_MESH:
+                    n, pen = collider_contact(kind, xi, collider_pos[c], collider_rot[c], collider_size[c], r)
+                    if pen > -tol and xsim.dot(n, n) > 0.0:
+                        p = bounce_impulse(vi, v_pre, n, collider_restitution[c], collider_mu[c],
+                                           bounce_speed, wp,
+                                           q0, w0, zero, n)
+                        if xsim.dot(p, p) > 0.0:
+                            vi = vi + p * wp
+                            x_end = reflect(x_end, x_start[i], v_start[i], gravity, h, n,
+                                            collider_restitution[c])
+            tri = mesh_tri[i]
+            if tri >= 0:
+                n, pen, m = mesh_contact(xi, r, tri, mesh_indices, mesh_vertices, mesh_collider, collider_pos,
+                                         collider_rot)
+                if pen > -tol:
+                    p = bounce_impulse(vi, v_pre, n, collider_restitution[m], collider_mu[m], bounce_speed,
+                                       wp, q0,
+                                       w0, zero, n)
+                    if xsim.dot(p, p) > 0.0:
+                        vi = vi + p * wp
+                        x_end = reflect(x_end, x_start[i], v_start[i], gravity, h, n, collider_restitution[m])
+        v_out[i] = vi
+        x_out[i] = x_end
 
     @xsim.kernel(module=module, enable_backward=False)
     def find_mesh_contacts(x: Vec3s, x_pred: Vec3s, radius: Scalars, mesh_indices: Ints2,
@@ -501,4 +610,5 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
                 found = tri
         mesh_tri[i] = found
 
-    return SimpleNamespace(collide_static=collide_static, find_mesh_contacts=find_mesh_contacts, module=module)
+    return SimpleNamespace(collide_static=collide_static, bounce_static=bounce_static,
+                           find_mesh_contacts=find_mesh_contacts, module=module)

@@ -221,14 +221,20 @@ def rigid_kernels(scalar=T.float32) -> SimpleNamespace:
         qd_out[i] = v6(v[0], v[1], v[2], w[0], w[1], w[2])
 
     @xsim.kernel(module=module)
-    def apply_velocity_deltas(qd: Vec6s, delta: Vec8s, qd_out: Vec6s):
-        """Add the mean of each body's accumulated velocity corrections (dv: 0..2, dw: 3..5,
-        count: 7) to its velocities."""
+    def apply_velocity_deltas(qd: Vec6s, delta: Vec8s, pdelta: Vec8s, coupled: int, qd_out: Vec6s):
+        """Add each body's accumulated velocity corrections (dv: 0..2, dw: 3..5, count: 7; with
+        ``coupled``, plus the particles' in ``pdelta``) divided by max(1, rigid count, particle share
+        sum) to its velocities, as ``apply_body_deltas`` does with positions."""
         i = xsim.tid()
         d = delta[i]
+        if coupled != 0:
+            e = pdelta[i]
+            count = xsim.max(d[7], e[7])
+            d = d + e
+            d[7] = count
         out = qd[i]
         if d[7] > 0.0:
-            s = 1.0 / d[7]
+            s = 1.0 / xsim.max(d[7], 1.0)
             for k in range(6):
                 out[k] = out[k] + d[k] * s
         qd_out[i] = out

@@ -41,7 +41,9 @@ w_body / (w_particle + w_body) instead of one. A body then moves by the sum of i
 divided by max(1, its count of rigid constraints, that sum of shares): a body held by one joint
 or resting on one contact takes the particles' pushes in full (so the weight of cloth lying on it
 reaches its joint exactly), and a light body under heavy cloth takes their weighted mean (stable
-however many particles touch it). Kinematic bodies (mass 0) are not pushed.
+however many particles touch it). Kinematic bodies (mass 0) are not pushed. After the substep the
+particles' velocity pass against the bodies (``bounce_particles``: restitution and friction) adds the
+bodies' share to ``pdv``, which ``apply_velocity_deltas`` averages in the same way.
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ class RigidStepper:
             target_q=r.joint_target_q if target_q is None else target_q,
             target_qd=r.joint_target_qd if target_qd is None else target_qd,
             bounce=2.0 * self._g_norm * h if bounce is None else bounce,
-            xc=state_in.body_q, qd=state_in.body_qd, n_contacts=0, contact_ids=None, pdelta=None)
+            xc=state_in.body_q, qd=state_in.body_qd, n_contacts=0, contact_ids=None, pdelta=None, pdv=None)
         if self._has_com:
             st.xc = self._new("Xstart", nb, self.tf, grad)
             xsim.launch(self.k.body_to_com_frame, nb, inputs=[state_in.body_q, r.body_com], outputs=[st.xc])
@@ -152,7 +154,7 @@ class RigidStepper:
             first = np.flatnonzero(np.diff(of_pair, prepend=-1)) if len(ids) else np.zeros(0, dtype=np.int64)
             st.n_pairs = len(first)
             st.pair_first = xsim.array(np.append(first, len(ids)).astype(np.int32), dtype=int, device=m.device)
-        st.velocity_pass = st.n_contacts > 0 or r.joint_drive_velocity
+        st.velocity_pass = st.n_contacts > 0 or r.joint_drive_velocity or self.solver._body_collide
         return st
 
     def begin_substep(self, st, sub: int) -> None:
@@ -217,6 +219,17 @@ class RigidStepper:
             r.shape_body, r.shape_type, r.shape_xform, r.shape_size, r.shape_mu, r.shape_count],
             outputs=[x_out, st.pdelta])
 
+    def bounce_particles(self, st, x, v_start, v, v_out) -> None:
+        """The particle-body velocity pass (restitution and friction) of the particles at their final
+        positions ``x`` (velocities ``v``; ``v_start`` at the substep start) into ``v_out``, the bodies'
+        share into ``st.pdv``; after the last ``apply`` of the substep, before ``end_substep``."""
+        m, r = self.model, self.rigid
+        st.pdv = self._new("pdv", r.body_count, self.v8, st.grad, zero=True)
+        xsim.launch(self.kc.bounce_particles_bodies, m.particle_count, inputs=[
+            x, v, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, st.h, st.bounce, st.xi, st.qd_next,
+            st.qd_pre, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
+            r.shape_mu, r.shape_restitution, r.shape_count], outputs=[v_out, st.pdv])
+
     def apply(self, st, it: int) -> None:
         """Move the bodies by their averaged corrections and take velocities from the pose change."""
         r = self.rigid
@@ -260,7 +273,9 @@ class RigidStepper:
             last_sub = st.sub == st.substeps - 1
             qd_final = st.state_out.body_qd if last_sub else self._new("qd", nb, self.v6, grad,
                                                                        avoid=(st.qd, st.qd_next))
-            xsim.launch(self.k.apply_velocity_deltas, nb, inputs=[st.qd_next, dv], outputs=[qd_final])
+            coupled = st.pdv is not None
+            xsim.launch(self.k.apply_velocity_deltas, nb, inputs=[st.qd_next, dv, st.pdv if coupled else dv,
+                                                                  int(coupled)], outputs=[qd_final])
             st.qd_next = qd_final
         st.xc, st.qd = xi, st.qd_next
 

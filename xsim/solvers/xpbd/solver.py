@@ -20,7 +20,9 @@ Constraints: distance (stretch, shear; ``spring_*``), isometric bending (a linea
 constraint, see ``xsim.sim.cloth``; it is exact in one update and smooth everywhere, which is why
 it was chosen over the dihedral angle), triangle area, and per-particle contacts with the ground
 plane and static sphere/box/capsule/mesh colliders with position-level static and dynamic
-friction; ground restitution is applied to velocities after the substep (Macklin et al. 2019).
+friction. Restitution is applied to velocities after the substep (Macklin et al. 2019): the ground's
+in ``update_velocities``; the colliders' and the body shapes' in a velocity pass (``bounce_impulse``)
+that also lets friction take up to mu times the bounce's impulse, so an oblique hit follows Coulomb.
 
 Parallel convergence: Jacobi with averaging and mass splitting (Tonge et al. 2012; the layout and
 counts are ``particle_constraints.py``'s). Each constraint kernel sees every particle's inverse
@@ -59,7 +61,8 @@ What is not differentiable, and what the gradient means there:
 - static versus dynamic friction is a switch of the same kind;
 - mesh contact detection (which triangle is closest) is not differentiated; the distance to the
   chosen triangle and the triangle's pose are;
-- restitution's activation test (approach speed above ``bounce_speed``) is a switch;
+- restitution's activation test (approach speed above ``bounce_speed``, the particle within 0.1% of
+  its radius of the surface at the end of the substep) is a switch;
 - degenerate configurations (coincident particles, a particle exactly on a collider's surface or
   axis) give no correction and a zero gradient instead of NaN.
 """
@@ -189,50 +192,77 @@ class SolverXPBD:
                 if bodies is not None:
                     rigid.solve(bodies)
                 if n:
-                    xi = self._particle_iteration(x, xi, lam, 1.0 / h, mesh_tri, grad, bodies if body_collide else None,
-                                                  state_out.particle_q if last_sub and it == self.iterations - 1
-                                                  else None)
+                    xi = self._particle_iteration(x, xi, lam, 1.0 / h, mesh_tri, grad,
+                                                  bodies if body_collide else None)
                 if bodies is not None:
                     rigid.apply(bodies, it)
+            if n:
+                x, v = self._particle_velocities(xi, x, v, h, mesh_tri, grad,
+                                                 bodies if body_collide else None,
+                                                 state_out if last_sub else None)
             if bodies is not None:
                 rigid.end_substep(bodies)
-            if n:
-                v_next = state_out.particle_qd if last_sub else self._new("v", n, v3, grad, avoid=(v,))
-                bounce = self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(m.gravity) * h
-                xsim.launch(k.update_velocities, n, inputs=[
-                    xi, x, v, m.particle_inv_mass, m.particle_radius, gravity, h, m.particle_damping,
-                    int(m.ground), m.ground_height, m.ground_restitution, bounce], outputs=[v_next])
-                x, v = xi, v_next
         if bodies is not None:
             rigid.end(bodies)
 
-    def _particle_iteration(self, x, xi, lam: dict, inv_h: float, mesh_tri, grad: bool, bodies, final):
+    def _particle_iteration(self, x, xi, lam: dict, inv_h: float, mesh_tri, grad: bool, bodies):
         """One Jacobi iteration of the particles from ``xi`` (``x``: the substep start): constraints,
         ground, static colliders, then the bodies (``bodies``: the rigid step's working state, None
-        without coupling). Updates ``lam`` in place; returns the new positions (``final`` if given)."""
+        without coupling). Updates ``lam`` in place; returns the new positions."""
         m, k = self.model, self.kernels
         n, v3 = m.particle_count, m.vec3()
         delta = self._new("delta", (n, self.constraints.width), v3, grad)
         lam.update(self.constraints.project(lambda key, shape, dtype, avoid=(): self._new(key, shape, dtype, grad, avoid),
                                             xi, x, lam, inv_h, self.relaxation, delta))
-        x_next = final if final is not None and not (m.collider_count or bodies is not None) else self._new(
-            "x", n, v3, grad, avoid=(x, xi))
+        x_next = self._new("x", n, v3, grad, avoid=(x, xi))
         xsim.launch(k.apply_corrections, n, inputs=[
             xi, x, delta, self.constraints.slot_count, self.constraints.inv_count, m.particle_inv_mass,
             m.particle_radius, int(m.ground), m.ground_height, m.ground_mu], outputs=[x_next])
         if m.collider_count:
-            x_coll = final if final is not None and bodies is None else self._new("x", n, v3, grad,
-                                                                                   avoid=(x, xi, x_next))
+            x_coll = self._new("x", n, v3, grad, avoid=(x, xi, x_next))
             xsim.launch(self.collider_kernels.collide_static, n, inputs=[
                 x_next, x, m.particle_inv_mass, m.particle_radius, m.collider_count, m.collider_type,
                 m.collider_pos, m.collider_rot, m.collider_size, m.collider_mu, mesh_tri, m.mesh_indices,
                 m.mesh_vertices, m.mesh_collider], outputs=[x_coll])
             x_next = x_coll
         if bodies is not None:  # particles against the moving bodies, both ways (rigid_solver.py)
-            x_body = final if final is not None else self._new("x", n, v3, grad, avoid=(x, xi, x_next))
+            x_body = self._new("x", n, v3, grad, avoid=(x, xi, x_next))
             self.rigid.collide_particles(bodies, x_next, x, x_body)
             x_next = x_body
         return x_next
+
+    def _particle_velocities(self, x, x_start, v_start, h: float, mesh_tri, grad: bool, bodies, final):
+        """End-of-substep particle positions and velocities from the solved positions ``x``
+        (``x_start``, ``v_start``: at the substep start): the velocity update with the ground's
+        restitution, then the velocity pass of the static colliders and of the bodies (restitution and
+        friction; ``bodies``: None without coupling). Bounces move the positions too (``reflect``).
+        Returns (positions, velocities), into the State ``final`` if given."""
+        m, k = self.model, self.kernels
+        n, v3 = m.particle_count, m.vec3()
+        bounce = self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(m.gravity) * h
+        colliders, coupled = m.collider_count > 0, bodies is not None
+        last = final is not None
+        v = final.particle_qd if last and not (colliders or coupled) else self._new("v", n, v3, grad,
+                                                                                    avoid=(v_start,))
+        xo = final.particle_q if last and not colliders else self._new("x", n, v3, grad, avoid=(x, x_start))
+        xsim.launch(k.update_velocities, n, inputs=[
+            x, x_start, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, h, m.particle_damping,
+            int(m.ground), m.ground_height, m.ground_mu, m.ground_restitution, bounce], outputs=[v, xo])
+        if colliders:
+            v_coll = final.particle_qd if last and not coupled else self._new("v", n, v3, grad,
+                                                                              avoid=(v_start, v))
+            x_coll = final.particle_q if last else self._new("x", n, v3, grad, avoid=(x, x_start, xo))
+            xsim.launch(self.collider_kernels.bounce_static, n, inputs=[
+                xo, v, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, h, bounce, m.collider_count,
+                m.collider_type, m.collider_pos, m.collider_rot, m.collider_size, m.collider_mu,
+                m.collider_restitution, mesh_tri, m.mesh_indices, m.mesh_vertices, m.mesh_collider, x_start],
+                outputs=[v_coll, x_coll])
+            v, xo = v_coll, x_coll
+        if coupled:
+            v_body = final.particle_qd if last else self._new("v", n, v3, grad, avoid=(v_start, v))
+            self.rigid.bounce_particles(bodies, xo, v_start, v, v_body)
+            v = v_body
+        return xo, v
 
 
 def _norm(g) -> float:
