@@ -103,8 +103,8 @@ def _loss_terms(settings: OptimizeSettings, scene, model, file: Path):
         try:
             if t["type"] == "recorded":
                 for f, pos in recorded_positions(t, scene, path).items():
-                    terms.append((f, lambda loss, s, w, pos=pos: add_squared_distance(loss, s.particle_q, pos,
-                                                                                      weight=w * t["weight"])))
+                    terms.append((f, lambda loss, s, w, pos=pos, tw=t["weight"]: add_squared_distance(
+                        loss, s.particle_q, pos, weight=w * tw)))
                     points += len(pos)
             elif t.get("body_index") is not None:
                 b = scene.body_parts[t["body_index"]].index
