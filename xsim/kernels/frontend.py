@@ -207,18 +207,16 @@ class Frontend(Expressions, Calls):
             return
 
     def exit_flag(self) -> Var | None:
-        """The OR of the active exit flags (break/continue/return), or None outside any."""
-        vals = [self.f.sym[n] for n in self.f.flags if n in self.f.sym]
+        """The OR of the active exit flags (break/continue/return): a constant when any flag is known
+        set (whatever the others hold at runtime) or none can be, else a runtime value."""
         out = None
-        for v in vals:
-            if v.is_const and not v.const:
+        for n in self.f.flags:
+            v = self.f.sym.get(n)
+            if v is None or (v.is_const and not v.const):
                 continue
-            if out is None:
-                out = v
-            elif v.is_const or out.is_const:
-                out = v if out.is_const else out
-            else:
-                out = self.emit("or", T.bool_, [out, v])
+            if v.is_const:
+                return v
+            out = v if out is None else self.emit("or", T.bool_, [out, v])
         return out if out is not None else _false()
 
     def stmt(self, node):
