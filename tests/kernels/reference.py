@@ -92,6 +92,8 @@ def val(v):
             if not isinstance(t, T.ArrayType):
                 object.__setattr__(out, f, val(getattr(v, f)))
         return out
+    if isinstance(v, np.generic):  # before the Python types: np.float64 is a float
+        return v
     if isinstance(v, bool):
         return np.bool_(v)
     if isinstance(v, int):
