@@ -82,6 +82,14 @@ def mod(a, b):
         return np.fmod(a, b)
 
 
+def mul(a, b):
+    """``*``, with the row vector times matrix product that the host value types lack."""
+    if isinstance(a, T._Vector) and isinstance(b, T._Matrix):
+        return T.vector(b._shape[1], b._scalar)._wrap(a._v @ b._v)
+    with np.errstate(all="ignore"):
+        return a * b
+
+
 def val(v):
     """The value stored by an assignment: composites and structs are copied, bare literals typed."""
     if isinstance(v, T._Composite):
@@ -117,6 +125,40 @@ class _CompositeArray:
 
     def __len__(self):
         return self.data.shape[0]
+
+
+class _Record:
+    """An element of an array of structs: field reads and writes go to the array's record."""
+
+    def __init__(self, rec, t):
+        object.__setattr__(self, "_rec", rec)
+        object.__setattr__(self, "_t", t)
+
+    def __getattr__(self, name):
+        ft = self._t._fields[name]
+        return ft._wrap(self._rec[name]) if T.is_composite(ft) else self._rec[name]
+
+    def __setattr__(self, name, value):
+        self._rec[name] = np.asarray(value)
+
+
+class _StructArray(_CompositeArray):
+    def __getitem__(self, idx):
+        return _Record(self.data[idx:idx + 1][0] if isinstance(idx, (int, np.integer)) else self.data[idx],
+                       self.dtype)
+
+
+def _generic_vector(*args, length=None, dtype=None):
+    dtype = dtype or (T.scalar_from_numpy(np.asarray(args[0]).dtype) if args and not isinstance(args[0], float)
+                      else T.float32)
+    n = length or len(args)
+    return T.vector(n, dtype)(*args) if args else T.vector(n, dtype)()
+
+
+def _generic_matrix(*args, shape, dtype=None):
+    dtype = dtype or (T.scalar_from_numpy(np.asarray(args[0]).dtype) if args and not isinstance(args[0], float)
+                      else T.float32)
+    return T.matrix(shape, dtype)(*args) if args else T.matrix(shape, dtype)()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,6 +206,7 @@ def _make_shim(state) -> _Shim:
         if isinstance(obj, type) or name in ("struct", "func", "kernel"):
             setattr(s, name, obj)
     s.types = T
+    s.vector, s.matrix = _generic_vector, _generic_matrix
     s.tid = lambda: state["tid"]
     for f in ("sin", "cos", "tan", "arcsin", "arccos", "arctan", "sqrt", "exp", "log", "floor", "ceil",
               "tanh", "sinh", "cosh"):
@@ -194,7 +237,7 @@ def _make_shim(state) -> _Shim:
 # source rewriting
 
 
-_OPS = {ast.Div: "div", ast.FloorDiv: "floordiv", ast.Mod: "mod"}
+_OPS = {ast.Div: "div", ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Mult: "mul"}
 
 
 class _Rewrite(ast.NodeTransformer):
@@ -291,7 +334,7 @@ class Reference:
             tree = ast.fix_missing_locations(_Rewrite().visit(tree))
             ns = self._namespace(pyfunc)
             exec(compile(tree, inspect.getsourcefile(pyfunc) or "<kernel>", "exec"), ns)
-            got = self.compiled[pyfunc] = ns[pyfunc.__name__]
+            got = self.compiled[pyfunc] = ns[tree.body[0].name]  # __name__ may have been renamed
         return got
 
     def _func(self, fn: Function):
@@ -311,7 +354,8 @@ class Reference:
             t = T.resolve(ann[name])
             if isinstance(t, T.ArrayType):
                 dt = t.dtype
-                host.append(_CompositeArray(a, dt) if T.is_composite(dt) else a)
+                host.append(_StructArray(a, dt) if T.is_struct(dt) else _CompositeArray(a, dt)
+                            if T.is_composite(dt) else a)
             elif T.is_scalar(t):
                 host.append(t._np.type(a))
             else:
@@ -325,7 +369,7 @@ class Reference:
 
 
 class _Helpers:
-    div, floordiv, mod, val = staticmethod(div), staticmethod(floordiv), staticmethod(mod), staticmethod(val)
+    div, floordiv, mod, mul, val = (staticmethod(f) for f in (div, floordiv, mod, mul, val))
 
 
 def _range(*args):

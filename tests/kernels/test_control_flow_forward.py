@@ -62,6 +62,44 @@ def exits_at_every_depth(x: xsim.array(dtype=int), n: int, y: xsim.array(dtype=i
     y[0] = t
 
 
+@xsim.kernel(module=MODULE)
+def loop_variables_after_their_loops(n: int, y: xsim.array(dtype=int)):
+    k = 7
+    for k in range(n):  # dynamic: k is the last value it took, or 7 when the loop did not run
+        if k == 5:
+            break
+    y[0] = k
+    j = -1
+    for j in range(4):  # unrolled: the break at j == n leaves j there
+        if j == n:
+            break
+    y[1] = j
+    for j in range(n, 0, -2):
+        y[2] += j
+    y[3] = j
+
+
+@xsim.kernel(module=MODULE)
+def chained_comparison_with_a_constant_link(x: xsim.array(dtype=int), y: xsim.array(dtype=int)):
+    i = xsim.tid()
+    y[i] = 0
+    if x[i] < 1 <= -1:  # the second link is known false: the chain is false whatever x is
+        y[i] = 1
+    if x[i] < 3 < 5:  # the second link is known true: the chain is the first link
+        y[i] += 10
+
+
+@xsim.func
+def triple(a: int) -> int:
+    return a * 3
+
+
+@xsim.kernel(module=MODULE)
+def typed_literals_wrap(y: xsim.array(dtype=int)):
+    y[0] = int(-2147483647 - 1) * 3  # an int32 value, not a literal: wraps like any int32 product
+    y[1] = triple(-2147483647 - 1)  # the annotation types the literal argument
+
+
 def _check(kernel, args, out_index):
     """Launch ``kernel``; the output equals plain Python and the host reference on the same inputs."""
     host = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
@@ -93,3 +131,27 @@ def test_break_and_continue_at_every_depth_of_three_nested_loops():
     x = np.array([3, -1, 4, 1, -5, 9, 2, -6], dtype=np.int32)
     for n in (0, 2, 5, 9):
         _check(exits_at_every_depth, [x, n, np.zeros(1, np.int32)], 2)
+
+
+def test_loop_variables_keep_their_last_value_after_the_loop():
+    for n in (0, 1, 3, 8):
+        _check(loop_variables_after_their_loops, [n, np.zeros(4, np.int32)], 1)
+
+
+def test_chained_comparison_with_a_known_link():
+    x = np.array([-5, 0, 1, 2, 3, 7], dtype=np.int32)
+    y = xsim.zeros(6, dtype=int)
+    xsim.launch(chained_comparison_with_a_constant_link, 6, inputs=[xsim.array(x), y])
+    np.testing.assert_array_equal(y.numpy(), np.where(x < 3, 10, 0))
+    ref = np.zeros(6, np.int32)
+    reference_run(chained_comparison_with_a_constant_link, 6, [x, ref])
+    np.testing.assert_array_equal(ref, y.numpy())
+
+
+def test_typed_literals_wrap_at_their_width():
+    y = xsim.zeros(2, dtype=int)
+    xsim.launch(typed_literals_wrap, 1, inputs=[y])
+    np.testing.assert_array_equal(y.numpy(), [-2**31, -2**31])  # -3 * 2**31 wraps to -2**31
+    ref = np.zeros(2, np.int32)
+    reference_run(typed_literals_wrap, 1, [ref])
+    np.testing.assert_array_equal(ref, y.numpy())

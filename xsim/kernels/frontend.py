@@ -5,6 +5,12 @@ component writes (``w[0] = s`` makes a new value) are correct by construction. `
 calls are inlined at their call site with their arguments' types (so funcs are generic for free),
 ``if`` merges the two symbol tables with phis, and ``break``/``continue``/``return`` become
 boolean flags that guard the statements after them, leaving every block with a single exit.
+
+Forward semantics are Python's (tests/kernels/reference.py runs the same source on the host), with
+Warp's integer rules: integers wrap at their width, ``/`` and ``%`` truncate, ``//`` floors, and a
+division by zero has a defined result (``native/xsim_math.h``: ``x / 0 == x // 0 == 0``, ``x % 0 ==
+x``; debug mode raises ``ZeroDivisionError``). A loop variable keeps its last value after the loop.
+An integer constant that does not fit its type is refused (``check_fits``).
 """
 
 from __future__ import annotations
