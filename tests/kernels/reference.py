@@ -90,6 +90,13 @@ def mul(a, b):
         return a * b
 
 
+def index(base, idx):
+    """``base[idx]``, where a matrix row is a vector (a view: ``m[0][1] = s`` writes ``m``)."""
+    if isinstance(base, T._Matrix) and not isinstance(idx, tuple):
+        return T.vector(base._shape[1], base._scalar)._wrap(base._v[int(idx)])
+    return base[idx]
+
+
 def val(v):
     """The value stored by an assignment: composites and structs are copied, bare literals typed."""
     if isinstance(v, T._Composite):
@@ -254,6 +261,12 @@ class _Rewrite(ast.NodeTransformer):
         node.body = copies + node.body
         return node
 
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load):
+            return node
+        return ast.Call(ast.Attribute(ast.Name("__ref", ast.Load()), "index", ast.Load()), [node.value, node.slice], [])
+
     def visit_BinOp(self, node):
         self.generic_visit(node)
         op = _OPS.get(type(node.op))
@@ -369,7 +382,7 @@ class Reference:
 
 
 class _Helpers:
-    div, floordiv, mod, mul, val = (staticmethod(f) for f in (div, floordiv, mod, mul, val))
+    div, floordiv, mod, mul, index, val = (staticmethod(f) for f in (div, floordiv, mod, mul, index, val))
 
 
 def _range(*args):

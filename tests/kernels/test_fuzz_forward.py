@@ -381,7 +381,7 @@ class ForwardGen:
         if kind in ("break", "continue"):
             return [f"{ind}if {self.condition(env, 1)}:", f"{ind}    {kind}"]
         inner = ind + "    "
-        n_inner = self.ints(1, 3)
+        n_inner = self.ints(1, 2)
         if kind == "if":
             lines = [f"{ind}if {self.condition(env, d - 1)}:"]
             lines += self.block(env, active, depth - 1, inner, loop, n_inner)
@@ -411,7 +411,7 @@ class ForwardGen:
         # the loop variables exist before any loop (so that reading one after its loop is defined)
         body = ["    i = xsim.tid()"] + [f"    {k} = int({j - 1})" for j, k in enumerate(LOOP_VARS)]
         env = {k: "i" for k in LOOP_VARS}
-        body += self.block(env, frozenset(), MAX_DEPTH, "    ", False, self.ints(2, 7))
+        body += self.block(env, frozenset(), MAX_DEPTH, "    ", False, self.ints(2, 6))
         top = {}
         for line in body:
             stripped = line[4:]
