@@ -15,19 +15,16 @@ CI runs a bounded number of examples; ``pytest -m fuzz`` runs the long version
 """
 
 import hashlib
-import importlib.util
 import json
 import os
-import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xsim
+from fuzz_common import COMMON, load_module
 from xsim.autodiff import gradcheck
 
 N = 4                   # threads per launch (and elements per array)
@@ -396,24 +393,6 @@ def kernel_modules(draw):
     return PRELUDE + "\n\n" + "\n\n\n".join(kernels) + "\n", counts
 
 
-_GENERATED_DIR = Path(tempfile.mkdtemp(prefix="xsim_fuzz_"))  # one folder per session
-
-
-def load_module(source: str):
-    """Write ``source`` into a file and import it; its kernels compile as one module."""
-    digest = hashlib.blake2b(source.encode(), digest_size=10).hexdigest()
-    name = f"xsim_fuzz_{digest}"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = _GENERATED_DIR / f"{name}.py"
-    path.write_text(f"MODULE = {name!r}\n" + source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def check_kernel(kernel, n: int, seed: int):
     """Gradcheck ``kernel`` at random inputs; returns the failing report or None."""
     rng = np.random.default_rng(seed)
@@ -483,12 +462,6 @@ def test_gradient_read_then_zeroed_in_unswitched_loop():
     tape.backward(grads={ys: np.arange(1.0, 5.0), yv: np.ones((N, 3))})
     np.testing.assert_array_equal(a.grad.numpy(), [1.0, 2.0, 3.0, 4.0])
     np.testing.assert_array_equal(u.grad.numpy(), np.ones((N, 3)))
-
-
-# No shrinking: every shrink step is a compiler call (minutes in all), and the failure message
-# already names the failing kernel and shows the module's source.
-COMMON = {"deadline": None, "phases": [Phase.explicit, Phase.reuse, Phase.generate],
-          "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]}
 
 
 @settings(max_examples=15, derandomize=True, **COMMON)

@@ -282,6 +282,43 @@ def unannotated_parameter(x: xsim.array(dtype=float), n):  # E:unannotated_param
     x[0] = 1.0
 
 
+@bad("the integer 1180591620717411303424 does not fit in int32", "xsim.int32(2**70)")
+def literal_does_not_fit(x: xsim.array(dtype=float)):
+    x[0] = float(xsim.int32(2**70))  # E:literal_does_not_fit
+
+
+@bad("the integer 2147483648 does not fit in int32", "k + 2147483648")
+def literal_does_not_fit_its_operand(x: xsim.array(dtype=float), k: int):
+    x[0] = float(k + 2147483648)  # E:literal_does_not_fit_its_operand
+
+
+@xsim.func
+def sign_without_zero_case(a: float) -> float:
+    if a > 0.0:
+        return 1.0
+    elif a < 0.0:  # E:func_falls_off_its_end
+        return -1.0
+
+
+@xsim.func
+def half_unless_big(a: float):
+    if a > 10.0:
+        return a
+    a = a * 0.5  # E:func_falls_off_its_end_inferred
+
+
+@bad("func 'sign_without_zero_case' can reach its end without returning a value (it declares a return type)",
+     "elif a < 0.0")
+def func_falls_off_its_end(x: xsim.array(dtype=float)):
+    x[0] = sign_without_zero_case(x[1])
+
+
+@bad("func 'half_unless_big' can reach its end without returning a value (it returns a value elsewhere)",
+     "a = a * 0.5")
+def func_falls_off_its_end_inferred(x: xsim.array(dtype=float)):
+    x[0] = half_unless_big(x[1])
+
+
 THIS_FILE = Path(__file__).resolve()
 SOURCE = THIS_FILE.read_text().splitlines()
 

@@ -4,6 +4,7 @@ identities), type constructors and casts, and ``@xsim.func`` calls inlined at th
 
 from __future__ import annotations
 
+import ast
 import inspect
 
 from .. import types as T
@@ -303,7 +304,7 @@ class Calls:
                 v = self.single(Ref(v), node) if not isinstance(v, tuple) else v
             t = _resolve_annotation(ann.get(name)) if name in ann else None
             if t is not None and isinstance(v, Var) and not isinstance(t, T.ArrayType):
-                v = self.convert(v, t, node) if v.weak else v
+                v = self.typed(v, t, node) if v.weak else v
             frame.sym[name] = v
         frame.sym["$ret"] = _false()
         rt = ann.get("return")
@@ -320,8 +321,13 @@ class Calls:
             self.inline_depth -= 1
             self.frames.pop()
         result = frame.sym.get("$retval")
+        open_end = _falls_through(src.tree.body) if rt is not None or result is not None else None
+        if open_end is not None:
+            raise src.error(open_end, f"func '{func.key}' can reach its end without returning a value (it "
+                                  f"{'declares a return type' if rt is not None else 'returns a value elsewhere'}); "
+                                  f"every path must end in a return")
         if result is None:
-            return Var(T.bool_, const=False) if rt is None else self.zero_value(frame.ret_type, node)
+            return Var(T.bool_, const=False)
         return result
 
     def call_custom_grad(self, overload, frame: _Frame, node):
@@ -374,3 +380,21 @@ class Calls:
 
     def adjoint_slot(self, node):
         raise self.err(node, "adjoint[...] can only be used as the target of += in a func_grad body")
+
+
+def _falls_through(body: list):
+    """The statement where a path through ``body`` ends without a ``return`` (the last statement, or
+    an ``if`` without ``else`` whose test can fail), or None when every path returns. Loops may run
+    zero times, so a ``return`` inside one does not count."""
+    if any(isinstance(s, ast.Return) for s in body):
+        return None
+    for s in body:
+        if isinstance(s, ast.If) and _falls_through(s.body) is None and s.orelse and _falls_through(s.orelse) is None:
+            return None
+    last = body[-1]
+    if isinstance(last, ast.If):
+        inner = _falls_through(last.body)
+        if inner is not None:
+            return inner
+        return _falls_through(last.orelse) if last.orelse else last
+    return last

@@ -224,6 +224,8 @@ class KernelCodegen:
         k, o, args = op.kind, op.out, op.args
         v = self.v
         if k == "call":
+            if self.debug and op.attrs["overload"].name in ("div", "floordiv", "mod") and T.is_int(args[-1].type):
+                out.append(f"{ind}xs::check_divisor({v(args[-1])}, {op.line});")
             out.append(f"{ind}{v(o)} = xs::{op.attrs['overload'].native}({', '.join(v(a) for a in args)});")
         elif k == "construct":
             out.append(f"{ind}{v(o)} = {self.construct_expr(o.type, args)};")
@@ -346,8 +348,8 @@ class KernelCodegen:
                     _, start, step = loop.induction
                     out.append(f"{i2}{self.v(c.var)} = ({ctype(c.var.type)})({self.v(start)} + {k} * "
                                f"{self.v(step)});")
-                else:
-                    out.append(f"{i2}{self.v(c.var)} = false;")
+                else:  # a flag (false while the body runs) or a value the body does not read
+                    out.append(f"{i2}{self.v(c.var)} = {{}};")
             self.forward(loop.body, True, out, i2)
         for var in ir.defined_vars(loop.body):
             if is_diff(var.type):

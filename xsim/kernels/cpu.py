@@ -14,7 +14,9 @@ from . import cache
 # No loop distribution: g++ 12.2 at -O3 miscompiles adjoint loops that read a gradient, zero it
 # and add it elsewhere once it has unswitched them on `if (G.x.data)` (the added gradient comes
 # out 0); tests/autodiff/test_fuzz_gradients.py::test_gradient_read_then_zeroed_in_unswitched_loop.
-FLAGS = ["-O3", "-std=c++20", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-march=native",
+# -fwrapv: integer arithmetic wraps at its width (as in Warp and numpy), it is not undefined behaviour
+# the optimizer may assume away.
+FLAGS = ["-O3", "-std=c++20", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-march=native", "-fwrapv",
          "-fno-tree-loop-distribution", "-fno-tree-loop-distribute-patterns", "-fvisibility=hidden", "-w"]
 
 

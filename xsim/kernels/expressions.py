@@ -269,8 +269,10 @@ class Expressions:
             c = self.call_builtin(name, [left, right], node)
             if result is None:
                 result = c
-            elif result.is_const or c.is_const:
-                result = c if (result.is_const and result.const) else result
+            elif result.is_const:  # a known link decides alone when false, drops out when true
+                result = c if result.const else result
+            elif c.is_const:
+                result = result if c.const else c
             else:
                 result = self.emit("and", T.bool_, [result, c], node)
             left = right

@@ -5,6 +5,12 @@ component writes (``w[0] = s`` makes a new value) are correct by construction. `
 calls are inlined at their call site with their arguments' types (so funcs are generic for free),
 ``if`` merges the two symbol tables with phis, and ``break``/``continue``/``return`` become
 boolean flags that guard the statements after them, leaving every block with a single exit.
+
+Forward semantics are Python's (tests/kernels/reference.py runs the same source on the host), with
+Warp's integer rules: integers wrap at their width, ``/`` and ``%`` truncate, ``//`` floors, and a
+division by zero has a defined result (``native/xsim_math.h``: ``x / 0 == x // 0 == 0``, ``x % 0 ==
+x``; debug mode raises ``ZeroDivisionError``). A loop variable keeps its last value after the loop.
+An integer constant that does not fit its type is refused (``check_fits``).
 """
 
 from __future__ import annotations
@@ -99,7 +105,7 @@ class Frontend(Expressions, Calls):
         self.block.stmts.append(Op(kind, out, list(args), attrs, line))
         return out
 
-    def const(self, value, t=None) -> Var:
+    def const(self, value, t=None, node=None) -> Var:
         if t is None:
             if isinstance(value, (bool, np.bool_)):
                 return Var(T.bool_, const=bool(value))
@@ -112,30 +118,46 @@ class Frontend(Expressions, Calls):
             raise TypeError(value)
         if T.is_scalar(t):
             py = bool(value) if t is T.bool_ else (float(value) if T.is_float(t) else int(value))
+            if T.is_int(t):
+                self.check_fits(py, t, node)
             return Var(t, const=py)
         raise TypeError(t)
+
+    def check_fits(self, value: int, t, node):
+        """An integer constant must fit its type: it is refused, never wrapped silently."""
+        lo, hi = np.iinfo(t._np).min, np.iinfo(t._np).max
+        if not lo <= value <= hi:
+            raise self.err(node, f"the integer {value} does not fit in {T.type_name(t)} ({lo} to {hi})")
 
     def convert(self, v: Var, t, node) -> Var:
         """Implicitly convert ``v`` to type ``t``: only weak literals (and identical types) convert."""
         if v.type is t:
+            if v.weak and v.is_const and T.is_int(t):
+                self.check_fits(v.const, t, node)
             return v
         if v.weak and T.is_scalar(t):
             if T.is_int(t) and isinstance(v.const, float):
                 raise self.err(node, f"cannot use the float literal {v.const!r} where {T.type_name(t)} is expected")
             if t is T.bool_:
                 raise self.err(node, f"cannot use the number {v.const!r} where bool is expected")
-            return self.const(v.const, t)
+            return self.const(v.const, t, node)
         if v.weak and T.is_composite(t):
             return self.emit("construct", t, [self.convert(v, t._scalar, node)] * T.num_components(t), node)
         raise self.err(node, f"type mismatch: expected {T.type_name(t)}, got {T.type_name(v.type)}")
 
+    def typed(self, v: Var, t, node) -> Var:
+        """``v`` converted to ``t`` as a value of that type: a literal stops adapting to its operands
+        (``int(-2**31) * 3`` wraps in int32, as the annotation or cast says)."""
+        v = self.convert(v, t, node)
+        return self.const(v.const, t, node) if v.weak and T.is_scalar(t) else v
+
     def cast(self, v: Var, t, node) -> Var:
         """Explicit conversion (``float(x)``, ``int(x)``, ``xsim.float64(x)``, ``vec3d(v)``)."""
         if v.type is t:
-            return v
+            return self.typed(v, t, node)
         if v.is_const and T.is_scalar(t) and T.is_scalar(v.type):
-            return self.const(v.const if t is not T.bool_ else bool(v.const), t) if not (
-                T.is_int(t) and isinstance(v.const, float)) else self.const(int(v.const), t)
+            return self.const(v.const if t is not T.bool_ else bool(v.const), t, node) if not (
+                T.is_int(t) and isinstance(v.const, float)) else self.const(int(v.const), t, node)
         if T.is_scalar(t) and T.is_scalar(v.type) or (
                 T.is_composite(t) and T.is_composite(v.type) and t._shape == v.type._shape):
             return self.emit("cast", t, [v], node)
@@ -175,6 +197,9 @@ class Frontend(Expressions, Calls):
                 args = [self.unify_weak(a, strong, node)[0] if a.weak else a for a in args]
         if all(a.is_const and a.weak for a in args) and name in _PY_FOLD:
             return self.const(_PY_FOLD[name](*[a.const for a in args]))
+        for a in args:  # a literal that met no typed operand computes in int32
+            if a.weak and T.is_int(a.type):
+                self.check_fits(a.const, a.type, node)
         if all(a.is_const and T.is_scalar(a.type) and a.type is not T.bool_ for a in args) and name in _PY_FOLD \
                 and len({a.type for a in args}) == 1 and name in ("lt", "le", "gt", "ge", "eq", "ne"):
             return self.const(_PY_FOLD[name](*[a.const for a in args]))
@@ -207,18 +232,16 @@ class Frontend(Expressions, Calls):
             return
 
     def exit_flag(self) -> Var | None:
-        """The OR of the active exit flags (break/continue/return), or None outside any."""
-        vals = [self.f.sym[n] for n in self.f.flags if n in self.f.sym]
+        """The OR of the active exit flags (break/continue/return): a constant when any flag is known
+        set (whatever the others hold at runtime) or none can be, else a runtime value."""
         out = None
-        for v in vals:
-            if v.is_const and not v.const:
+        for n in self.f.flags:
+            v = self.f.sym.get(n)
+            if v is None or (v.is_const and not v.const):
                 continue
-            if out is None:
-                out = v
-            elif v.is_const or out.is_const:
-                out = v if out.is_const else out
-            else:
-                out = self.emit("or", T.bool_, [out, v])
+            if v.is_const:
+                return v
+            out = v if out is None else self.emit("or", T.bool_, [out, v])
         return out if out is not None else _false()
 
     def stmt(self, node):
@@ -522,7 +545,8 @@ class Frontend(Expressions, Calls):
             f.flags.remove("$cont")
         f.flags.remove("$brk")
         f.loop_vars.discard(name)
-        f.sym.pop(name, None)
+        # as in Python, the loop variable keeps the value of the last iteration that ran (the phis of
+        # the break guards merged it), or its value before the loop when no iteration ran
         for k, v in saved.items():
             if v is None:
                 f.sym.pop(k, None)
@@ -581,11 +605,14 @@ class Frontend(Expressions, Calls):
                     raise self.err(node, f"'{n}' is {T.type_name(init.type)} before the loop but "
                                          f"{T.type_name(t)} inside it; give it one type")
             inits[n] = init
-        ind_var = None
+        ind_var = after = None
         if induction is not None:
             iname, start, stop, step = induction
             ind_var = Var(start.type, hint=iname)
             carried.append(Carried(ind_var, start, None, restore="induction"))
+            after = self.loop_var_after(iname, start.type, node)
+            if after is not None:
+                carried.append(after)
         named: dict[str, Carried] = {}
         for n, init in inits.items():
             if trial and init.weak and n not in types:
@@ -635,6 +662,8 @@ class Frontend(Expressions, Calls):
         if induction is not None:
             f.loop_vars.discard(induction[0])
             carried[0].next = self.call_builtin("add", [ind_var, induction[3]], node)
+            if after is not None:
+                after.next = ind_var
         new_types = {}  # the carried types a trial build found: a weak literal keeps the type it had
         for n, init in inits.items():
             nxt = f.sym.get(n)
@@ -666,6 +695,10 @@ class Frontend(Expressions, Calls):
         f.sym = {k: v for k, v in outer_sym.items()}
         for n, c in named.items():
             f.sym[n] = c.var
+        if induction is not None:
+            f.sym.pop(induction[0], None)
+            if after is not None:
+                f.sym[induction[0]] = after.var
         if "$brk" in outer_sym:
             f.sym["$brk"] = outer_sym["$brk"]
         else:
@@ -675,6 +708,19 @@ class Frontend(Expressions, Calls):
         else:
             f.sym.pop("$cont", None)
         return None
+
+    def loop_var_after(self, name, itype, node) -> Carried | None:
+        """The value a dynamic loop's variable has after the loop, as in Python: that of the last
+        iteration that ran, else its value before the loop. Without a value before the loop (Python
+        would raise NameError after a loop that did not run), the name is not defined after it."""
+        before = self.f.sym.get(name)
+        if not isinstance(before, Var):
+            return None
+        if before.type is not itype and not (before.weak and T.is_int(before.type)):
+            raise self.err(node, f"the loop variable '{name}' is {T.type_name(before.type)} before the loop "
+                                 f"and {T.type_name(itype)} in it; give the loop its own variable")
+        init = self.convert(before, itype, node)
+        return Carried(Var(itype, hint=name), init, None, restore="unread")
 
     def zero_value(self, t, node) -> Var:
         if T.is_scalar(t):

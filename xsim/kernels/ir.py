@@ -75,7 +75,9 @@ class Carried:
     var: Var          # the value inside the loop (the phi)
     init: Var         # its value on entry
     next: Var | None  # its value after one iteration (filled in once the body is built)
-    restore: str = "replay"  # how the adjoint recovers var at iteration k: replay | induction | false
+    # how the adjoint recovers var at iteration k: replay | induction | false (a flag, false while the
+    # body runs) | unread (the loop variable's value after the loop: the body never reads it)
+    restore: str = "replay"
 
 
 @dataclass(eq=False)

@@ -115,6 +115,10 @@ def coerce_arg(kernel, name: str, t, value, device):
             raise TypeError(f"{where}: expected {T.type_name(t)}, got {type(value).__name__} {value!r}")
         if not isinstance(value, (int, float, bool, np.number, np.bool_)):
             raise TypeError(f"{where}: expected {T.type_name(t)}, got {type(value).__name__}")
+        if T.is_int(t) and not isinstance(value, (bool, np.bool_)):
+            lo, hi = np.iinfo(t._np).min, np.iinfo(t._np).max
+            if not lo <= int(value) <= hi:
+                raise ValueError(f"{where}: {value} does not fit in {T.type_name(t)} ({lo} to {hi})")
         return value
     if T.is_struct(t):
         if not isinstance(value, t):
@@ -395,12 +399,15 @@ def check_errors(prep: _Prepared, kernel):
     err = prep.native.error
     if err.code == 0:
         return
+    file = kernel.pyfunc.__code__.co_filename
+    if err.code == 2:
+        err.code = 0
+        raise ZeroDivisionError(f"kernel '{kernel.key}' ({file}:{err.line}): integer division or modulo by zero")
     nd = err.ndim
     index = tuple(err.index[i] for i in range(nd))
     shape = tuple(err.shape[i] for i in range(nd))
     labels = prep.meta.arrays
     name = labels[err.param] if 0 <= err.param < len(labels) else "?"
-    file = kernel.pyfunc.__code__.co_filename
     err.code = 0
     raise IndexError(f"kernel '{kernel.key}' ({file}:{err.line}): index {index} is out of bounds for array "
                      f"'{name}' with shape {shape}")

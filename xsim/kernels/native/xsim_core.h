@@ -270,7 +270,7 @@ template <typename T> XS_FUNC T special_float(int sign) {
 // error reporting (debug mode bounds checks): the first error wins, Python reads and clears it
 
 struct error_info {
-    int32_t code;  // 0 none, 1 out of bounds
+    int32_t code;  // 0 none, 1 out of bounds, 2 integer division by zero
     int32_t param;
     int32_t line;
     int32_t ndim;
@@ -307,6 +307,22 @@ XS_FUNC bool in_bounds(const array_desc& a, const int64_t (&idx)[D], int param, 
         }
     }
     return ok;
+}
+
+// Debug mode: an integer division or modulo by zero is reported (its result is still the defined
+// one of int_quot/int_rem), so Python raises ZeroDivisionError naming the line.
+template <typename T> XS_FUNC void check_divisor(T b, int line) {
+    if (b != T(0)) return;
+#if defined(XS_CUDA)
+    if (atomicCAS(&xs_error.code, 0, 2) == 0) {
+#else
+    int32_t expected = 0;
+    if (__atomic_compare_exchange_n(&xs_error.code, &expected, 2, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+#endif
+        xs_error.param = -1;
+        xs_error.line = line;
+        xs_error.ndim = 0;
+    }
 }
 
 // Bounds-checked access: an out-of-bounds index is reported and redirected to a scratch slot,

@@ -103,9 +103,36 @@ template <typename T> XS_FUNC scalar_ret<T, void> adj_mul(T a, T b, T, T& adj_a,
     adj_b += a * adj_ret;
 }
 
+// Integer division never traps (Warp leaves these cases undefined): x / 0 == x // 0 == 0 and
+// x % 0 == x (so a == b * (a // b) + a % b still holds), and INT_MIN / -1 == INT_MIN // -1 == INT_MIN
+// (the quotient wraps, as all integer arithmetic does) with INT_MIN % -1 == 0. Debug mode also
+// reports a zero divisor (check_divisor in xsim_core.h). / and % truncate toward zero (C), // floors.
+template <int Bytes> struct uint_of;
+template <> struct uint_of<1> { typedef uint8_t type; };
+template <> struct uint_of<2> { typedef uint16_t type; };
+template <> struct uint_of<4> { typedef uint32_t type; };
+template <> struct uint_of<8> { typedef uint64_t type; };
+template <typename T> XS_FUNC T int_quot(T a, T b) {
+    typedef typename uint_of<sizeof(T)>::type U;
+    if (b == T(0)) return T(0);
+    if (T(-1) < T(0) && b == T(-1)) return T(U(0) - U(a));  // -a, wrapping for INT_MIN
+    return T(a / b);
+}
+template <typename T> XS_FUNC T int_rem(T a, T b) {
+    if (b == T(0)) return a;
+    if (T(-1) < T(0) && b == T(-1)) return T(0);
+    return T(a % b);
+}
+
 // Integer adjoints that would divide are skipped: integers carry no gradient, and a zero
 // divisor must not trap in the backward pass.
-template <typename T> XS_FUNC scalar_ret<T> div(T a, T b) { return a / b; }
+template <typename T> XS_FUNC scalar_ret<T> div(T a, T b) {
+    if constexpr (is_float<T>::value) {
+        return a / b;
+    } else {
+        return int_quot(a, b);
+    }
+}
 template <typename T> XS_FUNC scalar_ret<T, void> adj_div(T, T b, T ret, T& adj_a, T& adj_b, T adj_ret) {
     if constexpr (is_float<T>::value) {
         adj_a += adj_ret / b;
@@ -113,13 +140,14 @@ template <typename T> XS_FUNC scalar_ret<T, void> adj_div(T, T b, T ret, T& adj_
     }
 }
 
-// Floor division as in Python: rounds towards negative infinity for ints and floats alike.
+// Floor division as in Python (and Warp): rounds towards negative infinity for ints and floats alike.
 template <typename T> XS_FUNC T floordiv(T a, T b) {
     if constexpr (is_float<T>::value) {
         return libm::floor(a / b);
     } else {
-        T q = a / b;
-        return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
+        if (b == T(0)) return T(0);
+        T q = int_quot(a, b), r = int_rem(a, b);
+        return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? T(q - T(1)) : q;
     }
 }
 template <typename T> XS_FUNC void adj_floordiv(T, T, T, T&, T&, T) {}
@@ -129,7 +157,7 @@ template <typename T> XS_FUNC T mod(T a, T b) {
     if constexpr (is_float<T>::value) {
         return libm::fmod(a, b);
     } else {
-        return a % b;
+        return int_rem(a, b);
     }
 }
 template <typename T> XS_FUNC void adj_mod(T a, T b, T, T& adj_a, T& adj_b, T adj_ret) {

@@ -66,7 +66,7 @@ XS_FUNC composite_ret<V, void> adj_mul(scalar_of<V> s, const V& a, const V& ret,
 
 template <typename V> XS_FUNC composite_ret<V> div(const V& a, scalar_of<V> s) {
     V r{};
-    for (int i = 0; i < composite_traits<V>::size; ++i) comp(r, i) = comp(a, i) / s;
+    for (int i = 0; i < composite_traits<V>::size; ++i) comp(r, i) = div(comp(a, i), s);
     return r;
 }
 template <typename V>
@@ -139,7 +139,7 @@ XS_FUNC composite_ret<V, void> adj_normalize(const V& a, const V& ret, V& adj_a,
 // scalar / vector, componentwise
 template <int N, typename T> XS_FUNC vec_t<N, T> div(T s, const vec_t<N, T>& v) {
     vec_t<N, T> r{};
-    for (int i = 0; i < N; ++i) r.c[i] = s / v.c[i];
+    for (int i = 0; i < N; ++i) r.c[i] = div(s, v.c[i]);
     return r;
 }
 template <int N, typename T>
@@ -179,7 +179,7 @@ XS_FUNC void adj_cw_mul(const vec_t<N, T>& a, const vec_t<N, T>& b, const vec_t<
 
 template <int N, typename T> XS_FUNC vec_t<N, T> cw_div(const vec_t<N, T>& a, const vec_t<N, T>& b) {
     vec_t<N, T> r{};
-    for (int i = 0; i < N; ++i) r.c[i] = a.c[i] / b.c[i];
+    for (int i = 0; i < N; ++i) r.c[i] = div(a.c[i], b.c[i]);
     return r;
 }
 template <int N, typename T>

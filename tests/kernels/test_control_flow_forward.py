@@ -1,0 +1,157 @@
+"""Forward results of control flow (break/continue inside unrolled and dynamic loops, reused loop
+variable names) equal plain Python running the same source, and the host reference (reference.py)."""
+
+import numpy as np
+
+import xsim
+from reference import run as reference_run
+
+MODULE = "xsim_tests_control_flow_forward"
+
+
+@xsim.kernel(module=MODULE)
+def break_after_continue_unrolled(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+    s = float(0.0)
+    for i in range(8):  # constant bound: unrolled
+        if i % 2 == 1:
+            continue
+        if i >= 5:
+            break
+        s += x[i]
+    y[0] = s
+
+
+@xsim.kernel(module=MODULE)
+def two_dynamic_loops_in_static_loop(x: xsim.array(dtype=xsim.float64), n: int, y: xsim.array(dtype=xsim.float64)):
+    s = x[0] * 0.0
+    for j in range(3):
+        s += x[j]
+    for i0 in range(4):
+        for j in range(n):  # the name of an earlier loop's variable
+            if x[j] > 0.5:
+                continue
+            s += x[j] * 0.25
+        for j in range(n):
+            if s > 2.0:
+                break
+            s = s * 0.5 + x[j]
+    y[0] = s
+
+
+@xsim.kernel(module=MODULE)
+def exits_at_every_depth(x: xsim.array(dtype=int), n: int, y: xsim.array(dtype=int)):
+    t = 0
+    for a in range(3):
+        if a == 1:
+            continue
+        for b in range(n):
+            if b % 3 == 2:
+                continue
+            k = 0
+            while k < n:
+                k += 1
+                if x[k % 8] < 0:
+                    continue
+                if k > b + a:
+                    break
+                t += x[k % 8] * (a + 1)
+            if t > 40:
+                break
+        if t > 60:
+            break
+    y[0] = t
+
+
+@xsim.kernel(module=MODULE)
+def loop_variables_after_their_loops(n: int, y: xsim.array(dtype=int)):
+    k = 7
+    for k in range(n):  # dynamic: k is the last value it took, or 7 when the loop did not run
+        if k == 5:
+            break
+    y[0] = k
+    j = -1
+    for j in range(4):  # unrolled: the break at j == n leaves j there
+        if j == n:
+            break
+    y[1] = j
+    for j in range(n, 0, -2):
+        y[2] += j
+    y[3] = j
+
+
+@xsim.kernel(module=MODULE)
+def chained_comparison_with_a_constant_link(x: xsim.array(dtype=int), y: xsim.array(dtype=int)):
+    i = xsim.tid()
+    y[i] = 0
+    if x[i] < 1 <= -1:  # the second link is known false: the chain is false whatever x is
+        y[i] = 1
+    if x[i] < 3 < 5:  # the second link is known true: the chain is the first link
+        y[i] += 10
+
+
+@xsim.func
+def triple(a: int) -> int:
+    return a * 3
+
+
+@xsim.kernel(module=MODULE)
+def typed_literals_wrap(y: xsim.array(dtype=int)):
+    y[0] = int(-2147483647 - 1) * 3  # an int32 value, not a literal: wraps like any int32 product
+    y[1] = triple(-2147483647 - 1)  # the annotation types the literal argument
+
+
+def _check(kernel, args, out_index):
+    """Launch ``kernel``; the output equals plain Python and the host reference on the same inputs."""
+    host = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    kernel.pyfunc(*host)  # plain Python: these kernels use only Python constructs
+    ref = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    reference_run(kernel, 1, ref)
+    dev = [xsim.array(a) if isinstance(a, np.ndarray) else a for a in args]
+    xsim.launch(kernel, 1, inputs=dev)
+    got = dev[out_index].numpy()
+    np.testing.assert_allclose(got, host[out_index], rtol=1e-6)
+    np.testing.assert_allclose(ref[out_index], host[out_index], rtol=1e-6)
+
+
+def test_break_after_continue_in_unrolled_loop_stops_the_loop():
+    x = np.arange(8, dtype=np.float32)
+    _check(break_after_continue_unrolled, [x, np.zeros(1, np.float32)], 1)
+    y = xsim.zeros(1, dtype=float)
+    xsim.launch(break_after_continue_unrolled, 1, inputs=[xsim.array(x), y])
+    assert y.numpy()[0] == 6.0  # 0 + 2 + 4: the break at i = 6 ends the loop
+
+
+def test_two_dynamic_loops_with_continue_and_break_inside_a_static_loop():
+    x = np.array([0.1, 0.7, 0.2, 0.9, 0.05, 0.3])
+    for n in (0, 1, 4, 6):
+        _check(two_dynamic_loops_in_static_loop, [x, n, np.zeros(1)], 2)
+
+
+def test_break_and_continue_at_every_depth_of_three_nested_loops():
+    x = np.array([3, -1, 4, 1, -5, 9, 2, -6], dtype=np.int32)
+    for n in (0, 2, 5, 9):
+        _check(exits_at_every_depth, [x, n, np.zeros(1, np.int32)], 2)
+
+
+def test_loop_variables_keep_their_last_value_after_the_loop():
+    for n in (0, 1, 3, 8):
+        _check(loop_variables_after_their_loops, [n, np.zeros(4, np.int32)], 1)
+
+
+def test_chained_comparison_with_a_known_link():
+    x = np.array([-5, 0, 1, 2, 3, 7], dtype=np.int32)
+    y = xsim.zeros(6, dtype=int)
+    xsim.launch(chained_comparison_with_a_constant_link, 6, inputs=[xsim.array(x), y])
+    np.testing.assert_array_equal(y.numpy(), np.where(x < 3, 10, 0))
+    ref = np.zeros(6, np.int32)
+    reference_run(chained_comparison_with_a_constant_link, 6, [x, ref])
+    np.testing.assert_array_equal(ref, y.numpy())
+
+
+def test_typed_literals_wrap_at_their_width():
+    y = xsim.zeros(2, dtype=int)
+    xsim.launch(typed_literals_wrap, 1, inputs=[y])
+    np.testing.assert_array_equal(y.numpy(), [-2**31, -2**31])  # -3 * 2**31 wraps to -2**31
+    ref = np.zeros(2, np.int32)
+    reference_run(typed_literals_wrap, 1, [ref])
+    np.testing.assert_array_equal(ref, y.numpy())
