@@ -5,22 +5,20 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import linecache
 import types as _pytypes
 from typing import Any
 
 import numpy as np
 
 from .. import types as T
-from .scope import BuiltinRef, _resolve_annotation, _Source, annotations
-
-_FUNCS: dict[tuple[str, str], Function] = {}
+from .scope import BuiltinRef, _resolve_annotation, _Source, annotations, snapshot_source, source_lines
 
 
 class FuncOverload:
     """One definition of a func (a func name may have several, chosen by argument types)."""
 
     def __init__(self, pyfunc, differentiable: bool = True):
+        snapshot_source(pyfunc)
         self.pyfunc = pyfunc
         self.custom_grad: FuncOverload | None = None
         self.differentiable = differentiable
@@ -62,10 +60,11 @@ class FuncOverload:
 class Function:
     """An ``@xsim.func``: inlined into the kernels that call it."""
 
-    def __init__(self, pyfunc, differentiable: bool = True):
+    def __init__(self, overload: FuncOverload, others: list[FuncOverload] = ()):
+        pyfunc = overload.pyfunc
         self.key = pyfunc.__qualname__
         self.module = pyfunc.__module__
-        self.overloads: list[FuncOverload] = [FuncOverload(pyfunc, differentiable)]
+        self.overloads: list[FuncOverload] = [*others, overload]
         self.__doc__ = pyfunc.__doc__
         self.__name__ = pyfunc.__name__
 
@@ -91,22 +90,21 @@ class Function:
 
 
 def func(pyfunc=None, *, differentiable: bool = True):
-    """Decorator: a function callable from kernels (inlined at each call; several definitions of
-    one name are overloads chosen by argument types). ``differentiable=False`` makes its calls
-    constants in the backward pass, and the tape reports that it skipped them."""
+    """Decorator: a function callable from kernels (inlined at each call). A definition whose name
+    is already a func in the defining scope adds an overload chosen by argument types, or replaces
+    the one with the same signature in a new func (kernels built on the old one keep it); in a
+    fresh scope (each call of a factory) it is a new func."""
+    scope = inspect.currentframe().f_back.f_locals
+
     def wrap(f):
-        key = (f.__module__, f.__qualname__)
-        existing = _FUNCS.get(key)
-        if existing is not None and _same_signature(existing, f):
-            existing.overloads = [o for o in existing.overloads if not _same_annotations(o.pyfunc, f)]
-            existing.overloads.append(FuncOverload(f, differentiable))
-            return existing
-        if existing is not None:
-            existing.overloads.append(FuncOverload(f, differentiable))
-            return existing
-        fn = Function(f, differentiable)
-        _FUNCS[key] = fn
-        return fn
+        existing = scope.get(f.__name__)
+        overload = FuncOverload(f, differentiable)
+        if not isinstance(existing, Function):
+            return Function(overload)
+        if _same_signature(existing, f):
+            return Function(overload, [o for o in existing.overloads if not _same_annotations(o.pyfunc, f)])
+        existing.overloads.append(overload)
+        return existing
     return wrap(pyfunc) if pyfunc is not None else wrap
 
 
@@ -131,9 +129,12 @@ def func_grad(target: Function):
 
 
 class Kernel:
-    """An ``@xsim.kernel``: compiled with the other kernels of its Python module."""
+    """An ``@xsim.kernel``: compiled with the other kernels of its Python module. Kernels of one
+    name (a factory's, a redefinition's) are distinct: each is compiled under a symbol made of its
+    name and its content hash, so equal definitions share code and different ones never do."""
 
     def __init__(self, pyfunc, enable_backward: bool = True, module: str | None = None):
+        snapshot_source(pyfunc)
         self.pyfunc = pyfunc
         self.key = pyfunc.__name__
         self.enable_backward = enable_backward
@@ -147,6 +148,7 @@ class Kernel:
             t = _resolve_annotation(ann.get(name)) if name in ann else None
             self.params.append((name, t))
         self.launch_cache = None  # filled by launch.py: packing info per built module
+        self._hash: str | None = None
         from .module import get_module
         self.module = get_module(self.module_name)
         self.module.add(self)
@@ -155,7 +157,15 @@ class Kernel:
         raise TypeError(f"kernel '{self.key}' is run with xsim.launch({self.key}, dim, inputs=[...])")
 
     def content_hash(self) -> str:
-        return _hash_python(self.pyfunc, set()) + f"|backward={self.enable_backward}"
+        """What this kernel's generated code depends on (cached until its module is invalidated)."""
+        if self._hash is None:
+            self._hash = _hash_python(self.pyfunc, set()) + f"|backward={self.enable_backward}"
+        return self._hash
+
+    @property
+    def symbol(self) -> str:
+        """The C++ name of this kernel's code: its name and a digest of its content."""
+        return f"{self.key}_{hashlib.blake2b(self.content_hash().encode(), digest_size=5).hexdigest()}"
 
     def module_build(self, device, debug: bool):
         """The loaded native module holding this kernel for ``device`` (built or loaded on first use)."""
@@ -184,12 +194,11 @@ def kernel(pyfunc=None, *, enable_backward: bool = True, module: str | None = No
 
 
 def _source_text(pyfunc) -> str:
-    """The lines of a function's definition, decorators included, straight from linecache: the
+    """The lines of a function's definition, decorators included, from its source snapshot: the
     text inspect.getsource finds, without its tokenizer pass, which was most of the time a fresh
     process spent loading a module from the cache."""
     code = pyfunc.__code__
-    linecache.checkcache(code.co_filename)
-    lines = linecache.getlines(code.co_filename, pyfunc.__globals__)
+    lines = source_lines(pyfunc)
     last = max((end for c in _code_objects(code) for _, end, _, _ in c.co_positions() if end is not None),
                default=0)
     if not lines or last < code.co_firstlineno:
@@ -249,12 +258,14 @@ def _hash_object(name, obj, seen, attr_names) -> str:
         return f"{name}:{obj.__name__}"
     if isinstance(obj, BuiltinRef):
         return f"{name}:builtin"
-    if isinstance(obj, _pytypes.ModuleType):
+    if T.is_composite(type(obj)):
+        return f"{name}={np.asarray(obj).tolist()!r}"
+    if hasattr(obj, "__dict__") and not isinstance(obj, _pytypes.FunctionType) and name.count(".") < 3:
+        # a module, class or namespace object: a kernel reads its attributes (cfg.n, mymodule.K), and
+        # kernels capturing objects whose attributes differ must not hash alike (depth-limited: cycles)
         parts = []
         for a in sorted(attr_names):
             if hasattr(obj, a) and not isinstance(getattr(obj, a), _pytypes.ModuleType):
-                parts.append(_hash_object(f"{name}.{a}", getattr(obj, a), seen, set()))
-        return f"{name}:module[{';'.join(parts)}]"
-    if T.is_composite(type(obj)):
-        return f"{name}={np.asarray(obj).tolist()!r}"
+                parts.append(_hash_object(f"{name}.{a}", getattr(obj, a), seen, attr_names))
+        return f"{name}:{type(obj).__name__}[{';'.join(parts)}]"
     return f"{name}:{type(obj).__name__}"

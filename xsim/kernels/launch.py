@@ -152,10 +152,14 @@ class _Prepared:
         self.device = device
         self.debug = debug
         self.native = kernel.module_build(device, debug)
-        self.meta = self.native.metas[kernel.key]
+        self.symbol = kernel.symbol
+        self.meta = self.native.metas[self.symbol]
+        refused = self.meta.compile_error()
+        if refused is not None:
+            raise refused
         self.args_type = _args_struct(kernel)
-        self.forward = self.native.forward[kernel.key]
-        self.backward = self.native.backward.get(kernel.key)
+        self.forward = self.native.forward[self.symbol]
+        self.backward = self.native.backward.get(self.symbol)
         self.key = (device.name, debug)
         self.layout, self.plan = _layout(kernel, self.args_type)
         size = ctypes.sizeof(self.args_type)
@@ -427,7 +431,7 @@ def run_forward(prep: _Prepared, shape, values):
     if prep.device.is_cpu:
         prep.forward(cpu_buffer(prep, shape, values, contig))
     else:
-        prep.native.launch_forward(prep.kernel.key, pack(prep, values), _dims(shape), math.prod(shape), contig)
+        prep.native.launch_forward(prep.symbol, pack(prep, values), _dims(shape), math.prod(shape), contig)
     if prep.debug:
         check_errors(prep, prep.kernel)
 
@@ -444,7 +448,7 @@ def run_backward(prep: _Prepared, shape, values, adj_values=None):
     if prep.device.is_cpu:
         prep.backward(cpu_buffer(prep, shape, values, contig, grads))
     else:
-        prep.native.launch_backward(prep.kernel.key, pack(prep, values), grads, _dims(shape), n, contig)
+        prep.native.launch_backward(prep.symbol, pack(prep, values), grads, _dims(shape), n, contig)
     if prep.debug:
         check_errors(prep, prep.kernel)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import textwrap
 import types as _pytypes
 from typing import Any
@@ -51,8 +52,11 @@ class _Source:
 
     def __init__(self, pyfunc):
         self.pyfunc = pyfunc
-        lines, first = inspect.getsourcelines(pyfunc)
-        self.file = inspect.getsourcefile(pyfunc) or "<unknown>"
+        first = pyfunc.__code__.co_firstlineno
+        lines = inspect.getblock(source_lines(pyfunc)[first - 1:])
+        if not lines:
+            raise OSError(f"no source for {pyfunc.__qualname__}")
+        self.file = pyfunc.__code__.co_filename
         self.line0 = first - 1
         self.lines = lines
         src = textwrap.dedent("".join(lines))
@@ -75,6 +79,25 @@ class _Source:
 
     def lineno(self, node) -> int:
         return self.line0 + getattr(node, "lineno", 1)
+
+
+def snapshot_source(pyfunc) -> None:
+    """Keep the lines of the file defining ``pyfunc`` as they are now (called at decoration), so that
+    re-running an edited file or notebook cell under the same name cannot change what an existing
+    kernel or func compiles to."""
+    code = pyfunc.__code__
+    linecache.checkcache(code.co_filename)
+    pyfunc.__xsim_lines__ = linecache.getlines(code.co_filename, pyfunc.__globals__)
+
+
+def source_lines(pyfunc) -> list[str]:
+    """The lines of the file defining ``pyfunc``: its decoration-time snapshot, else linecache's."""
+    lines = getattr(pyfunc, "__xsim_lines__", None)
+    if lines is None:
+        code = pyfunc.__code__
+        linecache.checkcache(code.co_filename)
+        lines = linecache.getlines(code.co_filename, pyfunc.__globals__)
+    return lines
 
 
 class _Frame:
