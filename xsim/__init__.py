@@ -34,7 +34,16 @@ from .device import (
     set_stream,
     synchronize,
 )
-from .errors import CompileError, SceneError
+from .errors import (
+    CompileError,
+    SceneError,
+    WarpCodegenAttributeError,
+    WarpCodegenError,
+    WarpCodegenIndexError,
+    WarpCodegenKeyError,
+    WarpCodegenTypeError,
+    WarpCodegenValueError,
+)
 from .kernels.builtins import BUILTINS as _BUILTINS
 from .kernels.kernel import func, func_grad, kernel
 from .kernels.launch import launch

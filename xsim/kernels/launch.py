@@ -82,8 +82,8 @@ def coerce_arg(kernel, name: str, t, value, device):
     """Check one argument against its parameter type; wrap foreign arrays (numpy, torch)."""
     where = f"kernel '{kernel.key}' parameter '{name}'"
     if isinstance(t, T.ArrayType):
-        if value is None:
-            raise TypeError(f"{where}: expected {t!r}, got None")
+        if value is None:  # Warp's null array: shape 0 in every dimension, false in a kernel's `if a:`
+            return Array._from_device(0, t.dtype, device, (0,) * t.ndim, (0,) * t.ndim, None)
         if not isinstance(value, Array):
             value = _wrap_foreign(value, t, where)
         if value.dtype is not t.dtype or value.ndim != t.ndim:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import types as T
+from .. import errors
 from ..errors import CompileError
 from . import ir
 from .codegen import module_source
@@ -43,11 +44,16 @@ class KernelMeta:
     writes: list[str]
     inplace: list[str]          # arrays read before being written (the tape snapshots them)
     skipped_funcs: list[str] = field(default_factory=list)  # funcs with differentiable=False (tape warns)
-    refused: list | None = None  # the CompileError's (message, file, line, col, source line): no code built
+    refused: list | None = None  # (error class name, message, file, line, col, source line): not built
 
     def compile_error(self) -> CompileError | None:
         """The error the compiler refused this kernel with, or None when it was built."""
-        return CompileError(*self.refused) if self.refused is not None else None
+        if self.refused is None:
+            return None
+        cls = getattr(errors, self.refused[0], None)
+        if not (isinstance(cls, type) and issubclass(cls, CompileError)):
+            cls = CompileError
+        return cls(*self.refused[1:])
 
 
 class Module:
@@ -105,7 +111,8 @@ class Module:
                 kir = Frontend(k.pyfunc).build_kernel(k.symbol)
             except CompileError as e:
                 metas[k.symbol] = KernelMeta(k.key, 0, None, [], [], [], [],
-                                             refused=[e.message, e.file, e.line, e.col, e.source_line])
+                                             refused=[type(e).__name__, e.message, e.file, e.line, e.col,
+                                                      e.source_line])
                 continue
             for p in kir.params:
                 _collect_structs(p.type, structs)

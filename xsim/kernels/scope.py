@@ -12,7 +12,7 @@ import types as _pytypes
 from typing import Any
 
 from .. import types as T
-from ..errors import CompileError
+from ..errors import CompileError, WarpCodegenError
 from .ir import Var
 
 MAX_UNROLL = 16
@@ -71,11 +71,12 @@ class _Source:
                 except ValueError:
                     pass
 
-    def error(self, node, msg: str) -> CompileError:
+    def error(self, node, msg: str, kind: type[CompileError] = WarpCodegenError) -> CompileError:
+        """A ``kind`` (a WarpCodegen*Error flavour) naming file:line:col of ``node`` with a caret."""
         line = getattr(node, "lineno", 1)
         col = getattr(node, "col_offset", 0) + self.indent
         src_line = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
-        return CompileError(msg, self.file, self.line0 + line, col, src_line)
+        return kind(msg, self.file, self.line0 + line, col, src_line)
 
     def lineno(self, node) -> int:
         return self.line0 + getattr(node, "lineno", 1)
