@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -116,6 +117,8 @@ class Tape:
 
     def __init__(self):
         self.records: list = []
+        self.scopes: list[tuple] = []  # (record index, name, metadata); (index, None, None) closes one
+        self._kept_gradients: list = []  # what gradients held when reset() forgot the records
         self.skipped: list[str] = []
         self._on_grad_path: set[int] = set()  # ids of arrays computed from arrays that have grads
         self._warned: set[int] = set()
@@ -123,8 +126,16 @@ class Tape:
     def __enter__(self):
         if self in _launch._recorders:
             raise RuntimeError("this Tape is already recording")
+        self._refuse_nesting()
         _launch._recorders.append(self)
         return self
+
+    @staticmethod
+    def _refuse_nesting():
+        """Tape scopes do not nest (as in Warp): a launch would belong to two tapes' backward passes."""
+        if _launch._recorders:
+            raise RuntimeError("another Tape is already recording: tape scopes do not nest; end the outer "
+                               "`with tape:` first, or record both parts on one tape")
 
     def __exit__(self, *exc):
         _launch._recorders.remove(self)
@@ -212,9 +223,8 @@ class Tape:
             loss.grad._raw_fill(1.0)
         for arr, seed in (grads or {}).items():
             if arr.grad is None:
-                raise ValueError("tape.backward(grads=...): an array in grads has no gradient; create it with "
-                                 "requires_grad=True")
-            if isinstance(seed, Array):
+                _give_seed_buffer(arr, seed)
+            elif isinstance(seed, Array):
                 arr.grad._raw_copy_from(seed)
             else:
                 arr.grad._raw_copy_from(_as_host(seed, arr))
@@ -233,10 +243,47 @@ class Tape:
     def reset(self):
         """Zero the gradients the tape touched and forget every record."""
         self.zero()
+        self._kept_gradients = list(self.gradients.items())
+        self.scopes.clear()
         self.records.clear()
         self.skipped.clear()
         self._on_grad_path.clear()
         self._warned.clear()
+
+    # -- Warp's names --------------------------------------------------------------------------------
+
+    @property
+    def launches(self) -> list:
+        """The records (Warp's name for them)."""
+        return self.records
+
+    @property
+    def gradients(self) -> Gradients:
+        """{array or struct value: its gradient} for every argument of a recorded launch or op that has
+        one (a struct maps to a copy whose array fields are their grads), kept across ``reset()``."""
+        out = Gradients(self._kept_gradients)
+        for rec in self.records:
+            for v in _record_values(rec):
+                if v not in out:
+                    g = _gradient_of(v)
+                    if g is not None:
+                        out.add(v, g)
+        return out
+
+    def record_scope_begin(self, scope_name: str, metadata: dict | None = None):
+        """Open a named group of the launches that follow (a label for tools; backward ignores it)."""
+        self.scopes.append((len(self.records), scope_name, metadata or {}))
+
+    def record_scope_end(self, remove_scope_if_empty: bool = True):
+        """Close the innermost open scope (dropped when empty, unless ``remove_scope_if_empty=False``)."""
+        depth = sum(1 if name is not None else -1 for _, name, _ in self.scopes)
+        if depth <= 0:
+            raise RuntimeError("tape.record_scope_end(): no scope is open (call record_scope_begin first)")
+        last_index, last_name, _ = self.scopes[-1]
+        if remove_scope_if_empty and last_name is not None and last_index == len(self.records):
+            self.scopes.pop()
+        else:
+            self.scopes.append((len(self.records), None, None))
 
     def memory(self) -> int:
         """Bytes the tape keeps alive for its backward pass: every array its records hold (launch
@@ -252,6 +299,54 @@ class Tape:
         return sum(buffers.values())
 
 
+class Gradients(Mapping):
+    """A mapping keyed by identity (struct values are not hashable), as ``Tape.gradients`` returns."""
+
+    def __init__(self, items=()):
+        self._items = {id(k): (k, g) for k, g in items}
+
+    def add(self, key, grad):
+        self._items[id(key)] = (key, grad)
+
+    def __getitem__(self, key):
+        entry = self._items.get(id(key))
+        if entry is None:
+            raise KeyError("no gradient on this tape for this value (not a recorded argument with a grad)")
+        return entry[1]
+
+    def __contains__(self, key):
+        return id(key) in self._items
+
+    def __iter__(self):
+        return (k for k, _ in self._items.values())
+
+    def __len__(self):
+        return len(self._items)
+
+
+def _record_values(rec):
+    if isinstance(rec, LaunchRecord):
+        params = rec.kernel.params
+        return [v for (_, t), v in zip(params, rec.values) if isinstance(t, T.ArrayType) or T.is_struct(t)]
+    return list(rec.arrays())
+
+
+def _gradient_of(v):
+    """An array's grad, or for a struct a shallow copy whose array fields are their grads (or None)."""
+    if isinstance(v, Array):
+        return v.grad
+    if not (T.is_struct(type(v)) and type(v)._has_arrays):
+        return None
+    out, found = copy.copy(v), False
+    for f, ft in type(v)._fields.items():
+        fv = getattr(v, f)
+        if isinstance(ft, T.ArrayType) or T.is_struct(ft) and ft._has_arrays:
+            g = _gradient_of(fv) if fv is not None else None
+            found = found or g is not None
+            object.__setattr__(out, f, g)
+    return out if found else None
+
+
 def _buffer(arr) -> tuple[int, int]:
     """(identity, bytes) of the allocation behind ``arr``: the root numpy buffer on the host."""
     host = getattr(arr, "_host", None)
@@ -265,6 +360,16 @@ def _buffer(arr) -> tuple[int, int]:
     while isinstance(host.base, np.ndarray):
         host = host.base
     return id(host), host.nbytes
+
+
+def _give_seed_buffer(arr: Array, seed):
+    """An array seeded in ``backward(grads=...)`` without a grad gets one (as in Warp): the seed array
+    itself when it is an xsim array that fits, else a new buffer holding the seed's values."""
+    if isinstance(seed, Array):
+        arr.grad = seed  # raises naming shape/dtype/device when it does not fit
+    else:
+        arr.requires_grad = True
+        arr.grad._raw_copy_from(_as_host(seed, arr))
 
 
 def _as_host(seed, arr):
