@@ -113,7 +113,7 @@ class _Composite:
     _shape: tuple[int, ...] = ()
     _scalar: Any = float32
     _length = 0
-    __slots__ = ("_v",)
+    __slots__ = ("_v", "__dict__")  # other attributes may be set on a value, as on Warp's ctypes-based ones
 
     def __init__(self, *args):
         shape, dt = self._shape, self._scalar._np
