@@ -647,8 +647,8 @@ def _subscript_annotation(name: str, params, ndim: int | None) -> ArrayType:
     if not isinstance(params, tuple):
         return ArrayType(_resolve_dtype(params), ndim or 1)
     if ndim is not None or len(params) != 2:
-        raise TypeError(f"xsim.{name}[...] takes {'dtype' if ndim else 'dtype or dtype, ndim'}, got {len(params)} "
-                        "parameters")
+        expected = "dtype" if ndim else "dtype or dtype, ndim"
+        raise TypeError(f"xsim.{name}[...] takes {expected}, got {len(params)} parameters")
     dtype, n = params
     if typing.get_origin(n) is typing.Literal:
         (n,) = typing.get_args(n)
@@ -668,7 +668,7 @@ def _fixed_ndim(n: int) -> type:
     def __class_getitem__(cls, params):
         return _subscript_annotation(cls.__name__, params, n)
 
-    doc = f"A {n}-d array (``array{n}d(data, dtype)``) or its annotation (``array{n}d[T]``, ``array{n}d(dtype=T)``)."
+    doc = f"A {n}-d array (``array{n}d(data, dtype)``), or the annotation ``array{n}d[T]``."
     return type(f"array{n}d", (), {"__new__": __new__, "__class_getitem__": classmethod(__class_getitem__),
                                    "__doc__": doc, "__module__": __name__})
 

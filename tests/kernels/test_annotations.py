@@ -129,12 +129,14 @@ def test_fixed_ndim_annotations_forward():
     x3 = RNG.integers(-9, 9, (2, 3, 4))
     np.testing.assert_array_equal(launch(fixed_3d, x3, xsim.int32), x3 * 2 + np.arange(4))
     x4 = RNG.uniform(-2, 2, (2, 2, 3, 2))
-    np.testing.assert_allclose(launch(fixed_4d, x4, float), (x4 * np.arange(1, 3)).astype(np.float32), rtol=1e-6)
+    expected = (x4 * np.arange(1, 3)).astype(np.float32)
+    np.testing.assert_allclose(launch(fixed_4d, x4, float), expected, rtol=1e-6)
 
 
 def test_classic_annotations_forward():
     x3 = RNG.uniform(-2, 2, (2, 3, 4))
-    np.testing.assert_allclose(launch(classic_ndim, x3, float), (x3 + np.arange(4)).astype(np.float32), rtol=1e-6)
+    expected = (x3 + np.arange(4)).astype(np.float32)
+    np.testing.assert_allclose(launch(classic_ndim, x3, float), expected, rtol=1e-6)
     x2 = RNG.uniform(-2, 2, (3, 2))
     np.testing.assert_array_equal(launch(classic_fixed, x2, xsim.float64), -x2)
     v = RNG.uniform(-2, 2, (4, 2)).astype(np.float32)

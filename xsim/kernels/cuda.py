@@ -241,9 +241,10 @@ class CudaModule:
             self._rt.check(self._rt.drv.cuLaunchKernel(func, grid, 1, 1, BLOCK_SIZE, 1, 1, 0, stream,
                                                        ctypes.addressof(params), 0), "cuLaunchKernel", ordinal)
         except CudaError as e:
-            raise XsimRuntimeError(f"kernel '{self.metas[key].name}' ({which}, {n} threads) could not be launched on "
+            name = self.metas[key].name
+            raise XsimRuntimeError(f"kernel '{name}' ({which}, {n} threads) could not be launched on "
                                    f"{self.device.name}: {e}") from None
-        self._rt.last_kernel[ordinal] = key
+        self._rt.last_kernel[ordinal] = self.metas[key].name
 
     @property
     def error(self) -> ErrorInfo:
