@@ -253,7 +253,7 @@ class array:
 
     def __new__(cls, data=None, dtype=None, shape=None, device=None, requires_grad=False, ndim=None, copy=True):
         if data is None and shape is None:
-            return ArrayType(types.float32 if dtype is None else _resolve_dtype(dtype), ndim or 1)
+            return ArrayType(types.float32 if dtype is None else _annotation_dtype(dtype), ndim or 1)
         return super().__new__(cls)
 
     def __class_getitem__(cls, params) -> ArrayType:
@@ -642,10 +642,15 @@ def is_array(x) -> bool:
 # -- annotations ----------------------------------------------------------------------------------
 
 
+def _annotation_dtype(dtype) -> Any:
+    """An annotation's element type: a dtype as arrays take it, or a type parameter (Any, Float...)."""
+    return dtype if types.is_type_parameter(dtype) else _resolve_dtype(dtype)
+
+
 def _subscript_annotation(name: str, params, ndim: int | None) -> ArrayType:
     """``array[T]``, ``array[T, N]`` (``N`` an int or ``typing.Literal[N]``), ``array2d[T]``."""
     if not isinstance(params, tuple):
-        return ArrayType(_resolve_dtype(params), ndim or 1)
+        return ArrayType(_annotation_dtype(params), ndim or 1)
     if ndim is not None or len(params) != 2:
         expected = "dtype" if ndim else "dtype or dtype, ndim"
         raise TypeError(f"xsim.{name}[...] takes {expected}, got {len(params)} parameters")
@@ -654,7 +659,7 @@ def _subscript_annotation(name: str, params, ndim: int | None) -> ArrayType:
         (n,) = typing.get_args(n)
     if not isinstance(n, int):
         raise TypeError(f"xsim.{name}[dtype, ndim]: ndim must be an integer, got {n!r}")
-    return ArrayType(_resolve_dtype(dtype), n)
+    return ArrayType(_annotation_dtype(dtype), n)
 
 
 def _fixed_ndim(n: int) -> type:

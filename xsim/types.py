@@ -19,7 +19,7 @@ import ctypes
 import functools
 import hashlib
 import inspect
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -471,6 +471,30 @@ def struct(cls: type) -> type:
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# generic parameters: typing.Any and type variables (Scalar, Float, Int), bound at launch
+
+
+Scalar = TypeVar("Scalar", *SCALAR_TYPES)
+Float = TypeVar("Float", *FLOAT_TYPES)
+Int = TypeVar("Int", *INT_TYPES)
+
+
+def is_type_parameter(t) -> bool:
+    """``typing.Any`` or a ``TypeVar``: a type a generic kernel's launch arguments decide."""
+    return t is Any or isinstance(t, TypeVar)
+
+
+def is_generic(t) -> bool:
+    """A parameter type still to be bound: a type parameter, or an array whose dtype is one."""
+    return is_type_parameter(t) or isinstance(t, ArrayType) and is_type_parameter(t.dtype)
+
+
+def bind(param, t) -> bool:
+    """Whether the concrete type ``t`` can take the place of the type parameter ``param``."""
+    return param is Any or not param.__constraints__ or t in param.__constraints__
+
+
 def is_struct(t) -> bool:
     return isinstance(t, type) and issubclass(t, _StructBase)
 
@@ -486,7 +510,7 @@ class ArrayType:
 
     def __init__(self, dtype, ndim: int = 1):
         dtype = resolve(dtype)
-        if not is_value_type(dtype):
+        if not (is_value_type(dtype) or is_type_parameter(dtype)):
             raise TypeError(f"array dtype must be an xsim value type, got {dtype!r}")
         if not 1 <= ndim <= 4:
             raise ValueError(f"array ndim must be 1 to 4, got {ndim}")

@@ -63,7 +63,9 @@ class Frontend(Expressions, Calls):
     # ------------------------------------------------------------------------------------------
     # entry point
 
-    def build_kernel(self, name: str) -> ir.KernelIR:
+    def build_kernel(self, name: str, param_types: dict | None = None) -> ir.KernelIR:
+        """The IR of the kernel, its parameters typed by their annotations or by ``param_types`` (a
+        generic kernel's specialisation)."""
         src = _Source(self.kernel_func)
         frame = _Frame(src, is_kernel=True)
         self.frames.append(frame)
@@ -72,7 +74,7 @@ class Frontend(Expressions, Calls):
         for a in src.tree.args.args:
             if a.arg not in ann:
                 raise src.error(a, f"kernel parameter '{a.arg}' needs a type annotation")
-            t = _resolve_annotation(ann[a.arg])
+            t = param_types[a.arg] if param_types else _resolve_annotation(ann[a.arg])
             if t is None:
                 raise src.error(a, f"kernel parameter '{a.arg}' has unsupported type {ann[a.arg]!r}; expected "
                                    "a scalar, vector, matrix, quat, transform, struct or array type")

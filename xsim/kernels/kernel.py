@@ -50,6 +50,8 @@ class FuncOverload:
             vt = getattr(v, "type", None)
             if vt is t or isinstance(t, T.ArrayType) and vt == t:  # array types are equal, not interned
                 continue
+            if T.is_generic(t) and isinstance(vt, T.ArrayType) and vt.ndim == t.ndim and T.bind(t.dtype, vt.dtype):
+                continue
             if getattr(v, "weak", False) and T.is_scalar(t) and t is not T.bool_ and not (
                     T.is_int(t) and isinstance(v.const, float)):
                 continue
@@ -133,7 +135,8 @@ class Kernel:
     name (a factory's, a redefinition's) are distinct: each is compiled under a symbol made of its
     name and its content hash, so equal definitions share code and different ones never do."""
 
-    def __init__(self, pyfunc, enable_backward: bool = True, module: str | None = None):
+    def __init__(self, pyfunc, enable_backward: bool = True, module: str | None = None,
+                 param_types: list | None = None):
         snapshot_source(pyfunc)
         self.pyfunc = pyfunc
         self.key = pyfunc.__name__
@@ -143,15 +146,30 @@ class Kernel:
         self.__name__ = pyfunc.__name__
         sig = inspect.signature(pyfunc)
         ann = annotations(pyfunc)
-        self.params: list[tuple[str, Any]] = []
-        for name in sig.parameters:
-            t = _resolve_annotation(ann.get(name)) if name in ann else None
-            self.params.append((name, t))
+        if param_types is None:
+            param_types = [_param_annotation(ann[name]) if name in ann else None for name in sig.parameters]
+        self.params: list[tuple[str, Any]] = list(zip(sig.parameters, param_types))
+        # a generic kernel (Any, Float, array(dtype=Any)...) is not compiled itself: each launch binds its
+        # parameters to the arguments' types and runs the specialisation for them, made once
+        self.generic = any(T.is_generic(t) for _, t in self.params)
+        self.specializations: dict[tuple, Kernel] = {}
+        self.bound = param_types is not None  # a specialisation: its types are not its annotations
         self.launch_cache = None  # filled by launch.py: packing info per built module
         self._hash: str | None = None
         from .module import get_module
         self.module = get_module(self.module_name)
         self.module.add(self)
+
+    def specialize(self, values: list) -> Kernel:
+        """The kernel for launch arguments ``values`` (a generic kernel's specialisation, made once)."""
+        if not self.generic:
+            return self
+        types = tuple(_bind_param(self, name, t, v) for (name, t), v in zip(self.params, values))
+        spec = self.specializations.get(types)
+        if spec is None:
+            spec = self.specializations[types] = Kernel(self.pyfunc, self.enable_backward, self.module_name,
+                                                        list(types))
+        return spec
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"kernel '{self.key}' is run with xsim.launch({self.key}, dim, inputs=[...])")
@@ -160,6 +178,8 @@ class Kernel:
         """What this kernel's generated code depends on (cached until its module is invalidated)."""
         if self._hash is None:
             self._hash = _hash_python(self.pyfunc, set()) + f"|backward={self.enable_backward}"
+            if self.bound:
+                self._hash += "|" + ",".join(T.type_name(t) for _, t in self.params)
         return self._hash
 
     @property
@@ -180,6 +200,52 @@ class Kernel:
                 built = build(self.module, debug, device)
             self.module.builds[key] = built
         return built
+
+
+def _param_annotation(a):
+    """A kernel parameter's type from its annotation: concrete, generic (kept), or None (refused)."""
+    a = T.resolve(a)
+    return a if T.is_generic(a) else _resolve_annotation(a)
+
+
+def _bind_param(kernel: Kernel, name: str, t, value):
+    """The concrete type a launch argument gives the parameter ``name`` of type ``t``."""
+    if not T.is_generic(t):
+        return t
+    param = t.dtype if isinstance(t, T.ArrayType) else t
+    if isinstance(t, T.ArrayType):
+        dtype = getattr(value, "dtype", None)
+        if isinstance(value, np.ndarray):
+            dtype = T.scalar_from_numpy(value.dtype)
+        if not T.is_value_type(dtype):
+            raise TypeError(f"kernel '{kernel.key}' parameter '{name}': expected {t!r}, got {type(value).__name__}")
+        bound = T.ArrayType(dtype, t.ndim)
+    else:
+        bound = _value_type(value)
+        if bound is None:
+            raise TypeError(f"kernel '{kernel.key}' parameter '{name}': cannot tell the type of the generic "
+                            f"({T.type_name(t)}) argument {value!r}; pass a typed value (e.g. xsim.float32(x))")
+        dtype = bound
+    if not T.bind(param, dtype):
+        allowed = ", ".join(T.type_name(c) for c in param.__constraints__)
+        raise TypeError(f"kernel '{kernel.key}' parameter '{name}': {T.type_name(dtype)} is not one of the types "
+                        f"{T.type_name(param)} stands for ({allowed})")
+    return bound
+
+
+def _value_type(value):
+    """The kernel type of a Python launch value (Warp's rule: int -> int32, float -> float32)."""
+    if isinstance(value, np.generic):  # before float: numpy.float64 is a float
+        return T.scalar_from_numpy(value.dtype)
+    if isinstance(value, bool):
+        return T.bool_
+    if isinstance(value, int):
+        return T.int32
+    if isinstance(value, float):
+        return T.float32
+    if T.is_value_type(type(value)):
+        return type(value)
+    return None
 
 
 def kernel(pyfunc=None, *, enable_backward: bool = True, module: str | None = None):

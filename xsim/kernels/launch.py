@@ -389,6 +389,8 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
     if not isinstance(kernel, Kernel):
         raise TypeError(f"launch() needs an @xsim.kernel, got {kernel!r}")
     values = list(inputs) + list(outputs)
+    if kernel.generic and len(values) == len(kernel.params):
+        kernel = kernel.specialize(values)
     params = kernel.params
     if len(values) != len(params):
         names = ", ".join(n for n, _ in params)

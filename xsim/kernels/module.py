@@ -78,7 +78,7 @@ class Module:
         """The kernels the next build compiles, one per symbol, in symbol order (held until the next
         change, so a build and its cache key see the same list)."""
         if self._kernels is None:
-            by_symbol = {k.symbol: k for k in list(self._live)}
+            by_symbol = {k.symbol: k for k in list(self._live) if not k.generic}
             self._kernels = [by_symbol[s] for s in sorted(by_symbol)]
         return self._kernels
 
@@ -108,7 +108,7 @@ class Module:
         irs, metas, structs = [], {}, []
         for k in self.kernels:
             try:
-                kir = Frontend(k.pyfunc).build_kernel(k.symbol)
+                kir = Frontend(k.pyfunc).build_kernel(k.symbol, dict(k.params) if k.bound else None)
             except CompileError as e:
                 metas[k.symbol] = KernelMeta(k.key, 0, None, [], [], [], [],
                                              refused=[type(e).__name__, e.message, e.file, e.line, e.col,

@@ -1,0 +1,110 @@
+"""Generic kernels: parameters typed ``typing.Any``, ``array(dtype=Any)`` or Warp's type variables
+(``xsim.Float``, ``xsim.Int``, ``xsim.Scalar``) are bound to the launch arguments' types; each
+binding is compiled once and cached. Numbers are checked with numpy, one gradient with float64
+finite differences of the same formula."""
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import xsim
+
+
+@xsim.func
+def doubled(a: xsim.array(dtype=Any), i: int):
+    return a[i] + a[i]
+
+
+@xsim.kernel
+def scale_doubled(x: xsim.array(dtype=Any), s: Any, y: xsim.array(dtype=Any)):
+    i = xsim.tid()
+    y[i] = doubled(x, i) * s
+
+
+@xsim.kernel
+def square_float(x: xsim.array(dtype=xsim.Float), y: xsim.array(dtype=xsim.Float)):
+    i = xsim.tid()
+    y[i] = x[i] * x[i]
+
+
+@xsim.kernel
+def add_rows(x: xsim.array2d[Any], k: xsim.Int, y: xsim.array2d[Any]):
+    i, j = xsim.tid()
+    acc = x[i, j]
+    for _ in range(k):
+        acc += x[i, j]
+    y[i, j] = acc
+
+
+X = np.arange(4.0)
+
+
+@pytest.mark.parametrize("dtype,s", [(xsim.float32, 1.5), (xsim.float64, xsim.float64(0.25)),
+                                     (xsim.int32, 3), (xsim.float16, xsim.float16(2.0))])
+def test_any_parameters_bind_to_the_argument_types(dtype, s):
+    x = xsim.array(X, dtype=dtype)
+    y = xsim.zeros_like(x)
+    xsim.launch(scale_doubled, 4, inputs=[x, s], outputs=[y])
+    assert y.numpy().dtype == dtype._np
+    np.testing.assert_array_equal(y.numpy(), (2 * X * float(s)).astype(dtype._np))
+
+
+def test_a_generic_kernel_takes_vector_arrays():
+    v = np.arange(12.0).reshape(4, 3)
+    x = xsim.array(v, dtype=xsim.vec3)
+    y = xsim.zeros_like(x)
+    xsim.launch(scale_doubled, 4, inputs=[x, xsim.float32(0.5)], outputs=[y])
+    np.testing.assert_array_equal(y.numpy(), v)
+
+
+def test_each_binding_is_compiled_once_and_reused():
+    x = xsim.array(X, dtype=xsim.float64)
+    y = xsim.zeros_like(x)
+    xsim.launch(scale_doubled, 4, inputs=[x, xsim.float64(1.0)], outputs=[y])
+    before = dict(scale_doubled.specializations)
+    xsim.launch(scale_doubled, 4, inputs=[x, xsim.float64(2.0)], outputs=[y])
+    assert scale_doubled.specializations == before
+    spec = scale_doubled.specialize([x, xsim.float64(2.0), y])
+    assert spec is before[(xsim.array(dtype=xsim.float64), xsim.float64, xsim.array(dtype=xsim.float64))]
+    np.testing.assert_array_equal(y.numpy(), 4 * X)
+
+
+def test_type_variables_bind_within_their_constraints():
+    x = xsim.array([1.0, -2.0], dtype=xsim.float64)
+    y = xsim.zeros_like(x)
+    xsim.launch(square_float, 2, inputs=[x], outputs=[y])
+    np.testing.assert_array_equal(y.numpy(), [1.0, 4.0])
+    xi = xsim.array([1, 2], dtype=int)
+    with pytest.raises(TypeError, match=r"kernel 'square_float' parameter 'x': int32 is not one of the types Float "
+                                        r"stands for \(float16, float32, float64\)"):
+        xsim.launch(square_float, 2, inputs=[xi], outputs=[xsim.zeros_like(xi)])
+
+
+def test_subscripted_generic_arrays_and_int_type_variable():
+    x = np.arange(6.0).reshape(2, 3)
+    y = xsim.zeros((2, 3), dtype=xsim.float64)
+    xsim.launch(add_rows, (2, 3), inputs=[xsim.array(x, dtype=xsim.float64), 2], outputs=[y])
+    np.testing.assert_array_equal(y.numpy(), 3 * x)
+
+
+def test_a_generic_argument_of_unknown_type_is_refused():
+    x = xsim.array(X, dtype=xsim.float32)
+    with pytest.raises(TypeError, match=r"parameter 's': cannot tell the type of the generic \(Any\) argument 'a'"):
+        xsim.launch(scale_doubled, 4, inputs=[x, "a"], outputs=[xsim.zeros_like(x)])
+
+
+def test_gradient_through_a_generic_kernel_matches_finite_differences():
+    x0 = np.array([0.5, -1.5, 2.0, 3.0])
+    x = xsim.array(x0, dtype=xsim.float64, requires_grad=True)
+    y = xsim.zeros(4, dtype=xsim.float64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(square_float, 4, inputs=[x], outputs=[y])
+    w = np.array([1.0, -2.0, 0.5, 3.0])
+    tape.backward(grads={y: w})
+
+    def loss(v):
+        return float(np.sum(w * v * v))
+    eps = 1e-6
+    fd = np.array([(loss(x0 + eps * e) - loss(x0 - eps * e)) / (2 * eps) for e in np.eye(4)])
+    np.testing.assert_allclose(x.grad.numpy(), fd, rtol=1e-8)
