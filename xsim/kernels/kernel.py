@@ -50,7 +50,8 @@ class FuncOverload:
             vt = getattr(v, "type", None)
             if vt is t or isinstance(t, T.ArrayType) and vt == t:  # array types are equal, not interned
                 continue
-            if T.is_generic(t) and isinstance(vt, T.ArrayType) and vt.ndim == t.ndim and T.bind(t.dtype, vt.dtype):
+            if T.is_generic(t) and isinstance(vt, T.ArrayType) and vt.ndim == t.ndim and T.bind(
+                    t.dtype, vt.dtype):
                 continue
             if getattr(v, "weak", False) and T.is_scalar(t) and t is not T.bool_ and not (
                     T.is_int(t) and isinstance(v.const, float)):
@@ -212,24 +213,25 @@ def _bind_param(kernel: Kernel, name: str, t, value):
     """The concrete type a launch argument gives the parameter ``name`` of type ``t``."""
     if not T.is_generic(t):
         return t
+    where = f"kernel '{kernel.key}' parameter '{name}'"
     param = t.dtype if isinstance(t, T.ArrayType) else t
     if isinstance(t, T.ArrayType):
         dtype = getattr(value, "dtype", None)
         if isinstance(value, np.ndarray):
             dtype = T.scalar_from_numpy(value.dtype)
         if not T.is_value_type(dtype):
-            raise TypeError(f"kernel '{kernel.key}' parameter '{name}': expected {t!r}, got {type(value).__name__}")
+            raise TypeError(f"{where}: expected {t!r}, got {type(value).__name__}")
         bound = T.ArrayType(dtype, t.ndim)
     else:
         bound = _value_type(value)
         if bound is None:
-            raise TypeError(f"kernel '{kernel.key}' parameter '{name}': cannot tell the type of the generic "
-                            f"({T.type_name(t)}) argument {value!r}; pass a typed value (e.g. xsim.float32(x))")
+            raise TypeError(f"{where}: cannot tell the type of the generic ({T.type_name(t)}) argument {value!r}; "
+                            "pass a typed value (e.g. xsim.float32(x))")
         dtype = bound
     if not T.bind(param, dtype):
         allowed = ", ".join(T.type_name(c) for c in param.__constraints__)
-        raise TypeError(f"kernel '{kernel.key}' parameter '{name}': {T.type_name(dtype)} is not one of the types "
-                        f"{T.type_name(param)} stands for ({allowed})")
+        raise TypeError(f"{where}: {T.type_name(dtype)} is not one of the types {T.type_name(param)} stands for "
+                        f"({allowed})")
     return bound
 
 
