@@ -225,13 +225,13 @@ def _bind_param(kernel: Kernel, name: str, t, value):
     else:
         bound = _value_type(value)
         if bound is None:
-            raise TypeError(f"{where}: cannot tell the type of the generic ({T.type_name(t)}) argument {value!r}; "
-                            "pass a typed value (e.g. xsim.float32(x))")
+            raise TypeError(f"{where}: cannot tell the type of the generic ({T.type_name(t)}) argument "
+                            f"{value!r}; pass a typed value (e.g. xsim.float32(x))")
         dtype = bound
     if not T.bind(param, dtype):
         allowed = ", ".join(T.type_name(c) for c in param.__constraints__)
-        raise TypeError(f"{where}: {T.type_name(dtype)} is not one of the types {T.type_name(param)} stands for "
-                        f"({allowed})")
+        raise TypeError(f"{where}: {T.type_name(dtype)} is not one of the types {T.type_name(param)} "
+                        f"stands for ({allowed})")
     return bound
 
 
