@@ -45,7 +45,7 @@ from .errors import (
     WarpCodegenValueError,
 )
 from .kernels.builtins import BUILTINS as _BUILTINS
-from .kernels.kernel import func, func_grad, kernel
+from .kernels.kernel import Kernel, func, func_grad, kernel, overload
 from .kernels.launch import launch
 from .kernels.scope import _ADJOINT as adjoint
 from .kernels.scope import BuiltinRef as _BuiltinRef

@@ -109,3 +109,59 @@ def test_gradient_through_a_generic_kernel_matches_finite_differences():
     eps = 1e-6
     fd = np.array([(loss(x0 + eps * e) - loss(x0 - eps * e)) / (2 * eps) for e in np.eye(4)])
     np.testing.assert_allclose(x.grad.numpy(), fd, rtol=1e-8)
+
+
+@xsim.kernel
+def axpy(a: Any, x: xsim.array(dtype=Any), y: xsim.array(dtype=Any)):
+    i = xsim.tid()
+    y[i] = a * x[i] + y[i]
+
+
+@xsim.overload
+def axpy(a: xsim.float64, x: xsim.array(dtype=xsim.float64), y: xsim.array(dtype=xsim.float64)):  # noqa: F811
+    ...
+
+
+AXPY_F32 = xsim.overload(axpy, [float, xsim.array(dtype=float), xsim.array(dtype=float)])
+AXPY_I32 = xsim.overload(axpy, {"a": int, "x": xsim.array(dtype=int), "y": xsim.array(dtype=int)})
+
+
+def test_overloads_declared_up_front_are_the_launch_specialisations():
+    assert isinstance(axpy, xsim.Kernel) and axpy.generic and len(axpy.specializations) == 3
+    assert AXPY_F32 is axpy.specialize([1.0, xsim.zeros(1, dtype=float), xsim.zeros(1, dtype=float)])
+    x = xsim.array([1, 2, 3], dtype=int)
+    y = xsim.array([10, 20, 30], dtype=int)
+    xsim.launch(AXPY_I32, 3, inputs=[2, x, y])
+    np.testing.assert_array_equal(y.numpy(), [12, 24, 36])
+    xd = xsim.array([0.5, 1.5], dtype=xsim.float64)
+    yd = xsim.zeros(2, dtype=xsim.float64)
+    xsim.launch(axpy, 2, inputs=[xsim.float64(4.0), xd, yd])
+    np.testing.assert_array_equal(yd.numpy(), [2.0, 6.0])
+    assert len(axpy.specializations) == 3
+
+
+def test_bad_overloads_are_refused_naming_the_parameter():
+    msg = r"overload of kernel 'axpy' parameter 'x': array\(dtype=float32, ndim=2\) does not fit "
+    with pytest.raises(TypeError, match=msg + r"array\(dtype=Any, ndim=1\)"):
+        xsim.overload(axpy, [float, xsim.array2d(dtype=float), xsim.array(dtype=float)])
+    with pytest.raises(RuntimeError, match="kernel 'axpy' has no parameter 'b'"):
+        xsim.overload(axpy, {"b": float})
+    with pytest.raises(RuntimeError, match="kernel 'square_float_f64' is not generic"):
+        xsim.overload(SQUARE_F64, [xsim.array(dtype=xsim.float64)] * 2)
+
+
+def _square_f64(x: xsim.array(dtype=xsim.float64), y: xsim.array(dtype=xsim.float64)):
+    i = xsim.tid()
+    y[i] = x[i] * x[i]
+
+
+SQUARE_F64 = xsim.Kernel(_square_f64, key="square_float_f64", module="unique")
+
+
+def test_kernel_class_with_key_and_a_unique_module():
+    assert SQUARE_F64.key == "square_float_f64" and SQUARE_F64.module is not scale_doubled.module
+    assert SQUARE_F64.module.kernels == [SQUARE_F64]
+    x = xsim.array([3.0, -1.0], dtype=xsim.float64)
+    y = xsim.zeros_like(x)
+    xsim.launch(SQUARE_F64, 2, inputs=[x], outputs=[y])
+    np.testing.assert_array_equal(y.numpy(), [9.0, 1.0])

@@ -136,13 +136,16 @@ class Kernel:
     name (a factory's, a redefinition's) are distinct: each is compiled under a symbol made of its
     name and its content hash, so equal definitions share code and different ones never do."""
 
-    def __init__(self, pyfunc, enable_backward: bool = True, module: str | None = None,
-                 param_types: list | None = None):
+    def __init__(self, func, key: str | None = None, module=None, options: dict | None = None, *,
+                 enable_backward: bool = True, param_types: list | None = None):
+        """``func``: the Python function; ``key``: its name in messages (default its own name);
+        ``module``: a module name, a module, or "unique" for a module of its own (default the
+        function's Python module); ``options``: Warp's per-kernel options (``enable_backward``)."""
+        pyfunc = func
         snapshot_source(pyfunc)
         self.pyfunc = pyfunc
-        self.key = pyfunc.__name__
-        self.enable_backward = enable_backward
-        self.module_name = module or pyfunc.__module__
+        self.key = key or pyfunc.__name__
+        self.enable_backward = bool((options or {}).get("enable_backward", enable_backward))
         self.__doc__ = pyfunc.__doc__
         self.__name__ = pyfunc.__name__
         sig = inspect.signature(pyfunc)
@@ -157,8 +160,14 @@ class Kernel:
         self.bound = param_types is not None  # a specialisation: its types are not its annotations
         self.launch_cache = None  # filled by launch.py: packing info per built module
         self._hash: str | None = None
-        from .module import get_module
-        self.module = get_module(self.module_name)
+        from .module import Module, get_module
+        if isinstance(module, Module):
+            self.module = module
+        elif module == "unique":
+            self.module = Module(f"{pyfunc.__module__}.{pyfunc.__qualname__}")
+        else:
+            self.module = get_module(module or pyfunc.__module__)
+        self.module_name = self.module.name
         self.module.add(self)
 
     def specialize(self, values: list) -> Kernel:
@@ -168,8 +177,37 @@ class Kernel:
         types = tuple(_bind_param(self, name, t, v) for (name, t), v in zip(self.params, values))
         spec = self.specializations.get(types)
         if spec is None:
-            spec = self.specializations[types] = Kernel(self.pyfunc, self.enable_backward, self.module_name,
-                                                        list(types))
+            spec = self.specializations[types] = Kernel(self.pyfunc, self.key, self.module,
+                                                        enable_backward=self.enable_backward,
+                                                        param_types=list(types))
+        return spec
+
+    def overload(self, arg_types: list | dict) -> Kernel:
+        """The specialisation of this generic kernel for ``arg_types`` (a list in parameter order, or
+        {name: type} for some), compiled with the others of its module (Warp's ``wp.overload``)."""
+        if not self.generic:
+            raise RuntimeError(f"kernel '{self.key}' is not generic (no Any, type variable or "
+                               "array(dtype=Any) parameter), so it has no overloads")
+        if isinstance(arg_types, dict):
+            names = [n for n, _ in self.params]
+            unknown = [n for n in arg_types if n not in names]
+            if unknown:
+                raise RuntimeError(f"kernel '{self.key}' has no parameter {unknown[0]!r} (overload types)")
+            given = [arg_types.get(n, t) for n, t in self.params]
+        elif isinstance(arg_types, (list, tuple)):
+            if len(arg_types) != len(self.params):
+                raise TypeError(f"kernel '{self.key}' takes {len(self.params)} parameters, the overload "
+                                f"gives {len(arg_types)} types")
+            given = list(arg_types)
+        else:
+            raise TypeError("kernel overload types must be given in a list or a dict")
+        types = tuple(_bind_declared(self, n, t, _param_annotation(g))
+                      for (n, t), g in zip(self.params, given))
+        spec = self.specializations.get(types)
+        if spec is None:
+            spec = self.specializations[types] = Kernel(self.pyfunc, self.key, self.module,
+                                                        enable_backward=self.enable_backward,
+                                                        param_types=list(types))
         return spec
 
     def __call__(self, *args, **kwargs):
@@ -235,6 +273,44 @@ def _bind_param(kernel: Kernel, name: str, t, value):
     return bound
 
 
+def _bind_declared(kernel: Kernel, name: str, t, g):
+    """The type an overload declares for parameter ``name`` of type ``t``, checked against it."""
+    where = f"overload of kernel '{kernel.key}' parameter '{name}'"
+    if g is None or T.is_generic(g):
+        raise TypeError(f"{where}: needs a concrete type, got {g!r}")
+    if not T.is_generic(t):
+        if g != t:
+            raise TypeError(f"{where}: the kernel declares {T.type_name(t)}, the overload {T.type_name(g)}")
+        return t
+    if isinstance(t, T.ArrayType):
+        if not (isinstance(g, T.ArrayType) and g.ndim == t.ndim and T.bind(t.dtype, g.dtype)):
+            raise TypeError(f"{where}: {T.type_name(g)} does not fit {T.type_name(t)}")
+    elif isinstance(g, T.ArrayType) or not T.bind(t, g):
+        raise TypeError(f"{where}: {T.type_name(g)} does not fit {T.type_name(t)}")
+    return g
+
+
+def overload(kernel, arg_types: list | dict | None = None) -> Kernel:
+    """Declare a specialisation of a generic kernel: ``overload(k, [types])``, ``overload(k, {name: type})``,
+    or ``@overload`` on a stub of the same name whose annotations are the types (returns the kernel)."""
+    if isinstance(kernel, Kernel):
+        return kernel.overload(arg_types if arg_types is not None else [])
+    if not isinstance(kernel, _pytypes.FunctionType):
+        raise TypeError(f"overload() takes a kernel or decorates a function stub, got {kernel!r}")
+    stub = kernel
+    caller = inspect.currentframe().f_back
+    found = caller.f_locals.get(stub.__name__, caller.f_globals.get(stub.__name__))
+    del caller
+    if not isinstance(found, Kernel):
+        raise RuntimeError(f"@overload: no kernel named '{stub.__name__}' is defined before this stub")
+    ann = annotations(stub)
+    missing = [n for n in inspect.signature(stub).parameters if n not in ann]
+    if missing:
+        raise TypeError(f"@overload stub '{stub.__name__}': parameter '{missing[0]}' needs a type annotation")
+    found.overload([ann[n] for n in inspect.signature(stub).parameters])
+    return found
+
+
 def _value_type(value):
     """The kernel type of a Python launch value (Warp's rule: int -> int32, float -> float32)."""
     if isinstance(value, np.generic):  # before float: numpy.float64 is a float
@@ -250,10 +326,11 @@ def _value_type(value):
     return None
 
 
-def kernel(pyfunc=None, *, enable_backward: bool = True, module: str | None = None):
-    """Decorator: compile a Python function to a native kernel with a generated adjoint."""
+def kernel(pyfunc=None, *, enable_backward: bool = True, module=None):
+    """Decorator: compile a Python function to a native kernel with a generated adjoint. ``module``:
+    a module name to compile it with (default its Python module), or "unique" for its own."""
     def wrap(f):
-        return Kernel(f, enable_backward=enable_backward, module=module)
+        return Kernel(f, module=module, enable_backward=enable_backward)
     return wrap(pyfunc) if pyfunc is not None else wrap
 
 
