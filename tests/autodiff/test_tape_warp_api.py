@@ -98,7 +98,7 @@ def test_record_scopes_label_launches_and_drop_empty_ones():
         xsim.launch(square, 3, inputs=[x], outputs=[y])
         tape.record_scope_end()
     assert tape.scopes == [(0, "step", {"k": 1}), (1, None, None)]
-    with pytest.raises(RuntimeError, match="no scope is open"):
+    with pytest.raises(RuntimeError, match="ended tape scope, but scope not present"):
         tape.record_scope_end()
     tape.backward(grads={y: np.ones(3)})  # scopes do not change the backward pass
     np.testing.assert_array_equal(x.grad.numpy(), 2 * X)

@@ -278,7 +278,8 @@ class Tape:
         """Close the innermost open scope (dropped when empty, unless ``remove_scope_if_empty=False``)."""
         depth = sum(1 if name is not None else -1 for _, name, _ in self.scopes)
         if depth <= 0:
-            raise RuntimeError("tape.record_scope_end(): no scope is open (call record_scope_begin first)")
+            raise RuntimeError("tape.record_scope_end(): ended tape scope, but scope not present (call "
+                               "record_scope_begin first)")
         last_index, last_name, _ = self.scopes[-1]
         if remove_scope_if_empty and last_name is not None and last_index == len(self.records):
             self.scopes.pop()
