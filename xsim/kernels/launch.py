@@ -399,8 +399,10 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
     dev = _launch_device(device, values, params)
     if any(t is None for _, t in params):
         prepare(kernel, dev, config.mode == "debug")  # the frontend raises a CompileError naming the parameter
+    # a None array (Warp's null array) makes the launch bounds-checked: reading it is an IndexError, no crash
+    null = any(v is None and isinstance(t, T.ArrayType) for (_, t), v in zip(params, values))
+    debug = config.mode == "debug" or null
     values = [coerce_arg(kernel, n, t, v, dev) for (n, t), v in zip(params, values)]
-    debug = config.mode == "debug"
     prep = prepare(kernel, dev, debug)
     n = math.prod(shape)
     if adjoint:
