@@ -47,6 +47,7 @@ from .errors import (
 from .kernels.builtins import BUILTINS as _BUILTINS
 from .kernels.kernel import Kernel, func, func_grad, kernel, overload
 from .kernels.launch import launch
+from .kernels.module import get_module
 from .kernels.scope import _ADJOINT as adjoint
 from .kernels.scope import BuiltinRef as _BuiltinRef
 from .types import *

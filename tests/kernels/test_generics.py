@@ -165,3 +165,25 @@ def test_kernel_class_with_key_and_a_unique_module():
     y = xsim.zeros_like(x)
     xsim.launch(SQUARE_F64, 2, inputs=[x], outputs=[y])
     np.testing.assert_array_equal(y.numpy(), [9.0, 1.0])
+
+
+@xsim.kernel
+def copy_any(src: Any, dst: Any):
+    i = xsim.tid()
+    dst[i] = src[i]
+
+
+def test_a_plain_any_parameter_also_takes_arrays():
+    src = xsim.array([[1.0, 2.0], [3.0, 4.0]], dtype=xsim.vec2d)
+    dst = xsim.zeros(2, dtype=xsim.vec2d)
+    xsim.launch(copy_any, 2, inputs=[src, dst])
+    np.testing.assert_array_equal(dst.numpy(), [[1.0, 2.0], [3.0, 4.0]])
+    spec = xsim.overload(copy_any, [xsim.array(dtype=int), xsim.array(dtype=int)])
+    assert spec.params == [("src", xsim.array(dtype=int)), ("dst", xsim.array(dtype=int))]
+
+
+def test_named_modules_compile_their_kernels_together():
+    m = xsim.get_module("xsim_test_named_module")
+    assert xsim.get_module("xsim_test_named_module") is m
+    k = xsim.Kernel(_square_f64, module=m)
+    assert k.module is m and m.kernels == [k]

@@ -253,6 +253,8 @@ def _bind_param(kernel: Kernel, name: str, t, value):
         return t
     where = f"kernel '{kernel.key}' parameter '{name}'"
     param = t.dtype if isinstance(t, T.ArrayType) else t
+    if t is Any and isinstance(getattr(value, "dtype", None), type) and hasattr(value, "ndim"):
+        t = T.ArrayType(Any, value.ndim)  # a plain Any parameter takes an array too, as in Warp
     if isinstance(t, T.ArrayType):
         dtype = getattr(value, "dtype", None)
         if isinstance(value, np.ndarray):
@@ -285,7 +287,7 @@ def _bind_declared(kernel: Kernel, name: str, t, g):
     if isinstance(t, T.ArrayType):
         if not (isinstance(g, T.ArrayType) and g.ndim == t.ndim and T.bind(t.dtype, g.dtype)):
             raise TypeError(f"{where}: {T.type_name(g)} does not fit {T.type_name(t)}")
-    elif isinstance(g, T.ArrayType) or not T.bind(t, g):
+    elif isinstance(g, T.ArrayType) and t is not Any or not isinstance(g, T.ArrayType) and not T.bind(t, g):
         raise TypeError(f"{where}: {T.type_name(g)} does not fit {T.type_name(t)}")
     return g
 

@@ -26,6 +26,7 @@ NATIVE_DIR = Path(__file__).parent / "native"
 
 
 def get_module(name: str) -> Module:
+    """The module named ``name`` (its kernels compile together), made on first use."""
     m = _MODULES.get(name)
     if m is None:
         m = _MODULES[name] = Module(name)
