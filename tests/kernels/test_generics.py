@@ -187,3 +187,33 @@ def test_named_modules_compile_their_kernels_together():
     assert xsim.get_module("xsim_test_named_module") is m
     k = xsim.Kernel(_square_f64, module=m)
     assert k.module is m and m.kernels == [k]
+
+
+@xsim.kernel
+def shift_vectors(x: xsim.array(dtype=xsim.types.vector(length=Any, dtype=xsim.Float)),
+                  d: xsim.types.vector(length=Any, dtype=xsim.Float),
+                  y: xsim.array(dtype=xsim.types.vector(length=Any, dtype=xsim.Float))):
+    i = xsim.tid()
+    y[i] = x[i] + d
+
+
+@xsim.kernel
+def transpose_any(m: xsim.types.matrix(shape=(Any, Any), dtype=Any), out: xsim.array(dtype=Any)):
+    out[0] = xsim.transpose(m)
+
+
+def test_generic_vector_and_matrix_types_bind_length_shape_and_scalar():
+    for vec in (xsim.vec2d, xsim.vec4):
+        n = vec._length
+        x = xsim.array(np.arange(3.0 * n).reshape(3, n), dtype=vec)
+        y = xsim.zeros_like(x)
+        d = vec(*range(1, n + 1))
+        xsim.launch(shift_vectors, 3, inputs=[x, d], outputs=[y])
+        np.testing.assert_array_equal(y.numpy(), np.arange(3.0 * n).reshape(3, n) + np.arange(1, n + 1))
+    xi = xsim.zeros(1, dtype=xsim.vec2i)
+    with pytest.raises(TypeError, match=r"parameter 'x': vec2i does not fit vector\(length=Any, dtype=Float\)"):
+        xsim.launch(shift_vectors, 1, inputs=[xi, xsim.vec2i(1, 1)], outputs=[xi])
+    m = xsim.types.matrix((2, 3), xsim.float64)(np.arange(6.0))
+    out = xsim.zeros(1, dtype=xsim.types.matrix((3, 2), xsim.float64))
+    xsim.launch(transpose_any, 1, inputs=[m, out])
+    np.testing.assert_array_equal(out.numpy()[0], np.arange(6.0).reshape(2, 3).T)

@@ -269,6 +269,8 @@ def _bind_param(kernel: Kernel, name: str, t, value):
                             f"{value!r}; pass a typed value (e.g. xsim.float32(x))")
         dtype = bound
     if not T.bind(param, dtype):
+        if isinstance(param, T.GenericComposite):
+            raise TypeError(f"{where}: {T.type_name(dtype)} does not fit {T.type_name(param)}")
         allowed = ", ".join(T.type_name(c) for c in param.__constraints__)
         raise TypeError(f"{where}: {T.type_name(dtype)} is not one of the types {T.type_name(param)} "
                         f"stands for ({allowed})")
