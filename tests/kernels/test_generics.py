@@ -211,7 +211,8 @@ def test_generic_vector_and_matrix_types_bind_length_shape_and_scalar():
         xsim.launch(shift_vectors, 3, inputs=[x, d], outputs=[y])
         np.testing.assert_array_equal(y.numpy(), np.arange(3.0 * n).reshape(3, n) + np.arange(1, n + 1))
     xi = xsim.zeros(1, dtype=xsim.vec2i)
-    with pytest.raises(TypeError, match=r"parameter 'x': vec2i does not fit vector\(length=Any, dtype=Float\)"):
+    msg = r"parameter 'x': vec2i does not fit vector\(length=Any, dtype=Float\)"
+    with pytest.raises(TypeError, match=msg):
         xsim.launch(shift_vectors, 1, inputs=[xi, xsim.vec2i(1, 1)], outputs=[xi])
     m = xsim.types.matrix((2, 3), xsim.float64)(np.arange(6.0))
     out = xsim.zeros(1, dtype=xsim.types.matrix((3, 2), xsim.float64))
