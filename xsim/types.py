@@ -345,7 +345,8 @@ class GenericComposite:
         """Whether the concrete type ``t`` is one of these vectors or matrices."""
         return (getattr(t, "_kind", None) == self.kind and len(t._shape) == len(self.shape)
                 and all(is_type_parameter(n) or n == m for n, m in zip(self.shape, t._shape))
-                and (bind(self.dtype, t._scalar) if is_type_parameter(self.dtype) else self.dtype is t._scalar))
+                and (bind(self.dtype, t._scalar) if is_type_parameter(self.dtype)
+                     else self.dtype is t._scalar))
 
 
 def _param_name(x) -> str:
