@@ -218,3 +218,19 @@ def test_generic_vector_and_matrix_types_bind_length_shape_and_scalar():
     out = xsim.zeros(1, dtype=xsim.types.matrix((3, 2), xsim.float64))
     xsim.launch(transpose_any, 1, inputs=[m, out])
     np.testing.assert_array_equal(out.numpy()[0], np.arange(6.0).reshape(2, 3).T)
+
+
+@xsim.kernel
+def typed_literals(x: xsim.array(dtype=Any), v: xsim.types.vector(length=3, dtype=Any),
+                   y: xsim.array(dtype=Any)):
+    i = xsim.tid()
+    y[i] = x[i] * type(x[i])(2) + x.dtype(1) + v[0] * v.dtype(0)
+
+
+def test_type_and_dtype_make_literals_of_a_generic_type():
+    for dtype, vec in ((xsim.float64, xsim.vec3d), (xsim.int32, xsim.vec3i)):
+        x = xsim.array([1, 2, 3], dtype=dtype)
+        y = xsim.zeros_like(x)
+        xsim.launch(typed_literals, 3, inputs=[x, vec(5, 5, 5)], outputs=[y])
+        assert y.numpy().dtype == dtype._np
+        np.testing.assert_array_equal(y.numpy(), [3, 5, 7])

@@ -40,6 +40,11 @@ class Calls:
             if len(args) != 1:
                 raise self.err(node, f"{obj.__name__}() takes one argument")
             return self.cast(args[0], T.resolve(obj), node)
+        if obj is type:  # type(x): the type of a value, e.g. to make a literal of a generic's type
+            args = self.plain_args(node)
+            if len(args) != 1:
+                raise self.err(node, "type() takes one argument")
+            return Ref(args[0].type)
         if obj in (min, max, abs, len, round, pow):
             return self.call_named_builtin(obj.__name__, node)
         if obj is range:

@@ -82,6 +82,8 @@ class Expressions:
         if isinstance(base, tuple):
             raise self.err(node, "tuples have no attributes", WarpCodegenAttributeError)
         t = base.type
+        if node.attr == "dtype" and (isinstance(t, T.ArrayType) or T.is_composite(t)):
+            return Ref(t.dtype if isinstance(t, T.ArrayType) else t._scalar)  # element / component type
         if isinstance(t, T.ArrayType):
             if node.attr == "shape":
                 return tuple(self.emit("shape", T.int32, [base], node, dim=d) for d in range(t.ndim))
