@@ -207,7 +207,8 @@ def test_nvrtc_errors_raise_compile_error_naming_the_kernel_and_its_python_line(
     rt_tests = _import_test_file(TESTS / "cuda" / "test_cuda_runtime.py")
     module = xsim.kernels.module.get_module(rt_tests.saxpy.module_name)
     source, _ = module.generate("cuda", False)
-    head = "{0}_forward(const {0}_args& P, int64_t t, const xs::launch_dims& D) {{".format(rt_tests.saxpy.symbol)
+    sym = rt_tests.saxpy.symbol
+    head = f"{sym}_forward(const {sym}_args& P, int64_t t, const xs::launch_dims& D) {{"
     broken = source.replace(head, head + "\n    not_a_thing = 1;", 1)
     assert broken != source
     with pytest.raises(xsim.CompileError) as info:
