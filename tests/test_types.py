@@ -5,6 +5,7 @@ import ctypes
 import numpy as np
 import pytest
 
+import xsim
 from xsim import types as T
 
 # -- scalars -------------------------------------------------------------------------------------
@@ -340,3 +341,13 @@ def test_struct_native_name_is_the_same_in_every_process(tmp_path):
     names = {subprocess.run([sys.executable, str(src)], check=True, capture_output=True, text=True).stdout
              for _ in range(2)}
     assert len(names) == 1 and names.pop().startswith("Params_")
+
+
+def test_vector_values_take_other_attributes_but_unknown_reads_are_attribute_errors():
+    # as Warp's: `v.bar = 123` is allowed (a plain attribute), `v.foo` and swizzles raise AttributeError
+    v = xsim.vec3(1.0, 2.0, 3.0)
+    v.bar = 123
+    assert v.bar == 123 and v == xsim.vec3(1.0, 2.0, 3.0)
+    for name in ("foo", "xy", "xyz"):
+        with pytest.raises(AttributeError, match=rf"'vec3f' object has no attribute '{name}'$"):
+            getattr(v, name)

@@ -34,10 +34,20 @@ from .device import (
     set_stream,
     synchronize,
 )
-from .errors import CompileError, SceneError
+from .errors import (
+    CompileError,
+    SceneError,
+    WarpCodegenAttributeError,
+    WarpCodegenError,
+    WarpCodegenIndexError,
+    WarpCodegenKeyError,
+    WarpCodegenTypeError,
+    WarpCodegenValueError,
+)
 from .kernels.builtins import BUILTINS as _BUILTINS
-from .kernels.kernel import func, func_grad, kernel
+from .kernels.kernel import Kernel, func, func_grad, kernel, overload
 from .kernels.launch import launch
+from .kernels.module import get_module
 from .kernels.scope import _ADJOINT as adjoint
 from .kernels.scope import BuiltinRef as _BuiltinRef
 from .types import *

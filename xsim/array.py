@@ -18,6 +18,7 @@ import math
 import operator
 import os
 import sys
+import typing
 from typing import Any
 
 import numpy as np
@@ -253,8 +254,12 @@ class array:
 
     def __new__(cls, data=None, dtype=None, shape=None, device=None, requires_grad=False, ndim=None, copy=True):
         if data is None and shape is None:
-            return ArrayType(types.float32 if dtype is None else _resolve_dtype(dtype), ndim or 1)
+            return ArrayType(types.float32 if dtype is None else _annotation_dtype(dtype), ndim or 1)
         return super().__new__(cls)
+
+    def __class_getitem__(cls, params) -> ArrayType:
+        """The annotation ``array[T]`` (1-d) or ``array[T, N]``."""
+        return _subscript_annotation("array", params, None)
 
     def __init__(self, data: Any = None, dtype: Any = None, shape: int | tuple[int, ...] | None = None,
                  device: str | Device | None = None, requires_grad: bool = False, ndim: int | None = None,
@@ -642,24 +647,43 @@ def is_array(x) -> bool:
 # -- annotations ----------------------------------------------------------------------------------
 
 
-def array1d(dtype: Any = float) -> ArrayType:
-    """Annotation for a 1-d array of ``dtype``."""
-    return array(dtype=dtype, ndim=1)
+def _annotation_dtype(dtype) -> Any:
+    """An annotation's element type: a dtype as arrays take it, or a type parameter (Any, Float...)."""
+    return dtype if types.is_type_parameter(dtype) else _resolve_dtype(dtype)
 
 
-def array2d(dtype: Any = float) -> ArrayType:
-    """Annotation for a 2-d array of ``dtype``."""
-    return array(dtype=dtype, ndim=2)
+def _subscript_annotation(name: str, params, ndim: int | None) -> ArrayType:
+    """``array[T]``, ``array[T, N]`` (``N`` an int or ``typing.Literal[N]``), ``array2d[T]``."""
+    if not isinstance(params, tuple):
+        return ArrayType(_annotation_dtype(params), ndim or 1)
+    if ndim is not None or len(params) != 2:
+        expected = "dtype" if ndim else "dtype or dtype, ndim"
+        raise TypeError(f"xsim.{name}[...] takes {expected}, got {len(params)} parameters")
+    dtype, n = params
+    if typing.get_origin(n) is typing.Literal:
+        (n,) = typing.get_args(n)
+    if not isinstance(n, int):
+        raise TypeError(f"xsim.{name}[dtype, ndim]: ndim must be an integer, got {n!r}")
+    return ArrayType(_annotation_dtype(dtype), n)
 
 
-def array3d(dtype: Any = float) -> ArrayType:
-    """Annotation for a 3-d array of ``dtype``."""
-    return array(dtype=dtype, ndim=3)
+def _fixed_ndim(n: int) -> type:
+    """``array{n}d``: ``array{n}d(data, ...)`` makes an n-d array, ``array{n}d(dtype=T)`` and
+    ``array{n}d[T]`` are kernel annotations."""
+    def __new__(cls, *args, **kwargs):
+        if not args and "data" not in kwargs and "shape" not in kwargs:
+            return array(dtype=kwargs.get("dtype", float), ndim=n)
+        return array(*args, **kwargs, ndim=n)
+
+    def __class_getitem__(cls, params):
+        return _subscript_annotation(cls.__name__, params, n)
+
+    doc = f"A {n}-d array (``array{n}d(data, dtype)``), or the annotation ``array{n}d[T]``."
+    return type(f"array{n}d", (), {"__new__": __new__, "__class_getitem__": classmethod(__class_getitem__),
+                                   "__doc__": doc, "__module__": __name__})
 
 
-def array4d(dtype: Any = float) -> ArrayType:
-    """Annotation for a 4-d array of ``dtype``."""
-    return array(dtype=dtype, ndim=4)
+array1d, array2d, array3d, array4d = (_fixed_ndim(n) for n in (1, 2, 3, 4))
 
 
 # -- creation ------------------------------------------------------------------------------------

@@ -18,6 +18,33 @@ class CompileError(Exception):
         super().__init__(text)
 
 
+class WarpCodegenError(CompileError, RuntimeError):
+    """A construct the kernel frontend refuses (Warp's name); the flavours below are also the Python
+    error of their kind, so ``except TypeError`` catches a type mismatch in a kernel as in Warp."""
+
+    __str__ = Exception.__str__  # not KeyError's quoting
+
+
+class WarpCodegenTypeError(WarpCodegenError, TypeError):
+    """A value of the wrong type: a mismatch, no overload for the argument types, a kernel returning."""
+
+
+class WarpCodegenAttributeError(WarpCodegenError, AttributeError):
+    """An attribute, struct field or vector component that does not exist."""
+
+
+class WarpCodegenIndexError(WarpCodegenError, IndexError):
+    """A constant index out of a value's range."""
+
+
+class WarpCodegenKeyError(WarpCodegenError, KeyError):
+    """A name that is not defined where the kernel uses it."""
+
+
+class WarpCodegenValueError(WarpCodegenError, ValueError):
+    """A value of the right type that the construct cannot take (a zero range step)."""
+
+
 class SceneError(Exception):
     """A malformed scene file: names the file, the key path, what was expected and what was found."""
 

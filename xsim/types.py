@@ -19,7 +19,7 @@ import ctypes
 import functools
 import hashlib
 import inspect
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -113,7 +113,7 @@ class _Composite:
     _shape: tuple[int, ...] = ()
     _scalar: Any = float32
     _length = 0
-    __slots__ = ("_v",)
+    __slots__ = ("_v", "__dict__")  # other attributes may be set on a value, as on Warp's ctypes-based ones
 
     def __init__(self, *args):
         shape, dt = self._shape, self._scalar._np
@@ -271,15 +271,88 @@ def _composite(base, kind: str, name: str, shape, scalar, ctype: str):
     return cls
 
 
+# ---------------------------------------------------------------------------------------------
+# generic parameters: typing.Any and type variables (Scalar, Float, Int), bound at launch
+
+
+Scalar = TypeVar("Scalar", *SCALAR_TYPES)
+Float = TypeVar("Float", *FLOAT_TYPES)
+Int = TypeVar("Int", *INT_TYPES)
+
+
+def is_type_parameter(t) -> bool:
+    """``typing.Any``, a ``TypeVar`` or a generic vector/matrix: a type the launch arguments decide."""
+    return t is Any or isinstance(t, (TypeVar, GenericComposite))
+
+
+def is_generic(t) -> bool:
+    """A parameter type still to be bound: a type parameter, or an array whose dtype is one."""
+    return is_type_parameter(t) or isinstance(t, ArrayType) and is_type_parameter(t.dtype)
+
+
+def bind(param, t) -> bool:
+    """Whether the concrete type ``t`` can take the place of the type parameter ``param``."""
+    if isinstance(param, GenericComposite):
+        return param.accepts(t)
+    return param is Any or not param.__constraints__ or t in param.__constraints__
+
+
 def vector(length: int, dtype=float32) -> type:
-    """The vector type of ``length`` components of scalar ``dtype`` (e.g. ``vector(3, float64)``)."""
-    return _vector(int(length), resolve(dtype))
+    """The vector type of ``length`` components of scalar ``dtype`` (e.g. ``vector(3, float64)``); with
+    ``Any`` or a type variable for either, a generic parameter type (bound at launch)."""
+    dtype = resolve(dtype)
+    if is_type_parameter(length) or is_type_parameter(dtype):
+        return GenericComposite("vector", (length,), dtype)
+    return _vector(int(length), dtype)
 
 
 def matrix(shape: tuple[int, int], dtype=float32) -> type:
-    """The matrix type of ``shape = (rows, cols)`` with scalar ``dtype`` (row-major, like numpy)."""
+    """The matrix type of ``shape = (rows, cols)`` with scalar ``dtype`` (row-major, like numpy); with
+    ``Any`` or a type variable in the shape or dtype, a generic parameter type (bound at launch)."""
     r, c = shape
-    return _matrix(int(r), int(c), resolve(dtype))
+    dtype = resolve(dtype)
+    if is_type_parameter(r) or is_type_parameter(c) or is_type_parameter(dtype):
+        return GenericComposite("matrix", (r, c), dtype)
+    return _matrix(int(r), int(c), dtype)
+
+
+class GenericComposite:
+    """``vector(length=Any, dtype=Float)``, ``matrix(shape=(Any, Any), dtype=Any)``: the vectors or
+    matrices whose fixed sizes and scalar type match, a generic parameter's type."""
+
+    __slots__ = ("kind", "shape", "dtype")
+
+    def __init__(self, kind: str, shape: tuple, dtype):
+        self.kind, self.shape, self.dtype = kind, shape, dtype
+
+    def __eq__(self, other):
+        return isinstance(other, GenericComposite) and (other.kind, other.shape, other.dtype) == (
+            self.kind, self.shape, self.dtype)
+
+    def __hash__(self):
+        return hash((self.kind, self.shape, self.dtype))
+
+    def __repr__(self):
+        size = "length" if self.kind == "vector" else "shape"
+        shape = self.shape[0] if self.kind == "vector" else self.shape
+        return f"{self.kind}({size}={_param_name(shape)}, dtype={_param_name(self.dtype)})"
+
+    @property
+    def __name__(self):  # type_name() reads it
+        return repr(self)
+
+    def accepts(self, t) -> bool:
+        """Whether the concrete type ``t`` is one of these vectors or matrices."""
+        return (getattr(t, "_kind", None) == self.kind and len(t._shape) == len(self.shape)
+                and all(is_type_parameter(n) or n == m for n, m in zip(self.shape, t._shape))
+                and (bind(self.dtype, t._scalar) if is_type_parameter(self.dtype)
+                     else self.dtype is t._scalar))
+
+
+def _param_name(x) -> str:
+    if isinstance(x, tuple):
+        return "(" + ", ".join(_param_name(v) for v in x) + ")"
+    return getattr(x, "__name__", repr(x))
 
 
 def quaternion(dtype=float32) -> type:
@@ -486,7 +559,7 @@ class ArrayType:
 
     def __init__(self, dtype, ndim: int = 1):
         dtype = resolve(dtype)
-        if not is_value_type(dtype):
+        if not (is_value_type(dtype) or is_type_parameter(dtype)):
             raise TypeError(f"array dtype must be an xsim value type, got {dtype!r}")
         if not 1 <= ndim <= 4:
             raise ValueError(f"array ndim must be 1 to 4, got {ndim}")

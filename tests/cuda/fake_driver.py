@@ -179,9 +179,10 @@ class FakeDriver:
         ptrs = (ctypes.c_void_p * (nstructs + 2)).from_address(params)
         n = ctypes.c_int64.from_address(ptrs[nstructs]).value
         contig = ctypes.c_int.from_address(ptrs[nstructs + 1]).value
-        kernel = next(k for k in module.kernels if k.key == key)
+        kernel = next(k for k in module.kernels if k.symbol == key)
         self._check_array_args(kernel, [ptrs[i] for i in range(nstructs - 1)])
-        self.launches.append({"kernel": key, "which": which, "grid": (gx, gy, gz), "block": (bx, by, bz),
+        self.launches.append({"kernel": kernel.key, "which": which, "grid": (gx, gy, gz),
+                              "block": (bx, by, bz),
                               "n": n, "stream": stream})
         assert stream in self.streams, f"launch on unknown stream {stream:#x}"
         entry = (cpu_module.forward if which == "forward" else cpu_module.backward)[key]

@@ -69,7 +69,7 @@ def _compilable(module: Module) -> Module | None:
         good = []
         for k in module.kernels:
             try:
-                Frontend(k.pyfunc).build_kernel(k.key)
+                Frontend(k.pyfunc).build_kernel(k.symbol, dict(k.params) if k.bound else None)
             except (xsim.CompileError, OSError):
                 continue
             good.append(k)
@@ -77,7 +77,8 @@ def _compilable(module: Module) -> Module | None:
             _COMPILABLE[key] = module
         elif good:
             _COMPILABLE[key] = sub = Module(module.name)
-            sub.kernels = good
+            for k in good:
+                sub.add(k)
         else:
             _COMPILABLE[key] = None
     return _COMPILABLE[key]
@@ -206,9 +207,9 @@ def test_nvrtc_errors_raise_compile_error_naming_the_kernel_and_its_python_line(
     rt_tests = _import_test_file(TESTS / "cuda" / "test_cuda_runtime.py")
     module = xsim.kernels.module.get_module(rt_tests.saxpy.module_name)
     source, _ = module.generate("cuda", False)
-    broken = source.replace("saxpy_forward(const saxpy_args& P, int64_t t, const xs::launch_dims& D) {",
-                            "saxpy_forward(const saxpy_args& P, int64_t t, const xs::launch_dims& D) {\n"
-                            "    not_a_thing = 1;", 1)
+    sym = rt_tests.saxpy.symbol
+    head = f"{sym}_forward(const {sym}_args& P, int64_t t, const xs::launch_dims& D) {{"
+    broken = source.replace(head, head + "\n    not_a_thing = 1;", 1)
     assert broken != source
     with pytest.raises(xsim.CompileError) as info:
         cuda.compile_cubin(broken, 80, name="m.cu", kernels=tuple(module.kernels))
@@ -221,10 +222,11 @@ def test_kernel_at_line_maps_generated_lines_to_their_kernel():
     rt_tests = _import_test_file(TESTS / "cuda" / "test_cuda_runtime.py")
     source, _ = xsim.kernels.module.get_module(rt_tests.saxpy.module_name).generate("cuda", False)
     lines = source.splitlines()
-    fwd = next(i for i, t in enumerate(lines) if "saxpy_forward(const" in t) + 1
-    bwd = next(i for i, t in enumerate(lines) if "saxpy_backward(const" in t) + 1
-    assert cuda.kernel_at_line(source, fwd + 2) == "saxpy"
-    assert cuda.kernel_at_line(source, bwd + 2) == "saxpy"
+    symbol = rt_tests.saxpy.symbol  # the kernel's C++ name: its name and a digest of its content
+    fwd = next(i for i, t in enumerate(lines) if f"{symbol}_forward(const" in t) + 1
+    bwd = next(i for i, t in enumerate(lines) if f"{symbol}_backward(const" in t) + 1
+    assert cuda.kernel_at_line(source, fwd + 2) == symbol
+    assert cuda.kernel_at_line(source, bwd + 2) == symbol
     assert cuda.kernel_at_line(source, 1) is None
 
 

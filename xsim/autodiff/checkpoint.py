@@ -98,7 +98,7 @@ def checkpointed_rollout(step_fn: StepFn, state0: Any, num_steps: int, loss_fn: 
             for a in grad_attrs:
                 getattr(first, a).requires_grad = True
         tape = Tape()
-        with tape:
+        with recording.suspended(), tape:  # tapes do not nest: an enclosing one is set aside, and records nothing
             last = _run_steps(step_fn, first, start, stop, factory)
             if stop == num_steps:
                 loss, final_state = loss_fn(last), last

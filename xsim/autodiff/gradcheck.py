@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import types as T
 from ..array import array as Array
+from ..kernels import recording
 from ..kernels.kernel import Kernel
 from .tape import Tape
 
@@ -204,7 +205,7 @@ def _tape_gradients(p: _Problem, seeds: dict[str, np.ndarray]) -> dict[str, np.n
     """One recorded forward and one backward seeded with ``seeds`` (flat per output)."""
     p.restore()
     p.zero_grads()
-    with Tape() as tape:
+    with recording.suspended(), Tape() as tape:  # usable while a user's tape records
         p.forward(tape)
     grads = {}
     for name, seed in seeds.items():
@@ -360,7 +361,7 @@ def jacobian(fn, inputs, outputs=None, *, dim=None, wrt=None) -> dict[tuple[str,
     try:
         p.restore()
         p.zero_grads()
-        with Tape() as tape:
+        with recording.suspended(), Tape() as tape:  # usable while a user's tape records
             p.forward(tape)
         result = {}
         for oname, out in p.outputs.items():

@@ -22,6 +22,7 @@ import numpy as np
 from .. import types
 from ..array import _component_strides, _infer_composite, _resolve_dtype, array, from_numpy
 from ..device import get_device
+from ..kernels import recording
 from .tape import Tape
 
 _DLPACK_CPU = 1  # DLDeviceType kDLCPU
@@ -231,7 +232,7 @@ def _function_class():
                     a.requires_grad = True  # an xsim-owned buffer: torch passes gradients on itself
                 arrays.append(a)
             tape = Tape()
-            with tape:
+            with recording.suspended(), tape:  # its own tape, also inside a recording one
                 result = fn(*arrays)
             single = isinstance(result, array)
             outs = (result,) if single else tuple(result)

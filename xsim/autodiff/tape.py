@@ -17,6 +17,7 @@ import copy
 import hashlib
 import threading
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -140,6 +141,8 @@ class Tape:
 
     def __init__(self):
         self.records: list = []
+        self.scopes: list[tuple] = []  # (record index, name, metadata); (index, None, None) closes one
+        self._kept_gradients: list = []  # what gradients held when reset() forgot the records
         self.skipped: list[str] = []
         self._on_grad_path: set[int] = set()  # ids of arrays computed from arrays that have grads
         self._warned: set[int] = set()
@@ -150,9 +153,17 @@ class Tape:
             where = "" if self._thread is threading.current_thread() else f" in thread '{self._thread.name}'"
             raise RuntimeError(f"this Tape is already recording{where}; a Tape records in one thread at a time "
                                "(give each thread its own Tape)")
+        self._refuse_nesting()
         self._thread = threading.current_thread()
         recording.push(self)
         return self
+
+    @staticmethod
+    def _refuse_nesting():
+        """Tape scopes do not nest (as in Warp): a launch would belong to two tapes' backward passes."""
+        if recording.is_recording():
+            raise RuntimeError("another Tape is already recording: tape scopes do not nest; end the outer "
+                               "`with tape:` first, or record both parts on one tape")
 
     def __exit__(self, *exc):
         recording.pop(self)
@@ -253,19 +264,18 @@ class Tape:
         for arr, seed in seeds:
             if isinstance(seed, np.ndarray) and seed.ndim == 0:
                 arr.grad._raw_fill(seed.item())
-            else:
+            elif arr.grad is not seed:
                 arr.grad._raw_copy_from(seed)
         for rec in reversed(self.records):
             rec.backward(self)
 
     def _seed(self, arr, seed) -> Array:
         """``seed`` for ``arr``'s gradient as an array of ``arr``'s shape (a scalar fills it), or a
-        ValueError naming the array and both shapes."""
+        ValueError naming the array and both shapes; an array without a grad gets one first."""
         if not isinstance(arr, Array):
             raise TypeError(f"tape.backward(grads=...): keys must be xsim arrays, got {type(arr).__name__}")
         if arr.grad is None:
-            raise ValueError(f"tape.backward(grads=...): {self._describe(arr)} has no gradient; create it with "
-                             "requires_grad=True")
+            _give_seed_buffer(arr, seed)
         if not isinstance(seed, Array):
             host = _as_host(seed, arr)
             if host.ndim == 0:
@@ -325,10 +335,48 @@ class Tape:
     def reset(self):
         """Zero the gradients the tape touched and forget every record."""
         self.zero()
+        self._kept_gradients = list(self.gradients.items())
+        self.scopes.clear()
         self.records.clear()
         self.skipped.clear()
         self._on_grad_path.clear()
         self._warned.clear()
+
+    # -- Warp's names --------------------------------------------------------------------------------
+
+    @property
+    def launches(self) -> list:
+        """The records (Warp's name for them)."""
+        return self.records
+
+    @property
+    def gradients(self) -> Gradients:
+        """{array or struct value: its gradient} for every argument of a recorded launch or op that has
+        one (a struct maps to a copy whose array fields are their grads), kept across ``reset()``."""
+        out = Gradients(self._kept_gradients)
+        for rec in self.records:
+            for v in _record_values(rec):
+                if v not in out:
+                    g = _gradient_of(v)
+                    if g is not None:
+                        out.add(v, g)
+        return out
+
+    def record_scope_begin(self, scope_name: str, metadata: dict | None = None):
+        """Open a named group of the launches that follow (a label for tools; backward ignores it)."""
+        self.scopes.append((len(self.records), scope_name, metadata or {}))
+
+    def record_scope_end(self, remove_scope_if_empty: bool = True):
+        """Close the innermost open scope (dropped when empty, unless ``remove_scope_if_empty=False``)."""
+        depth = sum(1 if name is not None else -1 for _, name, _ in self.scopes)
+        if depth <= 0:
+            raise RuntimeError("tape.record_scope_end(): ended tape scope, but scope not present (call "
+                               "record_scope_begin first)")
+        last_index, last_name, _ = self.scopes[-1]
+        if remove_scope_if_empty and last_name is not None and last_index == len(self.records):
+            self.scopes.pop()
+        else:
+            self.scopes.append((len(self.records), None, None))
 
     def memory(self) -> int:
         """Bytes the tape keeps alive for its backward pass: every array its records hold (launch
@@ -344,6 +392,54 @@ class Tape:
         return sum(buffers.values())
 
 
+class Gradients(Mapping):
+    """A mapping keyed by identity (struct values are not hashable), as ``Tape.gradients`` returns."""
+
+    def __init__(self, items=()):
+        self._items = {id(k): (k, g) for k, g in items}
+
+    def add(self, key, grad):
+        self._items[id(key)] = (key, grad)
+
+    def __getitem__(self, key):
+        entry = self._items.get(id(key))
+        if entry is None:
+            raise KeyError("no gradient on this tape for this value (not a recorded argument with a grad)")
+        return entry[1]
+
+    def __contains__(self, key):
+        return id(key) in self._items
+
+    def __iter__(self):
+        return (k for k, _ in self._items.values())
+
+    def __len__(self):
+        return len(self._items)
+
+
+def _record_values(rec):
+    if isinstance(rec, LaunchRecord):
+        params = rec.kernel.params
+        return [v for (_, t), v in zip(params, rec.values) if isinstance(t, T.ArrayType) or T.is_struct(t)]
+    return list(rec.arrays())
+
+
+def _gradient_of(v):
+    """An array's grad, or for a struct a shallow copy whose array fields are their grads (or None)."""
+    if isinstance(v, Array):
+        return v.grad
+    if not (T.is_struct(type(v)) and type(v)._has_arrays):
+        return None
+    out, found = copy.copy(v), False
+    for f, ft in type(v)._fields.items():
+        fv = getattr(v, f)
+        if isinstance(ft, T.ArrayType) or T.is_struct(ft) and ft._has_arrays:
+            g = _gradient_of(fv) if fv is not None else None
+            found = found or g is not None
+            object.__setattr__(out, f, g)
+    return out if found else None
+
+
 def _buffer(arr) -> tuple[int, int]:
     """(identity, bytes) of the allocation behind ``arr``: the root numpy buffer on the host."""
     host = getattr(arr, "_host", None)
@@ -357,6 +453,15 @@ def _buffer(arr) -> tuple[int, int]:
     while isinstance(host.base, np.ndarray):
         host = host.base
     return id(host), host.nbytes
+
+
+def _give_seed_buffer(arr: Array, seed):
+    """An array seeded in ``backward(grads=...)`` without a grad gets one (as in Warp): the seed array
+    itself when it is an xsim array (it must fit), else a zeroed buffer the seed is then copied into."""
+    if isinstance(seed, Array):
+        arr.grad = seed  # raises naming shape/dtype/device when it does not fit
+    else:
+        arr.requires_grad = True
 
 
 def _as_host(seed, arr):

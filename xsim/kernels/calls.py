@@ -8,6 +8,7 @@ import ast
 import inspect
 
 from .. import types as T
+from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError
 from .builtins import BUILTINS
 from .ir import Block, Op, Var
 from .scope import BuiltinRef, Ref, _describe, _false, _Frame, _resolve_annotation, annotations
@@ -40,6 +41,11 @@ class Calls:
             if len(args) != 1:
                 raise self.err(node, f"{obj.__name__}() takes one argument")
             return self.cast(args[0], T.resolve(obj), node)
+        if obj is type:  # type(x): the type of a value, e.g. to make a literal of a generic's type
+            args = self.plain_args(node)
+            if len(args) != 1:
+                raise self.err(node, "type() takes one argument")
+            return Ref(args[0].type)
         if obj in (min, max, abs, len, round, pow):
             return self.call_named_builtin(obj.__name__, node)
         if obj is range:
@@ -231,7 +237,8 @@ class Calls:
             v = self.emit("construct", t, [], node)
             for kw in node.keywords:
                 if kw.arg not in t._fields:
-                    raise self.err(kw, f"struct {t.__name__} has no field '{kw.arg}'")
+                    raise self.err(kw, f"struct {t.__name__} has no field '{kw.arg}'",
+                                   WarpCodegenAttributeError)
                 val = self.value(kw.value)
                 ft = t._fields[kw.arg]
                 v = self.emit("field_set", t, [v, self.convert(val, ft, kw) if not isinstance(ft, T.ArrayType)
@@ -274,7 +281,8 @@ class Calls:
             return v
         if v.weak:
             return self.convert(v, s, node)
-        raise self.err(node, f"component type mismatch: expected {T.type_name(s)}, got {T.type_name(v.type)}")
+        raise self.err(node, f"component type mismatch: expected {T.type_name(s)}, got {T.type_name(v.type)}",
+                       WarpCodegenTypeError)
 
     # ------------------------------------------------------------------------------------------
     # funcs: inlined at the call site
@@ -287,7 +295,7 @@ class Calls:
         if overload is None:
             given = ", ".join(T.type_name(a.type) if isinstance(a, Var) else "tuple" for a in args)
             raise self.err(node, f"no overload of func '{func.key}' takes ({given}); expected "
-                                 f"{func.signatures()}")
+                                 f"{func.signatures()}", WarpCodegenTypeError)
         if self.inline_depth > 32:
             raise self.err(node, f"func '{func.key}' calls itself too deeply (recursion is not supported)")
         src = overload.source()

@@ -94,6 +94,8 @@ class CpuModule:
         self.forward = {}
         self.backward = {}
         for name, meta in metas.items():
+            if meta.refused is not None:
+                continue
             f = getattr(self.lib, f"{name}_cpu_forward")
             f.restype = None
             f.argtypes = [ctypes.c_char_p]  # the launch buffer (launch.cpu_buffer)
@@ -120,7 +122,7 @@ def build(module, debug: bool) -> CpuModule:
         path, meta = found
         try:
             metas = {k: KernelMeta(**m) for k, m in meta["kernels"].items()}
-            if set(metas) == {k.key for k in module.kernels}:
+            if set(metas) == module.symbols():
                 return CpuModule(path, metas)
         except (OSError, TypeError, KeyError):
             pass

@@ -120,7 +120,7 @@ def kernel_at_line(source: str, line: int) -> str | None:
 
 def _compile_error(log: str, source: str, name: str, arch: int, kernels) -> CompileError:
     where = [int(n) for n in re.findall(re.escape(name) + r"\((\d+)\)", log)]
-    by_name = {k.key: k for k in kernels}
+    by_name = {k.symbol: k for k in kernels}
     culprit = next((by_name[k] for k in (kernel_at_line(source, n) for n in where) if k in by_name), None)
     v = nvrtc_version()
     head = f"NVRTC {v[0]}.{v[1]} rejected the CUDA code generated"
@@ -158,7 +158,7 @@ def cached_cubin(module, debug: bool, arch: int) -> tuple[Path, dict] | None:
         metas = {k: KernelMeta(**m) for k, m in meta["kernels"].items()}
     except (TypeError, KeyError, AttributeError):
         return None
-    return (path, metas) if set(metas) == {k.key for k in module.kernels} else None
+    return (path, metas) if set(metas) == module.symbols() else None
 
 
 def store_cubin(module, debug: bool, arch: int, cubin: bytes, metas: dict) -> Path:
@@ -209,6 +209,8 @@ class CudaModule:
         (self.handle,) = check(drv.cuModuleLoadData(cubin), "cuModuleLoadData", device.ordinal)
         self.forward, self.backward = {}, {}
         for name, meta in metas.items():
+            if meta.refused is not None:
+                continue
             (self.forward[name],) = check(drv.cuModuleGetFunction(self.handle, f"{name}_cuda_forward".encode()),
                                           "cuModuleGetFunction", device.ordinal)
             if meta.adjoint_error is None:
@@ -240,9 +242,10 @@ class CudaModule:
             self._rt.check(self._rt.drv.cuLaunchKernel(func, grid, 1, 1, BLOCK_SIZE, 1, 1, 0, stream,
                                                        ctypes.addressof(params), 0), "cuLaunchKernel", ordinal)
         except CudaError as e:
-            raise XsimRuntimeError(f"kernel '{key}' ({which}, {n} threads) could not be launched on "
+            name = self.metas[key].name
+            raise XsimRuntimeError(f"kernel '{name}' ({which}, {n} threads) could not be launched on "
                                    f"{self.device.name}: {e}") from None
-        self._rt.last_kernel[ordinal] = key
+        self._rt.last_kernel[ordinal] = self.metas[key].name
 
     @property
     def error(self) -> ErrorInfo:

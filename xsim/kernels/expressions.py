@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from .. import types as T
+from ..errors import WarpCodegenAttributeError, WarpCodegenIndexError, WarpCodegenKeyError
 from .ir import Var
 from .scope import _BINOPS, _CMPOPS, _UNSUPPORTED, Ref, _adjoint_marker, _describe, _is_attr_chain
 
@@ -62,7 +63,8 @@ class Expressions:
         if hasattr(_pybuiltins, node.id):
             return Ref(getattr(_pybuiltins, node.id))
         raise self.err(node, f"unknown name '{node.id}' (not a local, a parameter or a module global; a name "
-                             "assigned only in one branch or inside a loop is not defined after it)")
+                             "assigned only in one branch or inside a loop is not defined after it)",
+                       WarpCodegenKeyError)
 
     def global_value(self, obj, node):
         if isinstance(obj, (bool, int, float, np.generic)) and not isinstance(obj, np.ndarray):
@@ -74,19 +76,24 @@ class Expressions:
         if isinstance(base, Ref):
             obj = base.obj
             if not hasattr(obj, node.attr):
-                raise self.err(node, f"{_describe(obj)} has no attribute '{node.attr}'")
+                raise self.err(node, f"{_describe(obj)} has no attribute '{node.attr}'",
+                               WarpCodegenAttributeError)
             return self.global_value(getattr(obj, node.attr), node)
         if isinstance(base, tuple):
-            raise self.err(node, "tuples have no attributes")
+            raise self.err(node, "tuples have no attributes", WarpCodegenAttributeError)
         t = base.type
+        if node.attr == "dtype" and (isinstance(t, T.ArrayType) or T.is_composite(t)):
+            return Ref(t.dtype if isinstance(t, T.ArrayType) else t._scalar)  # element / component type
         if isinstance(t, T.ArrayType):
             if node.attr == "shape":
                 return tuple(self.emit("shape", T.int32, [base], node, dim=d) for d in range(t.ndim))
-            raise self.err(node, f"arrays have no attribute '{node.attr}' in kernels (use .shape or len())")
+            raise self.err(node, f"arrays have no attribute '{node.attr}' in kernels (use .shape or len())",
+                           WarpCodegenAttributeError)
         if T.is_struct(t):
             ft = t._fields.get(node.attr)
             if ft is None:
-                raise self.err(node, f"struct {t.__name__} has no field '{node.attr}'")
+                raise self.err(node, f"struct {t.__name__} has no field '{node.attr}'",
+                               WarpCodegenAttributeError)
             out = self.emit("field_get", ft, [base], node, field=node.attr)
             if isinstance(ft, T.ArrayType):
                 out.hint = f"{self.array_name(base)}.{node.attr}"  # how reads/writes name it
@@ -101,7 +108,7 @@ class Expressions:
         names = "xyzw"
         if t._kind in ("vector", "quat") and node.attr in names and names.index(node.attr) < t._shape[0]:
             return names.index(node.attr)
-        raise self.err(node, f"{T.type_name(t)} has no component '{node.attr}'")
+        raise self.err(node, f"{T.type_name(t)} has no component '{node.attr}'", WarpCodegenAttributeError)
 
     def subscript_indices(self, node) -> list:
         s = node.slice
@@ -125,7 +132,8 @@ class Expressions:
             i, j = (self.index_var(x, node) for x in idx)
             for v, n in ((i, r), (j, c)):
                 if v.is_const and not 0 <= v.const < n:
-                    raise self.err(node, f"index {v.const} out of range for {T.type_name(t)}")
+                    raise self.err(node, f"index {v.const} out of range for {T.type_name(t)}",
+                                   WarpCodegenIndexError)
             if i.is_const and j.is_const:
                 return self.const(i.const * c + j.const, T.int32)
             return self.call_builtin("add", [self.call_builtin("mul", [self.cast(i, T.int32, node),
@@ -138,7 +146,8 @@ class Expressions:
         i = self.index_var(idx[0], node)
         n = T.num_components(t)
         if i.is_const and not 0 <= i.const < n:
-            raise self.err(node, f"index {i.const} out of range for {T.type_name(t)} ({n} components)")
+            raise self.err(node, f"index {i.const} out of range for {T.type_name(t)} ({n} components)",
+                           WarpCodegenIndexError)
         return i
 
     def expr_Subscript(self, node):
@@ -332,7 +341,8 @@ class Expressions:
             if kind == "attr":
                 if T.is_struct(t):
                     if n.attr not in t._fields:
-                        raise self.err(n, f"struct {t.__name__} has no field '{n.attr}'")
+                        raise self.err(n, f"struct {t.__name__} has no field '{n.attr}'",
+                                       WarpCodegenAttributeError)
                     steps.append(("field", n.attr))
                     t = t._fields[n.attr]
                     continue

@@ -20,7 +20,13 @@ import ast
 import numpy as np
 
 from .. import types as T
-from ..errors import CompileError
+from ..errors import (
+    CompileError,
+    WarpCodegenAttributeError,
+    WarpCodegenError,
+    WarpCodegenTypeError,
+    WarpCodegenValueError,
+)
 from . import ir
 from .builtins import BUILTINS, resolve_overload
 from .calls import Calls
@@ -63,7 +69,9 @@ class Frontend(Expressions, Calls):
     # ------------------------------------------------------------------------------------------
     # entry point
 
-    def build_kernel(self, name: str) -> ir.KernelIR:
+    def build_kernel(self, name: str, param_types: dict | None = None) -> ir.KernelIR:
+        """The IR of the kernel, its parameters typed by their annotations or by ``param_types`` (a
+        generic kernel's specialisation)."""
         src = _Source(self.kernel_func)
         frame = _Frame(src, is_kernel=True)
         self.frames.append(frame)
@@ -72,7 +80,7 @@ class Frontend(Expressions, Calls):
         for a in src.tree.args.args:
             if a.arg not in ann:
                 raise src.error(a, f"kernel parameter '{a.arg}' needs a type annotation")
-            t = _resolve_annotation(ann[a.arg])
+            t = param_types[a.arg] if param_types else _resolve_annotation(ann[a.arg])
             if t is None:
                 raise src.error(a, f"kernel parameter '{a.arg}' has unsupported type {ann[a.arg]!r}; expected "
                                    "a scalar, vector, matrix, quat, transform, struct or array type")
@@ -93,8 +101,8 @@ class Frontend(Expressions, Calls):
     def f(self) -> _Frame:
         return self.frames[-1]
 
-    def err(self, node, msg) -> CompileError:
-        return self.f.src.error(node, msg)
+    def err(self, node, msg, kind: type[CompileError] = WarpCodegenError) -> CompileError:
+        return self.f.src.error(node, msg, kind)
 
     # ------------------------------------------------------------------------------------------
     # emission helpers
@@ -143,7 +151,8 @@ class Frontend(Expressions, Calls):
             return self.const(v.const, t, node)
         if v.weak and T.is_composite(t):
             return self.emit("construct", t, [self.convert(v, t._scalar, node)] * T.num_components(t), node)
-        raise self.err(node, f"type mismatch: expected {T.type_name(t)}, got {T.type_name(v.type)}")
+        raise self.err(node, f"type mismatch: expected {T.type_name(t)}, got {T.type_name(v.type)}",
+                       WarpCodegenTypeError)
 
     def typed(self, v: Var, t, node) -> Var:
         """``v`` converted to ``t`` as a value of that type: a literal stops adapting to its operands
@@ -161,7 +170,8 @@ class Frontend(Expressions, Calls):
         if T.is_scalar(t) and T.is_scalar(v.type) or (
                 T.is_composite(t) and T.is_composite(v.type) and t._shape == v.type._shape):
             return self.emit("cast", t, [v], node)
-        raise self.err(node, f"cannot convert {T.type_name(v.type)} to {T.type_name(t)}")
+        raise self.err(node, f"cannot convert {T.type_name(v.type)} to {T.type_name(t)}",
+                       WarpCodegenTypeError)
 
     def as_bool(self, v, node) -> Var:
         if not isinstance(v, Var):
@@ -172,7 +182,10 @@ class Frontend(Expressions, Calls):
             if v.is_const:
                 return self.const(bool(v.const))
             return self.call_builtin("ne", [v, self.const(0)], node)
-        raise self.err(node, f"a condition must be a bool or a number, got {T.type_name(v.type)}")
+        if isinstance(v.type, T.ArrayType):  # Warp's `if a:`: false for a null (None) array, which has shape 0
+            return self.call_builtin("ne", [self.emit("shape", T.int32, [v], node, dim=0), self.const(0)], node)
+        raise self.err(node, f"a condition must be a bool, a number or an array, got {T.type_name(v.type)}",
+                       WarpCodegenTypeError)
 
     def unify_weak(self, a: Var, b: Var, node) -> tuple[Var, Var]:
         """Give weak literals the scalar type of the strong operand they meet."""
@@ -208,7 +221,8 @@ class Frontend(Expressions, Calls):
             given = ", ".join(T.type_name(a.type) for a in args)
             b = BUILTINS.get(name)
             expected = b.signatures() if b else "no such builtin"
-            raise self.err(node, f"no overload of '{name}' takes ({given}); expected one of: {expected}")
+            raise self.err(node, f"no overload of '{name}' takes ({given}); expected one of: {expected}",
+                           WarpCodegenTypeError)
         overload, ret = found
         return self.emit("call", ret, args, node, overload=overload)
 
@@ -286,7 +300,8 @@ class Frontend(Expressions, Calls):
 
     def cast_checked(self, v, t, node):
         if v.type is not t:
-            raise self.err(node, f"type mismatch: annotated {T.type_name(t)}, got {T.type_name(v.type)}")
+            raise self.err(node, f"type mismatch: annotated {T.type_name(t)}, got {T.type_name(v.type)}",
+                           WarpCodegenTypeError)
         return v
 
     def stmt_AugAssign(self, node):
@@ -351,7 +366,8 @@ class Frontend(Expressions, Calls):
             if T.is_struct(t):
                 ft = t._fields.get(target.attr)
                 if ft is None:
-                    raise self.err(target, f"struct {t.__name__} has no field '{target.attr}'")
+                    raise self.err(target, f"struct {t.__name__} has no field '{target.attr}'",
+                                   WarpCodegenAttributeError)
                 value = self.convert(value, ft, node) if not isinstance(ft, T.ArrayType) else value
                 return self.emit("field_set", t, [base, value], node, field=target.attr)
             index = self.swizzle_index(t, target)
@@ -448,7 +464,8 @@ class Frontend(Expressions, Calls):
         f = self.f
         if f.is_kernel:
             if node.value is not None:
-                raise self.err(node, "a kernel cannot return a value (write the result into an output array)")
+                raise self.err(node, "a kernel cannot return a value (write the result into an output array)",
+                               WarpCodegenTypeError)
         elif node.value is not None:
             v = self.expr(node.value)
             if isinstance(v, Ref):
@@ -500,7 +517,7 @@ class Frontend(Expressions, Calls):
         name = node.target.id
         if all(a.is_const for a in (start, stop, step)):
             if step.const == 0:
-                raise self.err(it, "range() step must not be zero")
+                raise self.err(it, "range() step must not be zero", WarpCodegenValueError)
             values = range(start.const, stop.const, step.const)
             if len(values) <= MAX_UNROLL and self.try_unrolled_loop(name, values, node):
                 return

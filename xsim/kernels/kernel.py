@@ -5,22 +5,20 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import linecache
 import types as _pytypes
 from typing import Any
 
 import numpy as np
 
 from .. import types as T
-from .scope import BuiltinRef, _resolve_annotation, _Source, annotations
-
-_FUNCS: dict[tuple[str, str], Function] = {}
+from .scope import BuiltinRef, _resolve_annotation, _Source, annotations, snapshot_source, source_lines
 
 
 class FuncOverload:
     """One definition of a func (a func name may have several, chosen by argument types)."""
 
     def __init__(self, pyfunc, differentiable: bool = True):
+        snapshot_source(pyfunc)
         self.pyfunc = pyfunc
         self.custom_grad: FuncOverload | None = None
         self.differentiable = differentiable
@@ -52,6 +50,9 @@ class FuncOverload:
             vt = getattr(v, "type", None)
             if vt is t or isinstance(t, T.ArrayType) and vt == t:  # array types are equal, not interned
                 continue
+            if T.is_generic(t) and isinstance(vt, T.ArrayType) and vt.ndim == t.ndim and T.bind(
+                    t.dtype, vt.dtype):
+                continue
             if getattr(v, "weak", False) and T.is_scalar(t) and t is not T.bool_ and not (
                     T.is_int(t) and isinstance(v.const, float)):
                 continue
@@ -62,10 +63,11 @@ class FuncOverload:
 class Function:
     """An ``@xsim.func``: inlined into the kernels that call it."""
 
-    def __init__(self, pyfunc, differentiable: bool = True):
+    def __init__(self, overload: FuncOverload, others: list[FuncOverload] = ()):
+        pyfunc = overload.pyfunc
         self.key = pyfunc.__qualname__
         self.module = pyfunc.__module__
-        self.overloads: list[FuncOverload] = [FuncOverload(pyfunc, differentiable)]
+        self.overloads: list[FuncOverload] = [*others, overload]
         self.__doc__ = pyfunc.__doc__
         self.__name__ = pyfunc.__name__
 
@@ -91,22 +93,21 @@ class Function:
 
 
 def func(pyfunc=None, *, differentiable: bool = True):
-    """Decorator: a function callable from kernels (inlined at each call; several definitions of
-    one name are overloads chosen by argument types). ``differentiable=False`` makes its calls
-    constants in the backward pass, and the tape reports that it skipped them."""
+    """Decorator: a function callable from kernels (inlined at each call). A definition whose name
+    is already a func in the defining scope adds an overload chosen by argument types, or replaces
+    the one with the same signature in a new func (kernels built on the old one keep it); in a
+    fresh scope (each call of a factory) it is a new func."""
+    scope = inspect.currentframe().f_back.f_locals
+
     def wrap(f):
-        key = (f.__module__, f.__qualname__)
-        existing = _FUNCS.get(key)
-        if existing is not None and _same_signature(existing, f):
-            existing.overloads = [o for o in existing.overloads if not _same_annotations(o.pyfunc, f)]
-            existing.overloads.append(FuncOverload(f, differentiable))
-            return existing
-        if existing is not None:
-            existing.overloads.append(FuncOverload(f, differentiable))
-            return existing
-        fn = Function(f, differentiable)
-        _FUNCS[key] = fn
-        return fn
+        existing = scope.get(f.__name__)
+        overload = FuncOverload(f, differentiable)
+        if not isinstance(existing, Function):
+            return Function(overload)
+        if _same_signature(existing, f):
+            return Function(overload, [o for o in existing.overloads if not _same_annotations(o.pyfunc, f)])
+        existing.overloads.append(overload)
+        return existing
     return wrap(pyfunc) if pyfunc is not None else wrap
 
 
@@ -131,31 +132,99 @@ def func_grad(target: Function):
 
 
 class Kernel:
-    """An ``@xsim.kernel``: compiled with the other kernels of its Python module."""
+    """An ``@xsim.kernel``: compiled with the other kernels of its Python module. Kernels of one
+    name (a factory's, a redefinition's) are distinct: each is compiled under a symbol made of its
+    name and its content hash, so equal definitions share code and different ones never do."""
 
-    def __init__(self, pyfunc, enable_backward: bool = True, module: str | None = None):
+    def __init__(self, func, key: str | None = None, module=None, options: dict | None = None, *,
+                 enable_backward: bool = True, param_types: list | None = None):
+        """``func``: the Python function; ``key``: its name in messages (default its own name);
+        ``module``: a module name, a module, or "unique" for a module of its own (default the
+        function's Python module); ``options``: Warp's per-kernel options (``enable_backward``)."""
+        pyfunc = func
+        snapshot_source(pyfunc)
         self.pyfunc = pyfunc
-        self.key = pyfunc.__name__
-        self.enable_backward = enable_backward
-        self.module_name = module or pyfunc.__module__
+        self.key = key or pyfunc.__name__
+        self.enable_backward = bool((options or {}).get("enable_backward", enable_backward))
         self.__doc__ = pyfunc.__doc__
         self.__name__ = pyfunc.__name__
         sig = inspect.signature(pyfunc)
         ann = annotations(pyfunc)
-        self.params: list[tuple[str, Any]] = []
-        for name in sig.parameters:
-            t = _resolve_annotation(ann.get(name)) if name in ann else None
-            self.params.append((name, t))
+        if param_types is None:
+            param_types = [_param_annotation(ann[name]) if name in ann else None for name in sig.parameters]
+        self.params: list[tuple[str, Any]] = list(zip(sig.parameters, param_types))
+        # a generic kernel (Any, Float, array(dtype=Any)...) is not compiled itself: each launch binds its
+        # parameters to the arguments' types and runs the specialisation for them, made once
+        self.generic = any(T.is_generic(t) for _, t in self.params)
+        self.specializations: dict[tuple, Kernel] = {}
+        self.bound = param_types is not None  # a specialisation: its types are not its annotations
         self.launch_cache = None  # filled by launch.py: packing info per built module
-        from .module import get_module
-        self.module = get_module(self.module_name)
+        self._hash: str | None = None
+        from .module import Module, get_module
+        if isinstance(module, Module):
+            self.module = module
+        elif module == "unique":
+            self.module = Module(f"{pyfunc.__module__}.{pyfunc.__qualname__}")
+        else:
+            self.module = get_module(module or pyfunc.__module__)
+        self.module_name = self.module.name
         self.module.add(self)
+
+    def specialize(self, values: list) -> Kernel:
+        """The kernel for launch arguments ``values`` (a generic kernel's specialisation, made once)."""
+        if not self.generic:
+            return self
+        types = tuple(_bind_param(self, name, t, v) for (name, t), v in zip(self.params, values))
+        spec = self.specializations.get(types)
+        if spec is None:
+            spec = self.specializations[types] = Kernel(self.pyfunc, self.key, self.module,
+                                                        enable_backward=self.enable_backward,
+                                                        param_types=list(types))
+        return spec
+
+    def overload(self, arg_types: list | dict) -> Kernel:
+        """The specialisation of this generic kernel for ``arg_types`` (a list in parameter order, or
+        {name: type} for some), compiled with the others of its module (Warp's ``wp.overload``)."""
+        if not self.generic:
+            raise RuntimeError(f"kernel '{self.key}' is not generic (no Any, type variable or "
+                               "array(dtype=Any) parameter), so it has no overloads")
+        if isinstance(arg_types, dict):
+            names = [n for n, _ in self.params]
+            unknown = [n for n in arg_types if n not in names]
+            if unknown:
+                raise RuntimeError(f"kernel '{self.key}' has no parameter {unknown[0]!r} (overload types)")
+            given = [arg_types.get(n, t) for n, t in self.params]
+        elif isinstance(arg_types, (list, tuple)):
+            if len(arg_types) != len(self.params):
+                raise TypeError(f"kernel '{self.key}' takes {len(self.params)} parameters, the overload "
+                                f"gives {len(arg_types)} types")
+            given = list(arg_types)
+        else:
+            raise TypeError("kernel overload types must be given in a list or a dict")
+        types = tuple(_bind_declared(self, n, t, _param_annotation(g))
+                      for (n, t), g in zip(self.params, given))
+        spec = self.specializations.get(types)
+        if spec is None:
+            spec = self.specializations[types] = Kernel(self.pyfunc, self.key, self.module,
+                                                        enable_backward=self.enable_backward,
+                                                        param_types=list(types))
+        return spec
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"kernel '{self.key}' is run with xsim.launch({self.key}, dim, inputs=[...])")
 
     def content_hash(self) -> str:
-        return _hash_python(self.pyfunc, set()) + f"|backward={self.enable_backward}"
+        """What this kernel's generated code depends on (cached until its module is invalidated)."""
+        if self._hash is None:
+            self._hash = _hash_python(self.pyfunc, set()) + f"|backward={self.enable_backward}"
+            if self.bound:
+                self._hash += "|" + ",".join(T.type_name(t) for _, t in self.params)
+        return self._hash
+
+    @property
+    def symbol(self) -> str:
+        """The C++ name of this kernel's code: its name and a digest of its content."""
+        return f"{self.key}_{hashlib.blake2b(self.content_hash().encode(), digest_size=5).hexdigest()}"
 
     def module_build(self, device, debug: bool):
         """The loaded native module holding this kernel for ``device`` (built or loaded on first use)."""
@@ -172,10 +241,100 @@ class Kernel:
         return built
 
 
-def kernel(pyfunc=None, *, enable_backward: bool = True, module: str | None = None):
-    """Decorator: compile a Python function to a native kernel with a generated adjoint."""
+def _param_annotation(a):
+    """A kernel parameter's type from its annotation: concrete, generic (kept), or None (refused)."""
+    a = T.resolve(a)
+    return a if T.is_generic(a) else _resolve_annotation(a)
+
+
+def _bind_param(kernel: Kernel, name: str, t, value):
+    """The concrete type a launch argument gives the parameter ``name`` of type ``t``."""
+    if not T.is_generic(t):
+        return t
+    where = f"kernel '{kernel.key}' parameter '{name}'"
+    param = t.dtype if isinstance(t, T.ArrayType) else t
+    if t is Any and isinstance(getattr(value, "dtype", None), type) and hasattr(value, "ndim"):
+        t = T.ArrayType(Any, value.ndim)  # a plain Any parameter takes an array too, as in Warp
+    if isinstance(t, T.ArrayType):
+        dtype = getattr(value, "dtype", None)
+        if isinstance(value, np.ndarray):
+            dtype = T.scalar_from_numpy(value.dtype)
+        if not T.is_value_type(dtype):
+            raise TypeError(f"{where}: expected {t!r}, got {type(value).__name__}")
+        bound = T.ArrayType(dtype, t.ndim)
+    else:
+        bound = _value_type(value)
+        if bound is None:
+            raise TypeError(f"{where}: cannot tell the type of the generic ({T.type_name(t)}) argument "
+                            f"{value!r}; pass a typed value (e.g. xsim.float32(x))")
+        dtype = bound
+    if not T.bind(param, dtype):
+        if isinstance(param, T.GenericComposite):
+            raise TypeError(f"{where}: {T.type_name(dtype)} does not fit {T.type_name(param)}")
+        allowed = ", ".join(T.type_name(c) for c in param.__constraints__)
+        raise TypeError(f"{where}: {T.type_name(dtype)} is not one of the types {T.type_name(param)} "
+                        f"stands for ({allowed})")
+    return bound
+
+
+def _bind_declared(kernel: Kernel, name: str, t, g):
+    """The type an overload declares for parameter ``name`` of type ``t``, checked against it."""
+    where = f"overload of kernel '{kernel.key}' parameter '{name}'"
+    if g is None or T.is_generic(g):
+        raise TypeError(f"{where}: needs a concrete type, got {g!r}")
+    if not T.is_generic(t):
+        if g != t:
+            raise TypeError(f"{where}: the kernel declares {T.type_name(t)}, the overload {T.type_name(g)}")
+        return t
+    if isinstance(t, T.ArrayType):
+        if not (isinstance(g, T.ArrayType) and g.ndim == t.ndim and T.bind(t.dtype, g.dtype)):
+            raise TypeError(f"{where}: {T.type_name(g)} does not fit {T.type_name(t)}")
+    elif isinstance(g, T.ArrayType) and t is not Any or not isinstance(g, T.ArrayType) and not T.bind(t, g):
+        raise TypeError(f"{where}: {T.type_name(g)} does not fit {T.type_name(t)}")
+    return g
+
+
+def overload(kernel, arg_types: list | dict | None = None) -> Kernel:
+    """Declare a specialisation of a generic kernel: ``overload(k, [types])``, ``overload(k, {name: type})``,
+    or ``@overload`` on a stub of the same name whose annotations are the types (returns the kernel)."""
+    if isinstance(kernel, Kernel):
+        return kernel.overload(arg_types if arg_types is not None else [])
+    if not isinstance(kernel, _pytypes.FunctionType):
+        raise TypeError(f"overload() takes a kernel or decorates a function stub, got {kernel!r}")
+    stub = kernel
+    caller = inspect.currentframe().f_back
+    found = caller.f_locals.get(stub.__name__, caller.f_globals.get(stub.__name__))
+    del caller
+    if not isinstance(found, Kernel):
+        raise RuntimeError(f"@overload: no kernel named '{stub.__name__}' is defined before this stub")
+    ann = annotations(stub)
+    missing = [n for n in inspect.signature(stub).parameters if n not in ann]
+    if missing:
+        raise TypeError(f"@overload stub '{stub.__name__}': parameter '{missing[0]}' needs a type annotation")
+    found.overload([ann[n] for n in inspect.signature(stub).parameters])
+    return found
+
+
+def _value_type(value):
+    """The kernel type of a Python launch value (Warp's rule: int -> int32, float -> float32)."""
+    if isinstance(value, np.generic):  # before float: numpy.float64 is a float
+        return T.scalar_from_numpy(value.dtype)
+    if isinstance(value, bool):
+        return T.bool_
+    if isinstance(value, int):
+        return T.int32
+    if isinstance(value, float):
+        return T.float32
+    if T.is_value_type(type(value)):
+        return type(value)
+    return None
+
+
+def kernel(pyfunc=None, *, enable_backward: bool = True, module=None):
+    """Decorator: compile a Python function to a native kernel with a generated adjoint. ``module``:
+    a module name to compile it with (default its Python module), or "unique" for its own."""
     def wrap(f):
-        return Kernel(f, enable_backward=enable_backward, module=module)
+        return Kernel(f, module=module, enable_backward=enable_backward)
     return wrap(pyfunc) if pyfunc is not None else wrap
 
 
@@ -184,12 +343,11 @@ def kernel(pyfunc=None, *, enable_backward: bool = True, module: str | None = No
 
 
 def _source_text(pyfunc) -> str:
-    """The lines of a function's definition, decorators included, straight from linecache: the
+    """The lines of a function's definition, decorators included, from its source snapshot: the
     text inspect.getsource finds, without its tokenizer pass, which was most of the time a fresh
     process spent loading a module from the cache."""
     code = pyfunc.__code__
-    linecache.checkcache(code.co_filename)
-    lines = linecache.getlines(code.co_filename, pyfunc.__globals__)
+    lines = source_lines(pyfunc)
     last = max((end for c in _code_objects(code) for _, end, _, _ in c.co_positions() if end is not None),
                default=0)
     if not lines or last < code.co_firstlineno:
@@ -249,12 +407,14 @@ def _hash_object(name, obj, seen, attr_names) -> str:
         return f"{name}:{obj.__name__}"
     if isinstance(obj, BuiltinRef):
         return f"{name}:builtin"
-    if isinstance(obj, _pytypes.ModuleType):
+    if T.is_composite(type(obj)):
+        return f"{name}={np.asarray(obj).tolist()!r}"
+    if hasattr(obj, "__dict__") and not isinstance(obj, _pytypes.FunctionType) and name.count(".") < 3:
+        # a module, class or namespace object: a kernel reads its attributes (cfg.n, mymodule.K), and
+        # kernels capturing objects whose attributes differ must not hash alike (depth-limited: cycles)
         parts = []
         for a in sorted(attr_names):
             if hasattr(obj, a) and not isinstance(getattr(obj, a), _pytypes.ModuleType):
-                parts.append(_hash_object(f"{name}.{a}", getattr(obj, a), seen, set()))
-        return f"{name}:module[{';'.join(parts)}]"
-    if T.is_composite(type(obj)):
-        return f"{name}={np.asarray(obj).tolist()!r}"
+                parts.append(_hash_object(f"{name}.{a}", getattr(obj, a), seen, attr_names))
+        return f"{name}:{type(obj).__name__}[{';'.join(parts)}]"
     return f"{name}:{type(obj).__name__}"

@@ -99,8 +99,8 @@ def coerce_arg(kernel, name: str, t, value, device):
     """Check one argument against its parameter type; wrap foreign arrays (numpy, torch)."""
     where = f"kernel '{kernel.key}' parameter '{name}'"
     if isinstance(t, T.ArrayType):
-        if value is None:
-            raise TypeError(f"{where}: expected {t!r}, got None")
+        if value is None:  # Warp's null array: shape 0 in every dimension, false in a kernel's `if a:`
+            return Array._from_device(0, t.dtype, device, (0,) * t.ndim, (0,) * t.ndim, None)
         if not isinstance(value, Array):
             value = _wrap_foreign(value, t, where)
         if value.dtype is not t.dtype or value.ndim != t.ndim:
@@ -185,10 +185,14 @@ class _Prepared:
         self.debug = debug
         self.checked = mode != "release"  # after each launch: bounds errors (debug) or a NaN scan (check)
         self.native = kernel.module_build(device, debug)
-        self.meta = self.native.metas[kernel.key]
+        self.symbol = kernel.symbol
+        self.meta = self.native.metas[self.symbol]
+        refused = self.meta.compile_error()
+        if refused is not None:
+            raise refused
         self.args_type = _args_struct(kernel)
-        self.forward = self.native.forward[kernel.key]
-        self.backward = self.native.backward.get(kernel.key)
+        self.forward = self.native.forward[self.symbol]
+        self.backward = self.native.backward.get(self.symbol)
         self.key = (device.name, debug)
         self.layout, self.plan = _layout(kernel, self.args_type, self.meta.writes)
         size = ctypes.sizeof(self.args_type)
@@ -439,6 +443,8 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
     if not isinstance(kernel, Kernel):
         raise TypeError(f"launch() needs an @xsim.kernel, got {kernel!r}")
     values = list(inputs) + list(outputs)
+    if kernel.generic and len(values) == len(kernel.params):
+        kernel = kernel.specialize(values)
     params = kernel.params
     if len(values) != len(params):
         names = ", ".join(n for n, _ in params)
@@ -448,6 +454,9 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
     mode = config.current_mode()
     if any(t is None for _, t in params):
         prepare(kernel, dev, mode)  # the frontend raises a CompileError naming the parameter
+    # a None array (Warp's null array) makes the launch bounds-checked: reading it is an IndexError, no crash
+    if mode == "release" and any(v is None and isinstance(t, T.ArrayType) for (_, t), v in zip(params, values)):
+        mode = "debug"
     values = [coerce_arg(kernel, n, t, v, dev) for (n, t), v in zip(params, values)]
     prep = prepare(kernel, dev, mode)
     n = math.prod(shape)
@@ -483,7 +492,7 @@ def run_forward(prep: _Prepared, shape, values):
     if prep.device.is_cpu:
         prep.forward(cpu_buffer(prep, shape, values, contig))
     else:
-        prep.native.launch_forward(prep.kernel.key, pack(prep, values), _dims(shape), math.prod(shape), contig)
+        prep.native.launch_forward(prep.symbol, pack(prep, values), _dims(shape), math.prod(shape), contig)
     if prep.checked:
         after_launch(prep, values)
 
@@ -500,7 +509,7 @@ def run_backward(prep: _Prepared, shape, values, adj_values=None):
     if prep.device.is_cpu:
         prep.backward(cpu_buffer(prep, shape, values, contig, grads))
     else:
-        prep.native.launch_backward(prep.kernel.key, pack(prep, values), grads, _dims(shape), n, contig)
+        prep.native.launch_backward(prep.symbol, pack(prep, values), grads, _dims(shape), n, contig)
     if prep.checked:
         after_launch(prep, values, adjoint=True)
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import types as T
+from .. import errors
+from ..errors import CompileError
 from . import ir
 from .codegen import module_source
 from .frontend import Frontend
@@ -23,6 +26,7 @@ NATIVE_DIR = Path(__file__).parent / "native"
 
 
 def get_module(name: str) -> Module:
+    """The module named ``name`` (its kernels compile together), made on first use."""
     m = _MODULES.get(name)
     if m is None:
         m = _MODULES[name] = Module(name)
@@ -41,43 +45,76 @@ class KernelMeta:
     writes: list[str]
     inplace: list[str]          # arrays read before being written (the tape snapshots them)
     skipped_funcs: list[str] = field(default_factory=list)  # funcs with differentiable=False (tape warns)
+    refused: list | None = None  # (error class name, message, file, line, col, source line): not built
+
+    def compile_error(self) -> CompileError | None:
+        """The error the compiler refused this kernel with, or None when it was built."""
+        if self.refused is None:
+            return None
+        cls = getattr(errors, self.refused[0], None)
+        if not (isinstance(cls, type) and issubclass(cls, CompileError)):
+            cls = CompileError
+        return cls(*self.refused[1:])
 
 
 class Module:
+    """The live kernels of one module. A kernel nothing refers to any more (a factory's, a redefined
+    one) drops out of the next build; kernels with the same symbol (same name and content) are one."""
+
     def __init__(self, name: str):
         self.name = name
-        self.kernels: list = []
+        self._live: weakref.WeakSet = weakref.WeakSet()
+        self._kernels: list | None = None
         self.builds: dict[tuple[str, bool], object] = {}
         self._hash: str | None = None
 
     def add(self, kernel):
-        self.kernels = [k for k in self.kernels if k.key != kernel.key] + [kernel]
+        self._live.add(kernel)
+        self._kernels = None
         self.builds.clear()
         self._hash = None
+
+    @property
+    def kernels(self) -> list:
+        """The kernels the next build compiles, one per symbol, in symbol order (held until the next
+        change, so a build and its cache key see the same list)."""
+        if self._kernels is None:
+            by_symbol = {k.symbol: k for k in list(self._live) if not k.generic}
+            self._kernels = [by_symbol[s] for s in sorted(by_symbol)]
+        return self._kernels
+
+    def symbols(self) -> set[str]:
+        return {k.symbol for k in self.kernels}
 
     def content_hash(self) -> str:
         if self._hash is None:
             h = hashlib.blake2b(digest_size=20)
             for k in self.kernels:
-                h.update(k.key.encode())
+                h.update(k.symbol.encode())
                 h.update(k.content_hash().encode())
             self._hash = h.hexdigest()
         return self._hash
 
     def invalidate(self):
-        """Forget built code (a func or constant the kernels use may have changed)."""
+        """Forget built code and hashes (a func or constant the kernels use may have changed)."""
+        for k in list(self._live):
+            k._hash = None
+        self._kernels = None
         self.builds.clear()
         self._hash = None
 
-    def c_name(self, kernel) -> str:
-        return f"{kernel.key}_{abs(hash(kernel.key)) % 10**6}" if not kernel.key.isidentifier() else kernel.key
-
     def generate(self, target: str, debug: bool) -> tuple[str, dict[str, KernelMeta]]:
-        """Run the frontend over every kernel and generate the module's source for ``target``."""
+        """Run the frontend over every kernel and generate the module's source for ``target``. A
+        kernel the frontend refuses is left out, its error kept in its metadata for its launch."""
         irs, metas, structs = [], {}, []
         for k in self.kernels:
-            fe = Frontend(k.pyfunc)
-            kir = fe.build_kernel(k.key)
+            try:
+                kir = Frontend(k.pyfunc).build_kernel(k.symbol, dict(k.params) if k.bound else None)
+            except CompileError as e:
+                metas[k.symbol] = KernelMeta(k.key, 0, None, [], [], [], [],
+                                             refused=[type(e).__name__, e.message, e.file, e.line, e.col,
+                                                      e.source_line])
+                continue
             for p in kir.params:
                 _collect_structs(p.type, structs)
             for s in ir.walk(kir.body):
@@ -88,12 +125,12 @@ class Module:
             if kir.adjoint_error is None:
                 kir.adjoint_error = adjoint_refusal(kir)
             inplace = sorted(kir.reads & kir.writes)
-            metas[k.key] = KernelMeta(k.key, kir.tid_dims, kir.adjoint_error, [], sorted(kir.reads),
-                                      sorted(kir.writes), inplace, kir.skipped_funcs)
+            metas[k.symbol] = KernelMeta(k.key, kir.tid_dims, kir.adjoint_error, [], sorted(kir.reads),
+                                         sorted(kir.writes), inplace, kir.skipped_funcs)
             irs.append(kir)
         source, labels = module_source(irs, structs, debug, target)
-        for name, meta in metas.items():
-            meta.arrays = labels[name]
+        for name, arrays in labels.items():
+            metas[name].arrays = arrays
         return source, metas
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import textwrap
 import types as _pytypes
 from typing import Any
 
 from .. import types as T
-from ..errors import CompileError
+from ..errors import CompileError, WarpCodegenError
 from .ir import Var
 
 MAX_UNROLL = 16
@@ -51,8 +52,11 @@ class _Source:
 
     def __init__(self, pyfunc):
         self.pyfunc = pyfunc
-        lines, first = inspect.getsourcelines(pyfunc)
-        self.file = inspect.getsourcefile(pyfunc) or "<unknown>"
+        first = pyfunc.__code__.co_firstlineno
+        lines = inspect.getblock(source_lines(pyfunc)[first - 1:])
+        if not lines:
+            raise OSError(f"no source for {pyfunc.__qualname__}")
+        self.file = pyfunc.__code__.co_filename
         self.line0 = first - 1
         self.lines = lines
         src = textwrap.dedent("".join(lines))
@@ -72,14 +76,34 @@ class _Source:
                 except ValueError:
                     pass
 
-    def error(self, node, msg: str) -> CompileError:
+    def error(self, node, msg: str, kind: type[CompileError] = WarpCodegenError) -> CompileError:
+        """A ``kind`` (a WarpCodegen*Error flavour) naming file:line:col of ``node`` with a caret."""
         line = getattr(node, "lineno", 1)
         col = getattr(node, "col_offset", 0) + self.indent
         src_line = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
-        return CompileError(msg, self.file, self.line0 + line, col, src_line)
+        return kind(msg, self.file, self.line0 + line, col, src_line)
 
     def lineno(self, node) -> int:
         return self.line0 + getattr(node, "lineno", 1)
+
+
+def snapshot_source(pyfunc) -> None:
+    """Keep the lines of the file defining ``pyfunc`` as they are now (called at decoration), so that
+    re-running an edited file or notebook cell under the same name cannot change what an existing
+    kernel or func compiles to."""
+    code = pyfunc.__code__
+    linecache.checkcache(code.co_filename)
+    pyfunc.__xsim_lines__ = linecache.getlines(code.co_filename, pyfunc.__globals__)
+
+
+def source_lines(pyfunc) -> list[str]:
+    """The lines of the file defining ``pyfunc``: its decoration-time snapshot, else linecache's."""
+    lines = getattr(pyfunc, "__xsim_lines__", None)
+    if lines is None:
+        code = pyfunc.__code__
+        linecache.checkcache(code.co_filename)
+        lines = linecache.getlines(code.co_filename, pyfunc.__globals__)
+    return lines
 
 
 class _Frame:

@@ -1,0 +1,104 @@
+"""The Tape's Warp names: ``gradients``, ``launches``, ``record_scope_begin/end``, and
+``backward(grads=...)`` seeding an array that has no grad buffer yet. Gradients are checked against
+the analytic derivative of y = x * x (dy/dx = 2x) and of a struct's product z = a * b."""
+
+import numpy as np
+import pytest
+
+import xsim
+
+A = xsim.array(dtype=xsim.float64)
+
+
+@xsim.struct
+class Pair:
+    a: xsim.array(dtype=xsim.float64)
+    b: xsim.array(dtype=xsim.float64)
+
+
+@xsim.kernel
+def square(x: A, y: A):
+    i = xsim.tid()
+    y[i] = x[i] * x[i]
+
+
+@xsim.kernel
+def product(p: Pair, z: A):
+    i = xsim.tid()
+    z[i] = p.a[i] * p.b[i]
+
+
+X = np.array([1.0, -2.0, 0.5])
+
+
+def test_gradients_maps_each_argument_to_its_grad_and_survives_reset():
+    x = xsim.array(X, dtype=xsim.float64, requires_grad=True)
+    y = xsim.zeros(3, dtype=xsim.float64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(square, 3, inputs=[x], outputs=[y])
+    tape.backward(grads={y: np.ones(3)})
+    assert tape.gradients[x] is x.grad and tape.gradients[y] is y.grad
+    np.testing.assert_array_equal(tape.gradients[x].numpy(), 2 * X)
+    assert tape.launches is tape.records and len(tape.launches) == 1
+    tape.reset()
+    assert not tape.launches
+    np.testing.assert_array_equal(tape.gradients[x].numpy(), np.zeros(3))
+    with pytest.raises(KeyError, match="no gradient on this tape for this value"):
+        tape.gradients[xsim.zeros(3, dtype=xsim.float64)]
+
+
+def test_gradients_of_a_struct_argument_holds_its_fields_grads():
+    b_vals = np.array([3.0, 4.0, -1.0])
+    p = Pair()
+    p.a = xsim.array(X, dtype=xsim.float64, requires_grad=True)
+    p.b = xsim.array(b_vals, dtype=xsim.float64, requires_grad=True)
+    z = xsim.zeros(3, dtype=xsim.float64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(product, 3, inputs=[p], outputs=[z])
+    tape.backward(grads={z: np.ones(3)})
+    g = tape.gradients[p]
+    np.testing.assert_array_equal(g.a.numpy(), b_vals)
+    np.testing.assert_array_equal(g.b.numpy(), X)
+    assert p in tape.gradients and g.a is p.a.grad
+
+
+def test_backward_seeds_an_array_without_a_grad_buffer():
+    x = xsim.array(X, dtype=xsim.float64, requires_grad=True)
+    y = xsim.zeros(3, dtype=xsim.float64)  # no grad
+    with xsim.Tape() as tape:
+        xsim.launch(square, 3, inputs=[x], outputs=[y])
+    seed = xsim.array([1.0, 2.0, 3.0], dtype=xsim.float64)
+    tape.backward(grads={y: seed})
+    assert y.grad is seed  # the seed array becomes the grad, as in Warp
+    np.testing.assert_array_equal(x.grad.numpy(), 2 * X * [1.0, 2.0, 3.0])
+    y2 = xsim.zeros(3, dtype=xsim.float64)
+    with xsim.Tape() as tape2:
+        xsim.launch(square, 3, inputs=[x], outputs=[y2])
+    x.grad.zero_()
+    tape2.backward(grads={y2: np.array([0.5, 0.5, 0.5])})  # a numpy seed: a new buffer holding it
+    np.testing.assert_array_equal(x.grad.numpy(), X)
+
+
+def test_backward_refuses_a_seed_array_that_does_not_fit():
+    x = xsim.array(X, dtype=xsim.float64, requires_grad=True)
+    y = xsim.zeros(3, dtype=xsim.float64)
+    with xsim.Tape() as tape:
+        xsim.launch(square, 3, inputs=[x], outputs=[y])
+    with pytest.raises(ValueError, match=r"gradient must match its array: expected shape \(3,\)"):
+        tape.backward(grads={y: xsim.zeros(4, dtype=xsim.float64)})
+
+
+def test_record_scopes_label_launches_and_drop_empty_ones():
+    x = xsim.array(X, dtype=xsim.float64, requires_grad=True)
+    y = xsim.zeros(3, dtype=xsim.float64, requires_grad=True)
+    with xsim.Tape() as tape:
+        tape.record_scope_begin("empty")
+        tape.record_scope_end()
+        tape.record_scope_begin("step", {"k": 1})
+        xsim.launch(square, 3, inputs=[x], outputs=[y])
+        tape.record_scope_end()
+    assert tape.scopes == [(0, "step", {"k": 1}), (1, None, None)]
+    with pytest.raises(RuntimeError, match="ended tape scope, but scope not present"):
+        tape.record_scope_end()
+    tape.backward(grads={y: np.ones(3)})  # scopes do not change the backward pass
+    np.testing.assert_array_equal(x.grad.numpy(), 2 * X)

@@ -1,0 +1,203 @@
+"""Kernel identity and module builds: kernels of one name made by a factory, closures over different
+constants or funcs, re-executed notebook cells, and one refused kernel among good ones.
+
+The factory kernels are made at import, so this module compiles once; each test checks numbers
+computed with numpy.
+"""
+
+import linecache
+
+import numpy as np
+import pytest
+
+import xsim
+
+X = np.array([0.0, 2.0, 4.0, 6.0])
+
+
+def make_affine(dtype):
+    """A kernel named ``affine`` typed by ``dtype``: y = x / 2 + 1 (Warp's factory pattern)."""
+    @xsim.kernel
+    def affine(x: xsim.array(dtype=dtype), y: xsim.array(dtype=dtype)):
+        i = xsim.tid()
+        y[i] = x[i] * dtype(0.5) + dtype(1.0)
+    return affine
+
+
+def make_scaled(c: float):
+    """A kernel named ``scaled`` whose func ``times`` captures the constant ``c``."""
+    @xsim.func
+    def times(v: float):
+        return v * c
+
+    @xsim.kernel
+    def scaled(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+        i = xsim.tid()
+        y[i] = times(x[i])
+    return scaled
+
+
+def make_applied(f):
+    """A kernel named ``applied`` calling the func ``f`` it captures."""
+    @xsim.kernel
+    def applied(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+        i = xsim.tid()
+        y[i] = f(x[i])
+    return applied
+
+
+@xsim.func
+def square(v: float):
+    return v * v
+
+
+@xsim.func
+def negate(v: float):
+    return -v
+
+
+AFFINE64 = make_affine(xsim.float64)
+AFFINE32 = make_affine(xsim.float32)
+AFFINE16 = make_affine(xsim.float16)
+AFFINE32_AGAIN = make_affine(xsim.float32)
+SCALED = {c: make_scaled(c) for c in (2.0, -3.0, 0.25)}
+APPLIED_SQUARE, APPLIED_NEGATE = make_applied(square), make_applied(negate)
+
+
+def run(kernel, x, dtype=xsim.float32):
+    xa = xsim.array(np.asarray(x), dtype=dtype)
+    y = xsim.zeros(len(x), dtype=dtype)
+    xsim.launch(kernel, len(x), inputs=[xa], outputs=[y])
+    return y.numpy()
+
+
+@pytest.mark.parametrize("kernel,dtype", [(AFFINE64, xsim.float64), (AFFINE32, xsim.float32),
+                                          (AFFINE16, xsim.float16), (AFFINE32_AGAIN, xsim.float32)])
+def test_factory_kernels_of_one_name_each_run_their_own_dtype(kernel, dtype):
+    y = run(kernel, X, dtype)
+    assert y.dtype == dtype._np
+    np.testing.assert_array_equal(y, X * 0.5 + 1.0)
+
+
+def test_factory_kernels_are_distinct_and_equal_definitions_share_code():
+    assert len({AFFINE64.symbol, AFFINE32.symbol, AFFINE16.symbol}) == 3
+    assert AFFINE32_AGAIN.symbol == AFFINE32.symbol
+    assert AFFINE32.module is AFFINE64.module
+
+
+@pytest.mark.parametrize("c", [2.0, -3.0, 0.25])
+def test_kernels_capturing_different_constants_through_a_func(c):
+    np.testing.assert_allclose(run(SCALED[c], X), X * c)
+
+
+def test_kernels_capturing_different_funcs():
+    np.testing.assert_allclose(run(APPLIED_SQUARE, X), X * X)
+    np.testing.assert_allclose(run(APPLIED_NEGATE, X), -X)
+
+
+def test_func_redefined_in_one_scope_replaces_same_signature_and_adds_other_signatures():
+    @xsim.func
+    def g(v: float):
+        return v + 1.0
+    first = g
+
+    @xsim.func
+    def g(v: float):  # noqa: F811 (a redefinition is the point)
+        return v + 2.0
+    assert g is not first and len(g.overloads) == 1 and len(first.overloads) == 1
+
+    @xsim.func
+    def g(v: int):  # noqa: F811
+        return v + 3
+    assert len(g.overloads) == 2
+
+
+# -- notebook cells: source registered in linecache under a cell name, as IPython does ------------
+
+CELL = '''
+import xsim
+
+@xsim.kernel
+def cell_kernel(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+    i = xsim.tid()
+    y[i] = x[i] {op}
+'''
+
+
+def exec_cell(ns: dict, filename: str, op: str):
+    src = CELL.format(op=op)
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    exec(compile(src, filename, "exec"), ns)
+    return ns["cell_kernel"]
+
+
+def test_notebook_cell_rerun_with_new_code_gives_a_new_kernel_and_keeps_the_old():
+    ns = {"__name__": "xsim_test_notebook_a"}
+    k1 = exec_cell(ns, "<cell-1>", "+ 10.0")
+    np.testing.assert_allclose(run(k1, X), X + 10.0)
+    k2 = exec_cell(ns, "<cell-2>", "* 3.0")
+    np.testing.assert_allclose(run(k2, X), X * 3.0)
+    np.testing.assert_allclose(run(k1, X), X + 10.0)
+
+
+def test_cell_reexecuted_under_the_same_file_name_keeps_each_kernels_own_source():
+    ns = {"__name__": "xsim_test_notebook_b"}
+    k1 = exec_cell(ns, "<cell-same>", "- 1.0")
+    k2 = exec_cell(ns, "<cell-same>", "* x[i]")
+    np.testing.assert_allclose(run(k2, X), X * X)
+    np.testing.assert_allclose(run(k1, X), X - 1.0)
+
+
+# -- one refused kernel among good ones ----------------------------------------------------------
+
+@xsim.kernel(module="xsim_test_refusal")
+def good_before(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+    i = xsim.tid()
+    y[i] = x[i] + 1.0
+
+
+@xsim.kernel(module="xsim_test_refusal")
+def refused(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+    i = xsim.tid()
+    y[i] = no_such_name(x[i])  # noqa: F821 (the compile error under test)
+
+
+@xsim.kernel(module="xsim_test_refusal")
+def good_after(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+    i = xsim.tid()
+    y[i] = x[i] * 2.0
+
+
+def test_a_refused_kernel_does_not_stop_the_others_of_its_module():
+    np.testing.assert_allclose(run(good_before, X), X + 1.0)
+    np.testing.assert_allclose(run(good_after, X), X * 2.0)
+
+
+def test_a_refused_kernel_raises_its_compile_error_at_launch():
+    line = refused.pyfunc.__code__.co_firstlineno + 3
+    for _ in range(2):  # the same error again on a later launch
+        with pytest.raises(xsim.CompileError, match=rf"test_module\.py:{line}:.*unknown name 'no_such_name'"):
+            run(refused, X)
+
+
+class Settings:
+    """An object whose attribute a kernel reads at compile time."""
+
+    def __init__(self, gain):
+        self.gain = gain
+
+
+def make_gained(settings):
+    @xsim.kernel(module="xsim_test_settings")
+    def gained(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+        i = xsim.tid()
+        y[i] = x[i] * settings.gain
+    return gained
+
+
+GAINED = [make_gained(Settings(g)) for g in (1.5, -4.0)]
+
+
+def test_kernels_capturing_objects_with_different_attributes():
+    np.testing.assert_allclose(run(GAINED[0], X), X * 1.5)
+    np.testing.assert_allclose(run(GAINED[1], X), X * -4.0)
