@@ -192,9 +192,9 @@ def rigid_kernels(scalar=T.float32) -> SimpleNamespace:
     @xsim.kernel(module=module)
     def apply_body_deltas(Xc: Tfs, delta: Vec8s, pdelta: Vec8s, coupled: int, Xc_prev: Tfs, relaxation: scalar,
                           inv_h: scalar, lin_damping: scalar, ang_damping: scalar, Xc_out: Tfs, qd_out: Vec6s):
-        """Move each body by its accumulated corrections divided by max(1, rigid count, particle
-        share sum) (times ``relaxation``; ``pdelta``: the particles' corrections when ``coupled``,
-        see ``rigid_solver.py``), then take its velocities from the pose change since the substep
+        """Move each body by the mean of its accumulated corrections, divided by max(1, count), plus
+        with ``coupled`` the mean of the particles' in ``pdelta`` (times ``relaxation``; see
+        ``rigid_solver.py``), then take its velocities from the pose change since the substep
         start: v = (x - x_prev)/h, w = 2 vec(q q_prev^-1)/h (sign chosen for the short way), with
         implicit damping."""
         i = xsim.tid()
@@ -202,15 +202,13 @@ def rigid_kernels(scalar=T.float32) -> SimpleNamespace:
         x = pose.p
         q = pose.q
         d = delta[i]
-        if coupled != 0:
-            e = pdelta[i]
-            count = xsim.max(d[7], e[7])
-            d = d + e
-            d[7] = count
-        if d[7] > 0.0:
-            s = relaxation / xsim.max(d[7], 1.0)
-            x = x + v3(d[0], d[1], d[2]) * s
-            q = xsim.normalize(q + qt(d[3], d[4], d[5], d[6]) * s)
+        if d[7] > 0.0 or coupled != 0:
+            d = d * (relaxation / xsim.max(d[7], 1.0))
+            if coupled != 0:
+                e = pdelta[i]
+                d = d + e * (relaxation / xsim.max(e[7], 1.0))
+            x = x + v3(d[0], d[1], d[2])
+            q = xsim.normalize(q + qt(d[3], d[4], d[5], d[6]))
         prev = Xc_prev[i]
         v = (x - prev.p) * (inv_h / (1.0 + lin_damping / inv_h))
         dq = q * xsim.quat_inverse(prev.q)
@@ -222,21 +220,17 @@ def rigid_kernels(scalar=T.float32) -> SimpleNamespace:
 
     @xsim.kernel(module=module)
     def apply_velocity_deltas(qd: Vec6s, delta: Vec8s, pdelta: Vec8s, coupled: int, qd_out: Vec6s):
-        """Add each body's accumulated velocity corrections (dv: 0..2, dw: 3..5, count: 7; with
-        ``coupled``, plus the particles' in ``pdelta``) divided by max(1, rigid count, particle share
-        sum) to its velocities, as ``apply_body_deltas`` does with positions."""
+        """Add to each body's velocities the mean of its accumulated velocity corrections (dv: 0..2,
+        dw: 3..5, count: 7), plus with ``coupled`` the mean of the particles' in ``pdelta``, as
+        ``apply_body_deltas`` does with positions."""
         i = xsim.tid()
-        d = delta[i]
+        d = delta[i] * (1.0 / xsim.max(delta[i][7], 1.0))
         if coupled != 0:
             e = pdelta[i]
-            count = xsim.max(d[7], e[7])
-            d = d + e
-            d[7] = count
+            d = d + e * (1.0 / xsim.max(e[7], 1.0))
         out = qd[i]
-        if d[7] > 0.0:
-            s = 1.0 / xsim.max(d[7], 1.0)
-            for k in range(6):
-                out[k] = out[k] + d[k] * s
+        for k in range(6):
+            out[k] = out[k] + d[k]
         qd_out[i] = out
 
     @xsim.kernel(module=module)

@@ -35,15 +35,21 @@ Coupling with particles is two-way. ``SolverXPBD.step`` runs the bodies' stages 
 in every iteration, after the particles' own constraints, each particle is pushed out of the
 bodies' spheres, boxes and capsules at the bodies' current poses (``collide_particles``), as a
 contact between the particle's inverse mass and the body's generalized inverse mass at the contact
-point, with position-level static/dynamic friction against the body surface's motion; the body's
-share goes to a second accumulator, ``pdelta``, whose count entry sums each contact's share
-w_body / (w_particle + w_body) instead of one. A body then moves by the sum of its corrections
-divided by max(1, its count of rigid constraints, that sum of shares): a body held by one joint
-or resting on one contact takes the particles' pushes in full (so the weight of cloth lying on it
-reaches its joint exactly), and a light body under heavy cloth takes their weighted mean (stable
-however many particles touch it). Kinematic bodies (mass 0) are not pushed. After the substep the
-particles' velocity pass against the bodies (``bounce_particles``: restitution and friction) adds the
-bodies' share to ``pdv``, which ``apply_velocity_deltas`` averages in the same way.
+point, with position-level static/dynamic friction against the body surface's motion. These
+contacts split the body's mass too: each sees the body's inverse mass and inertia times its number
+of particle contacts (``count_particle_contacts``, with the contacts' own test, just before) and
+adds its correction, with a count of one, to a second accumulator, ``pdelta``. A body then moves
+by the mean of its rigid corrections plus the mean of its particle corrections, so every
+particle's impulse reaches the body in full and momentum is conserved (n particles of mass m
+pressing evenly on a translating body of mass M resolve the depth in one iteration, the body
+taking n m / (M + n m) of it). Averaging the particle
+pushes together with the rigid constraints, or splitting the body's mass by a weighted count that
+differs from the divisor, gave the body a smaller impulse than the particles took: a resting
+cloth was pushed off its body every substep, and a damped sprung body under cloth kept a limit
+cycle (tests/solvers/test_coupling.py). Kinematic bodies (mass 0) are not pushed. After the substep
+the particles' velocity pass against the bodies (``bounce_particles``: restitution and friction)
+splits the body's mass by its number of touching particles in the same way, into ``pdv``, which
+``apply_velocity_deltas`` averages likewise.
 """
 
 from __future__ import annotations
@@ -214,10 +220,23 @@ class RigidStepper:
         """Two-way particle contacts: push particles ``x`` (``x_start``: at the substep start) out of
         the bodies at their current poses into ``x_out``, and the bodies back (into ``st.pdelta``)."""
         m, r = self.model, self.rigid
+        split = self._particle_split(st, x, 0.0)
         xsim.launch(self.kc.collide_particles_bodies, m.particle_count, inputs=[
             x, x_start, m.particle_inv_mass, m.particle_radius, st.xi, st.xc, r.body_inv_mass, r.body_inv_inertia,
-            r.shape_body, r.shape_type, r.shape_xform, r.shape_size, r.shape_mu, r.shape_count],
+            split, r.shape_body, r.shape_type, r.shape_xform, r.shape_size, r.shape_mu, r.shape_count],
             outputs=[x_out, st.pdelta])
+
+    def _particle_split(self, st, x, slack: float):
+        """Mass splitting of the particle-body contacts: each body's number of particles ``x`` touching
+        it (depth above ``-slack`` times the particle's radius), counted with the contacts' own test;
+        new when gradients are recorded (the contact kernels that read it are on the tape)."""
+        m, r = self.model, self.rigid
+        split = xsim.zeros(r.body_count, dtype=m.dtype, device=m.device) if st.grad else \
+            self._new("psplit", r.body_count, m.dtype, False, zero=True)
+        xsim.launch(self.kc.count_particle_contacts, m.particle_count, inputs=[
+            x, m.particle_inv_mass, m.particle_radius, st.xi, r.body_inv_mass, r.shape_body, r.shape_type,
+            r.shape_xform, r.shape_size, r.shape_count, slack], outputs=[split], record_tape=False)
+        return split
 
     def bounce_particles(self, st, x, v_start, v, v_out) -> None:
         """The particle-body velocity pass (restitution and friction) of the particles at their final
@@ -225,9 +244,10 @@ class RigidStepper:
         share into ``st.pdv``; after the last ``apply`` of the substep, before ``end_substep``."""
         m, r = self.model, self.rigid
         st.pdv = self._new("pdv", r.body_count, self.v8, st.grad, zero=True)
+        split = self._particle_split(st, x, 0.001)
         xsim.launch(self.kc.bounce_particles_bodies, m.particle_count, inputs=[
             x, v, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, st.h, st.bounce, st.xi, st.qd_next,
-            st.qd_pre, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
+            st.qd_pre, r.body_inv_mass, r.body_inv_inertia, split, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
             r.shape_mu, r.shape_restitution, r.shape_count], outputs=[v_out, st.pdv])
 
     def apply(self, st, it: int) -> None:
