@@ -257,7 +257,7 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, i
     """One contact's position-pass update (Mueller et al. 2020, sec. 3.5) from its geometry (normal
     ``n`` from b to a, depth ``pen``, world contact points ``ca`` on a and ``cb`` on b): resolve the
     depth with the generalized inverse masses, then static friction: cancel the tangential motion of
-    the contact points since the substep start (poses ``*0``) when that needs a multiplier below
+    the contact points since the step start (poses ``*0``) when that needs a multiplier below
     mu * lambda_n. Returns (xa, qa, xb, qb, normal multiplier increment)."""
     dlam = pen - pen
     if pen > 0.0:
