@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .files import write_atomically
+
 
 def pick_frames(frame_count: int, shown: int) -> list[int]:
     """``shown`` frame indices spread evenly from the first to the last of ``frame_count``."""
@@ -141,9 +143,8 @@ def save_loss_curve(losses: Sequence[float], path: str | Path, title: str = "") 
 
 
 def _save(plt, fig, path: str | Path, dpi: int) -> Path:
-    """Write ``fig`` to ``path`` (its folder made if missing), close it, and return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
-    return path
+    """Write ``fig`` to ``path`` atomically (its folder made if missing), close it, return the path."""
+    try:
+        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=dpi))
+    finally:
+        plt.close(fig)

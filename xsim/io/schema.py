@@ -10,10 +10,11 @@ this module knows nothing about files.
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from ..sim.validate import FLOAT32_RANGE, representable
 
 REQUIRED = object()
 """Default of a key the file must give."""
@@ -105,7 +106,8 @@ def check_table(raw: Any, path: str, keys: dict[str, Key], what: str = "a table"
 
 
 def number(minimum: float | None = None, above: float | None = None) -> Converter:
-    """A float (integers accepted); ``minimum``: allowed lower bound, ``above``: exclusive lower bound."""
+    """A float (integers accepted) that a float32 model can hold (``xsim.sim.validate``);
+    ``minimum``: allowed lower bound, ``above``: exclusive lower bound."""
     if above is not None:
         expected = f"a number > {above:g}"
     elif minimum is not None:
@@ -114,8 +116,10 @@ def number(minimum: float | None = None, above: float | None = None) -> Converte
         expected = "a number"
 
     def convert(value: Any, path: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise Invalid(path, expected, describe(value))
+        if not representable(value):
+            raise Invalid(path, f"{expected} {FLOAT32_RANGE}", describe(value))
         if (above is not None and value <= above) or (minimum is not None and value < minimum):
             raise Invalid(path, expected, describe(value))
         return float(value)

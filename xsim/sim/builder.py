@@ -13,7 +13,7 @@ import numpy as np
 import xsim
 from xsim import types as T
 
-from . import cloth
+from . import cloth, validate
 from .collide import BOX, CAPSULE, MESH, SPHERE, Collider, mesh_arrays, pack_colliders
 from .model import Model
 from .rigid import RigidBuilderMixin
@@ -38,6 +38,7 @@ class ModelBuilder(RigidBuilderMixin):
     v <- v / (1 + damping * h) each substep)."""
 
     def __init__(self, gravity=(0.0, 0.0, -9.81)):
+        validate.args("ModelBuilder", gravity=gravity)
         self.gravity = tuple(float(g) for g in gravity)
         self.particle_damping = 0.0
         self.particle_q: list = []
@@ -65,8 +66,7 @@ class ModelBuilder(RigidBuilderMixin):
     def add_particle(self, pos, vel=(0.0, 0.0, 0.0), mass: float = 1.0, radius: float = DEFAULT_PARTICLE_RADIUS) -> int:
         """A particle at ``pos`` (m) with velocity ``vel`` (m/s), ``mass`` (kg; 0 pins it) and contact
         ``radius`` (m). Returns its index."""
-        if mass < 0.0:
-            raise ValueError(f"add_particle: mass must be >= 0 (0 pins the particle), got {mass}")
+        validate.args("add_particle", pos=pos, vel=vel, mass=mass, radius=radius)
         self.particle_q.append(tuple(float(c) for c in pos))
         self.particle_qd.append(tuple(float(c) for c in vel))
         self.particle_mass.append(float(mass))
@@ -83,6 +83,7 @@ class ModelBuilder(RigidBuilderMixin):
                                 compliance: float = 0.0) -> int:
         """C = |x_i - x_j| - rest_length (m; default: the current distance), with ``compliance``
         (m/N). Returns its index."""
+        validate.args("add_distance_constraint", rest_length=rest_length, compliance=compliance)
         self._check_particles((i, j), "add_distance_constraint")
         if rest_length is None:
             rest_length = float(np.linalg.norm(np.subtract(self.particle_q[i], self.particle_q[j])))
@@ -96,6 +97,7 @@ class ModelBuilder(RigidBuilderMixin):
     def add_bending_constraint(self, v0: int, v1: int, o0: int, o1: int, compliance: float = DEFAULT_BEND_COMPLIANCE) -> int:
         """Isometric bending across the edge (v0, v1) between triangles (v0, v1, o0) and (v0, v1, o1);
         ``compliance`` in 1/(N m). Its weights come from the particles' positions at ``finalize``."""
+        validate.args("add_bending_constraint", compliance=compliance)
         self._check_particles((v0, v1, o0, o1), "add_bending_constraint")
         self.bending_indices.append((v0, v1, o0, o1))
         self.bending_compliance.append(float(compliance))
@@ -104,6 +106,7 @@ class ModelBuilder(RigidBuilderMixin):
     def add_triangle(self, i: int, j: int, k: int, area_compliance: float | None = None) -> int:
         """A cloth triangle (rendered and exported); with ``area_compliance`` (1/(N m)... XPBD alpha of
         C = area - rest area) it also keeps its area."""
+        validate.args("add_triangle", area_compliance=area_compliance)
         self._check_particles((i, j, k), "add_triangle")
         self.tri_indices.append((i, j, k))
         if area_compliance is not None:
@@ -131,6 +134,10 @@ class ModelBuilder(RigidBuilderMixin):
         ``stretch_compliance``, cell diagonals ``shear_compliance``; interior edges get isometric
         bending (None: no bending); ``fix_*`` pins an edge column/row (left: x = 0, bottom: y = 0).
         Returns the index of the first particle."""
+        validate.args("add_cloth_grid", pos=pos, rot=rot, vel=vel, dim_x=dim_x, dim_y=dim_y, cell_x=cell_x,
+                      cell_y=cell_y, mass=mass, stretch_compliance=stretch_compliance,
+                      shear_compliance=shear_compliance, bend_compliance=bend_compliance,
+                      area_compliance=area_compliance, particle_radius=particle_radius)
         gx, gy = np.meshgrid(np.arange(dim_x + 1) * cell_x, np.arange(dim_y + 1) * cell_y)
         local = np.stack([gx.ravel(), gy.ravel(), np.zeros(gx.size)], axis=1)
         ix, iy = np.meshgrid(np.arange(dim_x + 1), np.arange(dim_y + 1))
@@ -154,6 +161,9 @@ class ModelBuilder(RigidBuilderMixin):
         ``trimesh.Trimesh``), scaled, rotated by ``rot`` and moved to ``pos``; ``mass`` kg per
         particle; every edge is a distance constraint, every interior edge bends. Returns the
         index of the first particle."""
+        validate.args("add_cloth_mesh", vertices=vertices, pos=pos, rot=rot, vel=vel, mass=mass, scale=scale,
+                      stretch_compliance=stretch_compliance, bend_compliance=bend_compliance,
+                      area_compliance=area_compliance, particle_radius=particle_radius)
         v, f = mesh_arrays(vertices, indices)
         x = _quat_rotate(rot, v * scale) + np.asarray(pos, dtype=np.float64)
         return self._add_cloth(x, f.astype(np.int64), vel, mass, np.zeros(len(v), dtype=bool),
@@ -178,14 +188,17 @@ class ModelBuilder(RigidBuilderMixin):
 
     def add_ground_plane(self, mu: float = 0.5, restitution: float = 0.0, height: float = 0.0) -> None:
         """The plane z = ``height`` (m), with friction coefficient ``mu`` and ``restitution``."""
+        validate.args("add_ground_plane", mu=mu, restitution=restitution, height=height)
         self.ground = {"mu": float(mu), "restitution": float(restitution), "height": float(height)}
 
     def add_collider_sphere(self, center, radius: float, mu: float = 0.5) -> int:
         """A static sphere (m). Returns the collider index."""
+        validate.args("add_collider_sphere", center=center, radius=radius, mu=mu)
         return self._add_collider(Collider(SPHERE, pos=tuple(center), mu=mu, radius=float(radius)))
 
     def add_collider_box(self, center, half_extents, rot=(0.0, 0.0, 0.0, 1.0), mu: float = 0.5) -> int:
         """A static box with ``half_extents`` (m) along its local axes. Returns the collider index."""
+        validate.args("add_collider_box", center=center, half_extents=half_extents, rot=rot, mu=mu)
         return self._add_collider(Collider(BOX, pos=tuple(center), rot=tuple(rot), mu=mu,
                                            half_extents=tuple(float(h) for h in half_extents)))
 
@@ -193,6 +206,7 @@ class ModelBuilder(RigidBuilderMixin):
                              mu: float = 0.5) -> int:
         """A static capsule along its local z axis: a segment of half length ``half_height`` (m)
         swept by ``radius``. Returns the collider index."""
+        validate.args("add_collider_capsule", center=center, radius=radius, half_height=half_height, rot=rot, mu=mu)
         return self._add_collider(Collider(CAPSULE, pos=tuple(center), rot=tuple(rot), mu=mu,
                                            radius=float(radius), half_height=float(half_height)))
 
@@ -200,6 +214,7 @@ class ModelBuilder(RigidBuilderMixin):
         """A static triangle mesh (a ``trimesh.Trimesh`` or ``(vertices, indices)``) placed at
         ``pos``/``rot``. Triangles should wind counter-clockwise seen from outside: a particle
         behind a face is pushed out to its front. Returns the collider index."""
+        validate.args("add_collider_mesh", mesh=mesh, pos=pos, rot=rot, mu=mu)
         v, f = mesh_arrays(*mesh) if isinstance(mesh, tuple) else mesh_arrays(mesh, None)
         return self._add_collider(Collider(MESH, pos=tuple(pos), rot=tuple(rot), mu=mu, vertices=v, indices=f))
 

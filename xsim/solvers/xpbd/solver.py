@@ -61,6 +61,7 @@ import xsim
 from xsim import types as T
 from xsim.kernels import launch as _launch
 
+from ...sim import validate
 from ...sim.model import Control, Model, State
 from .kernels import collider_kernels, xpbd_kernels
 from .rigid_solver import RigidStepper
@@ -129,6 +130,7 @@ class SolverXPBD:
         if state_out.particle_q is state_in.particle_q or state_out.particle_qd is state_in.particle_qd:
             raise ValueError("SolverXPBD.step: state_out must not share arrays with state_in")
         m, k = self.model, self.kernels
+        validate.time_step("SolverXPBD.step", dt, self.substeps, m.dtype._np)
         n = m.particle_count
         grad = self._grad_mode(state_in)
         rigid = self.rigid
