@@ -316,7 +316,7 @@ def _check_cloth(raw: Any, path: str, scene_path: Path, sim: SimSettings) -> dic
             raise Invalid(join(path, "grid.dim"), problem, describe(raw["grid"]["dim"]))
     for key, value in (spec["compliance"] or {}).items():
         # the solver uses compliance / h^2, which must stay finite in float32
-        if value * (sim.substeps / sim.dt) ** 2 > validate.F32.max:
+        if value * (sim.substeps / sim.dt) ** 2 > validate.F32_MAX:
             raise Invalid(join(path, f"compliance.{key}"), "a compliance whose compliance / h^2 (h = dt / substeps"
                           f" = {sim.dt / sim.substeps:g} s) fits float32", describe(raw["compliance"][key]))
     if (spec["grid"] is None) == (spec["mesh"] is None):
@@ -365,7 +365,7 @@ def _load_mesh(scene_path: Path, name: str, key: str, scale: float) -> tuple[np.
         raise Invalid(key, "a mesh file whose triangles index its vertices",
                       f'"{name}", with vertex indices {faces.min()}..{faces.max()} for {len(vertices)} vertices')
     scaled = vertices * scale
-    bad = ~np.isfinite(scaled) | (np.abs(scaled) > validate.F32.max)
+    bad = ~np.isfinite(scaled) | (np.abs(scaled) > validate.F32_MAX)
     if bad.any():
         row = int(np.argwhere(bad)[0][0])
         where = _bad_number_line(file)
@@ -389,7 +389,7 @@ def _bad_number_line(file: Path) -> tuple[int, str] | None:
                 x = float(token)
             except ValueError:
                 continue
-            if not np.isfinite(x) or abs(x) > validate.F32.max:
+            if not np.isfinite(x) or abs(x) > validate.F32_MAX:
                 return number, line.strip()
     return None
 

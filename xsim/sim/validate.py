@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import math
 import os
+from numbers import Real
 from typing import Any
 
 import numpy as np
 
 F32 = np.finfo(np.float32)
+F32_MAX = float(F32.max)
+"""The largest finite float32, as a Python float (comparisons with it never overflow)."""
 FLOAT32_RANGE = f"within float32's normal range (0, or a magnitude from {float(F32.tiny):.3g} to {float(F32.max):.3g})"
 BYTES_PER_GRID_PARTICLE = 3000
 """Peak host memory the builder needs per cloth particle (its lists, constraints and finalize), measured."""
@@ -142,11 +145,7 @@ def time_step_problem(dt: float, substeps: int, dtype=np.float32) -> str | None:
     (the solver uses h = dt / substeps, h^2 and 1/h^2, which must all be finite and non-zero), or None."""
     info = np.finfo(dtype)
     lo, hi = math.sqrt(float(info.tiny)) * 1.01, math.sqrt(float(info.max)) / 1.01
-    try:
-        dt = float(dt)
-    except (TypeError, ValueError):
-        return "a finite number > 0 (seconds)"
-    if not (math.isfinite(dt) and dt > 0.0):
+    if isinstance(dt, bool) or not isinstance(dt, Real) or not (math.isfinite(dt) and dt > 0.0):
         return "a finite number > 0 (seconds)"
     h = dt / substeps
     if not lo <= h <= hi:
