@@ -68,12 +68,12 @@ def cmd_run(args) -> int:
     device = args.device or scene.sim.device
     # every output is checked before simulating, so a bad path costs no run and destroys no input
     given = args.out is not None
-    out = check_output(args.out if given else scene.output.usd, "--out" if given else f"{scene.path}: output.usd",
-                       USD_SUFFIXES, inputs=[scene.path])
+    out = check_output(args.out if given else scene.output.usd,
+                       "--out" if given else f"{scene.path}: output.usd", USD_SUFFIXES, inputs=[scene.path])
     given = args.preview is not None
     preview = None if args.no_preview or not (given or scene.output.preview) else check_output(
-        args.preview if given else scene.output.preview, "--preview" if given else f"{scene.path}: output.preview",
-        PREVIEW_SUFFIXES, inputs=[scene.path, out])
+        args.preview if given else scene.output.preview,
+        "--preview" if given else f"{scene.path}: output.preview", PREVIEW_SUFFIXES, inputs=[scene.path, out])
     print(f"xsim: {scene.path}: {frames} frames of {scene.sim.dt:g} s, {scene.sim.substeps} substeps, "
           f"{scene.sim.iterations} iterations, on {device}")
     progress = Progress(frames, scene.sim.substeps, delay=0.0 if args.progress else 1.0)

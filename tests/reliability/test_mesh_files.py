@@ -83,7 +83,7 @@ def test_non_finite_vertex_names_the_file_and_line(tmp_path, capsys, place, name
     file = tmp_path / name
     (file.write_bytes if isinstance(contents, bytes) else file.write_text)(contents)
     message = refused(tmp_path, capsys, place, name)
-    assert "vertices times scale are finite numbers" in message
+    assert "vertices times scale are finite and at most 3.4e+38 in magnitude" in message
     if line is not None:
         assert f"{file}:{line}: " in message
     else:

@@ -279,3 +279,16 @@ def test_a_file_that_is_not_a_toml_scene_is_refused_without_hanging(tmp_path, ca
     assert fragment in str(info.value)
     err = capsys.readouterr().err
     assert err.startswith(f"xsim: error: {path}:") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("how", ["--frames", "sim.frames"])
+def test_more_frames_than_memory_holds_are_refused_before_allocating(tmp_path, capsys, how):
+    path = tmp_path / "scene.toml"
+    frames = 10**15
+    path.write_text(CLOTH if how == "--frames" else f"[sim]\nframes = {frames}\n" + CLOTH)
+    extra = ["--frames", str(frames)] if how == "--frames" else []
+    assert main(["run", str(path), *extra, "--out", str(tmp_path / "o.usda"), "--no-preview", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"xsim: error: {path}: sim.frames: expected frames whose positions fit in memory")
+    assert f"found {frames} frames, which need " in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.toml"]

@@ -57,7 +57,8 @@ def check_output(text: str | Path, option: str, suffixes: Sequence[str], inputs:
         refuse("a path whose folders are folders", f'"{path}", but {folder} is a file')
     for other in inputs:
         if _same_file(path, Path(other)):
-            refuse(f"a path other than the input file {other}", f'"{path}" (writing it would destroy the input)')
+            refuse(f"a path other than the input file {other}",
+                   f'"{path}" (writing it would destroy the input)')
     return path
 
 
@@ -76,7 +77,8 @@ def write_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise OSError(f"cannot write {path}: cannot make its folder {path.parent} ({e.strerror or e})") from None
+        raise OSError(f"cannot write {path}: cannot make its folder {path.parent} "
+                      f"({e.strerror or e})") from None
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp{path.suffix}")
     try:
         write(tmp)

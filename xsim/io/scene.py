@@ -317,8 +317,9 @@ def _check_cloth(raw: Any, path: str, scene_path: Path, sim: SimSettings) -> dic
     for key, value in (spec["compliance"] or {}).items():
         # the solver uses compliance / h^2, which must stay finite in float32
         if value * (sim.substeps / sim.dt) ** 2 > validate.F32_MAX:
-            raise Invalid(join(path, f"compliance.{key}"), "a compliance whose compliance / h^2 (h = dt / substeps"
-                          f" = {sim.dt / sim.substeps:g} s) fits float32", describe(raw["compliance"][key]))
+            raise Invalid(join(path, f"compliance.{key}"), "a compliance whose compliance / h^2 (h = dt / "
+                          f"substeps = {sim.dt / sim.substeps:g} s) fits float32",
+                          describe(raw["compliance"][key]))
     if (spec["grid"] is None) == (spec["mesh"] is None):
         found = "both" if spec["grid"] is not None else "neither"
         raise Invalid(path, "exactly one of grid = {dim, cell} or mesh = \"file\"", found)
@@ -363,7 +364,8 @@ def _load_mesh(scene_path: Path, name: str, key: str, scale: float) -> tuple[np.
     vertices, faces = np.asarray(mesh.vertices, np.float64), np.asarray(mesh.faces, np.int64)
     if faces.min() < 0 or faces.max() >= len(vertices):
         raise Invalid(key, "a mesh file whose triangles index its vertices",
-                      f'"{name}", with vertex indices {faces.min()}..{faces.max()} for {len(vertices)} vertices')
+                      f'"{name}", with vertex indices {faces.min()}..{faces.max()} for '
+                      f'{len(vertices)} vertices')
     scaled = vertices * scale
     bad = ~np.isfinite(scaled) | (np.abs(scaled) > validate.F32_MAX)
     if bad.any():
@@ -371,8 +373,8 @@ def _load_mesh(scene_path: Path, name: str, key: str, scale: float) -> tuple[np.
         where = _bad_number_line(file)
         found = (f'{file}:{where[0]}: "{where[1]}"' if where else
                  f'"{name}", whose vertex {row} is {tuple(vertices[row].tolist())} (times scale {scale:g})')
-        raise Invalid(key, f"a mesh file whose vertices times scale are finite numbers {validate.FLOAT32_RANGE}",
-                      found)
+        raise Invalid(key, f"a mesh file whose vertices times scale are finite and at most {validate.F32_MAX:.3g} "
+                      "in magnitude (float32)", found)
     return scaled.astype(np.float32), faces.astype(np.int32)
 
 

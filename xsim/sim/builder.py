@@ -206,7 +206,8 @@ class ModelBuilder(RigidBuilderMixin):
                              mu: float = 0.5) -> int:
         """A static capsule along its local z axis: a segment of half length ``half_height`` (m)
         swept by ``radius``. Returns the collider index."""
-        validate.args("add_collider_capsule", center=center, radius=radius, half_height=half_height, rot=rot, mu=mu)
+        validate.args("add_collider_capsule", center=center, radius=radius, half_height=half_height, rot=rot,
+                      mu=mu)
         return self._add_collider(Collider(CAPSULE, pos=tuple(center), rot=tuple(rot), mu=mu,
                                            radius=float(radius), half_height=float(half_height)))
 

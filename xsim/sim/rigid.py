@@ -77,8 +77,8 @@ class RigidBuilderMixin:
         kinematic), ``com`` (m, body frame) and ``inertia`` (3x3, kg m^2, about the com in the body
         frame) override what its shapes give; ``density`` (kg/m^3) is the default of its shapes;
         ``lin_vel``/``ang_vel``: initial world velocities of the com (m/s, rad/s). Returns its index."""
-        validate.args("add_body", xform=xform, mass=mass, density=density, com=com, inertia=inertia, lin_vel=lin_vel,
-                      ang_vel=ang_vel)
+        validate.args("add_body", xform=xform, mass=mass, density=density, com=com, inertia=inertia,
+                      lin_vel=lin_vel, ang_vel=ang_vel)
         p, q = _xform(xform)
         self.bodies.append({"p": p, "q": q, "mass": mass, "density": density, "com": com, "inertia": inertia,
                             "lin_vel": np.asarray(lin_vel, dtype=np.float64),
@@ -102,7 +102,8 @@ class RigidBuilderMixin:
     def add_shape_sphere(self, body: int, xform=None, radius: float = 0.5, density: float | None = None,
                          mu: float = DEFAULT_MU, restitution: float = 0.0) -> int:
         """A sphere of ``radius`` (m) on ``body`` (-1: static), placed by ``xform`` in the body frame."""
-        validate.args("add_shape_sphere", xform=xform, radius=radius, density=density, mu=mu, restitution=restitution)
+        validate.args("add_shape_sphere", xform=xform, radius=radius, density=density, mu=mu,
+                      restitution=restitution)
         return self._add_shape(body, S.SHAPE_SPHERE, xform, (radius, 0.0, 0.0), radius, np.zeros((1, 3)),
                                lambda d: (*S.sphere_mass(radius, d), None), density, mu, restitution)
 
@@ -112,7 +113,8 @@ class RigidBuilderMixin:
         rounded by ``BOX_CORNER_ROUNDING`` of its smallest half extent: a corner that lies exactly on
         another box's edge (equal boxes stacked) still finds that box's face. Against another box its
         edges collide too (``BOX_EDGE_PAIRS``), so a box turned on a box does not sink through it."""
-        validate.args("add_shape_box", xform=xform, hx=hx, hy=hy, hz=hz, density=density, mu=mu, restitution=restitution)
+        validate.args("add_shape_box", xform=xform, hx=hx, hy=hy, hz=hz, density=density, mu=mu,
+                      restitution=restitution)
         r = BOX_CORNER_ROUNDING * min(hx, hy, hz)
         corners = S.box_corners((hx - r, hy - r, hz - r))
         return self._add_shape(body, S.SHAPE_BOX, xform, (hx, hy, hz), r, corners,
@@ -124,8 +126,8 @@ class RigidBuilderMixin:
         by ``radius``. Its contact points are the segment's two ends (spheres of ``radius``); against
         another capsule's axis and a box's edges the segment collides too, at the closest points of
         the two segments (``SEGMENT_CONTACTS``), so its contacts are exact along its length."""
-        validate.args("add_shape_capsule", xform=xform, radius=radius, half_height=half_height, density=density, mu=mu,
-                      restitution=restitution)
+        validate.args("add_shape_capsule", xform=xform, radius=radius, half_height=half_height,
+                      density=density, mu=mu, restitution=restitution)
         points = np.array([[0.0, 0.0, -half_height], [0.0, 0.0, half_height]])
         return self._add_shape(body, S.SHAPE_CAPSULE, xform, (radius, half_height, 0.0), radius, points,
                                lambda d: (*S.capsule_mass(radius, half_height, d), None), density, mu, restitution)
@@ -155,8 +157,8 @@ class RigidBuilderMixin:
                    limit_lower=None, limit_upper=None, target_q=None, target_qd=None, target_ke: float = 0.0,
                    target_kd: float = 0.0, cone_limit: float | None = None) -> int:
         validate.args("add_joint", parent_xform=parent_xform, child_xform=child_xform, axis=axis,
-                      limit_lower=limit_lower, limit_upper=limit_upper, target_q=target_q, target_qd=target_qd,
-                      target_ke=target_ke, target_kd=target_kd, cone_limit=cone_limit)
+                      limit_lower=limit_lower, limit_upper=limit_upper, target_q=target_q,
+                      target_qd=target_qd, target_ke=target_ke, target_kd=target_kd, cone_limit=cone_limit)
         n = len(self.bodies)
         if not (-1 <= parent < n and 0 <= child < n) or parent == child:
             raise IndexError(f"add_joint: parent {parent} / child {child} invalid (there are {n} bodies)")

@@ -18,24 +18,24 @@ from typing import Any
 import numpy as np
 
 F32 = np.finfo(np.float32)
-F32_MAX = float(F32.max)
-"""The largest finite float32, as a Python float (comparisons with it never overflow)."""
-FLOAT32_RANGE = f"within float32's normal range (0, or a magnitude from {float(F32.tiny):.3g} to {float(F32.max):.3g})"
+F32_MAX, F32_TINY = float(F32.max), float(F32.tiny)
+"""The largest finite and the smallest normal float32, as Python floats (comparing never overflows)."""
+FLOAT32_RANGE = f"within float32's normal range (0, or a magnitude from {F32_TINY:.3g} to {F32_MAX:.3g})"
 BYTES_PER_GRID_PARTICLE = 3000
 """Peak host memory the builder needs per cloth particle (its lists, constraints and finalize), measured."""
 
 _POSITIVE = ("> 0", lambda x: x > 0.0)
 _NONNEGATIVE = (">= 0", lambda x: x >= 0.0)
-_RULES = {name: _POSITIVE for name in ("radius", "particle_radius", "half_height", "hx", "hy", "hz", "half_extents",
-                                       "cell_x", "cell_y", "scale", "density")}
-_RULES.update({name: _NONNEGATIVE for name in ("mass", "mu", "restitution", "rest_length", "target_ke", "target_kd",
-                                               "cone_limit", "compliance", "stretch_compliance", "shear_compliance",
-                                               "bend_compliance", "area_compliance")})
+_RULES = {name: _POSITIVE for name in ("radius", "particle_radius", "half_height", "hx", "hy", "hz",
+                                       "half_extents", "cell_x", "cell_y", "scale", "density")}
+_RULES.update({name: _NONNEGATIVE for name in ("mass", "mu", "restitution", "rest_length", "target_ke",
+                                               "target_kd", "cone_limit", "compliance", "stretch_compliance",
+                                               "shear_compliance", "bend_compliance", "area_compliance")})
 _NONZERO_VECTORS = {"rot": "quaternion", "axis": "axis"}
 
 
 class BadValue(ValueError):
-    """A builder argument that cannot be used: where (the method), the argument, what it must be, what it was."""
+    """A builder argument that cannot be used: the method, the argument, what it must be, what it was."""
 
     def __init__(self, where: str, name: str, expected: str, found: str):
         self.where, self.name, self.expected, self.found = where, name, expected, found
@@ -48,7 +48,7 @@ def representable(x: float) -> bool:
         x = float(x)
     except OverflowError:  # an integer beyond float64
         return False
-    return math.isfinite(x) and (x == 0.0 or float(F32.tiny) <= abs(x) <= float(F32.max))
+    return math.isfinite(x) and (x == 0.0 or F32_TINY <= abs(x) <= F32_MAX)
 
 
 def numbers(where: str, name: str, value: Any) -> tuple | np.ndarray:
@@ -62,7 +62,7 @@ def numbers(where: str, name: str, value: Any) -> tuple | np.ndarray:
     except (TypeError, ValueError):
         raise BadValue(where, name, "a number or an array of numbers", repr(value)) from None
     with np.errstate(invalid="ignore"):
-        bad = ~(np.isfinite(a) & ((a == 0.0) | ((np.abs(a) >= F32.tiny) & (np.abs(a) <= F32.max))))
+        bad = ~(np.isfinite(a) & ((a == 0.0) | ((np.abs(a) >= F32_TINY) & (np.abs(a) <= F32_MAX))))
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])
         at = name + "".join(f"[{i}]" for i in index)
@@ -133,10 +133,10 @@ def grid_problem(dim_x: int, dim_y: int) -> str | None:
     """What is wrong with a cloth grid of ``dim_x`` x ``dim_y`` cells (too large to build in this
     machine's memory), or None."""
     need = (dim_x + 1) * (dim_y + 1) * BYTES_PER_GRID_PARTICLE
+    most = memory_bytes() // BYTES_PER_GRID_PARTICLE
     if need > memory_bytes():
         return (f"a grid whose (dim_x + 1) (dim_y + 1) particles fit in memory (about {BYTES_PER_GRID_PARTICLE} "
-                f"bytes each: at most {memory_bytes() // BYTES_PER_GRID_PARTICLE:,} particles here; this one "
-                f"needs {need / 2**30:,.0f} GiB)")
+                f"bytes each: at most {most:,} particles here; this one needs {need / 2**30:,.0f} GiB)")
     return None
 
 
@@ -149,8 +149,8 @@ def time_step_problem(dt: float, substeps: int, dtype=np.float32) -> str | None:
         return "a finite number > 0 (seconds)"
     h = dt / substeps
     if not lo <= h <= hi:
-        return (f"a time step whose substep h = dt / substeps ({substeps}) has h^2 and 1/h^2 finite and non-zero "
-                f"in {np.dtype(dtype).name} ({lo * substeps:.3g} s <= dt <= {hi * substeps:.3g} s)")
+        return (f"a time step whose substep h = dt / substeps ({substeps}) has h^2 and 1/h^2 finite and "
+                f"non-zero in {np.dtype(dtype).name} ({lo * substeps:.3g} s <= dt <= {hi * substeps:.3g} s)")
     return None
 
 
