@@ -12,6 +12,7 @@ from xsim.sim import ModelBuilder
 
 NAN, INF = math.nan, math.inf
 RANGE = "within float32's normal range"
+FINITE = "within float32's range (a magnitude at most 3.4e+38)"
 TRI = (np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]), np.array([[0, 1, 2]]))
 
 
@@ -35,11 +36,11 @@ def joint(**kw):
 
 # (call on a builder with two particles, argument named in the message, fragment of what it must be)
 REFUSED = {
-    "particle position nan": (lambda b: b.add_particle((NAN, 0.0, 0.0)), "add_particle: pos[0]", RANGE),
+    "particle position nan": (lambda b: b.add_particle((NAN, 0.0, 0.0)), "add_particle: pos[0]", FINITE),
     "particle velocity inf": (lambda b: b.add_particle((0.0, 0.0, 0.0), vel=(0.0, INF, 0.0)),
-                              "add_particle: vel[1]", RANGE),
+                              "add_particle: vel[1]", FINITE),
     "particle position from numpy nan": (lambda b: b.add_particle(np.array([0.0, 0.0, np.nan])),
-                                         "add_particle: pos[2]", RANGE),
+                                         "add_particle: pos[2]", FINITE),
     "particle mass nan": (lambda b: b.add_particle((0.0, 0.0, 0.0), mass=NAN), "add_particle: mass", RANGE),
     "particle mass negative": (lambda b: b.add_particle((0.0, 0.0, 0.0), mass=-1.0), "add_particle: mass", ">= 0"),
     "particle mass 1e300": (lambda b: b.add_particle((0.0, 0.0, 0.0), mass=1e300), "add_particle: mass", RANGE),
@@ -50,17 +51,17 @@ REFUSED = {
     "particle position not numbers": (lambda b: b.add_particle(("a", 0.0, 0.0)), "add_particle: pos",
                                       "a number or an array of numbers"),
     "distance compliance nan": (lambda b: b.add_distance_constraint(0, 1, compliance=NAN),
-                                "add_distance_constraint: compliance", RANGE),
+                                "add_distance_constraint: compliance", FINITE),
     "distance compliance negative": (lambda b: b.add_distance_constraint(0, 1, compliance=-1.0),
                                      "add_distance_constraint: compliance", ">= 0"),
     "distance rest length inf": (lambda b: b.add_distance_constraint(0, 1, rest_length=INF),
-                                 "add_distance_constraint: rest_length", RANGE),
+                                 "add_distance_constraint: rest_length", FINITE),
     "bending compliance inf": (lambda b: b.add_bending_constraint(0, 1, 0, 1, compliance=INF),
-                               "add_bending_constraint: compliance", RANGE),
+                               "add_bending_constraint: compliance", FINITE),
     "area compliance nan": (lambda b: b.add_triangle(0, 1, 0, area_compliance=NAN),
-                            "add_triangle: area_compliance", RANGE),
-    "gravity nan": (lambda b: ModelBuilder(gravity=(0.0, 0.0, NAN)), "ModelBuilder: gravity[2]", RANGE),
-    "gravity 1e39": (lambda b: ModelBuilder(gravity=(1e39, 0.0, 0.0)), "ModelBuilder: gravity[0]", RANGE),
+                            "add_triangle: area_compliance", FINITE),
+    "gravity nan": (lambda b: ModelBuilder(gravity=(0.0, 0.0, NAN)), "ModelBuilder: gravity[2]", FINITE),
+    "gravity 1e39": (lambda b: ModelBuilder(gravity=(1e39, 0.0, 0.0)), "ModelBuilder: gravity[0]", FINITE),
     "grid dim zero": (grid(dim_x=0), "add_cloth_grid: dim_x", "an integer >= 1"),
     "grid dim fractional": (grid(dim_y=2.5), "add_cloth_grid: dim_y", "an integer >= 1"),
     "grid of 10**12 cells": (grid(dim_x=10**6, dim_y=10**6), "add_cloth_grid: dim_x, dim_y", "fit in memory"),
@@ -68,27 +69,27 @@ REFUSED = {
     "grid cell zero": (grid(cell_y=0.0), "add_cloth_grid: cell_y", "> 0"),
     "grid mass inf": (grid(mass=INF), "add_cloth_grid: mass", RANGE),
     "grid zero quaternion": (grid(rot=(0.0, 0.0, 0.0, 0.0)), "add_cloth_grid: rot", "a non-zero quaternion"),
-    "grid nan quaternion": (grid(rot=(NAN, 0.0, 0.0, 1.0)), "add_cloth_grid: rot[0]", RANGE),
-    "grid position inf": (grid(pos=(0.0, 0.0, -INF)), "add_cloth_grid: pos[2]", RANGE),
+    "grid nan quaternion": (grid(rot=(NAN, 0.0, 0.0, 1.0)), "add_cloth_grid: rot[0]", FINITE),
+    "grid position inf": (grid(pos=(0.0, 0.0, -INF)), "add_cloth_grid: pos[2]", FINITE),
     "grid stretch compliance negative": (grid(stretch_compliance=-1e-6), "add_cloth_grid: stretch_compliance",
                                          ">= 0"),
-    "grid bend compliance nan": (grid(bend_compliance=NAN), "add_cloth_grid: bend_compliance", RANGE),
+    "grid bend compliance nan": (grid(bend_compliance=NAN), "add_cloth_grid: bend_compliance", FINITE),
     "grid particle radius zero": (grid(particle_radius=0.0), "add_cloth_grid: particle_radius", "> 0"),
     "cloth mesh nan vertex": (lambda b: b.add_cloth_mesh(*_with_nan_vertex()), "add_cloth_mesh: vertices[1][0]",
-                              RANGE),
+                              FINITE),
     "cloth mesh scale zero": (lambda b: b.add_cloth_mesh(*TRI, scale=0.0), "add_cloth_mesh: scale", "> 0"),
     "cloth mesh scale nan": (lambda b: b.add_cloth_mesh(*TRI, scale=NAN), "add_cloth_mesh: scale", RANGE),
     "cloth mesh zero quaternion": (lambda b: b.add_cloth_mesh(*TRI, rot=(0, 0, 0, 0)), "add_cloth_mesh: rot",
                                    "non-zero"),
-    "ground friction nan": (lambda b: b.add_ground_plane(mu=NAN), "add_ground_plane: mu", RANGE),
+    "ground friction nan": (lambda b: b.add_ground_plane(mu=NAN), "add_ground_plane: mu", FINITE),
     "ground restitution inf": (lambda b: b.add_ground_plane(restitution=INF), "add_ground_plane: restitution",
-                               RANGE),
-    "ground height nan": (lambda b: b.add_ground_plane(height=NAN), "add_ground_plane: height", RANGE),
+                               FINITE),
+    "ground height nan": (lambda b: b.add_ground_plane(height=NAN), "add_ground_plane: height", FINITE),
     "sphere radius nan": (lambda b: b.add_collider_sphere((0, 0, 0), NAN), "add_collider_sphere: radius", RANGE),
     "sphere radius negative": (lambda b: b.add_collider_sphere((0, 0, 0), -1.0), "add_collider_sphere: radius",
                                "> 0"),
     "sphere center inf": (lambda b: b.add_collider_sphere((0, INF, 0), 1.0), "add_collider_sphere: center[1]",
-                          RANGE),
+                          FINITE),
     "box half extents zero": (lambda b: b.add_collider_box((0, 0, 0), (1.0, 0.0, 1.0)),
                               "add_collider_box: half_extents", "> 0"),
     "box zero quaternion": (lambda b: b.add_collider_box((0, 0, 0), (1, 1, 1), rot=(0, 0, 0, 0)),
@@ -96,7 +97,7 @@ REFUSED = {
     "capsule half height nan": (lambda b: b.add_collider_capsule((0, 0, 0), 0.1, NAN),
                                 "add_collider_capsule: half_height", RANGE),
     "mesh collider nan vertex": (lambda b: b.add_collider_mesh(_with_nan_vertex()),
-                                 "add_collider_mesh: mesh[1][0]", RANGE),
+                                 "add_collider_mesh: mesh[1][0]", FINITE),
     "mesh collider zero quaternion": (lambda b: b.add_collider_mesh(TRI, rot=(0, 0, 0, 0)),
                                       "add_collider_mesh: rot", "non-zero"),
     "body zero quaternion": (lambda b: b.add_body(((0, 0, 0), (0, 0, 0, 0))), "add_body: xform rotation",
@@ -108,13 +109,13 @@ REFUSED = {
     "body mass nan": (lambda b: b.add_body(mass=NAN), "add_body: mass", RANGE),
     "body mass negative": (lambda b: b.add_body(mass=-1.0), "add_body: mass", ">= 0"),
     "body density zero": (lambda b: b.add_body(density=0.0), "add_body: density", "> 0"),
-    "body velocity inf": (lambda b: b.add_body(lin_vel=(INF, 0, 0)), "add_body: lin_vel[0]", RANGE),
-    "body com nan": (lambda b: b.add_body(com=(0, 0, NAN)), "add_body: com[2]", RANGE),
-    "body inertia nan": (lambda b: b.add_body(inertia=np.diag([1.0, NAN, 1.0])), "add_body: inertia[1][1]", RANGE),
+    "body velocity inf": (lambda b: b.add_body(lin_vel=(INF, 0, 0)), "add_body: lin_vel[0]", FINITE),
+    "body com nan": (lambda b: b.add_body(com=(0, 0, NAN)), "add_body: com[2]", FINITE),
+    "body inertia nan": (lambda b: b.add_body(inertia=np.diag([1.0, NAN, 1.0])), "add_body: inertia[1][1]", FINITE),
     "sphere shape radius nan": (lambda b: b.add_shape_sphere(-1, radius=NAN), "add_shape_sphere: radius", RANGE),
     "sphere shape friction negative": (lambda b: b.add_shape_sphere(-1, mu=-0.1), "add_shape_sphere: mu", ">= 0"),
     "sphere shape restitution nan": (lambda b: b.add_shape_sphere(-1, restitution=NAN),
-                                     "add_shape_sphere: restitution", RANGE),
+                                     "add_shape_sphere: restitution", FINITE),
     "sphere shape zero quaternion": (lambda b: b.add_shape_sphere(-1, xform=(0, 0, 0, 0, 0, 0, 0)),
                                      "add_shape_sphere: xform rotation", "non-zero"),
     "box shape half extent inf": (lambda b: b.add_shape_box(-1, hx=INF), "add_shape_box: hx", RANGE),
@@ -122,13 +123,13 @@ REFUSED = {
     "capsule shape half height nan": (lambda b: b.add_shape_capsule(-1, half_height=NAN),
                                       "add_shape_capsule: half_height", RANGE),
     "mesh shape inf vertex": (lambda b: b.add_shape_mesh(-1, (TRI[0] + [[0, 0, 0], [0, 0, INF], [0, 0, 0]], TRI[1])),
-                              "add_shape_mesh: mesh[1][2]", RANGE),
+                              "add_shape_mesh: mesh[1][2]", FINITE),
     "mesh shape scale nan": (lambda b: b.add_shape_mesh(-1, TRI, scale=NAN), "add_shape_mesh: scale", RANGE),
     "joint axis zero": (joint(axis=(0.0, 0.0, 0.0)), "add_joint: axis", "a non-zero axis"),
-    "joint axis nan": (joint(axis=(0.0, NAN, 1.0)), "add_joint: axis[1]", RANGE),
-    "joint limit nan": (joint(limit_lower=NAN), "add_joint: limit_lower", RANGE),
+    "joint axis nan": (joint(axis=(0.0, NAN, 1.0)), "add_joint: axis[1]", FINITE),
+    "joint limit nan": (joint(limit_lower=NAN), "add_joint: limit_lower", FINITE),
     "joint drive stiffness negative": (joint(target_ke=-1.0), "add_joint: target_ke", ">= 0"),
-    "joint target inf": (joint(target_q=INF), "add_joint: target_q", RANGE),
+    "joint target inf": (joint(target_q=INF), "add_joint: target_q", FINITE),
     "joint frame zero quaternion": (joint(child_xform=((0, 0, 0), (0, 0, 0, 0))),
                                     "add_joint: child_xform rotation", "non-zero"),
     "ball cone limit negative": (lambda b: b.add_joint_ball(-1, b.add_body(), cone_limit=-0.1),
@@ -173,6 +174,17 @@ def test_nonzero_rotation_or_axis_is_normalised(call, get, unit):
     b = ModelBuilder()
     call(b)
     assert get(b) == pytest.approx(unit, abs=1e-12)
+
+
+def test_values_below_float32_normal_range_are_accepted_where_rounding_to_zero_is_harmless():
+    b = ModelBuilder(gravity=(0.0, 1e-45, -9.81))
+    b.add_particle((1e-300, 0.0, 0.0), vel=(0.0, -1e-40, 0.0))
+    b.add_particle((1.0, 0.0, 0.0))
+    b.add_distance_constraint(0, 1, compliance=1e-45)
+    b.add_ground_plane(mu=1e-40)
+    model = b.finalize()
+    assert model.particle_q.numpy()[0].tolist() == [0.0, 0.0, 0.0]
+    assert model.spring_compliance.numpy()[0] == pytest.approx(1e-45, abs=2e-45)
 
 
 def test_representable_extremes_build_a_finite_float32_model():

@@ -172,3 +172,16 @@ def test_a_good_mesh_loads_scaled(tmp_path, place):
     assert spec["vertices"].dtype == np.float32
     np.testing.assert_array_equal(spec["vertices"], 2.0 * np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]]))
     assert spec["indices"].tolist() == [[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_a_vertex_a_hair_from_zero_loads_and_builds(tmp_path, place):
+    (tmp_path / "m.obj").write_text(GOOD_OBJ.replace("v 1 0 0", "v 1 1e-45 -1e-300"))
+    text, _ = PLACES[place]
+    path = tmp_path / "scene.toml"
+    path.write_text(text.format(mesh="m.obj", scale=1.0))
+    scene = load_scene(path)
+    builder = scene.builder()
+    assert builder.particle_count == (4 if place == "cloth" else 0)
+    assert len(builder.colliders) == (1 if place == "collider" else 0)
+    assert len(builder.shapes) == (1 if place == "body shape" else 0)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..sim.validate import FLOAT32_RANGE, representable
+from ..sim.validate import FLOAT32_FINITE, FLOAT32_RANGE, representable
 
 REQUIRED = object()
 """Default of a key the file must give."""
@@ -105,9 +105,12 @@ def check_table(raw: Any, path: str, keys: dict[str, Key], what: str = "a table"
 # -- converters ------------------------------------------------------------------------------------
 
 
-def number(minimum: float | None = None, above: float | None = None) -> Converter:
+def number(minimum: float | None = None, above: float | None = None, strict: bool = False) -> Converter:
     """A float (integers accepted) that a float32 model can hold (``xsim.sim.validate``);
-    ``minimum``: allowed lower bound, ``above``: exclusive lower bound."""
+    ``minimum``: allowed lower bound, ``above``: exclusive lower bound. Positive numbers (``above``)
+    and ``strict`` ones (a mass, whose 0 means kinematic) may not be so small that they round to 0."""
+    tiny_ok = above is None and not strict
+    in_range = FLOAT32_FINITE if tiny_ok else FLOAT32_RANGE
     if above is not None:
         expected = f"a number > {above:g}"
     elif minimum is not None:
@@ -118,8 +121,8 @@ def number(minimum: float | None = None, above: float | None = None) -> Converte
     def convert(value: Any, path: str) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise Invalid(path, expected, describe(value))
-        if not representable(value):
-            raise Invalid(path, f"{expected} {FLOAT32_RANGE}", describe(value))
+        if not representable(value, tiny_ok):
+            raise Invalid(path, f"{expected} {in_range}", describe(value))
         if (above is not None and value <= above) or (minimum is not None and value < minimum):
             raise Invalid(path, expected, describe(value))
         return float(value)

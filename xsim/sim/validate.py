@@ -2,10 +2,12 @@
 ``ValueError`` naming the method and the argument) and the scene loader (``xsim.SceneError``
 naming the key path).
 
-A number must be finite and inside float32's normal range (0, or a magnitude from 1.2e-38 to
-3.4e38): a model is float32 by default, where anything outside would become 0, a denormal or inf
-(and 1/mass of a denormal mass is inf). Arguments are checked by name (``_RULES``), so every
-method that takes a ``radius`` or a ``rot`` refuses the same values with the same words.
+A number must be finite and at most float32's largest (3.4e38) in magnitude: a model is float32
+by default, where anything larger becomes inf. Sizes, masses and time steps must also be 0 or at
+least float32's smallest normal number (1.2e-38): rounded to 0 they would mean something else (a
+mass of 0 pins a particle) and 1/mass of a denormal mass is inf; anywhere else a value that small
+only rounds towards 0. Arguments are checked by name (``_RULES``, ``_STRICT``), so every method
+that takes a ``radius`` or a ``rot`` refuses the same values with the same words.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ F32 = np.finfo(np.float32)
 F32_MAX, F32_TINY = float(F32.max), float(F32.tiny)
 """The largest finite and the smallest normal float32, as Python floats (comparing never overflows)."""
 FLOAT32_RANGE = f"within float32's normal range (0, or a magnitude from {F32_TINY:.3g} to {F32_MAX:.3g})"
+FLOAT32_FINITE = f"within float32's range (a magnitude at most {F32_MAX:.3g})"
 BYTES_PER_GRID_PARTICLE = 3000
 """Peak host memory the builder needs per cloth particle (its lists, constraints and finalize), measured."""
 
@@ -31,6 +34,7 @@ _RULES = {name: _POSITIVE for name in ("radius", "particle_radius", "half_height
 _RULES.update({name: _NONNEGATIVE for name in ("mass", "mu", "restitution", "rest_length", "target_ke",
                                                "target_kd", "cone_limit", "compliance", "stretch_compliance",
                                                "shear_compliance", "bend_compliance", "area_compliance")})
+_STRICT = {name for name, rule in _RULES.items() if rule is _POSITIVE} | {"mass"}
 _NONZERO_VECTORS = {"rot": "quaternion", "axis": "axis"}
 
 
@@ -42,42 +46,45 @@ class BadValue(ValueError):
         super().__init__(f"{where}: {name} must be {expected}, got {found}")
 
 
-def representable(x: float) -> bool:
-    """Whether ``x`` is finite and stays itself (not 0, a denormal or inf) as a float32."""
+def representable(x: float, tiny_ok: bool = False) -> bool:
+    """Whether ``x`` is finite and stays itself as a float32: not inf, and (unless ``tiny_ok``)
+    not rounded to 0 or a denormal."""
     try:
         x = float(x)
     except OverflowError:  # an integer beyond float64
         return False
-    return math.isfinite(x) and (x == 0.0 or F32_TINY <= abs(x) <= F32_MAX)
+    return math.isfinite(x) and (x == 0.0 or (tiny_ok or F32_TINY <= abs(x)) and abs(x) <= F32_MAX)
 
 
-def numbers(where: str, name: str, value: Any) -> tuple | np.ndarray:
-    """``value`` (a number or a nested sequence of numbers) flattened, every entry representable."""
-    if _plain(value):
+def numbers(where: str, name: str, value: Any, tiny_ok: bool = False) -> tuple | np.ndarray:
+    """``value`` (a number or a nested sequence of numbers) flattened, every entry
+    :func:`representable` (``tiny_ok``: magnitudes below float32's normal range allowed)."""
+    if _plain(value, tiny_ok):
         return (value,)
-    if isinstance(value, (tuple, list)) and all(_plain(c) for c in value):
+    if isinstance(value, (tuple, list)) and all(_plain(c, tiny_ok) for c in value):
         return tuple(value)
     try:
         a = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise BadValue(where, name, "a number or an array of numbers", repr(value)) from None
     with np.errstate(invalid="ignore"):
-        bad = ~(np.isfinite(a) & ((a == 0.0) | ((np.abs(a) >= F32_TINY) & (np.abs(a) <= F32_MAX))))
+        bad = ~(np.isfinite(a) & ((a == 0.0) | (((np.abs(a) >= F32_TINY) | tiny_ok) & (np.abs(a) <= F32_MAX))))
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])
         at = name + "".join(f"[{i}]" for i in index)
-        raise BadValue(where, at, f"a finite number {FLOAT32_RANGE}", repr(float(a[index])))
+        raise BadValue(where, at, f"a finite number {FLOAT32_FINITE if tiny_ok else FLOAT32_RANGE}",
+                       repr(float(a[index])))
     return a.ravel()
 
 
-def _plain(x: Any) -> bool:
+def _plain(x: Any, tiny_ok: bool) -> bool:
     """A Python number that is representable (the fast path: builders call this per particle)."""
-    return type(x) in (float, int) and representable(x)
+    return type(x) in (float, int) and representable(x, tiny_ok)
 
 
 def args(where: str, **values: Any) -> None:
     """Check the arguments of builder method ``where`` by their names: every number finite and
-    representable; sizes > 0, masses, compliances and friction >= 0; rotations and axes non-zero;
+    representable (sizes and masses not rounded to 0 either); sizes > 0, masses, compliances and friction >= 0; rotations and axes non-zero;
     ``*xform`` a (position, quaternion) pair or 7 numbers; ``vertices``/``mesh`` finite; ``dim_x``
     with ``dim_y`` a grid that fits in memory. ``None`` values are skipped. Raises :class:`BadValue`."""
     for name, value in values.items():
@@ -92,7 +99,7 @@ def args(where: str, **values: Any) -> None:
             continue
         if name in ("vertices", "mesh"):
             value = _mesh_vertices(value)
-        a = numbers(where, name, value)
+        a = numbers(where, name, value, tiny_ok=name not in _STRICT)
         rule = _RULES.get(name)
         if rule is not None and not all(rule[1](x) for x in a):
             raise BadValue(where, name, rule[0], repr(value))
