@@ -71,13 +71,20 @@ class Progress:
 def cmd_run(args) -> int:
     """Simulate a scene, write its USD file and preview image."""
     from .io import load_scene, save_preview, simulate, write_usd
-    from .io.preview import ANIMATION_SUFFIXES, save_animation
+    from .io.files import ANIMATION_SUFFIXES, PREVIEW_SUFFIXES, USD_SUFFIXES, check_output
+    from .io.preview import save_animation
 
     scene = load_scene(args.scene or default_scene())
     frames = args.frames if args.frames is not None else scene.sim.frames
     device = args.device or scene.sim.device
-    out = Path(args.out) if args.out else scene.output.usd
-    preview = None if args.no_preview else (Path(args.preview) if args.preview else scene.output.preview)
+    # every output is checked before simulating, so a bad path costs no run and destroys no input
+    given = args.out is not None
+    out = check_output(args.out if given else scene.output.usd,
+                       "--out" if given else f"{scene.path}: output.usd", USD_SUFFIXES, inputs=[scene.path])
+    given = args.preview is not None
+    preview = None if args.no_preview or not (given or scene.output.preview) else check_output(
+        args.preview if given else scene.output.preview,
+        "--preview" if given else f"{scene.path}: output.preview", PREVIEW_SUFFIXES, inputs=[scene.path, out])
     print(f"xsim: {scene.path}: {frames} frames of {scene.sim.dt:g} s, {scene.sim.substeps} substeps, "
           f"{scene.sim.iterations} iterations, on {device}")
     progress = Progress(frames, scene.sim.substeps, delay=0.0 if args.progress else 1.0, disable=args.quiet)

@@ -72,7 +72,7 @@ def body_keys(placement: dict[str, Key], mu: Key, name: Key) -> tuple[dict[str, 
         **placement,
         "velocity": Key(vector(3), (0.0, 0.0, 0.0), "initial linear velocity of the centre of mass, m/s"),
         "angular_velocity": Key(vector(3), (0.0, 0.0, 0.0), "initial angular velocity, rad/s, world axes"),
-        "mass": Key(number(minimum=0.0), None, "kg, overrides the shapes' (0: kinematic)"),
+        "mass": Key(number(minimum=0.0, strict=True), None, "kg, overrides the shapes' (0: kinematic)"),
         "density": Key(_positive, None, "kg/m^3 of the body's shapes (default 1000)"),
         "shape": Key(lambda v, p: v, doc="an array of tables [[body.shape]]"),
     }

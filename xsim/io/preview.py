@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .files import ANIMATION_SUFFIXES, write_atomically
+
 
 def pick_frames(frame_count: int, shown: int) -> list[int]:
     """``shown`` frame indices spread evenly from the first to the last of ``frame_count``."""
@@ -135,9 +137,6 @@ class _Drawing:
         ax.set_zlabel("z")
 
 
-ANIMATION_SUFFIXES = (".gif", ".mp4")
-
-
 def save_animation(path: str | Path, frames: np.ndarray, parts, colliders: Sequence[dict] = (), fps: float = 60.0,
                    title: str = "", bodies=(), body_q=None, max_frames: int = 60) -> Path:
     """Write the rollout as an animation (``.gif``, or ``.mp4`` with imageio-ffmpeg) at ``path``:
@@ -173,12 +172,9 @@ def save_animation(path: str | Path, frames: np.ndarray, parts, colliders: Seque
     plt.close(fig)
     # real time: the picked frames are (len - 1) / (picks - 1) simulation frames apart
     playback = fps * (len(picks) - 1) / max(len(frames) - 1, 1) if len(picks) > 1 else 1.0
-    path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".gif":
-        imageio.mimsave(path, images, duration=1000.0 / playback, loop=0)
-    else:
-        imageio.mimsave(path, images, fps=playback, macro_block_size=1)
-    return path
+        return write_atomically(path, lambda tmp: imageio.mimsave(tmp, images, duration=1000.0 / playback, loop=0))
+    return write_atomically(path, lambda tmp: imageio.mimsave(tmp, images, fps=playback, macro_block_size=1))
 
 
 def save_loss_curve(losses: Sequence[float], path: str | Path, title: str = "") -> Path:
@@ -200,9 +196,8 @@ def save_loss_curve(losses: Sequence[float], path: str | Path, title: str = "") 
 
 
 def _save(plt, fig, path: str | Path, dpi: int) -> Path:
-    """Write ``fig`` to ``path`` (its folder made if missing), close it, and return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
-    return path
+    """Write ``fig`` to ``path`` atomically (its folder made if missing), close it, return the path."""
+    try:
+        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=dpi))
+    finally:
+        plt.close(fig)

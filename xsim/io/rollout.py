@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .scene import Scene
+from ..sim.validate import memory_bytes
+from .schema import Invalid
+from .scene import Scene, scene_error
 
 
 @dataclass
@@ -34,6 +36,11 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
     frames = scene.sim.frames if frames is None else frames
     if model is None:
         model = scene.builder().finalize(device=device or scene.sim.device)
+    need = (frames + 1) * (model.particle_count * 3 * 4 + model.body_count * 7 * 8)
+    if need > memory_bytes():
+        raise scene_error(scene.path, Invalid("sim.frames", f"frames whose positions fit in memory "
+                                              f"({memory_bytes() / 2**30:.0f} GiB here)",
+                                              f"{frames} frames, which need {need / 2**30:,.0f} GiB"))
     solver = SolverXPBD(model, substeps=scene.sim.substeps, iterations=scene.sim.iterations)
     compile_kernels(model.device, on_compile)   # after the solver made its kernels for the model's precision
     state, next_state, control = model.state(), model.state(), model.control()

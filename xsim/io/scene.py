@@ -19,8 +19,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import SceneError
+from ..sim import validate
 from ..sim.builder import DEFAULT_BEND_COMPLIANCE, DEFAULT_PARTICLE_RADIUS
 from .bodies import BodyPart, add_bodies, add_joints, body_keys, check_body, check_joint, joint_keys
+from .files import PREVIEW_SUFFIXES, USD_SUFFIXES, file_problem
 from .schema import (
     Invalid,
     Key,
@@ -54,14 +56,14 @@ def _rotation(value: Any, path: str) -> tuple[float, float, float, float]:
         spec = check_table(value, path, {"axis": Key(vector(3), doc="rotation axis [x, y, z]"),
                                          "degrees": Key(number(), doc="angle in degrees")})
         axis = np.asarray(spec["axis"], dtype=np.float64)
-        norm = float(np.linalg.norm(axis))
+        norm = math.hypot(*axis)
         if norm == 0.0:
             raise Invalid(join(path, "axis"), "a non-zero axis", describe(value["axis"]))
         half = math.radians(spec["degrees"]) / 2.0
         x, y, z = axis / norm * math.sin(half)
         return (float(x), float(y), float(z), math.cos(half))
     quat = vector(4, expected="a quaternion [x, y, z, w] or a table {axis = [x, y, z], degrees = a}")(value, path)
-    norm = math.sqrt(sum(c * c for c in quat))
+    norm = math.hypot(*quat)
     if norm == 0.0:
         raise Invalid(path, "a non-zero quaternion [x, y, z, w]", describe(value))
     return tuple(c / norm for c in quat)
@@ -227,16 +229,21 @@ class Scene:
 def load_scene(path: str | Path) -> Scene:
     """Read and check a scene file; mesh files are loaded too. Raises ``xsim.SceneError``."""
     path = Path(path)
+    problem = file_problem(path)
+    if problem == "does not exist":
+        raise SceneError(f"{path}: scene file not found")
+    if problem:
+        raise SceneError(f"{path}: cannot read the scene file: it {problem}")
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SceneError(f"{path}: scene file not found") from None
     except (OSError, UnicodeDecodeError) as e:
         raise SceneError(f"{path}: cannot read the scene file: {e}") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise _syntax_error(path, e) from None
+    except RecursionError:
+        raise SceneError(f"{path}: bad TOML: arrays or tables nested too deeply to read") from None
     try:
         return _check_scene(raw, path)
     except Invalid as e:
@@ -268,6 +275,9 @@ def _check_scene(raw: dict, path: Path) -> Scene:
         if key not in TOP_KEYS:
             raise Invalid(key, _TOP_TABLES, "an unknown key", suggestion(key, TOP_KEYS))
     sim = SimSettings(**check_table(raw.get("sim", {}), "sim", SIM_KEYS, "a table [sim]"))
+    problem = validate.time_step_problem(sim.dt, sim.substeps)
+    if problem:
+        raise Invalid("sim.dt", problem, describe(raw["sim"].get("dt", sim.dt)))
     name = path.stem
     out = check_table(raw.get("output", {}), "output", OUTPUT_KEYS, "a table [output]")
     preview = out["preview"]
@@ -277,9 +287,11 @@ def _check_scene(raw: dict, path: Path) -> Scene:
         fps=out["fps"] or float(1 / written_fraction(sim.dt)),
         preview=None if preview is False else Path(preview or f"out/{name}.png"),
         preview_frames=out["preview_frames"])
-    if output.usd.suffix not in (".usda", ".usdc", ".usd"):
+    if output.usd.suffix not in USD_SUFFIXES:
         raise Invalid("output.usd", "a path ending in .usda, .usdc or .usd", describe(out["usd"]))
-    cloths = [_check_cloth(c, f"cloth[{i}]", path) for i, c in enumerate(_array_of_tables(raw, "cloth"))]
+    if output.preview is not None and output.preview.suffix not in PREVIEW_SUFFIXES:
+        raise Invalid("output.preview", "a path ending in .png (a strip of frames), .gif or .mp4 (an animation), or false", describe(out["preview"]))
+    cloths = [_check_cloth(c, f"cloth[{i}]", path, sim) for i, c in enumerate(_array_of_tables(raw, "cloth"))]
     colliders = [_check_collider(c, f"collider[{i}]", path)
                  for i, c in enumerate(_array_of_tables(raw, "collider"))]
     _name_parts(cloths, "cloth")
@@ -318,8 +330,18 @@ def _name_parts(specs: list[dict], prefix: str | None):
         seen[spec["name"]] = i
 
 
-def _check_cloth(raw: Any, path: str, scene_path: Path) -> dict:
+def _check_cloth(raw: Any, path: str, scene_path: Path, sim: SimSettings) -> dict:
     spec = check_table(raw, path, CLOTH_KEYS, "a table [[cloth]]")
+    if spec["grid"] is not None:
+        problem = validate.grid_problem(*spec["grid"]["dim"])
+        if problem:
+            raise Invalid(join(path, "grid.dim"), problem, describe(raw["grid"]["dim"]))
+    for key, value in (spec["compliance"] or {}).items():
+        # the solver uses compliance / h^2, which must stay finite in float32
+        if value * (sim.substeps / sim.dt) ** 2 > validate.F32_MAX:
+            raise Invalid(join(path, f"compliance.{key}"), "a compliance whose compliance / h^2 (h = dt / "
+                          f"substeps = {sim.dt / sim.substeps:g} s) fits float32",
+                          describe(raw["compliance"][key]))
     if (spec["grid"] is None) == (spec["mesh"] is None):
         found = "both" if spec["grid"] is not None else "neither"
         raise Invalid(path, "exactly one of grid = {dim, cell} or mesh = \"file\"", found)
@@ -359,17 +381,51 @@ def _load_mesh(scene_path: Path, name: str, key: str, scale: float) -> tuple[np.
     path is relative to the scene file."""
     import trimesh
 
-    file = (scene_path.parent / name).resolve()
-    if not file.is_file():
+    file = (scene_path.parent / name).absolute()
+    problem = file_problem(file)
+    if problem:
         raise Invalid(key, "an existing mesh file (paths are relative to the scene file)",
-                      f'"{name}", and {file} does not exist')
+                      f'"{name}", and {file} {problem}')
     try:
         mesh = trimesh.load(file, force="mesh", process=False)
     except Exception as e:  # noqa: BLE001 - trimesh raises many kinds of errors for unreadable files
-        raise Invalid(key, "a mesh file trimesh can read (OBJ, STL, PLY, GLB...)", f'"{name}": {e}') from None
+        raise Invalid(key, "a mesh file trimesh can read (OBJ, STL, PLY, GLB...)",
+                      f'"{name}", an unreadable or corrupt mesh file ({type(e).__name__}: {e})') from None
     if not isinstance(mesh, trimesh.Trimesh) or len(mesh.faces) == 0:
         raise Invalid(key, "a mesh file with triangles", f'"{name}", which has none')
-    return np.asarray(mesh.vertices, np.float32) * np.float32(scale), np.asarray(mesh.faces, np.int32)
+    vertices, faces = np.asarray(mesh.vertices, np.float64), np.asarray(mesh.faces, np.int64)
+    if faces.min() < 0 or faces.max() >= len(vertices):
+        raise Invalid(key, "a mesh file whose triangles index its vertices",
+                      f'"{name}", with vertex indices {faces.min()}..{faces.max()} for '
+                      f'{len(vertices)} vertices')
+    scaled = vertices * scale
+    bad = ~np.isfinite(scaled) | (np.abs(scaled) > validate.F32_MAX)
+    if bad.any():
+        row = int(np.argwhere(bad)[0][0])
+        where = _bad_number_line(file)
+        found = (f'{file}:{where[0]}: "{where[1]}"' if where else
+                 f'"{name}", whose vertex {row} is {tuple(vertices[row].tolist())} (times scale {scale:g})')
+        raise Invalid(key, f"a mesh file whose vertices times scale are finite and at most {validate.F32_MAX:.3g} "
+                      "in magnitude (float32)", found)
+    return scaled.astype(np.float32), faces.astype(np.int32)
+
+
+def _bad_number_line(file: Path) -> tuple[int, str] | None:
+    """(line number, line) of the first number in a text mesh file that is not finite or is beyond
+    float32's range; None for binary files or when every number is fine."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    for number, line in enumerate(text.splitlines(), 1):
+        for token in line.replace("/", " ").split():
+            try:
+                x = float(token)
+            except ValueError:
+                continue
+            if not np.isfinite(x) or abs(x) > validate.F32_MAX:
+                return number, line.strip()
+    return None
 
 
 # -- building --------------------------------------------------------------------------------------

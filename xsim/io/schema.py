@@ -10,11 +10,12 @@ this module knows nothing about files.
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
+
+from ..sim.validate import FLOAT32_FINITE, FLOAT32_RANGE, representable
 
 REQUIRED = object()
 """Default of a key the file must give."""
@@ -133,10 +134,14 @@ def _simplest_between(lo: Fraction, hi: Fraction) -> Fraction:
 # -- converters ------------------------------------------------------------------------------------
 
 
-def number(minimum: float | None = None, above: float | None = None,
-           maximum: float | None = None) -> Converter:
-    """A float (integers accepted); ``minimum``: allowed lower bound, ``above``: exclusive lower bound,
-    ``maximum``: allowed upper bound."""
+def number(minimum: float | None = None, above: float | None = None, maximum: float | None = None,
+           strict: bool = False) -> Converter:
+    """A float (integers accepted) that a float32 model can hold (``xsim.sim.validate``);
+    ``minimum``: allowed lower bound, ``above``: exclusive lower bound, ``maximum``: allowed upper
+    bound. Positive numbers (``above``) and ``strict`` ones (a mass, whose 0 means kinematic) may not
+    be so small that they round to 0."""
+    tiny_ok = above is None and not strict
+    in_range = FLOAT32_FINITE if tiny_ok else FLOAT32_RANGE
     if above is not None:
         expected = f"a number > {above:g}"
     elif minimum is not None:
@@ -147,8 +152,10 @@ def number(minimum: float | None = None, above: float | None = None,
         expected = f"{expected} and <= {maximum:g}"
 
     def convert(value: Any, path: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise Invalid(path, expected, describe(value))
+        if not representable(value, tiny_ok):
+            raise Invalid(path, f"{expected} {in_range}", describe(value))
         if (above is not None and value <= above) or (minimum is not None and value < minimum) or (
                 maximum is not None and value > maximum):
             raise Invalid(path, expected, describe(value))

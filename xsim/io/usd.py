@@ -14,12 +14,13 @@ renamed over it: an interrupted run never leaves a truncated file at the target 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from pxr import Gf, Usd, UsdGeom, Vt
+
+from .files import write_atomically
 
 GROUND_SIZE = 20.0
 """Side of the square drawn for the infinite ground plane, metres."""
@@ -170,18 +171,13 @@ class UsdWriter:
     def save(self, path: str | Path) -> Path:
         """Write the stage to ``path`` (.usda text, .usdc/.usd binary): to a temporary name first,
         renamed over ``path`` once complete. Creates the parent folder."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.stage.SetStartTimeCode(0)
         self.stage.SetEndTimeCode(self.last_frame)
-        tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-        try:
+
+        def export(tmp: Path):
             if not self.stage.GetRootLayer().Export(str(tmp)):
-                raise OSError(f"USD could not write {tmp}")
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        return path
+                raise OSError("USD's exporter failed")
+        return write_atomically(path, export)
 
 
 def write_usd(path: str | Path, frames: np.ndarray, parts=None, colliders: Sequence[dict] | None = None,

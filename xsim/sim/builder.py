@@ -13,7 +13,7 @@ import numpy as np
 import xsim
 from xsim import types as T
 
-from . import cloth
+from . import cloth, validate
 from .collide import BOX, CAPSULE, MESH, SPHERE, Collider, mesh_arrays, pack_colliders
 from .model import Model
 from .rigid import RigidBuilderMixin
@@ -38,6 +38,7 @@ class ModelBuilder(RigidBuilderMixin):
     v <- v / (1 + damping * h) each substep)."""
 
     def __init__(self, gravity=(0.0, 0.0, -9.81)):
+        validate.args("ModelBuilder", gravity=gravity)
         self.gravity = tuple(float(g) for g in gravity)
         self.particle_damping = 0.0
         self.particle_q: list = []
@@ -68,8 +69,7 @@ class ModelBuilder(RigidBuilderMixin):
     def add_particle(self, pos, vel=(0.0, 0.0, 0.0), mass: float = 1.0, radius: float = DEFAULT_PARTICLE_RADIUS) -> int:
         """A particle at ``pos`` (m) with velocity ``vel`` (m/s), ``mass`` (kg; 0 pins it) and contact
         ``radius`` (m). Returns its index."""
-        if mass < 0.0:
-            raise ValueError(f"add_particle: mass must be >= 0 (0 pins the particle), got {mass}")
+        validate.args("add_particle", pos=pos, vel=vel, mass=mass, radius=radius)
         self.particle_q.append(tuple(float(c) for c in pos))
         self.particle_qd.append(tuple(float(c) for c in vel))
         self.particle_mass.append(float(mass))
@@ -87,6 +87,7 @@ class ModelBuilder(RigidBuilderMixin):
         """C = |x_i - x_j| - rest_length (m; default: the current distance), with ``compliance``
         (m/N) and ``damping`` (N s/m: the force -damping * dC/dt, XPBD's damping term, which acts
         only where the compliance is > 0). Returns its index."""
+        validate.args("add_distance_constraint", rest_length=rest_length, compliance=compliance, damping=damping)
         self._check_particles((i, j), "add_distance_constraint")
         _check_nonnegative(damping, "add_distance_constraint", "damping")
         if rest_length is None:
@@ -105,6 +106,7 @@ class ModelBuilder(RigidBuilderMixin):
         ``compliance`` in 1/(N m) (the inverse of the bending stiffness), ``damping`` in N m s (the
         bending stiffness's damping: the stiffness times a time). Its weights come from the
         particles' positions at ``finalize``."""
+        validate.args("add_bending_constraint", compliance=compliance, damping=damping)
         self._check_particles((v0, v1, o0, o1), "add_bending_constraint")
         _check_nonnegative(damping, "add_bending_constraint", "damping")
         self.bending_indices.append((v0, v1, o0, o1))
@@ -116,6 +118,7 @@ class ModelBuilder(RigidBuilderMixin):
                      area_damping: float = 0.0) -> int:
         """A cloth triangle (rendered and exported); with ``area_compliance`` (m^3/N: XPBD alpha of
         C = area - rest area, m^2) it also keeps its area, with ``area_damping`` (N s/m^3)."""
+        validate.args("add_triangle", area_compliance=area_compliance, area_damping=area_damping)
         self._check_particles((i, j, k), "add_triangle")
         _check_nonnegative(area_damping, "add_triangle", "area_damping")
         self.tri_indices.append((i, j, k))
@@ -149,6 +152,12 @@ class ModelBuilder(RigidBuilderMixin):
         The material may instead be given in physical units (``cloth_material``): ``stretch_stiffness``,
         ``bend_stiffness``, ``density``; and damping (``stretch_damping``, ``bend_damping``).
         Returns the index of the first particle."""
+        validate.args("add_cloth_grid", pos=pos, rot=rot, vel=vel, dim_x=dim_x, dim_y=dim_y, cell_x=cell_x,
+                      cell_y=cell_y, mass=mass, stretch_compliance=stretch_compliance,
+                      shear_compliance=shear_compliance, bend_compliance=bend_compliance,
+                      area_compliance=area_compliance, particle_radius=particle_radius,
+                      stretch_stiffness=stretch_stiffness, bend_stiffness=bend_stiffness,
+                      stretch_damping=stretch_damping, bend_damping=bend_damping, density=density)
         gx, gy = np.meshgrid(np.arange(dim_x + 1) * cell_x, np.arange(dim_y + 1) * cell_y)
         local = np.stack([gx.ravel(), gy.ravel(), np.zeros(gx.size)], axis=1)
         ix, iy = np.meshgrid(np.arange(dim_x + 1), np.arange(dim_y + 1))
@@ -177,6 +186,11 @@ class ModelBuilder(RigidBuilderMixin):
         ``trimesh.Trimesh``), scaled, rotated by ``rot`` and moved to ``pos``; ``mass`` kg per
         particle; every edge is a distance constraint, every interior edge bends. Material and
         damping keywords as in ``add_cloth_grid``. Returns the index of the first particle."""
+        validate.args("add_cloth_mesh", vertices=vertices, pos=pos, rot=rot, vel=vel, mass=mass, scale=scale,
+                      stretch_compliance=stretch_compliance, bend_compliance=bend_compliance,
+                      area_compliance=area_compliance, particle_radius=particle_radius,
+                      stretch_stiffness=stretch_stiffness, bend_stiffness=bend_stiffness,
+                      stretch_damping=stretch_damping, bend_damping=bend_damping, density=density)
         v, f = mesh_arrays(vertices, indices)
         x = _quat_rotate(rot, v * scale) + np.asarray(pos, dtype=np.float64)
         material = _cloth_material("add_cloth_mesh", stretch_compliance != 0.0, bend_compliance, stretch_stiffness,
@@ -216,17 +230,21 @@ class ModelBuilder(RigidBuilderMixin):
 
     def add_ground_plane(self, mu: float = 0.5, restitution: float = 0.0, height: float = 0.0) -> None:
         """The plane z = ``height`` (m), with friction coefficient ``mu`` and ``restitution``."""
+        validate.args("add_ground_plane", mu=mu, restitution=restitution, height=height)
         self.ground = {"mu": float(mu), "restitution": float(restitution), "height": float(height)}
 
     def add_collider_sphere(self, center, radius: float, mu: float = 0.5, restitution: float = 0.0) -> int:
         """A static sphere (m). ``restitution``: particles that hit a collider leave it at this fraction of
         their approach speed (0..1; as for every collider). Returns the collider index."""
+        validate.args("add_collider_sphere", center=center, radius=radius, mu=mu, restitution=restitution)
         return self._add_collider(Collider(SPHERE, pos=tuple(center), mu=mu, restitution=restitution,
                                            radius=float(radius)))
 
     def add_collider_box(self, center, half_extents, rot=(0.0, 0.0, 0.0, 1.0), mu: float = 0.5,
                          restitution: float = 0.0) -> int:
         """A static box with ``half_extents`` (m) along its local axes. Returns the collider index."""
+        validate.args("add_collider_box", center=center, half_extents=half_extents, rot=rot, mu=mu,
+                      restitution=restitution)
         return self._add_collider(Collider(BOX, pos=tuple(center), rot=tuple(rot), mu=mu,
                                            restitution=restitution,
                                            half_extents=tuple(float(h) for h in half_extents)))
@@ -235,6 +253,8 @@ class ModelBuilder(RigidBuilderMixin):
                              mu: float = 0.5, restitution: float = 0.0) -> int:
         """A static capsule along its local z axis: a segment of half length ``half_height`` (m)
         swept by ``radius``. Returns the collider index."""
+        validate.args("add_collider_capsule", center=center, radius=radius, half_height=half_height, rot=rot,
+                      mu=mu, restitution=restitution)
         return self._add_collider(Collider(CAPSULE, pos=tuple(center), rot=tuple(rot), mu=mu,
                                            restitution=restitution, radius=float(radius),
                                            half_height=float(half_height)))
@@ -244,6 +264,7 @@ class ModelBuilder(RigidBuilderMixin):
         """A static triangle mesh (a ``trimesh.Trimesh`` or ``(vertices, indices)``) placed at
         ``pos``/``rot``. Triangles should wind counter-clockwise seen from outside: a particle
         behind a face is pushed out to its front. Returns the collider index."""
+        validate.args("add_collider_mesh", mesh=mesh, pos=pos, rot=rot, mu=mu, restitution=restitution)
         v, f = mesh_arrays(*mesh) if isinstance(mesh, tuple) else mesh_arrays(mesh, None)
         return self._add_collider(Collider(MESH, pos=tuple(pos), rot=tuple(rot), mu=mu,
                                            restitution=restitution,

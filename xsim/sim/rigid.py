@@ -27,6 +27,7 @@ import xsim
 from xsim import types as T
 
 from . import shapes as S
+from . import validate
 
 # joint type codes (Newton's numbering), shared with the solver's joint kernels
 JOINT_PRISMATIC, JOINT_REVOLUTE, JOINT_BALL, JOINT_FIXED, JOINT_FREE = 0, 1, 2, 3, 4
@@ -76,8 +77,8 @@ class RigidBuilderMixin:
         kinematic), ``com`` (m, body frame) and ``inertia`` (3x3, kg m^2, about the com in the body
         frame) override what its shapes give; ``density`` (kg/m^3) is the default of its shapes;
         ``lin_vel``/``ang_vel``: initial world velocities of the com (m/s, rad/s). Returns its index."""
-        if mass is not None and mass < 0.0:
-            raise ValueError(f"add_body: mass must be >= 0 (0 makes the body kinematic), got {mass}")
+        validate.args("add_body", xform=xform, mass=mass, density=density, com=com, inertia=inertia,
+                      lin_vel=lin_vel, ang_vel=ang_vel)
         p, q = _xform(xform)
         self.bodies.append({"p": p, "q": q, "mass": mass, "density": density, "com": com, "inertia": inertia,
                             "lin_vel": np.asarray(lin_vel, dtype=np.float64),
@@ -101,6 +102,8 @@ class RigidBuilderMixin:
     def add_shape_sphere(self, body: int, xform=None, radius: float = 0.5, density: float | None = None,
                          mu: float = DEFAULT_MU, restitution: float = 0.0) -> int:
         """A sphere of ``radius`` (m) on ``body`` (-1: static), placed by ``xform`` in the body frame."""
+        validate.args("add_shape_sphere", xform=xform, radius=radius, density=density, mu=mu,
+                      restitution=restitution)
         return self._add_shape(body, S.SHAPE_SPHERE, xform, (radius, 0.0, 0.0), radius, np.zeros((1, 3)),
                                lambda d: (*S.sphere_mass(radius, d), None), density, mu, restitution)
 
@@ -110,6 +113,8 @@ class RigidBuilderMixin:
         rounded by ``BOX_CORNER_ROUNDING`` of its smallest half extent: a corner that lies exactly on
         another box's edge (equal boxes stacked) still finds that box's face. Against another box its
         edges collide too (``BOX_EDGE_PAIRS``), so a box turned on a box does not sink through it."""
+        validate.args("add_shape_box", xform=xform, hx=hx, hy=hy, hz=hz, density=density, mu=mu,
+                      restitution=restitution)
         r = BOX_CORNER_ROUNDING * min(hx, hy, hz)
         corners = S.box_corners((hx - r, hy - r, hz - r))
         return self._add_shape(body, S.SHAPE_BOX, xform, (hx, hy, hz), r, corners,
@@ -121,6 +126,8 @@ class RigidBuilderMixin:
         by ``radius``. Its contact points are the segment's two ends (spheres of ``radius``); against
         another capsule's axis and a box's edges the segment collides too, at the closest points of
         the two segments (``SEGMENT_CONTACTS``), so its contacts are exact along its length."""
+        validate.args("add_shape_capsule", xform=xform, radius=radius, half_height=half_height,
+                      density=density, mu=mu, restitution=restitution)
         points = np.array([[0.0, 0.0, -half_height], [0.0, 0.0, half_height]])
         return self._add_shape(body, S.SHAPE_CAPSULE, xform, (radius, half_height, 0.0), radius, points,
                                lambda d: (*S.capsule_mass(radius, half_height, d), None), density, mu, restitution)
@@ -130,6 +137,8 @@ class RigidBuilderMixin:
         """A triangle mesh (a ``trimesh.Trimesh`` or ``(vertices, indices)``) on ``body``. Its vertices
         (the convex hull's for a dynamic body) collide with the other bodies' primitives and the
         ground; mass and inertia come from the convex hull."""
+        validate.args("add_shape_mesh", mesh=mesh, xform=xform, scale=scale, density=density, mu=mu,
+                      restitution=restitution)
         from .collide import mesh_arrays
 
         v, f = mesh_arrays(*mesh) if isinstance(mesh, tuple) else mesh_arrays(mesh, None)
@@ -147,13 +156,14 @@ class RigidBuilderMixin:
     def _add_joint(self, kind: int, parent: int, child: int, parent_xform, child_xform, axis=(0.0, 0.0, 1.0),
                    limit_lower=None, limit_upper=None, target_q=None, target_qd=None, target_ke: float = 0.0,
                    target_kd: float = 0.0, cone_limit: float | None = None) -> int:
+        validate.args("add_joint", parent_xform=parent_xform, child_xform=child_xform, axis=axis,
+                      limit_lower=limit_lower, limit_upper=limit_upper, target_q=target_q,
+                      target_qd=target_qd, target_ke=target_ke, target_kd=target_kd, cone_limit=cone_limit)
         n = len(self.bodies)
         if not (-1 <= parent < n and 0 <= child < n) or parent == child:
             raise IndexError(f"add_joint: parent {parent} / child {child} invalid (there are {n} bodies)")
         if limit_lower is not None and limit_upper is not None and limit_lower > limit_upper:
             raise ValueError(f"add_joint: lower limit {limit_lower} above upper limit {limit_upper}")
-        if cone_limit is not None and cone_limit < 0.0:
-            raise ValueError(f"add_joint_ball: cone_limit must be >= 0 (rad), got {cone_limit}")
         a = np.asarray(axis, dtype=np.float64)
         self.joints.append({
             "cone": NO_LIMIT if cone_limit is None else float(cone_limit),

@@ -74,6 +74,7 @@ from xsim.errors import NonFiniteError
 from xsim.kernels import recording
 from xsim.kernels.finite import check_arrays
 
+from ...sim import validate
 from ...sim.model import Control, Model, State
 from .kernels import collider_kernels, xpbd_kernels
 from .particle_constraints import ParticleConstraints
@@ -153,6 +154,7 @@ class SolverXPBD:
         if state_out.particle_q is state_in.particle_q or state_out.particle_qd is state_in.particle_qd:
             raise ValueError("SolverXPBD.step: state_out must not share arrays with state_in")
         m, k = self.model, self.kernels
+        validate.time_step("SolverXPBD.step", dt, self.substeps, m.dtype._np)
         n = m.particle_count
         grad = self._grad_mode(state_in)
         rigid = self.rigid
