@@ -113,7 +113,7 @@ class _Composite:
     _shape: tuple[int, ...] = ()
     _scalar: Any = float32
     _length = 0
-    __slots__ = ("_v", "__dict__")  # other attributes may be set on a value, as on Warp's ctypes-based ones
+    __slots__ = ("__dict__", "_v")  # other attributes may be set on a value, as on Warp's ctypes-based ones
 
     def __init__(self, *args):
         shape, dt = self._shape, self._scalar._np
@@ -320,7 +320,7 @@ class GenericComposite:
     """``vector(length=Any, dtype=Float)``, ``matrix(shape=(Any, Any), dtype=Any)``: the vectors or
     matrices whose fixed sizes and scalar type match, a generic parameter's type."""
 
-    __slots__ = ("kind", "shape", "dtype")
+    __slots__ = ("dtype", "kind", "shape")
 
     def __init__(self, kind: str, shape: tuple, dtype):
         self.kind, self.shape, self.dtype = kind, shape, dtype

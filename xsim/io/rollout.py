@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..sim.validate import memory_bytes
-from .schema import Invalid
 from .scene import Scene, scene_error
+from .schema import Invalid
 
 
 @dataclass

@@ -417,14 +417,14 @@ def _bad_number_line(file: Path) -> tuple[int, str] | None:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    for number, line in enumerate(text.splitlines(), 1):
+    for line_number, line in enumerate(text.splitlines(), 1):
         for token in line.replace("/", " ").split():
             try:
                 x = float(token)
             except ValueError:
                 continue
             if not np.isfinite(x) or abs(x) > validate.F32_MAX:
-                return number, line.strip()
+                return line_number, line.strip()
     return None
 
 

@@ -10,6 +10,7 @@ this module knows nothing about files.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction

@@ -13,8 +13,8 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import types as T
 from .. import errors
+from .. import types as T
 from ..errors import CompileError
 from . import ir
 from .codegen import module_source
