@@ -119,7 +119,8 @@ def test_corrupt_metadata_is_rebuilt_not_crashed_on(project):
     meta.write_text("{ not json")
     assert run(project) == [0.0, 2.0, 4.0, 6.0]
     assert compiler_calls(project) == 2
-    assert json.loads(meta.read_text())["kernels"]["fill"]["name"] == "fill"
+    # rebuilt: the metadata describes the module's one kernel again (keyed by its content-named symbol)
+    assert [k["name"] for k in json.loads(meta.read_text())["kernels"].values()] == ["fill"]
 
 
 def test_two_processes_building_the_same_module_at_once_both_succeed(project):

@@ -201,7 +201,8 @@ def minimize(objective, params: Sequence[Parameter] | None = None, method: str =
     parameters' bounds (or ``bounds``, one (lower, upper) per entry of x) go to methods that take
     them, and the best point is written into the parameter arrays. ``callback(iteration, x, loss)``.
     Returns scipy's ``OptimizeResult`` with ``losses`` (loss per iteration, first = at ``x0``) and,
-    for parameters, ``fitted`` (each one's values)."""
+    for parameters, ``fitted`` (each one's values). L-BFGS-B's ``gtol`` defaults to 0: it stops on the
+    loss's relative decrease (``ftol``), whatever the loss's units."""
     from scipy.optimize import minimize as scipy_minimize
 
     if isinstance(objective, Objective) or params is not None:
@@ -229,8 +230,11 @@ def minimize(objective, params: Sequence[Parameter] | None = None, method: str =
     takes_bounds = method.upper() in ("L-BFGS-B", "TNC", "SLSQP", "TRUST-CONSTR", "POWELL", "NELDER-MEAD")
     if not takes_bounds and any(math.isfinite(v) for b in bounds for v in b):
         raise ValueError(f"minimize: method {method!r} does not take bounds; use L-BFGS-B")
+    # L-BFGS-B stops on the loss's relative decrease, not on an absolute gradient size: a loss in m^2
+    # is tiny, and scipy's default gtol ended fits at their first iterations, far from the minimum
+    defaults = {"maxiter": maxiter, **({"gtol": 0.0} if method.upper() == "L-BFGS-B" else {})}
     result = scipy_minimize(fun, x0, jac=True, method=method, bounds=bounds if takes_bounds else None, tol=tol,
-                            callback=on_iteration, options={"maxiter": maxiter, **(options or {})})
+                            callback=on_iteration, options={**defaults, **(options or {})})
     result.losses = losses
     if not isinstance(obj, Objective):
         return result
