@@ -187,7 +187,7 @@ class _Prepared:
         self.native = kernel.module_build(device, debug)
         self.symbol = kernel.symbol
         self.meta = self.native.metas[self.symbol]
-        refused = self.meta.compile_error()
+        refused = self.meta.compile_error(kernel)
         if refused is not None:
             raise refused
         self.args_type = _args_struct(kernel)

@@ -47,14 +47,25 @@ class KernelMeta:
     skipped_funcs: list[str] = field(default_factory=list)  # funcs with differentiable=False (tape warns)
     refused: list | None = None  # (error class name, message, file, line, col, source line): not built
 
-    def compile_error(self) -> CompileError | None:
-        """The error the compiler refused this kernel with, or None when it was built."""
+    def compile_error(self, kernel) -> CompileError | None:
+        """The error the compiler refused ``kernel`` with, or None when it was built. The metadata (maybe
+        from the cache) says whether; the frontend runs again for the error itself, so that it names
+        the kernel's file as it is now, not the checkout that filled the cache with the same code."""
         if self.refused is None:
             return None
+        try:
+            build_ir(kernel)
+        except CompileError as e:
+            return e
         cls = getattr(errors, self.refused[0], None)
         if not (isinstance(cls, type) and issubclass(cls, CompileError)):
             cls = CompileError
         return cls(*self.refused[1:])
+
+
+def build_ir(kernel) -> ir.KernelIR:
+    """The frontend's IR of ``kernel`` (a CompileError where it refuses it)."""
+    return Frontend(kernel.pyfunc).build_kernel(kernel.symbol, dict(kernel.params) if kernel.bound else None)
 
 
 class Module:
@@ -109,7 +120,7 @@ class Module:
         irs, metas, structs = [], {}, []
         for k in self.kernels:
             try:
-                kir = Frontend(k.pyfunc).build_kernel(k.symbol, dict(k.params) if k.bound else None)
+                kir = build_ir(k)
             except CompileError as e:
                 metas[k.symbol] = KernelMeta(k.key, 0, None, [], [], [], [],
                                              refused=[type(e).__name__, e.message, e.file, e.line, e.col,
