@@ -6,6 +6,8 @@ Tape like any launch; the loss has the scalar type of the positions (float32 or 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 import xsim
@@ -15,31 +17,16 @@ from ..array import array as Array
 
 
 @xsim.kernel
-def _points_f32(q: xsim.array(dtype=xsim.vec3), rows: xsim.array(dtype=xsim.int32),
-                target: xsim.array(dtype=xsim.vec3), weight: xsim.float32, loss: xsim.array(dtype=xsim.float32)):
+def _points(q: xsim.array(dtype=Any), rows: xsim.array(dtype=xsim.int32), target: xsim.array(dtype=Any),
+            weight: xsim.Float, loss: xsim.array(dtype=xsim.Float)):
     i = xsim.tid()
     d = q[rows[i]] - target[i]
     xsim.atomic_add(loss, 0, weight * xsim.dot(d, d))
 
 
 @xsim.kernel
-def _points_f64(q: xsim.array(dtype=xsim.vec3d), rows: xsim.array(dtype=xsim.int32),
-                target: xsim.array(dtype=xsim.vec3d), weight: xsim.float64, loss: xsim.array(dtype=xsim.float64)):
-    i = xsim.tid()
-    d = q[rows[i]] - target[i]
-    xsim.atomic_add(loss, 0, weight * xsim.dot(d, d))
-
-
-@xsim.kernel
-def _body_f32(body_q: xsim.array(dtype=xsim.transform), body: int, point: xsim.vec3, target: xsim.vec3,
-              weight: xsim.float32, loss: xsim.array(dtype=xsim.float32)):
-    d = xsim.transform_point(body_q[body], point) - target
-    xsim.atomic_add(loss, 0, weight * xsim.dot(d, d))
-
-
-@xsim.kernel
-def _body_f64(body_q: xsim.array(dtype=xsim.transformd), body: int, point: xsim.vec3d, target: xsim.vec3d,
-              weight: xsim.float64, loss: xsim.array(dtype=xsim.float64)):
+def _body(body_q: xsim.array(dtype=Any), body: int, point: Any, target: Any, weight: xsim.Float,
+          loss: xsim.array(dtype=xsim.Float)):
     d = xsim.transform_point(body_q[body], point) - target
     xsim.atomic_add(loss, 0, weight * xsim.dot(d, d))
 
@@ -60,7 +47,7 @@ def add_squared_distance(loss: Array, positions: Array, target, rows=None, weigh
     if len(rows) != target.shape[0]:
         raise ValueError(f"add_squared_distance: {len(rows)} particle rows but {target.shape[0]} target points")
     rows = xsim.array(rows.astype(np.int32), dtype=xsim.int32, device=positions.device)
-    xsim.launch(_points_f64 if f64 else _points_f32, len(rows), inputs=[positions, rows, target, weight],
+    xsim.launch(_points, len(rows), inputs=[positions, rows, target, positions.dtype._scalar(weight)],
                 outputs=[loss], device=positions.device)
 
 
@@ -69,6 +56,6 @@ def add_body_point_distance(loss: Array, body_q: Array, body: int, target, point
     """``loss += weight * |body_q[body] applied to point - target|^2`` (m^2); ``point`` in the body frame."""
     f64 = body_q.dtype._scalar is T.float64
     vec = xsim.vec3d if f64 else xsim.vec3
-    xsim.launch(_body_f64 if f64 else _body_f32, 1,
-                inputs=[body_q, int(body), vec(*map(float, point)), vec(*map(float, target)), weight],
+    xsim.launch(_body, 1, inputs=[body_q, int(body), vec(*map(float, point)), vec(*map(float, target)),
+                                  body_q.dtype._scalar(weight)],
                 outputs=[loss], device=body_q.device)

@@ -62,65 +62,33 @@ def _sgd_delta(g: xsim.float64, buf: xsim.array(dtype=xsim.float64), i: int, lr:
 
 
 @xsim.kernel
-def _norm_sq_f32(g: xsim.array(dtype=xsim.float32), out: xsim.array(dtype=xsim.float64)):
+def _norm_sq(g: xsim.array(dtype=xsim.Float), out: xsim.array(dtype=xsim.float64)):
     i = xsim.tid()
     x = xsim.float64(g[i])
     xsim.atomic_add(out, 0, x * x)
 
 
 @xsim.kernel
-def _norm_sq_f64(g: xsim.array(dtype=xsim.float64), out: xsim.array(dtype=xsim.float64)):
-    i = xsim.tid()
-    xsim.atomic_add(out, 0, g[i] * g[i])
-
-
-@xsim.kernel
-def _adam_f32(p: xsim.array(dtype=xsim.float32), g: xsim.array(dtype=xsim.float32),
-              m: xsim.array(dtype=xsim.float64), v: xsim.array(dtype=xsim.float64),
-              lo: xsim.array(dtype=xsim.float64), hi: xsim.array(dtype=xsim.float64),
-              norm_sq: xsim.array(dtype=xsim.float64), clip_norm: xsim.float64, lr: xsim.float64,
-              b1: xsim.float64, b2: xsim.float64, c1: xsim.float64, c2: xsim.float64, eps: xsim.float64):
+def _adam(p: xsim.array(dtype=xsim.Float), g: xsim.array(dtype=xsim.Float),
+          m: xsim.array(dtype=xsim.float64), v: xsim.array(dtype=xsim.float64),
+          lo: xsim.array(dtype=xsim.float64), hi: xsim.array(dtype=xsim.float64),
+          norm_sq: xsim.array(dtype=xsim.float64), clip_norm: xsim.float64, lr: xsim.float64,
+          b1: xsim.float64, b2: xsim.float64, c1: xsim.float64, c2: xsim.float64, eps: xsim.float64):
     i = xsim.tid()
     gi = xsim.float64(g[i]) * _clip_scale(norm_sq, clip_norm)
     x = xsim.float64(p[i]) - _adam_delta(gi, m, v, i, lr, b1, b2, c1, c2, eps)
-    p[i] = xsim.float32(xsim.clamp(x, lo[i], hi[i]))
+    p[i] = p.dtype(xsim.clamp(x, lo[i], hi[i]))
 
 
 @xsim.kernel
-def _adam_f64(p: xsim.array(dtype=xsim.float64), g: xsim.array(dtype=xsim.float64),
-              m: xsim.array(dtype=xsim.float64), v: xsim.array(dtype=xsim.float64),
-              lo: xsim.array(dtype=xsim.float64), hi: xsim.array(dtype=xsim.float64),
-              norm_sq: xsim.array(dtype=xsim.float64), clip_norm: xsim.float64, lr: xsim.float64,
-              b1: xsim.float64, b2: xsim.float64, c1: xsim.float64, c2: xsim.float64, eps: xsim.float64):
-    i = xsim.tid()
-    gi = g[i] * _clip_scale(norm_sq, clip_norm)
-    p[i] = xsim.clamp(p[i] - _adam_delta(gi, m, v, i, lr, b1, b2, c1, c2, eps), lo[i], hi[i])
-
-
-@xsim.kernel
-def _sgd_f32(p: xsim.array(dtype=xsim.float32), g: xsim.array(dtype=xsim.float32),
-             buf: xsim.array(dtype=xsim.float64), lo: xsim.array(dtype=xsim.float64),
-             hi: xsim.array(dtype=xsim.float64), norm_sq: xsim.array(dtype=xsim.float64), clip_norm: xsim.float64,
-             lr: xsim.float64, mu: xsim.float64, nesterov: int):
+def _sgd(p: xsim.array(dtype=xsim.Float), g: xsim.array(dtype=xsim.Float),
+         buf: xsim.array(dtype=xsim.float64), lo: xsim.array(dtype=xsim.float64),
+         hi: xsim.array(dtype=xsim.float64), norm_sq: xsim.array(dtype=xsim.float64), clip_norm: xsim.float64,
+         lr: xsim.float64, mu: xsim.float64, nesterov: int):
     i = xsim.tid()
     gi = xsim.float64(g[i]) * _clip_scale(norm_sq, clip_norm)
     x = xsim.float64(p[i]) - _sgd_delta(gi, buf, i, lr, mu, nesterov)
-    p[i] = xsim.float32(xsim.clamp(x, lo[i], hi[i]))
-
-
-@xsim.kernel
-def _sgd_f64(p: xsim.array(dtype=xsim.float64), g: xsim.array(dtype=xsim.float64),
-             buf: xsim.array(dtype=xsim.float64), lo: xsim.array(dtype=xsim.float64),
-             hi: xsim.array(dtype=xsim.float64), norm_sq: xsim.array(dtype=xsim.float64), clip_norm: xsim.float64,
-             lr: xsim.float64, mu: xsim.float64, nesterov: int):
-    i = xsim.tid()
-    gi = g[i] * _clip_scale(norm_sq, clip_norm)
-    p[i] = xsim.clamp(p[i] - _sgd_delta(gi, buf, i, lr, mu, nesterov), lo[i], hi[i])
-
-
-_KERNELS = {"adam": {T.float32: _adam_f32, T.float64: _adam_f64},
-            "sgd": {T.float32: _sgd_f32, T.float64: _sgd_f64},
-            "norm": {T.float32: _norm_sq_f32, T.float64: _norm_sq_f64}}
+    p[i] = p.dtype(xsim.clamp(x, lo[i], hi[i]))
 
 
 def flat_view(a: Array) -> Array:
@@ -185,7 +153,7 @@ class _Optimizer:
         if self.clip_norm > 0:
             self.norm_sq._raw_zero()
             for f in self.flat:
-                xsim.launch(_KERNELS["norm"][f.dtype], f.size, inputs=[f.grad], outputs=[self.norm_sq],
+                xsim.launch(_norm_sq, f.size, inputs=[f.grad], outputs=[self.norm_sq],
                             device=f.device, record_tape=False)
 
     def zero_grad(self):
@@ -213,7 +181,7 @@ class Adam(_Optimizer):
         self._clip()
         c1, c2 = 1.0 - self.b1**self.t, 1.0 - self.b2**self.t
         for f, m, v, lo, hi in zip(self.flat, self.m, self.v, self.lower, self.upper):
-            xsim.launch(_KERNELS["adam"][f.dtype], f.size,
+            xsim.launch(_adam, f.size,
                         inputs=[f, f.grad, m, v, lo, hi, self.norm_sq, self.clip_norm, self.lr, self.b1, self.b2,
                                 c1, c2, self.eps], device=f.device, record_tape=False)
 
@@ -234,6 +202,6 @@ class SGD(_Optimizer):
         self.t += 1
         self._clip()
         for f, b, lo, hi in zip(self.flat, self.buf, self.lower, self.upper):
-            xsim.launch(_KERNELS["sgd"][f.dtype], f.size,
+            xsim.launch(_sgd, f.size,
                         inputs=[f, f.grad, b, lo, hi, self.norm_sq, self.clip_norm, self.lr, self.momentum,
                                 int(self.nesterov)], device=f.device, record_tape=False)
