@@ -21,8 +21,7 @@ import pytest
 
 import xsim
 from xsim.kernels import cuda
-from xsim.kernels.frontend import Frontend
-from xsim.kernels.module import _MODULES, Module
+from xsim.kernels.module import _MODULES, Module, build_ir
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
@@ -69,7 +68,7 @@ def _compilable(module: Module) -> Module | None:
         good = []
         for k in module.kernels:
             try:
-                Frontend(k.pyfunc).build_kernel(k.symbol, dict(k.params) if k.bound else None)
+                build_ir(k)
             except (xsim.CompileError, OSError):
                 continue
             good.append(k)
