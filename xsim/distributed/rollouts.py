@@ -58,8 +58,8 @@ def run_rollout(source, params: Mapping[str, Any] | None = None, *, sim: Mapping
                 frames: int | None = None, keep_frames: bool = False, index: int = 0) -> RolloutResult:
     """Build and simulate one rollout here (what a Ray task runs). ``source``: a checked ``Scene``
     (its overrides already applied), a scene file path (``params`` are then key-path overrides), or a
-    function ``fn(**params) -> ModelBuilder`` (``sim``: its ``[sim]`` settings: dt, substeps,
-    iterations, frames, device)."""
+    function ``fn(**params)`` returning a ``ModelBuilder`` or a finalized ``Model`` (``sim``: its
+    ``[sim]`` settings: dt, substeps, iterations, frames, device)."""
     from ..io.rollout import simulate
     from ..io.scene import Scene, load_scene
 
@@ -72,7 +72,8 @@ def run_rollout(source, params: Mapping[str, Any] | None = None, *, sim: Mapping
         scene, model = load_scene(source, params), None
     elif callable(source):
         scene = _builder_scene(source, sim)
-        model = source(**params).finalize(device=scene.sim.device)
+        made = source(**params)
+        model = made.finalize(device=scene.sim.device) if hasattr(made, "finalize") else made
     else:
         raise TypeError(f"run_rollout: source must be a Scene, a scene file path or a builder function, "
                         f"got {type(source).__name__}")
@@ -123,7 +124,7 @@ def map_rollouts(source, param_sets: Iterable[Mapping[str, Any]], *, sim: Mappin
     """Run one rollout per parameter set on Ray and yield each :class:`RolloutResult` as it finishes
     (``result.index`` says which set). ``source``: a scene file (every set is applied and checked
     here first, so a bad key raises ``xsim.SceneError`` before any task starts) or a builder function
-    ``fn(**params) -> ModelBuilder`` with ``sim`` settings. ``address``/``workers``: see
+    ``fn(**params)`` returning a ``ModelBuilder`` or ``Model``, with ``sim`` settings. ``address``/``workers``: see
     :func:`xsim.distributed.connect`."""
     yield from map_jobs(rollout_jobs(source, param_sets, sim), sim=sim, frames=frames, keep_frames=keep_frames,
                         address=address, workers=workers, max_retries=max_retries)
