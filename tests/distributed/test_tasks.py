@@ -78,7 +78,7 @@ def test_each_task_runs_one_xsim_thread_per_cpu_it_holds(local_ray):
 
 def test_import_xsim_does_not_import_ray():
     code = "import sys, xsim, xsim.distributed, xsim.cli; xsim.cli.parser(); print('ray' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).parents[2])
     assert out.stdout.strip() == "False", out.stderr
 
