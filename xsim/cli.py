@@ -1,4 +1,5 @@
-"""The ``xsim`` command: ``xsim run [SCENE]``, ``xsim check SCENE``, ``xsim optimize SCENE``, ``xsim info``."""
+"""The ``xsim`` command: ``xsim run [SCENE]``, ``xsim check SCENE``, ``xsim optimize SCENE``, ``xsim sweep SCENE``,
+``xsim info``."""
 
 from __future__ import annotations
 
@@ -145,6 +146,31 @@ def cmd_optimize(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    """Run a scene once per combination of --param values on Ray; write results.csv, USD files, a plot."""
+    from .distributed.sweep import RESULTS, combinations, parse_params, plot_metric, run_sweep
+
+    if not args.param:
+        raise SceneError(f"{args.scene}: nothing to sweep: give at least one --param KEY=V1,V2")
+    params = parse_params(args.param, args.scene)
+    total = len(combinations(params))
+    where = f"the Ray cluster at {args.address}" if args.address else "a local Ray"
+    print(f"xsim: {args.scene}: {total} runs over {', '.join(params)} on {where}")
+    written = []
+    try:
+        path = run_sweep(args.scene, params, args.out, address=args.address, workers=args.workers,
+                         resume=args.resume, usd=not args.no_usd, progress=not args.quiet,
+                         on_result=written.append)
+    except KeyboardInterrupt:
+        print(f"\nxsim: interrupted; {len(written)} new runs kept in {Path(args.out) / RESULTS}: "
+              "finish with --resume", file=sys.stderr)
+        return 130
+    print(f"xsim: wrote {path} ({total} runs{'' if args.no_usd else ', USD files in ' + str(Path(args.out) / 'usd')})")
+    if args.plot:
+        print(f"xsim: wrote {plot_metric(path, args.plot)}")
+    return 0
+
+
 def cmd_check(args) -> int:
     """Check a scene file (syntax, keys, types, values, mesh files) without running it."""
     from .io import load_scene
@@ -207,11 +233,11 @@ def cmd_info(args) -> int:
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the ``xsim`` command."""
     p = argparse.ArgumentParser(prog="xsim", description="xsim: a differentiable XPBD physics engine.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{run,check,optimize,info}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{run,check,optimize,sweep,info}")
     run = sub.add_parser("run", help="simulate a scene file, write USD and a preview PNG")
     run.add_argument("scene", nargs="?", help=f"scene file (default: scenes/{DEFAULT_SCENE})")
     run.add_argument("--out", metavar="PATH", help="USD file to write (default: [output].usd, out/<scene>.usda)")
-    run.add_argument("--frames", type=_positive_int, metavar="N", help="frames to simulate (default: [sim].frames)")
+    run.add_argument("--frames", type=_positive("frame"), metavar="N", help="frames to simulate (default: [sim].frames)")
     run.add_argument("--device", type=_device_name, metavar="DEVICE", help='"cpu" or "cuda:N" (default: [sim].device)')
     run.add_argument("--preview", metavar="PATH",
                      help="preview to write: a PNG strip of frames, or an animation (.gif, .mp4) "
@@ -229,19 +255,40 @@ def parser() -> argparse.ArgumentParser:
     optimize.add_argument("scene", help="scene file with an [optimize] table")
     optimize.add_argument("--quiet", action="store_true", help="no progress bar")
     optimize.set_defaults(func=cmd_optimize)
+    from .distributed.sweep import PLOTTABLE
+
+    sweep = sub.add_parser("sweep", help="run a scene over a grid of parameter values on Ray; write results.csv")
+    sweep.add_argument("scene", help="scene file")
+    sweep.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2",
+                       help='a scene key path and its values, e.g. "cloth[0].mass=0.001,0.002" (repeat: the '
+                            "runs are every combination)")
+    sweep.add_argument("--out", required=True, metavar="DIR", help="folder for results.csv, USD files and the plot")
+    sweep.add_argument("--address", metavar="ADDR",
+                       help='Ray cluster to join ("auto", HOST:PORT, ray://HOST:10001); default: start a local Ray')
+    sweep.add_argument("--workers", type=_positive("worker"), metavar="N",
+                       help="runs at once (default: the cluster's CPUs; a local Ray gets N CPUs)")
+    sweep.add_argument("--resume", action="store_true", help="keep the runs in DIR/results.csv and run the rest")
+    sweep.add_argument("--no-usd", action="store_true", help="write no USD files, only results.csv")
+    sweep.add_argument("--plot", choices=PLOTTABLE, metavar="METRIC",
+                       help=f"write DIR/METRIC.png of a metric against the first parameter ({', '.join(PLOTTABLE)})")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep.set_defaults(func=cmd_sweep)
     info = sub.add_parser("info", help="print devices, compiler and cache location")
     info.set_defaults(func=cmd_info)
     return p
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of frames, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1 frame, got {value}")
-    return value
+def _positive(what: str):
+    """An argparse type: a whole number >= 1 of ``what`` (frame, worker)."""
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number of {what}s, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"expected at least 1 {what}, got {value}")
+        return value
+    return convert
 
 
 def _device_name(text: str) -> str:

@@ -26,11 +26,13 @@ class Rollout:
 
 def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
              on_frame: Callable[[int, int], None] | None = None, model=None,
-             on_compile: Callable[[int], None] | None = None) -> Rollout:
+             on_compile: Callable[[int], None] | None = None,
+             on_state: Callable[[int, object], None] | None = None) -> Rollout:
     """Simulate ``frames`` frames (default ``scene.sim.frames``) of ``scene.sim.dt`` seconds each on
     ``device`` (default ``scene.sim.device``); ``on_frame(done, total)`` is called after each.
     ``model``: one finalized from ``scene.builder()`` and then edited; default: a fresh one.
-    ``on_compile(n)`` is called before ``n`` kernel modules not in the cache are compiled."""
+    ``on_compile(n)`` is called before ``n`` kernel modules not in the cache are compiled;
+    ``on_state(k, state)`` sees the State of every frame k = 0..frames (velocities too)."""
     from ..solvers import SolverXPBD
 
     frames = scene.sim.frames if frames is None else frames
@@ -49,12 +51,16 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
     poses = np.empty((frames + 1, model.body_count, 7), dtype=np.float64)
     if model.body_count:
         poses[0] = state.body_q.numpy()
+    if on_state is not None:
+        on_state(0, state)
     for k in range(1, frames + 1):
         solver.step(state, next_state, control, scene.sim.dt)
         state, next_state = next_state, state
         positions[k] = state.particle_q.numpy()
         if model.body_count:
             poses[k] = state.body_q.numpy()
+        if on_state is not None:
+            on_state(k, state)
         if on_frame is not None:
             on_frame(k, frames)
     return Rollout(scene, model, positions, poses)

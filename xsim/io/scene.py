@@ -226,8 +226,9 @@ class Scene:
         return b
 
 
-def load_scene(path: str | Path) -> Scene:
-    """Read and check a scene file; mesh files are loaded too. Raises ``xsim.SceneError``."""
+def load_scene(path: str | Path, overrides: dict[str, Any] | None = None) -> Scene:
+    """Read and check a scene file; mesh files are loaded too. ``overrides``: scene values by key path
+    (``{"cloth[0].mass": 0.002}``) set before the check (``xsim.io.overrides``). Raises ``xsim.SceneError``."""
     path = Path(path)
     problem = file_problem(path)
     if problem == "does not exist":
@@ -245,6 +246,10 @@ def load_scene(path: str | Path) -> Scene:
     except RecursionError:
         raise SceneError(f"{path}: bad TOML: arrays or tables nested too deeply to read") from None
     try:
+        if overrides:
+            from .overrides import apply_overrides
+
+            raw = apply_overrides(raw, overrides)
         return _check_scene(raw, path)
     except Invalid as e:
         raise scene_error(path, e) from None

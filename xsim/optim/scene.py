@@ -125,23 +125,17 @@ def _loss_terms(settings: OptimizeSettings, scene, model, file: Path):
     return terms, points
 
 
-def run_optimize(scene, on_iteration: Callable[[int, int, float], None] | None = None,
-                 on_compile: Callable[[int], None] | None = None) -> OptimizeResult:
-    """Fit the scene's ``[optimize]`` parameters; write the fitted scene (TOML), the loss curve (PNG)
-    and the fitted scene's rollout (USD) into ``[optimize].output``. ``on_iteration(done, total, loss)``."""
-    import tomli_w
-
+def scene_objective(scene, on_compile: Callable[[int], None] | None = None) -> Objective:
+    """The ``Objective`` of a scene's ``[optimize]`` table: ``objective(x) -> (loss, gradient)`` over its
+    parameters' free coordinates (log where ``log = true``), each call a float64 rollout on a Tape."""
     import xsim
 
-    from ..io.preview import save_loss_curve
-    from ..io.rollout import compile_kernels, simulate
-    from ..io.scene import load_scene, scene_error
-    from ..io.usd import write_usd
+    from ..io.rollout import compile_kernels
+    from ..io.scene import scene_error
     from ..solvers import SolverXPBD
 
     settings: OptimizeSettings = scene.optimize
     raw = tomllib.loads(scene.path.read_text(encoding="utf-8"))
-    frames = settings.frames or scene.sim.frames
     model = scene.builder().finalize(device=scene.sim.device, dtype=xsim.float64, requires_grad=True)
     solver = SolverXPBD(model, substeps=scene.sim.substeps, iterations=scene.sim.iterations)
     compile_kernels(model.device, on_compile)
@@ -167,7 +161,25 @@ def run_optimize(scene, on_iteration: Callable[[int, int, float], None] | None =
             add(loss, states[f], weight)
         return loss
 
-    objective = Objective(rollout, params)
+    return Objective(rollout, params)
+
+
+def run_optimize(scene, on_iteration: Callable[[int, int, float], None] | None = None,
+                 on_compile: Callable[[int], None] | None = None) -> OptimizeResult:
+    """Fit the scene's ``[optimize]`` parameters; write the fitted scene (TOML), the loss curve (PNG)
+    and the fitted scene's rollout (USD) into ``[optimize].output``. ``on_iteration(done, total, loss)``."""
+    import tomli_w
+
+    from ..io.preview import save_loss_curve
+    from ..io.rollout import simulate
+    from ..io.scene import load_scene
+    from ..io.usd import write_usd
+
+    settings: OptimizeSettings = scene.optimize
+    raw = tomllib.loads(scene.path.read_text(encoding="utf-8"))
+    frames = settings.frames or scene.sim.frames
+    objective = scene_objective(scene, on_compile)
+    params = objective.params
     losses = _fit(objective, settings, on_iteration)
 
     fitted = copy.deepcopy(raw)
