@@ -30,10 +30,10 @@ def weighted_bodies(q: xsim.array(dtype=xsim.transformd), w: xsim.array(dtype=xs
     xsim.atomic_add(loss, 0, xsim.dot(xsim.transform_get_translation(q[i]), w[i]))
 
 
-def one_world() -> ModelBuilder:
+def one_world(cloth: bool = True) -> ModelBuilder:
     """A 2-link arm (capsules along x, hinged about y at the world point (0, 0, 1)), a 4 x 4 cloth
-    dropped onto its first link, a static sphere and a static mesh square under the cloth's corners,
-    and the ground."""
+    dropped onto its first link (unless not ``cloth``), a static sphere and a static mesh square
+    under the cloth's corners, and the ground."""
     b = ModelBuilder()
     link1 = b.add_body(((0.25, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0)))
     b.add_shape_capsule(link1, xform=((0.0, 0.0, 0.0), Y90), radius=0.05, half_height=0.2)
@@ -43,13 +43,21 @@ def one_world() -> ModelBuilder:
                          child_xform=((-0.25, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)), axis=(0.0, 1.0, 0.0))
     b.add_joint_revolute(link1, link2, parent_xform=((0.25, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)),
                          child_xform=((-0.25, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)), axis=(0.0, 1.0, 0.0))
-    b.add_cloth_grid(pos=(0.1, -0.2, 1.07), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, -0.5), dim_x=4, dim_y=4,
-                     cell_x=0.1, cell_y=0.1, mass=0.01, stretch_compliance=1e-5, particle_radius=0.01)
+    if cloth:
+        b.add_cloth_grid(pos=(0.1, -0.2, 1.07), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, -0.5), dim_x=4, dim_y=4,
+                         cell_x=0.1, cell_y=0.1, mass=0.01, stretch_compliance=1e-5, particle_radius=0.01)
     b.add_collider_sphere((0.1, -0.2, 0.9), radius=0.1, mu=0.3)
     square = (np.array([[0.3, 0.0, 0.0], [0.6, 0.0, 0.0], [0.6, 0.3, 0.0], [0.3, 0.3, 0.0]]),
               np.array([[0, 1, 2], [0, 2, 3]]))
     b.add_collider_mesh(square, pos=(0.0, 0.0, 0.95))
     b.add_ground_plane()
+    return b
+
+
+def xsim_cloth_only() -> ModelBuilder:
+    b = ModelBuilder()
+    b.add_cloth_grid(pos=(0.0, 0.0, 1.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=2, dim_y=2,
+                     cell_x=0.1, cell_y=0.1, mass=0.01)
     return b
 
 
@@ -119,8 +127,12 @@ def test_a_batch_of_worlds_steps_and_differentiates_like_separate_rollouts():
             rows = len(a)
             np.testing.assert_allclose(together[name][k * rows:(k + 1) * rows], a, rtol=1e-12, atol=1e-12,
                                        err_msg=f"world {k}: {name}")
-    # the scene really exercises every contact kind: the cloth meets the arm, the sphere and the mesh
-    assert np.abs(together["d_body_qd"]).max() > 0.0 and np.abs(together["d_collider_pos"]).max() > 0.0
+    # the scene exercises every contact kind: in every world the cloth meets the sphere and the mesh...
+    assert np.all(np.abs(together["d_collider_pos"]).max(axis=1) > 0.0)
+    # ...and the arm, which moves otherwise without it
+    arm = final_state(one_world(cloth=False).finalize(dtype=xsim.float64),
+                      [dict(values[0], particle_qd=np.zeros((0, 3)))], STEPS)
+    assert np.abs(arm.body_q.numpy() - together["body_q"][:nb]).max() > 1e-3
 
 
 def final_state(model, values: list[dict], steps: int = 12):
@@ -170,6 +182,10 @@ def test_replicate_places_copies_on_newtons_grid_and_add_builder_moves_a_copy_ri
     np.testing.assert_allclose(m.body_q.numpy()[2:, :3] - m.body_q.numpy()[:2, :3], [[2.0, 0.0, 0.0]] * 2)
     np.testing.assert_allclose(m.collider_pos.numpy()[2:] - m.collider_pos.numpy()[:2], [[2.0, 0.0, 0.0]] * 2)
     assert m.ground and m.shape_count == 5  # 4 capsules and one shared ground
+    cloth_only = ModelBuilder()
+    cloth_only.add_world(xsim_cloth_only())
+    m = cloth_only.finalize()
+    assert m.world_count == 1 and set(m.particle_world.numpy()) == {0} and m.body_world.shape == (0,)
 
     # a quarter turn about z at (1, 2, 3): positions, velocities, body and world-anchored joint frames
     turn = ((1.0, 2.0, 3.0), (0.0, 0.0, np.sin(np.pi / 4), np.cos(np.pi / 4)))

@@ -178,6 +178,8 @@ class Model:
             return getattr(rigid, name)
         if name in ("body_count", "shape_count", "joint_count"):
             return 0
+        if name in ("body_world", "shape_world", "joint_world"):
+            return xsim.zeros(0, dtype=int, device=self.device)
         raise AttributeError(f"'Model' object has no attribute '{name}'")
 
     def control(self) -> Control:
