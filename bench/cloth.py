@@ -42,32 +42,45 @@ NEWTON_SPRING_KE = 1e6      # N/m, the stiffness matching STRETCH_COMPLIANCE
 NEWTON_EDGE_KE = 1e-2
 
 
-def xsim_model(requires_grad: bool = False):
-    import xsim
+def xsim_cloth(dim: int = DIM):
+    """An xsim ModelBuilder holding the cloth with ``dim`` x ``dim`` cells (also ``worlds.py``'s world)."""
     from xsim.sim import ModelBuilder
     b = ModelBuilder()
-    b.add_cloth_grid(pos=(0.0, 0.0, 4.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=DIM, dim_y=DIM,
+    b.add_cloth_grid(pos=(0.0, 0.0, 4.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=dim, dim_y=dim,
                      cell_x=CELL, cell_y=CELL, mass=MASS, fix_left=True, stretch_compliance=STRETCH_COMPLIANCE,
                      shear_compliance=STRETCH_COMPLIANCE, bend_compliance=BEND_COMPLIANCE)
     # Newton's add_springs also ties the two opposite vertices of every interior edge: same here
     for _, _, o0, o1 in b.bending_indices:
         b.add_spring(o0, o1, compliance=STRETCH_COMPLIANCE)
-    return b.finalize(device="cpu", requires_grad=requires_grad, dtype=xsim.float32)
+    return b
 
 
-def newton_model(requires_grad: bool = False):
+def newton_cloth(dim: int = DIM):
+    """The same cloth in a Newton ModelBuilder."""
     import newton
     import warp as wp
     b = newton.ModelBuilder(gravity=(0.0, 0.0, -9.81))
-    b.add_cloth_grid(pos=wp.vec3(0.0, 0.0, 4.0), rot=wp.quat_identity(), vel=wp.vec3(0.0, 0.0, 0.0), dim_x=DIM,
-                     dim_y=DIM, cell_x=CELL, cell_y=CELL, mass=MASS, fix_left=True, add_springs=True,
+    b.add_cloth_grid(pos=wp.vec3(0.0, 0.0, 4.0), rot=wp.quat_identity(), vel=wp.vec3(0.0, 0.0, 0.0), dim_x=dim,
+                     dim_y=dim, cell_x=CELL, cell_y=CELL, mass=MASS, fix_left=True, add_springs=True,
                      spring_ke=NEWTON_SPRING_KE, spring_kd=0.0, edge_ke=NEWTON_EDGE_KE, edge_kd=0.0)
-    model = b.finalize(device="cpu", requires_grad=requires_grad)
-    # no self-collision: without this Newton rebuilds a hash grid every step and solves
-    # particle-particle contacts every iteration
+    return b
+
+
+def without_self_collision(model):
+    """A finalized Newton cloth model without particle self-collision: otherwise Newton rebuilds a
+    hash grid every step and solves particle-particle contacts every iteration (xsim has none)."""
     model.particle_grid = None
     model.particle_max_radius = 0.0
     return model
+
+
+def xsim_model(requires_grad: bool = False):
+    import xsim
+    return xsim_cloth().finalize(device="cpu", requires_grad=requires_grad, dtype=xsim.float32)
+
+
+def newton_model(requires_grad: bool = False):
+    return without_self_collision(newton_cloth().finalize(device="cpu", requires_grad=requires_grad))
 
 
 # -------------------------------------------------------------------------------------------------

@@ -39,23 +39,31 @@ def box_positions():
 # xsim
 
 
+def xsim_pendulum():
+    """The 2-link pendulum in an xsim ModelBuilder (also the world of ``worlds.py``)."""
+    from xsim.sim import ModelBuilder
+    b = ModelBuilder()
+    for k in range(2):
+        body = b.add_body(((LINK * (k + 0.5), 0.0, 2.0), (0.0, 0.0, 0.0, 1.0)))
+        b.add_shape_capsule(body, xform=((0.0, 0.0, 0.0), (0.0, 0.7071068, 0.0, 0.7071068)), radius=0.03,
+                            half_height=0.5 * LINK - 0.03)
+        b.add_joint_revolute(k - 1, body, parent_xform=((0.5 * LINK if k else 0.0, 0.0, 0.0 if k else 2.0),
+                                                        (0.0, 0.0, 0.0, 1.0)),
+                             child_xform=((-0.5 * LINK, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)), axis=(0.0, 1.0, 0.0))
+    return b
+
+
 def xsim_scene(scene: str, requires_grad: bool = False):
     import xsim
     from xsim.sim import ModelBuilder
-    b = ModelBuilder()
     if scene == "boxes":
+        b = ModelBuilder()
         b.add_ground_plane(mu=0.5)
         for p in box_positions():
             body = b.add_body((p, (0.0, 0.0, 0.0, 1.0)))
             b.add_shape_box(body, hx=HALF, hy=HALF, hz=HALF)
     else:
-        for k in range(2):
-            body = b.add_body(((LINK * (k + 0.5), 0.0, 2.0), (0.0, 0.0, 0.0, 1.0)))
-            b.add_shape_capsule(body, xform=((0.0, 0.0, 0.0), (0.0, 0.7071068, 0.0, 0.7071068)), radius=0.03,
-                                half_height=0.5 * LINK - 0.03)
-            b.add_joint_revolute(k - 1, body, parent_xform=((0.5 * LINK if k else 0.0, 0.0, 0.0 if k else 2.0),
-                                                            (0.0, 0.0, 0.0, 1.0)),
-                                 child_xform=((-0.5 * LINK, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)), axis=(0.0, 1.0, 0.0))
+        b = xsim_pendulum()
     return b.finalize(device="cpu", requires_grad=requires_grad, dtype=xsim.float32)
 
 
@@ -90,26 +98,35 @@ def bench_xsim(scene: str, repeat: int) -> dict:
 # Newton
 
 
-def newton_scene(scene: str, requires_grad: bool = False):
+def newton_pendulum():
+    """The same pendulum in a Newton ModelBuilder (one articulation)."""
     import newton
     import warp as wp
     b = newton.ModelBuilder(gravity=(0.0, 0.0, -9.81))
+    rot = wp.quat(0.0, 0.7071068, 0.0, 0.7071068)
+    for k in range(2):
+        body = b.add_link(xform=wp.transform((LINK * (k + 0.5), 0.0, 2.0), wp.quat_identity()))
+        b.add_shape_capsule(body, xform=wp.transform((0.0, 0.0, 0.0), rot), radius=0.03,
+                            half_height=0.5 * LINK - 0.03)
+        b.add_joint_revolute(k - 1, body, parent_xform=wp.transform((0.5 * LINK if k else 0.0, 0.0,
+                                                                      0.0 if k else 2.0), wp.quat_identity()),
+                             child_xform=wp.transform((-0.5 * LINK, 0.0, 0.0), wp.quat_identity()),
+                             axis=(0.0, 1.0, 0.0))
+    b.add_articulation(list(range(2)))
+    return b
+
+
+def newton_scene(scene: str, requires_grad: bool = False):
+    import newton
+    import warp as wp
     if scene == "boxes":
+        b = newton.ModelBuilder(gravity=(0.0, 0.0, -9.81))
         b.add_ground_plane()
         for p in box_positions():
             body = b.add_body(xform=wp.transform(p, wp.quat_identity()))
             b.add_shape_box(body, hx=HALF, hy=HALF, hz=HALF)
     else:
-        rot = wp.quat(0.0, 0.7071068, 0.0, 0.7071068)
-        for k in range(2):
-            body = b.add_link(xform=wp.transform((LINK * (k + 0.5), 0.0, 2.0), wp.quat_identity()))
-            b.add_shape_capsule(body, xform=wp.transform((0.0, 0.0, 0.0), rot), radius=0.03,
-                                half_height=0.5 * LINK - 0.03)
-            b.add_joint_revolute(k - 1, body, parent_xform=wp.transform((0.5 * LINK if k else 0.0, 0.0,
-                                                                          0.0 if k else 2.0), wp.quat_identity()),
-                                 child_xform=wp.transform((-0.5 * LINK, 0.0, 0.0), wp.quat_identity()),
-                                 axis=(0.0, 1.0, 0.0))
-        b.add_articulation(list(range(2)))
+        b = newton_pendulum()
     return b.finalize(device="cpu", requires_grad=requires_grad)
 
 

@@ -99,7 +99,7 @@ def cmd_run(args) -> int:
         print("\nxsim: interrupted; no file written", file=sys.stderr)
         return 130
     seconds = time.perf_counter() - t0 - progress.compile_seconds
-    parts, colliders = scene.parts, scene.colliders
+    parts, colliders = scene.parts, scene.placed_colliders()
     write_usd(out, rollout.frames, parts, colliders, fps=scene.output.fps, bodies=scene.body_parts,
               body_q=rollout.body_q)
     bodies = f"{rollout.model.body_count} bodies, " if rollout.model.body_count else ""

@@ -69,6 +69,10 @@ CASES = {
         "[[cloth]]\nmass = 0.1\n", "cloth[0]", "exactly one of grid", "neither"),
     "pin on an edge that does not exist": (
         CLOTH + 'pin = ["up"]\n', "cloth[0].pin[0]", '"left", "right", "top", "bottom"', '"up" (a string)'),
+    "no copies of the scene": (
+        "replicate = 0\n" + CLOTH, "replicate", "an integer >= 1", "0 (an integer)"),
+    "spacing of two numbers": (
+        "replicate = 4\nspacing = [1.0, 2.0]\n" + CLOTH, "spacing", "an array of 3", "[1.0, 2.0]"),
     "grid with zero cells": (
         "[[cloth]]\ngrid = { dim = [0, 4], cell = [0.1, 0.1] }\n", "cloth[0].grid.dim[0]", "an integer >= 1",
         "0 (an integer)"),
@@ -164,3 +168,11 @@ def test_shipped_scenes_pass_the_check():
     for path in scenes:
         scene = load_scene(path)
         assert scene.cloths or scene.bodies, path
+
+
+def test_replicating_a_scene_with_optimize_is_refused(tmp_path):
+    path = tmp_path / "scene.toml"
+    path.write_text("replicate = 2\n" + (Path(__file__).parents[2] / "scenes" / "throw_ball.toml").read_text())
+    with pytest.raises(xsim.SceneError) as info:
+        load_scene(path)
+    assert str(info.value).startswith(f"{path}: replicate: expected 1 in a scene with [optimize]")

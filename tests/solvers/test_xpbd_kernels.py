@@ -128,8 +128,8 @@ def test_static_collider_adjoint(kind, size, pos):
     x = vecs(world)
     args = [x, vecs(world + [0.004, -0.003, 0.02]), scalars([1.0]), scalars([0.08]), 1, ints([kind]),
             vecs(centre), xsim.array(np.array([rot]), dtype=xsim.quatd, requires_grad=True), vecs(size),
-            scalars([0.3]), ints([-1]), ints(np.zeros((0, 3)), 3), vecs(np.zeros((0, 3))), ints([]),
-            vecs(np.zeros((1, 3)))]
+            scalars([0.3]), ints([-1]), ints(np.zeros((0, 3)), 3), vecs(np.zeros((0, 3))), ints([]), ints([-1]),
+            ints([-1]), vecs(np.zeros((1, 3)))]
     out = args[-1]
     xsim.launch(C.collide_static, 1, inputs=args[:-1], outputs=[out])
     assert not np.allclose(out.numpy(), x.numpy())  # the particle was in contact and moved
@@ -141,8 +141,8 @@ def test_mesh_collider_adjoint():
     x = vecs([[0.1, 0.05, 0.01]])
     args = [x, vecs([[0.12, 0.04, 0.03]]), scalars([1.0]), scalars([0.02]), 1, ints([SHAPE_MESH]), vecs([[0.0, 0.0, -0.005]]),
             xsim.array(np.array([[0.05, 0.0, 0.0, 1.0]]) / np.sqrt(1.0025), dtype=xsim.quatd, requires_grad=True),
-            vecs(np.zeros((1, 3))), scalars([0.5]), ints([0]), ints([[0, 1, 2]], 3), verts, ints([0]),
-            vecs(np.zeros((1, 3)))]
+            vecs(np.zeros((1, 3))), scalars([0.5]), ints([0]), ints([[0, 1, 2]], 3), verts, ints([0]), ints([-1]),
+            ints([-1]), vecs(np.zeros((1, 3)))]
     check(C.collide_static, args, 1)
 
 
@@ -173,7 +173,7 @@ def test_box_contact_gradient_is_exact_for_a_particle_a_rounding_error_outside_a
         args = [x, vecs([[px - 0.01, 0.04, 0.03]]), scalars([1.0]), scalars([0.08]), 1, ints([SHAPE_BOX]),
                 vecs([[0.0, 0.0, 0.0]]), xsim.array(np.array([[0.0, 0.0, 0.0, 1.0]]), dtype=xsim.quatd),
                 vecs([[0.2, 0.2, 0.2]]), scalars([0.3]), ints([-1]), ints(np.zeros((0, 3)), 3),
-                vecs(np.zeros((0, 3))), ints([]), vecs(np.zeros((1, 3)))]
+                vecs(np.zeros((0, 3))), ints([]), ints([-1]), ints([-1]), vecs(np.zeros((1, 3)))]
         tape = xsim.Tape()
         with tape:
             xsim.launch(C.collide_static, 1, inputs=args[:-1], outputs=[args[-1]])

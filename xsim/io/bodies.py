@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..sim.shapes import quat_multiply
 from .schema import (
     Invalid,
     Key,
@@ -184,13 +185,6 @@ def check_joint(raw: Any, path: str, keys: dict[str, dict[str, Key]], bodies: li
 # -- building --------------------------------------------------------------------------------------
 
 
-def _quat_mul(a, b) -> np.ndarray:
-    ax, ay, az, aw = a
-    bx, by, bz, bw = b
-    return np.array([aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
-                     aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz])
-
-
 def _quat_rotate(q, v) -> np.ndarray:
     u, w = np.asarray(q[:3], np.float64), float(q[3])
     t = 2.0 * np.cross(u, v)
@@ -278,5 +272,5 @@ def shape_world_spec(shape: dict, body_q) -> dict:
     (7 numbers: position, quaternion x, y, z, w), for drawing."""
     p, q = np.asarray(body_q[:3], np.float64), np.asarray(body_q[3:7], np.float64)
     center = p + _quat_rotate(q, np.asarray(shape["position"], np.float64))
-    rot = tuple(_quat_mul(q, shape["rotation"]))
+    rot = tuple(quat_multiply(q, shape["rotation"]))
     return {**shape, "center": center, "position": center, "rotation": rot}

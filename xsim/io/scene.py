@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import SceneError
 from ..sim import validate
 from ..sim.builder import DEFAULT_BEND_COMPLIANCE, DEFAULT_PARTICLE_RADIUS
+from ..sim.worlds import world_offsets
 from .bodies import BodyPart, add_bodies, add_joints, body_keys, check_body, check_joint, joint_keys
 from .files import PREVIEW_SUFFIXES, USD_SUFFIXES, file_problem
 from .schema import (
@@ -154,8 +155,14 @@ COLLIDER_KEYS = {ctype: {"type": Key(string(tuple(_COLLIDER_TYPES))), "name": Ke
 BODY_KEYS, SHAPE_KEYS = body_keys(_placement, _mu, Key(_name, None, "prim name in the USD file; joints refer to it"))
 JOINT_KEYS = joint_keys(_placement)
 
-TOP_KEYS = ("sim", "output", "cloth", "collider", "body", "joint", "optimize")
-_TOP_TABLES = "one of the tables [sim], [output], [[cloth]], [[collider]], [[body]], [[joint]], [optimize]"
+LAYOUT_KEYS = {
+    "replicate": Key(integer(minimum=1), 1, "copies of the scene, each its own world: copies never touch"),
+    "spacing": Key(_vec3, (0.0, 0.0, 0.0), "[x, y, z] m between copies: a line, square or cube grid"),
+}
+
+TOP_KEYS = ("replicate", "spacing", "sim", "output", "cloth", "collider", "body", "joint", "optimize")
+_TOP_TABLES = ("one of the tables [sim], [output], [[cloth]], [[collider]], [[body]], [[joint]], [optimize] "
+               "or the keys replicate, spacing")
 
 
 # -- the checked scene -----------------------------------------------------------------------------
@@ -209,21 +216,49 @@ class Scene:
     joints: list[dict] = field(default_factory=list)
     body_parts: list[BodyPart] = field(default_factory=list)
     optimize: Any = None  # the checked [optimize] table (``io.optimize.OptimizeSettings``), if any
+    replicate: int = 1    # copies of the scene, each its own world (``ModelBuilder.replicate``)
+    spacing: tuple = (0.0, 0.0, 0.0)  # m between copies
 
     def builder(self, builder=None):
         """A ``ModelBuilder`` holding the scene's cloths, colliders, bodies and joints (added to
-        ``builder`` when given). Also fills ``self.parts`` with where each cloth's particles and
-        triangles went and ``self.body_parts`` with each body's index and shapes."""
+        ``builder`` when given), ``replicate`` times over as separate worlds. Also fills ``self.parts``
+        with where each cloth's particles and triangles went and ``self.body_parts`` with each body's
+        index and shapes (copy k's names end in ``_k`` when replicated)."""
         from ..sim import ModelBuilder
 
         b = builder if builder is not None else ModelBuilder(gravity=self.sim.gravity)
-        self.parts = [_add_cloth(b, c) for c in self.cloths]
+        one = b if self.replicate == 1 else ModelBuilder(gravity=self.sim.gravity)
+        parts = [_add_cloth(one, c) for c in self.cloths]
         for c in self.colliders:
-            _add_collider(b, c)
-        first_body = b.body_count
-        self.body_parts = add_bodies(b, self.bodies)
-        add_joints(b, self.joints, self.bodies, first_body)
+            _add_collider(one, c)
+        first_body = one.body_count
+        body_parts = add_bodies(one, self.bodies)
+        add_joints(one, self.joints, self.bodies, first_body)
+        if self.replicate == 1:
+            self.parts, self.body_parts = parts, body_parts
+            return b
+        particle0, body0 = b.particle_count, b.body_count
+        b.replicate(one, self.replicate, self.spacing)
+        copies = range(self.replicate)
+        self.parts = [ClothPart(f"{p.name}_{k}", particle0 + k * one.particle_count + p.first, p.count, p.triangles)
+                      for k in copies for p in parts]
+        self.body_parts = [BodyPart(f"{p.name}_{k}", body0 + k * one.body_count + p.index, p.shapes)
+                           for k in copies for p in body_parts]
         return b
+
+    def placed_colliders(self) -> list[dict]:
+        """The static colliders as drawn (USD, previews): every copy's at its place, named ``_k``
+        when replicated; the ground, shared by all copies, once."""
+        if self.replicate == 1:
+            return self.colliders
+        out = [c for c in self.colliders if c["type"] == "ground"]
+        for k, offset in enumerate(world_offsets(self.replicate, self.spacing)):
+            for c in self.colliders:
+                if c["type"] != "ground":
+                    out.append({**c, "name": f"{c['name']}_{k}",
+                                **{key: tuple(np.add(c[key], offset).tolist())
+                                   for key in ("center", "position") if key in c}})
+        return out
 
 
 def load_scene(path: str | Path, overrides: dict[str, Any] | None = None) -> Scene:
@@ -306,9 +341,13 @@ def _check_scene(raw: dict, path: Path) -> Scene:
               for i, b in enumerate(_array_of_tables(raw, "body"))]
     _name_parts(bodies, "body")
     joints = [check_joint(j, f"joint[{i}]", JOINT_KEYS, bodies) for i, j in enumerate(_array_of_tables(raw, "joint"))]
+    layout = check_table({key: raw[key] for key in LAYOUT_KEYS if key in raw}, "", LAYOUT_KEYS)
     scene = Scene(path=path, name=name, sim=sim, output=output, cloths=cloths, colliders=colliders,
-                  bodies=bodies, joints=joints)
+                  bodies=bodies, joints=joints, **layout)
     if "optimize" in raw:
+        if scene.replicate != 1:
+            raise Invalid("replicate", "1 in a scene with [optimize] (an optimization fits one world)",
+                          describe(raw["replicate"]))
         from .optimize import check_optimize
 
         scene.optimize = check_optimize(raw["optimize"], scene)

@@ -17,6 +17,7 @@ from . import cloth, validate
 from .collide import BOX, CAPSULE, MESH, SPHERE, Collider, mesh_arrays, pack_colliders
 from .model import Model
 from .rigid import RigidBuilderMixin
+from .worlds import WorldBuilderMixin
 
 DEFAULT_BEND_COMPLIANCE = 1.0e2  # 1/(N m): a soft fabric
 DEFAULT_PARTICLE_RADIUS = 0.01   # m
@@ -31,11 +32,11 @@ def _quat_rotate(q, v: np.ndarray) -> np.ndarray:
     return v + w * t + np.cross(u, t)
 
 
-class ModelBuilder(RigidBuilderMixin):
+class ModelBuilder(WorldBuilderMixin, RigidBuilderMixin):
     """Accumulates a scene; ``finalize`` turns it into a ``Model``.
 
     ``gravity``: (3,) m/s^2. ``particle_damping``: velocity damping rate, 1/s (applied implicitly:
-    v <- v / (1 + damping * h) each substep)."""
+    v <- v / (1 + damping * h) each substep). Entities belong to worlds (``xsim.sim.worlds``)."""
 
     def __init__(self, gravity=(0.0, 0.0, -9.81)):
         validate.args("ModelBuilder", gravity=gravity)
@@ -45,6 +46,7 @@ class ModelBuilder(RigidBuilderMixin):
         self.particle_qd: list = []
         self.particle_mass: list[float] = []
         self.particle_radius: list[float] = []
+        self.particle_world: list[int] = []
         self.spring_indices: list = []
         self.spring_rest_length: list[float] = []
         self.spring_compliance: list[float] = []
@@ -57,7 +59,9 @@ class ModelBuilder(RigidBuilderMixin):
         self.area_damping: list[float] = []
         self.tri_indices: list = []
         self.colliders: list[Collider] = []
+        self.collider_world: list[int] = []
         self.ground = None
+        self._init_worlds()
         self._init_rigid()
 
     @property
@@ -74,6 +78,7 @@ class ModelBuilder(RigidBuilderMixin):
         self.particle_qd.append(tuple(float(c) for c in vel))
         self.particle_mass.append(float(mass))
         self.particle_radius.append(float(radius))
+        self.particle_world.append(self.current_world)
         return len(self.particle_q) - 1
 
     def pin_particle(self, i: int) -> None:
@@ -133,6 +138,7 @@ class ModelBuilder(RigidBuilderMixin):
         for i in ids:
             if not 0 <= int(i) < n:
                 raise IndexError(f"{where}: particle index {i} out of range (there are {n} particles)")
+        self._world_of(where, [self.particle_world[int(i)] for i in ids])
 
     # -- cloth ----------------------------------------------------------------------------------------
 
@@ -279,6 +285,7 @@ class ModelBuilder(RigidBuilderMixin):
         if not 0.0 <= c.restitution <= 1.0:
             raise ValueError(f"add_collider_{c.type}: restitution must be in [0, 1], got {c.restitution}")
         self.colliders.append(c)
+        self.collider_world.append(self.current_world)
         return len(self.colliders) - 1
 
     # -- finalize -------------------------------------------------------------------------------------
@@ -312,8 +319,11 @@ class ModelBuilder(RigidBuilderMixin):
         bend_damping = np.asarray(self.bending_damping, dtype=np.float64) * 3.0 / np.maximum(bend_area, 1e-300)
         packed = pack_colliders(self.colliders)
         ground = self.ground or {"mu": 0.0, "restitution": 0.0, "height": 0.0}
+        worlds = self._world_arrays()
         return Model(
             device=xsim.get_device(device), dtype=dtype, requires_grad=requires_grad, gravity=self.gravity,
+            world_count=max(1, self.world_count), particle_world=arr(worlds["particle_world"], int, shape=n),
+            collider_world=arr(worlds["collider_world"], int, shape=len(self.colliders)),
             particle_damping=float(self.particle_damping), particle_count=n,
             particle_q=arr(x, v3, shape=n), particle_qd=arr(np.asarray(self.particle_qd).reshape(n, 3), v3, shape=n),
             particle_mass=arr(mass, dtype, True, shape=n), particle_inv_mass=arr(inv_mass, dtype, True, shape=n),
@@ -342,7 +352,7 @@ class ModelBuilder(RigidBuilderMixin):
             mesh_indices=ints(packed["mesh_indices"], 3),
             mesh_vertices=arr(packed["mesh_vertices"], v3, True, shape=len(packed["mesh_vertices"])),
             mesh_collider=arr(packed["mesh_collider"], int, shape=len(packed["mesh_collider"])),
-            rigid=self._finalize_rigid(device, dtype, requires_grad, self.ground),
+            rigid=self._finalize_rigid(device, dtype, requires_grad, self.ground, worlds),
         )
 
 

@@ -62,6 +62,9 @@ class Model:
     dtype: object
     requires_grad: bool
     gravity: tuple
+    world_count: int            # worlds (xsim.sim.worlds); at least 1
+    particle_world: object      # array(int): world of each particle, -1: global (meets every world)
+    collider_world: object      # array(int): world of each static collider, -1: global
     particle_damping: float
     particle_count: int
     particle_q: object          # initial positions, array(vec3)
@@ -175,6 +178,8 @@ class Model:
             return getattr(rigid, name)
         if name in ("body_count", "shape_count", "joint_count"):
             return 0
+        if name in ("body_world", "shape_world", "joint_world"):
+            return xsim.zeros(0, dtype=int, device=self.device)
         raise AttributeError(f"'Model' object has no attribute '{name}'")
 
     def control(self) -> Control:

@@ -82,7 +82,8 @@ class RigidBuilderMixin:
         p, q = _xform(xform)
         self.bodies.append({"p": p, "q": q, "mass": mass, "density": density, "com": com, "inertia": inertia,
                             "lin_vel": np.asarray(lin_vel, dtype=np.float64),
-                            "ang_vel": np.asarray(ang_vel, dtype=np.float64), "label": label})
+                            "ang_vel": np.asarray(ang_vel, dtype=np.float64), "label": label,
+                            "world": self.current_world})
         return len(self.bodies) - 1
 
     def _add_shape(self, body: int, kind: int, xform, size, radius: float, points: np.ndarray, mass_fn,
@@ -96,7 +97,8 @@ class RigidBuilderMixin:
         self.shapes.append({"body": int(body), "type": kind, "p": p, "q": q, "size": tuple(float(s) for s in size),
                             "radius": float(radius), "points": np.asarray(points, dtype=np.float64).reshape(-1, 3),
                             "mass_fn": mass_fn, "density": density, "mu": float(mu),
-                            "restitution": float(restitution), "mesh": mesh})
+                            "restitution": float(restitution), "mesh": mesh,
+                            "world": self.bodies[body]["world"] if body >= 0 else self.current_world})
         return len(self.shapes) - 1
 
     def add_shape_sphere(self, body: int, xform=None, radius: float = 0.5, density: float | None = None,
@@ -164,8 +166,10 @@ class RigidBuilderMixin:
             raise IndexError(f"add_joint: parent {parent} / child {child} invalid (there are {n} bodies)")
         if limit_lower is not None and limit_upper is not None and limit_lower > limit_upper:
             raise ValueError(f"add_joint: lower limit {limit_lower} above upper limit {limit_upper}")
+        world = self._world_of("add_joint", [self.bodies[b]["world"] for b in (parent, child) if b >= 0])
         a = np.asarray(axis, dtype=np.float64)
         self.joints.append({
+            "world": world,
             "cone": NO_LIMIT if cone_limit is None else float(cone_limit),
             "type": kind, "parent": int(parent), "child": int(child), "xp": _xform(parent_xform),
             "xc": _xform(child_xform), "axis": a / np.linalg.norm(a),
@@ -225,8 +229,10 @@ class RigidBuilderMixin:
 
     # -- finalize ------------------------------------------------------------------------------------
 
-    def _finalize_rigid(self, device, dtype, requires_grad: bool, ground: dict | None) -> RigidModel | None:
-        """The ``RigidModel`` (None without bodies or shapes)."""
+    def _finalize_rigid(self, device, dtype, requires_grad: bool, ground: dict | None,
+                        worlds: dict) -> RigidModel | None:
+        """The ``RigidModel`` (None without bodies or shapes); ``worlds``: the entities' world indices
+        (``WorldBuilderMixin._world_arrays``)."""
         if not self.bodies and not self.shapes:
             return None
         nb = len(self.bodies)
@@ -238,13 +244,15 @@ class RigidBuilderMixin:
         if ground is not None:
             shapes.append({"body": -1, "type": S.SHAPE_PLANE, "p": np.array([0.0, 0.0, ground["height"]]),
                            "q": np.array([0.0, 0.0, 0.0, 1.0]), "size": (0.0, 0.0, 0.0), "radius": 0.0,
-                           "points": np.zeros((0, 3)), "mu": ground["mu"], "restitution": ground["restitution"]})
+                           "points": np.zeros((0, 3)), "mu": ground["mu"], "restitution": ground["restitution"],
+                           "world": -1})
         com_of = (lambda b: com[b] if b >= 0 else np.zeros(3))
         # shapes and joint frames are kept relative to the body's centre-of-mass frame (the body frame
         # moved to the com), which is the frame the solver integrates
         shape_xform = [np.concatenate([s["p"] - com_of(s["body"]), s["q"]]) for s in shapes]
         point_start = np.cumsum([0] + [len(s["points"]) for s in shapes])
-        pairs = _contact_pairs(shapes, inv_mass, self.joints)
+        shape_world = np.asarray([sh["world"] for sh in shapes], dtype=np.int32).reshape(-1)
+        pairs = _contact_pairs(shapes, shape_world, inv_mass, self.joints)
         pair_points = [(len(shapes[a]["points"]) if ra else 0) + (len(shapes[b]["points"]) if rb else 0)
                        + SEGMENT_CONTACTS.get((shapes[a]["type"], shapes[b]["type"]), 0)
                        for a, b, ra, rb in pairs]
@@ -266,6 +274,8 @@ class RigidBuilderMixin:
         jx = (lambda j, key, b: np.concatenate([j[key][0] - com_of(b), j[key][1]]))
         return RigidModel(
             body_count=nb, shape_count=ns, joint_count=nj, pair_count=npair,
+            body_world=arr(worlds["body_world"], int, n=nb), shape_world=arr(shape_world, int, n=ns),
+            joint_world=arr(worlds["joint_world"], int, n=nj),
             contact_point_count=int(pair_offset[-1]), shape_types=[sh["type"] for sh in shapes],
             shape_meshes=[sh.get("mesh") for sh in shapes], gravity_scale=1.0,
             body_linear_damping=float(self.body_linear_damping),
@@ -354,13 +364,19 @@ def _point_roles(ta: int, tb: int) -> tuple[bool, bool] | None:
     return (True, True)
 
 
-def _contact_pairs(shapes, inv_mass, joints) -> list[tuple[int, int, int, int]]:
-    """Candidate shape pairs (a, b, a's points vs b, b's points vs a): shapes on different bodies,
-    at least one of which is dynamic, whose bodies are not joined by a joint."""
+def _contact_pairs(shapes, world: np.ndarray, inv_mass, joints) -> list[tuple[int, int, int, int]]:
+    """Candidate shape pairs (a, b, a's points vs b, b's points vs a): shapes of the same world (or
+    one global, ``world`` -1) on different bodies, at least one of which is dynamic, whose bodies
+    are not joined by a joint."""
     joined = {(min(j["parent"], j["child"]), max(j["parent"], j["child"])) for j in joints}
     out = []
     for a in range(len(shapes)):
-        for b in range(a + 1, len(shapes)):
+        later = world[a + 1:]
+        # worlds never meet: only shapes of a's world or global ones (all of them when a is global)
+        candidates = range(a + 1, len(shapes)) if world[a] < 0 else \
+            a + 1 + np.flatnonzero((later == world[a]) | (later < 0))
+        for b in candidates:
+            b = int(b)
             ba, bb = shapes[a]["body"], shapes[b]["body"]
             dyn = (lambda k: k >= 0 and inv_mass[k] > 0.0)
             if ba == bb or not (dyn(ba) or dyn(bb)) or (min(ba, bb), max(ba, bb)) in joined:
@@ -396,6 +412,9 @@ class RigidModel:
     joint_count: int
     pair_count: int
     contact_point_count: int
+    body_world: object        # array(int): world of each body (-1: global, meets every world)
+    shape_world: object       # array(int): world of each shape (the ground: -1)
+    joint_world: object       # array(int): world of each joint
     shape_types: list
     shape_meshes: list
     gravity_scale: float

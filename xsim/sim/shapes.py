@@ -24,6 +24,14 @@ def quat_to_matrix(q) -> np.ndarray:
         [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
 
 
+def quat_multiply(a, b) -> np.ndarray:
+    """The product ``a * b`` (4,) of quaternions (x, y, z, w): rotation ``b`` then ``a``."""
+    ax, ay, az, aw = np.asarray(a, dtype=np.float64)
+    bx, by, bz, bw = np.asarray(b, dtype=np.float64)
+    return np.array([aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
+                     aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz])
+
+
 def sphere_mass(radius: float, density: float) -> tuple[float, np.ndarray]:
     """(mass kg, inertia about the centre, shape frame) of a solid sphere."""
     m = density * 4.0 / 3.0 * np.pi * radius ** 3

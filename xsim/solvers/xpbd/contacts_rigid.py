@@ -33,7 +33,7 @@ import xsim
 from xsim import types as T
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
 
-from .kernels import bounce_impulse, surface_contact
+from .kernels import bounce_impulse, surface_contact, worlds_meet
 from .rigid_kernels import (
     apply_impulse,
     apply_positional,
@@ -643,7 +643,8 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
     @xsim.kernel(module=module, enable_backward=False)
     def count_particle_contacts(x: Vec3s, inv_mass: Scalars, radius: Scalars, Xc: Tfs, body_inv_mass: Scalars,
                                 shape_body: Ints, shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s,
-                                num_shapes: int, slack: scalar, split: Scalars):
+                                particle_world: Ints, shape_world: Ints, num_shapes: int, slack: scalar,
+                                split: Scalars):
         """Add one to ``split`` of each dynamic body per particle ``x[tid]`` that touches one of its
         spheres, boxes or capsules at the poses ``Xc`` (depth above ``-slack`` times its radius): the
         body's number of constraints (mass splitting) in ``collide_particles_bodies`` (slack 0) or
@@ -657,7 +658,8 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
                 wb = slack - slack
                 if b >= 0:
                     wb = body_inv_mass[b]
-                if wb > 0.0 and (kind == SHAPE_SPHERE or kind == SHAPE_BOX or kind == SHAPE_CAPSULE):
+                if wb > 0.0 and (kind == SHAPE_SPHERE or kind == SHAPE_BOX or kind == SHAPE_CAPSULE) and \
+                        worlds_meet(particle_world[i], shape_world[s]):
                     pose = Xc[b]
                     sx = shape_xform[s]
                     qs = pose.q * sx.q
@@ -670,7 +672,8 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
     def collide_particles_bodies(x: Vec3s, x_start: Vec3s, inv_mass: Scalars, radius: Scalars, Xc: Tfs,
                                  Xc_prev: Tfs, body_inv_mass: Scalars, body_inv_inertia: Mats, split: Scalars,
                                  shape_body: Ints, shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s,
-                                 shape_mu: Scalars, num_shapes: int, x_out: Vec3s, delta: Vec8s):
+                                 shape_mu: Scalars, particle_world: Ints, shape_world: Ints, num_shapes: int,
+                                 x_out: Vec3s, delta: Vec8s):
         """Two-way particle-body contacts (``rigid_solver.py``): push each particle out of the
         bodies' spheres, boxes and capsules at their current poses ``Xc``, sharing the depth between
         the particle's inverse mass and the body's generalized inverse mass at the contact point, with
@@ -687,7 +690,8 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             for s in range(num_shapes):
                 b = shape_body[s]
                 kind = shape_type[s]
-                if b >= 0 and (kind == SHAPE_SPHERE or kind == SHAPE_BOX or kind == SHAPE_CAPSULE):
+                if b >= 0 and (kind == SHAPE_SPHERE or kind == SHAPE_BOX or kind == SHAPE_CAPSULE) and \
+                        worlds_meet(particle_world[i], shape_world[s]):
                     pose = Xc[b]
                     sx = shape_xform[s]
                     qs = pose.q * sx.q
@@ -728,7 +732,8 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
                                 gravity: v3, h: scalar, bounce_speed: scalar, Xc: Tfs, qd: Vec6s, qd_pre: Vec6s,
                                 body_inv_mass: Scalars, body_inv_inertia: Mats, split: Scalars, shape_body: Ints,
                                 shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s, shape_mu: Scalars,
-                                shape_restitution: Scalars, num_shapes: int, v_out: Vec3s, delta: Vec8s):
+                                shape_restitution: Scalars, particle_world: Ints, shape_world: Ints, num_shapes: int,
+                                v_out: Vec3s, delta: Vec8s):
         """Velocity pass of the particle-body contacts at the end of a substep (``bounce_impulse``):
         each body sphere, box or capsule that the particle touches at its final position (within 0.1%
         of its radius), against the velocity of the body's surface point (pre-solve: ``qd_pre`` and
@@ -745,7 +750,8 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             for s in range(num_shapes):
                 b = shape_body[s]
                 kind = shape_type[s]
-                if b >= 0 and (kind == SHAPE_SPHERE or kind == SHAPE_BOX or kind == SHAPE_CAPSULE):
+                if b >= 0 and (kind == SHAPE_SPHERE or kind == SHAPE_BOX or kind == SHAPE_CAPSULE) and \
+                        worlds_meet(particle_world[i], shape_world[s]):
                     pose = Xc[b]
                     sx = shape_xform[s]
                     qs = pose.q * sx.q

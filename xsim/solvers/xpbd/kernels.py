@@ -39,6 +39,12 @@ UNROLLED_SLOTS = 32  # slots a particle gathers in straight-line code (a cloth v
 
 
 @xsim.func
+def worlds_meet(a: int, b: int):
+    """Whether entities of worlds ``a`` and ``b`` interact: the same world, or either global (-1)."""
+    return a < 0 or b < 0 or a == b
+
+
+@xsim.func
 def apply_friction(x, x0, n, pen, mu):
     """Position-level Coulomb friction (Macklin et al. 2014): cancel the tangential displacement
     since the substep start when it is inside the cone ``mu * pen`` (static), else shorten it by
@@ -518,9 +524,9 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
     def collide_static(x: Vec3s, x_start: Vec3s, inv_mass: Scalars, radius: Scalars, num_colliders: int,
                        collider_type: Ints, collider_pos: Vec3s, collider_rot: Quats, collider_size: Vec3s,
                        collider_mu: Scalars, mesh_tri: Ints, mesh_indices: Ints2, mesh_vertices: Vec3s,
-                       mesh_collider: Ints, x_out: Vec3s):
-        """Project a particle out of the sphere, box and capsule colliders and out of the mesh
-        triangle found for it this substep, each with friction."""
+                       mesh_collider: Ints, particle_world: Ints, collider_world: Ints, x_out: Vec3s):
+        """Project a particle out of the sphere, box and capsule colliders of its world and out of the
+        mesh triangle found for it this substep, each with friction."""
         i = xsim.tid()
         xi = x[i]
         if inv_mass[i] > 0.0:
@@ -528,7 +534,7 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
             r = radius[i]
             for c in range(num_colliders):
                 kind = collider_type[c]
-                if kind != SHAPE_MESH:
+                if kind != SHAPE_MESH and worlds_meet(particle_world[i], collider_world[c]):
                     n, pen = collider_contact(kind, xi, collider_pos[c], collider_rot[c], collider_size[c], r)
                     xi = push_out(xi, x0, n, pen, collider_mu[c])
             tri = mesh_tri[i]
@@ -543,9 +549,9 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
                       h: scalar, bounce_speed: scalar, num_colliders: int, collider_type: Ints, collider_pos: Vec3s,
                       collider_rot: Quats, collider_size: Vec3s, collider_mu: Scalars, collider_restitution: Scalars,
                       mesh_tri: Ints, mesh_indices: Ints2, mesh_vertices: Vec3s, mesh_collider: Ints,
-                      x_start: Vec3s, v_out: Vec3s, x_out: Vec3s):
+                      x_start: Vec3s, particle_world: Ints, collider_world: Ints, v_out: Vec3s, x_out: Vec3s):
         """Velocity pass of the static colliders at the end of a substep (``bounce_impulse``): each
-        collider the particle touches at its final position ``x`` (within 0.1% of its radius), with
+        collider of its world the particle touches at its final position ``x`` (within 0.1% of its radius), with
         the pre-solve velocity v_start + g h; a particle that bounces ends where ``reflect`` puts it."""
         i = xsim.tid()
         vi = v[i]
@@ -561,7 +567,7 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
             w0 = wp - wp
             for c in range(num_colliders):
                 kind = collider_type[c]
-                if kind != SHAPE_MESH:
+                if kind != SHAPE_MESH and worlds_meet(particle_world[i], collider_world[c]):
                     n, pen = collider_contact(kind, xi, collider_pos[c], collider_rot[c], collider_size[c], r)
                     if pen > -tol and xsim.dot(n, n) > 0.0:
                         p = bounce_impulse(vi, v_pre, n, collider_restitution[c], collider_mu[c],
@@ -588,9 +594,9 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
     @xsim.kernel(module=module, enable_backward=False)
     def find_mesh_contacts(x: Vec3s, x_pred: Vec3s, radius: Scalars, mesh_indices: Ints2,
                            mesh_vertices: Vec3s, mesh_collider: Ints, collider_pos: Vec3s, collider_rot: Quats,
-                           mesh_tri: Ints):
+                           particle_world: Ints, collider_world: Ints, mesh_tri: Ints):
         """Contact detection for mesh colliders (once per substep, not differentiated): the
-        triangle closest to each predicted position within its reach, or -1."""
+        triangle of the particle's world closest to each predicted position within its reach, or -1."""
         i = xsim.tid()
         p = x_pred[i]
         reach = radius[i] * 2.0 + xsim.length(p - x[i])
@@ -598,6 +604,8 @@ def collider_kernels(scalar=T.float32) -> SimpleNamespace:
         found = -1
         for tri in range(mesh_indices.shape[0]):
             m = mesh_collider[tri]
+            if not worlds_meet(particle_world[i], collider_world[m]):
+                continue
             q = collider_rot[m]
             t = collider_pos[m]
             a = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 0]]) + t

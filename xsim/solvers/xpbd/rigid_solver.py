@@ -226,7 +226,8 @@ class RigidStepper:
         split = self._particle_split(st, x, 0.0)
         xsim.launch(self.kc.collide_particles_bodies, m.particle_count, inputs=[
             x, x_start, m.particle_inv_mass, m.particle_radius, st.xi, st.xc, r.body_inv_mass, r.body_inv_inertia,
-            split, r.shape_body, r.shape_type, r.shape_xform, r.shape_size, r.shape_mu, r.shape_count],
+            split, r.shape_body, r.shape_type, r.shape_xform, r.shape_size, r.shape_mu, m.particle_world, r.shape_world,
+            r.shape_count],
             outputs=[x_out, st.pdelta])
 
     def _particle_split(self, st, x, slack: float):
@@ -238,7 +239,8 @@ class RigidStepper:
             self._new("psplit", r.body_count, m.dtype, False, zero=True)
         xsim.launch(self.kc.count_particle_contacts, m.particle_count, inputs=[
             x, m.particle_inv_mass, m.particle_radius, st.xi, r.body_inv_mass, r.shape_body, r.shape_type,
-            r.shape_xform, r.shape_size, r.shape_count, slack], outputs=[split], record_tape=False)
+            r.shape_xform, r.shape_size, m.particle_world, r.shape_world, r.shape_count, slack], outputs=[split],
+            record_tape=False)
         return split
 
     def bounce_particles(self, st, x, v_start, v, v_out) -> None:
@@ -251,7 +253,7 @@ class RigidStepper:
         xsim.launch(self.kc.bounce_particles_bodies, m.particle_count, inputs=[
             x, v, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, st.h, st.bounce, st.xi, st.qd_next,
             st.qd_pre, r.body_inv_mass, r.body_inv_inertia, split, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
-            r.shape_mu, r.shape_restitution, r.shape_count], outputs=[v_out, st.pdv])
+            r.shape_mu, r.shape_restitution, m.particle_world, r.shape_world, r.shape_count], outputs=[v_out, st.pdv])
 
     def apply(self, st, it: int) -> None:
         """Move the bodies by their averaged corrections and take velocities from the pose change."""

@@ -187,7 +187,8 @@ class SolverXPBD:
                     mesh_tri = self._new("mesh_tri", n, int, grad)
                     xsim.launch(self.collider_kernels.find_mesh_contacts, n, inputs=[
                         x, x_pred, m.particle_radius, m.mesh_indices, m.mesh_vertices, m.mesh_collider,
-                        m.collider_pos, m.collider_rot], outputs=[mesh_tri], record_tape=False)
+                        m.collider_pos, m.collider_rot, m.particle_world, m.collider_world], outputs=[mesh_tri],
+                        record_tape=False)
                 lam = dict(self.constraints.zero_lambda)
                 xi = x_pred
             for it in range(self.iterations):
@@ -225,7 +226,7 @@ class SolverXPBD:
             xsim.launch(self.collider_kernels.collide_static, n, inputs=[
                 x_next, x, m.particle_inv_mass, m.particle_radius, m.collider_count, m.collider_type,
                 m.collider_pos, m.collider_rot, m.collider_size, m.collider_mu, mesh_tri, m.mesh_indices,
-                m.mesh_vertices, m.mesh_collider], outputs=[x_coll])
+                m.mesh_vertices, m.mesh_collider, m.particle_world, m.collider_world], outputs=[x_coll])
             x_next = x_coll
         if bodies is not None:  # particles against the moving bodies, both ways (rigid_solver.py)
             x_body = self._new("x", n, v3, grad, avoid=(x, xi, x_next))
@@ -257,8 +258,8 @@ class SolverXPBD:
             xsim.launch(self.collider_kernels.bounce_static, n, inputs=[
                 xo, v, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, h, bounce, m.collider_count,
                 m.collider_type, m.collider_pos, m.collider_rot, m.collider_size, m.collider_mu,
-                m.collider_restitution, mesh_tri, m.mesh_indices, m.mesh_vertices, m.mesh_collider, x_start],
-                outputs=[v_coll, x_coll])
+                m.collider_restitution, mesh_tri, m.mesh_indices, m.mesh_vertices, m.mesh_collider, x_start,
+                m.particle_world, m.collider_world], outputs=[v_coll, x_coll])
             v, xo = v_coll, x_coll
         if coupled:
             v_body = final.particle_qd if last else self._new("v", n, v3, grad, avoid=(v_start, v))
