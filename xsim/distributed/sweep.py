@@ -144,7 +144,7 @@ def run_sweep(scene_path: str | Path, params: Mapping[str, Sequence], out_dir: s
                 usd_name = ""
                 if usd:
                     usd_name = f"usd/{scene.name}_{result.index:04d}.usda"
-                    write_usd(out_dir / usd_name, result.frames, result.parts, scene.colliders,
+                    write_usd(out_dir / usd_name, result.frames, result.parts, scene.placed_colliders(),
                               fps=scene.output.fps, bodies=result.body_parts, body_q=result.body_q)
                 row = _row(result, keys, usd_name)
                 writer.writerow(row)
