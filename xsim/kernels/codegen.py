@@ -83,6 +83,9 @@ class KernelCodegen:
                     self.defs[s.out.id] = s
                 if s.kind == "tid":
                     self.tid_vars.append(s.out)
+                if s.kind == "field_get" and T.is_struct(s.out.type) and s.args[0].id in self.grad_expr:
+                    # a nested struct of a parameter: the arrays inside it find their grads through it
+                    self.grad_expr[s.out.id] = f"{self.grad_expr[s.args[0].id]}.{s.attrs['field']}"
                 if s.kind == "field_get" and isinstance(s.out.type, T.ArrayType):
                     base = s.args[0]
                     self.prim_expr[s.out.id] = f"{self.v(base)}.{s.attrs['field']}"
@@ -516,9 +519,11 @@ def struct_definition(t) -> str:
     for fname, ft in t._fields.items():
         fields.append(f"    {ctype(ft)} {fname};")
         if not isinstance(ft, T.ArrayType):
-            accums.append(f"accum(d.{fname}, s.{fname});")
+            accums.append(f"xs::accum(d.{fname}, s.{fname});")
             atomics.append(f"xs::grad_add(&p->{fname}, v.{fname});")
     c = t._ctype
+    # The field accumulations are qualified: for a nested struct field, an unqualified call would
+    # find both xs::accum and (by argument-dependent lookup) its global twin, an ambiguity.
     # The global-namespace twins are what the gradient templates of xsim_core.h (grad_add,
     # grad_add_exclusive, defined before any struct) find, by argument-dependent lookup, for
     # arrays of structs.
