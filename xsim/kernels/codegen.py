@@ -8,7 +8,8 @@ carried variables at iteration k are recovered in closed form (range induction v
 flags) or by replaying the loop from its start, so no per-iteration storage is needed.
 
 Op kinds (see ``ir.Op``): call, construct, cast, extract, insert, row, set_row, field_get,
-field_set, load, store, atomic, tid, shape, select, and, or, identity, custom.
+field_set, load, store, atomic, subarray (``a[i]`` of an N-d array: a view of the rest), tid, shape,
+select, and, or, identity, custom.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class KernelCodegen:
         self.grad_expr: dict[int, str] = {}
         self.prim_expr: dict[int, str] = {}
         self.tid_vars = []
+        self.view_base: dict[int, Var] = {}  # a sub-array view -> the array it views
         for p in kir.params:
             if isinstance(p.type, T.ArrayType) or T.is_struct(p.type):
                 self.prim_expr[p.var.id] = f"P.{p.name}"
@@ -83,6 +85,12 @@ class KernelCodegen:
                     self.defs[s.out.id] = s
                 if s.kind == "tid":
                     self.tid_vars.append(s.out)
+                if s.kind == "subarray":
+                    base = s.args[0]
+                    self.view_base[s.out.id] = base
+                    if base.id in self.grad_expr:
+                        ids = ", ".join(f"(int64_t){self.v(i)}" for i in s.args[1:])
+                        self.grad_expr[s.out.id] = f"xs::subarray({self.grad_expr[base.id]}, {ids})"
                 if s.kind == "field_get" and T.is_struct(s.out.type) and s.args[0].id in self.grad_expr:
                     # a nested struct of a parameter: the arrays inside it find their grads through it
                     self.grad_expr[s.out.id] = f"{self.grad_expr[s.args[0].id]}.{s.attrs['field']}"
@@ -101,6 +109,8 @@ class KernelCodegen:
         return f"a{var.id}"
 
     def array_label(self, arr: Var) -> str:
+        while arr.id in self.view_base:  # a view is labelled (and checked for read-after-write) as its array
+            arr = self.view_base[arr.id]
         expr = self.prim_expr.get(arr.id, self.v(arr))
         label = expr.removeprefix("P.")
         return label
@@ -263,6 +273,12 @@ class KernelCodegen:
             arr, idx, value, comps = args[0], args[1:1 + n], args[1 + n], args[2 + n:]
             target = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
             out.append(f"{ind}{v(o)} = xs::{op.attrs['fn']}(&({target}), {v(value)});")
+        elif k == "subarray":
+            ids = ", ".join(f"(int64_t){v(i)}" for i in args[1:])
+            if self.debug:
+                out.append(f"{ind}{v(o)} = xs::subarray_chk({v(args[0])}, {self.array_id(args[0])}, {op.line}, {ids});")
+            else:
+                out.append(f"{ind}{v(o)} = xs::subarray({v(args[0])}, {ids});")
         elif k == "tid":
             out.append(f"{ind}{v(o)} = (int32_t)tid_{op.attrs['dim']};")
         elif k == "shape":
@@ -376,9 +392,12 @@ class KernelCodegen:
         self.loop_update(loop, out, ind + "    ")
         out.append(f"{ind}}}")
 
-    def exclusive(self, idx: list[Var]) -> bool:
+    def exclusive(self, arr: Var, idx: list[Var]) -> bool:
         """True when the leading indices are this thread's own tid (``a[i]``, or a row ``a[i, k]`` of a
-        1-d launch): no other thread has the same tid, so no two threads can share the element."""
+        1-d launch): no other thread has the same tid, so no two threads can share the element. Not
+        through a view: its indices are not the array's leading ones."""
+        if arr.id in self.view_base:
+            return False
         tids = self.tid_vars
         return bool(tids) and len(idx) >= len(tids) and all(i is t for i, t in zip(idx, tids))
 
@@ -428,7 +447,7 @@ class KernelCodegen:
             g = self.grad_expr.get(arr.id)
             if g is None or not is_diff(o.type):
                 return
-            fn = "grad_add_exclusive" if self.exclusive(idx) else "grad_add"
+            fn = "grad_add_exclusive" if self.exclusive(arr, idx) else "grad_add"
             target = self.access(arr, idx, o.type, op.line, desc=g)
             out.append(f"{ind}if ({g}.data) xs::{fn}(&({target}), {a(o)});")
         elif k in ("store", "atomic"):

@@ -165,9 +165,13 @@ class Expressions:
         t = base.type
         if isinstance(t, T.ArrayType):
             idx = [self.index_var(i, node) for i in self.subscript_indices(node)]
-            if len(idx) != t.ndim:
+            if len(idx) > t.ndim:
                 raise self.err(node, f"array '{self.array_name(base)}' has {t.ndim} dimension(s) but is "
                                      f"indexed with {len(idx)}")
+            if len(idx) < t.ndim:  # a view of the remaining dimensions, named after the array it views
+                view = self.emit("subarray", T.ArrayType(t.dtype, t.ndim - len(idx)), [base, *idx], node)
+                view.hint = self.array_name(base)
+                return view
             self.reads.add(self.array_name(base))
             return self.emit("load", t.dtype, [base, *idx], node)
         idx = self.subscript_indices(node)
@@ -188,6 +192,11 @@ class Expressions:
                 base = self.expr(node.value) if _is_attr_chain(node.value) else None
                 if isinstance(base, Var) and isinstance(base.type, T.ArrayType):
                     idx = [self.index_var(i, node) for i in self.subscript_indices(node)]
+                    path.reverse()
+                    while len(idx) < base.type.ndim and path and path[0][0] == "index":  # a[i][j] = a[i, j]
+                        sub = path.pop(0)[1]
+                        idx += [self.index_var(i, sub) for i in self.subscript_indices(sub)]
+                    path.reverse()
                     if len(idx) != base.type.ndim:
                         raise self.err(node, f"array '{self.array_name(base)}' has {base.type.ndim} dimension(s) "
                                              f"but is indexed with {len(idx)}")
