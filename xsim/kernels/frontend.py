@@ -362,6 +362,14 @@ class Frontend(Expressions, Calls):
 
     def insert(self, base: Var, target, value: Var, node) -> Var:
         t = base.type
+        group = self.component_group(t, target)
+        if group is not None:  # v[1:] = ..., m[:, 0] = ..., xform.p = ...
+            out_t, flat = group
+            value = self.group_value(value, out_t, node)
+            for pos, k in enumerate(flat):
+                part = self.emit("extract", t._scalar, [value, self.const(pos, T.int32)], node)
+                base = self.emit("insert", t, [base, self.const(k, T.int32), part], node)
+            return base
         if isinstance(target, ast.Attribute):
             if T.is_struct(t):
                 ft = t._fields.get(target.attr)
@@ -376,7 +384,8 @@ class Frontend(Expressions, Calls):
         idx = self.subscript_indices(target)
         if T.is_matrix(t) and len(idx) == 1:
             row = self.convert(value, T.vector(t._shape[1], t._scalar), node)
-            return self.emit("set_row", t, [base, self.index_var(idx[0], target), row], node)
+            i = self.wrapped_index(self.index_var(idx[0], target), t._shape[0], t, target)
+            return self.emit("set_row", t, [base, i, row], node)
         flat = self.flat_component(t, idx, target)
         value = self.convert(value, t._scalar, node)
         return self.emit("insert", t, [base, flat, value], node)
