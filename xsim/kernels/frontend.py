@@ -64,6 +64,7 @@ class Frontend(Expressions, Calls):
         self.loop_count = 0
         self.inline_depth = 0
         self.param_names: dict[int, str] = {}
+        self.struct_arrays: dict[int, dict[str, Var]] = {}  # a struct value -> the arrays set in it
         self.kernel_func = kernel_func
 
     # ------------------------------------------------------------------------------------------
@@ -335,6 +336,9 @@ class Frontend(Expressions, Calls):
                 value = Var(value.type, const=value.const, weak=True)
             self.f.sym[target.id] = value
         elif isinstance(target, ast.Tuple):
+            star = next((e for e in target.elts if isinstance(e, ast.Starred)), None)
+            if star is not None:
+                raise self.err(star, "star expressions are supported only as call arguments in kernels")
             if not isinstance(value, tuple) or len(value) != len(target.elts):
                 n = len(value) if isinstance(value, tuple) else 1
                 raise self.err(node, f"cannot unpack {n} value(s) into {len(target.elts)} names")
@@ -377,7 +381,7 @@ class Frontend(Expressions, Calls):
                     raise self.err(target, f"struct {t.__name__} has no field '{target.attr}'",
                                    WarpCodegenAttributeError)
                 value = self.convert(value, ft, node) if not isinstance(ft, T.ArrayType) else value
-                return self.emit("field_set", t, [base, value], node, field=target.attr)
+                return self.set_field(base, target.attr, value, node)
             index = self.swizzle_index(t, target)
             value = self.convert(value, t._scalar, node)
             return self.emit("insert", t, [base, self.const(index, T.int32), value], node)
@@ -389,6 +393,17 @@ class Frontend(Expressions, Calls):
         flat = self.flat_component(t, idx, target)
         value = self.convert(value, t._scalar, node)
         return self.emit("insert", t, [base, flat, value], node)
+
+    def set_field(self, base: Var, name: str, value: Var, node) -> Var:
+        """``base`` with field ``name`` set to ``value``. The arrays a struct value holds are remembered,
+        so that reading one back (``s = S(a); s.a[i]``) is that array, whose gradient is known."""
+        out = self.emit("field_set", base.type, [base, value], node, field=name)
+        held = dict(self.struct_arrays.get(base.id, {}))
+        if isinstance(value.type, T.ArrayType):
+            held[name] = value
+        if held:
+            self.struct_arrays[out.id] = held
+        return out
 
     def stmt_If(self, node):
         cond = self.as_bool(self.value(node.test), node.test)
