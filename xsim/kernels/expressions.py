@@ -224,7 +224,9 @@ class Expressions:
             obj = base.obj
             if obj is _adjoint_marker():
                 return self.adjoint_slot(node)
-            raise self.err(node, f"{_describe(obj)} cannot be indexed in a kernel")
+            if not T.is_composite(type(obj)):
+                raise self.err(node, f"{_describe(obj)} cannot be indexed in a kernel")
+            base = self.single(base, node)  # a constant vector or matrix (of any scalar type, bool too)
         t = base.type
         if isinstance(t, T.ArrayType):
             idx = [self.index_var(i, node) for i in self.subscript_indices(node)]
@@ -406,6 +408,13 @@ class Expressions:
         """A target naming several components of ``t`` at once (a slice ``v[1:]``, or ``.p``/``.q`` of a
         transform): (the type of that part, its flat components), else None."""
         if isinstance(node, ast.Subscript):
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if T.is_matrix(t) and len(elts) == 1 and not isinstance(elts[0], ast.Slice):
+                i = self.value(elts[0])
+                if i.is_const:  # a row of a matrix: m[1] = v; a runtime row stays a set_row of a local
+                    i = self.wrapped_index(self.index_var(i, node), t._shape[0], t, node)
+                    c = t._shape[1]
+                    return T.vector(c, t._scalar), list(range(i.const * c, (i.const + 1) * c))
             return self.composite_slice(t, node)
         if isinstance(node, ast.Attribute) and getattr(t, "_kind", None) == "transform" and node.attr in ("p", "q"):
             return (T.vector(3, t._scalar), [0, 1, 2]) if node.attr == "p" else (T.quaternion(t._scalar), [3, 4, 5, 6])

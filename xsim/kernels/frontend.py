@@ -330,6 +330,8 @@ class Frontend(Expressions, Calls):
         if isinstance(target, ast.Name):
             if target.id in self.f.loop_vars:
                 raise self.err(target, f"cannot assign to the loop variable '{target.id}'")
+            if isinstance(value, Ref) and T.is_composite(type(value.obj)):
+                value = self.single(value, node)  # a constant vector or matrix becomes a local value
             if isinstance(value, Ref):
                 raise self.err(node, f"cannot assign {value.obj!r} to a variable inside a kernel")
             if isinstance(value, Var) and value.is_const and value.weak:
@@ -750,13 +752,14 @@ class Frontend(Expressions, Calls):
             f.sym.pop("$cont", None)
         return None
 
-    def loop_var_after(self, name, itype, node) -> Carried | None:
+    def loop_var_after(self, name, itype, node) -> Carried:
         """The value a dynamic loop's variable has after the loop, as in Python: that of the last
         iteration that ran, else its value before the loop. Without a value before the loop (Python
-        would raise NameError after a loop that did not run), the name is not defined after it."""
+        would raise NameError after a loop that did not run), it is 0 there, as in Warp."""
         before = self.f.sym.get(name)
         if not isinstance(before, Var):
-            return None
+            # as in Warp: with no value before the loop, a loop that did not run leaves it 0
+            return Carried(Var(itype, hint=name), self.const(0, itype), None, restore="unread")
         if before.type is not itype and not (before.weak and T.is_int(before.type)):
             raise self.err(node, f"the loop variable '{name}' is {T.type_name(before.type)} before the loop "
                                  f"and {T.type_name(itype)} in it; give the loop its own variable")
