@@ -195,8 +195,9 @@ def transform_p_of_wrong_type(x: xsim.array(dtype=xsim.transform)):
 
 def test_refused_slices_name_the_line():
     x = xsim.zeros(1, dtype=xsim.vec4)
-    assert_refused(slice_of_wrong_length, [x], "this part of the value takes a vec3f, got vec2f", "wrong_length")
-    assert_refused(slice_with_runtime_bound, [x, 2], "a slice bound must be a compile-time integer", "runtime_bound")
+    assert_refused(slice_of_wrong_length, [x], "The length of the provided vector (2) isn't compatible with the given slice "
+                   "(expected 3)", "wrong_length")
+    assert_refused(slice_with_runtime_bound, [x, 2], "Slice component must be a compile-time constant", "runtime_bound")
     assert_refused(empty_slice, [x], "this slice of vec4f is empty", "empty")
     assert_refused(transform_p_of_wrong_type, [xsim.zeros(1, dtype=xsim.transform)],
-                   "this part of the value takes a vec3f, got vec3d", "p_type")
+                   "The provided vector is expected to be of length 3 with dtype float32", "p_type")

@@ -97,9 +97,10 @@ class Calls:
         if T.is_composite(t):
             return [self.emit("extract", t._scalar, [v, self.const(i, T.int32)], node) for i in range(t._shape[0])]
         if isinstance(t, T.ArrayType):
-            raise self.err(node, "*array needs constant slice bounds, e.g. *a[0:3]", WarpCodegenTypeError)
-        raise self.err(node, f"cannot unpack {T.type_name(t)} with *: expected a tuple, vector, quaternion, "
-                             "transform, matrix or a sliced 1-d array", WarpCodegenTypeError)
+            raise self.err(node, "Starred expressions apply to arrays only if they are sliced with bounds known at "
+                                 "compile-time, e.g. *a[0:3]", WarpCodegenTypeError)
+        raise self.err(node, "Starred expressions are only supported for tuples, vectors, quaternions, transforms, "
+                             f"matrices and sliced 1-d arrays, got {T.type_name(t)}", WarpCodegenTypeError)
 
     def starred_array(self, arr: Var, node) -> list[Var]:
         sl = node.slice
@@ -107,12 +108,14 @@ class Calls:
             raise self.err(node, f"*array[i:j] needs a 1-d array, got {arr.type.ndim} dimensions",
                            WarpCodegenValueError)
         if sl.upper is None:
-            raise self.err(node, "*array[i:j] needs an upper bound (the length of an array is not known when "
-                                 "the kernel compiles)", WarpCodegenValueError)
-        lo, hi, step = (default if x is None else self.const_int(x, "a slice bound of *array[i:j]")
+            raise self.err(node, "*array[i:j] requires explicit upper bound (the length of an array is not known "
+                                 "when the kernel compiles)", WarpCodegenValueError)
+        lo, hi, step = (default if x is None else self.const_int(x)
                         for x, default in ((sl.lower, 0), (sl.upper, 0), (sl.step, 1)))
-        if lo < 0 or hi < 0 or step <= 0:
-            raise self.err(node, "*array[i:j:k] needs non-negative bounds and a positive step",
+        if lo < 0 or hi < 0:
+            raise self.err(node, "*array[i:j] slice bounds cannot be negative for arrays", WarpCodegenValueError)
+        if step <= 0:
+            raise self.err(node, "*array[i:j:k] slice step cannot be negative (or zero) for arrays",
                            WarpCodegenValueError)
         self.reads.add(self.array_name(arr))
         return [self.emit("load", arr.type.dtype, [arr, self.const(k, T.int32)], node) for k in range(lo, hi, step)]

@@ -15,7 +15,6 @@ from ..errors import (
     WarpCodegenAttributeError,
     WarpCodegenIndexError,
     WarpCodegenKeyError,
-    WarpCodegenTypeError,
     WarpCodegenValueError,
 )
 from .ir import Var
@@ -144,13 +143,13 @@ class Expressions:
         for dim, n in enumerate(shape):
             e = elts[dim] if dim < len(elts) else ast.Slice()
             if isinstance(e, ast.Slice):
-                bounds = [None if x is None else self.const_int(x, "a slice bound") for x in (e.lower, e.upper, e.step)]
+                bounds = [None if x is None else self.const_int(x) for x in (e.lower, e.upper, e.step)]
                 if bounds[2] == 0:
-                    raise self.err(node, "a slice step must not be zero", WarpCodegenValueError)
+                    raise self.err(node, "Slice step cannot be zero.", WarpCodegenValueError)
                 axes.append(range(*slice(*bounds).indices(n)))
                 kept.append(len(axes[-1]))
             else:
-                k = self.const_int(e, "an index combined with a slice")
+                k = self.const_int(e)
                 if not -n <= k < n:
                     raise self.err(node, f"index {k} out of range for {T.type_name(t)}", WarpCodegenIndexError)
                 axes.append([k % n])
@@ -161,10 +160,11 @@ class Expressions:
         out_t = T.vector(kept[0], t._scalar) if len(kept) == 1 else T.matrix(tuple(kept), t._scalar)
         return out_t, flat
 
-    def const_int(self, node, what: str) -> int:
+    def const_int(self, node) -> int:
+        """A slice bound (or an index beside a slice): a compile-time integer, as in Warp."""
         v = self.value(node)
         if not (v.is_const and T.is_int(v.type)):
-            raise self.err(node, f"{what} must be a compile-time integer", WarpCodegenValueError)
+            raise self.err(node, "Slice component must be a compile-time constant integer", WarpCodegenValueError)
         return int(v.const)
 
     def read_slice(self, base: Var, out_t, flat, node) -> Var:
@@ -174,11 +174,21 @@ class Expressions:
 
     def group_value(self, value: Var, out_t, node) -> Var:
         """The value written to a slice or a transform's ``.p``/``.q``: exactly that type (as in Warp,
-        nothing converts here)."""
-        if value.type is not out_t:
-            raise self.err(node, f"this part of the value takes a {T.type_name(out_t)}, got "
-                                 f"{T.type_name(value.type)}", WarpCodegenTypeError)
-        return value
+        nothing converts here; the messages are Warp's)."""
+        if value.type is out_t:
+            return value
+        t, n, what = value.type, T.num_components(out_t), T.type_name(out_t)
+        if out_t._kind == "matrix" or t._kind not in ("vector", "quat"):
+            msg = (f"The provided value is expected to be a {out_t._kind} of shape {out_t._shape}, with dtype "
+                   f"{T.type_name(out_t._scalar)}" if out_t._kind == "matrix" else
+                   f"The provided value is expected to be a vector of length {n}, with dtype "
+                   f"{T.type_name(out_t._scalar)}")
+        elif t._length != n:
+            msg = f"The length of the provided vector ({t._length}) isn't compatible with the given slice (expected {n})"
+        else:
+            msg = f"The provided vector is expected to be of length {n} with dtype {T.type_name(out_t._scalar)}"
+        raise self.err(node, f"{msg}. (This part of the value is a {what}, got {T.type_name(t)}.)",
+                       WarpCodegenValueError)
 
     def index_var(self, v: Var, node) -> Var:
         if v.weak:
