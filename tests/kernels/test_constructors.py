@@ -29,6 +29,12 @@ class Link:
     samples: xsim.array(dtype=F)
 
 
+@xsim.struct
+class Chain:
+    link: Link
+    scale: F
+
+
 @xsim.func
 def blend(a: F, b: F, c: F):
     return a + b * 10.0 + c * 100.0
@@ -60,6 +66,8 @@ def struct_constructors(a: xsim.array(dtype=F), v: xsim.array(dtype=xsim.vec3d),
     out[i, 0] = positional.spring.rest * positional.weight + positional.samples[i]
     out[i, 1] = xsim.dot(positional.spring.axis, keywords.spring.axis) + keywords.weight * keywords.spring.rest
     out[i, 2] = mixed.rest * mixed.axis[2] + partial.rest + partial.axis[0] + keywords.samples[(i + 1) % 4]
+    chain = Chain(positional, 2.0)                  # an array reached through two local structs
+    out[i, 3] = chain.link.samples[i] * chain.scale * chain.link.spring.rest
 
 
 @xsim.kernel(module=MODULE)
@@ -105,7 +113,7 @@ def struct_args(requires_grad=False):
     return (a, v, samples), [xsim.array(a, dtype=F, requires_grad=requires_grad),
                              xsim.array(v, dtype=xsim.vec3d, requires_grad=requires_grad),
                              xsim.array(samples, dtype=F, requires_grad=requires_grad),
-                             xsim.zeros((N, 3), dtype=F, requires_grad=requires_grad)]
+                             xsim.zeros((N, 4), dtype=F, requires_grad=requires_grad)]
 
 
 def test_struct_constructors_positional_keyword_and_mixed_match_numpy():
@@ -115,6 +123,7 @@ def test_struct_constructors_positional_keyword_and_mixed_match_numpy():
     np.testing.assert_allclose(out[:, 0], a * 2 * a + samples, rtol=1e-12)
     np.testing.assert_allclose(out[:, 1], (v * v * a[:, None]).sum(1) + 3.0 * 1.5, rtol=1e-12)
     np.testing.assert_allclose(out[:, 2], (a + 1) * v[:, 2] + a + np.roll(samples, -1), rtol=1e-12)
+    np.testing.assert_allclose(out[:, 3], samples * 2.0 * a, rtol=1e-12)
 
 
 def fill_args(requires_grad=False):

@@ -100,7 +100,7 @@ class Expressions:
             if ft is None:
                 raise self.err(node, f"struct {t.__name__} has no field '{node.attr}'",
                                WarpCodegenAttributeError)
-            held = self.struct_arrays.get(base.id, {}).get(node.attr)
+            held = self.struct_fields.get(base.id, {}).get(node.attr)
             if held is not None:
                 return held
             out = self.emit("field_get", ft, [base], node, field=node.attr)

@@ -64,7 +64,7 @@ class Frontend(Expressions, Calls):
         self.loop_count = 0
         self.inline_depth = 0
         self.param_names: dict[int, str] = {}
-        self.struct_arrays: dict[int, dict[str, Var]] = {}  # a struct value -> the arrays set in it
+        self.struct_fields: dict[int, dict[str, Var]] = {}  # a struct value -> the field values set in it
         self.kernel_func = kernel_func
 
     # ------------------------------------------------------------------------------------------
@@ -397,14 +397,11 @@ class Frontend(Expressions, Calls):
         return self.emit("insert", t, [base, flat, value], node)
 
     def set_field(self, base: Var, name: str, value: Var, node) -> Var:
-        """``base`` with field ``name`` set to ``value``. The arrays a struct value holds are remembered,
-        so that reading one back (``s = S(a); s.a[i]``) is that array, whose gradient is known."""
+        """``base`` with field ``name`` set to ``value``. The values set are remembered, so that reading
+        one back (``s = S(a); s.a[i]``, ``S(T(a)).t.a``) is that value: an array then keeps the
+        gradient buffer of the parameter it is."""
         out = self.emit("field_set", base.type, [base, value], node, field=name)
-        held = dict(self.struct_arrays.get(base.id, {}))
-        if isinstance(value.type, T.ArrayType):
-            held[name] = value
-        if held:
-            self.struct_arrays[out.id] = held
+        self.struct_fields[out.id] = {**self.struct_fields.get(base.id, {}), name: value}
         return out
 
     def stmt_If(self, node):
