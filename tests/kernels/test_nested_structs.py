@@ -67,6 +67,13 @@ def write_nested_fields(src: xsim.array(dtype=F), dst: xsim.array(dtype=Body)):
 
 
 @xsim.kernel(module="xsim_tests_nested_structs")
+def accumulate_bodies(src: xsim.array(dtype=Body), dst: xsim.array(dtype=Body)):
+    i = xsim.tid()
+    xsim.atomic_add(dst, i % 2, src[i])                 # a whole struct, nested fields and all
+    dst[i % 2].joint.axis += src[i].joint.axis * 2.0     # a vector field of a nested struct
+
+
+@xsim.kernel(module="xsim_tests_nested_structs")
 def gather_through_nested_array(batch: Batch, out: xsim.array(dtype=F)):
     i = xsim.tid()
     out[i] = batch.gain * batch.samples.values[i] * batch.samples.values[i]
@@ -120,6 +127,20 @@ def test_nested_fields_written_in_array_elements():
     np.testing.assert_allclose(got["inertia"][:, 0, 0], recs["inertia"][:, 0, 0])
 
 
+def test_atomic_adds_of_whole_structs_and_nested_fields_match_numpy():
+    recs = random_bodies(N)
+    dst = xsim.zeros(2, dtype=Body)
+    xsim.launch(accumulate_bodies, N, inputs=[xsim.array(recs, dtype=Body), dst])
+    got = dst.numpy()
+    for k in range(2):
+        part = recs[k::2]
+        np.testing.assert_allclose(got["mass"][k], part["mass"].sum(), rtol=1e-12)
+        np.testing.assert_allclose(got["pose"][k], part["pose"].sum(0), rtol=1e-12)
+        np.testing.assert_allclose(got["inertia"][k], part["inertia"].sum(0), rtol=1e-12)
+        np.testing.assert_allclose(got["joint"]["stiffness"][k], part["joint"]["stiffness"].sum(), rtol=1e-12)
+        np.testing.assert_allclose(got["joint"]["axis"][k], 3.0 * part["joint"]["axis"].sum(0), rtol=1e-12)
+
+
 @pytest.mark.parametrize("kernel, make_args", [
     (body_energy, lambda: [xsim.array(random_bodies(N), dtype=Body, requires_grad=True),
                            xsim.zeros(N, dtype=F, requires_grad=True)]),
@@ -127,7 +148,9 @@ def test_nested_fields_written_in_array_elements():
                               xsim.zeros(N, dtype=Body, requires_grad=True), 3.0]),
     (write_nested_fields, lambda: [xsim.array(RNG.uniform(-1.0, 1.0, N), dtype=F, requires_grad=True),
                                    xsim.array(random_bodies(N), dtype=Body, requires_grad=True)]),
-], ids=["read", "local_writes", "element_writes"])
+    (accumulate_bodies, lambda: [xsim.array(random_bodies(N), dtype=Body, requires_grad=True),
+                                 xsim.zeros(2, dtype=Body, requires_grad=True)]),
+], ids=["read", "local_writes", "element_writes", "atomic_adds"])
 def test_gradients_through_nested_struct_fields_match_finite_differences(kernel, make_args):
     report = gradcheck(kernel, make_args(), dim=N, atol=1e-7, rtol=1e-6)
     assert report.passed, str(report)

@@ -543,6 +543,7 @@ def struct_definition(t) -> str:
     c = t._ctype
     # The field accumulations are qualified: for a nested struct field, an unqualified call would
     # find both xs::accum and (by argument-dependent lookup) its global twin, an ambiguity.
+    # atomic_add(array of structs, i, value) calls xs::atomic_add qualified, so it has an xs twin too.
     # The global-namespace twins are what the gradient templates of xsim_core.h (grad_add,
     # grad_add_exclusive, defined before any struct) find, by argument-dependent lookup, for
     # arrays of structs.
@@ -550,7 +551,9 @@ def struct_definition(t) -> str:
             f"namespace xs {{ XS_FUNC void accum({c}& d, const {c}& s) {{ "
             + " ".join(accums) + " (void)d; (void)s; } }\n"
             f"XS_FUNC void accum({c}& d, const {c}& s) {{ xs::accum(d, s); }}\n"
-            f"XS_FUNC {c} atomic_add({c}* p, const {c}& v) {{ {' '.join(atomics)} (void)v; return *p; }}")
+            f"namespace xs {{ XS_FUNC {c} atomic_add({c}* p, const {c}& v) {{ {c} old = *p; {' '.join(atomics)} "
+            "(void)v; return old; } }\n"
+            f"XS_FUNC {c} atomic_add({c}* p, const {c}& v) {{ return xs::atomic_add(p, v); }}")
 
 
 # Debug mode: a thread stops at the first reported error (an out-of-bounds index), so a huge launch
