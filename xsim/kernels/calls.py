@@ -1,6 +1,7 @@
 """Frontend, part 3: calls: builtins (with the special forms: tid, len, where, atomics,
-identities), type constructors and casts, and ``@xsim.func`` calls inlined at the call site
-(with custom gradients from ``@xsim.func_grad``), as a mixin of ``Frontend``."""
+identities), type constructors (fill, copy, keyword and positional struct forms) and casts, ``*x``
+arguments, and ``@xsim.func`` calls inlined at the call site (with custom gradients from
+``@xsim.func_grad``), as a mixin of ``Frontend``."""
 
 from __future__ import annotations
 

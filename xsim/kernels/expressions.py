@@ -1,5 +1,6 @@
-"""Frontend, part 2: expressions (names, attributes, subscripts, operators, short-circuit boolean
-operators and ternaries) and writes into array elements, as a mixin of ``Frontend``."""
+"""Frontend, part 2: expressions (names, attributes, subscripts: array elements, sub-array views and
+slices of vectors and matrices; operators, short-circuit boolean operators and ternaries) and writes
+into array elements, as a mixin of ``Frontend``."""
 
 from __future__ import annotations
 
