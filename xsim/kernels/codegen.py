@@ -1,5 +1,7 @@
 """Codegen: typed SSA IR -> one C++ source per module, with a forward and an adjoint entry point
-per kernel, shared by the CPU and CUDA targets (only the entry-point wrappers differ).
+per kernel, shared by the CPU and CUDA targets (only the entry-point wrappers differ). A
+``subarray`` op (``a[i]`` of an N-d array) is a view of the remaining dimensions; its gradient is the
+same view of the array's grad buffer.
 
 The adjoint body first replays the forward (array stores and atomics are skipped: their effect is
 already in memory) and then walks the statements in reverse, accumulating ``a<id> += ...`` into
@@ -8,8 +10,7 @@ carried variables at iteration k are recovered in closed form (range induction v
 flags) or by replaying the loop from its start, so no per-iteration storage is needed.
 
 Op kinds (see ``ir.Op``): call, construct, cast, extract, insert, row, set_row, field_get,
-field_set, load, store, atomic, subarray (``a[i]`` of an N-d array: a view of the rest), tid, shape,
-select, and, or, identity, custom.
+field_set, load, store, atomic, tid, shape, select, and, or, identity, custom.
 """
 
 from __future__ import annotations
