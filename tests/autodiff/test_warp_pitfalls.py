@@ -543,6 +543,15 @@ def array_in_a_local_struct(x: A, y: A):
 
 
 @xsim.kernel
+def array_in_a_struct_chosen_by_a_branch(x: A, z: A, y: A):
+    i = xsim.tid()
+    h = Holder(a=x)
+    if i > 0:
+        h = Holder(a=z)
+    y[i] = h.a[i] * 2.0
+
+
+@xsim.kernel
 def atomic_result_ignored(x: A, total: A):
     i = xsim.tid()
     xsim.atomic_add(total, 0, x[i] * x[i])
@@ -569,12 +578,23 @@ def test_a_used_atomic_result_is_refused_at_backward_time():
         tape.backward(grads={y: np.ones(2)})
 
 
-def test_an_array_reached_through_a_local_struct_is_refused_not_given_zero_gradient():
+def test_an_array_put_in_a_local_struct_and_read_back_gets_its_gradient():
     x = xsim.array(np.array([1.0, 2.0]), dtype=F64, requires_grad=True)
     y = xsim.zeros(2, dtype=F64, requires_grad=True)
     with xsim.Tape() as tape:
         xsim.launch(array_in_a_local_struct, 2, inputs=[x], outputs=[y])
     np.testing.assert_array_equal(y.numpy(), [2.0, 4.0])
+    tape.backward(grads={y: np.array([1.0, 3.0])})
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 6.0])
+
+
+def test_an_array_reached_through_a_struct_a_branch_chose_is_refused_not_given_zero_gradient():
+    x = xsim.array(np.array([1.0, 2.0]), dtype=F64, requires_grad=True)
+    z = xsim.array(np.array([5.0, 7.0]), dtype=F64, requires_grad=True)
+    y = xsim.zeros(2, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(array_in_a_struct_chosen_by_a_branch, 2, inputs=[x, z], outputs=[y])
+    np.testing.assert_array_equal(y.numpy(), [2.0, 14.0])
     with pytest.raises(xsim.CompileError, match=r"test_warp_pitfalls.py:\d+: array .* is not a kernel parameter or "
                                                 r"a field of one here"):
         tape.backward(grads={y: np.ones(2)})

@@ -132,7 +132,8 @@ def _cases() -> list[Case]:
         cs.append(C("neg", "-a0", k, np.negative, k))
     for op, sym, f in (("lt", "<", np.less), ("le", "<=", np.less_equal), ("gt", ">", np.greater),
                        ("ge", ">=", np.greater_equal)):
-        cs.append(C(op, f"int(a0 {sym} a1)", "F F", f, "I", a1="same_as_0"))
+        for k in ("F", "B"):
+            cs.append(C(op, f"int(a0 {sym} a1)", f"{k} {k}", f, "I", a1="same_as_0"))
     for op, sym, f in (("eq", "==", np.equal), ("ne", "!=", np.not_equal)):
         for k in ("F", "B", "V3", "M22", "Q"):
             axes = tuple(range(1, 1 + len(KIND_TYPES[k](T.float32)._shape))) if k not in ("F", "B") else ()

@@ -182,6 +182,7 @@ builtin("neg", ["Mat"], "M")
 builtin("neg", ["Quat"], "Q")
 for _op in ("lt", "le", "gt", "ge"):
     builtin(_op, ["Scalar", "Scalar"], "Bool", differentiable=False)
+    builtin(_op, ["Bool", "Bool"], "Bool", differentiable=False)  # False < True, as in Python and Warp
 for _op in ("eq", "ne"):
     builtin(_op, ["Scalar", "Scalar"], "Bool", differentiable=False)
     builtin(_op, ["Bool", "Bool"], "Bool", differentiable=False)

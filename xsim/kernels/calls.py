@@ -1,6 +1,7 @@
 """Frontend, part 3: calls: builtins (with the special forms: tid, len, where, atomics,
-identities), type constructors and casts, and ``@xsim.func`` calls inlined at the call site
-(with custom gradients from ``@xsim.func_grad``), as a mixin of ``Frontend``."""
+identities), type constructors (fill, copy, keyword and positional struct forms) and casts, ``*x``
+arguments, and ``@xsim.func`` calls inlined at the call site (with custom gradients from
+``@xsim.func_grad``), as a mixin of ``Frontend``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import ast
 import inspect
 
 from .. import types as T
-from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError
+from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError, WarpCodegenValueError
 from .builtins import BUILTINS
 from .ir import Block, Op, Var
 from .scope import BuiltinRef, Ref, _describe, _false, _Frame, _resolve_annotation, annotations
@@ -61,7 +62,64 @@ class Calls:
     def plain_args(self, node) -> list[Var]:
         if node.keywords:
             raise self.err(node, "keyword arguments are not supported here")
-        return [self.value(a) for a in node.args]
+        return self.arg_values(node)
+
+    def arg_values(self, node, tuples: bool = False) -> list:
+        """The positional arguments of a call, each ``*x`` spread into its parts; ``tuples`` lets a
+        tuple through as one argument (funcs take them)."""
+        out = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                out += self.starred(a)
+            elif tuples:
+                v = self.expr(a)
+                out.append(v if isinstance(v, tuple) else self.single(v, a))
+            else:
+                out.append(self.value(a))
+        return out
+
+    def starred(self, node) -> list[Var]:
+        """``*x`` in a call, as in Warp: the items of a tuple, the components of a vector, quat or
+        transform (also of a slice of one), the rows of a matrix, or the elements ``*a[i:j]`` of a 1-d
+        array with constant, non-negative bounds."""
+        inner = node.value
+        if isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Slice):
+            arr = self.expr(inner.value)
+            if isinstance(arr, Var) and isinstance(arr.type, T.ArrayType):
+                return self.starred_array(arr, inner)
+        v = self.expr(inner)
+        if isinstance(v, tuple):
+            return [self.single(x, node) for x in v]
+        v = self.single(v, node)
+        t = v.type
+        if T.is_matrix(t):
+            return [self.emit("row", T.vector(t._shape[1], t._scalar), [v, self.const(i, T.int32)], node)
+                    for i in range(t._shape[0])]
+        if T.is_composite(t):
+            return [self.emit("extract", t._scalar, [v, self.const(i, T.int32)], node) for i in range(t._shape[0])]
+        if isinstance(t, T.ArrayType):
+            raise self.err(node, "Starred expressions apply to arrays only if they are sliced with bounds known at "
+                                 "compile-time, e.g. *a[0:3]", WarpCodegenTypeError)
+        raise self.err(node, "Starred expressions are only supported for tuples, vectors, quaternions, transforms, "
+                             f"matrices and sliced 1-d arrays, got {T.type_name(t)}", WarpCodegenTypeError)
+
+    def starred_array(self, arr: Var, node) -> list[Var]:
+        sl = node.slice
+        if arr.type.ndim != 1:
+            raise self.err(node, f"*array[i:j] needs a 1-d array, got {arr.type.ndim} dimensions",
+                           WarpCodegenValueError)
+        if sl.upper is None:
+            raise self.err(node, "*array[i:j] requires explicit upper bound (the length of an array is not known "
+                                 "when the kernel compiles)", WarpCodegenValueError)
+        lo, hi, step = (default if x is None else self.const_int(x)
+                        for x, default in ((sl.lower, 0), (sl.upper, 0), (sl.step, 1)))
+        if lo < 0 or hi < 0:
+            raise self.err(node, "*array[i:j] slice bounds cannot be negative for arrays", WarpCodegenValueError)
+        if step <= 0:
+            raise self.err(node, "*array[i:j:k] slice step cannot be negative (or zero) for arrays",
+                           WarpCodegenValueError)
+        self.reads.add(self.array_name(arr))
+        return [self.emit("load", arr.type.dtype, [arr, self.const(k, T.int32)], node) for k in range(lo, hi, step)]
 
     def call_named_builtin(self, name, node):
         special = getattr(self, "builtin_" + name, None)
@@ -210,13 +268,16 @@ class Calls:
             if k.arg not in (size_kw, "dtype"):
                 raise self.err(k, f"{make.__name__}() takes the keywords {size_kw}= and dtype=, not '{k.arg}'")
             kw[k.arg] = self.eval_static(k.value)
-        args = [self.value(a) for a in node.args]
+        args = self.arg_values(node)
         if size_kw not in kw:
-            if make is T.matrix:
-                raise self.err(node, "matrix() needs shape=(rows, cols)")
-            if len(args) < 2:
-                raise self.err(node, "vector() needs length= unless it is given its components")
-            kw["length"] = len(args)
+            if len(args) == 1 and getattr(args[0].type, "_kind", None) == ("vector" if make is T.vector else "matrix"):
+                kw[size_kw] = args[0].type._shape[0] if make is T.vector else args[0].type._shape  # a copy
+            elif make is T.matrix:
+                raise self.err(node, "matrix() needs shape=(rows, cols) unless it is given a matrix")
+            elif len(args) < 2:
+                raise self.err(node, "vector() needs length= unless it is given its components or a vector")
+            else:
+                kw["length"] = len(args)
         dtype = kw.get("dtype")
         if dtype is None:
             strong = next((a.type for a in args if not a.weak), None)
@@ -232,18 +293,7 @@ class Calls:
         ``transform(p, q)``, ``MyStruct()``, and scalar casts like ``float64(x)``; ``args`` when
         the caller has already evaluated them."""
         if T.is_struct(t):
-            if node.args:
-                raise self.err(node, f"struct {t.__name__} is built with keyword arguments or none")
-            v = self.emit("construct", t, [], node)
-            for kw in node.keywords:
-                if kw.arg not in t._fields:
-                    raise self.err(kw, f"struct {t.__name__} has no field '{kw.arg}'",
-                                   WarpCodegenAttributeError)
-                val = self.value(kw.value)
-                ft = t._fields[kw.arg]
-                v = self.emit("field_set", t, [v, self.convert(val, ft, kw) if not isinstance(ft, T.ArrayType)
-                                               else val], node, field=kw.arg)
-            return v
+            return self.construct_struct(t, node)
         args = self.plain_args(node) if args is None else args
         if T.is_scalar(t):
             if len(args) != 1:
@@ -264,17 +314,51 @@ class Calls:
             return self.emit("construct", t, comps, node)
         if len(args) == 1 and T.is_composite(args[0].type):
             a = args[0]
-            if T.num_components(a.type) != n:
+            if a.type._shape != t._shape:
                 raise self.err(node, f"cannot build {T.type_name(t)} from {T.type_name(a.type)}")
             return a if a.type is t else self.emit("cast", t, [a], node)
-        if len(args) == 1 and t._kind in ("vector",):
+        if len(args) == 1 and t._kind in ("vector", "matrix"):  # filled with one value
             return self.emit("construct", t, [self.convert_or_cast(args[0], s, node)] * n, node)
+        if t._kind == "quat" and len(args) == 2 and T.is_vector(args[0].type):  # quat(ijk, real)
+            ijk = args[0]
+            if ijk.type is not T.vector(3, s):
+                raise self.err(node, f"{T.type_name(t)}(ijk, real) needs a {T.type_name(T.vector(3, s))}, got "
+                                     f"{T.type_name(ijk.type)}", WarpCodegenTypeError)
+            comps = [self.emit("extract", s, [ijk, self.const(i, T.int32)], node) for i in range(3)]
+            return self.emit("construct", t, comps + [self.convert_or_cast(args[1], s, node)], node)
         if T.is_matrix(t) and len(args) == t._shape[0] and all(T.is_vector(a.type) for a in args):
             raise self.err(node, f"build a matrix from vectors with matrix_from_rows(...) or "
                                  f"matrix_from_cols(...), or pass {n} scalars to {T.type_name(t)}()")
         if len(args) != n:
             raise self.err(node, f"{T.type_name(t)}() takes {n} components (or none), got {len(args)}")
         return self.emit("construct", t, [self.convert_or_cast(a, s, node) for a in args], node)
+
+    def construct_struct(self, t, node) -> Var:
+        """``S()`` (zeroed), ``S(a, b)`` (fields in declaration order), ``S(b=..., a=...)`` or both; fields
+        not given are zero."""
+        names = list(t._fields)
+        args = self.arg_values(node)
+        if len(args) > len(names):
+            raise self.err(node, f"struct {t.__name__} has {len(names)} field(s), got {len(args)} values",
+                           WarpCodegenTypeError)
+        given = list(zip(names, args, [node] * len(args)))
+        for kw in node.keywords:
+            if kw.arg not in t._fields:
+                raise self.err(kw, f"struct {t.__name__} has no field '{kw.arg}'", WarpCodegenAttributeError)
+            if any(kw.arg == g[0] for g in given):
+                raise self.err(kw, f"struct field '{kw.arg}' is given twice", WarpCodegenTypeError)
+            given.append((kw.arg, self.value(kw.value), kw))
+        v = self.emit("construct", t, [], node)
+        for name, val, where in given:
+            ft = t._fields[name]
+            if isinstance(ft, T.ArrayType):
+                if val.type != ft:
+                    raise self.err(where, f"struct field '{name}' is {T.type_name(ft)}, got {T.type_name(val.type)}",
+                                   WarpCodegenTypeError)
+            else:
+                val = self.convert(val, ft, where)
+            v = self.set_field(v, name, val, node)
+        return v
 
     def convert_or_cast(self, v, s, node):
         if v.type is s:
@@ -288,8 +372,7 @@ class Calls:
     # funcs: inlined at the call site
 
     def call_func(self, func, node):
-        args = [self.expr(a) for a in node.args]
-        args = [a if isinstance(a, tuple) else self.single(a, node) for a in args]
+        args = self.arg_values(node, tuples=True)
         kw = {k.arg: self.value(k.value) for k in node.keywords}
         overload = func.resolve(args, kw)
         if overload is None:

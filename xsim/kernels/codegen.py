@@ -1,5 +1,7 @@
 """Codegen: typed SSA IR -> one C++ source per module, with a forward and an adjoint entry point
-per kernel, shared by the CPU and CUDA targets (only the entry-point wrappers differ).
+per kernel, shared by the CPU and CUDA targets (only the entry-point wrappers differ). A
+``subarray`` op (``a[i]`` of an N-d array) is a view of the remaining dimensions; its gradient is the
+same view of the array's grad buffer.
 
 The adjoint body first replays the forward (array stores and atomics are skipped: their effect is
 already in memory) and then walks the statements in reverse, accumulating ``a<id> += ...`` into
@@ -72,6 +74,7 @@ class KernelCodegen:
         self.grad_expr: dict[int, str] = {}
         self.prim_expr: dict[int, str] = {}
         self.tid_vars = []
+        self.view_base: dict[int, Var] = {}  # a sub-array view -> the array it views
         for p in kir.params:
             if isinstance(p.type, T.ArrayType) or T.is_struct(p.type):
                 self.prim_expr[p.var.id] = f"P.{p.name}"
@@ -83,6 +86,15 @@ class KernelCodegen:
                     self.defs[s.out.id] = s
                 if s.kind == "tid":
                     self.tid_vars.append(s.out)
+                if s.kind == "subarray":
+                    base = s.args[0]
+                    self.view_base[s.out.id] = base
+                    if base.id in self.grad_expr:
+                        ids = ", ".join(f"(int64_t){self.v(i)}" for i in s.args[1:])
+                        self.grad_expr[s.out.id] = f"xs::subarray({self.grad_expr[base.id]}, {ids})"
+                if s.kind == "field_get" and T.is_struct(s.out.type) and s.args[0].id in self.grad_expr:
+                    # a nested struct of a parameter: the arrays inside it find their grads through it
+                    self.grad_expr[s.out.id] = f"{self.grad_expr[s.args[0].id]}.{s.attrs['field']}"
                 if s.kind == "field_get" and isinstance(s.out.type, T.ArrayType):
                     base = s.args[0]
                     self.prim_expr[s.out.id] = f"{self.v(base)}.{s.attrs['field']}"
@@ -98,6 +110,8 @@ class KernelCodegen:
         return f"a{var.id}"
 
     def array_label(self, arr: Var) -> str:
+        while arr.id in self.view_base:  # a view is labelled (and checked for read-after-write) as its array
+            arr = self.view_base[arr.id]
         expr = self.prim_expr.get(arr.id, self.v(arr))
         label = expr.removeprefix("P.")
         return label
@@ -260,6 +274,12 @@ class KernelCodegen:
             arr, idx, value, comps = args[0], args[1:1 + n], args[1 + n], args[2 + n:]
             target = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
             out.append(f"{ind}{v(o)} = xs::{op.attrs['fn']}(&({target}), {v(value)});")
+        elif k == "subarray":
+            ids = ", ".join(f"(int64_t){v(i)}" for i in args[1:])
+            if self.debug:
+                out.append(f"{ind}{v(o)} = xs::subarray_chk({v(args[0])}, {self.array_id(args[0])}, {op.line}, {ids});")
+            else:
+                out.append(f"{ind}{v(o)} = xs::subarray({v(args[0])}, {ids});")
         elif k == "tid":
             out.append(f"{ind}{v(o)} = (int32_t)tid_{op.attrs['dim']};")
         elif k == "shape":
@@ -373,9 +393,12 @@ class KernelCodegen:
         self.loop_update(loop, out, ind + "    ")
         out.append(f"{ind}}}")
 
-    def exclusive(self, idx: list[Var]) -> bool:
+    def exclusive(self, arr: Var, idx: list[Var]) -> bool:
         """True when the leading indices are this thread's own tid (``a[i]``, or a row ``a[i, k]`` of a
-        1-d launch): no other thread has the same tid, so no two threads can share the element."""
+        1-d launch): no other thread has the same tid, so no two threads can share the element. Not
+        through a view: its indices are not the array's leading ones."""
+        if arr.id in self.view_base:
+            return False
         tids = self.tid_vars
         return bool(tids) and len(idx) >= len(tids) and all(i is t for i, t in zip(idx, tids))
 
@@ -425,7 +448,7 @@ class KernelCodegen:
             g = self.grad_expr.get(arr.id)
             if g is None or not is_diff(o.type):
                 return
-            fn = "grad_add_exclusive" if self.exclusive(idx) else "grad_add"
+            fn = "grad_add_exclusive" if self.exclusive(arr, idx) else "grad_add"
             target = self.access(arr, idx, o.type, op.line, desc=g)
             out.append(f"{ind}if ({g}.data) xs::{fn}(&({target}), {a(o)});")
         elif k in ("store", "atomic"):
@@ -516,9 +539,12 @@ def struct_definition(t) -> str:
     for fname, ft in t._fields.items():
         fields.append(f"    {ctype(ft)} {fname};")
         if not isinstance(ft, T.ArrayType):
-            accums.append(f"accum(d.{fname}, s.{fname});")
+            accums.append(f"xs::accum(d.{fname}, s.{fname});")
             atomics.append(f"xs::grad_add(&p->{fname}, v.{fname});")
     c = t._ctype
+    # The field accumulations are qualified: for a nested struct field, an unqualified call would
+    # find both xs::accum and (by argument-dependent lookup) its global twin, an ambiguity.
+    # atomic_add(array of structs, i, value) calls xs::atomic_add qualified, so it has an xs twin too.
     # The global-namespace twins are what the gradient templates of xsim_core.h (grad_add,
     # grad_add_exclusive, defined before any struct) find, by argument-dependent lookup, for
     # arrays of structs.
@@ -526,7 +552,9 @@ def struct_definition(t) -> str:
             f"namespace xs {{ XS_FUNC void accum({c}& d, const {c}& s) {{ "
             + " ".join(accums) + " (void)d; (void)s; } }\n"
             f"XS_FUNC void accum({c}& d, const {c}& s) {{ xs::accum(d, s); }}\n"
-            f"XS_FUNC {c} atomic_add({c}* p, const {c}& v) {{ {' '.join(atomics)} (void)v; return *p; }}")
+            f"namespace xs {{ XS_FUNC {c} atomic_add({c}* p, const {c}& v) {{ {c} old = *p; {' '.join(atomics)} "
+            "(void)v; return old; } }\n"
+            f"XS_FUNC {c} atomic_add({c}* p, const {c}& v) {{ return xs::atomic_add(p, v); }}")
 
 
 # Debug mode: a thread stops at the first reported error (an out-of-bounds index), so a huge launch

@@ -1,16 +1,23 @@
-"""Frontend, part 2: expressions (names, attributes, subscripts, operators, short-circuit boolean
-operators and ternaries) and writes into array elements, as a mixin of ``Frontend``."""
+"""Frontend, part 2: expressions (names, attributes, subscripts: array elements, sub-array views and
+slices of vectors and matrices; operators, short-circuit boolean operators and ternaries) and writes
+into array elements, as a mixin of ``Frontend``."""
 
 from __future__ import annotations
 
 import ast
 import builtins as _pybuiltins
+import itertools
 import math
 
 import numpy as np
 
 from .. import types as T
-from ..errors import WarpCodegenAttributeError, WarpCodegenIndexError, WarpCodegenKeyError
+from ..errors import (
+    WarpCodegenAttributeError,
+    WarpCodegenIndexError,
+    WarpCodegenKeyError,
+    WarpCodegenValueError,
+)
 from .ir import Var
 from .scope import _BINOPS, _CMPOPS, _UNSUPPORTED, Ref, _adjoint_marker, _describe, _is_attr_chain
 
@@ -94,6 +101,9 @@ class Expressions:
             if ft is None:
                 raise self.err(node, f"struct {t.__name__} has no field '{node.attr}'",
                                WarpCodegenAttributeError)
+            held = self.struct_fields.get(base.id, {}).get(node.attr)
+            if held is not None:
+                return held
             out = self.emit("field_get", ft, [base], node, field=node.attr)
             if isinstance(ft, T.ArrayType):
                 out.hint = f"{self.array_name(base)}.{node.attr}"  # how reads/writes name it
@@ -112,10 +122,74 @@ class Expressions:
 
     def subscript_indices(self, node) -> list:
         s = node.slice
-        if isinstance(s, ast.Slice):
-            raise self.err(node, "slices are not supported in kernels")
         elts = s.elts if isinstance(s, ast.Tuple) else [s]
+        if any(isinstance(e, ast.Slice) for e in elts):
+            raise self.err(node, "array slices are not supported in kernels (slice vectors and matrices; index an "
+                                 "array with fewer indices for a view of its remaining dimensions)")
         return [self.value(e) for e in elts]
+
+    def composite_slice(self, t, node):
+        """``v[1:]``, ``v[::-2]``, ``m[:2]``, ``m[1, ::2]`` on a vector, quat, transform or matrix ``t``:
+        the type of the sliced value and the flat components it takes (row-major), or None when the
+        subscript has no slice. Bounds are compile-time integers, clamped as Python clamps them."""
+        s = node.slice
+        elts = s.elts if isinstance(s, ast.Tuple) else [s]
+        if not any(isinstance(e, ast.Slice) for e in elts) or not T.is_composite(t):
+            return None
+        shape = t._shape
+        if len(elts) > len(shape):
+            raise self.err(node, f"{T.type_name(t)} takes at most {len(shape)} indices, got {len(elts)}",
+                           WarpCodegenIndexError)
+        axes, kept = [], []
+        for dim, n in enumerate(shape):
+            e = elts[dim] if dim < len(elts) else ast.Slice()
+            if isinstance(e, ast.Slice):
+                bounds = [None if x is None else self.const_int(x) for x in (e.lower, e.upper, e.step)]
+                if bounds[2] == 0:
+                    raise self.err(node, "Slice step cannot be zero.", WarpCodegenValueError)
+                axes.append(range(*slice(*bounds).indices(n)))
+                kept.append(len(axes[-1]))
+            else:
+                k = self.const_int(e)
+                if not -n <= k < n:
+                    raise self.err(node, f"index {k} out of range for {T.type_name(t)}", WarpCodegenIndexError)
+                axes.append([k % n])
+        if 0 in kept:
+            raise self.err(node, f"this slice of {T.type_name(t)} is empty", WarpCodegenIndexError)
+        strides = [int(np.prod(shape[d + 1:])) for d in range(len(shape))]
+        flat = [sum(i * st for i, st in zip(combo, strides)) for combo in itertools.product(*axes)]
+        out_t = T.vector(kept[0], t._scalar) if len(kept) == 1 else T.matrix(tuple(kept), t._scalar)
+        return out_t, flat
+
+    def const_int(self, node) -> int:
+        """A slice bound (or an index beside a slice): a compile-time integer, as in Warp."""
+        v = self.value(node)
+        if not (v.is_const and T.is_int(v.type)):
+            raise self.err(node, "Slice component must be a compile-time constant integer", WarpCodegenValueError)
+        return int(v.const)
+
+    def read_slice(self, base: Var, out_t, flat, node) -> Var:
+        s = base.type._scalar
+        return self.emit("construct", out_t, [self.emit("extract", s, [base, self.const(k, T.int32)], node)
+                                              for k in flat], node)
+
+    def group_value(self, value: Var, out_t, node) -> Var:
+        """The value written to a slice or a transform's ``.p``/``.q``: exactly that type (as in Warp,
+        nothing converts here; the messages are Warp's)."""
+        if value.type is out_t:
+            return value
+        t, n, what = value.type, T.num_components(out_t), T.type_name(out_t)
+        if out_t._kind == "matrix" or t._kind not in ("vector", "quat"):
+            msg = (f"The provided value is expected to be a {out_t._kind} of shape {out_t._shape}, with dtype "
+                   f"{T.type_name(out_t._scalar)}" if out_t._kind == "matrix" else
+                   f"The provided value is expected to be a vector of length {n}, with dtype "
+                   f"{T.type_name(out_t._scalar)}")
+        elif t._length != n:
+            msg = f"The length of the provided vector ({t._length}) isn't compatible with the given slice (expected {n})"
+        else:
+            msg = f"The provided vector is expected to be of length {n} with dtype {T.type_name(out_t._scalar)}"
+        raise self.err(node, f"{msg}. (This part of the value is a {what}, got {T.type_name(t)}.)",
+                       WarpCodegenValueError)
 
     def index_var(self, v: Var, node) -> Var:
         if v.weak:
@@ -129,11 +203,7 @@ class Expressions:
             if len(idx) != 2:
                 raise self.err(node, f"a matrix takes m[i, j] (or m[i] for a row), got {len(idx)} indices")
             r, c = t._shape
-            i, j = (self.index_var(x, node) for x in idx)
-            for v, n in ((i, r), (j, c)):
-                if v.is_const and not 0 <= v.const < n:
-                    raise self.err(node, f"index {v.const} out of range for {T.type_name(t)}",
-                                   WarpCodegenIndexError)
+            i, j = (self.wrapped_index(self.index_var(x, node), n, t, node) for x, n in zip(idx, (r, c)))
             if i.is_const and j.is_const:
                 return self.const(i.const * c + j.const, T.int32)
             return self.call_builtin("add", [self.call_builtin("mul", [self.cast(i, T.int32, node),
@@ -143,12 +213,16 @@ class Expressions:
             raise self.err(node, f"{T.type_name(t)} cannot be indexed")
         if len(idx) != 1:
             raise self.err(node, f"{T.type_name(t)} takes one index, got {len(idx)}")
-        i = self.index_var(idx[0], node)
-        n = T.num_components(t)
-        if i.is_const and not 0 <= i.const < n:
+        return self.wrapped_index(self.index_var(idx[0], node), T.num_components(t), t, node)
+
+    def wrapped_index(self, i: Var, n: int, t, node) -> Var:
+        """A constant index of a component: a negative one counts from the end, as in Python and Warp."""
+        if not i.is_const:
+            return i
+        if not -n <= i.const < n:
             raise self.err(node, f"index {i.const} out of range for {T.type_name(t)} ({n} components)",
                            WarpCodegenIndexError)
-        return i
+        return self.const(i.const % n, T.int32)
 
     def expr_Subscript(self, node):
         base = self.expr(node.value)
@@ -161,18 +235,28 @@ class Expressions:
             obj = base.obj
             if obj is _adjoint_marker():
                 return self.adjoint_slot(node)
-            raise self.err(node, f"{_describe(obj)} cannot be indexed in a kernel")
+            if not T.is_composite(type(obj)):
+                raise self.err(node, f"{_describe(obj)} cannot be indexed in a kernel")
+            base = self.single(base, node)  # a constant vector or matrix (of any scalar type, bool too)
         t = base.type
         if isinstance(t, T.ArrayType):
             idx = [self.index_var(i, node) for i in self.subscript_indices(node)]
-            if len(idx) != t.ndim:
+            if len(idx) > t.ndim:
                 raise self.err(node, f"array '{self.array_name(base)}' has {t.ndim} dimension(s) but is "
                                      f"indexed with {len(idx)}")
+            if len(idx) < t.ndim:  # a view of the remaining dimensions, named after the array it views
+                view = self.emit("subarray", T.ArrayType(t.dtype, t.ndim - len(idx)), [base, *idx], node)
+                view.hint = self.array_name(base)
+                return view
             self.reads.add(self.array_name(base))
             return self.emit("load", t.dtype, [base, *idx], node)
+        sliced = self.composite_slice(t, node)
+        if sliced is not None:
+            return self.read_slice(base, *sliced, node)
         idx = self.subscript_indices(node)
         if T.is_matrix(t) and len(idx) == 1:
-            return self.emit("row", T.vector(t._shape[1], t._scalar), [base, self.index_var(idx[0], node)], node)
+            i = self.wrapped_index(self.index_var(idx[0], node), t._shape[0], t, node)
+            return self.emit("row", T.vector(t._shape[1], t._scalar), [base, i], node)
         return self.emit("extract", t._scalar, [base, self.flat_component(t, idx, node)], node)
 
     def array_name(self, v: Var) -> str:
@@ -188,6 +272,11 @@ class Expressions:
                 base = self.expr(node.value) if _is_attr_chain(node.value) else None
                 if isinstance(base, Var) and isinstance(base.type, T.ArrayType):
                     idx = [self.index_var(i, node) for i in self.subscript_indices(node)]
+                    path.reverse()
+                    while len(idx) < base.type.ndim and path and path[0][0] == "index":  # a[i][j] = a[i, j]
+                        sub = path.pop(0)[1]
+                        idx += [self.index_var(i, sub) for i in self.subscript_indices(sub)]
+                    path.reverse()
                     if len(idx) != base.type.ndim:
                         raise self.err(node, f"array '{self.array_name(base)}' has {base.type.ndim} dimension(s) "
                                              f"but is indexed with {len(idx)}")
@@ -308,6 +397,11 @@ class Expressions:
     # array element access with gradient rules
 
     def store(self, arr: Var, idx, path, value: Var, node):
+        parts = self.element_group(arr, path, value, node)
+        if parts is not None:
+            for p, v in parts:
+                self.store(arr, idx, p, v, node)
+            return
         t = arr.type.dtype
         comp_t, steps = self.resolve_path(t, path, node)
         name = self.array_name(arr)
@@ -321,7 +415,42 @@ class Expressions:
         self.emit("store", None, [arr, *idx, value] + [s[1] for s in steps if s[0] == "comp"], node,
                   ndim=len(idx), path=[(s[0], s[1] if s[0] == "field" else None) for s in steps])
 
+    def component_group(self, t, node):
+        """A target naming several components of ``t`` at once (a slice ``v[1:]``, or ``.p``/``.q`` of a
+        transform): (the type of that part, its flat components), else None."""
+        if isinstance(node, ast.Subscript):
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if T.is_matrix(t) and len(elts) == 1 and not isinstance(elts[0], ast.Slice):
+                i = self.value(elts[0])
+                if i.is_const:  # a row of a matrix: m[1] = v; a runtime row stays a set_row of a local
+                    i = self.wrapped_index(self.index_var(i, node), t._shape[0], t, node)
+                    c = t._shape[1]
+                    return T.vector(c, t._scalar), list(range(i.const * c, (i.const + 1) * c))
+            return self.composite_slice(t, node)
+        if isinstance(node, ast.Attribute) and getattr(t, "_kind", None) == "transform" and node.attr in ("p", "q"):
+            return (T.vector(3, t._scalar), [0, 1, 2]) if node.attr == "p" else (T.quaternion(t._scalar), [3, 4, 5, 6])
+        return None
+
+    def element_group(self, arr: Var, path, value: Var, node):
+        """For a write into a group of components of an array element (``a[i][1:] = v``, ``a[i].p =
+        p``): the paths of the single components and the parts of ``value`` written there, else None."""
+        if not path:
+            return None
+        t, _ = self.resolve_path(arr.type.dtype, path[:-1], node)
+        group = self.component_group(t, path[-1][1])
+        if group is None:
+            return None
+        out_t, flat = group
+        value = self.group_value(value, out_t, node)
+        return [(path[:-1] + [("flat", k)], self.emit("extract", out_t._scalar, [value, self.const(pos, T.int32)], node))
+                for pos, k in enumerate(flat)]
+
     def atomic(self, fn, arr: Var, idx, path, value: Var, node):
+        parts = self.element_group(arr, path, value, node)
+        if parts is not None:
+            for p, v in parts:
+                self.atomic(fn, arr, idx, p, v, node)
+            return None
         t = arr.type.dtype
         comp_t, steps = self.resolve_path(t, path, node)
         self.writes.add(self.array_name(arr))
@@ -338,7 +467,10 @@ class Expressions:
         """Walk ``.field`` / ``[i]`` / ``.x`` steps into an element type: (component type, steps)."""
         steps = []
         for kind, n in path:
-            if kind == "attr":
+            if kind == "flat":  # one component of a group (see element_group)
+                steps.append(("comp", self.const(n, T.int32)))
+                t = t._scalar
+            elif kind == "attr":
                 if T.is_struct(t):
                     if n.attr not in t._fields:
                         raise self.err(n, f"struct {t.__name__} has no field '{n.attr}'",

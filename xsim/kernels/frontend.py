@@ -64,6 +64,7 @@ class Frontend(Expressions, Calls):
         self.loop_count = 0
         self.inline_depth = 0
         self.param_names: dict[int, str] = {}
+        self.struct_fields: dict[int, dict[str, Var]] = {}  # a struct value -> the field values set in it
         self.kernel_func = kernel_func
 
     # ------------------------------------------------------------------------------------------
@@ -329,12 +330,17 @@ class Frontend(Expressions, Calls):
         if isinstance(target, ast.Name):
             if target.id in self.f.loop_vars:
                 raise self.err(target, f"cannot assign to the loop variable '{target.id}'")
+            if isinstance(value, Ref) and T.is_composite(type(value.obj)):
+                value = self.single(value, node)  # a constant vector or matrix becomes a local value
             if isinstance(value, Ref):
                 raise self.err(node, f"cannot assign {value.obj!r} to a variable inside a kernel")
             if isinstance(value, Var) and value.is_const and value.weak:
                 value = Var(value.type, const=value.const, weak=True)
             self.f.sym[target.id] = value
         elif isinstance(target, ast.Tuple):
+            star = next((e for e in target.elts if isinstance(e, ast.Starred)), None)
+            if star is not None:
+                raise self.err(star, "star expressions are supported only as call arguments in kernels")
             if not isinstance(value, tuple) or len(value) != len(target.elts):
                 n = len(value) if isinstance(value, tuple) else 1
                 raise self.err(node, f"cannot unpack {n} value(s) into {len(target.elts)} names")
@@ -362,6 +368,14 @@ class Frontend(Expressions, Calls):
 
     def insert(self, base: Var, target, value: Var, node) -> Var:
         t = base.type
+        group = self.component_group(t, target)
+        if group is not None:  # v[1:] = ..., m[:, 0] = ..., xform.p = ...
+            out_t, flat = group
+            value = self.group_value(value, out_t, node)
+            for pos, k in enumerate(flat):
+                part = self.emit("extract", t._scalar, [value, self.const(pos, T.int32)], node)
+                base = self.emit("insert", t, [base, self.const(k, T.int32), part], node)
+            return base
         if isinstance(target, ast.Attribute):
             if T.is_struct(t):
                 ft = t._fields.get(target.attr)
@@ -369,17 +383,26 @@ class Frontend(Expressions, Calls):
                     raise self.err(target, f"struct {t.__name__} has no field '{target.attr}'",
                                    WarpCodegenAttributeError)
                 value = self.convert(value, ft, node) if not isinstance(ft, T.ArrayType) else value
-                return self.emit("field_set", t, [base, value], node, field=target.attr)
+                return self.set_field(base, target.attr, value, node)
             index = self.swizzle_index(t, target)
             value = self.convert(value, t._scalar, node)
             return self.emit("insert", t, [base, self.const(index, T.int32), value], node)
         idx = self.subscript_indices(target)
         if T.is_matrix(t) and len(idx) == 1:
             row = self.convert(value, T.vector(t._shape[1], t._scalar), node)
-            return self.emit("set_row", t, [base, self.index_var(idx[0], target), row], node)
+            i = self.wrapped_index(self.index_var(idx[0], target), t._shape[0], t, target)
+            return self.emit("set_row", t, [base, i, row], node)
         flat = self.flat_component(t, idx, target)
         value = self.convert(value, t._scalar, node)
         return self.emit("insert", t, [base, flat, value], node)
+
+    def set_field(self, base: Var, name: str, value: Var, node) -> Var:
+        """``base`` with field ``name`` set to ``value``. The values set are remembered, so that reading
+        one back (``s = S(a); s.a[i]``, ``S(T(a)).t.a``) is that value: an array then keeps the
+        gradient buffer of the parameter it is."""
+        out = self.emit("field_set", base.type, [base, value], node, field=name)
+        self.struct_fields[out.id] = {**self.struct_fields.get(base.id, {}), name: value}
+        return out
 
     def stmt_If(self, node):
         cond = self.as_bool(self.value(node.test), node.test)
@@ -726,13 +749,14 @@ class Frontend(Expressions, Calls):
             f.sym.pop("$cont", None)
         return None
 
-    def loop_var_after(self, name, itype, node) -> Carried | None:
+    def loop_var_after(self, name, itype, node) -> Carried:
         """The value a dynamic loop's variable has after the loop, as in Python: that of the last
         iteration that ran, else its value before the loop. Without a value before the loop (Python
-        would raise NameError after a loop that did not run), the name is not defined after it."""
+        would raise NameError after a loop that did not run), it is 0 there, as in Warp."""
         before = self.f.sym.get(name)
         if not isinstance(before, Var):
-            return None
+            # as in Warp: with no value before the loop, a loop that did not run leaves it 0
+            return Carried(Var(itype, hint=name), self.const(0, itype), None, restore="unread")
         if before.type is not itype and not (before.weak and T.is_int(before.type)):
             raise self.err(node, f"the loop variable '{name}' is {T.type_name(before.type)} before the loop "
                                  f"and {T.type_name(itype)} in it; give the loop its own variable")

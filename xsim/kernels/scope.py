@@ -33,7 +33,7 @@ _UNSUPPORTED = {
     ast.Delete: "del", ast.ClassDef: "class definitions", ast.Import: "imports", ast.ImportFrom: "imports",
     ast.FunctionDef: "nested function definitions", ast.Yield: "yield", ast.Await: "await",
     ast.List: "lists", ast.Dict: "dicts", ast.Set: "sets", ast.JoinedStr: "f-strings", ast.Raise: "raise",
-    ast.AsyncFor: "async for", ast.AsyncWith: "async with", ast.Starred: "star expressions",
+    ast.AsyncFor: "async for", ast.AsyncWith: "async with", ast.Starred: "star expressions outside call arguments",
     ast.NamedExpr: "walrus assignment", ast.Assert: "assert",
 }
 

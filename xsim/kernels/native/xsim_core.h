@@ -211,6 +211,21 @@ template <bool C, typename T, typename... I> XS_FUNC T& at_sel(const array_desc&
     else return at<T>(a, i...);
 }
 
+// A[i] of an array with more dimensions: the view of the remaining ones (a null array stays null,
+// so a gradient view of an array without a grad buffer still reads as absent).
+XS_FUNC array_desc subarray(const array_desc& a, int64_t i) {
+    array_desc r{};
+    r.data = a.data ? (void*)((char*)a.data + i * a.strides[0]) : nullptr;
+    for (int d = 0; d < 3; ++d) {
+        r.shape[d] = a.shape[d + 1];
+        r.strides[d] = a.strides[d + 1];
+    }
+    return r;
+}
+template <typename... I> XS_FUNC array_desc subarray(const array_desc& a, int64_t i, int64_t j, I... rest) {
+    return subarray(subarray(a, i), j, rest...);
+}
+
 // The launch shape, for decomposing a linear thread index into tid() indices.
 struct launch_dims {
     int64_t shape[4];
@@ -353,6 +368,14 @@ template <typename T>
 XS_FUNC T& at_chk(const array_desc& a, int param, int line, int64_t i, int64_t j, int64_t k, int64_t l) {
     const int64_t idx[4] = {i, j, k, l};
     return in_bounds<4>(a, idx, param, line) ? at<T>(a, i, j, k, l) : scratch<T>();
+}
+
+// Bounds-checked view: out of bounds it is reported and the view is empty, so every access through
+// it is reported too and lands in the scratch slot.
+template <typename... I> XS_FUNC array_desc subarray_chk(const array_desc& a, int param, int line, I... i) {
+    const int64_t idx[sizeof...(I)] = {(int64_t)i...};
+    if (!in_bounds<sizeof...(I)>(a, idx, param, line)) return array_desc{};
+    return subarray(a, (int64_t)i...);
 }
 
 // ------------------------------------------------------------------------------------------
