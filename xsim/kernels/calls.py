@@ -21,6 +21,9 @@ class Calls:
     # calls
 
     def expr_Call(self, node):
+        static = self.static_call(node)
+        if static is not None:
+            return static
         fn = self.expr(node.func)
         if not isinstance(fn, Ref):
             raise self.err(node, "only funcs, builtins and types can be called in kernels")
@@ -319,7 +322,7 @@ class Calls:
         if rt is not None:
             frame.ret_type = _resolve_annotation(rt) if not isinstance(rt, tuple) else tuple(
                 _resolve_annotation(x) for x in rt)
-        if overload.custom_grad is not None or not overload.differentiable:
+        if overload.custom_grad is not None or overload.replay is not None or not overload.differentiable:
             return self.call_custom_grad(overload, frame, node)
         self.frames.append(frame)
         self.inline_depth += 1
@@ -351,13 +354,18 @@ class Calls:
         self.frames.pop()
         result = frame.sym.get("$retval")
         if not isinstance(result, Var):
-            what = "a custom gradient" if overload.differentiable else "differentiable=False"
+            what = ("a custom gradient" if overload.custom_grad is not None else "a func_replay"
+                    if overload.differentiable else "differentiable=False")
             raise self.err(node, f"a func with {what} must return one value")
+        replay = self.replay_body(overload, inputs, result, node) if overload.replay is not None else {}
         if overload.custom_grad is None:
             self.block = outer
-            self.skipped_funcs.add(overload.pyfunc.__qualname__)
-            op = Op("custom", result, [], {"fwd": fwd, "grad": Block(), "adj_ret": Var(result.type, hint="adj_ret"),
-                                           "accums": []}, self.f.src.lineno(node))
+            if not overload.differentiable:
+                self.skipped_funcs.add(overload.pyfunc.__qualname__)
+            # differentiable with a replay and no func_grad: the adjoint is that of the replay body
+            grad = None if replay and overload.differentiable else Block()
+            op = Op("custom", result, [], {"fwd": fwd, "grad": grad, "adj_ret": Var(result.type, hint="adj_ret"),
+                                           "accums": [], **replay}, self.f.src.lineno(node))
             self.block.stmts.append(op)
             return result
         # the grad body: params bound to the forward inputs and to the result's adjoint
@@ -381,10 +389,37 @@ class Calls:
         self.frames.pop()
         self.block = outer
         accums = [(v, gframe.sym["$adj:" + n]) for n, v in diff_inputs.items()]
-        op = Op("custom", result, [], {"fwd": fwd, "grad": grad, "adj_ret": adj_ret, "accums": accums},
+        op = Op("custom", result, [], {"fwd": fwd, "grad": grad, "adj_ret": adj_ret, "accums": accums, **replay},
                 self.f.src.lineno(node))
         self.block.stmts.append(op)
         return result
+
+    def replay_body(self, overload, inputs: dict, result: Var, node) -> dict:
+        """The ``@xsim.func_replay`` body of a func, built on the func's inputs (by position): what the
+        backward pass runs instead of the func to recover its result."""
+        src = overload.replay.source()
+        params = [a.arg for a in src.tree.args.args]
+        if len(params) != len(inputs):
+            raise src.error(src.tree, f"a func_replay takes the {len(inputs)} parameters of its func")
+        frame = _Frame(src, is_kernel=False)
+        frame.sym.update(zip(params, inputs.values()))
+        frame.sym["$ret"] = _false()
+        outer, block, reads = self.block, Block(), set(self.reads)
+        self.block = block
+        self.frames.append(frame)
+        self.stmts(src.tree.body)
+        self.frames.pop()
+        # the replay reads arrays as the forward pass left them (what it wrote, e.g. an atomic's result): they
+        # are not inputs the tape must keep as they were before the launch
+        self.reads = reads
+        out = frame.sym.get("$retval")
+        if isinstance(out, Var) and out.type is not result.type:
+            out = self.convert(out, result.type, node) if out.weak else out
+        self.block = outer
+        if not isinstance(out, Var) or out.type is not result.type:
+            raise src.error(src.tree, f"a func_replay must return one value of its func's type "
+                                      f"({T.type_name(result.type)})")
+        return {"replay": block, "replay_out": out}
 
     def adjoint_slot(self, node):
         raise self.err(node, "adjoint[...] can only be used as the target of += in a func_grad body")

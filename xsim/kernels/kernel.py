@@ -12,6 +12,8 @@ import numpy as np
 
 from .. import types as T
 from .scope import BuiltinRef, _resolve_annotation, _Source, annotations, snapshot_source, source_lines
+from .static import fingerprint as static_fingerprint
+from .static import table as static_table
 
 
 class FuncOverload:
@@ -19,8 +21,10 @@ class FuncOverload:
 
     def __init__(self, pyfunc, differentiable: bool = True):
         snapshot_source(pyfunc)
+        static_table(pyfunc)  # static() expressions are evaluated at declaration, as in Warp
         self.pyfunc = pyfunc
         self.custom_grad: FuncOverload | None = None
+        self.replay: FuncOverload | None = None
         self.differentiable = differentiable
         self._source = None
 
@@ -85,11 +89,19 @@ class Function:
         return "; ".join(out)
 
     def __call__(self, *args, **kwargs):
-        raise TypeError(f"the func '{self.key}' can only be called inside a kernel or another func")
+        """Called from Python (e.g. in a static() expression), a func runs as the Python function it is:
+        the last definition whose parameters take the arguments."""
+        for o in reversed(self.overloads):
+            try:
+                inspect.signature(o.pyfunc).bind(*args, **kwargs)
+            except TypeError:
+                continue
+            return o.pyfunc(*args, **kwargs)
+        raise TypeError(f"no definition of func '{self.key}' takes these arguments; expected {self.signatures()}")
 
     def content_hash(self, seen: set) -> str:
-        return "".join(_hash_python(o.pyfunc, seen) + (_hash_python(o.custom_grad.pyfunc, seen)
-                                                       if o.custom_grad else "") for o in self.overloads)
+        return "".join(_hash_python(p.pyfunc, seen) for o in self.overloads
+                       for p in (o, o.custom_grad, o.replay) if p is not None)
 
 
 def func(pyfunc=None, *, differentiable: bool = True):
@@ -121,14 +133,49 @@ def _same_signature(fn: Function, f) -> bool:
 
 def func_grad(target: Function):
     """Decorator: give the func ``target`` its own adjoint. The decorated function takes the
-    func's parameters plus the adjoint of its result, and adds into ``xsim.adjoint[param]``."""
+    func's parameters plus the adjoint of its result, and adds into ``xsim.adjoint[param]``. With
+    several definitions of ``target``, it belongs to the one whose parameter types it repeats."""
     if not isinstance(target, Function):
         raise TypeError("func_grad(f) needs an @xsim.func")
 
     def wrap(g):
-        target.overloads[-1].custom_grad = FuncOverload(g)
+        _definition_for(target, g, "func_grad").custom_grad = FuncOverload(g)
         return g
     return wrap
+
+
+def func_replay(target: Function):
+    """Decorator: the function the backward pass runs instead of the func ``target`` when it replays
+    the forward pass (same parameters, same result type), e.g. to read back what an atomic returned in
+    the forward pass rather than add again. Without a ``func_grad``, the adjoint is the replay's."""
+    if not isinstance(target, Function):
+        raise TypeError("func_replay(f) needs an @xsim.func")
+
+    def wrap(r):
+        found = _definition_for(target, r, "func_replay")
+        if len(inspect.signature(r).parameters) != len(inspect.signature(found.pyfunc).parameters):
+            raise TypeError(f"func_replay of '{target.key}': takes {len(inspect.signature(r).parameters)} "
+                            f"parameters, the func {len(inspect.signature(found.pyfunc).parameters)}")
+        found.replay = FuncOverload(r)
+        return r
+    return wrap
+
+
+def _definition_for(target: Function, helper, what: str) -> FuncOverload:
+    """The definition of ``target`` whose parameter annotations ``helper``'s first parameters repeat (the
+    latest such), or its only definition."""
+    hann = annotations(helper)
+    hparams = list(inspect.signature(helper).parameters)
+    for o in reversed(target.overloads):
+        params = list(inspect.signature(o.pyfunc).parameters)
+        oann = annotations(o.pyfunc)
+        if len(hparams) >= len(params) and all(
+                T.resolve(oann.get(p)) == T.resolve(hann.get(h)) for p, h in zip(params, hparams)):
+            return o
+    if len(target.overloads) == 1:
+        return target.overloads[0]
+    raise TypeError(f"{what} '{helper.__name__}': no definition of func '{target.key}' has its parameter types; "
+                    f"expected one of {target.signatures()}")
 
 
 class Kernel:
@@ -143,6 +190,7 @@ class Kernel:
         function's Python module); ``options``: Warp's per-kernel options (``enable_backward``)."""
         pyfunc = func
         snapshot_source(pyfunc)
+        static_table(pyfunc)
         self.pyfunc = pyfunc
         self.key = key or pyfunc.__name__
         self.enable_backward = bool((options or {}).get("enable_backward", enable_backward))
@@ -383,6 +431,7 @@ def _hash_python(pyfunc, seen: set) -> str:
             h.update(_hash_object(n, names[n], seen, _code_names(pyfunc.__code__)).encode())
     for v in pyfunc.__annotations__.values():
         h.update(_hash_object("ann", v, seen, set()).encode())
+    h.update(static_fingerprint(pyfunc, lambda n, o: _hash_object(n, o, seen, set())).encode())
     return h.hexdigest()
 
 
