@@ -151,6 +151,7 @@ class KernelCodegen:
                 add(s.out)
                 if s.kind == "custom":
                     add(s.attrs["adj_ret"])
+                    add(s.attrs.get("replay_out"))
                     for x, acc in s.attrs["accums"]:
                         add(x)
                         add(acc)
@@ -272,7 +273,11 @@ class KernelCodegen:
         elif k == "identity":
             out.append(f"{ind}{v(o)} = {{}}; for (int i = 0; i < {o.type._shape[0]}; ++i) {v(o)}.c[i][i] = 1;")
         elif k == "custom":
-            self.forward(op.attrs["fwd"], replay, out, ind)
+            if replay and op.attrs.get("replay") is not None:  # a func_replay body stands in for the func
+                self.forward(op.attrs["replay"], True, out, ind)
+                out.append(f"{ind}{v(o)} = {v(op.attrs['replay_out'])};")
+            else:
+                self.forward(op.attrs["fwd"], replay, out, ind)
         else:
             raise AssertionError(f"unknown op {k}")
 
@@ -449,6 +454,11 @@ class KernelCodegen:
                 out.append(f"{ind}if ({v(args[0])}) xs::accum({a(args[1])}, {a(o)}); "
                            f"else xs::accum({a(args[2])}, {a(o)});")
         elif k == "custom":
+            if op.attrs["grad"] is None:  # no func_grad: the adjoint of the func_replay body
+                if is_diff(o.type):
+                    out.append(f"{ind}xs::accum({a(op.attrs['replay_out'])}, {a(o)});")
+                self.reverse(op.attrs["replay"], out, ind)
+                return
             adj_ret = op.attrs["adj_ret"]
             out.append(f"{ind}{v(adj_ret)} = {a(o)};")
             self.forward(op.attrs["grad"], True, out, ind)

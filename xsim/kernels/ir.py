@@ -96,8 +96,9 @@ def walk(block: Block):
     for s in block.stmts:
         yield s
         if isinstance(s, Op) and s.kind == "custom":
-            yield from walk(s.attrs["fwd"])
-            yield from walk(s.attrs["grad"])
+            for part in ("fwd", "replay", "grad"):
+                if s.attrs.get(part) is not None:
+                    yield from walk(s.attrs[part])
         elif isinstance(s, If):
             yield from walk(s.then)
             yield from walk(s.orelse)

@@ -1,0 +1,220 @@
+"""Custom adjoints of funcs: ``@xsim.func_grad`` on generic funcs (``xsim.Float``, ``Any``) and on one
+definition among several, and ``@xsim.func_replay`` (what the backward pass runs instead of a func to
+recover its result). Forward numbers against plain numpy, gradients against float64 central
+differences."""
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import xsim
+from xsim.autodiff.gradcheck import gradcheck
+
+F64 = xsim.float64
+A64 = xsim.array(dtype=F64)
+AV3 = xsim.array(dtype=xsim.vec3d)
+
+
+@xsim.func
+def soft_cube(x: xsim.Float):
+    return x * x * x + x
+
+
+@xsim.func_grad(soft_cube)
+def soft_cube_grad(x: xsim.Float, adj: xsim.Float):
+    xsim.adjoint[x] += adj * (type(x)(3.0) * x * x + type(x)(1.0))
+
+
+@xsim.func
+def weighted_norm(v: Any, w: Any):
+    return xsim.length(v) * w
+
+
+@xsim.func_grad(weighted_norm)
+def weighted_norm_grad(v: Any, w: Any, adj: Any):
+    xsim.adjoint[v] += xsim.normalize(v) * (w * adj)
+    xsim.adjoint[w] += xsim.length(v) * adj
+
+
+@xsim.kernel
+def generic_custom_grads(x: xsim.array(dtype=xsim.Float), v: xsim.array(dtype=Any),
+                         y: xsim.array(dtype=xsim.Float)):
+    i = xsim.tid()
+    y[i] = soft_cube(x[i]) + weighted_norm(v[i], x[i])
+
+
+@pytest.mark.parametrize("dtype, vdtype", [(xsim.float32, xsim.vec3), (F64, xsim.vec3d)])
+def test_func_grads_of_generic_funcs_run_forward_for_each_binding(dtype, vdtype):
+    xs = np.array([0.5, -1.2, 2.0])
+    vs = np.array([[1.0, 2.0, 2.0], [0.0, -3.0, 4.0], [1.0, 0.0, 0.0]])
+    x, v = xsim.array(xs, dtype=dtype), xsim.array(vs, dtype=vdtype)
+    y = xsim.zeros(3, dtype=dtype)
+    xsim.launch(generic_custom_grads, 3, inputs=[x, v, y])
+    want = xs ** 3 + xs + np.linalg.norm(vs, axis=1) * xs
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-6 if dtype is xsim.float32 else 1e-14)
+
+
+def test_func_grads_of_generic_funcs_match_finite_differences():
+    x = xsim.array(np.array([0.5, -1.2, 2.0]), dtype=F64, requires_grad=True)
+    v = xsim.array(np.array([[1.0, 2.0, 2.0], [0.0, -3.0, 4.0], [1.0, 0.5, 0.0]]), dtype=xsim.vec3d,
+                   requires_grad=True)
+    y = xsim.zeros(3, dtype=F64, requires_grad=True)
+    report = gradcheck(generic_custom_grads, [x, v, y])
+    assert report.passed, report
+
+
+def test_a_func_grad_is_the_one_the_kernel_uses():
+    # the grad deliberately differs from the derivative: the tape must report the grad's numbers
+    x = xsim.array(np.array([1.0, 2.0]), dtype=F64, requires_grad=True)
+    y = xsim.zeros(2, dtype=F64, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(uses_marked_grad, 2, inputs=[x, y])
+    tape.backward(grads={y: xsim.ones(2, dtype=F64)})
+    np.testing.assert_array_equal(x.grad.numpy(), [7.0, 7.0])
+
+
+@xsim.func
+def marked(x: xsim.Float):
+    return x * x
+
+
+@xsim.func_grad(marked)
+def marked_grad(x: xsim.Float, adj: xsim.Float):
+    xsim.adjoint[x] += adj * type(x)(7.0)
+
+
+@xsim.kernel
+def uses_marked_grad(x: xsim.array(dtype=xsim.Float), y: xsim.array(dtype=xsim.Float)):
+    i = xsim.tid()
+    y[i] = marked(x[i])
+
+
+# -- func_grad on one definition among several -----------------------------------------------------
+
+
+@xsim.func
+def stretch(x: F64):
+    return x * xsim.abs(x)
+
+
+@xsim.func_grad(stretch)
+def stretch_grad_scalar(x: F64, adj: F64):
+    xsim.adjoint[x] += adj * 2.0 * xsim.abs(x)
+
+
+@xsim.func
+def stretch(v: xsim.vec3d):  # noqa: F811 - a second definition of the func
+    return v * xsim.length(v)
+
+
+@xsim.func_grad(stretch)
+def stretch_grad_vector(v: xsim.vec3d, adj: xsim.vec3d):
+    n = xsim.length(v)
+    xsim.adjoint[v] += adj * n + v * (xsim.dot(adj, v) / n)
+
+
+@xsim.kernel
+def both_stretches(x: A64, v: AV3, y: A64, w: AV3):
+    i = xsim.tid()
+    y[i] = stretch(x[i])
+    w[i] = stretch(v[i])
+
+
+def test_each_definition_of_a_func_gets_its_own_func_grad():
+    x = xsim.array(np.array([0.5, -1.5]), dtype=F64, requires_grad=True)
+    v = xsim.array(np.array([[1.0, -2.0, 0.5], [0.3, 0.4, -1.0]]), dtype=xsim.vec3d, requires_grad=True)
+    y = xsim.zeros(2, dtype=F64, requires_grad=True)
+    w = xsim.zeros(2, dtype=xsim.vec3d, requires_grad=True)
+    report = gradcheck(both_stretches, [x, v, y, w])
+    assert report.passed, report
+    xsim.launch(both_stretches, 2, inputs=[x, v, y, w])
+    np.testing.assert_allclose(y.numpy(), x.numpy() * np.abs(x.numpy()), rtol=1e-14)
+
+
+def test_a_func_grad_matching_no_definition_is_refused():
+    with pytest.raises(TypeError, match=r"func_grad 'wrong': no definition of func 'stretch' has its parameter"):
+        @xsim.func_grad(stretch)
+        def wrong(x: xsim.int32, adj: xsim.int32):
+            pass
+
+
+# -- func_replay ------------------------------------------------------------------------------------
+
+
+@xsim.func
+def take_slot(counter: xsim.array(dtype=xsim.int32), slots: xsim.array(dtype=xsim.int32), tid: int):
+    slot = xsim.atomic_add(counter, 0, 1)
+    slots[tid] = slot
+    return slot
+
+
+@xsim.func_replay(take_slot)
+def take_slot_again(counter: xsim.array(dtype=xsim.int32), slots: xsim.array(dtype=xsim.int32), tid: int):
+    return slots[tid]  # the slot the forward pass took, not a new one
+
+
+@xsim.kernel
+def scatter_squares(x: A64, counter: xsim.array(dtype=xsim.int32), slots: xsim.array(dtype=xsim.int32),
+                    y: A64):
+    tid = xsim.tid()
+    k = take_slot(counter, slots, tid)
+    y[k] = x[k] * x[k]
+
+
+def test_func_replay_gives_the_backward_pass_the_forward_result_of_an_atomic():
+    n = 64
+    x = xsim.array(np.linspace(-2.0, 2.0, n), dtype=F64, requires_grad=True)
+    counter, slots = xsim.zeros(1, dtype=xsim.int32), xsim.zeros(n, dtype=xsim.int32)
+    y = xsim.zeros(n, dtype=F64, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(scatter_squares, n, inputs=[x, counter, slots, y])
+    tape.backward(grads={y: xsim.ones(n, dtype=F64)})
+    assert counter.numpy()[0] == n  # the backward pass took no slots
+    assert sorted(slots.numpy()) == list(range(n))
+    np.testing.assert_allclose(y.numpy(), x.numpy() ** 2, rtol=1e-14)
+    np.testing.assert_allclose(x.grad.numpy(), 2.0 * x.numpy(), rtol=1e-14)
+
+
+@xsim.func
+def clamped_log(x: xsim.Float):
+    # forward: a branchy formula; the replay is the same function written smoothly
+    r = type(x)(0.0)
+    if x > type(x)(1.0):
+        r = xsim.log(x)
+    else:
+        r = x - type(x)(1.0)
+    return r
+
+
+@xsim.func_replay(clamped_log)
+def clamped_log_replay(x: xsim.Float):
+    return xsim.where(x > type(x)(1.0), xsim.log(x), x - type(x)(1.0))
+
+
+@xsim.kernel
+def uses_clamped_log(x: xsim.array(dtype=xsim.Float), y: xsim.array(dtype=xsim.Float)):
+    i = xsim.tid()
+    y[i] = clamped_log(x[i]) * x[i]
+
+
+def test_without_a_func_grad_the_adjoint_is_that_of_the_replay_of_a_generic_func():
+    xs = np.array([0.25, 0.9, 1.5, 3.0])
+    x = xsim.array(xs, dtype=F64, requires_grad=True)
+    y = xsim.zeros(4, dtype=F64, requires_grad=True)
+    report = gradcheck(uses_clamped_log, [x, y])
+    assert report.passed, report
+    xsim.launch(uses_clamped_log, 4, inputs=[x, y])
+    np.testing.assert_allclose(y.numpy(), np.where(xs > 1.0, np.log(xs), xs - 1.0) * xs, rtol=1e-14)
+    x32, y32 = xsim.array(xs, dtype=xsim.float32), xsim.zeros(4, dtype=xsim.float32)
+    xsim.launch(uses_clamped_log, 4, inputs=[x32, y32])
+    np.testing.assert_allclose(y32.numpy(), np.where(xs > 1.0, np.log(xs), xs - 1.0) * xs, rtol=1e-6)
+
+
+def test_a_func_replay_with_other_parameters_is_refused():
+    with pytest.raises(TypeError, match=r"func_replay of 'clamped_log': takes 2 parameters, the func 1"):
+        @xsim.func_replay(clamped_log)
+        def replay_two(x: xsim.Float, y: xsim.Float):
+            return x
