@@ -105,7 +105,7 @@ def stretch_grad_scalar(x: F64, adj: F64):
 
 
 @xsim.func
-def stretch(v: xsim.vec3d):  # noqa: F811 - a second definition of the func
+def stretch(v: xsim.vec3d):  # a second definition of the func
     return v * xsim.length(v)
 
 
