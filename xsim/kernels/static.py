@@ -21,7 +21,7 @@ import numpy as np
 from .. import types as T
 from ..errors import WarpCodegenError
 from .ir import Var
-from .scope import BuiltinRef, Ref, _Source, source_lines
+from .scope import BuiltinRef, Ref, _Source
 
 _NAME = "__xsim_static_{}__"
 
@@ -72,14 +72,22 @@ def table(pyfunc) -> StaticTable | None:
     if found is not False:
         return found
     tab = None
-    code = pyfunc.__code__
-    if "static" in "".join(source_lines(pyfunc)[code.co_firstlineno - 1:]):  # cheap test before parsing
+    if any("static" in n for n in _names(pyfunc.__code__)):  # a cheap test before parsing the source
         src = _Source(pyfunc)
         calls = [n for n in ast.walk(src.tree) if is_static_call(n, src.names)]
         if calls:
             tab = _declare(src, calls)
     pyfunc.__xsim_static__ = tab
     return tab
+
+
+def _names(code) -> set[str]:
+    """The global, attribute and closure names a code object (and the code nested in it) uses."""
+    out = set(code.co_names) | set(code.co_freevars)
+    for c in code.co_consts:
+        if isinstance(c, _pytypes.CodeType):
+            out |= _names(c)
+    return out
 
 
 def _declare(src: _Source, calls: list[ast.Call]) -> StaticTable:
