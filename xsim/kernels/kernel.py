@@ -38,30 +38,37 @@ class FuncOverload:
         ann = annotations(self.pyfunc)
         return [_resolve_annotation(ann[n]) if n in ann else None for n in sig.parameters]
 
-    def matches(self, args: list, kw: dict) -> bool:
+    def match_cost(self, args: list, kw: dict) -> tuple[int, int, int] | None:
+        """None when this definition cannot take the arguments, else how loosely it takes them: (generic
+        parameters, literals converted, unannotated parameters); the closest definition wins a call."""
         sig = inspect.signature(self.pyfunc)
         try:
             bound = sig.bind(*args, **kw)
         except TypeError:
-            return False
+            return None
         ann = annotations(self.pyfunc)
+        generic = converted = untyped = 0
         for name, v in bound.arguments.items():
             if name not in ann:
+                untyped += 1
                 continue
             t = _resolve_annotation(ann[name])
             if t is None:
+                generic += 1
                 continue
             vt = getattr(v, "type", None)
             if vt is t or isinstance(t, T.ArrayType) and vt == t:  # array types are equal, not interned
                 continue
             if T.is_generic(t) and isinstance(vt, T.ArrayType) and vt.ndim == t.ndim and T.bind(
                     t.dtype, vt.dtype):
+                generic += 1
                 continue
             if getattr(v, "weak", False) and T.is_scalar(t) and t is not T.bool_ and not (
                     T.is_int(t) and isinstance(v.const, float)):
+                converted += 1
                 continue
-            return False
-        return True
+            return None
+        return generic, converted, untyped
 
 
 class Function:
@@ -76,10 +83,14 @@ class Function:
         self.__name__ = pyfunc.__name__
 
     def resolve(self, args, kw) -> FuncOverload | None:
+        """The definition that takes the arguments most closely: concrete before generic, exact types
+        before converted literals, and the latest definition among equals."""
+        best = None
         for o in reversed(self.overloads):
-            if o.matches(args, kw):
-                return o
-        return None
+            cost = o.match_cost(args, kw)
+            if cost is not None and (best is None or cost < best[0]):
+                best = (cost, o)
+        return best[1] if best else None
 
     def signatures(self) -> str:
         out = []
