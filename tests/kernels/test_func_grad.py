@@ -218,3 +218,58 @@ def test_a_func_replay_with_other_parameters_is_refused():
         @xsim.func_replay(clamped_log)
         def replay_two(x: xsim.Float, y: xsim.Float):
             return x
+
+
+# -- a func_grad of a func returning several values --------------------------------------------------
+
+
+@xsim.func
+def polar(x: xsim.Float, y: xsim.Float):
+    return xsim.sqrt(x * x + y * y), xsim.atan2(y, x)
+
+
+@xsim.func_grad(polar)
+def polar_grad(px: xsim.Float, py: xsim.Float, adj_r: xsim.Float, adj_theta: xsim.Float):
+    r2 = px * px + py * py
+    r = xsim.sqrt(r2)
+    xsim.adjoint[px] += adj_r * px / r - adj_theta * py / r2
+    xsim.adjoint[py] += adj_r * py / r + adj_theta * px / r2
+
+
+@xsim.kernel
+def to_polar(x: xsim.array(dtype=xsim.Float), y: xsim.array(dtype=xsim.Float), r: xsim.array(dtype=xsim.Float),
+             theta: xsim.array(dtype=xsim.Float)):
+    i = xsim.tid()
+    ri, ti = polar(x[i], y[i])
+    r[i] = ri
+    theta[i] = ti
+
+
+def test_a_func_grad_takes_one_adjoint_per_result_of_a_tuple_returning_func():
+    xs, ys = np.array([1.0, -2.0, 0.5]), np.array([0.5, 1.5, -3.0])
+    x, y = xsim.array(xs, dtype=F64, requires_grad=True), xsim.array(ys, dtype=F64, requires_grad=True)
+    r, theta = xsim.zeros(3, dtype=F64, requires_grad=True), xsim.zeros(3, dtype=F64, requires_grad=True)
+    report = gradcheck(to_polar, [x, y, r, theta])
+    assert report.passed, report
+    xsim.launch(to_polar, 3, inputs=[x, y, r, theta])
+    np.testing.assert_allclose(r.numpy(), np.hypot(xs, ys), rtol=1e-14)
+    np.testing.assert_allclose(theta.numpy(), np.arctan2(ys, xs), rtol=1e-14)
+
+
+def test_a_func_grad_with_too_few_adjoints_is_refused_naming_it():
+    @xsim.func
+    def pair(x: F64):
+        return x, x * x
+
+    @xsim.func_grad(pair)
+    def pair_grad(x: F64, adj: F64):
+        xsim.adjoint[x] += adj
+
+    @xsim.kernel(module="unique")
+    def uses_pair(x: A64, y: A64):
+        a, b = pair(x[0])
+        y[0] = a + b
+
+    with pytest.raises(xsim.CompileError, match=r"test_func_grad.py:\d+:\d+: a func_grad takes the func's 1 "
+                                                r"parameters plus one adjoint per result \(2\), not 2 parameters"):
+        xsim.launch(uses_pair, 1, inputs=[xsim.zeros(1, dtype=F64), xsim.zeros(1, dtype=F64)])

@@ -353,45 +353,44 @@ class Calls:
         self.stmts(frame.src.tree.body)
         self.frames.pop()
         result = frame.sym.get("$retval")
-        if not isinstance(result, Var):
+        results = list(result) if isinstance(result, tuple) else [result]
+        if not results or not all(isinstance(r, Var) for r in results) or (
+                overload.replay is not None and len(results) != 1):
             what = ("a custom gradient" if overload.custom_grad is not None else "a func_replay"
                     if overload.differentiable else "differentiable=False")
-            raise self.err(node, f"a func with {what} must return one value")
-        replay = self.replay_body(overload, inputs, result, node) if overload.replay is not None else {}
+            raise self.err(node, f"a func with {what} must return {'one value' if overload.replay else 'values'}")
+        replay = self.replay_body(overload, inputs, results[0], node) if overload.replay is not None else {}
+        adj_rets = [Var(r.type, hint="adj_ret") for r in results]
+        attrs = {"fwd": fwd, "results": results, "adj_rets": adj_rets, "accums": [], **replay}
+        out = results[0] if len(results) == 1 else None
         if overload.custom_grad is None:
             self.block = outer
             if not overload.differentiable:
                 self.skipped_funcs.add(overload.pyfunc.__qualname__)
             # differentiable with a replay and no func_grad: the adjoint is that of the replay body
-            grad = None if replay and overload.differentiable else Block()
-            op = Op("custom", result, [], {"fwd": fwd, "grad": grad, "adj_ret": Var(result.type, hint="adj_ret"),
-                                           "accums": [], **replay}, self.f.src.lineno(node))
-            self.block.stmts.append(op)
+            attrs["grad"] = None if replay and overload.differentiable else Block()
+            self.block.stmts.append(Op("custom", out, [], attrs, self.f.src.lineno(node)))
             return result
-        # the grad body: params bound to the forward inputs and to the result's adjoint
+        # the grad body: its parameters are the func's inputs, then one adjoint per result, by position
         src = overload.custom_grad.source()
         gframe = _Frame(src, is_kernel=False)
-        adj_ret = Var(result.type, hint="adj_ret")
         params = [a.arg for a in src.tree.args.args]
-        extra = [p for p in params if p not in inputs]
-        if len(extra) != 1:
-            raise src.error(src.tree, "a func_grad takes the func's parameters plus one adjoint of the result")
-        for p in params:
-            gframe.sym[p] = inputs.get(p, adj_ret)
+        if len(params) != len(inputs) + len(results):
+            raise src.error(src.tree, f"a func_grad takes the func's {len(inputs)} parameters plus one adjoint "
+                                      f"per result ({len(results)}), not {len(params)} parameters")
+        gframe.sym.update(zip(params, [*inputs.values(), *adj_rets]))
         gframe.sym["$ret"] = _false()
-        grad = Block()
-        self.block = grad
-        diff_inputs = {n: v for n, v in inputs.items() if isinstance(v, Var) and not isinstance(v.type, T.ArrayType)}
-        for n, v in diff_inputs.items():
-            gframe.sym["$adj:" + n] = self.zero_value(v.type, node)
+        attrs["grad"] = self.block = Block()
+        diff_inputs = {p: v for p, v in zip(params, inputs.values())
+                       if isinstance(v, Var) and not isinstance(v.type, T.ArrayType)}
+        for p, v in diff_inputs.items():
+            gframe.sym["$adj:" + p] = self.zero_value(v.type, node)
         self.frames.append(gframe)
         self.stmts(src.tree.body)
         self.frames.pop()
         self.block = outer
-        accums = [(v, gframe.sym["$adj:" + n]) for n, v in diff_inputs.items()]
-        op = Op("custom", result, [], {"fwd": fwd, "grad": grad, "adj_ret": adj_ret, "accums": accums, **replay},
-                self.f.src.lineno(node))
-        self.block.stmts.append(op)
+        attrs["accums"] = [(v, gframe.sym["$adj:" + p]) for p, v in diff_inputs.items()]
+        self.block.stmts.append(Op("custom", out, [], attrs, self.f.src.lineno(node)))
         return result
 
     def replay_body(self, overload, inputs: dict, result: Var, node) -> dict:

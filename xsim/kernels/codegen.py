@@ -150,8 +150,8 @@ class KernelCodegen:
                     add(x)
                 add(s.out)
                 if s.kind == "custom":
-                    add(s.attrs["adj_ret"])
-                    add(s.attrs.get("replay_out"))
+                    for x in (*s.attrs["results"], *s.attrs["adj_rets"], s.attrs.get("replay_out")):
+                        add(x)
                     for x, acc in s.attrs["accums"]:
                         add(x)
                         add(acc)
@@ -459,8 +459,8 @@ class KernelCodegen:
                     out.append(f"{ind}xs::accum({a(op.attrs['replay_out'])}, {a(o)});")
                 self.reverse(op.attrs["replay"], out, ind)
                 return
-            adj_ret = op.attrs["adj_ret"]
-            out.append(f"{ind}{v(adj_ret)} = {a(o)};")
+            for r, adj_r in zip(op.attrs["results"], op.attrs["adj_rets"]):
+                out.append(f"{ind}{v(adj_r)} = {a(r) if is_diff(r.type) else '{}'};")
             self.forward(op.attrs["grad"], True, out, ind)
             for x, acc in op.attrs["accums"]:
                 out.append(f"{ind}xs::accum({a(x)}, {v(acc)});")
