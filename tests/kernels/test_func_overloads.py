@@ -6,6 +6,7 @@ Python; the float64 path's gradient against central differences."""
 from typing import Any
 
 import numpy as np
+import pytest
 
 import xsim
 from xsim.autodiff.gradcheck import gradcheck
@@ -73,3 +74,21 @@ def test_the_chosen_definition_is_differentiated():
     assert report.passed, report
     # d(w y)/da / d(w y)/db = b / a for y = 2ab (the F64 definition), not 1 as for a + b
     np.testing.assert_allclose(report["a"].analytic / report["b"].analytic, b.numpy() / a.numpy(), rtol=1e-12)
+
+
+def test_called_from_python_a_func_takes_the_definition_for_the_python_types():
+    assert combine(17, 25) == -8            # int: the int definition
+    assert combine(7.0, 10.0) == 70.0       # float: the float (float32) definition
+    assert combine(F64(1.5), F64(2.0)) == 6.0
+    assert list(combine(xsim.vec3(1.0, 2.0, 3.0), xsim.vec3(1.0, 1.0, 1.0))) == [2.0, 3.0, 4.0]
+
+
+@xsim.func
+def halve_double(x: F64):
+    return x / 2.0
+
+
+def test_called_from_python_with_no_fitting_definition_a_func_says_so():
+    with pytest.raises(RuntimeError, match=r"^Error calling function 'halve_double', no overload found for "
+                                           r"arguments \(1\.0,\)$"):
+        halve_double(1.0)

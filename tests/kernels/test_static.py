@@ -211,7 +211,9 @@ def test_a_static_is_evaluated_once_at_declaration_with_nested_statics_once_too(
 
 def test_a_func_called_from_python_runs_its_python_body():
     assert scale_plus_two() == SCALE + 2
-    assert cubic(2.0) == 8.0
+    assert cubic(F64(2.0)) == 8.0
+    with pytest.raises(RuntimeError, match=r"Error calling function 'cubic', no overload found for arguments \(2\.0,\)"):
+        cubic(2.0)  # a Python float is a float32, as in a kernel
 
 
 # -- errors --------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import types as T
+from .ir import Var
 from .scope import BuiltinRef, _resolve_annotation, _Source, annotations, snapshot_source, source_lines
 from .static import fingerprint as static_fingerprint
 from .static import table as static_table
@@ -101,14 +102,11 @@ class Function:
 
     def __call__(self, *args, **kwargs):
         """Called from Python (e.g. in a static() expression), a func runs as the Python function it is:
-        the last definition whose parameters take the arguments."""
-        for o in reversed(self.overloads):
-            try:
-                inspect.signature(o.pyfunc).bind(*args, **kwargs)
-            except TypeError:
-                continue
-            return o.pyfunc(*args, **kwargs)
-        raise TypeError(f"no definition of func '{self.key}' takes these arguments; expected {self.signatures()}")
+        the definition chosen as in a kernel, a Python float being a float32 and an int an int32."""
+        found = self.resolve([_python_arg(a) for a in args], {k: _python_arg(v) for k, v in kwargs.items()})
+        if found is None:
+            raise RuntimeError(f"Error calling function '{self.key}', no overload found for arguments {args!r}")
+        return found.pyfunc(*args, **kwargs)
 
     def content_hash(self, seen: set) -> str:
         return "".join(_hash_python(p.pyfunc, seen) for o in self.overloads
@@ -372,6 +370,14 @@ def overload(kernel, arg_types: list | dict | None = None) -> Kernel:
         raise TypeError(f"@overload stub '{stub.__name__}': parameter '{missing[0]}' needs a type annotation")
     found.overload([ann[n] for n in inspect.signature(stub).parameters])
     return found
+
+
+def _python_arg(value) -> Var:
+    """A Python argument of a func called from Python, as the typed value a kernel would pass."""
+    from ..array import array
+    if isinstance(value, array):
+        return Var(T.ArrayType(value.dtype, value.ndim))
+    return Var(_value_type(value))
 
 
 def _value_type(value):
