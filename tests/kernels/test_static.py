@@ -266,3 +266,46 @@ def test_an_unsupported_static_result_is_refused_naming_the_line(make, says):
     with pytest.raises(xsim.CompileError, match=rf"{HERE}:\d+:\d+: Static expression returns an unsupported "
                                                 f"value: {says}"):
         launch_one(returns_bad, xsim.zeros(1, dtype=F64))
+
+
+def test_an_object_read_only_by_a_static_is_read_once():
+    class OneShot:
+        reads = 0
+
+        @property
+        def value(self):
+            OneShot.reads += 1
+            return 3.0
+
+    box = OneShot()
+
+    @xsim.kernel(module="unique")
+    def reads_box(y: A64):
+        y[0] = xsim.static(box.value)
+
+    y = xsim.zeros(1, dtype=F64)
+    launch_one(reads_box, y)  # hashing and compiling the kernel do not evaluate it again
+    assert y.numpy()[0] == 3.0 and OneShot.reads == 1
+
+
+class Config:
+    def __init__(self, gain):
+        self.gain = gain
+
+
+def make_gained(cfg):
+    """The static reads a loop variable, so it is evaluated at build; ``cfg.gain`` still keys the kernel."""
+    @xsim.kernel(module="unique")
+    def gained(y: A64):
+        for k in range(2):
+            y[k] = xsim.static(cfg.gain * float(k + 1))
+    return gained
+
+
+def test_an_attribute_a_build_time_static_reads_keys_the_kernel():
+    a, b = make_gained(Config(2.0)), make_gained(Config(5.0))
+    assert a.symbol != b.symbol
+    for kern, gain in ((a, 2.0), (b, 5.0)):
+        y = xsim.zeros(2, dtype=F64)
+        launch_one(kern, y)
+        np.testing.assert_array_equal(y.numpy(), [gain, 2.0 * gain])

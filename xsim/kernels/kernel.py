@@ -443,12 +443,13 @@ def _hash_python(pyfunc, seen: set) -> str:
                 names[n] = cell.cell_contents
             except ValueError:
                 pass
-    for n in sorted(_code_names(pyfunc.__code__)):
+    tab = static_table(pyfunc)
+    for n in sorted(_code_names(pyfunc.__code__) - (tab.static_only if tab else set())):
         if n in names:
             h.update(_hash_object(n, names[n], seen, _code_names(pyfunc.__code__)).encode())
     for v in pyfunc.__annotations__.values():
         h.update(_hash_object("ann", v, seen, set()).encode())
-    h.update(static_fingerprint(pyfunc, lambda n, o: _hash_object(n, o, seen, set())).encode())
+    h.update(static_fingerprint(pyfunc, lambda n, o, attrs: _hash_object(n, o, seen, set(attrs))).encode())
     return h.hexdigest()
 
 

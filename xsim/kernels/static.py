@@ -40,6 +40,9 @@ class StaticTable:
     def __init__(self):
         self.values: dict[tuple, object] = {}
         self.deferred: dict[tuple, set[str]] = {}
+        # names read only inside static calls: their values enter the hash through the results (hashing
+        # the objects themselves would read their attributes again, e.g. a property with side effects)
+        self.static_only: set[str] = set()
 
 
 def key(call: ast.Call) -> tuple[int, int, int, int]:
@@ -93,6 +96,8 @@ def _names(code) -> set[str]:
 def _declare(src: _Source, calls: list[ast.Call]) -> StaticTable:
     tab = StaticTable()
     local = _local_names(src.tree)
+    inside = {n.id for c in calls for n in ast.walk(c) if isinstance(n, ast.Name)}
+    tab.static_only = inside - _names_outside(src.tree, {id(c) for c in calls})
     # innermost first: an outer expression uses the value of the static calls nested in it
     for call in sorted(calls, key=lambda c: sum(1 for _ in ast.walk(c))):
         k = key(call)
@@ -203,28 +208,41 @@ def fingerprint(pyfunc, hash_object) -> str:
         src = _Source(pyfunc)
         for call in ast.walk(src.tree):
             if isinstance(call, ast.Call) and key(call) in tab.deferred and call.args:
-                for n in sorted({n.id for n in ast.walk(call.args[0]) if isinstance(n, ast.Name)}):
+                nodes = list(ast.walk(call.args[0]))
+                attrs = {n.attr for n in nodes if isinstance(n, ast.Attribute)}  # cfg.n: n's value counts
+                for n in sorted({n.id for n in nodes if isinstance(n, ast.Name)}):
                     if n in src.names:
-                        parts.append(f"{n}:{value_hash(src.names[n], hash_object)}")
+                        parts.append(f"{n}:{value_hash(src.names[n], hash_object, attrs=attrs)}")
     return ";".join(parts)
 
 
-def value_hash(v, hash_object, depth: int = 0) -> str:
-    """A text that differs when a static value (or a container of them) differs."""
+def value_hash(v, hash_object, depth: int = 0, attrs=frozenset()) -> str:
+    """A text that differs when a static value (or a container of them, or the attributes ``attrs`` of
+    an object) differs; ``hash_object(name, obj, attrs)`` hashes the other objects."""
     if depth > 4:
         return type(v).__name__
     if isinstance(v, BuiltinRef):
         return f"builtin:{v.name}"
     if isinstance(v, (list, tuple)):
-        return f"{type(v).__name__}[{','.join(value_hash(x, hash_object, depth + 1) for x in v)}]"
+        return f"{type(v).__name__}[{','.join(value_hash(x, hash_object, depth + 1, attrs) for x in v)}]"
     if isinstance(v, dict):
-        return "{" + ",".join(f"{k!r}:{value_hash(x, hash_object, depth + 1)}" for k, x in v.items()) + "}"
+        return "{" + ",".join(f"{k!r}:{value_hash(x, hash_object, depth + 1, attrs)}" for k, x in v.items()) + "}"
     if isinstance(v, T._StructBase):
         return f"{type(v)._ctype}(" + ",".join(value_hash(getattr(v, f), hash_object, depth + 1)
                                                for f in v._fields) + ")"
     if isinstance(v, str):
         return repr(v)
-    return hash_object("v", v)
+    return hash_object("v", v, attrs)
+
+
+def _names_outside(node, skip: set[int]) -> set[str]:
+    """The names ``node`` reads outside the subtrees whose ids are in ``skip``."""
+    if id(node) in skip:
+        return set()
+    out = {node.id} if isinstance(node, ast.Name) else set()
+    for child in ast.iter_child_nodes(node):
+        out |= _names_outside(child, skip)
+    return out
 
 
 def _local_names(tree: ast.FunctionDef) -> set[str]:
