@@ -309,3 +309,12 @@ def test_an_attribute_a_build_time_static_reads_keys_the_kernel():
         y = xsim.zeros(2, dtype=F64)
         launch_one(kern, y)
         np.testing.assert_array_equal(y.numpy(), [gain, 2.0 * gain])
+
+
+def test_static_takes_exactly_one_expression():
+    @xsim.kernel(module="unique")
+    def two_arguments(y: A64):
+        y[0] = xsim.static(1.0, 2.0)
+
+    with pytest.raises(xsim.CompileError, match=rf"{HERE}:\d+:\d+: xsim.static\(\) takes one expression"):
+        launch_one(two_arguments, xsim.zeros(1, dtype=F64))

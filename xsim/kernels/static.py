@@ -101,7 +101,10 @@ def _declare(src: _Source, calls: list[ast.Call]) -> StaticTable:
     # innermost first: an outer expression uses the value of the static calls nested in it
     for call in sorted(calls, key=lambda c: sum(1 for _ in ast.walk(c))):
         k = key(call)
-        reads = {n.id for n in ast.walk(_argument(src, call)) if isinstance(n, ast.Name)} & local
+        if len(call.args) != 1 or call.keywords:
+            tab.deferred[k] = set()  # refused where the frontend meets it
+            continue
+        reads = {n.id for n in ast.walk(call.args[0]) if isinstance(n, ast.Name)} & local
         nested = [key(n) for n in ast.walk(call) if n is not call and isinstance(n, ast.Call) and key(n) in tab.deferred]
         if reads or nested:
             tab.deferred[k] = reads
