@@ -253,8 +253,16 @@ def test_a_failing_static_expression_refuses_its_kernel_at_launch_naming_the_lin
         launch_one(divides_by_zero, xsim.zeros(1, dtype=F64))
 
 
+@xsim.struct
+class WithArray:
+    a: F64
+    data: A64
+
+
 @pytest.mark.parametrize("make, says", [
     (lambda: xsim.zeros(3), "an array cannot be created inside kernels"),
+    (lambda: WithArray(a=1.0), "the returned struct contains a value that cannot be constructed inside kernels: "
+                               "an array cannot be created inside kernels at WithArray.data"),
     (lambda: None, "None is returned"),
     (lambda: object(), "value of type <class 'object'> cannot be constructed inside kernels"),
 ])

@@ -183,9 +183,11 @@ def check_result(value, path: str = "") -> None:
     if isinstance(value, array):
         raise TypeError("an array cannot be created inside kernels" + (f" at {path}" if path else ""))
     if isinstance(value, T._StructBase):
-        for f in value._fields:
+        for f, ft in value._fields.items():
             sub = f"{path or type(value).__name__}.{f}"
             try:
+                if isinstance(ft, T.ArrayType):  # set or not (None), an array field has no constant value
+                    raise TypeError(f"an array cannot be created inside kernels at {sub}")
                 check_result(getattr(value, f), sub)
             except TypeError as e:
                 if path:
