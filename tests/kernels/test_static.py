@@ -261,8 +261,8 @@ class WithArray:
 
 @pytest.mark.parametrize("make, says", [
     (lambda: xsim.zeros(3), "an array cannot be created inside kernels"),
-    (lambda: WithArray(a=1.0), "the returned struct contains a value that cannot be constructed inside kernels: "
-                               "an array cannot be created inside kernels at WithArray.data"),
+    (lambda: WithArray(a=1.0), ("the returned struct contains a value that cannot be constructed inside kernels: "
+                               "an array cannot be created inside kernels at WithArray.data")),
     (lambda: None, "None is returned"),
     (lambda: object(), "value of type <class 'object'> cannot be constructed inside kernels"),
 ])
