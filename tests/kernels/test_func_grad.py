@@ -273,3 +273,43 @@ def test_a_func_grad_with_too_few_adjoints_is_refused_naming_it():
     with pytest.raises(xsim.CompileError, match=r"test_func_grad.py:\d+:\d+: a func_grad takes the func's 1 "
                                                 r"parameters plus one adjoint per result \(2\), not 2 parameters"):
         xsim.launch(uses_pair, 1, inputs=[xsim.zeros(1, dtype=F64), xsim.zeros(1, dtype=F64)])
+
+
+# -- adjoints of struct fields and vector components ------------------------------------------------
+
+
+@xsim.struct
+class Spring:
+    k: F64
+    rest: xsim.vec3d
+
+
+@xsim.func
+def spring_energy(s: Spring, x: xsim.vec3d):
+    d = x - s.rest
+    return 0.5 * s.k * xsim.dot(d, d)
+
+
+@xsim.func_grad(spring_energy)
+def spring_energy_grad(s: Spring, x: xsim.vec3d, adj: F64):
+    d = x - s.rest
+    xsim.adjoint[s.k] += 0.5 * xsim.dot(d, d) * adj
+    for c in range(3):
+        xsim.adjoint[s.rest][c] += -s.k * d[c] * adj
+    xsim.adjoint[x] += d * (s.k * adj)
+
+
+@xsim.kernel
+def spring_energies(springs: xsim.array(dtype=Spring), x: AV3, e: A64):
+    i = xsim.tid()
+    e[i] = spring_energy(springs[i], x[i])
+
+
+def test_a_func_grad_adds_into_struct_fields_and_their_components():
+    springs = xsim.array([Spring(k=2.0, rest=xsim.vec3d(0.0, 1.0, 0.5)),
+                          Spring(k=0.5, rest=xsim.vec3d(-1.0, 0.0, 2.0))], dtype=Spring, requires_grad=True)
+    x = xsim.array(np.array([[1.0, 2.0, 0.0], [0.5, -1.0, 1.0]]), dtype=xsim.vec3d, requires_grad=True)
+    e = xsim.zeros(2, dtype=F64, requires_grad=True)
+    report = gradcheck(spring_energies, [springs, x, e])
+    assert report.passed, report
+    assert {c.name for c in report.checks} == {"springs", "x"}

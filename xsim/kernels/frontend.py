@@ -310,10 +310,13 @@ class Frontend(Expressions, Calls, Statics):
         if op is None:
             raise self.err(node, "unsupported in-place operator")
         target = node.target
-        if isinstance(target, ast.Subscript) and _is_attr_chain(target.value):
-            marker = self.expr(target.value)
+        root = target  # adjoint[x.f][i] += e: the adjoint[...] under the component steps
+        while isinstance(root, ast.Subscript) and isinstance(root.value, ast.Subscript):
+            root = root.value
+        if isinstance(root, ast.Subscript) and _is_attr_chain(root.value):
+            marker = self.expr(root.value)
             if isinstance(marker, Ref) and marker.obj is _ADJOINT:
-                self.accumulate_adjoint(target, op, node)
+                self.accumulate_adjoint(target, root, op, node)
                 return
         if isinstance(target, (ast.Subscript, ast.Attribute)):
             base = self.array_element_target(target)
