@@ -75,11 +75,13 @@ def table(pyfunc) -> StaticTable | None:
     if found is not False:
         return found
     tab = None
-    if any("static" in n for n in _names(pyfunc.__code__)):  # a cheap test before parsing the source
-        src = _Source(pyfunc)
-        calls = [n for n in ast.walk(src.tree) if is_static_call(n, src.names)]
-        if calls:
-            tab = _declare(src, calls)
+    try:
+        src = _Source(pyfunc) if any("static" in n for n in _names(pyfunc.__code__)) else None  # cheap test first
+    except OSError:  # no source: the frontend says so where it needs it
+        src = None
+    calls = [n for n in ast.walk(src.tree) if is_static_call(n, src.names)] if src is not None else []
+    if calls:
+        tab = _declare(src, calls)
     pyfunc.__xsim_static__ = tab
     return tab
 
