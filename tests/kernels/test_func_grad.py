@@ -313,3 +313,55 @@ def test_a_func_grad_adds_into_struct_fields_and_their_components():
     report = gradcheck(spring_energies, [springs, x, e])
     assert report.passed, report
     assert {c.name for c in report.checks} == {"springs", "x"}
+
+
+# -- a func_grad of a func that writes arrays and returns nothing -----------------------------------
+
+
+@xsim.func
+def write_softplus(i: int, x: A64, y: A64):
+    y[i] = xsim.log(1.0 + xsim.exp(x[i]))
+
+
+@xsim.func_grad(write_softplus)
+def write_softplus_grad(i: int, x: A64, y: A64):
+    # d softplus / dx = 1 - exp(-y), from the value the forward pass wrote (for a unit adjoint of y, as in
+    # Warp's example: the grad body sees no adjoint of y)
+    xsim.adjoint[x][i] += 1.0 - xsim.exp(-y[i])
+
+
+@xsim.kernel
+def softplus_all(x: A64, y: A64):
+    write_softplus(xsim.tid(), x, y)
+
+
+def test_a_func_grad_adds_into_an_array_gradient_for_a_func_without_result():
+    xs = np.array([-2.0, 0.0, 0.7, 3.0])
+    x = xsim.array(xs, dtype=F64, requires_grad=True)
+    y = xsim.zeros(4, dtype=F64, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(softplus_all, 4, inputs=[x, y])
+    tape.backward(grads={y: xsim.ones(4, dtype=F64)})
+    h = 1e-6
+    fd = (np.log1p(np.exp(xs + h)) - np.log1p(np.exp(xs - h))) / (2 * h)  # d sum(y) / dx, central differences
+    np.testing.assert_allclose(x.grad.numpy(), fd, rtol=1e-8)
+    np.testing.assert_allclose(y.numpy(), np.log1p(np.exp(xs)), rtol=1e-14)
+
+
+def test_adjoint_of_an_array_needs_its_indices():
+    @xsim.func
+    def touch(x: A64):
+        x[0] = 1.0
+
+    @xsim.func_grad(touch)
+    def touch_grad(x: A64):
+        xsim.adjoint[x] += 1.0
+
+    @xsim.kernel(module="unique")
+    def uses_touch(x: A64):
+        touch(x)
+
+    with pytest.raises(xsim.CompileError, match=r"test_func_grad.py:\d+:\d+: write adjoint\[x\]\[index\] \+= value "
+                                                r"with 1 index"):
+        xsim.launch(uses_touch, 1, inputs=[xsim.zeros(1, dtype=F64)])

@@ -10,6 +10,7 @@ import inspect
 from .. import types as T
 from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError
 from .builtins import BUILTINS
+from .codegen import is_diff
 from .ir import Block, Op, Var
 from .scope import BuiltinRef, Ref, _describe, _false, _Frame, _resolve_annotation, annotations
 
@@ -353,9 +354,9 @@ class Calls:
         self.stmts(frame.src.tree.body)
         self.frames.pop()
         result = frame.sym.get("$retval")
-        results = list(result) if isinstance(result, tuple) else [result]
-        if not results or not all(isinstance(r, Var) for r in results) or (
-                overload.replay is not None and len(results) != 1):
+        results = list(result) if isinstance(result, tuple) else [] if result is None else [result]
+        if not all(isinstance(r, Var) for r in results) or (overload.replay is not None and len(results) != 1) or (
+                not results and overload.custom_grad is None):
             what = ("a custom gradient" if overload.custom_grad is not None else "a func_replay"
                     if overload.differentiable else "differentiable=False")
             raise self.err(node, f"a func with {what} must return {'one value' if overload.replay else 'values'}")
@@ -371,6 +372,7 @@ class Calls:
             attrs["grad"] = None if replay and overload.differentiable else Block()
             self.block.stmts.append(Op("custom", out, [], attrs, self.f.src.lineno(node)))
             return result
+        result = _false() if result is None else result  # a func that returns nothing (writes arrays)
         # the grad body: its parameters are the func's inputs, then one adjoint per result, by position
         src = overload.custom_grad.source()
         gframe = _Frame(src, is_kernel=False)
@@ -381,13 +383,14 @@ class Calls:
         gframe.sym.update(zip(params, [*inputs.values(), *adj_rets]))
         gframe.sym["$ret"] = _false()
         attrs["grad"] = self.block = Block()
-        diff_inputs = {p: v for p, v in zip(params, inputs.values())
-                       if isinstance(v, Var) and not isinstance(v.type, T.ArrayType)}
+        diff_inputs = {p: v for p, v in zip(params, inputs.values()) if isinstance(v, Var) and is_diff(v.type)}
         for p, v in diff_inputs.items():
             gframe.sym["$adj:" + p] = self.zero_value(v.type, node)
+        reads = set(self.reads)
         self.frames.append(gframe)
         self.stmts(src.tree.body)
         self.frames.pop()
+        self.reads = reads  # the grad body runs backward: it reads arrays as the forward pass left them
         self.block = outer
         attrs["accums"] = [(v, gframe.sym["$adj:" + p]) for p, v in diff_inputs.items()]
         self.block.stmts.append(Op("custom", out, [], attrs, self.f.src.lineno(node)))

@@ -8,7 +8,8 @@ carried variables at iteration k are recovered in closed form (range induction v
 flags) or by replaying the loop from its start, so no per-iteration storage is needed.
 
 Op kinds (see ``ir.Op``): call, construct, cast, extract, insert, row, set_row, field_get,
-field_set, load, store, atomic, tid, shape, select, and, or, identity, custom.
+field_set, load, store, atomic, tid, shape, select, and, or, identity, custom, grad_add (a func_grad
+body's ``adjoint[arr][i] += v``: adds into the array's gradient; only in grad blocks, which run backward).
 """
 
 from __future__ import annotations
@@ -272,6 +273,13 @@ class KernelCodegen:
             out.append(f"{ind}{v(o)} = {v(args[0])} {sym} {v(args[1])};")
         elif k == "identity":
             out.append(f"{ind}{v(o)} = {{}}; for (int i = 0; i < {o.type._shape[0]}; ++i) {v(o)}.c[i][i] = 1;")
+        elif k == "grad_add":
+            n = op.attrs["ndim"]
+            arr, idx, value = args[0], args[1:1 + n], args[1 + n]
+            g = self.grad_expr.get(arr.id)
+            if g is not None:
+                target = self.access(arr, idx, arr.type.dtype, op.line, desc=g)
+                out.append(f"{ind}if ({g}.data) xs::grad_add(&({target}), {v(value)});")
         elif k == "custom":
             if replay and op.attrs.get("replay") is not None:  # a func_replay body stands in for the func
                 self.forward(op.attrs["replay"], True, out, ind)

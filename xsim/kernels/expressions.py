@@ -207,6 +207,19 @@ class Expressions:
         if op != "add" or not isinstance(name, ast.Name):
             raise self.err(node, "write adjoint[x] += value, with x a parameter of the func (or a field or "
                                  "component of one)")
+        arr = self.f.sym.get(name.id) if root.slice is name else None
+        if isinstance(arr, Var) and isinstance(arr.type, T.ArrayType):  # adjoint[a][i] += e: into a's gradient
+            steps = _steps_above(target, root)
+            idx = [self.index_var(i, node) for i in self.subscript_indices(steps[0])] if len(steps) == 1 else []
+            if len(idx) != arr.type.ndim:
+                raise self.err(node, f"write adjoint[{name.id}][index] += value with {arr.type.ndim} index(es)")
+            value = self.value(node.value)
+            value = self.convert(value, arr.type.dtype, node) if value.weak else value
+            if value.type is not arr.type.dtype:
+                raise self.err(node, f"adjoint[{name.id}] takes {T.type_name(arr.type.dtype)}, got "
+                                     f"{T.type_name(value.type)}")
+            self.emit("grad_add", None, [arr, *idx, value], node, ndim=len(idx))
+            return
         if "$adj:" + name.id not in self.f.sym:
             raise self.err(target, f"'{name.id}' is not a differentiable parameter of the func")
         part = _renamed(root.slice, name, "$adj:" + name.id)
