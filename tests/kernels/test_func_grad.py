@@ -365,3 +365,26 @@ def test_adjoint_of_an_array_needs_its_indices():
     with pytest.raises(xsim.CompileError, match=r"test_func_grad.py:\d+:\d+: write adjoint\[x\]\[index\] \+= value "
                                                 r"with 1 index"):
         xsim.launch(uses_touch, 1, inputs=[xsim.zeros(1, dtype=F64)])
+
+
+@xsim.func
+def logistic(x: F64):
+    return 1.0 / (1.0 + xsim.exp(-x))
+
+
+@xsim.func_grad(logistic)
+def logistic_grad(x: F64, adj: F64):
+    xsim.adjoint[x] += adj * logistic(x) * (1.0 - logistic(x))  # the func itself, inside its own grad
+
+
+@xsim.kernel
+def logistic_all(x: A64, y: A64):
+    i = xsim.tid()
+    y[i] = logistic(x[i])
+
+
+def test_a_func_grad_may_call_its_own_func():
+    x = xsim.array(np.array([-3.0, 0.2, 1.5]), dtype=F64, requires_grad=True)
+    y = xsim.zeros(3, dtype=F64, requires_grad=True)
+    report = gradcheck(logistic_all, [x, y])
+    assert report.passed, report

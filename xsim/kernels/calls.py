@@ -323,7 +323,8 @@ class Calls:
         if rt is not None:
             frame.ret_type = _resolve_annotation(rt) if not isinstance(rt, tuple) else tuple(
                 _resolve_annotation(x) for x in rt)
-        if overload.custom_grad is not None or overload.replay is not None or not overload.differentiable:
+        if not self.grad_bodies and (overload.custom_grad is not None or overload.replay is not None
+                                     or not overload.differentiable):
             return self.call_custom_grad(overload, frame, node)
         self.frames.append(frame)
         self.inline_depth += 1
@@ -388,7 +389,11 @@ class Calls:
             gframe.sym["$adj:" + p] = self.zero_value(v.type, node)
         reads = set(self.reads)
         self.frames.append(gframe)
-        self.stmts(src.tree.body)
+        self.grad_bodies += 1  # funcs it calls are inlined plainly (a grad may call its own func)
+        try:
+            self.stmts(src.tree.body)
+        finally:
+            self.grad_bodies -= 1
         self.frames.pop()
         self.reads = reads  # the grad body runs backward: it reads arrays as the forward pass left them
         self.block = outer

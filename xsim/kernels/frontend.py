@@ -64,6 +64,7 @@ class Frontend(Expressions, Calls, Statics):
         self.tid_dims = 0
         self.loop_count = 0
         self.inline_depth = 0
+        self.grad_bodies = 0  # > 0 while a func_grad body is built: it runs backward only, never differentiated
         self.param_names: dict[int, str] = {}
         self.kernel_func = kernel_func
 
