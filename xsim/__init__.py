@@ -45,10 +45,11 @@ from .errors import (
     WarpCodegenValueError,
 )
 from .kernels.builtins import BUILTINS as _BUILTINS
-from .kernels.kernel import Kernel, func, func_grad, kernel, overload
+from .kernels.kernel import Kernel, func, func_grad, func_replay, kernel, overload
 from .kernels.launch import launch
 from .kernels.module import get_module
 from .kernels.scope import _ADJOINT as adjoint
+from .kernels.static import static
 from .kernels.scope import BuiltinRef as _BuiltinRef
 from .types import *
 from .types import matrix, quaternion, struct, transformation, vector

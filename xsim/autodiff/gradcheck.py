@@ -128,6 +128,7 @@ class _KernelProblem(_Problem):
             names = ", ".join(n for n, _ in kernel.params)
             raise TypeError(f"gradcheck: kernel '{kernel.key}' takes {len(kernel.params)} arguments ({names}), "
                             f"got {len(args)}")
+        kernel = kernel.specialize(list(args))  # a generic kernel: its binding for these arguments
         self.kernel, self.args = kernel, list(args)
         arrays = [a for a in self.args if isinstance(a, Array)]
         if dim is None:

@@ -11,6 +11,7 @@ import inspect
 from .. import types as T
 from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError, WarpCodegenValueError
 from .builtins import BUILTINS
+from .codegen import is_diff
 from .ir import Block, Op, Var
 from .scope import BuiltinRef, Ref, _describe, _false, _Frame, _resolve_annotation, annotations
 
@@ -22,6 +23,9 @@ class Calls:
     # calls
 
     def expr_Call(self, node):
+        static = self.static_call(node)
+        if static is not None:
+            return static
         fn = self.expr(node.func)
         if not isinstance(fn, Ref):
             raise self.err(node, "only funcs, builtins and types can be called in kernels")
@@ -402,7 +406,8 @@ class Calls:
         if rt is not None:
             frame.ret_type = _resolve_annotation(rt) if not isinstance(rt, tuple) else tuple(
                 _resolve_annotation(x) for x in rt)
-        if overload.custom_grad is not None or not overload.differentiable:
+        if not self.grad_bodies and (overload.custom_grad is not None or overload.replay is not None
+                                     or not overload.differentiable):
             return self.call_custom_grad(overload, frame, node)
         self.frames.append(frame)
         self.inline_depth += 1
@@ -433,41 +438,78 @@ class Calls:
         self.stmts(frame.src.tree.body)
         self.frames.pop()
         result = frame.sym.get("$retval")
-        if not isinstance(result, Var):
-            what = "a custom gradient" if overload.differentiable else "differentiable=False"
-            raise self.err(node, f"a func with {what} must return one value")
+        results = list(result) if isinstance(result, tuple) else [] if result is None else [result]
+        if not all(isinstance(r, Var) for r in results) or (overload.replay is not None and len(results) != 1) or (
+                not results and overload.custom_grad is None):
+            what = ("a custom gradient" if overload.custom_grad is not None else "a func_replay"
+                    if overload.differentiable else "differentiable=False")
+            raise self.err(node, f"a func with {what} must return {'one value' if overload.replay else 'values'}")
+        replay = self.replay_body(overload, inputs, results[0], node) if overload.replay is not None else {}
+        adj_rets = [Var(r.type, hint="adj_ret") for r in results]
+        attrs = {"fwd": fwd, "results": results, "adj_rets": adj_rets, "accums": [], **replay}
+        out = results[0] if len(results) == 1 else None
         if overload.custom_grad is None:
             self.block = outer
-            self.skipped_funcs.add(overload.pyfunc.__qualname__)
-            op = Op("custom", result, [], {"fwd": fwd, "grad": Block(), "adj_ret": Var(result.type, hint="adj_ret"),
-                                           "accums": []}, self.f.src.lineno(node))
-            self.block.stmts.append(op)
+            if not overload.differentiable:
+                self.skipped_funcs.add(overload.pyfunc.__qualname__)
+            # differentiable with a replay and no func_grad: the adjoint is that of the replay body
+            attrs["grad"] = None if replay and overload.differentiable else Block()
+            self.block.stmts.append(Op("custom", out, [], attrs, self.f.src.lineno(node)))
             return result
-        # the grad body: params bound to the forward inputs and to the result's adjoint
+        result = _false() if result is None else result  # a func that returns nothing (writes arrays)
+        # the grad body: its parameters are the func's inputs, then one adjoint per result, by position
         src = overload.custom_grad.source()
         gframe = _Frame(src, is_kernel=False)
-        adj_ret = Var(result.type, hint="adj_ret")
         params = [a.arg for a in src.tree.args.args]
-        extra = [p for p in params if p not in inputs]
-        if len(extra) != 1:
-            raise src.error(src.tree, "a func_grad takes the func's parameters plus one adjoint of the result")
-        for p in params:
-            gframe.sym[p] = inputs.get(p, adj_ret)
+        if len(params) != len(inputs) + len(results):
+            raise src.error(src.tree, f"a func_grad takes the func's {len(inputs)} parameters plus one adjoint "
+                                      f"per result ({len(results)}), not {len(params)} parameters")
+        gframe.sym.update(zip(params, [*inputs.values(), *adj_rets]))
         gframe.sym["$ret"] = _false()
-        grad = Block()
-        self.block = grad
-        diff_inputs = {n: v for n, v in inputs.items() if isinstance(v, Var) and not isinstance(v.type, T.ArrayType)}
-        for n, v in diff_inputs.items():
-            gframe.sym["$adj:" + n] = self.zero_value(v.type, node)
+        attrs["grad"] = self.block = Block()
+        diff_inputs = {p: v for p, v in zip(params, inputs.values()) if isinstance(v, Var) and is_diff(v.type)}
+        for p, v in diff_inputs.items():
+            gframe.sym["$adj:" + p] = self.zero_value(v.type, node)
+        reads = set(self.reads)
         self.frames.append(gframe)
+        self.grad_bodies += 1  # funcs it calls are inlined plainly (a grad may call its own func)
+        try:
+            self.stmts(src.tree.body)
+        finally:
+            self.grad_bodies -= 1
+        self.frames.pop()
+        self.reads = reads  # the grad body runs backward: it reads arrays as the forward pass left them
+        self.block = outer
+        attrs["accums"] = [(v, gframe.sym["$adj:" + p]) for p, v in diff_inputs.items()]
+        self.block.stmts.append(Op("custom", out, [], attrs, self.f.src.lineno(node)))
+        return result
+
+    def replay_body(self, overload, inputs: dict, result: Var, node) -> dict:
+        """The ``@xsim.func_replay`` body of a func, built on the func's inputs (by position): what the
+        backward pass runs instead of the func to recover its result."""
+        src = overload.replay.source()
+        params = [a.arg for a in src.tree.args.args]
+        if len(params) != len(inputs):
+            raise src.error(src.tree, f"a func_replay takes the {len(inputs)} parameters of its func")
+        frame = _Frame(src, is_kernel=False)
+        frame.sym.update(zip(params, inputs.values()))
+        frame.sym["$ret"] = _false()
+        outer, block, reads = self.block, Block(), set(self.reads)
+        self.block = block
+        self.frames.append(frame)
         self.stmts(src.tree.body)
         self.frames.pop()
+        # the replay reads arrays as the forward pass left them (what it wrote, e.g. an atomic's result): they
+        # are not inputs the tape must keep as they were before the launch
+        self.reads = reads
+        out = frame.sym.get("$retval")
+        if isinstance(out, Var) and out.type is not result.type:
+            out = self.convert(out, result.type, node) if out.weak else out
         self.block = outer
-        accums = [(v, gframe.sym["$adj:" + n]) for n, v in diff_inputs.items()]
-        op = Op("custom", result, [], {"fwd": fwd, "grad": grad, "adj_ret": adj_ret, "accums": accums},
-                self.f.src.lineno(node))
-        self.block.stmts.append(op)
-        return result
+        if not isinstance(out, Var) or out.type is not result.type:
+            raise src.error(src.tree, f"a func_replay must return one value of its func's type "
+                                      f"({T.type_name(result.type)})")
+        return {"replay": block, "replay_out": out}
 
     def adjoint_slot(self, node):
         raise self.err(node, "adjoint[...] can only be used as the target of += in a func_grad body")

@@ -10,7 +10,8 @@ carried variables at iteration k are recovered in closed form (range induction v
 flags) or by replaying the loop from its start, so no per-iteration storage is needed.
 
 Op kinds (see ``ir.Op``): call, construct, cast, extract, insert, row, set_row, field_get,
-field_set, load, store, atomic, tid, shape, select, and, or, identity, custom.
+field_set, load, store, atomic, tid, shape, select, and, or, identity, custom, grad_add (a func_grad
+body's ``adjoint[arr][i] += v``: adds into the array's gradient; only in grad blocks, which run backward).
 """
 
 from __future__ import annotations
@@ -164,7 +165,8 @@ class KernelCodegen:
                     add(x)
                 add(s.out)
                 if s.kind == "custom":
-                    add(s.attrs["adj_ret"])
+                    for x in (*s.attrs["results"], *s.attrs["adj_rets"], s.attrs.get("replay_out")):
+                        add(x)
                     for x, acc in s.attrs["accums"]:
                         add(x)
                         add(acc)
@@ -291,8 +293,19 @@ class KernelCodegen:
             out.append(f"{ind}{v(o)} = {v(args[0])} {sym} {v(args[1])};")
         elif k == "identity":
             out.append(f"{ind}{v(o)} = {{}}; for (int i = 0; i < {o.type._shape[0]}; ++i) {v(o)}.c[i][i] = 1;")
+        elif k == "grad_add":
+            n = op.attrs["ndim"]
+            arr, idx, value = args[0], args[1:1 + n], args[1 + n]
+            g = self.grad_expr.get(arr.id)
+            if g is not None:
+                target = self.access(arr, idx, arr.type.dtype, op.line, desc=g)
+                out.append(f"{ind}if ({g}.data) xs::grad_add(&({target}), {v(value)});")
         elif k == "custom":
-            self.forward(op.attrs["fwd"], replay, out, ind)
+            if replay and op.attrs.get("replay") is not None:  # a func_replay body stands in for the func
+                self.forward(op.attrs["replay"], True, out, ind)
+                out.append(f"{ind}{v(o)} = {v(op.attrs['replay_out'])};")
+            else:
+                self.forward(op.attrs["fwd"], replay, out, ind)
         else:
             raise AssertionError(f"unknown op {k}")
 
@@ -472,8 +485,13 @@ class KernelCodegen:
                 out.append(f"{ind}if ({v(args[0])}) xs::accum({a(args[1])}, {a(o)}); "
                            f"else xs::accum({a(args[2])}, {a(o)});")
         elif k == "custom":
-            adj_ret = op.attrs["adj_ret"]
-            out.append(f"{ind}{v(adj_ret)} = {a(o)};")
+            if op.attrs["grad"] is None:  # no func_grad: the adjoint of the func_replay body
+                if is_diff(o.type):
+                    out.append(f"{ind}xs::accum({a(op.attrs['replay_out'])}, {a(o)});")
+                self.reverse(op.attrs["replay"], out, ind)
+                return
+            for r, adj_r in zip(op.attrs["results"], op.attrs["adj_rets"]):
+                out.append(f"{ind}{v(adj_r)} = {a(r) if is_diff(r.type) else '{}'};")
             self.forward(op.attrs["grad"], True, out, ind)
             for x, acc in op.attrs["accums"]:
                 out.append(f"{ind}xs::accum({a(x)}, {v(acc)});")

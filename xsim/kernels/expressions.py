@@ -287,13 +287,34 @@ class Expressions:
             node = node.value
         return None
 
-    def accumulate_adjoint(self, target, op, node):
-        if op != "add" or not isinstance(target.slice, ast.Name):
-            raise self.err(node, "write adjoint[x] += value, with x a parameter of the func")
-        key = "$adj:" + target.slice.id
-        if key not in self.f.sym:
-            raise self.err(target, f"'{target.slice.id}' is not a differentiable parameter of the func")
-        self.f.sym[key] = self.binop("add", self.f.sym[key], self.value(node.value), node)
+    def accumulate_adjoint(self, target, root, op, node):
+        """``adjoint[x] += e``, also into a part of x (``adjoint[x.f] += e``, ``adjoint[x.v][0] += e``):
+        the same update of the local ``$adj:x`` that holds x's adjoint (``root`` is the adjoint[...])."""
+        name = root.slice
+        while isinstance(name, ast.Attribute):
+            name = name.value
+        if op != "add" or not isinstance(name, ast.Name):
+            raise self.err(node, "write adjoint[x] += value, with x a parameter of the func (or a field or "
+                                 "component of one)")
+        arr = self.f.sym.get(name.id) if root.slice is name else None
+        if isinstance(arr, Var) and isinstance(arr.type, T.ArrayType):  # adjoint[a][i] += e: into a's gradient
+            steps = _steps_above(target, root)
+            idx = [self.index_var(i, node) for i in self.subscript_indices(steps[0])] if len(steps) == 1 else []
+            if len(idx) != arr.type.ndim:
+                raise self.err(node, f"write adjoint[{name.id}][index] += value with {arr.type.ndim} index(es)")
+            value = self.value(node.value)
+            value = self.convert(value, arr.type.dtype, node) if value.weak else value
+            if value.type is not arr.type.dtype:
+                raise self.err(node, f"adjoint[{name.id}] takes {T.type_name(arr.type.dtype)}, got "
+                                     f"{T.type_name(value.type)}")
+            self.emit("grad_add", None, [arr, *idx, value], node, ndim=len(idx))
+            return
+        if "$adj:" + name.id not in self.f.sym:
+            raise self.err(target, f"'{name.id}' is not a differentiable parameter of the func")
+        part = _renamed(root.slice, name, "$adj:" + name.id)
+        for step in reversed(_steps_above(target, root)):
+            part = ast.copy_location(ast.Subscript(part, step.slice, ast.Load()), step)
+        self.assign(part, self.binop("add", self.value(part), self.value(node.value), node), node)
 
     def expr_BinOp(self, node):
         op = _BINOPS.get(type(node.op))
@@ -487,3 +508,19 @@ class Expressions:
                 steps.append(("comp", self.flat_component(t, idx, n)))
                 t = t._scalar
         return t, steps
+
+
+def _renamed(expr, name: ast.Name, new: str):
+    """A copy of the attribute chain ``expr`` whose root ``name`` reads ``new`` instead."""
+    if expr is name:
+        return ast.copy_location(ast.Name(new, ast.Load()), name)
+    return ast.copy_location(ast.Attribute(_renamed(expr.value, name, new), expr.attr, ast.Load()), expr)
+
+
+def _steps_above(target, root) -> list:
+    """The subscripts of ``target`` above ``root``, outermost first."""
+    out = []
+    while target is not root:
+        out.append(target)
+        target = target.value
+    return out

@@ -48,9 +48,10 @@ from .scope import (
     _Source,
     annotations,
 )
+from .static import Statics
 
 
-class Frontend(Expressions, Calls):
+class Frontend(Expressions, Calls, Statics):
     """Builds the IR of one kernel (and everything it calls)."""
 
     def __init__(self, kernel_func, options: dict | None = None):
@@ -63,6 +64,7 @@ class Frontend(Expressions, Calls):
         self.tid_dims = 0
         self.loop_count = 0
         self.inline_depth = 0
+        self.grad_bodies = 0  # > 0 while a func_grad body is built: it runs backward only, never differentiated
         self.param_names: dict[int, str] = {}
         self.struct_fields: dict[int, dict[str, Var]] = {}  # a struct value -> the field values set in it
         self.kernel_func = kernel_func
@@ -310,10 +312,13 @@ class Frontend(Expressions, Calls):
         if op is None:
             raise self.err(node, "unsupported in-place operator")
         target = node.target
-        if isinstance(target, ast.Subscript) and _is_attr_chain(target.value):
-            marker = self.expr(target.value)
+        root = target  # adjoint[x.f][i] += e: the adjoint[...] under the component steps
+        while isinstance(root, ast.Subscript) and isinstance(root.value, ast.Subscript):
+            root = root.value
+        if isinstance(root, ast.Subscript) and _is_attr_chain(root.value):
+            marker = self.expr(root.value)
             if isinstance(marker, Ref) and marker.obj is _ADJOINT:
-                self.accumulate_adjoint(target, op, node)
+                self.accumulate_adjoint(target, root, op, node)
                 return
         if isinstance(target, (ast.Subscript, ast.Attribute)):
             base = self.array_element_target(target)
@@ -532,16 +537,24 @@ class Frontend(Expressions, Calls):
         if it.keywords or not 1 <= len(it.args) <= 3:
             raise self.err(it, "range() takes 1 to 3 positional arguments")
         args = [self.value(a) for a in it.args]
+        args = [self.const(int(a.const)) if a.is_const and a.type is T.bool_ else a for a in args]
         for a, n in zip(args, it.args):
             if not T.is_int(a.type):
                 raise self.err(n, f"range() needs integers, got {T.type_name(a.type)}")
         start, stop, step = (self.const(0), args[0], self.const(1)) if len(args) == 1 else (
             (args[0], args[1], self.const(1)) if len(args) == 2 else tuple(args))
         name = node.target.id
+        forced = self.static_unrolls(node)
+        if forced and not all(a.is_const for a in (start, stop, step)):
+            raise self.err(it, f"xsim.static() reads the loop variable '{name}', so the loop must be unrolled, "
+                               "which needs constant range() bounds")
         if all(a.is_const for a in (start, stop, step)):
             if step.const == 0:
                 raise self.err(it, "range() step must not be zero", WarpCodegenValueError)
             values = range(start.const, stop.const, step.const)
+            if forced:
+                self.unrolled_loop(name, values, node)
+                return
             if len(values) <= MAX_UNROLL and self.try_unrolled_loop(name, values, node):
                 return
         strong = next((a for a in (start, stop, step) if not a.weak), None)

@@ -96,8 +96,9 @@ def walk(block: Block):
     for s in block.stmts:
         yield s
         if isinstance(s, Op) and s.kind == "custom":
-            yield from walk(s.attrs["fwd"])
-            yield from walk(s.attrs["grad"])
+            for part in ("fwd", "replay", "grad"):
+                if s.attrs.get(part) is not None:
+                    yield from walk(s.attrs[part])
         elif isinstance(s, If):
             yield from walk(s.then)
             yield from walk(s.orelse)
@@ -110,10 +111,11 @@ def defined_vars(block: Block) -> list[Var]:
     """The values defined inside ``block`` (op outputs, phis and loop-carried values)."""
     out = []
     for s in walk(block):
-        if isinstance(s, Op) and s.out is not None:
-            out.append(s.out)
+        if isinstance(s, Op):
+            if s.out is not None:
+                out.append(s.out)
             if s.kind == "custom":
-                out.append(s.attrs["adj_ret"])
+                out.extend(s.attrs["adj_rets"])
         elif isinstance(s, If):
             out.extend(p[0] for p in s.phis)
         elif isinstance(s, Loop):

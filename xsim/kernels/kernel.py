@@ -11,7 +11,10 @@ from typing import Any
 import numpy as np
 
 from .. import types as T
+from .ir import Var
 from .scope import BuiltinRef, _resolve_annotation, _Source, annotations, snapshot_source, source_lines
+from .static import fingerprint as static_fingerprint
+from .static import table as static_table
 
 
 class FuncOverload:
@@ -19,8 +22,10 @@ class FuncOverload:
 
     def __init__(self, pyfunc, differentiable: bool = True):
         snapshot_source(pyfunc)
+        static_table(pyfunc)  # static() expressions are evaluated at declaration, as in Warp
         self.pyfunc = pyfunc
         self.custom_grad: FuncOverload | None = None
+        self.replay: FuncOverload | None = None
         self.differentiable = differentiable
         self._source = None
 
@@ -34,30 +39,37 @@ class FuncOverload:
         ann = annotations(self.pyfunc)
         return [_resolve_annotation(ann[n]) if n in ann else None for n in sig.parameters]
 
-    def matches(self, args: list, kw: dict) -> bool:
+    def match_cost(self, args: list, kw: dict) -> tuple[int, int, int] | None:
+        """None when this definition cannot take the arguments, else how loosely it takes them: (generic
+        parameters, literals converted, unannotated parameters); the closest definition wins a call."""
         sig = inspect.signature(self.pyfunc)
         try:
             bound = sig.bind(*args, **kw)
         except TypeError:
-            return False
+            return None
         ann = annotations(self.pyfunc)
+        generic = converted = untyped = 0
         for name, v in bound.arguments.items():
             if name not in ann:
+                untyped += 1
                 continue
             t = _resolve_annotation(ann[name])
             if t is None:
+                generic += 1
                 continue
             vt = getattr(v, "type", None)
             if vt is t or isinstance(t, T.ArrayType) and vt == t:  # array types are equal, not interned
                 continue
             if T.is_generic(t) and isinstance(vt, T.ArrayType) and vt.ndim == t.ndim and T.bind(
                     t.dtype, vt.dtype):
+                generic += 1
                 continue
             if getattr(v, "weak", False) and T.is_scalar(t) and t is not T.bool_ and not (
                     T.is_int(t) and isinstance(v.const, float)):
+                converted += 1
                 continue
-            return False
-        return True
+            return None
+        return generic, converted, untyped
 
 
 class Function:
@@ -72,10 +84,14 @@ class Function:
         self.__name__ = pyfunc.__name__
 
     def resolve(self, args, kw) -> FuncOverload | None:
+        """The definition that takes the arguments most closely: concrete before generic, exact types
+        before converted literals, and the latest definition among equals."""
+        best = None
         for o in reversed(self.overloads):
-            if o.matches(args, kw):
-                return o
-        return None
+            cost = o.match_cost(args, kw)
+            if cost is not None and (best is None or cost < best[0]):
+                best = (cost, o)
+        return best[1] if best else None
 
     def signatures(self) -> str:
         out = []
@@ -85,11 +101,16 @@ class Function:
         return "; ".join(out)
 
     def __call__(self, *args, **kwargs):
-        raise TypeError(f"the func '{self.key}' can only be called inside a kernel or another func")
+        """Called from Python (e.g. in a static() expression), a func runs as the Python function it is:
+        the definition chosen as in a kernel, a Python float being a float32 and an int an int32."""
+        found = self.resolve([_python_arg(a) for a in args], {k: _python_arg(v) for k, v in kwargs.items()})
+        if found is None:
+            raise RuntimeError(f"Error calling function '{self.key}', no overload found for arguments {args!r}")
+        return found.pyfunc(*args, **kwargs)
 
     def content_hash(self, seen: set) -> str:
-        return "".join(_hash_python(o.pyfunc, seen) + (_hash_python(o.custom_grad.pyfunc, seen)
-                                                       if o.custom_grad else "") for o in self.overloads)
+        return "".join(_hash_python(p.pyfunc, seen) for o in self.overloads
+                       for p in (o, o.custom_grad, o.replay) if p is not None)
 
 
 def func(pyfunc=None, *, differentiable: bool = True):
@@ -121,14 +142,49 @@ def _same_signature(fn: Function, f) -> bool:
 
 def func_grad(target: Function):
     """Decorator: give the func ``target`` its own adjoint. The decorated function takes the
-    func's parameters plus the adjoint of its result, and adds into ``xsim.adjoint[param]``."""
+    func's parameters plus the adjoint of its result, and adds into ``xsim.adjoint[param]``. With
+    several definitions of ``target``, it belongs to the one whose parameter types it repeats."""
     if not isinstance(target, Function):
         raise TypeError("func_grad(f) needs an @xsim.func")
 
     def wrap(g):
-        target.overloads[-1].custom_grad = FuncOverload(g)
+        _definition_for(target, g, "func_grad").custom_grad = FuncOverload(g)
         return g
     return wrap
+
+
+def func_replay(target: Function):
+    """Decorator: the function the backward pass runs instead of the func ``target`` when it replays
+    the forward pass (same parameters, same result type), e.g. to read back what an atomic returned in
+    the forward pass rather than add again. Without a ``func_grad``, the adjoint is the replay's."""
+    if not isinstance(target, Function):
+        raise TypeError("func_replay(f) needs an @xsim.func")
+
+    def wrap(r):
+        found = _definition_for(target, r, "func_replay")
+        if len(inspect.signature(r).parameters) != len(inspect.signature(found.pyfunc).parameters):
+            raise TypeError(f"func_replay of '{target.key}': takes {len(inspect.signature(r).parameters)} "
+                            f"parameters, the func {len(inspect.signature(found.pyfunc).parameters)}")
+        found.replay = FuncOverload(r)
+        return r
+    return wrap
+
+
+def _definition_for(target: Function, helper, what: str) -> FuncOverload:
+    """The definition of ``target`` whose parameter annotations ``helper``'s first parameters repeat (the
+    latest such), or its only definition."""
+    hann = annotations(helper)
+    hparams = list(inspect.signature(helper).parameters)
+    for o in reversed(target.overloads):
+        params = list(inspect.signature(o.pyfunc).parameters)
+        oann = annotations(o.pyfunc)
+        if len(hparams) >= len(params) and all(
+                T.resolve(oann.get(p)) == T.resolve(hann.get(h)) for p, h in zip(params, hparams)):
+            return o
+    if len(target.overloads) == 1:
+        return target.overloads[0]
+    raise TypeError(f"{what} '{helper.__name__}': no definition of func '{target.key}' has its parameter types; "
+                    f"expected one of {target.signatures()}")
 
 
 class Kernel:
@@ -143,6 +199,7 @@ class Kernel:
         function's Python module); ``options``: Warp's per-kernel options (``enable_backward``)."""
         pyfunc = func
         snapshot_source(pyfunc)
+        static_table(pyfunc)
         self.pyfunc = pyfunc
         self.key = key or pyfunc.__name__
         self.enable_backward = bool((options or {}).get("enable_backward", enable_backward))
@@ -315,6 +372,14 @@ def overload(kernel, arg_types: list | dict | None = None) -> Kernel:
     return found
 
 
+def _python_arg(value) -> Var:
+    """A Python argument of a func called from Python, as the typed value a kernel would pass."""
+    from ..array import array
+    if isinstance(value, array):
+        return Var(T.ArrayType(value.dtype, value.ndim))
+    return Var(_value_type(value))
+
+
 def _value_type(value):
     """The kernel type of a Python launch value (Warp's rule: int -> int32, float -> float32)."""
     if isinstance(value, np.generic):  # before float: numpy.float64 is a float
@@ -378,11 +443,13 @@ def _hash_python(pyfunc, seen: set) -> str:
                 names[n] = cell.cell_contents
             except ValueError:
                 pass
-    for n in sorted(_code_names(pyfunc.__code__)):
+    tab = static_table(pyfunc)
+    for n in sorted(_code_names(pyfunc.__code__) - (tab.static_only if tab else set())):
         if n in names:
             h.update(_hash_object(n, names[n], seen, _code_names(pyfunc.__code__)).encode())
     for v in pyfunc.__annotations__.values():
         h.update(_hash_object("ann", v, seen, set()).encode())
+    h.update(static_fingerprint(pyfunc, lambda n, o, attrs: _hash_object(n, o, seen, set(attrs))).encode())
     return h.hexdigest()
 
 

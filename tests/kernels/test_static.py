@@ -1,0 +1,328 @@
+"""``xsim.static(expr)``: Python evaluated at compile time in the kernel's scope (globals, closure,
+constant locals), standing in the kernel as a constant, an unrolled loop bound, a removed branch or a
+selected func; its value is part of the kernel's identity. Forward numbers are checked against the
+same arithmetic in plain Python, gradients against float64 central differences."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import xsim
+from xsim.autodiff.gradcheck import gradcheck
+from xsim.kernels import ir
+from xsim.kernels.module import build_ir
+
+F64 = xsim.float64
+A64 = xsim.array(dtype=F64)
+HERE = Path(__file__).name
+
+SCALE = 3
+WEIGHTS = (0.5, -1.25, 2.0, 0.75)
+
+
+@xsim.func
+def scale_plus_two():
+    return xsim.static(SCALE + 2)
+
+
+@xsim.func
+def cubic(x: F64):
+    return x * x * x
+
+
+@xsim.func
+def sine(x: F64):
+    return xsim.sin(x)
+
+
+@xsim.kernel
+def constants_and_unrolled_loops(x: A64, y: A64):
+    i = xsim.tid()
+    s = x[i] * F64(scale_plus_two())  # a static inside a func
+    # range(static(...)) is unrolled; a static reading the loop variable sees its value there
+    for k in range(xsim.static(len(WEIGHTS))):
+        s += xsim.static(WEIGHTS[k] * (k + 1)) * x[i] * x[i]
+    # a loop longer than the automatic unroll limit is unrolled when a static reads its variable
+    for k in range(20):
+        s += xsim.static(float(k * k)) * x[i]
+    n = 4
+    s += xsim.static(float(n * SCALE))  # a constant local
+    y[i] = s
+
+
+def constants_reference(x):
+    s = x * (SCALE + 2)
+    for k in range(len(WEIGHTS)):
+        s += WEIGHTS[k] * (k + 1) * x * x
+    for k in range(20):
+        s += float(k * k) * x
+    return s + 4.0 * SCALE
+
+
+def test_static_constants_and_unrolled_loops_match_python():
+    x = xsim.array(np.array([0.5, -1.5, 2.0]), dtype=F64)
+    y = xsim.zeros(3, dtype=F64)
+    xsim.launch(constants_and_unrolled_loops, 3, inputs=[x, y])
+    np.testing.assert_allclose(y.numpy(), constants_reference(x.numpy()), rtol=1e-14)
+
+
+def test_a_loop_whose_variable_a_static_reads_is_unrolled_and_other_loops_stay_loops():
+    kir = build_ir(constants_and_unrolled_loops)
+    assert not any(isinstance(s, ir.Loop) for s in ir.walk(kir.body))
+    # the same 20-step loop without a static is a real loop (above the automatic unroll limit)
+    kir = build_ir(plain_long_loop)
+    assert any(isinstance(s, ir.Loop) for s in ir.walk(kir.body))
+
+
+@xsim.kernel
+def plain_long_loop(x: A64, y: A64):
+    i = xsim.tid()
+    s = x[i]
+    for k in range(20):
+        s += F64(k) * x[i]
+    y[i] = s
+
+
+def test_static_constants_gradient_matches_finite_differences():
+    x = xsim.array(np.array([0.5, -1.5, 2.0]), dtype=F64, requires_grad=True)
+    y = xsim.zeros(3, dtype=F64, requires_grad=True)
+    report = gradcheck(constants_and_unrolled_loops, [x, y])
+    assert report.passed, report
+
+
+def make_selected(funcs, k, flag):
+    """A kernel that calls ``funcs[k]`` (chosen at compile time) and keeps one branch of ``flag``."""
+    @xsim.kernel(module="unique")
+    def selected(x: A64, y: A64):
+        i = xsim.tid()
+        if xsim.static(flag):
+            y[i] = xsim.static(funcs[k])(x[i]) * 2.0
+        else:
+            y[i] = not_defined_anywhere(x[i])  # noqa: F821 - a removed branch is not compiled
+    return selected
+
+
+def test_static_selects_a_func_and_each_selection_is_its_own_kernel():
+    funcs = [cubic, sine]
+    x = xsim.array(np.array([0.3, -0.7, 1.1]), dtype=F64, requires_grad=True)
+    kernels = [make_selected(funcs, k, True) for k in range(2)]
+    assert kernels[0].symbol != kernels[1].symbol
+    for kern, ref in zip(kernels, (lambda v: v ** 3, np.sin)):
+        y = xsim.zeros(3, dtype=F64, requires_grad=True)
+        xsim.launch(kern, 3, inputs=[x, y])
+        np.testing.assert_allclose(y.numpy(), 2.0 * ref(x.numpy()), rtol=1e-14)
+        report = gradcheck(kern, [x, y])
+        assert report.passed, report
+    # the same selection is the same code
+    assert make_selected(funcs, 1, True).symbol == kernels[1].symbol
+
+
+def test_a_statically_false_branch_is_not_compiled_and_flipping_it_names_the_error():
+    kern = make_selected([cubic], 0, False)
+    with pytest.raises(xsim.CompileError, match=rf"{HERE}:\d+:\d+: unknown name 'not_defined_anywhere'"):
+        xsim.launch(kern, 1, inputs=[xsim.zeros(1, dtype=F64), xsim.zeros(1, dtype=F64)])
+
+
+def make_scaled(value):
+    @xsim.kernel(module="unique")
+    def scaled(y: A64):
+        y[xsim.tid()] = xsim.static(value * 2.0)
+    return scaled
+
+
+def test_kernels_differing_only_in_a_static_value_do_not_share_code():
+    a, b, a2 = make_scaled(1.5), make_scaled(-4.0), make_scaled(1.5)
+    assert a.symbol != b.symbol and a.symbol == a2.symbol
+    for kern, want in ((a, 3.0), (b, -8.0)):
+        y = xsim.zeros(2, dtype=F64)
+        xsim.launch(kern, 2, inputs=[y])
+        np.testing.assert_array_equal(y.numpy(), [want, want])
+
+
+def make_table_sum(funcs):
+    """Sums ``f(x)`` over a Python list of funcs: the static reads the loop variable, so it is
+    evaluated at build, and the list's contents still key the kernel."""
+    @xsim.kernel(module="unique")
+    def table_sum(x: A64, y: A64):
+        i = xsim.tid()
+        s = F64(0.0)
+        for k in range(xsim.static(len(funcs))):
+            s += xsim.static(funcs[k])(x[i])
+        y[i] = s
+    return table_sum
+
+
+def test_a_static_evaluated_at_build_still_keys_the_kernel_by_the_values_it_reads():
+    x = xsim.array(np.array([0.25, 2.0]), dtype=F64)
+    k1, k2 = make_table_sum([cubic]), make_table_sum([sine, cubic])
+    assert k1.symbol != k2.symbol
+    for kern, want in ((k1, x.numpy() ** 3), (k2, np.sin(x.numpy()) + x.numpy() ** 3)):
+        y = xsim.zeros(2, dtype=F64)
+        xsim.launch(kern, 2, inputs=[x, y])
+        np.testing.assert_allclose(y.numpy(), want, rtol=1e-14)
+
+
+@xsim.struct
+class Coeffs:
+    a: F64
+    v: xsim.vec3d
+
+
+COEFFS = Coeffs(a=1.5, v=xsim.vec3d(1.0, -2.0, 0.5))
+
+
+@xsim.kernel
+def struct_and_vector_constants(x: xsim.array(dtype=xsim.vec3d), y: A64):
+    i = xsim.tid()
+    c = xsim.static(COEFFS)
+    y[i] = c.a * xsim.dot(c.v, x[i]) + xsim.static(xsim.vec3d(0.0, 1.0, 2.0))[2]
+
+
+def test_struct_and_vector_results_are_constant_values():
+    xs = np.array([[1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]])
+    x = xsim.array(xs, dtype=xsim.vec3d, requires_grad=True)
+    y = xsim.zeros(2, dtype=F64, requires_grad=True)
+    xsim.launch(struct_and_vector_constants, 2, inputs=[x, y])
+    np.testing.assert_allclose(y.numpy(), 1.5 * xs @ np.array([1.0, -2.0, 0.5]) + 2.0, rtol=1e-14)
+    assert gradcheck(struct_and_vector_constants, [x, y]).passed
+
+
+def test_a_static_is_evaluated_once_at_declaration_with_nested_statics_once_too():
+    calls = []
+
+    def inner():
+        calls.append("inner")
+        return 3.0
+
+    def outer(v):
+        calls.append("outer")
+        return v + 1.0
+
+    @xsim.kernel(module="unique")
+    def once(y: A64):
+        y[xsim.tid()] = xsim.static(outer(xsim.static(inner())))
+
+    assert calls == ["inner", "outer"]
+    y = xsim.zeros(1, dtype=F64)
+    xsim.launch(once, 1, inputs=[y])
+    assert y.numpy()[0] == 4.0 and calls == ["inner", "outer"]
+
+
+def test_a_func_called_from_python_runs_its_python_body():
+    assert scale_plus_two() == SCALE + 2
+    assert cubic(F64(2.0)) == 8.0
+    with pytest.raises(RuntimeError, match=r"Error calling function 'cubic', no overload found for arguments \(2\.0,\)"):
+        cubic(2.0)  # a Python float is a float32, as in a kernel
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+
+def launch_one(kern, *args):
+    xsim.launch(kern, 1, inputs=list(args))
+
+
+def test_a_static_reading_a_runtime_value_is_refused_naming_the_line():
+    @xsim.kernel(module="unique")
+    def reads_param(n: int, y: A64):
+        y[0] = xsim.static(n * 2.0)
+
+    with pytest.raises(xsim.CompileError, match=rf"{HERE}:\d+:\d+: Error evaluating static expression: name 'n' "
+                                                r"is not defined\. Make sure all variables used in the static"):
+        launch_one(reads_param, 3, xsim.zeros(1, dtype=F64))
+
+
+def test_a_loop_with_runtime_bounds_cannot_give_its_variable_to_a_static():
+    @xsim.kernel(module="unique")
+    def dynamic_bound(n: int, y: A64):
+        for k in range(n):
+            y[0] += xsim.static(float(k))
+
+    with pytest.raises(xsim.CompileError, match=rf"{HERE}:\d+:\d+: xsim.static\(\) reads the loop variable 'k'"):
+        launch_one(dynamic_bound, 3, xsim.zeros(1, dtype=F64))
+
+
+def test_a_failing_static_expression_refuses_its_kernel_at_launch_naming_the_line():
+    @xsim.kernel(module="unique")
+    def divides_by_zero(y: A64):
+        y[0] = xsim.static(1.0 / 0.0)
+
+    with pytest.raises(xsim.CompileError, match=rf"{HERE}:\d+:\d+: Error evaluating static expression: "
+                                                "float division by zero"):
+        launch_one(divides_by_zero, xsim.zeros(1, dtype=F64))
+
+
+@xsim.struct
+class WithArray:
+    a: F64
+    data: A64
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda: xsim.zeros(3), "an array cannot be created inside kernels"),
+    (lambda: WithArray(a=1.0), ("the returned struct contains a value that cannot be constructed inside kernels: "
+                               "an array cannot be created inside kernels at WithArray.data")),
+    (lambda: None, "None is returned"),
+    (lambda: object(), "value of type <class 'object'> cannot be constructed inside kernels"),
+])
+def test_an_unsupported_static_result_is_refused_naming_the_line(make, says):
+    @xsim.kernel(module="unique")
+    def returns_bad(y: A64):
+        xsim.static(make())
+
+    with pytest.raises(xsim.CompileError, match=rf"{HERE}:\d+:\d+: Static expression returns an unsupported "
+                                                f"value: {says}"):
+        launch_one(returns_bad, xsim.zeros(1, dtype=F64))
+
+
+def test_an_object_read_only_by_a_static_is_read_once():
+    class OneShot:
+        reads = 0
+
+        @property
+        def value(self):
+            OneShot.reads += 1
+            return 3.0
+
+    box = OneShot()
+
+    @xsim.kernel(module="unique")
+    def reads_box(y: A64):
+        y[0] = xsim.static(box.value)
+
+    y = xsim.zeros(1, dtype=F64)
+    launch_one(reads_box, y)  # hashing and compiling the kernel do not evaluate it again
+    assert y.numpy()[0] == 3.0 and OneShot.reads == 1
+
+
+class Config:
+    def __init__(self, gain):
+        self.gain = gain
+
+
+def make_gained(cfg):
+    """The static reads a loop variable, so it is evaluated at build; ``cfg.gain`` still keys the kernel."""
+    @xsim.kernel(module="unique")
+    def gained(y: A64):
+        for k in range(2):
+            y[k] = xsim.static(cfg.gain * float(k + 1))
+    return gained
+
+
+def test_an_attribute_a_build_time_static_reads_keys_the_kernel():
+    a, b = make_gained(Config(2.0)), make_gained(Config(5.0))
+    assert a.symbol != b.symbol
+    for kern, gain in ((a, 2.0), (b, 5.0)):
+        y = xsim.zeros(2, dtype=F64)
+        launch_one(kern, y)
+        np.testing.assert_array_equal(y.numpy(), [gain, 2.0 * gain])
+
+
+def test_static_takes_exactly_one_expression():
+    @xsim.kernel(module="unique")
+    def two_arguments(y: A64):
+        y[0] = xsim.static(1.0, 2.0)
+
+    with pytest.raises(xsim.CompileError, match=rf"{HERE}:\d+:\d+: xsim.static\(\) takes one expression"):
+        launch_one(two_arguments, xsim.zeros(1, dtype=F64))
