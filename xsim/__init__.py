@@ -45,6 +45,7 @@ from .errors import (
     WarpCodegenValueError,
 )
 from .kernels.builtins import BUILTINS as _BUILTINS
+from .kernels.builtins import SPECIAL_FORMS as _SPECIAL_FORMS
 from .kernels.kernel import Kernel, func, func_grad, kernel, overload
 from .kernels.launch import launch
 from .kernels.module import get_module
@@ -54,7 +55,7 @@ from .types import *
 from .types import matrix, quaternion, struct, transformation, vector
 
 # the builtins as names a kernel can reach (xsim.sin, xsim.tid, ...): resolved by the frontend
-for _name in list(_BUILTINS) + ["tid", "where", "select", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
+for _name in list(_BUILTINS) + list(_SPECIAL_FORMS) + ["tid", "where", "select", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
                                 "identity", "quat_identity", "transform_identity", "matrix_from_rows",
                                 "matrix_from_cols"]:
     if _name not in globals() or _name in ("abs", "min", "max", "round", "pow"):

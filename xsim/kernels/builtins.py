@@ -53,6 +53,19 @@ def builtin(name: str, params: list[str], returns, native: str | None = None, di
     b.overloads.append(Overload(name, tuple(params), returns, native or name, differentiable))
 
 
+# Builtins whose arguments are not all values (a type, an output variable, a default): each is a
+# function ``(frontend, call_node) -> Var`` that builds the call itself.
+SPECIAL_FORMS: dict[str, Callable] = {}
+
+
+def special_form(name: str):
+    """Register the decorated function as the special form of builtin ``name``."""
+    def register(fn):
+        SPECIAL_FORMS[name] = fn
+        return fn
+    return register
+
+
 # ---------------------------------------------------------------------------------------------
 # pattern matching
 
@@ -254,3 +267,6 @@ builtin("transform_get_translation", ["Transform"], "Vec3")
 builtin("transform_get_rotation", ["Transform"], "Q")
 
 del _op, _f
+
+# the library's other areas, one file each
+from . import builtins_math  # noqa: E402, F401

@@ -9,7 +9,7 @@ import inspect
 
 from .. import types as T
 from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError
-from .builtins import BUILTINS
+from .builtins import BUILTINS, SPECIAL_FORMS
 from .ir import Block, Op, Var
 from .scope import BuiltinRef, Ref, _describe, _false, _Frame, _resolve_annotation, annotations
 
@@ -67,6 +67,8 @@ class Calls:
         special = getattr(self, "builtin_" + name, None)
         if special is not None:
             return special(node)
+        if name in SPECIAL_FORMS:
+            return SPECIAL_FORMS[name](self, node)
         if name not in BUILTINS:
             raise self.err(node, f"'{name}' is not a kernel builtin")
         args = self.plain_args(node)
