@@ -277,3 +277,36 @@ def test_spatial_algebra_and_frame_changes_match_numpy():
     np.testing.assert_allclose(got[:, 3], np.hstack([w2 + np.cross(p, v2), v2]), atol=1e-12)
     np.testing.assert_allclose(dots.numpy(), (a * b).sum(1), atol=1e-12)
     np.testing.assert_allclose(vel.numpy(), va + np.cross(wa, r) + wb - vb, atol=1e-12)
+
+
+@xsim.kernel
+def setters(x: xsim.array(dtype=xsim.transformd), p: xsim.array(dtype=xsim.vec3d), q: xsim.array(dtype=xsim.quatd),
+            out: xsim.array(dtype=xsim.transformd, ndim=2)):
+    i = xsim.tid()
+    t = x[i]
+    xsim.transform_set_translation(t, p[i])
+    out[i, 0] = t
+    xsim.transform_set_rotation(t, q[i])
+    out[i, 1] = t
+    out[i, 2] = x[i]
+
+
+def test_transform_setters_rebind_the_local_transform():
+    x, p, q = RNG.normal(size=(N, 7)), RNG.normal(size=(N, 3)), RNG.normal(size=(N, 4))
+    out = xsim.zeros((N, 3), dtype=xsim.transformd)
+    xsim.launch(setters, N, inputs=[xsim.array(x, dtype=xsim.transformd), xsim.array(p, dtype=xsim.vec3d),
+                                    xsim.array(q, dtype=xsim.quatd), out])
+    got = out.numpy()
+    np.testing.assert_array_equal(got[:, 0], np.hstack([p, x[:, 3:]]))
+    np.testing.assert_array_equal(got[:, 1], np.hstack([p, q]))
+    np.testing.assert_array_equal(got[:, 2], x)
+
+
+def test_a_setter_on_an_array_element_is_refused_naming_the_line():
+    @xsim.kernel(module="lib15_refused_setter")
+    def bad(x: xsim.array(dtype=xsim.transform), p: xsim.vec3):
+        xsim.transform_set_translation(x[0], p)
+
+    with pytest.raises(xsim.CompileError, match="must be a local variable name") as info:
+        xsim.launch(bad, 1, inputs=[xsim.zeros(1, dtype=xsim.transform), xsim.vec3(1.0, 2.0, 3.0)])
+    assert f"{__file__}:{bad.pyfunc.__code__.co_firstlineno + 2}" in str(info.value)

@@ -18,10 +18,12 @@ the same type), ``Vec2`` ``Vec3`` ``Vec4``, ``Vec'`` (a second, independent vect
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import types as T
+from ..errors import WarpCodegenTypeError
 
 Type = object  # an xsim type class
 
@@ -64,6 +66,22 @@ def special_form(name: str):
         SPECIAL_FORMS[name] = fn
         return fn
     return register
+
+
+def store_to_arguments(fe, node, targets: list, values: list) -> None:
+    """Warp's output-argument forms (``svd3(A, U, sigma, V)``, ``transform_set_translation(t, p)``):
+    rebind each local variable named by ``targets`` (call argument nodes) to its value. Anything but
+    a plain local name is refused: Warp would write a discarded copy."""
+    for target, value in zip(targets, values):
+        if not isinstance(target, ast.Name):
+            raise fe.err(target, f"{node.func.attr if isinstance(node.func, ast.Attribute) else 'this call'}() "
+                                 f"writes its result into this argument, which must be a local variable name "
+                                 f"(assign an array element or a component from that variable afterwards)")
+        old = fe.value(target)
+        if old.type is not value.type:
+            raise fe.err(target, f"expected a {T.type_name(value.type)} variable here, got "
+                                 f"{T.type_name(old.type)}", WarpCodegenTypeError)
+        fe.assign(target, value, node)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,4 +287,4 @@ builtin("transform_get_rotation", ["Transform"], "Q")
 del _op, _f
 
 # the library's other areas, one file each
-from . import builtins_math  # noqa: E402, F401
+from . import builtins_math, builtins_transform  # noqa: E402, F401
