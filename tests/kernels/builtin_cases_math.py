@@ -49,6 +49,8 @@ def math_cases(C) -> list:
         C("argmax", "xsim.argmax(a0)", "V4", lambda v: v.argmax(axis=1), "U"),
         C("min", "xsim.min(a0)", "V3", lambda v: v.min(axis=1), "F"),
         C("max", "xsim.max(a0)", "V4", lambda v: v.max(axis=1), "F"),
+        C("cw_mul", "xsim.cw_mul(a0, a1)", "M23 M23", np.multiply, "M23"),
+        C("cw_div", "xsim.cw_div(a0, a1)", "M22 M22", np.divide, "M22", a1="nonzero"),
     ]
     for kind, axes in (("V3", 1), ("M22", (1, 2)), ("Q", 1)):
         cs += [

@@ -5,3 +5,4 @@
 #include "xsim_vector.h"
 #include "xsim_quat.h"
 #include "xsim_mathlib.h"
+#include "xsim_linalg.h"
