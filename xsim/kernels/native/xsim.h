@@ -6,3 +6,4 @@
 #include "xsim_quat.h"
 #include "xsim_mathlib.h"
 #include "xsim_linalg.h"
+#include "xsim_expect.h"
