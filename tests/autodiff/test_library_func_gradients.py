@@ -109,7 +109,8 @@ def transforms(x: xsim.array(dtype=xsim.transformd), s: xsim.array(dtype=xsim.ve
     sv[i, 2] = xsim.transform_twist(x[i], a[i])
     sv[i, 3] = xsim.transform_wrench(x[i], a[i])
     v[i, 2] = xsim.velocity_at_point(a[i], r[i])
-    dot[i] = xsim.spatial_dot(a[i], b[i])
+    rot = xsim.quat_to_matrix(xsim.transform_get_rotation(x[i]))
+    dot[i] = xsim.spatial_dot(a[i], b[i]) + xsim.ddot(xsim.spatial_adjoint(rot, xsim.skew(r[i])), xsim.outer(a[i], b[i]))
 
 
 def test_transform_and_spatial_gradients():

@@ -11,7 +11,7 @@ from .kernel import func
 
 __all__ = ["quat_rpy", "quat_from_euler", "quat_to_euler", "quat_to_rpy", "quat_to_axis_angle", "quat_slerp",
            "quat_from_matrix", "quat_twist", "quat_twist_angle", "transform_to_matrix", "transform_compose",
-           "transform_decompose", "transform_from_matrix", "spatial_top", "spatial_bottom", "spatial_dot",
+           "transform_decompose", "transform_from_matrix", "spatial_top", "spatial_bottom", "spatial_adjoint", "spatial_dot",
            "spatial_cross", "spatial_cross_dual", "velocity_at_point", "transform_twist", "transform_wrench"]
 
 # ---------------------------------------------------------------------------------------------
@@ -234,6 +234,18 @@ def spatial_bottom(a):
 @func
 def _spatial_of(top, bottom):
     return xsim.vector(top[0], top[1], top[2], bottom[0], bottom[1], bottom[2])
+
+
+@func
+def spatial_adjoint(r, s):
+    """The 6x6 block matrix [[r, 0], [s, r]] (with r = R, s = skew(p) R it maps twists by the transform (p, R))."""
+    m = xsim.matrix(shape=(6, 6), dtype=type(r[0, 0]))
+    for i in range(3):
+        for j in range(3):
+            m[i, j] = r[i, j]
+            m[i + 3, j + 3] = r[i, j]
+            m[i + 3, j] = s[i, j]
+    return m
 
 
 @func

@@ -14,13 +14,18 @@
 
 namespace xs {
 
-template <typename T> XS_FUNC T linalg_eps() { return sizeof(T) == 4 ? T(1.1920929e-07) : T(2.220446049250313e-16); }
+template <typename T> XS_FUNC T linalg_eps() {
+    return sizeof(T) == 2 ? T(9.765625e-04) : (sizeof(T) == 4 ? T(1.1920929e-07) : T(2.220446049250313e-16));
+}
+
+// NaN of any float type, half included (converted from float's).
+template <typename T> XS_FUNC T nan_value() { return T(special_float<float>(0)); }
 
 // The contribution num / den of a term whose denominator may vanish at a repeated value (see above).
 template <typename T> XS_FUNC T repeated_safe_ratio(T num, T den, T num_scale, T den_scale) {
     const T eps = linalg_eps<T>();
     if (abs(den) > T(8) * eps * den_scale) return num / den;
-    return abs(num) <= sqrt(eps) * num_scale ? T(0) : special_float<T>(0);
+    return abs(num) <= sqrt(eps) * num_scale ? T(0) : nan_value<T>();
 }
 
 template <int N, typename T> XS_FUNC vec_t<N, T> col(const mat_t<N, N, T>& m, int j) {
@@ -247,7 +252,7 @@ XS_FUNC void adj_qr3_packed(const mat_t<3, 3, T>&, const mat_t<3, 6, T>& P, mat_
     for (int i = 0; i < 3; ++i)
         for (int j = i + 1; j < 3; ++j) M.c[i][j] = M.c[j][i];
     T det = R.c[0][0] * R.c[1][1] * R.c[2][2];
-    mat_t<3, 3, T> Rinv = det != T(0) ? inverse(R) : mul(eye<3, T>(), special_float<T>(0));
+    mat_t<3, 3, T> Rinv = det != T(0) ? inverse(R) : mul(eye<3, T>(), nan_value<T>());
     accum(adj_A, mat_mat(add(aQ, mat_mat(Q, M)), transpose(Rinv)));
 }
 
