@@ -252,6 +252,7 @@ def spatial(a: xsim.array(dtype=xsim.spatial_vectord), b: xsim.array(dtype=xsim.
     out[i, 3] = xsim.transform_wrench(x[i], a[i])
     dots[i] = xsim.spatial_dot(a[i], b[i])
     vel[i] = xsim.velocity_at_point(a[i], r[i]) + xsim.spatial_top(b[i]) - xsim.spatial_bottom(b[i])
+    out[i, 5] = xsim.spatial_vectord(xsim.spatial_bottom(a[i]), xsim.spatial_top(a[i]))
     xf = xsim.transform_get_rotation(x[i])
     rot = xsim.quat_to_matrix(xf)
     out[i, 4] = xsim.spatial_adjoint(rot, xsim.skew(xsim.transform_get_translation(x[i])) * rot) * a[i]
@@ -262,7 +263,7 @@ def test_spatial_algebra_and_frame_changes_match_numpy():
     q = unit_quats()
     x = np.concatenate([RNG.normal(size=(N, 3)), q], axis=1)
     r = RNG.normal(size=(N, 3))
-    out, dots, vel = xsim.zeros((N, 5), dtype=xsim.spatial_vectord), xsim.zeros(N, dtype=F64), \
+    out, dots, vel = xsim.zeros((N, 6), dtype=xsim.spatial_vectord), xsim.zeros(N, dtype=F64), \
         xsim.zeros(N, dtype=xsim.vec3d)
     xsim.launch(spatial, N, inputs=[xsim.array(a, dtype=xsim.spatial_vectord),
                                     xsim.array(b, dtype=xsim.spatial_vectord), xsim.array(x, dtype=xsim.transformd),
@@ -278,7 +279,8 @@ def test_spatial_algebra_and_frame_changes_match_numpy():
     w2, v2 = rot.apply(wa), rot.apply(va)
     np.testing.assert_allclose(got[:, 2], np.hstack([w2, v2 + np.cross(p, w2)]), atol=1e-12)
     np.testing.assert_allclose(got[:, 3], np.hstack([w2 + np.cross(p, v2), v2]), atol=1e-12)
-    np.testing.assert_allclose(got[:, 4], got[:, 2], atol=1e-12)  # the adjoint matrix moves twists the same way
+    np.testing.assert_allclose(got[:, 4], got[:, 2], atol=1e-12)
+    np.testing.assert_array_equal(got[:, 5], np.hstack([va, wa]))  # spatial_vector(top, bottom)  # the adjoint matrix moves twists the same way
     np.testing.assert_allclose(dots.numpy(), (a * b).sum(1), atol=1e-12)
     np.testing.assert_allclose(vel.numpy(), va + np.cross(wa, r) + wb - vb, atol=1e-12)
 

@@ -264,6 +264,10 @@ class Calls:
             comps = [self.emit("extract", s, [p, self.const(i, T.int32)], node) for i in range(3)]
             comps += [self.emit("extract", s, [q, self.const(i, T.int32)], node) for i in range(4)]
             return self.emit("construct", t, comps, node)
+        if t._kind == "vector" and n == 6 and len(args) == 2 and all(a.type is T.vector(3, s) for a in args):
+            # spatial_vector(w, v): the angular and the linear half
+            return self.emit("construct", t, [self.emit("extract", s, [a, self.const(i, T.int32)], node)
+                                              for a in args for i in range(3)], node)
         if len(args) == 1 and T.is_composite(args[0].type):
             a = args[0]
             if T.num_components(a.type) != n:
