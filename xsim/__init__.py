@@ -61,8 +61,9 @@ for _name in list(_BUILTINS) + list(_SPECIAL_FORMS) + ["tid", "where", "select",
     if _name not in globals() or _name in ("abs", "min", "max", "round", "pow"):
         globals()[_name] = _BuiltinRef(_name)
 del _name
-from .kernels.funcs_math import *  # noqa: E402 - the library funcs written in the kernel language
-from .kernels.funcs_transform import *  # noqa: E402
+# the library funcs written in the kernel language (norms, rotations, transforms, spatial algebra)
+from .kernels.funcs_math import *
+from .kernels.funcs_transform import *
 
 bool = bool_  # Warp's xsim.bool
 

@@ -84,7 +84,7 @@ def invariant_losses(a: xsim.array(dtype=xsim.mat33d), polar: xsim.array(dtype=x
     U, sigma, V = xsim.svd3(a[i])
     polar[i] = U * xsim.transpose(V)
     s[i] = sigma[0] + sigma[1] + sigma[2] + xsim.dot(sigma, sigma)  # which value is which does not matter
-    Q, d = xsim.eig3(a[i] + xsim.transpose(a[i]))
+    _Q, d = xsim.eig3(a[i] + xsim.transpose(a[i]))
     eig_sq[i] = xsim.dot(d, d) + d[0] + d[1] + d[2]
 
 
@@ -99,9 +99,9 @@ def test_repeated_values_give_the_exact_gradient_of_basis_free_losses():
 @xsim.kernel
 def basis_losses(a: xsim.array(dtype=xsim.mat33d), u: xsim.array(dtype=xsim.mat33d), q: xsim.array(dtype=xsim.mat33d)):
     i = xsim.tid()
-    U, sigma, V = xsim.svd3(a[i])
+    U, _sigma, _V = xsim.svd3(a[i])
     u[i] = U
-    Q, d = xsim.eig3(a[i])
+    Q, _d = xsim.eig3(a[i])
     q[i] = Q
 
 

@@ -112,7 +112,7 @@ def test_svd3_in_float32_is_accurate_to_single_precision():
 def test_decomposition_of_a_wrong_shape_is_refused_naming_the_line():
     @xsim.kernel(module="lib15_bad_svd")
     def bad(a: xsim.array(dtype=xsim.mat22), out: xsim.array(dtype=xsim.vec3)):
-        U, sigma, V = xsim.svd3(a[0])
+        _U, sigma, _V = xsim.svd3(a[0])
         out[0] = sigma
 
     with pytest.raises(xsim.CompileError, match=r"svd3\(\) needs a 3x3 float matrix, got mat22") as info:

@@ -287,4 +287,4 @@ builtin("transform_get_rotation", ["Transform"], "Q")
 del _op, _f
 
 # the library's other areas, one file each
-from . import builtins_expect, builtins_linalg, builtins_math, builtins_transform  # noqa: E402, F401
+from . import builtins_expect, builtins_linalg, builtins_math, builtins_transform  # noqa: F401

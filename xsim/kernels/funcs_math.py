@@ -7,7 +7,7 @@ import xsim  # resolved when a kernel calling these compiles, after xsim is full
 
 from .kernel import func
 
-__all__ = ["norm_l1", "norm_l2", "norm_huber", "norm_pseudo_huber", "smooth_normalize", "lower_bound"]
+__all__ = ["lower_bound", "norm_huber", "norm_l1", "norm_l2", "norm_pseudo_huber", "smooth_normalize"]
 
 
 @func

@@ -9,10 +9,30 @@ import xsim  # resolved when a kernel calling these compiles, after xsim is full
 
 from .kernel import func
 
-__all__ = ["quat_rpy", "quat_from_euler", "quat_to_euler", "quat_to_rpy", "quat_to_axis_angle", "quat_slerp",
-           "quat_from_matrix", "quat_twist", "quat_twist_angle", "transform_to_matrix", "transform_compose",
-           "transform_decompose", "transform_from_matrix", "spatial_top", "spatial_bottom", "spatial_adjoint", "spatial_dot",
-           "spatial_cross", "spatial_cross_dual", "velocity_at_point", "transform_twist", "transform_wrench"]
+__all__ = [
+    "quat_from_euler",
+    "quat_from_matrix",
+    "quat_rpy",
+    "quat_slerp",
+    "quat_to_axis_angle",
+    "quat_to_euler",
+    "quat_to_rpy",
+    "quat_twist",
+    "quat_twist_angle",
+    "spatial_adjoint",
+    "spatial_bottom",
+    "spatial_cross",
+    "spatial_cross_dual",
+    "spatial_dot",
+    "spatial_top",
+    "transform_compose",
+    "transform_decompose",
+    "transform_from_matrix",
+    "transform_to_matrix",
+    "transform_twist",
+    "transform_wrench",
+    "velocity_at_point",
+]
 
 # ---------------------------------------------------------------------------------------------
 # building values of the arguments' scalar type
