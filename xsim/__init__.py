@@ -45,22 +45,27 @@ from .errors import (
     WarpCodegenValueError,
 )
 from .kernels.builtins import BUILTINS as _BUILTINS
+from .kernels.builtins import SPECIAL_FORMS as _SPECIAL_FORMS
 from .kernels.kernel import Kernel, func, func_grad, func_replay, kernel, overload
 from .kernels.launch import launch
 from .kernels.module import get_module
 from .kernels.scope import _ADJOINT as adjoint
-from .kernels.static import static
 from .kernels.scope import BuiltinRef as _BuiltinRef
+from .kernels.static import static
 from .types import *
 from .types import matrix, quaternion, struct, transformation, vector
 
 # the builtins as names a kernel can reach (xsim.sin, xsim.tid, ...): resolved by the frontend
-for _name in list(_BUILTINS) + ["tid", "where", "select", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
+for _name in list(_BUILTINS) + list(_SPECIAL_FORMS) + ["tid", "where", "select", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
                                 "identity", "quat_identity", "transform_identity", "matrix_from_rows",
                                 "matrix_from_cols"]:
     if _name not in globals() or _name in ("abs", "min", "max", "round", "pow"):
         globals()[_name] = _BuiltinRef(_name)
 del _name
+# the library funcs written in the kernel language (norms, rotations, transforms, spatial algebra)
+from .kernels.funcs_math import *
+from .kernels.funcs_transform import *
+
 bool = bool_  # Warp's xsim.bool
 
 

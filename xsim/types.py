@@ -403,13 +403,16 @@ def _named(prefix: str, make):
 _g = globals()
 for _n in (2, 3, 4):
     _g.update(_named(f"vec{_n}", lambda s, n=_n: vector(n, s)))
-    _g[f"vec{_n}i"] = vector(_n, int32)
-    _g[f"vec{_n}ui"] = vector(_n, uint32)
-    _g[f"vec{_n}l"] = vector(_n, int64)
+    for _suffix, _s in (("b", int8), ("ub", uint8), ("s", int16), ("us", uint16), ("i", int32), ("ui", uint32),
+                        ("l", int64), ("ul", uint64)):
+        _g[f"vec{_n}{_suffix}"] = vector(_n, _s)
     _g.update(_named(f"mat{_n}{_n}", lambda s, n=_n: matrix((n, n), s)))
 _g.update(_named("quat", quaternion))
 _g.update(_named("transform", transformation))
-del _g, _n
+# Featherstone's spatial algebra: a 6-vector (angular top, linear bottom) and 6x6 matrices
+_g.update(_named("spatial_vector", lambda s: vector(6, s)))
+_g.update(_named("spatial_matrix", lambda s: matrix((6, 6), s)))
+del _g, _n, _suffix, _s
 
 vec2: type
 vec3: type
@@ -430,6 +433,10 @@ quat: type
 quatd: type
 transform: type
 transformd: type
+spatial_vector: type
+spatial_vectord: type
+spatial_matrix: type
+spatial_matrixd: type
 
 
 def is_vector(t) -> bool:

@@ -45,6 +45,9 @@ DOMAINS = {
     "clamp": [None, ("const", -0.5), ("const", 0.5)],
     "floor": [("wide",)], "ceil": [("wide",)], "round": [("wide",)], "trunc": [("wide",)],
     "inverse": [("well_conditioned",)], "determinant": [("well_conditioned",)],
+    "erfinv": [("uniform", -0.8, 0.8)], "erfcinv": [("uniform", 0.2, 1.8)],
+    "smoothstep": [("const", -1.0), ("const", 1.0), ("uniform", -0.8, 0.8)],
+    "step": [("wide",)], "nonzero": [("wide",)], "rint": [("wide",)], "frac": [("wide",)],
 }
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from builtin_cases_math import math_cases
 
 import xsim
 from xsim import types as T
@@ -72,7 +73,7 @@ def dot(a, b):
 # the cases
 
 KIND_TYPES: dict[str, Callable] = {
-    "F": lambda F: F, "I": lambda F: T.int32, "B": lambda F: T.bool_,
+    "F": lambda F: F, "I": lambda F: T.int32, "U": lambda F: T.uint32, "B": lambda F: T.bool_,
     "V2": lambda F: T.vector(2, F), "V3": lambda F: T.vector(3, F), "V4": lambda F: T.vector(4, F),
     "M22": lambda F: T.matrix((2, 2), F), "M33": lambda F: T.matrix((3, 3), F),
     "M44": lambda F: T.matrix((4, 4), F), "M23": lambda F: T.matrix((2, 3), F),
@@ -221,7 +222,7 @@ def _cases() -> list[Case]:
     return cs
 
 
-CASES = _cases()
+CASES = _cases() + math_cases(C)
 
 # ------------------------------------------------------------------------------------------------
 # inputs
@@ -246,7 +247,7 @@ def make_input(kind: str, F, domain: str | None, rng, previous: list) -> np.ndar
             x = np.where(x == 0, 7, x)
         return x.astype(np_t)
     if domain == "special":
-        return np.resize(np.array([np.nan, np.inf, -np.inf, 0.0, 1.5, -2.0, 1e30, -np.nan]), N).astype(np_t)
+        return np.resize(np.array([np.nan, np.inf, -np.inf, 0.0, 1.5, -2.0, 1e30, -np.nan]), shape).astype(np_t)
     if kind == "Q" and domain != "raw":
         q = rng.normal(size=shape)
         return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np_t)
@@ -287,7 +288,7 @@ def _kernel_source(F) -> str:
 
 
 def _type_expr(t, f) -> str:
-    if t is T.int32 or t is T.bool_:
+    if T.is_int(t) or t is T.bool_:
         return f"xsim.{T.type_name(t)}"
     if T.is_scalar(t):
         return f
@@ -360,7 +361,7 @@ def test_builtin_forward_matches_numpy(F, n):
     xsim.launch(getattr(kernels_for(F), f"case_{n}"), N, inputs=args, outputs=[out])
     expected = case.ref(*[x.astype(np.float64) if x.dtype.kind == "f" else x for x in inputs])
     got = out.numpy()
-    if case.out in ("I", "B"):
+    if case.out in ("I", "U", "B"):
         np.testing.assert_array_equal(got, np.asarray(expected).astype(got.dtype))
     else:
         rtol = 2e-5 if F is xsim.float32 else 1e-12

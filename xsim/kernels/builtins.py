@@ -18,10 +18,12 @@ the same type), ``Vec2`` ``Vec3`` ``Vec4``, ``Vec'`` (a second, independent vect
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import types as T
+from ..errors import WarpCodegenTypeError
 
 Type = object  # an xsim type class
 
@@ -51,6 +53,35 @@ def builtin(name: str, params: list[str], returns, native: str | None = None, di
     """Declare one overload of a builtin (see the module docstring for the pattern language)."""
     b = BUILTINS.setdefault(name, Builtin(name))
     b.overloads.append(Overload(name, tuple(params), returns, native or name, differentiable))
+
+
+# Builtins whose arguments are not all values (a type, an output variable, a default): each is a
+# function ``(frontend, call_node) -> Var`` that builds the call itself.
+SPECIAL_FORMS: dict[str, Callable] = {}
+
+
+def special_form(name: str):
+    """Register the decorated function as the special form of builtin ``name``."""
+    def register(fn):
+        SPECIAL_FORMS[name] = fn
+        return fn
+    return register
+
+
+def store_to_arguments(fe, node, targets: list, values: list) -> None:
+    """Warp's output-argument forms (``svd3(A, U, sigma, V)``, ``transform_set_translation(t, p)``):
+    rebind each local variable named by ``targets`` (call argument nodes) to its value. Anything but
+    a plain local name is refused: Warp would write a discarded copy."""
+    for target, value in zip(targets, values):
+        if not isinstance(target, ast.Name):
+            raise fe.err(target, f"{node.func.attr if isinstance(node.func, ast.Attribute) else 'this call'}() "
+                                 f"writes its result into this argument, which must be a local variable name "
+                                 f"(assign an array element or a component from that variable afterwards)")
+        old = fe.value(target)
+        if old.type is not value.type:
+            raise fe.err(target, f"expected a {T.type_name(value.type)} variable here, got "
+                                 f"{T.type_name(old.type)}", WarpCodegenTypeError)
+        fe.assign(target, value, node)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,3 +286,6 @@ builtin("transform_get_translation", ["Transform"], "Vec3")
 builtin("transform_get_rotation", ["Transform"], "Q")
 
 del _op, _f
+
+# the library's other areas, one file each
+from . import builtins_expect, builtins_linalg, builtins_math, builtins_transform  # noqa: F401

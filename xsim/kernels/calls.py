@@ -10,7 +10,7 @@ import inspect
 
 from .. import types as T
 from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError, WarpCodegenValueError
-from .builtins import BUILTINS
+from .builtins import BUILTINS, SPECIAL_FORMS
 from .codegen import is_diff
 from .ir import Block, Op, Var
 from .scope import BuiltinRef, Ref, _describe, _false, _Frame, _resolve_annotation, annotations
@@ -129,6 +129,8 @@ class Calls:
         special = getattr(self, "builtin_" + name, None)
         if special is not None:
             return special(node)
+        if name in SPECIAL_FORMS:
+            return SPECIAL_FORMS[name](self, node)
         if name not in BUILTINS:
             raise self.err(node, f"'{name}' is not a kernel builtin")
         args = self.plain_args(node)
@@ -316,6 +318,10 @@ class Calls:
             comps = [self.emit("extract", s, [p, self.const(i, T.int32)], node) for i in range(3)]
             comps += [self.emit("extract", s, [q, self.const(i, T.int32)], node) for i in range(4)]
             return self.emit("construct", t, comps, node)
+        if t._kind == "vector" and n == 6 and len(args) == 2 and all(a.type is T.vector(3, s) for a in args):
+            # spatial_vector(w, v): the angular and the linear half
+            return self.emit("construct", t, [self.emit("extract", s, [a, self.const(i, T.int32)], node)
+                                              for a in args for i in range(3)], node)
         if len(args) == 1 and T.is_composite(args[0].type):
             a = args[0]
             if a.type._shape != t._shape:

@@ -4,3 +4,6 @@
 #include "xsim_math.h"
 #include "xsim_vector.h"
 #include "xsim_quat.h"
+#include "xsim_mathlib.h"
+#include "xsim_linalg.h"
+#include "xsim_expect.h"

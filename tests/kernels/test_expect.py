@@ -1,0 +1,59 @@
+"""expect_eq, expect_neq and expect_near in kernels: silent when the expectation holds; otherwise
+Warp's message with the kernel file:line and both values, on the process's stdout."""
+
+import numpy as np
+import pytest
+
+import xsim
+
+pytestmark = pytest.mark.cpu_only
+
+
+@xsim.kernel
+def checks(x: xsim.array(dtype=float), v: xsim.array(dtype=xsim.vec3), m: xsim.array(dtype=xsim.mat22d),
+           k: xsim.array(dtype=xsim.int32), held: xsim.array(dtype=xsim.int32)):
+    i = xsim.tid()
+    ok = xsim.expect_eq(x[i], 2.0)
+    ok = xsim.expect_neq(k[i], 3) and ok
+    ok = xsim.expect_near(v[i], xsim.vec3(1.0, 2.0, 3.0), 0.01) and ok
+    ok = xsim.expect_near(m[i], xsim.mat22d(1.0, 0.0, 0.0, 1.0)) and ok
+    xsim.expect_eq(v[i], xsim.vec3(1.0, 2.0, 3.0))
+    held[i] = int(ok)
+
+
+LINE = checks.pyfunc.__code__.co_firstlineno + 1  # the def line (the first is the decorator)
+
+
+def _run(x, v, m, k):
+    held = xsim.zeros(1, dtype=xsim.int32)
+    xsim.launch(checks, 1, inputs=[xsim.array([x], dtype=float), xsim.array([v], dtype=xsim.vec3),
+                                   xsim.array([m], dtype=xsim.mat22d), xsim.array([k], dtype=xsim.int32), held])
+    return bool(held.numpy()[0])
+
+
+def test_expectations_that_hold_print_nothing(capfd):
+    assert _run(2.0, [1.0, 2.0, 3.0], np.eye(2) + 1e-7, 4)
+    out, _ = capfd.readouterr()
+    assert out == ""
+
+
+def test_failed_expectations_print_the_call_site_and_the_values(capfd):
+    assert not _run(2.5, [1.0, 2.05, 3.0], np.eye(2) * 2.0, 3)
+    out, _ = capfd.readouterr()
+    assert f"Error, expect_eq() failed at {__file__}:{LINE + 3}:\n\t Expected: 2\n\t Actual: 2.5\n" in out
+    assert f"Error, expect_neq() failed at {__file__}:{LINE + 4}:\n\t Expected anything but: 3\n\t Actual: 3\n" in out
+    assert f"Error, expect_near() failed at {__file__}:{LINE + 5}:\n\t Tolerance: 0.01\n" in out
+    assert "\t Expected: [1, 2, 3]\n\t Actual: [1, 2.05, 3]\n\t Max absolute difference: 0.05" in out
+    assert f"Error, expect_near() failed at {__file__}:{LINE + 6}:\n\t Tolerance: 1e-06\n" in out
+    assert f"Error, expect_eq() failed at {__file__}:{LINE + 7}:\n" in out
+    assert out.count("Error, ") == 5
+
+
+def test_expect_near_refuses_integer_values_naming_the_line():
+    @xsim.kernel(module="lib15_bad_expect")
+    def bad(k: xsim.array(dtype=xsim.int32)):
+        xsim.expect_near(k[0], 2)
+
+    with pytest.raises(xsim.CompileError, match=r"expect_near\(\) compares float values, got int32") as info:
+        xsim.launch(bad, 1, inputs=[xsim.zeros(1, dtype=xsim.int32)])
+    assert f"{__file__}:{bad.pyfunc.__code__.co_firstlineno + 2}" in str(info.value)
