@@ -70,6 +70,7 @@ What is not differentiable, and what the gradient means there:
 from __future__ import annotations
 
 import xsim
+from xsim.array import intermediate
 from xsim.errors import NonFiniteError
 from xsim.kernels import recording
 from xsim.kernels.finite import check_arrays
@@ -118,7 +119,9 @@ class SolverXPBD:
         """A fresh array when gradients are recorded; otherwise a scratch buffer for ``key``
         that is none of the arrays in ``avoid`` (still in use)."""
         if grad:
-            return xsim.empty(shape, dtype=dtype, device=self.model.device, requires_grad=dtype is not int)
+            if dtype is int:
+                return xsim.empty(shape, dtype=dtype, device=self.model.device)
+            return intermediate(shape, dtype, self.model.device)
         pool = self._scratch.setdefault(key, [])
         for a in pool:
             if not any(a is b for b in avoid):
