@@ -14,7 +14,7 @@ Goals (issues 6 and 17): xsim >= 4x Newton's steps/s; on a tape, the 20-step for
 the backward <= 2x the plain 20-step forward; cold compile <= 10 s; and with one other CPU-bound
 process running (``--busy`` starts ``python -c "while True: pass"`` for a second round of forward
 steps, Newton's included), xsim >= 2x Newton and not below xsim on one thread.
-Run: ``python bench/cloth.py [--repeat N] [--no-newton] [--busy]``. Newton's CPU kernels run on one thread.
+Run: ``python bench/cloth.py [--repeat N] [--no-newton] [--busy] [--clock cpu]``. Newton's CPU kernels run on one thread.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def newton_model(requires_grad: bool = False):
 # xsim
 
 
-def bench_xsim(repeat: int) -> dict:
+def bench_xsim(repeat: int, clock=time.perf_counter) -> dict:
     import xsim
     from xsim.solvers import SolverXPBD
     model = xsim_model()
@@ -100,7 +100,7 @@ def bench_xsim(repeat: int) -> dict:
         assert np.isfinite(states[0].particle_qd.grad.numpy()).all()
 
     out.update(time_taped_rollout(lambda: [gmodel.state(requires_grad=True) for _ in range(TAPE_STEPS + 1)],
-                                  forward, backward, max(2, repeat // 2)))
+                                  forward, backward, max(2, repeat // 2), clock=clock))
     out.update(particles=model.particle_count, springs=model.spring_count, bending=model.bending_count)
     return out
 
@@ -164,7 +164,7 @@ def newton_busy_forward(repeat: int) -> dict:
 # Newton
 
 
-def bench_newton(repeat: int) -> dict:
+def bench_newton(repeat: int, clock=time.perf_counter) -> dict:
     import warp as wp
     wp.config.quiet = True
     import newton
@@ -195,7 +195,7 @@ def bench_newton(repeat: int) -> dict:
         tape.backward(grads={states[-1].particle_q: seed})
 
     out.update(time_taped_rollout(lambda: [gmodel.state(requires_grad=True) for _ in range(TAPE_STEPS + 1)],
-                                  forward, backward, max(2, repeat // 2), sync=wp.synchronize))
+                                  forward, backward, max(2, repeat // 2), sync=wp.synchronize, clock=clock))
     out.update(first_step=first, particles=model.particle_count, springs=model.spring_count,
                bending=model.edge_count)
     return out
@@ -209,12 +209,17 @@ def main():
     parser.add_argument("--repeat", type=int, default=5, help="timed runs of 50 steps (median)")
     parser.add_argument("--no-newton", action="store_true", help="skip Newton")
     parser.add_argument("--busy", action="store_true", help="also time forward steps beside a busy process")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: the taped rollout in process CPU time, against the plain step's CPU time "
+                             "(steadier on a shared machine; with XSIM_NUM_THREADS=1 it compares work)")
     args = parser.parse_args()
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    plain = "step_cpu" if args.clock == "cpu" else "step"
     wall, cpu = cold_compile_seconds()
-    xs = bench_xsim(args.repeat)
+    xs = bench_xsim(args.repeat, clock)
     nw = None
     if not args.no_newton and have_newton():
-        nw = bench_newton(args.repeat)
+        nw = bench_newton(args.repeat, clock)
     if args.busy:
         with busy_process():
             xs.update(xsim_busy_forward(args.repeat))
@@ -233,12 +238,12 @@ def main():
         row("forward step, process CPU time (best run)", "step_cpu"),
         ["forward steps/s", f"{1.0 / xs['step']:.1f}", f"{1.0 / nw['step']:.1f}" if nw else "-",
          ratio(nw["step"], xs["step"]) if nw else "-"],
-        row(f"{TAPE_STEPS}-step forward on a tape", "tape_forward"),
-        row(f"{TAPE_STEPS}-step tape backward", "tape_backward"),
-        ["taped forward / plain forward (20 steps)", f"{xs['tape_forward'] / (TAPE_STEPS * xs['step']):.2f}x",
-         f"{nw['tape_forward'] / (TAPE_STEPS * nw['step']):.2f}x" if nw else "-", "-"],
-        ["backward / plain forward (20 steps)", f"{xs['tape_backward'] / (TAPE_STEPS * xs['step']):.2f}x",
-         f"{nw['tape_backward'] / (TAPE_STEPS * nw['step']):.2f}x" if nw else "-", "-"],
+        row(f"{TAPE_STEPS}-step forward on a tape ({args.clock} time)", "tape_forward"),
+        row(f"{TAPE_STEPS}-step tape backward ({args.clock} time)", "tape_backward"),
+        ["taped forward / plain forward (20 steps)", f"{xs['tape_forward'] / (TAPE_STEPS * xs[plain]):.2f}x",
+         f"{nw['tape_forward'] / (TAPE_STEPS * nw[plain]):.2f}x" if nw else "-", "-"],
+        ["backward / plain forward (20 steps)", f"{xs['tape_backward'] / (TAPE_STEPS * xs[plain]):.2f}x",
+         f"{nw['tape_backward'] / (TAPE_STEPS * nw[plain]):.2f}x" if nw else "-", "-"],
     ]
     if args.busy:
         rows += [row("forward step beside a busy process", "busy_step"),

@@ -218,17 +218,21 @@ class Tape:
     def _track_grad_path(self, who: str, reads, written):
         """Warn when a kernel reads an array that was computed from differentiable inputs but has no
         grad itself: the gradient path is cut there, and upstream gradients would silently be zero."""
-        on_path = False
+        on_path, path = False, self._on_grad_path
         for label, arr, _ in reads:
-            if arr.requires_grad or id(arr) in self._on_grad_path:
+            if arr._requires_grad:
                 on_path = True
-            if not arr.requires_grad and id(arr) in self._on_grad_path and id(arr) not in self._warned:
+            elif id(arr) in path:
+                on_path = True
+                if id(arr) in self._warned:
+                    continue
                 self._warned.add(id(arr))
                 warnings.warn(f"'{who}' reads array '{label}', which was computed on this tape from arrays that "
                               "require gradients but has no grad itself, so no gradient flows through it; "
                               "create it with requires_grad=True", stacklevel=4)
         if on_path:
-            self._on_grad_path.update(id(a) for _, a in written)
+            for _, a in written:
+                path.add(id(a))
 
     def record_op(self, rec: OpRecord):
         if config.mode == "debug":
