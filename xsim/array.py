@@ -246,6 +246,10 @@ class array:
     _version = 0          # bumped by every launch or array op that writes this array
     _last_writer = None   # the kernel or op that wrote it last (named in tape errors)
     _unwritable = None    # set in _set_layout: why a kernel must not write it
+    # An intermediate's gradient (``intermediate``) is allocated when first used, and the backward
+    # pass gives its buffer back once no earlier record needs it: `_requires_grad` with `_grad` None.
+    _intermediate = False
+    _grad_source = None   # a view of an intermediate whose grad is pending: (parent, key)
     """A typed array on a device (``xsim.array(data, dtype, shape, device, requires_grad)``).
 
     Called with neither ``data`` nor ``shape`` it is a kernel annotation: ``array(dtype=vec3)``
@@ -340,7 +344,7 @@ class array:
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
         value = bool(value)
-        if value and self._grad is None:
+        if value and not self._requires_grad:
             self._grad = zeros(self.shape, self.dtype, self.device)
         elif not value:
             self._grad = None
@@ -349,10 +353,15 @@ class array:
     @property
     def grad(self) -> array | None:
         """The gradient array (same shape, dtype and device), or None."""
-        return self._grad
+        g = self._grad
+        if g is None and self._requires_grad:  # an intermediate's pending gradient: zeros
+            src = self._grad_source
+            g = self._grad = src[0].grad[src[1]] if src is not None else zeros(self.shape, self.dtype, self.device)
+        return g
 
     @grad.setter
     def grad(self, grad: array | None) -> None:
+        self._intermediate = False  # a gradient the caller chose is theirs: the backward pass keeps it
         if grad is None:
             self._grad, self._requires_grad = None, False
             return
@@ -402,6 +411,8 @@ class array:
             view = array._from_host(sub, self.dtype, self.device, owner=self)
         if self._grad is not None:
             view._grad, view._requires_grad = self._grad[key], True
+        elif self._requires_grad:  # an intermediate's view: its grad is the parent's, once that exists
+            view._grad_source, view._requires_grad, view._intermediate = (self, key), True, True
         return view
 
     def __setitem__(self, key, value) -> None:
@@ -712,6 +723,17 @@ def empty(shape: int | tuple[int, ...], dtype: Any = float, device: str | Device
     """A new array with unspecified contents (zeros in check mode, whose NaN scans of a partly
     written array must not trip over leftover memory)."""
     return _new(shape, dtype, device, requires_grad, np.zeros if config.mode == "check" else np.empty)
+
+
+def intermediate(shape: int | tuple[int, ...], dtype: Any, device: str | Device | None = None) -> array:
+    """An uninitialised array that requires grad, for a solver's intermediate results: its gradient
+    is allocated when a backward pass first needs it, and ``Tape.backward`` reuses that buffer for
+    other intermediates once no earlier record reads it (its values are then spent: the array's
+    ``grad`` reads as zeros again). Keeps a rollout's tape to the values alone, and the backward
+    pass's gradients few and cache-warm."""
+    out = empty(shape, dtype, device)
+    out._requires_grad = out._intermediate = True
+    return out
 
 
 def full(shape: int | tuple[int, ...], value: Any = 0, dtype: Any = None, device: str | Device | None = None,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import xsim
-from xsim.kernels import launch as launch_mod
+from xsim.kernels import threads as threads_mod
 
 
 @xsim.struct
@@ -109,10 +109,17 @@ def test_every_written_array_counts_one_write_per_launch():
     np.testing.assert_array_equal(out.numpy(), 3 * (1 + np.arange(8)))
 
 
+def _force_threads(monkeypatch, threads: int):
+    """Every launch gets ``threads`` threads: no serial calibration runs, no serial cut-off."""
+    monkeypatch.setattr(threads_mod, "_max_threads", threads)
+    monkeypatch.setattr(threads_mod, "CALIBRATION_RUNS", 0)
+    monkeypatch.setattr(threads_mod, "SERIAL_BELOW_S", 0.0)
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("n", [0, 1, 1023, 1024, 3 * 1024 + 37])
 def test_threaded_launch_runs_every_element_exactly_once(monkeypatch, threads, n):
-    monkeypatch.setattr(launch_mod, "_nthreads", threads)
+    _force_threads(monkeypatch, threads)
     x = xsim.array(np.arange(n, dtype=np.float32) * 0.5)
     out = xsim.zeros(n, dtype=float)
     xsim.launch(add_index, n, inputs=[x], outputs=[out])
@@ -122,7 +129,7 @@ def test_threaded_launch_runs_every_element_exactly_once(monkeypatch, threads, n
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_strided_views_take_the_strided_path_with_threads(monkeypatch, threads):
-    monkeypatch.setattr(launch_mod, "_nthreads", threads)
+    _force_threads(monkeypatch, threads)
     n = 2 * 1024 + 5
     base_x = xsim.array(np.arange(2 * n, dtype=np.float32))
     base_out = xsim.zeros(2 * n, dtype=float)

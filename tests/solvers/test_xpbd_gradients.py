@@ -204,3 +204,31 @@ def test_gradient_wrt_damping_and_compliance_of_a_damped_cloth_matches_finite_di
         numeric = (values[0] - values[1]) / (2 * eps)
         assert abs(numeric) > 1e-6
         assert_close(g[index], numeric, np.abs(g).max())
+
+
+def test_a_solver_reuses_a_dead_tapes_arrays_and_never_a_live_ones():
+    model = make_model()
+    solver = SolverXPBD(model, substeps=2, iterations=3)
+    rng = np.random.default_rng(11)
+    seed = rng.normal(size=(model.particle_count, 3))
+
+    def record():
+        states = [model.state(requires_grad=True) for _ in range(4)]
+        tape = xsim.Tape()
+        with tape:
+            for i in range(3):
+                solver.step(states[i], states[i + 1], None, DT)
+        return tape, states
+
+    def backward(tape, states):
+        tape.backward(grads={states[-1].particle_q: seed})
+        return states[0].particle_qd.grad.numpy().copy()
+
+    first = backward(*record())  # its tape and states are dropped here
+    arrays = sum(len(r) for r in solver._rings.values())
+    live_tape, live_states = record()
+    assert sum(len(r) for r in solver._rings.values()) == arrays  # all reused
+    third = backward(*record())  # the live tape's arrays are taken: new ones
+    assert sum(len(r) for r in solver._rings.values()) == 2 * arrays
+    np.testing.assert_array_equal(backward(live_tape, live_states), first)
+    np.testing.assert_array_equal(third, first)

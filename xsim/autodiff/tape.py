@@ -25,6 +25,7 @@ import numpy as np
 from .. import config
 from .. import types as T
 from ..array import array as Array
+from ..array import zeros
 from ..errors import CompileError
 from ..kernels import launch as _launch
 from ..kernels import recording
@@ -56,7 +57,7 @@ class LaunchRecord:
 
     def backward(self, tape: Tape):
         meta = self.prep.meta
-        if not any(a.grad is not None for a in self.arrays()):
+        if not any(a.requires_grad for a in self.arrays()):
             return
         if meta.adjoint_error is not None:
             if not self.kernel.enable_backward:
@@ -185,7 +186,7 @@ class Tape:
                 arr = _launch.resolve_label(label, params, values)
                 if arr is not None:
                     snap = arr._raw_clone()
-                    if arr.grad is not None:
+                    if arr.requires_grad:
                         snap.grad = arr.grad
                     snapshots[label] = snap
         return snapshots
@@ -200,16 +201,15 @@ class Tape:
                         "the backward pass would see the new values. Write into a new array instead")
 
     def record_launch(self, kernel, prep, shape, values, snapshots):
-        _launch.bump_versions(prep.meta, kernel.params, values, kernel.key)
-        reads = []
-        for label in prep.meta.reads:
-            arr = _launch.resolve_label(label, kernel.params, values)
-            if arr is not None:
-                reads.append((label, arr, arr._version))
-        self._track_grad_path(kernel.key, reads, [_launch.resolve_label(w, kernel.params, values)
-                                                  for w in prep.meta.writes])
+        written = _launch.labelled_arrays(prep.write_slots, kernel.params, values)
+        for _, arr in written:
+            arr._version += 1
+            arr._last_writer = kernel.key
+        reads = [(label, arr, arr._version) for label, arr in _launch.labelled_arrays(prep.read_slots, kernel.params,
+                                                                                        values)]
+        self._track_grad_path(kernel.key, reads, written)
         # the adjoint of an in-place launch reads its snapshot, so later writes to the array are harmless
-        kept = [r for r in reads if r[0] not in (snapshots or {})]
+        kept = [r for r in reads if r[0] not in snapshots] if snapshots else reads
         rec = LaunchRecord(kernel, prep, shape, list(values), snapshots, kept)
         if config.mode == "debug":
             rec.checksums = [(label, arr, version, _checksum(arr)) for label, arr, version in kept]
@@ -218,17 +218,21 @@ class Tape:
     def _track_grad_path(self, who: str, reads, written):
         """Warn when a kernel reads an array that was computed from differentiable inputs but has no
         grad itself: the gradient path is cut there, and upstream gradients would silently be zero."""
-        on_path = False
+        on_path, path = False, self._on_grad_path
         for label, arr, _ in reads:
-            if arr.grad is not None or id(arr) in self._on_grad_path:
+            if arr._requires_grad:
                 on_path = True
-            if arr.grad is None and id(arr) in self._on_grad_path and id(arr) not in self._warned:
+            elif id(arr) in path:
+                on_path = True
+                if id(arr) in self._warned:
+                    continue
                 self._warned.add(id(arr))
                 warnings.warn(f"'{who}' reads array '{label}', which was computed on this tape from arrays that "
                               "require gradients but has no grad itself, so no gradient flows through it; "
                               "create it with requires_grad=True", stacklevel=4)
         if on_path:
-            self._on_grad_path.update(id(a) for a in written if a is not None)
+            for _, a in written:
+                path.add(id(a))
 
     def record_op(self, rec: OpRecord):
         if config.mode == "debug":
@@ -266,8 +270,37 @@ class Tape:
                 arr.grad._raw_fill(seed.item())
             elif arr.grad is not seed:
                 arr.grad._raw_copy_from(seed)
-        for rec in reversed(self.records):
-            rec.backward(self)
+        pool = _GradPool()
+        needs, spent = self._intermediates()
+        for i in range(len(self.records) - 1, -1, -1):
+            for root in needs.get(i, ()):
+                if root._grad is None:
+                    root._grad = pool.take(root)
+            self.records[i].backward(self)
+            for a in spent.get(i, ()):
+                pool.give_back(a)
+
+    def _intermediates(self) -> tuple[dict, dict]:
+        """For the records' intermediates (``xsim.array.intermediate``), grouped by the array they
+        view: {record index: roots whose gradient that record uses}, {record index: arrays whose
+        gradient no earlier record uses, so the backward pass can give it back after that record}."""
+        needs, first = {}, {}
+        for i, rec in enumerate(self.records):
+            for a in rec.arrays():
+                if not a._intermediate:
+                    continue
+                root = a
+                while root._grad_source is not None:
+                    root = root._grad_source[0]
+                needs.setdefault(i, []).append(root)
+                group = first.get(id(root))
+                if group is None:
+                    group = first[id(root)] = (i, {id(root): root})
+                group[1][id(a)] = a
+        spent = {}
+        for i, members in first.values():
+            spent.setdefault(i, []).extend(members.values())
+        return needs, spent
 
     def _seed(self, arr, seed) -> Array:
         """``seed`` for ``arr``'s gradient as an array of ``arr``'s shape (a scalar fills it), or a
@@ -328,9 +361,9 @@ class Tape:
         seen = set()
         for rec in self.records:
             for arr in rec.arrays():
-                if arr.grad is not None and id(arr.grad) not in seen:
-                    seen.add(id(arr.grad))
-                    arr.grad._raw_zero()
+                if arr._grad is not None and id(arr._grad) not in seen:  # a pending grad is zero already
+                    seen.add(id(arr._grad))
+                    arr._grad._raw_zero()
 
     def reset(self):
         """Zero the gradients the tape touched and forget every record."""
@@ -385,11 +418,33 @@ class Tape:
         buffers = {}
         for rec in self.records:
             for arr in (*rec.arrays(), *getattr(rec, "snapshots", {}).values()):
-                for a in (arr, arr.grad):
+                for a in (arr, arr._grad):
                     if a is not None:
                         key, nbytes = _buffer(a)
                         buffers[key] = nbytes
         return sum(buffers.values())
+
+
+class _GradPool:
+    """Gradient buffers of intermediates the backward pass is done with, reused (zeroed) for others
+    of the same shape: a rollout's backward then keeps few gradients alive, and those in cache."""
+
+    def __init__(self):
+        self.free: dict = {}
+
+    def take(self, a: Array) -> Array:
+        spare = self.free.get((a.shape, a.dtype, a.device.name))
+        if spare:
+            g = spare.pop()
+            g._raw_zero()
+            return g
+        return zeros(a.shape, a.dtype, a.device)
+
+    def give_back(self, a: Array) -> None:
+        """Forget ``a``'s gradient (it reads as zeros again); a buffer it owns goes to the pool."""
+        g, a._grad = a._grad, None
+        if g is not None and a._grad_source is None and a._intermediate:
+            self.free.setdefault((a.shape, a.dtype, a.device.name), []).append(g)
 
 
 class Gradients(Mapping):
@@ -427,7 +482,7 @@ def _record_values(rec):
 def _gradient_of(v):
     """An array's grad, or for a struct a shallow copy whose array fields are their grads (or None)."""
     if isinstance(v, Array):
-        return v.grad
+        return v._grad  # an intermediate's pending gradient is not one to report
     if not (T.is_struct(type(v)) and type(v)._has_arrays):
         return None
     out, found = copy.copy(v), False

@@ -101,6 +101,8 @@ class KernelCodegen:
                     self.prim_expr[s.out.id] = f"{self.v(base)}.{s.attrs['field']}"
                     if base.id in self.grad_expr:
                         self.grad_expr[s.out.id] = f"{self.grad_expr[base.id]}.{s.attrs['field']}"
+        self.shared_params = self._shared_params(kir)
+        self.strided_rows = self._strided_rows(kir)
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -407,13 +409,75 @@ class KernelCodegen:
         out.append(f"{ind}}}")
 
     def exclusive(self, arr: Var, idx: list[Var]) -> bool:
-        """True when the leading indices are this thread's own tid (``a[i]``, or a row ``a[i, k]`` of a
-        1-d launch): no other thread has the same tid, so no two threads can share the element. Not
-        through a view: its indices are not the array's leading ones."""
+        """True when no other thread can touch the element: ``arr`` is one of ``strided_rows``, or the
+        leading indices are this thread's own tid (``a[i]``, or a row ``a[i, k]`` of a 1-d launch)
+        and, for a parameter, every access of ``arr`` is so indexed. Never through a sub-array view:
+        its indices are not the array's leading ones."""
         if arr.id in self.view_base:
             return False
+        if arr.id in self.strided_rows:
+            return True
+        if arr.id in self.shared_params:
+            return False
+        return self.own_row(idx)
+
+    def own_row(self, idx: list[Var]) -> bool:
         tids = self.tid_vars
         return bool(tids) and len(idx) >= len(tids) and all(i is t for i, t in zip(idx, tids))
+
+    def _shared_params(self, kir: ir.KernelIR) -> set[int]:
+        """Ids of the array parameters some access of which is not at this thread's own tid."""
+        params = {p.var.id for p in kir.params if isinstance(p.type, T.ArrayType)}
+        out = set()
+        for s in ir.walk(kir.body):
+            if isinstance(s, Op) and s.kind == "subarray" and s.args[0].id in params:
+                out.add(s.args[0].id)  # a view reaches rows of other threads through its own indices
+            elif isinstance(s, Op) and s.kind in ("load", "store", "atomic") and s.args and s.args[0].id in params:
+                n = s.attrs.get("ndim", len(s.args) - 1) if s.kind != "load" else len(s.args) - 1
+                if not self.own_row(s.args[1:1 + n]):
+                    out.add(s.args[0].id)
+        return out
+
+    def _affine_tid(self, var: Var) -> tuple[int, int] | None:
+        """(a, b) when ``var`` is ``a * tid + b`` of a 1-d launch with compile-time ints a, b, else None."""
+        if any(var is t for t in self.tid_vars):
+            return 1, 0
+        op = self.defs.get(var.id)
+        if op is None or op.kind != "call" or len(op.args) != 2 or op.attrs["overload"].native not in ("mul", "add"):
+            return None
+        consts = [x.const for x in op.args if x.is_const and type(x.const) is int]
+        rest = [self._affine_tid(x) for x in op.args if not (x.is_const and type(x.const) is int)]
+        if len(consts) != 1 or len(rest) != 1 or rest[0] is None:
+            return None
+        (a, b), c = rest[0], consts[0]
+        return (a * c, b * c) if op.attrs["overload"].native == "mul" else (a, b + c)
+
+    def _strided_rows(self, kir: ir.KernelIR) -> set[int]:
+        """Ids of the array parameters that every access indexes first by ``a * tid + b`` with one
+        ``a`` and ``0 <= b < a`` (``entries[2 * c]``, ``entries[2 * c + 1]``) in a 1-d launch: thread
+        t owns rows a t .. a t + a - 1, so their adjoints add without atomics. Any other use of an
+        array (an argument of a call, an array that is not a parameter) disqualifies it."""
+        tid_ops = [s for s in ir.walk(kir.body) if isinstance(s, Op) and s.kind == "tid"]
+        if not tid_ops or any(s.attrs.get("ndim") != 1 for s in tid_ops):
+            return set()
+        params = {p.var.id for p in kir.params if isinstance(p.type, T.ArrayType)}
+        strides: dict[int, set] = {}
+        bad = set()
+        for s in ir.walk(kir.body):
+            if not isinstance(s, Op):
+                continue
+            for pos, x in enumerate(s.args):
+                if not isinstance(x.type, T.ArrayType):
+                    continue
+                if x.id not in params:
+                    return set()  # an array from a struct field or a select: give up on the whole kernel
+                form = self._affine_tid(s.args[1]) if pos == 0 and s.kind in ("load", "store", "atomic") \
+                    and len(s.args) > 1 else None
+                if form is None or not 0 <= form[1] < form[0]:
+                    bad.add(x.id)
+                else:
+                    strides.setdefault(x.id, set()).add(form[0])
+        return {i for i, a in strides.items() if i not in bad and len(a) == 1}
 
     def reverse_op(self, op: Op, out, ind):
         k, o, args = op.kind, op.out, op.args

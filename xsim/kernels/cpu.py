@@ -20,12 +20,14 @@ FLAGS = ["-O3", "-std=c++20", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno",
          "-fno-tree-loop-distribution", "-fno-tree-loop-distribute-patterns", "-fvisibility=hidden", "-w"]
 
 
-# OpenMP threads that wait for the next launch spin for a bounded time, then sleep. Unbounded
-# spinning (libgomp's default is ~300k spins) lets idle workers steal the cores from the busy ones
-# when the machine is oversubscribed (measured: a scene went from 1.6 s to 52 s under load); a
-# short spin still catches the back-to-back launches of a solver step. libgomp reads this when the
-# first kernel module loads it; a value the user set wins.
-os.environ.setdefault("GOMP_SPINCOUNT", "20000")
+# OpenMP threads wait for the next launch passively (asleep in the kernel), not spinning. A spinning
+# worker holds a core that another process (or xsim's own main thread) needs; on a machine with any
+# other load every parallel launch then waits for descheduled threads: the 64x64 cloth fell to
+# 0.2-0.6x Newton's single thread with libgomp's spin of 20000, while passive waiting kept it above
+# xsim's own single-thread speed, quiet or busy (bench/README.md). The wake-up this costs is only paid
+# by launches worth it: threads.py keeps small ones serial. libgomp and LLVM's libomp read this when
+# the first kernel module loads; a value the user set (or GOMP_SPINCOUNT) wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
 @functools.cache

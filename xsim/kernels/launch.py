@@ -14,6 +14,7 @@ from .. import types as T
 from ..array import array as Array
 from ..device import get_device
 from .recording import current as _current_recorder
+from .threads import Pacer
 
 
 class LaunchDims(ctypes.Structure):
@@ -199,8 +200,27 @@ class _Prepared:
         self.grads_pad = b"\0" * (-size % 8)  # the adjoint's gradient struct starts 8-aligned
         self.first_array = next((i for i, (_, t) in enumerate(kernel.params) if isinstance(t, T.ArrayType)), None)
         self.written = [i for i, (name, _) in enumerate(kernel.params) if name in self.meta.writes]
+        # (label, parameter index, or None for a struct field) of what the kernel reads and writes
+        self.read_slots = _label_slots(kernel.params, self.meta.reads)
+        self.write_slots = _label_slots(kernel.params, self.meta.writes)
         self.written_nested = [label for label in self.meta.writes if "." in label]
         self.fast = device.is_cpu and self.layout is not None
+        self.pacers = (Pacer(), Pacer())  # CPU thread choice of the forward and of the adjoint
+
+
+def _label_slots(params, labels) -> list[tuple[str, int | None]]:
+    index = {name: i for i, (name, _) in enumerate(params)}
+    return [(label, None if "." in label else index.get(label)) for label in labels]
+
+
+def labelled_arrays(slots, params, values) -> list[tuple[str, Array]]:
+    """The (label, array) pairs named by a prepared kernel's ``read_slots`` or ``write_slots``."""
+    out = []
+    for label, i in slots:
+        arr = values[i] if i is not None else resolve_label(label, params, values)
+        if isinstance(arr, Array):
+            out.append((label, arr))
+    return out
 
 
 def prepare(kernel, device, mode: str) -> _Prepared:
@@ -267,9 +287,10 @@ def _wrap_scalar(kind, t, v):
     return v
 
 
-def cpu_buffer(prep: _Prepared, shape, values, contig: bool, grads=None) -> bytes:
-    """The launch buffer of checked ``values`` (and, for the adjoint, the gradient struct ``grads``)."""
-    head = (*shape, *(1,) * (4 - len(shape)), math.prod(shape), _nthreads or _threads(), int(contig))
+def cpu_buffer(prep: _Prepared, shape, values, contig: bool, threads: int, grads=None) -> bytes:
+    """The launch buffer of checked ``values`` for ``threads`` OpenMP threads (and, for the adjoint,
+    the gradient struct ``grads``)."""
+    head = (*shape, *(1,) * (4 - len(shape)), math.prod(shape), threads, int(contig))
     items = [_pack_item(kind, t, v) for (kind, t, _), v in zip(prep.plan, values)]
     try:
         buf = prep.layout.pack(*head, *items)
@@ -344,14 +365,16 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
                 contig = 0
             items.append(bytes(_to_c(v, t)))
     n = math.prod(shape)
+    pacer = prep.pacers[0]
+    threads = pacer.threads(n)
     try:
-        buf = prep.layout.pack(*shape, *(1,) * (4 - len(shape)), n, _nthreads or _threads(), contig, *items)
+        buf = prep.layout.pack(*shape, *(1,) * (4 - len(shape)), n, threads, contig, *items)
     except (struct.error, OverflowError):
         return False
     recorder = _current_recorder() if record_tape else None
     snapshots = recorder.before_launch(kernel, prep.meta, kernel.params, values) if recorder is not None else None
     if n > 0:
-        prep.forward(buf)
+        pacer.run(prep.forward, buf, n, threads)
         if prep.checked:
             after_launch(prep, values)
     if recorder is not None:
@@ -490,7 +513,9 @@ def _launch_device(device, values, params):
 def run_forward(prep: _Prepared, shape, values):
     contig = _all_contiguous(values, prep.kernel.params)
     if prep.device.is_cpu:
-        prep.forward(cpu_buffer(prep, shape, values, contig))
+        n = math.prod(shape)
+        threads = prep.pacers[0].threads(n)
+        prep.pacers[0].run(prep.forward, cpu_buffer(prep, shape, values, contig, threads), n, threads)
     else:
         prep.native.launch_forward(prep.symbol, pack(prep, values), _dims(shape), math.prod(shape), contig)
     if prep.checked:
@@ -507,7 +532,8 @@ def run_backward(prep: _Prepared, shape, values, adj_values=None):
     if n == 0:
         return
     if prep.device.is_cpu:
-        prep.backward(cpu_buffer(prep, shape, values, contig, grads))
+        threads = prep.pacers[1].threads(n)
+        prep.pacers[1].run(prep.backward, cpu_buffer(prep, shape, values, contig, threads, grads), n, threads)
     else:
         prep.native.launch_backward(prep.symbol, pack(prep, values), grads, _dims(shape), n, contig)
     if prep.checked:
@@ -547,13 +573,3 @@ def resolve_label(label: str, params, values):
             return v if isinstance(v, Array) else None
     return None
 
-
-_nthreads = None
-
-
-def _threads() -> int:
-    global _nthreads
-    if _nthreads is None:
-        from .module import num_threads
-        _nthreads = num_threads()
-    return _nthreads

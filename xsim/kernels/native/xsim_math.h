@@ -135,8 +135,9 @@ template <typename T> XS_FUNC scalar_ret<T> div(T a, T b) {
 }
 template <typename T> XS_FUNC scalar_ret<T, void> adj_div(T, T b, T ret, T& adj_a, T& adj_b, T adj_ret) {
     if constexpr (is_float<T>::value) {
-        adj_a += adj_ret / b;
-        adj_b -= adj_ret * ret / b;
+        const T q = adj_ret / b;  // one division
+        adj_a += q;
+        adj_b -= q * ret;
     }
 }
 

@@ -69,7 +69,11 @@ What is not differentiable, and what the gradient means there:
 
 from __future__ import annotations
 
+import collections
+import sys
+
 import xsim
+from xsim.array import intermediate
 from xsim.errors import NonFiniteError
 from xsim.kernels import recording
 from xsim.kernels.finite import check_arrays
@@ -102,6 +106,7 @@ class SolverXPBD:
         self.kernels = xpbd_kernels(model.dtype)
         self._gravity = model.vec3()(*model.gravity)
         self._scratch: dict = {}
+        self._rings: dict = {}  # (key, shape, dtype) -> the arrays recorded rollouts used (``_recorded``)
         self.steps_taken = 0  # step() calls, named by check mode's errors
         m = model
         self.constraints = ParticleConstraints(m, self.kernels)
@@ -115,16 +120,32 @@ class SolverXPBD:
     # -- buffers ---------------------------------------------------------------------------------------
 
     def _new(self, key: str, shape: int, dtype, grad: bool, avoid=()):
-        """A fresh array when gradients are recorded; otherwise a scratch buffer for ``key``
-        that is none of the arrays in ``avoid`` (still in use)."""
+        """A fresh array when gradients are recorded (``_recorded``); otherwise a scratch buffer for
+        ``key`` that is none of the arrays in ``avoid`` (still in use)."""
         if grad:
-            return xsim.empty(shape, dtype=dtype, device=self.model.device, requires_grad=dtype is not int)
+            return self._recorded(key, shape, dtype)
         pool = self._scratch.setdefault(key, [])
         for a in pool:
             if not any(a is b for b in avoid):
                 return a
         a = xsim.empty(shape, dtype=dtype, device=self.model.device)
         pool.append(a)
+        return a
+
+    def _recorded(self, key: str, shape, dtype):
+        """An array no tape or caller references any more (the tape of an earlier rollout is gone),
+        else a new one; an intermediate (``xsim.array.intermediate``) unless it holds ints. A rollout
+        on a fresh tape so reuses the arrays of the last one instead of allocating them again."""
+        ring = self._rings.setdefault((key, shape, dtype), collections.deque())
+        for _ in range(min(2, len(ring))):  # the oldest first; two tries keep a busy ring O(1)
+            a = ring[0]
+            ring.rotate(-1)
+            if sys.getrefcount(a) == 3:  # the ring, `a` and getrefcount's argument: nobody else
+                a._grad = None  # its gradient is spent: pending (zeros) again
+                return a
+        a = xsim.empty(shape, dtype=dtype, device=self.model.device) if dtype is int else \
+            intermediate(shape, dtype, self.model.device)
+        ring.append(a)
         return a
 
     def _grad_mode(self, state_in: State) -> bool:

@@ -1,0 +1,116 @@
+"""``xsim.array.intermediate``: arrays whose gradient is allocated only when the backward pass needs
+it and given back once no earlier record reads it; the gradients that reach the inputs are those
+of ordinary arrays."""
+
+import numpy as np
+
+import xsim
+from xsim.array import intermediate
+from xsim.autodiff import tape as tape_mod
+
+
+@xsim.kernel
+def square(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+    i = xsim.tid()
+    y[i] = x[i] * x[i]
+
+
+@xsim.kernel
+def add_scaled(x: xsim.array(dtype=float), s: float, y: xsim.array(dtype=float)):
+    i = xsim.tid()
+    y[i] = x[i] + s * x[i] * x[i]
+
+
+def _rollout(make, x0, steps):
+    """x_{k+1} = x_k + 0.1 x_k^2 through arrays made by ``make``; returns (tape, last array)."""
+    tape, x = xsim.Tape(), x0
+    with tape:
+        for _ in range(steps):
+            sq = make(x0.shape[0])
+            xsim.launch(square, x0.shape[0], inputs=[x], outputs=[sq])  # an unused branch of the graph
+            nxt = make(x0.shape[0])
+            xsim.launch(add_scaled, x0.shape[0], inputs=[x, 0.1], outputs=[nxt])
+            x = nxt
+    return tape, x
+
+
+def test_intermediates_give_the_gradients_of_ordinary_arrays():
+    x_np = np.linspace(-1.0, 1.0, 37, dtype=np.float32)
+    grads = []
+    for make in (lambda n: intermediate(n, float), lambda n: xsim.empty(n, dtype=float, requires_grad=True)):
+        x0 = xsim.array(x_np, dtype=float, requires_grad=True)
+        tape, last = _rollout(make, x0, 5)
+        tape.backward(grads={last: np.ones(37, np.float32)})
+        grads.append(x0.grad.numpy().copy())
+    np.testing.assert_array_equal(grads[0], grads[1])
+    x, expected = x_np.astype(np.float64), np.ones(37)
+    for _ in range(5):  # the chain rule in float64: d x_{k+1} / d x_k = 1 + 0.2 x_k
+        expected *= 1.0 + 0.2 * x
+        x = x + 0.1 * x * x
+    np.testing.assert_allclose(grads[0], expected, rtol=1e-5)
+
+
+def test_an_intermediate_has_no_gradient_buffer_until_backward_needs_it():
+    x0 = xsim.array(np.arange(8, dtype=np.float32), requires_grad=True)
+    y = intermediate(8, float)
+    z = intermediate(8, float)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(square, 8, inputs=[x0], outputs=[y])
+        xsim.launch(square, 8, inputs=[y], outputs=[z])
+    assert y.requires_grad and y._grad is None and z._grad is None
+    assert tape.memory() == 3 * 8 * 4 + 8 * 4  # three arrays and x0's grad: no pending gradient counted
+    tape.backward(grads={z: np.ones(8, np.float32)})
+    np.testing.assert_allclose(x0.grad.numpy(), 4.0 * np.arange(8) ** 3, rtol=1e-6)  # d x^4 / dx
+    assert y._grad is None and z._grad is None  # given back: spent
+    np.testing.assert_array_equal(y.grad.numpy(), np.zeros(8))  # and reads as zeros again
+
+
+def test_the_backward_pass_reuses_given_back_gradient_buffers(monkeypatch):
+    x0 = xsim.array(np.full(16, 0.5, np.float32), requires_grad=True)
+    arrays = [x0]
+    tape = xsim.Tape()
+    with tape:
+        for _ in range(6):
+            nxt = intermediate(16, float)
+            xsim.launch(square, 16, inputs=[arrays[-1]], outputs=[nxt])
+            arrays.append(nxt)
+    seen = set()
+    original = tape_mod._GradPool.take
+
+    def take(pool, a):
+        g = original(pool, a)
+        seen.add(id(g))
+        return g
+
+    monkeypatch.setattr(tape_mod._GradPool, "take", take)
+    tape.backward(grads={arrays[-1]: np.ones(16, np.float32)})
+    assert len(seen) <= 2  # a chain needs two live gradients at a time, not six
+    np.testing.assert_allclose(x0.grad.numpy(), np.full(16, 64 * 0.5 ** 63), rtol=1e-5)  # d x^64 / dx
+
+
+def test_views_of_an_intermediate_share_its_gradient():
+    x0 = xsim.array(np.arange(1, 9, dtype=np.float32), requires_grad=True)
+    y = intermediate(8, float)
+    out = xsim.zeros(4, dtype=float, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(square, 8, inputs=[x0], outputs=[y])
+        xsim.launch(square, 4, inputs=[y[4:]], outputs=[out])
+    assert y[4:]._grad is None
+    tape.backward(grads={out: np.ones(4, np.float32)})
+    expected = np.where(np.arange(8) >= 4, 4.0 * np.arange(1, 9) ** 3, 0.0)
+    np.testing.assert_allclose(x0.grad.numpy(), expected, rtol=1e-6)
+
+
+def test_gradients_accumulate_over_two_backward_calls_through_intermediates():
+    x0 = xsim.array(np.arange(4, dtype=np.float32), requires_grad=True)
+    y = intermediate(4, float)
+    out = xsim.zeros(4, dtype=float, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(square, 4, inputs=[x0], outputs=[y])
+        xsim.launch(square, 4, inputs=[y], outputs=[out])
+    for _ in range(2):
+        tape.backward(grads={out: np.ones(4, np.float32)})
+    np.testing.assert_allclose(x0.grad.numpy(), 2 * 4.0 * np.arange(4) ** 3, rtol=1e-6)

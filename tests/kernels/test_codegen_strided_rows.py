@@ -1,0 +1,67 @@
+"""Adjoints of reads at ``a * tid + b`` (0 <= b < a, one ``a`` per array) add without atomics, since
+thread t owns rows a t .. a t + a - 1; any other index keeps the atomic add. Gradients checked
+against the chain rule with two threads."""
+
+import numpy as np
+import pytest
+
+import xsim
+from xsim.kernels import threads as threads_mod
+
+
+@xsim.kernel
+def pair_product(x: xsim.array(dtype=float), out: xsim.array(dtype=float)):
+    i = xsim.tid()
+    out[i] = x[2 * i] * x[2 * i + 1]
+
+
+@xsim.kernel
+def pair_and_own(x: xsim.array(dtype=float), out: xsim.array(dtype=float)):
+    i = xsim.tid()
+    out[i] = x[2 * i] + x[i]  # thread 2k reads x[2k] as its own element: rows overlap
+
+
+@xsim.kernel
+def shifted_pair(x: xsim.array(dtype=float), out: xsim.array(dtype=float)):
+    i = xsim.tid()
+    out[i] = x[2 * i + 2] * x[2 * i + 1]  # x[2i + 2] is thread i + 1's row
+
+
+def _backward_source(kernel) -> str:
+    src, _ = kernel.module.generate("cpu", False)
+    start = src.index(f"void {kernel.symbol}_backward(")
+    return src[start:src.index("\n}\n", start)]
+
+
+@pytest.mark.parametrize("kernel, exclusive", [(pair_product, True), (pair_and_own, False), (shifted_pair, False)])
+def test_only_disjoint_strided_rows_skip_the_atomic_add(kernel, exclusive):
+    body = _backward_source(kernel)
+    assert ("grad_add_exclusive(&(xs::at_sel<XS_CONTIG, float>(G.x" in body) == exclusive
+    assert ("xs::grad_add(&(xs::at_sel<XS_CONTIG, float>(G.x" in body) == (not exclusive)
+
+
+@pytest.mark.parametrize("kernel", [pair_product, pair_and_own, shifted_pair])
+def test_strided_reads_differentiate_exactly_with_two_threads(monkeypatch, kernel):
+    monkeypatch.setattr(threads_mod, "_max_threads", 2)
+    monkeypatch.setattr(threads_mod, "CALIBRATION_RUNS", 0)
+    monkeypatch.setattr(threads_mod, "SERIAL_BELOW_S", 0.0)
+    n = 20000
+    x_np = np.random.default_rng(3).uniform(0.5, 1.5, 2 * n + 2).astype(np.float32)
+    x = xsim.array(x_np, requires_grad=True)
+    out = xsim.zeros(n, dtype=float, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(kernel, n, inputs=[x], outputs=[out])
+    tape.backward(grads={out: np.ones(n, np.float32)})
+    xd, i = x_np.astype(np.float64), np.arange(n)
+    expected = np.zeros(2 * n + 2)
+    if kernel is pair_product:
+        np.add.at(expected, 2 * i, xd[2 * i + 1])
+        np.add.at(expected, 2 * i + 1, xd[2 * i])
+    elif kernel is pair_and_own:
+        np.add.at(expected, 2 * i, 1.0)
+        np.add.at(expected, i, 1.0)
+    else:
+        np.add.at(expected, 2 * i + 2, xd[2 * i + 1])
+        np.add.at(expected, 2 * i + 1, xd[2 * i + 2])
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-6)

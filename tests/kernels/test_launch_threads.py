@@ -1,0 +1,67 @@
+"""The CPU thread choice (xsim/kernels/threads.py): small launches stay serial, large ones use every
+thread, and the choice never changes a result."""
+
+import struct
+
+import numpy as np
+import pytest
+
+import xsim
+from xsim.kernels import threads as threads_mod
+
+
+@xsim.kernel
+def scale_by_two(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+    i = xsim.tid()
+    y[i] = 2.0 * x[i]
+
+
+def _threads_of(buf: bytes) -> int:
+    return struct.unpack_from("=i", buf, 40)[0]  # the launch buffer's thread budget (launch.cpu_buffer)
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    monkeypatch.setattr(threads_mod, "_max_threads", 2)
+
+
+def test_a_pacer_calibrates_serially_then_keeps_small_work_serial(two_threads):
+    pacer, calls = threads_mod.Pacer(), []
+    for _ in range(threads_mod.CALIBRATION_RUNS):
+        assert pacer.threads(1000) == 1
+        pacer.run(calls.append, b"", 1000, 1)
+    assert pacer.runs == threads_mod.CALIBRATION_RUNS and len(calls) == 3
+    assert pacer.per_thread < threads_mod.SERIAL_BELOW_S / 1000  # an empty call: far below the cut-off
+    assert pacer.threads(1000) == 1
+    assert pacer.threads(threads_mod.CALIBRATE_BELOW) == 2
+
+
+def test_a_pacer_parallelises_work_whose_serial_time_is_long(two_threads):
+    pacer = threads_mod.Pacer()
+    pacer.per_thread, pacer.runs = 1e-6, threads_mod.CALIBRATION_RUNS  # 1 us per thread, measured
+    assert pacer.threads(10) == 1            # 10 us of work: not worth a wake-up
+    assert pacer.threads(1000) == 2          # 1 ms of work
+
+
+def test_small_launches_pass_one_thread_and_large_ones_all(two_threads, monkeypatch):
+    seen = []
+    for n in (64, threads_mod.CALIBRATE_BELOW + 5):
+        x = xsim.array(np.arange(n, dtype=np.float32))
+        y = xsim.zeros(n, dtype=float)
+        xsim.launch(scale_by_two, n, inputs=[x], outputs=[y])  # prepares the kernel
+        prep = scale_by_two.launch_cache
+        native = prep.forward
+        monkeypatch.setattr(prep, "forward", lambda buf, native=native: (seen.append(_threads_of(buf)), native(buf)))
+        for _ in range(threads_mod.CALIBRATION_RUNS + 2):
+            xsim.launch(scale_by_two, n, inputs=[x], outputs=[y])
+        monkeypatch.undo()
+        monkeypatch.setattr(threads_mod, "_max_threads", 2)
+        np.testing.assert_array_equal(y.numpy(), 2.0 * np.arange(n, dtype=np.float32))
+    small, large = seen[:5], seen[5:]
+    assert small == [1] * 5
+    assert large == [2] * 5
+
+
+def test_set_max_threads_refuses_less_than_one_thread():
+    with pytest.raises(ValueError, match="set_max_threads: need at least one thread, got 0"):
+        threads_mod.set_max_threads(0)
