@@ -138,13 +138,14 @@ class BroadPhase:
         R = _rotations(rot)
         kind = self.shape_type
         size = shape_size.astype(np.float64)
+        # half extents: a box's (or a mesh's points') turned with the shape, a capsule's axis turned and
+        # grown by its radius, a sphere's radius
         local_half = np.where((kind == SHAPE_BOX)[:, None], size, 0.0)
-        local_half = np.where((kind == SHAPE_SPHERE)[:, None], size[:, :1], local_half)
-        capsule = np.stack([size[:, 0], size[:, 0], size[:, 0] + size[:, 1]], 1)
-        local_half = np.where((kind == SHAPE_CAPSULE)[:, None], capsule, local_half)
+        local_half[:, 2] = np.where(kind == SHAPE_CAPSULE, size[:, 1], local_half[:, 2])
         local_half = np.where((kind == SHAPE_MESH)[:, None], self.mesh_half, local_half)
+        radius = np.where((kind == SHAPE_SPHERE) | (kind == SHAPE_CAPSULE), size[:, 0], 0.0)
         mid = centre + np.einsum("nij,nj->ni", R, self.mesh_centre)
-        half = np.einsum("nij,nj->ni", np.abs(R), local_half) + (0.5 * self.margin + motion)[:, None]
+        half = np.einsum("nij,nj->ni", np.abs(R), local_half) + (radius + 0.5 * self.margin + motion)[:, None]
         lo, hi = mid - half, mid + half
         s = self.solids
         a, b = _sweep_pairs(lo[s], hi[s])

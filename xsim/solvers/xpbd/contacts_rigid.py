@@ -230,7 +230,11 @@ def edge_contact_geometry(xa, qa, sxa, ha, ea: int, xb, qb, sxb, hb, eb: int, to
         if xsim.dot(n, cb - psb) < 0.0:
             n = -n
         depth = xsim.dot(cb - ca, n)
-        if depth > 0.0 and s > 0.0 and s < 1.0 and t > 0.0 and t < 1.0:
+        # within the corner rounding of an end the corner's point contact holds (a box's corner resting
+        # on another's edge is not also an edge-edge contact, that flickered on and off with the jitter)
+        end_a = tol / xsim.length(da)
+        end_b = tol / xsim.length(db)
+        if depth > 0.0 and s > end_a and s < 1.0 - end_a and t > end_b and t < 1.0 - end_b:
             nb = xsim.quat_rotate_inv(qsb, n)
             na = xsim.quat_rotate_inv(qsa, n)
             ok = xsim.dot(nb, fb1) > -0.05 and xsim.dot(nb, fb2) > -0.05
@@ -527,7 +531,18 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             a0, da, ra, b0, db, rb = contact_segments(xp, qp, xs, qs, sp, ss, edge, shape_type, shape_xform,
                                                       shape_size, shape_radius)
             dist, sin2 = segment_distance(a0, da, b0, db)
-            if xsim.sqrt(sin2) + spin[c] > 0.009:
+            sin_ab = xsim.sqrt(sin2)
+            # the lines' closest points must come inside both segments: moving the lines by ``reach``
+            # moves them along the lines by up to reach / sin(angle)
+            u, v, _crossing = line_closest_parameters(a0, da, b0, db)
+            ext = reach[c] / xsim.max(sin_ab, 0.009)
+            la = xsim.length(da)
+            lb = xsim.length(db)
+            end = ra + rb  # box edges: no contact within the corner rounding of an end
+            if shape_type[sp] != SHAPE_BOX or shape_type[ss] != SHAPE_BOX:
+                end = end - end
+            inside = u * la > end - ext and u * la < la - end + ext and v * lb > end - ext and v * lb < lb - end + ext
+            if sin_ab + spin[c] > 0.009 and (inside or sin_ab < 0.05):
                 pen = ra + rb - dist
                 if pen > -2.0 * reach[c]:
                     _n, seg_pen, _ca, _cb = pair_contact_geometry(

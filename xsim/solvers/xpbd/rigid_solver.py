@@ -88,6 +88,7 @@ class RigidStepper:
         self._lam_contacts = xsim.zeros(0, dtype=s, device=m.device)  # grown to the most contacts of a step
         self._lam_joints = xsim.zeros(r.joint_count, dtype=s, device=m.device)
         self._broad = BroadPhase(r)
+        self.contact_count = 0  # contacts the last step solved (after the broad phase and pruning)
         self._has_com = bool(np.any(r.body_com.numpy() != 0.0)) if r.body_count else False
         # each body's number of joints in the position pass and in the velocity pass (mass splitting,
         # rigid_kernels.split_mass); contacts add theirs each pass
@@ -153,6 +154,7 @@ class RigidStepper:
         # start, the slip that Jacobi leaves in every substep added up (a 36-box pyramid crept 6 cm in 1.5 s)
         st.x_step = st.xc
         self._find_contacts(st, dt)
+        self.contact_count = st.n_contacts
         st.velocity_pass = st.n_contacts > 0 or r.joint_drive_velocity or self.solver._body_collide
         return st
 
