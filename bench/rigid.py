@@ -18,13 +18,15 @@ Measured: forward steps/s (median of runs of 200 steps after warm-up), and a 20-
 tape: forward and backward times; for the pyramids ms per frame and contacts per frame. Goals: xsim
 >= 2x Newton's steps/s on every scene (pyramids: at every size, cost growing about linearly with the
 contacts), xsim's 20-step backward <= 2x its forward.
-Run: ``python bench/rigid.py [--repeat N] [--no-newton] [--rows 8 15 28] [--skip-small]``.
+Run: ``python bench/rigid.py [--repeat N] [--no-newton] [--rows 8 15 28] [--skip-small] [--clock cpu]``
+(``--clock cpu``: process CPU time, for a busy machine; Newton's CPU kernels run on the calling thread).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 
 import numpy as np
 from common import (
@@ -165,7 +167,7 @@ def newton_pyramid(rows: int):
     return frame, lambda: int(contacts.rigid_contact_count.numpy()[0])
 
 
-def bench_pyramids(rows_list, repeat: int, with_newton: bool) -> None:
+def bench_pyramids(rows_list, repeat: int, with_newton: bool, clock: str) -> None:
     rows = []
     for n in rows_list:
         engines = {"xsim": xsim_pyramid(n), "newton": newton_pyramid(n) if with_newton else None}
@@ -174,7 +176,7 @@ def bench_pyramids(rows_list, repeat: int, with_newton: bool) -> None:
                 for _ in range(PYRAMID_WARMUP):
                     e[0]()
         t = interleaved_medians({k: e[0] if e else None for k, e in engines.items()}, repeat=repeat, number=2,
-                                warmup=0)
+                                warmup=0, clock=time.process_time if clock == "cpu" else time.perf_counter)
         xs, nw = t["xsim"], t["newton"]
         boxes = len(pyramid_positions(n))
         rows.append([f"{boxes} ({n} rows)", str(engines["xsim"][1]()),
@@ -184,7 +186,7 @@ def bench_pyramids(rows_list, repeat: int, with_newton: bool) -> None:
                 f"{PYRAMID_ITERATIONS} iterations (CPU)",
                 ["boxes", "xsim contacts", "Newton contacts", "xsim / frame", "Newton / frame", "Newton / xsim",
                  "xsim / frame / box"], rows,
-                notes=[(f"median of {repeat} samples of 2 frames each, engines sampled in turns, after "
+                notes=[(f"{clock} time, median of {repeat} samples of 2 frames each, engines sampled in turns, after "
                        f"{PYRAMID_WARMUP} frames of settling; threads: XSIM_NUM_THREADS="
                        f"{os.environ.get('XSIM_NUM_THREADS', 'all')}, cores: {os.cpu_count()}")])
 
@@ -268,10 +270,12 @@ def main():
     parser.add_argument("--no-newton", action="store_true", help="skip Newton")
     parser.add_argument("--rows", type=int, nargs="*", default=[8, 15, 28], help="pyramid sizes (rows)")
     parser.add_argument("--skip-small", action="store_true", help="only the pyramids")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="pyramids: wall time, or process CPU time (a busy machine; sums xsim's threads)")
     args = parser.parse_args()
     with_newton = not args.no_newton and have_newton()
     if args.rows:
-        bench_pyramids(args.rows, args.repeat, with_newton)
+        bench_pyramids(args.rows, args.repeat, with_newton, args.clock)
     for scene, title in () if args.skip_small else (("boxes", "8 boxes dropped on the ground"),
                                                     ("pendulum", "2-link revolute pendulum")):
         xs = bench_xsim(scene, args.repeat)

@@ -166,14 +166,25 @@ class BroadPhase:
         pairs = np.stack([a, b, roles[:, 0], roles[:, 1]], 1)
         return pairs, self.margin + motion[a] + motion[b], turn[a] + turn[b]
 
-    def candidate_contacts(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def candidate_contacts(self, pairs: np.ndarray, edges_near) -> tuple[np.ndarray, np.ndarray]:
         """Every contact the ``pairs`` offer: (pair of each, its index in the pair: a's points, then
-        b's, then the pair's segment contacts)."""
+        b's, then the pair's segment contacts), ordered by pair. A box-box pair offers only the edge
+        pairs whose two edges both come near the other box: ``edges_near(box pair indices)`` gives
+        those as (box pairs, 2, 12) bools (the ``box_edges_near`` kernel), not all 144."""
         a, b = pairs[:, 0], pairs[:, 1]
-        count = (self.point_count[a] * pairs[:, 2] + self.point_count[b] * pairs[:, 3]
-                 + self.segments[self.shape_type[a], self.shape_type[b]])
+        points = self.point_count[a] * pairs[:, 2] + self.point_count[b] * pairs[:, 3]
+        boxes = (self.shape_type[a] == SHAPE_BOX) & (self.shape_type[b] == SHAPE_BOX)
+        count = points + np.where(boxes, 0, self.segments[self.shape_type[a], self.shape_type[b]])
         pair = np.repeat(np.arange(len(pairs)), count)
         index = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        box_pairs = np.flatnonzero(boxes)
+        if len(box_pairs):
+            near = edges_near(box_pairs)
+            row, edge = np.nonzero((near[:, 0, :, None] & near[:, 1, None, :]).reshape(len(box_pairs), 144))
+            pair = np.concatenate([pair, box_pairs[row]])
+            index = np.concatenate([index, points[box_pairs[row]] + edge])
+            order = np.lexsort((index, pair))
+            pair, index = pair[order], index[order]
         return pair, index
 
     def within_reach(self, pairs: np.ndarray, pair: np.ndarray, depth: np.ndarray, reach: np.ndarray) -> np.ndarray:

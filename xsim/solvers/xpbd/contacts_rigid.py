@@ -508,6 +508,36 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         return a0, da, ra, b0, db, rb
 
     @xsim.kernel(module=module, enable_backward=False)
+    def box_edges_near(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints, shape_xform: Tfs,
+                       shape_size: Vec3s, shape_radius: Scalars, pairs: Ints2, reach: Scalars, near: Ints):
+        """Once per step (not differentiated), for box-box pair ``tid // 24``: whether edge ``tid % 12``
+        of its box ``(tid // 12) % 2`` (a, then b) can come within the other box grown by both corner
+        roundings (an edge contact's closest point must lie inside it, ``edge_contact_geometry``) and
+        twice the pair's ``reach`` (m): its ends' box in the other box's frame overlaps that box."""
+        k = xsim.tid()
+        p = k // 24
+        side = (k // 12) % 2
+        s = pairs[p, side]
+        o = pairs[p, 1 - side]
+        xs, qs, _ims, _iis = load_body(shape_body[s], Xc, inv_mass, inv_inertia)
+        xo, qo, _imo, _iio = load_body(shape_body[o], Xc, inv_mass, inv_inertia)
+        sx = shape_xform[s]
+        ox = shape_xform[o]
+        c0, d, _f1, _f2 = box_edge(k % 12, shape_size[s])
+        qw = qs * sx.q
+        qow = qo * ox.q
+        po = xo + xsim.quat_rotate(qo, ox.p)
+        e0 = xsim.quat_rotate_inv(qow, xs + xsim.quat_rotate(qs, sx.p) + xsim.quat_rotate(qw, c0) - po)
+        e1 = e0 + xsim.quat_rotate_inv(qow, xsim.quat_rotate(qw, d))
+        half = shape_size[o]
+        g = shape_radius[s] + shape_radius[o] + 2.0 * reach[p]
+        ok = 1
+        for j in range(3):
+            if xsim.min(e0[j], e1[j]) > half[j] + g or xsim.max(e0[j], e1[j]) < -half[j] - g:
+                ok = 0
+        near[k] = ok
+
+    @xsim.kernel(module=module, enable_backward=False)
     def contact_depths(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints, shape_type: Ints,
                        shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars, shape_point_start: Ints,
                        shape_point_count: Ints, shape_points: Vec3s, pairs: Ints2, contact_pair: Ints,
@@ -847,7 +877,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
                             xsim.atomic_add(delta, b, v8(dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0, 1.0))
         v_out[i] = vi
 
-    return SimpleNamespace(contact_depths=contact_depths, solve_contact_positions=solve_contact_positions,
+    return SimpleNamespace(contact_depths=contact_depths, box_edges_near=box_edges_near, solve_contact_positions=solve_contact_positions,
                            count_contacts=count_contacts, count_velocity_pairs=count_velocity_pairs,
                            solve_pair_velocities=solve_pair_velocities,
                            count_particle_contacts=count_particle_contacts,

@@ -167,15 +167,24 @@ class RigidStepper:
                                                     r.shape_size.numpy(), dt)
         if not len(pairs):
             return
-        pair, index = self._broad.candidate_contacts(pairs)
         s = self.model.dtype
+        pairs_dev = xsim.array(pairs.astype(np.int32), dtype=int, device=dev)
+        reach_dev = xsim.array(reach, dtype=s, device=dev)
+
+        def edges_near(box_pairs):
+            near = xsim.empty(24 * len(box_pairs), dtype=int, device=dev)
+            xsim.launch(self.kc.box_edges_near, len(near), inputs=[
+                st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_xform, r.shape_size, r.shape_radius,
+                xsim.array(pairs[box_pairs].astype(np.int32), dtype=int, device=dev),
+                xsim.array(reach[box_pairs], dtype=s, device=dev)], outputs=[near], record_tape=False)
+            return near.numpy().reshape(len(box_pairs), 2, 12).astype(bool)
+        pair, index = self._broad.candidate_contacts(pairs, edges_near)
         depth = xsim.empty(len(pair), dtype=s, device=dev)
         xsim.launch(self.kc.contact_depths, len(pair), inputs=[
             st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
-            r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points,
-            xsim.array(pairs.astype(np.int32), dtype=int, device=dev),
+            r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, pairs_dev,
             xsim.array(pair.astype(np.int32), dtype=int, device=dev),
-            xsim.array(index.astype(np.int32), dtype=int, device=dev), xsim.array(reach, dtype=s, device=dev),
+            xsim.array(index.astype(np.int32), dtype=int, device=dev), reach_dev,
             xsim.array(spin, dtype=s, device=dev)],
             outputs=[depth], record_tape=False)
         kept = np.flatnonzero(self._broad.within_reach(pairs, pair, depth.numpy().astype(np.float64), reach))
