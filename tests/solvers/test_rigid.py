@@ -144,19 +144,19 @@ def box_pyramid(rows: int):
     return b.finalize(dtype=xsim.float64)
 
 
-# issue 16's target is 0.5 cm/s for 8 rows too; they end at 0.65 cm/s (float64), so that row checks
-# the level reached
-@pytest.mark.parametrize("rows,max_speed", [(4, 0.005), pytest.param(8, 0.0075, marks=pytest.mark.fuzz)])
-def test_box_pyramid_comes_to_rest_without_creeping(rows, max_speed):
-    # Newton's example: 100 frames/s, 10 substeps, 2 iterations. Static friction anchored at the
-    # substep start let the bottom row spread (4 rows: 1.0 cm/s and 1.7 cm after 1.5 s; 8 rows:
-    # 4 cm/s and 5.8 cm); Newton's 8 rows end at 0.1 cm/s and 0.9 cm
+@pytest.mark.parametrize("rows,relaxation", [(4, 1.0), (8, 1.3)])
+def test_box_pyramid_comes_to_rest_without_creeping(rows, relaxation):
+    # Newton's example: 100 frames/s, 10 substeps, 2 iterations; issue 16: every box below 0.5 cm/s and
+    # drifted less than 2 cm after 1.5 s (Newton: 0.1 cm/s, 0.9 cm). Static friction anchored at the
+    # substep start let the bottom row spread (8 rows: 4 cm/s, 5.8 cm); anchored at the step start,
+    # each step still keeps the slip that Jacobi leaves (8 rows: 0.52 cm/s at relaxation 1, 0.38 cm/s
+    # over-relaxed at 1.3, as Newton's example tunes its own contact relaxation)
     model = box_pyramid(rows)
     start = model.state().body_q.numpy()[:, :3]
-    final = run(model, SolverXPBD(model, substeps=10, iterations=2), 150, 0.01)
+    final = run(model, SolverXPBD(model, substeps=10, iterations=2, relaxation=relaxation), 150, 0.01)
     speed = np.linalg.norm(final.body_qd.numpy()[:, :3], axis=1)
     drift = np.linalg.norm(final.body_q.numpy()[:, :2] - start[:, :2], axis=1)
-    assert speed.max() < max_speed
+    assert speed.max() < 0.005
     assert drift.max() < 0.02
 
 
@@ -486,7 +486,8 @@ def test_spinning_box_slows_at_the_friction_torque_of_its_corners():
 
 
 def sliding_box(mu):
-    """A box sliding at 2 m/s on the ground; its one contact pair has friction ``mu``."""
+    """A box sliding at 2 m/s on the ground; its one contact pair has friction ``mu`` (the mean of the
+    box's and the ground's)."""
     b = ModelBuilder()
     b.add_ground_plane(mu=mu)
     body = b.add_body(((0.0, 0.0, 0.1), (0.0, 0.0, 0.0, 1.0)), lin_vel=(2.0, 0.0, 0.0))
@@ -514,7 +515,8 @@ def test_sliding_box_distance_gradient_wrt_friction_matches_finite_differences_a
     with tape:
         loss = final_x(model)
     tape.backward(loss)
-    grad = model.pair_mu.grad.numpy()[0]
+    # the pair's mu is the mean of its shapes': d/d(pair mu) is the sum of both shapes' gradients
+    grad = model.shape_mu.grad.numpy().sum()
     eps = 1e-6
     fd = (final_x(sliding_box(0.4 + eps)).numpy()[0] - final_x(sliding_box(0.4 - eps)).numpy()[0]) / (2 * eps)
     assert grad == pytest.approx(fd, rel=1e-4)

@@ -252,11 +252,6 @@ class RigidBuilderMixin:
         shape_xform = [np.concatenate([s["p"] - com_of(s["body"]), s["q"]]) for s in shapes]
         point_start = np.cumsum([0] + [len(s["points"]) for s in shapes])
         shape_world = np.asarray([sh["world"] for sh in shapes], dtype=np.int32).reshape(-1)
-        pairs = _contact_pairs(shapes, shape_world, inv_mass, self.joints)
-        pair_points = [(len(shapes[a]["points"]) if ra else 0) + (len(shapes[b]["points"]) if rb else 0)
-                       + SEGMENT_CONTACTS.get((shapes[a]["type"], shapes[b]["type"]), 0)
-                       for a, b, ra, rb in pairs]
-        pair_offset = np.cumsum([0] + pair_points)
         bound = [_bounding_radius(s) for s in shapes]
         joints = self.joints
         s = dtype
@@ -268,15 +263,14 @@ class RigidBuilderMixin:
             return xsim.array(np.asarray(data, dtype=npt), dtype=t, shape=n, device=device,
                               requires_grad=grad and requires_grad)
 
-        ns, nj, npair = len(shapes), len(joints), len(pairs)
+        ns, nj = len(shapes), len(joints)
         body_q = [np.concatenate([b["p"], b["q"]]) for b in self.bodies]
         body_qd = [np.concatenate([b["lin_vel"], b["ang_vel"]]) for b in self.bodies]
         jx = (lambda j, key, b: np.concatenate([j[key][0] - com_of(b), j[key][1]]))
         return RigidModel(
-            body_count=nb, shape_count=ns, joint_count=nj, pair_count=npair,
+            body_count=nb, shape_count=ns, joint_count=nj,
             body_world=arr(worlds["body_world"], int, n=nb), shape_world=arr(shape_world, int, n=ns),
-            joint_world=arr(worlds["joint_world"], int, n=nj),
-            contact_point_count=int(pair_offset[-1]), shape_types=[sh["type"] for sh in shapes],
+            joint_world=arr(worlds["joint_world"], int, n=nj), shape_types=[sh["type"] for sh in shapes],
             shape_meshes=[sh.get("mesh") for sh in shapes], gravity_scale=1.0,
             body_linear_damping=float(self.body_linear_damping),
             body_angular_damping=float(self.body_angular_damping),
@@ -298,13 +292,6 @@ class RigidBuilderMixin:
             shape_point_count=arr(np.diff(point_start), int, n=ns),
             shape_points=arr(np.concatenate([sh["points"] for sh in shapes]).reshape(-1, 3) if ns
                              else np.zeros((0, 3)), v3, n=int(point_start[-1])),
-            pair_shapes=arr(np.reshape(pairs, (npair, 4)), int),
-            contact_pair=arr(np.repeat(np.arange(npair), pair_points), int, n=int(pair_offset[-1])),
-            contact_index=arr(np.concatenate([np.arange(k) for k in pair_points]) if npair else [], int,
-                              n=int(pair_offset[-1])),
-            pair_mu=arr([0.5 * (shapes[a]["mu"] + shapes[b]["mu"]) for a, b, _, _ in pairs], s, True, npair),
-            pair_restitution=arr([0.5 * (shapes[a]["restitution"] + shapes[b]["restitution"])
-                                  for a, b, _, _ in pairs], s, True, npair),
             joint_type=arr([j["type"] for j in joints], int, n=nj),
             joint_parent=arr([j["parent"] for j in joints], int, n=nj),
             joint_child=arr([j["child"] for j in joints], int, n=nj),
@@ -348,7 +335,7 @@ def _body_mass_properties(bodies, shapes) -> tuple[np.ndarray, np.ndarray, np.nd
     return mass, com, inertia
 
 
-def _point_roles(ta: int, tb: int) -> tuple[bool, bool] | None:
+def point_roles(ta: int, tb: int) -> tuple[bool, bool] | None:
     """Which shape's contact points are tested against the other's surface: (a's points vs b,
     b's points vs a); None when the pair cannot touch (mesh against mesh, plane against plane).
     A sphere is a point with a radius, so its centre against the other shape covers every case;
@@ -362,29 +349,6 @@ def _point_roles(ta: int, tb: int) -> tuple[bool, bool] | None:
     if S.SHAPE_SPHERE in (ta, tb):
         return (ta == S.SHAPE_SPHERE, ta != S.SHAPE_SPHERE)
     return (True, True)
-
-
-def _contact_pairs(shapes, world: np.ndarray, inv_mass, joints) -> list[tuple[int, int, int, int]]:
-    """Candidate shape pairs (a, b, a's points vs b, b's points vs a): shapes of the same world (or
-    one global, ``world`` -1) on different bodies, at least one of which is dynamic, whose bodies
-    are not joined by a joint."""
-    joined = {(min(j["parent"], j["child"]), max(j["parent"], j["child"])) for j in joints}
-    out = []
-    for a in range(len(shapes)):
-        later = world[a + 1:]
-        # worlds never meet: only shapes of a's world or global ones (all of them when a is global)
-        candidates = range(a + 1, len(shapes)) if world[a] < 0 else \
-            a + 1 + np.flatnonzero((later == world[a]) | (later < 0))
-        for b in candidates:
-            b = int(b)
-            ba, bb = shapes[a]["body"], shapes[b]["body"]
-            dyn = (lambda k: k >= 0 and inv_mass[k] > 0.0)
-            if ba == bb or not (dyn(ba) or dyn(bb)) or (min(ba, bb), max(ba, bb)) in joined:
-                continue
-            roles = _point_roles(shapes[a]["type"], shapes[b]["type"])
-            if roles is not None:
-                out.append((a, b, int(roles[0]), int(roles[1])))
-    return out
 
 
 def _bounding_radius(shape) -> float:
@@ -410,8 +374,6 @@ class RigidModel:
     body_count: int
     shape_count: int
     joint_count: int
-    pair_count: int
-    contact_point_count: int
     body_world: object        # array(int): world of each body (-1: global, meets every world)
     shape_world: object       # array(int): world of each shape (the ground: -1)
     joint_world: object       # array(int): world of each joint
@@ -439,11 +401,6 @@ class RigidModel:
     shape_point_start: object  # array(int): first contact point of each shape in shape_points
     shape_point_count: object  # array(int)
     shape_points: object      # array(vec3): contact points in shape frames
-    pair_shapes: object       # array(int, ndim=2), (pairs, 4): shape a, shape b, a-points?, b-points?
-    contact_pair: object      # array(int): the pair of each contact point (one thread each)
-    contact_index: object     # array(int): its index in the pair (a's points, b's, then SEGMENT_CONTACTS)
-    pair_mu: object           # array(float): mean of the two shapes' mu
-    pair_restitution: object  # array(float)
     joint_type: object        # array(int): JOINT_* codes
     joint_parent: object      # array(int), -1: the world
     joint_child: object       # array(int)

@@ -4,7 +4,7 @@ and 3.6; and the two-way coupling of particles (cloth) with bodies.
 
 A contact is a *point with a radius* of one shape against the *surface* of another: sphere centres
 (radius r), the two ends of capsule axes (r), slightly rounded box corners and mesh (hull)
-vertices (radius 0) against a plane, sphere, box or capsule (``xsim.sim.rigid._point_roles``
+vertices (radius 0) against a plane, sphere, box or capsule (``xsim.sim.rigid.point_roles``
 decides which side offers points). Pairs of segments add *segment contacts* at the closest points
 of the two lines, where those lie inside both segments (``segment_contact``; elsewhere the
 segments' end points are nearest, and their point contacts hold): box-box pairs one per pair of
@@ -15,9 +15,10 @@ one per box edge against the capsule's axis, capsule pairs one between their axe
 to their corner rounding). Each contact is one thread (Jacobi, see ``rigid_solver.py``). Known
 gaps: primitives against a mesh's faces (only mesh vertices collide; mesh against mesh does not).
 
-Contact generation runs every step: ``find_contact_pairs`` (not differentiated) marks the shape
-pairs close enough to touch during the step, and the solver lists their contact points (on the
-host: one small device-to-host copy per step); the contact kernels run over that list only. Then
+Contact generation runs every step: the broad phase (``broad_phase.py``, on the host) lists the
+shape pairs that can touch during the step and every contact they offer, ``contact_depths`` measures
+them and the solver keeps those within reach (a box on a box keeps a few of its 144 edge pairs), and the contact kernels run
+over that list only (one small device-to-host copy per step). Then
 every solve recomputes each
 contact's geometry (normal, depth, contact points) from the current poses, so the gradient flows
 through the geometry; the discrete choices -- which pairs are candidates, whether a point
@@ -31,7 +32,7 @@ from types import SimpleNamespace
 
 import xsim
 from xsim import types as T
-from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
+from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_SPHERE
 
 from .kernels import bounce_impulse, surface_contact, worlds_meet
 from .rigid_kernels import (
@@ -229,7 +230,11 @@ def edge_contact_geometry(xa, qa, sxa, ha, ea: int, xb, qb, sxb, hb, eb: int, to
         if xsim.dot(n, cb - psb) < 0.0:
             n = -n
         depth = xsim.dot(cb - ca, n)
-        if depth > 0.0 and s > 0.0 and s < 1.0 and t > 0.0 and t < 1.0:
+        # within the corner rounding of an end the corner's point contact holds (a box's corner resting
+        # on another's edge is not also an edge-edge contact, that flickered on and off with the jitter)
+        end_a = tol / xsim.length(da)
+        end_b = tol / xsim.length(db)
+        if depth > 0.0 and s > end_a and s < 1.0 - end_a and t > end_b and t < 1.0 - end_b:
             nb = xsim.quat_rotate_inv(qsb, n)
             na = xsim.quat_rotate_inv(qsa, n)
             ok = xsim.dot(nb, fb1) > -0.05 and xsim.dot(nb, fb2) > -0.05
@@ -250,6 +255,38 @@ def edge_contact_geometry(xa, qa, sxa, ha, ea: int, xb, qb, sxb, hb, eb: int, to
     else:
         n = n - n
     return n, pen, ca, cb
+
+
+@xsim.func
+def segment_distance(a0, da, b0, db):
+    """Distance (m) between the segments a0 + s da and b0 + t db (s, t in [0, 1]), and the squared
+    sine of the angle between them (0 for a degenerate one)."""
+    r = a0 - b0
+    aa = xsim.dot(da, da)
+    bb = xsim.dot(db, db)
+    ab = xsim.dot(da, db)
+    ar = xsim.dot(da, r)
+    br = xsim.dot(db, r)
+    nn = aa * bb - ab * ab
+    s = ab - ab
+    t = s
+    sin2 = s
+    if aa > 0.0 and bb > 0.0:
+        sin2 = nn / (aa * bb)
+        if nn > 1.0e-12 * aa * bb:
+            s = xsim.clamp((ab * br - bb * ar) / nn, 0.0, 1.0)
+        t = (ab * s + br) / bb
+        if t < 0.0:
+            t = t - t
+            s = xsim.clamp(-ar / aa, 0.0, 1.0)
+        elif t > 1.0:
+            t = t - t + 1.0
+            s = xsim.clamp((ab - ar) / aa, 0.0, 1.0)
+    elif aa > 0.0:
+        s = xsim.clamp(-ar / aa, 0.0, 1.0)
+    elif bb > 0.0:
+        t = xsim.clamp(br / bb, 0.0, 1.0)
+    return xsim.length(r + da * s - db * t), sin2
 
 
 @xsim.func
@@ -353,61 +390,6 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
     Ints, Ints2 = xsim.array(dtype=int), xsim.array(dtype=int, ndim=2)
     module = f"xsim.solvers.xpbd.contacts_rigid_{T.type_name(scalar)}"
 
-    @xsim.kernel(module=module, enable_backward=False)
-    def find_contact_pairs(Xc: Tfs, qd: Vec6s, shape_body: Ints, shape_type: Ints, shape_xform: Tfs,
-                           shape_size: Vec3s, shape_bound: Scalars, pairs: Ints2, margin: scalar, dt: scalar,
-                           active: Ints):
-        """Broad phase, once per step (not differentiated): a pair is active when the bounding
-        spheres of its shapes (or a sphere and a plane) come closer than ``margin`` plus the
-        distance they can travel in ``dt``; two boxes must also come that close along each of
-        their six face normals (their 144 edge contacts make a false candidate costly)."""
-        c = xsim.tid()
-        reach = margin
-        dist = margin - margin
-        centre_a = v3()
-        centre_b = v3()
-        rot_a = qt(0.0, 0.0, 0.0, 1.0)
-        rot_b = qt(0.0, 0.0, 0.0, 1.0)
-        for side in range(2):
-            s = pairs[c, side]
-            b = shape_body[s]
-            centre = shape_xform[s].p
-            rot = shape_xform[s].q
-            if b >= 0:
-                pose = Xc[b]
-                arm = xsim.quat_rotate(pose.q, centre)
-                centre = pose.p + arm
-                rot = pose.q * rot
-                v, w = split_qd(qd[b], centre)
-                reach = reach + (xsim.length(v) + xsim.length(w) * (xsim.length(arm) + shape_bound[s])) * dt
-            if side == 0:
-                centre_a = centre
-                rot_a = rot
-            else:
-                centre_b = centre
-                rot_b = rot
-        sa = pairs[c, 0]
-        sb = pairs[c, 1]
-        if shape_type[sa] == SHAPE_PLANE:
-            dist = centre_b[2] - centre_a[2] - shape_bound[sb]
-        elif shape_type[sb] == SHAPE_PLANE:
-            dist = centre_a[2] - centre_b[2] - shape_bound[sa]
-        else:
-            dist = xsim.length(centre_a - centre_b) - shape_bound[sa] - shape_bound[sb]
-            if shape_type[sa] == SHAPE_BOX and shape_type[sb] == SHAPE_BOX:
-                for k in range(3):
-                    axis = v3()
-                    axis[k] = 1.0
-                    for side in range(2):
-                        u = xsim.quat_rotate(rot_a, axis)
-                        if side == 1:
-                            u = xsim.quat_rotate(rot_b, axis)
-                        gap = -box_axis_overlap(u, rot_a, shape_size[sa], rot_b, shape_size[sb], centre_a - centre_b)
-                        dist = xsim.max(dist, gap)
-        active[c] = 0
-        if dist < reach:
-            active[c] = 1
-
     load_body = body_loader(scalar)
     load_split_body = split_body_loader(scalar)
 
@@ -481,6 +463,134 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         return n, pen, ca, cb
 
     @xsim.func
+    def contact_segments(xp: v3, qp: qt, xs: v3, qs: qt, sp: int, ss: int, edge: int, shape_type: Ints,
+                         shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars):
+        """The two world segments of segment contact ``edge`` (as ``pair_contact_geometry`` reads it):
+        (start, end minus start, radius) of p's, then of s's; a box edge's radius is its corner rounding."""
+        a0 = v3()
+        da = v3()
+        b0 = v3()
+        db = v3()
+        ra = scalar(0.0)
+        rb = scalar(0.0)
+        for side in range(2):
+            sh = sp
+            x = xp
+            q = qp
+            e = edge // 12
+            if side == 1:
+                sh = ss
+                x = xs
+                q = qs
+                e = edge % 12
+            sx = shape_xform[sh]
+            size = shape_size[sh]
+            c0 = v3()
+            dc = v3()
+            rc = shape_radius[sh]
+            if shape_type[sh] == SHAPE_CAPSULE:
+                c0, dc = capsule_axis(x, q, sx, size)
+            else:
+                if shape_type[sp] != SHAPE_BOX or shape_type[ss] != SHAPE_BOX:
+                    e = edge  # a box's edge against a capsule's axis
+                c0, dc, _f1, _f2 = box_edge(e, size)
+                qsh = q * sx.q
+                c0 = x + xsim.quat_rotate(q, sx.p) + xsim.quat_rotate(qsh, c0)
+                dc = xsim.quat_rotate(qsh, dc)
+            if side == 0:
+                a0 = c0
+                da = dc
+                ra = rc
+            else:
+                b0 = c0
+                db = dc
+                rb = rc
+        return a0, da, ra, b0, db, rb
+
+    @xsim.kernel(module=module, enable_backward=False)
+    def box_edges_near(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints, shape_xform: Tfs,
+                       shape_size: Vec3s, shape_radius: Scalars, pairs: Ints2, reach: Scalars, near: Ints):
+        """Once per step (not differentiated), for box-box pair ``tid // 24``: whether edge ``tid % 12``
+        of its box ``(tid // 12) % 2`` (a, then b) can come within the other box grown by both corner
+        roundings (an edge contact's closest point must lie inside it, ``edge_contact_geometry``) and
+        twice the pair's ``reach`` (m): its ends' box in the other box's frame overlaps that box."""
+        k = xsim.tid()
+        p = k // 24
+        side = (k // 12) % 2
+        s = pairs[p, side]
+        o = pairs[p, 1 - side]
+        xs, qs, _ims, _iis = load_body(shape_body[s], Xc, inv_mass, inv_inertia)
+        xo, qo, _imo, _iio = load_body(shape_body[o], Xc, inv_mass, inv_inertia)
+        sx = shape_xform[s]
+        ox = shape_xform[o]
+        c0, d, _f1, _f2 = box_edge(k % 12, shape_size[s])
+        qw = qs * sx.q
+        qow = qo * ox.q
+        po = xo + xsim.quat_rotate(qo, ox.p)
+        e0 = xsim.quat_rotate_inv(qow, xs + xsim.quat_rotate(qs, sx.p) + xsim.quat_rotate(qw, c0) - po)
+        e1 = e0 + xsim.quat_rotate_inv(qow, xsim.quat_rotate(qw, d))
+        half = shape_size[o]
+        g = shape_radius[s] + shape_radius[o] + 2.0 * reach[p]
+        ok = 1
+        for j in range(3):
+            if xsim.min(e0[j], e1[j]) > half[j] + g or xsim.max(e0[j], e1[j]) < -half[j] - g:
+                ok = 0
+        near[k] = ok
+
+    @xsim.kernel(module=module, enable_backward=False)
+    def contact_depths(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints, shape_type: Ints,
+                       shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars, shape_point_start: Ints,
+                       shape_point_count: Ints, shape_points: Vec3s, pairs: Ints2, contact_pair: Ints,
+                       contact_index: Ints, reach: Scalars, spin: Scalars, depth: Scalars):
+        """Narrow phase, once per step (not differentiated): the depth (m, < 0: apart) of candidate
+        contact ``tid`` at the poses ``Xc`` of the step start, from which the solver keeps those that
+        can touch during the step. A point: its depth below the other shape's surface. Segments (box
+        edges, capsule axes): their radii minus their distance, or, where they are within twice the
+        pair's ``reach`` (m) of that, the contact's own depth if larger (edges that crossed lie close
+        however deep they went); -1e30 for parallel ones that the pair cannot turn (``spin``, rad in
+        the step) out of parallel (segment contacts need lines 0.01 rad apart,
+        ``line_closest_parameters``). Two boxes offer 144 edge pairs; one resting on the other keeps
+        a few."""
+        t = xsim.tid()
+        c = contact_pair[t]
+        sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
+        xp, qp, _imp, _iip = load_body(bp, Xc, inv_mass, inv_inertia)
+        xs, qs, _ims, _iis = load_body(bs, Xc, inv_mass, inv_inertia)
+        pen = scalar(-1.0e30)
+        if edge >= 0:
+            a0, da, ra, b0, db, rb = contact_segments(xp, qp, xs, qs, sp, ss, edge, shape_type, shape_xform,
+                                                      shape_size, shape_radius)
+            dist, sin2 = segment_distance(a0, da, b0, db)
+            sin_ab = xsim.sqrt(sin2)
+            # the lines' closest points must come inside both segments: moving the lines by ``reach``
+            # moves them along the lines by up to reach / sin(angle)
+            u, v, _crossing = line_closest_parameters(a0, da, b0, db)
+            ext = reach[c] / xsim.max(sin_ab, 0.009)
+            la = xsim.length(da)
+            lb = xsim.length(db)
+            end = ra + rb  # box edges: no contact within the corner rounding of an end
+            if shape_type[sp] != SHAPE_BOX or shape_type[ss] != SHAPE_BOX:
+                end = end - end
+            inside = u * la > end - ext and u * la < la - end + ext and v * lb > end - ext and v * lb < lb - end + ext
+            if sin_ab + spin[c] > 0.009 and (inside or sin_ab < 0.05):
+                pen = ra + rb - dist
+                if pen > -2.0 * reach[c]:
+                    _n, seg_pen, _ca, _cb = pair_contact_geometry(
+                        xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform, shape_size, shape_radius,
+                        shape_point_start, shape_points)
+                    pen = xsim.max(pen, seg_pen)
+        else:
+            _n, pen, _ca, _cb = contact_geometry(
+                xp, qp, shape_xform[sp], shape_points[shape_point_start[sp] + kp], shape_radius[sp], xs, qs,
+                shape_xform[ss], shape_type[ss], shape_size[ss])
+        depth[t] = pen
+
+    @xsim.func
+    def pair_mean(values: Scalars, pairs: Ints2, c: int):
+        """A pair's material value (friction, restitution): the mean of its two shapes'."""
+        return (values[pairs[c, 0]] + values[pairs[c, 1]]) * 0.5
+
+    @xsim.func
     def add_delta(delta: Vec8s, b: int, d0, d1, d2, d3, d4, d5, d6):
         if b >= 0:
             xsim.atomic_add(delta, b, v8(d0, d1, d2, d3, d4, d5, d6, 1.0))
@@ -489,13 +599,12 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
     def count_contacts(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints, shape_type: Ints,
                        shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars, shape_point_start: Ints,
                        shape_point_count: Ints, shape_points: Vec3s, pairs: Ints2, contact_pair: Ints,
-                       contact_index: Ints, ids: Ints, split: Scalars):
+                       contact_index: Ints, split: Scalars):
         """Add one to ``split`` of both bodies of each candidate contact that penetrates at the current
         poses: the contacts that ``solve_contact_positions`` will apply (not differentiated: a count)."""
         t = xsim.tid()
-        g = ids[t]
-        c = contact_pair[g]
-        sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[g], pairs, shape_body, shape_point_count)
+        c = contact_pair[t]
+        sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
         xp, qp, _imp, _iip = load_body(bp, Xc, inv_mass, inv_inertia)
         xs, qs, _ims, _iis = load_body(bs, Xc, inv_mass, inv_inertia)
         _n, pen, _ca, _cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
@@ -510,19 +619,18 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
     def solve_contact_positions(Xc: Tfs, Xc_prev: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints,
                                 shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars,
                                 shape_point_start: Ints, shape_point_count: Ints, shape_points: Vec3s,
-                                pairs: Ints2, contact_pair: Ints, contact_index: Ints, pair_mu: Scalars,
-                                ids: Ints, lam: Scalars, split: Scalars, lam_out: Scalars, delta: Vec8s,
+                                pairs: Ints2, contact_pair: Ints, contact_index: Ints, shape_mu: Scalars,
+                                lam: Scalars, split: Scalars, lam_out: Scalars, delta: Vec8s,
                                 geom_n: Vec3s, geom_ra: Vec3s, geom_rb: Vec3s):
-        """Position pass of one candidate contact point ``ids[t]`` (non-penetration, then static
+        """Position pass of candidate contact ``tid`` (non-penetration, then static
         friction) from the current poses, with the bodies' masses split by ``split`` (their numbers
         of constraints in this pass, ``count_contacts``); its corrections of both bodies go to
         ``delta`` with a count of one each. Its geometry goes to ``geom_*`` for the velocity pass:
         the normal (from the pair's shape b to a) and the contact points as arms in the bodies' frames
         (a's, b's)."""
         t = xsim.tid()
-        g = ids[t]
-        c = contact_pair[g]
-        sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[g], pairs, shape_body, shape_point_count)
+        c = contact_pair[t]
+        sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
         xp, qp, imp, iip = load_split_body(bp, Xc, inv_mass, inv_inertia, split)
         xs, qs, ims, iis = load_split_body(bs, Xc, inv_mass, inv_inertia, split)
         xp0, qp0, _imp0, _iip0 = load_body(bp, Xc_prev, inv_mass, inv_inertia)
@@ -540,7 +648,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             geom_ra[t] = rb
             geom_rb[t] = ra
         xp1, qp1, xs1, qs1, dl = contact_position_update(
-            xp, qp, xp0, qp0, imp, iip, xs, qs, xs0, qs0, ims, iis, n, pen, ca, cb, pair_mu[c], lam[t])
+            xp, qp, xp0, qp0, imp, iip, xs, qs, xs0, qs0, ims, iis, n, pen, ca, cb, pair_mean(shape_mu, pairs, c), lam[t])
         if dl > 0.0:
             dx = xp1 - xp
             dq = qp1 - qp
@@ -551,7 +659,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         lam_out[t] = lam[t] + dl
 
     @xsim.kernel(module=module, enable_backward=False)
-    def count_velocity_pairs(shape_body: Ints, pairs: Ints2, contact_pair: Ints, ids: Ints, pair_first: Ints,
+    def count_velocity_pairs(shape_body: Ints, pairs: Ints2, contact_pair: Ints, pair_first: Ints,
                              lam: Scalars, split: Scalars):
         """Add one to ``split`` of both bodies of each pair that ``solve_pair_velocities`` applies (a
         contact with multiplier > 0)."""
@@ -562,7 +670,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             if lam[t] > 0.0:
                 active = 1
         if active != 0:
-            c = contact_pair[ids[first]]
+            c = contact_pair[first]
             for side in range(2):
                 b = shape_body[pairs[c, side]]
                 if b >= 0:
@@ -573,11 +681,11 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
                               shape_body: Ints, shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s,
                               shape_radius: Scalars, shape_point_start: Ints, shape_point_count: Ints,
                               shape_points: Vec3s, pairs: Ints2, contact_pair: Ints, contact_index: Ints,
-                              pair_mu: Scalars, pair_restitution: Scalars, ids: Ints, pair_first: Ints,
+                              shape_mu: Scalars, shape_restitution: Scalars, pair_first: Ints,
                               lam: Scalars, geom_n: Vec3s, geom_ra: Vec3s, geom_rb: Vec3s, inv_h: scalar,
                               bounce_speed: scalar, split: Scalars, delta: Vec8s):
-        """Velocity pass of active pair ``tid`` (its candidate contacts are ``ids[pair_first[tid]:
-        pair_first[tid + 1]]``; those with multiplier > 0 were active in the position pass, whose last
+        """Velocity pass of active pair ``tid`` (its candidate contacts are ``pair_first[tid]`` up to
+        ``pair_first[tid + 1]``; those with multiplier > 0 were active in the position pass, whose last
         iteration left their normals and arms in ``geom_*``), masses split by ``split``: restitution
         once for the pair, at its centre of pressure (contact points and normals weighted by their
         multipliers), so that a box landing flat on four corners bounces straight (four restitution
@@ -588,7 +696,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         k = xsim.tid()
         first = pair_first[k]
         last = pair_first[k + 1]
-        c = contact_pair[ids[first]]
+        c = contact_pair[first]
         ba = shape_body[pairs[c, 0]]
         bb = shape_body[pairs[c, 1]]
         xa, qa, ima, iia = load_split_body(ba, Xc, inv_mass, inv_inertia, split)
@@ -618,10 +726,11 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
                 nsum = nsum + n * lk
         if total > 0.0:
             pn = total - total
+            mu = pair_mean(shape_mu, pairs, c)
             if xsim.dot(nsum, nsum) > 0.0:
                 va, wa, vb, wb, pn = restitution_update(xa, qa, va, wa, va0, wa0, ima, iia, xb, qb, vb, wb, vb0, wb0,
                                                     imb, iib, xsim.normalize(nsum), pa / total, pb / total,
-                                                    pair_restitution[c], bounce_speed)
+                                                    pair_mean(shape_restitution, pairs, c), bounce_speed)
             for t in range(first, last):
                 lk = lam[t]
                 if lk > 0.0:
@@ -630,7 +739,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
                     # Coulomb against the contact's whole normal impulse: its multiplier (position pass) and
                     # its share of the pair's restitution impulse (which carries the load while a landing
                     # box's penetration is still being resolved)
-                    limit = pair_mu[c] * (lk * inv_h + xsim.max(pn, 0.0) * lk / total)
+                    limit = mu * (lk * inv_h + xsim.max(pn, 0.0) * lk / total)
                     va, wa, vb, wb = friction_update(xa, qa, va, wa, ima, iia, xb, qb, vb, wb, imb, iib, geom_n[t],
                                                      cp, cs, limit)
             dv = va - va_in
@@ -774,7 +883,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
                             xsim.atomic_add(delta, b, v8(dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0, 1.0))
         v_out[i] = vi
 
-    return SimpleNamespace(find_contact_pairs=find_contact_pairs, solve_contact_positions=solve_contact_positions,
+    return SimpleNamespace(contact_depths=contact_depths, box_edges_near=box_edges_near, solve_contact_positions=solve_contact_positions,
                            count_contacts=count_contacts, count_velocity_pairs=count_velocity_pairs,
                            solve_pair_velocities=solve_pair_velocities,
                            count_particle_contacts=count_particle_contacts,

@@ -1,7 +1,7 @@
 """The rigid-body half of ``SolverXPBD``: bodies, contacts and joints stepped with XPBD as in
 Mueller et al. 2020, "Detailed Rigid Body Simulation with Extended Position Based Dynamics".
 
-Each step: broad phase (``find_contact_pairs``), then per substep of ``h = dt / substeps``:
+Each step: broad phase and contact pruning (``broad_phase.py``), then per substep of ``h = dt / substeps``:
 predict poses (gravity, gyroscopic term), run ``iterations`` position passes (one is the
 paper's choice) over contacts and joints, take velocities from the pose change, and run one
 velocity pass (restitution, dynamic friction, joint velocity drives), one thread per touching
@@ -63,6 +63,7 @@ from xsim import types as T
 from xsim.sim.kinematics import eval_ik
 from xsim.sim.rigid import JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
+from .broad_phase import BroadPhase
 from .contacts_rigid import contact_kernels
 from .joint_kernels import joint_kernels
 from .rigid_kernels import rigid_kernels
@@ -84,9 +85,10 @@ class RigidStepper:
         self._gravity = self.v3(*m.gravity)  # built once per solver, not per substep
         self._g_norm = float(np.linalg.norm(m.gravity))
         self._pool: dict = {}
-        self._lam_contacts = xsim.zeros(r.contact_point_count, dtype=s, device=m.device)
+        self._lam_contacts = xsim.zeros(0, dtype=s, device=m.device)  # grown to the most contacts of a step
         self._lam_joints = xsim.zeros(r.joint_count, dtype=s, device=m.device)
-        self._contact_pair = r.contact_pair.numpy()
+        self._broad = BroadPhase(r)
+        self.contact_count = 0  # contacts the last step solved (after the broad phase and pruning)
         self._has_com = bool(np.any(r.body_com.numpy() != 0.0)) if r.body_count else False
         # each body's number of joints in the position pass and in the velocity pass (mass splitting,
         # rigid_kernels.split_mass); contacts add theirs each pass
@@ -105,12 +107,15 @@ class RigidStepper:
 
     def _new(self, key: str, shape: int, dtype, grad: bool, zero: bool = False, avoid=()):
         """A fresh array when gradients are recorded (float arrays then require grad); otherwise a
-        reusable buffer for ``key`` that is none of ``avoid``."""
+        reusable buffer for ``key`` that is none of ``avoid``, of ``shape`` or, for the per-contact
+        arrays (keys ``c:...``, whose count changes every step), of the next power of two."""
         dev = self.model.device
         if grad:
             make = xsim.zeros if zero else xsim.empty
             return make(shape, dtype=dtype, device=dev, requires_grad=dtype is not int)
-        pool = self._pool.setdefault(key, [])
+        if key.startswith("c:"):
+            shape = 1 << max(shape - 1, 0).bit_length()
+        pool = self._pool.setdefault((key, shape), [])
         for a in pool:
             if not any(a is b for b in avoid):
                 break
@@ -126,7 +131,7 @@ class RigidStepper:
     def begin(self, state_in, state_out, control, dt: float, substeps: int, iterations: int, grad: bool):
         """Start a step of ``dt``: com frames, joint targets, the broad phase. Returns the step's
         working state (None without bodies)."""
-        m, r = self.model, self.rigid
+        r = self.rigid
         nb = r.body_count
         if nb == 0:
             return None
@@ -141,30 +146,60 @@ class RigidStepper:
             target_q=r.joint_target_q if target_q is None else target_q,
             target_qd=r.joint_target_qd if target_qd is None else target_qd,
             bounce=2.0 * self._g_norm * h if bounce is None else bounce,
-            xc=state_in.body_q, qd=state_in.body_qd, n_contacts=0, contact_ids=None, pdelta=None, pdv=None)
+            xc=state_in.body_q, qd=state_in.body_qd, n_contacts=0, pdelta=None, pdv=None)
         if self._has_com:
             st.xc = self._new("Xstart", nb, self.tf, grad)
             xsim.launch(self.k.body_to_com_frame, nb, inputs=[state_in.body_q, r.body_com], outputs=[st.xc])
         # static friction holds each contact where it was at the step start: anchored at the substep
         # start, the slip that Jacobi leaves in every substep added up (a 36-box pyramid crept 6 cm in 1.5 s)
         st.x_step = st.xc
-        if r.pair_count:
-            # the broad phase is a discrete choice, a constant of the backward pass: kept off the tape
-            active = self._new("active", r.pair_count, int, grad)
-            xsim.launch(self.kc.find_contact_pairs, r.pair_count, inputs=[
-                st.xc, st.qd, r.shape_body, r.shape_type, r.shape_xform, r.shape_size, r.shape_bound, r.pair_shapes,
-                r.rigid_contact_margin, dt], outputs=[active], record_tape=False)
-            # the candidate contacts of the active pairs: the kernels run over these only
-            ids = np.flatnonzero(active.numpy()[self._contact_pair])
-            st.n_contacts = len(ids)
-            st.contact_ids = xsim.array(ids.astype(np.int32), dtype=int, device=m.device)
-            # where each active pair's contacts start in ids (the velocity pass runs over pairs)
-            of_pair = self._contact_pair[ids]
-            first = np.flatnonzero(np.diff(of_pair, prepend=-1)) if len(ids) else np.zeros(0, dtype=np.int64)
-            st.n_pairs = len(first)
-            st.pair_first = xsim.array(np.append(first, len(ids)).astype(np.int32), dtype=int, device=m.device)
+        self._find_contacts(st, dt)
+        self.contact_count = st.n_contacts
         st.velocity_pass = st.n_contacts > 0 or r.joint_drive_velocity or self.solver._body_collide
         return st
+
+    def _find_contacts(self, st, dt: float) -> None:
+        """The step's contacts into ``st``: the broad phase's candidates (host), measured by
+        ``contact_depths`` and kept where within reach, grouped by shape pair (the velocity pass runs
+        over pairs). Not on the tape: which contacts exist is a constant of the backward pass."""
+        r, dev = self.rigid, self.model.device
+        pairs, reach, spin = self._broad.find_pairs(st.xc.numpy(), st.qd.numpy(), r.shape_xform.numpy(),
+                                                    r.shape_size.numpy(), dt)
+        if not len(pairs):
+            return
+        s = self.model.dtype
+        pairs_dev = xsim.array(pairs.astype(np.int32), dtype=int, device=dev)
+        reach_dev = xsim.array(reach, dtype=s, device=dev)
+
+        def edges_near(box_pairs):
+            near = xsim.empty(24 * len(box_pairs), dtype=int, device=dev)
+            xsim.launch(self.kc.box_edges_near, len(near), inputs=[
+                st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_xform, r.shape_size, r.shape_radius,
+                xsim.array(pairs[box_pairs].astype(np.int32), dtype=int, device=dev),
+                xsim.array(reach[box_pairs], dtype=s, device=dev)], outputs=[near], record_tape=False)
+            return near.numpy().reshape(len(box_pairs), 2, 12).astype(bool)
+        pair, index = self._broad.candidate_contacts(pairs, edges_near)
+        depth = xsim.empty(len(pair), dtype=s, device=dev)
+        xsim.launch(self.kc.contact_depths, len(pair), inputs=[
+            st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
+            r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, pairs_dev,
+            xsim.array(pair.astype(np.int32), dtype=int, device=dev),
+            xsim.array(index.astype(np.int32), dtype=int, device=dev), reach_dev,
+            xsim.array(spin, dtype=s, device=dev)],
+            outputs=[depth], record_tape=False)
+        kept = np.flatnonzero(self._broad.within_reach(pairs, pair, depth.numpy().astype(np.float64), reach))
+        if not len(kept):
+            return
+        # the pairs left with contacts, renumbered in order
+        used, pair = np.unique(pair[kept], return_inverse=True)
+        first = np.flatnonzero(np.diff(pair, prepend=-1))
+        st.n_contacts, st.n_pairs = len(kept), len(used)
+        st.pairs = xsim.array(pairs[used].astype(np.int32), dtype=int, device=dev)
+        st.contact_pair = xsim.array(pair.astype(np.int32), dtype=int, device=dev)
+        st.contact_index = xsim.array(index[kept].astype(np.int32), dtype=int, device=dev)
+        st.pair_first = xsim.array(np.append(first, len(kept)).astype(np.int32), dtype=int, device=dev)
+        if self._lam_contacts.shape[0] < len(kept):
+            self._lam_contacts = xsim.zeros(2 * len(kept), dtype=s, device=dev)
 
     def begin_substep(self, st, sub: int) -> None:
         """Predict the bodies' poses for substep ``sub`` (gravity, gyroscopic term)."""
@@ -192,14 +227,14 @@ class RigidStepper:
             split = self._counts("split", self._joint_split, grad)
             xsim.launch(self.kc.count_contacts, st.n_contacts, inputs=[
                 xi, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
-                r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, r.pair_shapes,
-                r.contact_pair, r.contact_index, st.contact_ids], outputs=[split], record_tape=False)
-            lam_out = self._new("lam_c", r.contact_point_count, m.dtype, grad, avoid=(st.lam_c,))
-            st.geom = [self._new(f"geom{k}", r.contact_point_count, self.v3, grad) for k in range(3)]
+                r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, st.pairs,
+                st.contact_pair, st.contact_index], outputs=[split], record_tape=False)
+            lam_out = self._new("c:lam", st.n_contacts, m.dtype, grad, avoid=(st.lam_c,))
+            st.geom = [self._new(f"c:geom{k}", st.n_contacts, self.v3, grad) for k in range(3)]
             xsim.launch(self.kc.solve_contact_positions, st.n_contacts, inputs=[
                 xi, st.x_step, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform,
                 r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points,
-                r.pair_shapes, r.contact_pair, r.contact_index, r.pair_mu, st.contact_ids, st.lam_c, split],
+                st.pairs, st.contact_pair, st.contact_index, r.shape_mu, st.lam_c, split],
                 outputs=[lam_out, st.delta, *st.geom])
             st.lam_c = lam_out
         if r.joint_count:
@@ -283,13 +318,13 @@ class RigidStepper:
             if st.n_contacts:
                 vsplit = self._counts("vsplit", self._joint_vsplit, grad)
                 xsim.launch(self.kc.count_velocity_pairs, st.n_pairs, inputs=[
-                    r.shape_body, r.pair_shapes, r.contact_pair, st.contact_ids, st.pair_first, st.lam_c],
+                    r.shape_body, st.pairs, st.contact_pair, st.pair_first, st.lam_c],
                     outputs=[vsplit], record_tape=False)
                 xsim.launch(self.kc.solve_pair_velocities, st.n_pairs, inputs=[
                     xi, st.qd_next, st.qd_pre, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type,
                     r.shape_xform, r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count,
-                    r.shape_points, r.pair_shapes, r.contact_pair, r.contact_index, r.pair_mu, r.pair_restitution,
-                    st.contact_ids, st.pair_first, st.lam_c, *st.geom, 1.0 / h, st.bounce, vsplit], outputs=[dv])
+                    r.shape_points, st.pairs, st.contact_pair, st.contact_index, r.shape_mu, r.shape_restitution,
+                    st.pair_first, st.lam_c, *st.geom, 1.0 / h, st.bounce, vsplit], outputs=[dv])
             if r.joint_drive_velocity:
                 xsim.launch(self.kj.solve_joint_velocities, r.joint_count, inputs=[
                     xi, st.qd_next, r.body_inv_mass, r.body_inv_inertia, r.joint_type, r.joint_parent,

@@ -1,0 +1,165 @@
+"""The rigid broad phase (xsim/solvers/xpbd/broad_phase.py) against all-pairs references in plain numpy,
+and the per-step contact pruning against solving every candidate contact."""
+
+import numpy as np
+import pytest
+
+import xsim
+from xsim.sim import ModelBuilder
+from xsim.sim.shapes import quat_to_matrix
+from xsim.solvers import SolverXPBD
+from xsim.solvers.xpbd.broad_phase import BroadPhase
+
+
+def random_scene(seed, n=40):
+    """Boxes, spheres and capsules scattered in a 3 m cube with random poses, a few static, two joined."""
+    rng = np.random.default_rng(seed)
+    b = ModelBuilder()
+    b.add_ground_plane()
+    for k in range(n):
+        q = rng.normal(size=4)
+        body = b.add_body((rng.uniform(0.0, 3.0, 3), q / np.linalg.norm(q)), lin_vel=rng.normal(size=3),
+                          ang_vel=rng.normal(size=3))
+        kind = k % 3
+        if kind == 0:
+            b.add_shape_box(body, hx=rng.uniform(0.05, 0.4), hy=rng.uniform(0.05, 0.4), hz=rng.uniform(0.05, 0.4))
+        elif kind == 1:
+            b.add_shape_sphere(body, radius=rng.uniform(0.05, 0.4))
+        else:
+            b.add_shape_capsule(body, radius=rng.uniform(0.05, 0.2), half_height=rng.uniform(0.05, 0.4))
+    b.add_shape_box(-1, xform=((1.5, 1.5, 1.0), (0.0, 0.0, 0.0, 1.0)), hx=0.3, hy=0.3, hz=0.3)
+    b.add_joint_ball(0, 1, parent_xform=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+    return b.finalize(dtype=xsim.float64)
+
+
+def reference_pairs(model, dt):
+    """All pairs of shapes whose boxes (world corners of each shape, grown by half the margin and the
+    motion bound) overlap, or a shape within reach of the plane z = 0; eligible as the builder says."""
+    r = model.rigid
+    body, kind = r.shape_body.numpy(), r.shape_type.numpy()
+    size, xf = r.shape_size.numpy(), r.shape_xform.numpy()
+    q, qd, inv_mass = model.state().body_q.numpy(), model.state().body_qd.numpy(), r.body_inv_mass.numpy()
+    lo, hi, motion = [], [], []
+    for s in range(len(body)):
+        pose = q[body[s]] if body[s] >= 0 else np.array([0, 0, 0, 0, 0, 0, 1.0])
+        rot = quat_to_matrix(pose[3:])
+        centre = pose[:3] + rot @ xf[s, :3]
+        if kind[s] == 2:  # box: its eight corners
+            local = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)]) * size[s]
+            pts = centre + local @ (rot @ quat_to_matrix(xf[s, 3:])).T
+            lo_s, hi_s = pts.min(0), pts.max(0)
+        elif kind[s] == 3:  # capsule: its axis' ends, grown by the radius
+            axis = rot @ quat_to_matrix(xf[s, 3:]) @ [0.0, 0.0, size[s, 1]]
+            pts = np.array([centre - axis, centre + axis])
+            lo_s, hi_s = pts.min(0) - size[s, 0], pts.max(0) + size[s, 0]
+        else:  # sphere (the plane is handled apart)
+            lo_s, hi_s = centre - size[s, 0], centre + size[s, 0]
+        m = 0.0
+        if body[s] >= 0:
+            v = qd[body[s]]
+            arm = rot @ xf[s, :3]
+            m = (np.linalg.norm(v[:3]) + np.linalg.norm(v[3:]) * (np.linalg.norm(arm) + r.shape_bound.numpy()[s])) * dt
+        grow = 0.5 * r.rigid_contact_margin + m
+        lo.append(lo_s - grow)
+        hi.append(hi_s + grow)
+        motion.append(m)
+    out = set()
+    for a in range(len(body)):
+        for b in range(a + 1, len(body)):
+            if body[a] == body[b] or not (inv_mass[body[a]] > 0 if body[a] >= 0 else False) and not (
+                    inv_mass[body[b]] > 0 if body[b] >= 0 else False) or {body[a], body[b]} == {0, 1}:
+                continue
+            if kind[a] == 0 or kind[b] == 0:
+                s = b if kind[a] == 0 else a
+                if lo[s][2] < 0.5 * r.rigid_contact_margin:
+                    out.add((a, b))
+            elif np.all(lo[a] <= hi[b]) and np.all(lo[b] <= hi[a]):
+                out.add((a, b))
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sweep_finds_exactly_the_pairs_of_an_all_pairs_test(seed):
+    model = random_scene(seed)
+    dt = 0.05
+    state = model.state()
+    broad = BroadPhase(model.rigid)
+    r = model.rigid
+    # the com frames are the body frames here (uniform shapes centred on their bodies)
+    pairs, reach, spin = broad.find_pairs(state.body_q.numpy(), state.body_qd.numpy(), r.shape_xform.numpy(),
+                                          r.shape_size.numpy(), dt)
+    expected = reference_pairs(model, dt)
+    assert len(expected) > 20
+    assert {(int(a), int(b)) for a, b in pairs[:, :2]} == expected
+    assert np.all(reach >= r.rigid_contact_margin) and np.all(spin >= 0.0)
+
+
+def test_pairs_grow_with_the_touching_shapes_not_with_all_pairs():
+    # 300 spheres in a row, each touching the next: 299 sphere pairs and 300 with the ground, of 45k pairs
+    b = ModelBuilder()
+    b.add_ground_plane()
+    for k in range(300):
+        body = b.add_body(((0.2 * k, 0.0, 0.1), (0.0, 0.0, 0.0, 1.0)))
+        b.add_shape_sphere(body, radius=0.1)
+    model = b.finalize(dtype=xsim.float64)
+    r = model.rigid
+    pairs, _, _ = BroadPhase(r).find_pairs(model.body_q.numpy(), model.body_qd.numpy(), r.shape_xform.numpy(),
+                                           r.shape_size.numpy(), 0.01)
+    assert len(pairs) == 299 + 300
+
+
+def mixed_scene():
+    """Boxes stacked, turned and dropped on each other, capsules and a sphere: every contact kind."""
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.6)
+    for k in range(3):
+        body = b.add_body(((0.03 * k, 0.0, 0.1 + 0.2 * k), (0.0, 0.0, np.sin(0.1 * k), np.cos(0.1 * k))))
+        b.add_shape_box(body, hx=0.2, hy=0.2, hz=0.1, mu=0.6)
+    h = np.radians(30) / 2
+    top = b.add_body(((0.05, 0.0, 0.72), (0.1, 0.0, np.sin(h), np.cos(h))), lin_vel=(0.0, 0.0, -1.0))
+    b.add_shape_box(top, hx=0.2, hy=0.2, hz=0.1, mu=0.6)
+    c = b.add_body(((0.6, 0.0, 0.3), (0.3, 0.0, 0.0, 0.95)))
+    b.add_shape_capsule(c, radius=0.05, half_height=0.2)
+    c2 = b.add_body(((0.65, 0.05, 0.6), (0.0, 0.3, 0.0, 0.95)))
+    b.add_shape_capsule(c2, radius=0.05, half_height=0.2)
+    s = b.add_body(((0.5, 0.0, 0.9), (0.0, 0.0, 0.0, 1.0)), lin_vel=(0.0, 0.0, -2.0))
+    b.add_shape_sphere(s, radius=0.1)
+    return b.finalize(dtype=xsim.float64)
+
+
+def rollout(model, steps=60):
+    solver = SolverXPBD(model, substeps=10, iterations=1)
+    a, b = model.state(), model.state()
+    counts = []
+    for _ in range(steps):
+        solver.step(a, b, None, 1.0 / 60.0)
+        a, b = b, a
+        counts.append(solver.rigid.contact_count)
+    return np.concatenate([a.body_q.numpy().ravel(), a.body_qd.numpy().ravel()]), counts
+
+
+def test_pruned_contacts_give_the_rollout_of_every_candidate_contact(monkeypatch):
+    pruned, kept = rollout(mixed_scene())
+    # every candidate: all 144 edge pairs of each box pair, none dropped for being out of reach
+    every_edge = BroadPhase.candidate_contacts
+    monkeypatch.setattr(BroadPhase, "candidate_contacts", lambda self, pairs, edges_near: every_edge(
+        self, pairs, lambda box_pairs: np.ones((len(box_pairs), 2, 12), bool)))
+    monkeypatch.setattr(BroadPhase, "within_reach", lambda self, pairs, pair, depth, reach: np.ones(len(pair), bool))
+    full, every = rollout(mixed_scene())
+    assert np.abs(pruned - full).max() < 1e-9
+    assert sum(kept) < 0.2 * sum(every)  # most of the 144 edge pairs of each box pair are dropped
+
+
+def test_body_with_a_free_joint_still_rests_on_the_ground():
+    b = ModelBuilder()
+    b.add_ground_plane()
+    body = b.add_body(((0.0, 0.0, 0.3), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1)
+    b.add_joint_free(body)
+    model = b.finalize(dtype=xsim.float64)
+    solver = SolverXPBD(model, substeps=10, iterations=1)
+    a, c = model.state(), model.state()
+    for _ in range(60):
+        solver.step(a, c, None, 1.0 / 60.0)
+        a, c = c, a
+    assert abs(a.body_q.numpy()[0, 2] - 0.1) < 2e-3
