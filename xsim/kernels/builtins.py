@@ -254,3 +254,6 @@ builtin("transform_get_translation", ["Transform"], "Vec3")
 builtin("transform_get_rotation", ["Transform"], "Q")
 
 del _op, _f
+
+# the builtin library by area, each in its own registry file (imported last: they extend BUILTINS)
+from . import builtins_random  # noqa: F401

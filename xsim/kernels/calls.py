@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import ast
 import inspect
+from dataclasses import replace
 
 from .. import types as T
 from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError
 from .builtins import BUILTINS
+from .builtins_random import SAMPLERS, resolve_sampler
 from .ir import Block, Op, Var
 from .scope import BuiltinRef, Ref, _describe, _false, _Frame, _resolve_annotation, annotations
 
@@ -67,10 +69,37 @@ class Calls:
         special = getattr(self, "builtin_" + name, None)
         if special is not None:
             return special(node)
+        if name in SAMPLERS:
+            return self.call_sampler(name, node)
         if name not in BUILTINS:
             raise self.err(node, f"'{name}' is not a kernel builtin")
         args = self.plain_args(node)
         return self.call_builtin(name, args, node)
+
+    def call_sampler(self, name, node):
+        """``randf(state, ...)``: the value, and the name ``state`` (when the state is a name) rebound
+        to the advanced state, so later draws, branches and loops see it as Warp's ``uint32&`` does."""
+        args = self.plain_args(node)
+        if not args or args[0].type is not T.uint32:
+            raise self.err(node, f"{name}() takes a uint32 random state (from rand_init) as its first argument",
+                           WarpCodegenTypeError)
+        overload = None
+        for o in SAMPLERS[name]:
+            if len(o.params) == len(args) and all(a.type is p or a.weak for a, p in zip(args, o.params)):
+                overload = o
+                break
+        if overload is not None:
+            args = [self.convert(a, p, node) for a, p in zip(args, overload.params)]
+            overload = resolve_sampler(name, [a.type for a in args])
+        if overload is None:
+            given = ", ".join(T.type_name(a.type) for a in args)
+            raise self.err(node, f"no overload of '{name}' takes ({given}); expected one of: "
+                                 f"{BUILTINS[name].signatures()}", WarpCodegenTypeError)
+        value = self.emit("call", overload.returns, args, node, overload=replace(overload, native="rv_" + name))
+        state = self.emit("call", T.uint32, args, node, overload=replace(overload, native="rs_" + name))
+        if isinstance(node.args[0], ast.Name) and node.args[0].id in self.f.sym:
+            self.f.sym[node.args[0].id] = state
+        return value
 
     def builtin_tid(self, node):
         if node.args or node.keywords:

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import types as T
 from ..errors import CompileError, WarpCodegenError
+from .builtins_random import SAMPLERS
 from .ir import Var
 
 MAX_UNROLL = 16
@@ -129,11 +130,15 @@ def _is_attr_chain(node) -> bool:
 
 
 def _assigned_names(body) -> set[str]:
-    """Names a block of statements assigns (plain, augmented, component and tuple targets)."""
+    """Names a block of statements assigns (plain, augmented, component and tuple targets, and the
+    random state a sampler such as ``randf(state)`` advances)."""
     out = set()
     for s in body:
         for n in ast.walk(s):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) and (
+                    getattr(n.func, "attr", getattr(n.func, "id", None)) in SAMPLERS):
+                out.add(n.args[0].id)
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 out.add(n.id)
             elif isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, ast.Store):
                 root = n

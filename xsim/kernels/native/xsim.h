@@ -4,3 +4,4 @@
 #include "xsim_math.h"
 #include "xsim_vector.h"
 #include "xsim_quat.h"
+#include "xsim_random.h"

@@ -1,0 +1,142 @@
+"""Random numbers: the same kernel source run in xsim and in Warp 1.19 (CPU) gives the same numbers
+for the same seeds; samplers advance the state through branches and dynamic loops as Warp's
+``uint32&`` does; they carry no gradient."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import xsim
+
+wp = pytest.importorskip("warp")
+wp.config.quiet = True
+wp.init()
+
+N = 64
+DRAWS = 3
+# (sampler call, output components): each draws DRAWS times per thread from rand_init(seed, tid)
+SAMPLES = {
+    "randi": ("m.randi(s)", 1), "randi_range": ("m.randi(s, -7, 100)", 1),
+    "randu": ("m.randu(s)", 1), "randu_range": ("m.randu(s, m.uint32(3), m.uint32(1000))", 1),
+    "randf": ("m.randf(s)", 1), "randf_range": ("m.randf(s, -2.5, 4.0)", 1), "randn": ("m.randn(s)", 1),
+    "ring": ("m.sample_unit_ring(s)", 2), "disk": ("m.sample_unit_disk(s)", 2),
+    "square": ("m.sample_unit_square(s)", 2), "cube": ("m.sample_unit_cube(s)", 3),
+    "sphere": ("m.sample_unit_sphere(s)", 3), "sphere_surface": ("m.sample_unit_sphere_surface(s)", 3),
+    "hemisphere": ("m.sample_unit_hemisphere(s)", 3),
+    "hemisphere_surface": ("m.sample_unit_hemisphere_surface(s)", 3),
+    "poisson_small": ("m.poisson(s, 3.5)", 1), "poisson_large": ("m.poisson(s, 40.0)", 1),
+}
+TYPES = {"randi": "int32", "randi_range": "int32", "randu": "uint32", "randu_range": "uint32",
+         "poisson_small": "uint32", "poisson_large": "uint32"}
+
+
+def kernel_source(name: str, call: str, comps: int) -> str:
+    dtype = TYPES.get(name, "float32" if comps == 1 else f"vec{comps}")
+    lines = ["@m.kernel", f"def k_{name}(seed: int, out: m.array(dtype=m.{dtype}, ndim=2)):",
+             "    i = m.tid()",
+             "    s = m.rand_init(seed, i)"]
+    lines += [f"    out[i, {d}] = {call}" for d in range(DRAWS)]
+    return "\n".join(lines) + "\n"
+
+
+def build(module_name: str, folder):
+    """The kernels of this file in ``module_name`` (xsim or warp), from one generated source file
+    (Warp reads kernel source from a file)."""
+    src = f"import {module_name} as m\n\n" + "".join(kernel_source(n, c, k) for n, (c, k) in SAMPLES.items())
+    src += """
+@m.kernel
+def k_flow(seed: int, n: int, out: m.array(dtype=m.float32, ndim=2)):
+    i = m.tid()
+    s = m.rand_init(seed)
+    if i % 2 == 0:
+        out[i, 0] = m.randf(s)
+    acc = float(0.0)
+    for j in range(n + i % 3):
+        acc += m.randf(s)
+    out[i, 1] = acc
+    out[i, 2] = float(m.randi(s, 0, 1000))
+"""
+    path = folder / f"random_kernels_{module_name}.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(f"random_kernels_{module_name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return {n.removeprefix("k_"): getattr(mod, n) for n in dir(mod) if n.startswith("k_")}
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("random")
+    return build("xsim", folder), build("warp", folder)
+
+
+def run_both(kernels, name, inputs, dtype_name, shape):
+    xk, wk = kernels
+    xo = xsim.zeros(shape, dtype=getattr(xsim, dtype_name))
+    xsim.launch(xk[name], shape[0], inputs=[*inputs, xo])
+    wo = wp.zeros(shape, dtype=getattr(wp, dtype_name), device="cpu")
+    wp.launch(wk[name], shape[0], inputs=[*inputs, wo], device="cpu")
+    return xo.numpy(), wo.numpy()
+
+
+@pytest.mark.parametrize("name", list(SAMPLES))
+@pytest.mark.parametrize("seed", [0, 12345, -7])
+def test_sampler_gives_warps_numbers_for_a_seed(kernels, name, seed):
+    comps = SAMPLES[name][1]
+    dtype = TYPES.get(name, "float32" if comps == 1 else f"vec{comps}")
+    got, want = run_both(kernels, name, [seed], dtype, (N, DRAWS))
+    np.testing.assert_array_equal(got, want)  # bit-equal: the same generator and arithmetic
+
+
+def test_sampler_state_flows_through_branches_and_dynamic_loops_as_in_warp(kernels):
+    got, want = run_both(kernels, "flow", [99, 4], "float32", (N, 3))
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(got[:, 1])) > 1  # the loop length varies per thread, so do the sums
+
+
+def test_rand_init_offset_decorrelates_threads_and_randf_is_uniform(kernels):
+    got, _ = run_both(kernels, "randf", [5], "float32", (N, DRAWS))
+    assert len(np.unique(got)) == got.size
+    assert np.all((got >= 0.0) & (got < 1.0))
+
+
+@xsim.kernel
+def scaled_draw(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+    i = xsim.tid()
+    s = xsim.rand_init(7, i)
+    y[i] = x[i] * xsim.randf(s, x[i], 2.0)
+
+
+def test_samplers_carry_no_gradient_but_the_values_they_scale_do():
+    x = xsim.array(np.linspace(0.1, 0.9, 8), dtype=float, requires_grad=True)
+    y = xsim.zeros(8, dtype=float, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(scaled_draw, 8, inputs=[x], outputs=[y])
+    tape.backward(grads={y: xsim.array(np.ones(8), dtype=float)})
+    xs = x.numpy().astype(np.float64)
+    u = (y.numpy() / xs - xs) / (2.0 - xs)  # the uniform draw behind each value
+    # d/dx [x * ((2 - x) u + x)] with the draw u held fixed: the range's lower bound gets no gradient
+    np.testing.assert_allclose(x.grad.numpy(), (2.0 - xs) * u + xs, rtol=1e-5)
+
+
+def test_sampler_without_a_uint32_state_is_refused_with_the_line():
+    @xsim.kernel
+    def bad(out: xsim.array(dtype=float)):
+        out[0] = xsim.randf(3.0)
+
+    with pytest.raises(xsim.CompileError, match=r"randf\(\) takes a uint32 random state.*\n.*xsim.randf\(3.0\)"):
+        xsim.launch(bad, 1, outputs=[xsim.zeros(1, dtype=float)])
+
+
+def test_sampler_with_wrong_argument_types_lists_its_overloads():
+    @xsim.kernel
+    def bad(out: xsim.array(dtype=float)):
+        s = xsim.rand_init(1)
+        out[0] = xsim.randf(s, 1.0)
+
+    with pytest.raises(xsim.CompileError, match=r"no overload of 'randf' takes \(uint32, float32\)"):
+        xsim.launch(bad, 1, outputs=[xsim.zeros(1, dtype=float)])
