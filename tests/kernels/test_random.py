@@ -4,7 +4,11 @@ for the same seeds; samplers advance the state through branches and dynamic loop
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import os
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -42,9 +46,9 @@ def kernel_source(name: str, call: str, comps: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build(module_name: str, folder):
+def build(module_name: str):
     """The kernels of this file in ``module_name`` (xsim or warp), from one generated source file
-    (Warp reads kernel source from a file)."""
+    (Warp reads kernel source from a file), written once per content."""
     src = f"import {module_name} as m\n\n" + "".join(kernel_source(n, c, k) for n, (c, k) in SAMPLES.items())
     src += """
 @m.kernel
@@ -59,18 +63,26 @@ def k_flow(seed: int, n: int, out: m.array(dtype=m.float32, ndim=2)):
     out[i, 1] = acc
     out[i, 2] = float(m.randi(s, 0, 1000))
 """
-    path = folder / f"random_kernels_{module_name}.py"
-    path.write_text(src)
+    digest = hashlib.blake2b(src.encode(), digest_size=8).hexdigest()
+    folder = Path(tempfile.gettempdir()) / f"xsim-test-random-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / f"random_kernels_{module_name}_{digest}.py"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(src)
+        os.replace(tmp, path)
     spec = importlib.util.spec_from_file_location(f"random_kernels_{module_name}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return {n.removeprefix("k_"): getattr(mod, n) for n in dir(mod) if n.startswith("k_")}
 
 
+XSIM_KERNELS = build("xsim")  # at import, so the NVRTC walk (tests/cuda) compiles them too
+
+
 @pytest.fixture(scope="module")
-def kernels(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("random")
-    return build("xsim", folder), build("warp", folder)
+def kernels():
+    return XSIM_KERNELS, build("warp")
 
 
 def run_both(kernels, name, inputs, dtype_name, shape):
