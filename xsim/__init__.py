@@ -25,14 +25,22 @@ from .array import (
 )
 from .device import (
     Device,
+    ScopedDevice,
     ScopedStream,
     Stream,
+    get_cuda_device_count,
+    get_cuda_devices,
     get_device,
+    get_devices,
+    get_preferred_device,
     get_stream,
+    init,
+    is_cpu_available,
     is_cuda_available,
     set_device,
     set_stream,
     synchronize,
+    synchronize_device,
 )
 from .errors import (
     CompileError,
@@ -51,7 +59,7 @@ from .kernels.module import get_module
 from .kernels.scope import _ADJOINT as adjoint
 from .kernels.scope import BuiltinRef as _BuiltinRef
 from .types import *
-from .types import matrix, quaternion, struct, transformation, vector
+from .types import dtype_from_numpy, dtype_to_numpy, matrix, quaternion, struct, transformation, vector
 
 # the builtins as names a kernel can reach (xsim.sin, xsim.tid, ...): resolved by the frontend
 for _name in list(_BUILTINS) + ["tid", "where", "select", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
