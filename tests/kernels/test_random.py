@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import xsim
+from xsim.autodiff.gradcheck import gradcheck
 
 wp = pytest.importorskip("warp")
 wp.config.quiet = True
@@ -33,6 +34,18 @@ SAMPLES = {
     "hemisphere_surface": ("m.sample_unit_hemisphere_surface(s)", 3),
     "poisson_small": ("m.poisson(s, 3.5)", 1), "poisson_large": ("m.poisson(s, 40.0)", 1),
 }
+# (noise call on the position p = pos[i] (a vec4), output type): read the state, never advance it
+P1, P2, P3 = "p[0]", "m.vec2(p[0], p[1])", "m.vec3(p[0], p[1], p[2])"
+NOISES = {
+    "noise1": (f"m.noise(s, {P1})", "float32"), "noise2": (f"m.noise(s, {P2})", "float32"),
+    "noise3": (f"m.noise(s, {P3})", "float32"), "noise4": ("m.noise(s, p)", "float32"),
+    "pnoise1": (f"m.pnoise(s, {P1}, 3)", "float32"), "pnoise2": (f"m.pnoise(s, {P2}, 3, 4)", "float32"),
+    "pnoise3": (f"m.pnoise(s, {P3}, 3, 4, 5)", "float32"),
+    "pnoise4": ("m.pnoise(s, p, 3, 4, 5, 2)", "float32"),
+    "curl2": (f"m.curlnoise(s, {P2})", "vec2"),
+    "curl3": (f"m.curlnoise(s, {P3}, m.uint32(3), 2.0, 0.5)", "vec3"),
+    "curl4": ("m.curlnoise(s, p, m.uint32(2), 1.5, 0.7)", "vec3"),
+}
 TYPES = {"randi": "int32", "randi_range": "int32", "randu": "uint32", "randu_range": "uint32",
          "poisson_small": "uint32", "poisson_large": "uint32"}
 
@@ -50,6 +63,9 @@ def build(module_name: str):
     """The kernels of this file in ``module_name`` (xsim or warp), from one generated source file
     (Warp reads kernel source from a file), written once per content."""
     src = f"import {module_name} as m\n\n" + "".join(kernel_source(n, c, k) for n, (c, k) in SAMPLES.items())
+    for name, (call, dtype) in NOISES.items():
+        src += (f"@m.kernel\ndef k_{name}(seed: int, pos: m.array(dtype=m.vec4), out: m.array(dtype=m.{dtype})):\n"
+                f"    i = m.tid()\n    s = m.rand_init(seed)\n    p = pos[i]\n    out[i] = {call}\n")
     src += """
 @m.kernel
 def k_flow(seed: int, n: int, out: m.array(dtype=m.float32, ndim=2)):
@@ -101,6 +117,45 @@ def test_sampler_gives_warps_numbers_for_a_seed(kernels, name, seed):
     dtype = TYPES.get(name, "float32" if comps == 1 else f"vec{comps}")
     got, want = run_both(kernels, name, [seed], dtype, (N, DRAWS))
     np.testing.assert_array_equal(got, want)  # bit-equal: the same generator and arithmetic
+
+
+POSITIONS = np.random.default_rng(3).uniform(-6.0, 6.0, (N, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", list(NOISES))
+@pytest.mark.parametrize("seed", [0, 4242])
+def test_noise_gives_warps_numbers_for_a_seed(kernels, name, seed):
+    xk, wk = kernels
+    dtype = NOISES[name][1]
+    xo = xsim.zeros(N, dtype=getattr(xsim, dtype))
+    xsim.launch(xk[name], N, inputs=[seed, xsim.array(POSITIONS, dtype=xsim.vec4), xo])
+    wo = wp.zeros(N, dtype=getattr(wp, dtype), device="cpu")
+    wp.launch(wk[name], N, inputs=[seed, wp.array(POSITIONS, dtype=wp.vec4, device="cpu"), wo], device="cpu")
+    np.testing.assert_array_equal(xo.numpy(), wo.numpy())
+    assert np.abs(xo.numpy()).max() > 0.01  # not all zero
+
+
+def test_pnoise_repeats_with_its_period_on_positive_coordinates(kernels):
+    # the lattice wraps with C's %, as in Warp: across zero (negative cells) it does not repeat
+    xk, _ = kernels
+    base = np.abs(POSITIONS)
+    shifted = base + np.array([3.0, 4.0, 5.0, 2.0], np.float32) * np.array([2.0, 1.0, 1.0, 3.0], np.float32)
+    outs = []
+    for pos in (base, shifted):
+        out = xsim.zeros(N, dtype=xsim.float32)
+        xsim.launch(xk["pnoise4"], N, inputs=[7, xsim.array(pos, dtype=xsim.vec4), out])
+        outs.append(out.numpy())
+    np.testing.assert_allclose(outs[0], outs[1], atol=1e-5)  # the shift is whole periods (up to rounding)
+
+
+@pytest.mark.parametrize("name", ["noise1", "noise2", "noise3", "noise4", "pnoise3", "curl2", "curl3", "curl4"])
+def test_noise_gradient_matches_finite_differences(kernels, name):
+    xk, _ = kernels
+    pos = xsim.array(POSITIONS[:8], dtype=xsim.vec4)
+    out = xsim.zeros(8, dtype=getattr(xsim, NOISES[name][1]))
+    # float32 (the only precision Warp's noise has): a step of 1e-3 in a C2 field, tolerances to match
+    report = gradcheck(xk[name], [5, pos, out], dim=8, outputs=["out"], wrt=["pos"], eps=1e-3, atol=2e-2, rtol=2e-2)
+    report.assert_ok()
 
 
 def test_sampler_state_flows_through_branches_and_dynamic_loops_as_in_warp(kernels):

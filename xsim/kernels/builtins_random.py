@@ -1,9 +1,11 @@
-"""Random-number builtins (Warp's PCG generator, ``native/xsim_random.h``): one row per overload.
+"""Random-number and noise builtins (Warp's PCG generator and Perlin noise, ``native/xsim_random.h``):
+one row per overload, with concrete parameter types (the state is always ``uint32``).
 
 ``rand_init(seed[, offset])`` is an ordinary builtin returning a ``uint32`` state. Every sampler
 takes that state as its first argument and advances it: a call ``randf(state)`` gives the value
-and rebinds the name ``state`` to the advanced state (see ``Calls.call_sampler``), as Warp's
-by-reference ``uint32&`` does. Parameter and return types are concrete; none is differentiable.
+and rebinds the name ``state`` to the advanced state (see ``Calls.call_stateful``), as Warp's
+by-reference ``uint32&`` does; samplers carry no gradient. ``noise``/``pnoise``/``curlnoise`` read
+the state without advancing it and are differentiable in their position.
 """
 
 from __future__ import annotations
@@ -15,23 +17,24 @@ builtin("rand_init", ["Int"], lambda seed: T.uint32 if seed is T.int32 else None
 builtin("rand_init", ["Int", "Int"], lambda seed, off: T.uint32 if seed is T.int32 else None,
         differentiable=False)
 
-SAMPLERS: dict[str, list[Overload]] = {}
+STATEFUL: dict[str, list[Overload]] = {}  # every builtin taking a uint32 state first
+SAMPLERS: set[str] = set()                # those that advance it
+DEFAULTS: dict[int, tuple] = {}           # id(overload) -> values of its trailing optional parameters
+
+
+def stateful(name: str, params: list, returns, advances: bool, defaults: tuple = ()):
+    """Declare one overload; ``params`` follow the leading ``uint32`` state."""
+    o = Overload(name, (T.uint32, *params), returns, name, differentiable=not advances)
+    STATEFUL.setdefault(name, []).append(o)
+    DEFAULTS[id(o)] = defaults
+    if advances:
+        SAMPLERS.add(name)
+    BUILTINS.setdefault(name, Builtin(name)).overloads.append(
+        Overload(name, tuple(T.type_name(p) for p in o.params), returns, name, o.differentiable))
 
 
 def sampler(name: str, params: list, returns):
-    """Declare one overload of a sampler; ``params`` follow the leading ``uint32`` state."""
-    o = Overload(name, (T.uint32, *params), returns, name, differentiable=False)
-    SAMPLERS.setdefault(name, []).append(o)
-    BUILTINS.setdefault(name, Builtin(name)).overloads.append(
-        Overload(name, tuple(T.type_name(p) for p in o.params), returns, name, differentiable=False))
-
-
-def resolve_sampler(name: str, arg_types: list) -> Overload | None:
-    """The overload of sampler ``name`` whose parameter types are exactly ``arg_types``, or None."""
-    for o in SAMPLERS[name]:
-        if len(o.params) == len(arg_types) and all(p is a for p, a in zip(o.params, arg_types)):
-            return o
-    return None
+    stateful(name, params, returns, advances=True)
 
 
 sampler("randi", [], T.int32)
@@ -46,6 +49,13 @@ for _shape in ("ring", "disk", "square"):
     sampler(f"sample_unit_{_shape}", [], T.vec2)
 for _shape in ("cube", "sphere", "sphere_surface", "hemisphere", "hemisphere_surface"):
     sampler(f"sample_unit_{_shape}", [], T.vec3)
-del _shape
 
-NAMES = frozenset(SAMPLERS) | {"rand_init"}  # tested against Warp in tests/kernels/test_random.py
+for _n, _x in enumerate((T.float32, T.vec2, T.vec3, T.vec4), start=1):
+    stateful("noise", [_x], T.float32, advances=False)
+    stateful("pnoise", [_x] + [T.int32] * _n, T.float32, advances=False)
+_CURL_DEFAULTS = (1, 2.0, 0.5)  # octaves, lacunarity, gain
+for _x, _r in ((T.vec2, T.vec2), (T.vec3, T.vec3), (T.vec4, T.vec3)):
+    stateful("curlnoise", [_x, T.uint32, T.float32, T.float32], _r, advances=False, defaults=_CURL_DEFAULTS)
+del _shape, _n, _x, _r
+
+NAMES = frozenset(STATEFUL) | {"rand_init"}  # tested against Warp in tests/kernels/test_random.py
