@@ -29,6 +29,7 @@ SAMPLES = {
     "randf": ("m.randf(s)", 1), "randf_range": ("m.randf(s, -2.5, 4.0)", 1), "randn": ("m.randn(s)", 1),
     "ring": ("m.sample_unit_ring(s)", 2), "disk": ("m.sample_unit_disk(s)", 2),
     "square": ("m.sample_unit_square(s)", 2), "cube": ("m.sample_unit_cube(s)", 3),
+    "triangle": ("m.sample_triangle(s)", 2),
     "sphere": ("m.sample_unit_sphere(s)", 3), "sphere_surface": ("m.sample_unit_sphere_surface(s)", 3),
     "hemisphere": ("m.sample_unit_hemisphere(s)", 3),
     "hemisphere_surface": ("m.sample_unit_hemisphere_surface(s)", 3),

@@ -47,6 +47,7 @@ sampler("randn", [], T.float32)
 sampler("poisson", [T.float32], T.uint32)
 for _shape in ("ring", "disk", "square"):
     sampler(f"sample_unit_{_shape}", [], T.vec2)
+sampler("sample_triangle", [], T.vec2)
 for _shape in ("cube", "sphere", "sphere_surface", "hemisphere", "hemisphere_surface"):
     sampler(f"sample_unit_{_shape}", [], T.vec3)
 

@@ -66,6 +66,13 @@ XS_RAND_FN vec_t<2, float> sample_unit_square(uint32_t& s) {
     float y = randf(s) - 0.5f;
     return {{x, y}};
 }
+// barycentric (u, v) of a uniform point in a triangle
+XS_RAND_FN vec_t<2, float> sample_triangle(uint32_t& s) {
+    float r = libm::sqrt(randf(s));
+    float u = 1.f - r;
+    float v = randf(s) * r;
+    return {{u, v}};
+}
 XS_RAND_FN vec_t<3, float> sample_unit_cube(uint32_t& s) {
     float x = randf(s) - 0.5f;
     float y = randf(s) - 0.5f;
@@ -345,6 +352,7 @@ XS_RANDOM_PURE(randi) XS_RANDOM_PURE(randu) XS_RANDOM_PURE(randf) XS_RANDOM_PURE
 XS_RANDOM_PURE(sample_unit_ring) XS_RANDOM_PURE(sample_unit_disk) XS_RANDOM_PURE(sample_unit_square)
 XS_RANDOM_PURE(sample_unit_cube) XS_RANDOM_PURE(sample_unit_sphere_surface) XS_RANDOM_PURE(sample_unit_sphere)
 XS_RANDOM_PURE(sample_unit_hemisphere_surface) XS_RANDOM_PURE(sample_unit_hemisphere) XS_RANDOM_PURE(poisson)
+XS_RANDOM_PURE(sample_triangle)
 #undef XS_RANDOM_PURE
 #undef XS_RAND_FN
 
