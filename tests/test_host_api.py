@@ -63,6 +63,12 @@ def test_device_queries_list_the_cpu_then_each_gpu():
     assert xsim.get_cuda_devices() == devices[1:]
     assert xsim.is_cpu_available()
     assert xsim.get_preferred_device().name == ("cuda:0" if count else "cpu")
+    assert [d.alias for d in devices] == [d.name for d in devices]
+    if count:
+        assert xsim.get_cuda_device().name == "cuda:0"
+    else:
+        with pytest.raises(RuntimeError, match="device 'cuda:0' needs CUDA"):
+            xsim.get_cuda_device()
     xsim.init()
     xsim.synchronize_device("cpu")
     xsim.synchronize_device()

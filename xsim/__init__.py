@@ -28,6 +28,7 @@ from .device import (
     ScopedDevice,
     ScopedStream,
     Stream,
+    get_cuda_device,
     get_cuda_device_count,
     get_cuda_devices,
     get_device,

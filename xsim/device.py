@@ -35,6 +35,11 @@ class Device:
     def is_cuda(self) -> bool:
         return self.ordinal >= 0
 
+    @property
+    def alias(self) -> str:
+        """Warp's name for the device (``"cpu"``, ``"cuda:0"``)."""
+        return self.name
+
     def __eq__(self, other) -> bool:
         if isinstance(other, str):
             try:
@@ -345,6 +350,16 @@ def get_cuda_device_count() -> int:
 def get_devices() -> list[Device]:
     """Every device xsim can use: the CPU, then each CUDA GPU."""
     return [get_device("cpu")] + [_cuda_device(i) for i in range(get_cuda_device_count())]
+
+
+def get_cuda_device(ordinal: int | None = None) -> Device:
+    """CUDA GPU ``ordinal`` (default: the default device if it is a GPU, else cuda:0); a RuntimeError
+    says what is missing where there is none."""
+    if ordinal is None:
+        ordinal = _default.ordinal if _default.is_cuda else 0
+    dev = Device(f"cuda:{ordinal}", ordinal)
+    require_cuda(dev)
+    return _cuda_device(ordinal)
 
 
 def get_cuda_devices() -> list[Device]:
