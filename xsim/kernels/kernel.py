@@ -85,7 +85,12 @@ class Function:
         return "; ".join(out)
 
     def __call__(self, *args, **kwargs):
-        raise TypeError(f"the func '{self.key}' can only be called inside a kernel or another func")
+        """Called from Python scope, as Warp allows: the Python function runs on the host values
+        (the builtins it calls evaluate on the CPU)."""
+        if len(self.overloads) != 1:
+            raise TypeError(f"the func '{self.key}' has {len(self.overloads)} overloads; from Python only a func "
+                            "with one can be called")
+        return self.overloads[0].pyfunc(*args, **kwargs)
 
     def content_hash(self, seen: set) -> str:
         return "".join(_hash_python(o.pyfunc, seen) + (_hash_python(o.custom_grad.pyfunc, seen)

@@ -186,7 +186,9 @@ class BuiltinRef:
         self.name = name
 
     def __call__(self, *args, **kwargs):
-        raise TypeError(f"xsim.{self.name} can only be called inside an @xsim.kernel or @xsim.func")
+        """Called from Python scope: evaluated on the CPU with host values (see host_call.py)."""
+        from .host_call import call_on_host
+        return call_on_host(self.name, args, kwargs)
 
     def __repr__(self):
         return f"<xsim builtin {self.name}>"
