@@ -4,6 +4,9 @@ count/offset semantics (tape-aware, finite-difference checked), and matrix value
 
 from __future__ import annotations
 
+import importlib.util
+import warnings
+
 import numpy as np
 import pytest
 
@@ -213,3 +216,46 @@ def test_matrix_values_iterate_their_rows_as_vectors():
     assert [type(r) for r in rows] == [xsim.vec3d, xsim.vec3d] and rows[1] == (3.0, 4.0, 5.0)
     rows[0][0] = 9.0  # rows are copies, as Warp's
     assert m[0, 0] == 1.0
+
+
+# -- module options ----------------------------------------------------------------------------------
+
+@pytest.mark.cpu_only
+def test_module_option_enable_backward_skips_the_adjoint_and_a_kernels_own_setting_wins(tmp_path):
+    path = tmp_path / "xsim_test_module_options.py"
+    path.write_text('''import xsim
+
+
+@xsim.kernel
+def scale(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+    i = xsim.tid()
+    y[i] = 2.0 * x[i]
+
+
+@xsim.kernel(enable_backward=True)
+def scale_own(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+    i = xsim.tid()
+    y[i] = 2.0 * x[i]
+''')
+    spec = importlib.util.spec_from_file_location("xsim_test_module_options", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert xsim.get_module_options(mod) == {"enable_backward": True}
+    xsim.set_module_options({"enable_backward": False}, mod)
+    assert xsim.get_module_options("xsim_test_module_options") == {"enable_backward": False}
+    grads = {}
+    for k in (mod.scale, mod.scale_own):
+        x = xsim.array(np.ones(3, np.float32), requires_grad=True)
+        y = xsim.zeros(3, requires_grad=True)
+        tape = xsim.Tape()
+        with tape:
+            xsim.launch(k, 3, inputs=[x], outputs=[y])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tape.backward(grads={y: xsim.array(np.ones(3, np.float32))})
+        grads[k.key] = (x.grad.numpy().tolist(), [str(w.message) for w in caught])
+    assert grads["scale"][0] == [0.0] * 3 and "skipped kernel 'scale' (enable_backward=False)" in grads["scale"][1][0]
+    assert grads["scale_own"] == ([2.0] * 3, [])
+    with pytest.raises(ValueError, match="no module option 'fast_math'"):
+        xsim.set_module_options({"fast_math": True}, mod)
+    assert xsim.get_module_options() == {"enable_backward": True}  # this test module's own

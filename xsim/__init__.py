@@ -54,7 +54,7 @@ from .errors import (
     WarpCodegenValueError,
 )
 from .kernels.builtins import BUILTINS as _BUILTINS
-from .kernels.kernel import Kernel, func, func_grad, kernel, overload
+from .kernels.kernel import Kernel, func, func_grad, get_module_options, kernel, overload, set_module_options
 from .kernels.launch import launch
 from .kernels.module import get_module
 from .kernels.scope import _ADJOINT as adjoint
