@@ -25,14 +25,23 @@ from .array import (
 )
 from .device import (
     Device,
+    ScopedDevice,
     ScopedStream,
     Stream,
+    get_cuda_device,
+    get_cuda_device_count,
+    get_cuda_devices,
     get_device,
+    get_devices,
+    get_preferred_device,
     get_stream,
+    init,
+    is_cpu_available,
     is_cuda_available,
     set_device,
     set_stream,
     synchronize,
+    synchronize_device,
 )
 from .errors import (
     CompileError,
@@ -46,14 +55,23 @@ from .errors import (
 )
 from .kernels.builtins import BUILTINS as _BUILTINS
 from .kernels.builtins import SPECIAL_FORMS as _SPECIAL_FORMS
-from .kernels.kernel import Kernel, func, func_grad, func_replay, kernel, overload
+from .kernels.kernel import (
+    Kernel,
+    func,
+    func_grad,
+    func_replay,
+    get_module_options,
+    kernel,
+    overload,
+    set_module_options,
+)
 from .kernels.launch import launch
 from .kernels.module import get_module
 from .kernels.scope import _ADJOINT as adjoint
 from .kernels.scope import BuiltinRef as _BuiltinRef
 from .kernels.static import static
 from .types import *
-from .types import matrix, quaternion, struct, transformation, vector
+from .types import dtype_from_numpy, dtype_to_numpy, matrix, quaternion, struct, transformation, vector
 
 # the builtins as names a kernel can reach (xsim.sin, xsim.tid, ...): resolved by the frontend
 for _name in list(_BUILTINS) + list(_SPECIAL_FORMS) + ["tid", "where", "select", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",

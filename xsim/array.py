@@ -433,6 +433,85 @@ class array:
         body = np.array2string(self.numpy(), separator=", ", threshold=64, prefix="array(")
         return f"array({body}, shape={self.shape}, dtype={types.type_name(self.dtype)}, device={self.device})"
 
+    # -- views: the same memory with another shape, axis order or dtype (Warp's zero-copy views) --
+
+    def _alias(self, dtype, shape: tuple[int, ...], strides: tuple[int, ...]) -> array:
+        """A view of this array's memory as ``dtype`` elements with outer ``shape`` and byte ``strides``."""
+        if self._host is None:
+            return array._from_device(self.ptr, dtype, self.device, shape, strides, self)
+        layout = tuple(strides) + _component_strides(dtype)
+        full = tuple(shape) + dtype._shape
+        if math.prod(full) == 0:
+            host = np.empty(full, dtype._np)
+        else:
+            lo = sum(min(0, (n - 1) * st) for n, st in zip(full, layout))
+            hi = sum(max(0, (n - 1) * st) for n, st in zip(full, layout)) + dtype._np.itemsize
+            buf = (ctypes.c_ubyte * (hi - lo)).from_address(self.ptr + lo)
+            host = np.ndarray(full, dtype._np, buffer=buf, offset=-lo, strides=layout)
+            host.flags.writeable = self._host.flags.writeable
+        return array._from_host(host, dtype, self.device, owner=self)
+
+    def _with_grad_of(self, view: array, make) -> array:
+        """``view`` given the matching view of this array's gradient (``make(self.grad)``), if it has one."""
+        if self._grad is not None:
+            view._grad, view._requires_grad = make(self._grad), True
+        return view
+
+    def reshape(self, shape: int | tuple[int, ...]) -> array:
+        """A view with outer shape ``shape`` (one entry may be -1); the array must be contiguous."""
+        if not self.is_contiguous:
+            raise ValueError(f"array.reshape: the array (shape {self.shape}, strides {self.strides}) is not "
+                             "contiguous; call .contiguous() first")
+        shape = (operator.index(shape),) if np.ndim(shape) == 0 else tuple(operator.index(n) for n in shape)
+        if sum(n == -1 for n in shape) > 1 or any(n < -1 for n in shape):
+            raise ValueError(f"array.reshape: shape {shape} may hold one -1 and no other negative entry")
+        if -1 in shape:
+            known = math.prod(n for n in shape if n != -1)
+            if known == 0 or self.size % known:
+                raise ValueError(f"array.reshape: cannot reshape size {self.size} into shape {shape}")
+            shape = tuple(self.size // known if n == -1 else n for n in shape)
+        if math.prod(shape) != self.size:
+            raise ValueError(f"array.reshape: cannot reshape shape {self.shape} (size {self.size}) into "
+                             f"shape {shape} (size {math.prod(shape)})")
+        _check_ndim(shape)
+        view = self._alias(self.dtype, shape, _contiguous_strides(self.dtype, shape))
+        return self._with_grad_of(view, lambda g: g.reshape(shape))
+
+    def flatten(self) -> array:
+        """A 1-d view of all elements; the array must be contiguous."""
+        return self.reshape(-1)
+
+    def transpose(self, axes: tuple[int, ...] | None = None) -> array:
+        """A view with its axes permuted (reversed when ``axes`` is None)."""
+        axes = tuple(reversed(range(self.ndim))) if axes is None else tuple(axes)
+        if sorted(axes) != list(range(self.ndim)) or not all(isinstance(a, (int, np.integer)) for a in axes):
+            raise ValueError(f"array.transpose: axes {axes} must be a permutation of 0..{self.ndim - 1}")
+        view = self._alias(self.dtype, tuple(self.shape[a] for a in axes), tuple(self.strides[a] for a in axes))
+        return self._with_grad_of(view, lambda g: g.transpose(axes))
+
+    def view(self, dtype) -> array:
+        """The same memory as elements of ``dtype``: of the same byte size (same shape), or the scalars
+        of a vector/matrix dtype (its component dims are appended), or back from such scalars."""
+        new = _resolve_dtype(dtype)
+        old = self.dtype
+        size = lambda t: t._np.itemsize * math.prod(t._shape)
+        if size(new) == size(old):
+            shape, strides = self.shape, self.strides
+        elif not new._shape and old._shape and new._np.itemsize == old._np.itemsize:
+            shape, strides = self.shape + old._shape, self.strides + _component_strides(old)
+        elif not old._shape and new._shape and new._np.itemsize == old._np.itemsize:
+            k = len(new._shape)
+            if self.shape[-k:] != new._shape or self.strides[-k:] != _component_strides(new):
+                raise ValueError(f"array.view: the inner dims of shape {self.shape} (strides {self.strides}) do "
+                                 f"not hold packed {types.type_name(new)} values")
+            shape, strides = self.shape[:-k] or (1,), self.strides[:-k] or (size(new),)
+        else:
+            raise TypeError(f"array.view: cannot view {types.type_name(old)} elements ({size(old)} bytes) as "
+                            f"{types.type_name(new)} ({size(new)} bytes)")
+        view = self._alias(new, shape, strides)
+        return self._with_grad_of(view, lambda g: g.view(new)) if types.is_float(
+            getattr(new, "_scalar", new)) else view
+
     # -- raw operations (not recorded on a tape; the autodiff layer wraps them) -----------------
 
     def _raw_fill(self, value) -> None:
@@ -533,6 +612,15 @@ class array:
 def _component_strides(dtype) -> tuple[int, ...]:
     out, step = [], dtype._np.itemsize
     for n in reversed(dtype._shape):
+        out.append(step)
+        step *= n
+    return tuple(reversed(out))
+
+
+def _contiguous_strides(dtype, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major byte strides of packed elements of ``dtype`` with outer ``shape``."""
+    out, step = [], dtype._np.itemsize * math.prod(dtype._shape)
+    for n in reversed(shape):
         out.append(step)
         step *= n
     return tuple(reversed(out))
@@ -700,29 +788,40 @@ array1d, array2d, array3d, array4d = (_fixed_ndim(n) for n in (1, 2, 3, 4))
 # -- creation ------------------------------------------------------------------------------------
 
 
+def _creation_shape(shape, n: int | None) -> tuple[int, ...]:
+    """The shape of ``zeros``/``ones``/``empty``/``full``: ``shape``, or Warp's older ``n=length``
+    (a 1-d array); neither gives an empty 1-d array, as in Warp."""
+    if n is not None:
+        if shape is not None:
+            raise TypeError(f"give the array's shape or its length n, not both (shape={shape!r}, n={n!r})")
+        return _outer_shape(n)
+    return _outer_shape(0 if shape is None else shape)
+
+
 def _new(shape, dtype, device, requires_grad: bool, make) -> array:
     dtype = _resolve_dtype(dtype)
-    host = make(_outer_shape(shape) + dtype._shape, dtype._np)
+    host = make(shape + dtype._shape, dtype._np)
     return array._from_host(host, dtype, get_device(device), None, requires_grad)
 
 
-def zeros(shape: int | tuple[int, ...], dtype: Any = float, device: str | Device | None = None,
-          requires_grad: bool = False) -> array:
+def zeros(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
+          device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None) -> array:
     """A new array of zeros."""
-    return _new(shape, dtype, device, requires_grad, np.zeros)
+    return _new(_creation_shape(shape, n), dtype, device, requires_grad, np.zeros)
 
 
-def ones(shape: int | tuple[int, ...], dtype: Any = float, device: str | Device | None = None,
-         requires_grad: bool = False) -> array:
+def ones(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
+         device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None) -> array:
     """A new array with every component one."""
-    return _new(shape, dtype, device, requires_grad, np.ones)
+    return _new(_creation_shape(shape, n), dtype, device, requires_grad, np.ones)
 
 
-def empty(shape: int | tuple[int, ...], dtype: Any = float, device: str | Device | None = None,
-          requires_grad: bool = False) -> array:
+def empty(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
+          device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None) -> array:
     """A new array with unspecified contents (zeros in check mode, whose NaN scans of a partly
     written array must not trip over leftover memory)."""
-    return _new(shape, dtype, device, requires_grad, np.zeros if config.mode == "check" else np.empty)
+    make = np.zeros if config.mode == "check" else np.empty
+    return _new(_creation_shape(shape, n), dtype, device, requires_grad, make)
 
 
 def intermediate(shape: int | tuple[int, ...], dtype: Any, device: str | Device | None = None) -> array:
@@ -736,11 +835,11 @@ def intermediate(shape: int | tuple[int, ...], dtype: Any, device: str | Device 
     return out
 
 
-def full(shape: int | tuple[int, ...], value: Any = 0, dtype: Any = None, device: str | Device | None = None,
-         requires_grad: bool = False) -> array:
+def full(shape: int | tuple[int, ...] | None = None, value: Any = 0, dtype: Any = None,
+         device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None) -> array:
     """A new array with every element ``value``; without ``dtype`` it follows the value (1.0 -> float32,
     vec3 -> vec3, a 3-list of floats -> vec3)."""
-    out = empty(shape, _value_dtype(value) if dtype is None else dtype, device, requires_grad)
+    out = empty(shape, _value_dtype(value) if dtype is None else dtype, device, requires_grad, n=n)
     out._raw_fill(value)
     return out
 

@@ -35,6 +35,11 @@ class Device:
     def is_cuda(self) -> bool:
         return self.ordinal >= 0
 
+    @property
+    def alias(self) -> str:
+        """Warp's name for the device (``"cpu"``, ``"cuda:0"``)."""
+        return self.name
+
     def __eq__(self, other) -> bool:
         if isinstance(other, str):
             try:
@@ -327,6 +332,71 @@ def synchronize(device: str | Device | None = None) -> None:
     dev = get_device(device)
     if dev.is_cuda:
         require_cuda(dev).synchronize(dev.ordinal)
+
+
+def synchronize_device(device: str | Device | None = None) -> None:
+    """Wait for the work queued on ``device`` (default: the current default device) to finish."""
+    dev = get_device(device)
+    if dev.is_cuda:
+        require_cuda(dev).synchronize(dev.ordinal)
+
+
+def get_cuda_device_count() -> int:
+    """The number of CUDA GPUs the driver sees (0 without a driver or GPU)."""
+    runtime = _cuda_runtime()
+    return runtime.device_count() if runtime is not None else 0
+
+
+def get_devices() -> list[Device]:
+    """Every device xsim can use: the CPU, then each CUDA GPU."""
+    return [get_device("cpu")] + [_cuda_device(i) for i in range(get_cuda_device_count())]
+
+
+def get_cuda_device(ordinal: int | None = None) -> Device:
+    """CUDA GPU ``ordinal`` (default: the default device if it is a GPU, else cuda:0); a RuntimeError
+    says what is missing where there is none."""
+    if ordinal is None:
+        ordinal = _default.ordinal if _default.is_cuda else 0
+    dev = Device(f"cuda:{ordinal}", ordinal)
+    require_cuda(dev)
+    return _cuda_device(ordinal)
+
+
+def get_cuda_devices() -> list[Device]:
+    """Every CUDA GPU xsim can use."""
+    return [_cuda_device(i) for i in range(get_cuda_device_count())]
+
+
+def get_preferred_device() -> Device:
+    """The first CUDA GPU where there is one, else the CPU."""
+    return _cuda_device(0) if is_cuda_available() else get_device("cpu")
+
+
+def is_cpu_available() -> bool:
+    """Always True: the CPU backend needs only a C++ compiler (missing one is reported at compile time)."""
+    return True
+
+
+def init() -> None:
+    """Start the CUDA driver now rather than on first use (xsim otherwise initializes lazily)."""
+    _cuda_runtime()
+
+
+class ScopedDevice:
+    """``with ScopedDevice("cuda:0"):`` makes a device the default for the block (None: keep it)."""
+
+    def __init__(self, device: str | Device | None):
+        self.device = get_device(device)
+        self._saved: Device | None = None
+
+    def __enter__(self) -> Device:
+        self._saved = get_device()
+        set_device(self.device)
+        return self.device
+
+    def __exit__(self, *exc) -> bool:
+        set_device(self._saved)
+        return False
 
 
 # -- streams -----------------------------------------------------------------------------------------

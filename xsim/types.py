@@ -102,6 +102,19 @@ def scalar_from_numpy(dt) -> type:
     raise TypeError(f"numpy dtype {dt} has no xsim scalar type")
 
 
+def dtype_from_numpy(numpy_dtype) -> type:
+    """The xsim scalar type of a numpy dtype (``np.float32`` -> ``float32``), as Warp's function."""
+    return scalar_from_numpy(numpy_dtype)
+
+
+def dtype_to_numpy(dtype) -> np.dtype:
+    """The numpy dtype of an xsim scalar type (``float``/``int``/``bool`` mean float32/int32/bool)."""
+    t = resolve(dtype)
+    if not is_scalar(t):
+        raise TypeError(f"dtype_to_numpy: dtype must be an xsim scalar type, got {t!r}")
+    return np.dtype(t._np)
+
+
 # ---------------------------------------------------------------------------------------------
 # vectors, matrices, quaternions, transforms: values with numpy storage
 
@@ -217,6 +230,12 @@ class _Vector(_Composite):
 class _Matrix(_Composite):
     _kind = "matrix"
     __slots__ = ()
+
+    def __iter__(self):
+        """The rows, as vector values (copies), as Warp's matrices iterate: ``tuple(m)`` compares
+        equal to a tuple of row tuples."""
+        row = vector(self._shape[1], self._scalar)
+        return iter([row._wrap(self._v[i].copy()) for i in range(self._shape[0])])
 
     def __matmul__(self, o):
         r = self._v @ np.asarray(o)

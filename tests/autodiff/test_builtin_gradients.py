@@ -22,6 +22,7 @@ import xsim
 from xsim import types as T
 from xsim.autodiff import gradcheck
 from xsim.kernels.builtins import BUILTINS, resolve_overload
+from xsim.kernels.builtins_random import NAMES as RANDOM_NAMES
 
 F64 = T.float64
 M23, M32 = T.matrix((2, 3), F64), T.matrix((3, 2), F64)
@@ -79,7 +80,7 @@ def collect_cases():
     cases, missing = [], []
     for name, b in BUILTINS.items():
         for k, o in enumerate(b.overloads):
-            if not o.differentiable:
+            if not o.differentiable or name in RANDOM_NAMES:  # noise: tests/kernels/test_random.py
                 continue
             inst = instantiate(o)
             ident = f"{name}_{k}"
@@ -150,7 +151,7 @@ def sample(t, how, rng, n):
 
 def test_every_differentiable_overload_has_a_case():
     assert not MISSING, "\n".join(MISSING)
-    n_diff = sum(o.differentiable for b in BUILTINS.values() for o in b.overloads)
+    n_diff = sum(o.differentiable for b in BUILTINS.values() for o in b.overloads if b.name not in RANDOM_NAMES)
     assert len(CASES) == n_diff
 
 

@@ -25,6 +25,7 @@ from builtin_cases_math import math_cases
 import xsim
 from xsim import types as T
 from xsim.kernels.builtins import BUILTINS, resolve_overload
+from xsim.kernels.builtins_random import NAMES as RANDOM_NAMES
 
 N = 16
 
@@ -344,7 +345,7 @@ def test_every_registry_overload_has_a_case():
             assert found is not None, f"{case.id} does not resolve"
             covered.add(id(found[0]))
     missing = [f"{b.name}({', '.join(o.params)})" for b in BUILTINS.values() for o in b.overloads
-               if id(o) not in covered]
+               if id(o) not in covered and b.name not in RANDOM_NAMES]  # those: test_random.py, against Warp
     assert not missing, f"builtin overloads without a forward test case: {missing}"
 
 

@@ -71,22 +71,45 @@ def clone(a: array, requires_grad: bool | None = None) -> array:
     return out
 
 
-def copy(dst: array, src: array, dst_offset: int = 0, src_offset: int = 0, count: int | None = None) -> None:
-    """Copy ``count`` elements (default: the rest of ``src``) from flat element ``src_offset`` of ``src``
-    to flat element ``dst_offset`` of ``dst``, recorded on the active tape.
+def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, count: int = 0, *,
+         dst_offset: int | None = None) -> None:
+    """Copy ``count`` elements (0: all of ``src``, as in Warp) from flat element ``src_offset`` of ``src``
+    to flat element ``dest_offset`` of ``dest``, recorded on the active tape (``dst_offset`` is an
+    older spelling of ``dest_offset``).
 
-    With default offsets and count and equal shapes the arrays may have any strides; flat ranges
-    need contiguous arrays. While a tape records and ``src`` has a gradient, ``dst`` is given one
-    too (if it has none) so that the gradient is carried on instead of silently dropped.
+    A whole copy between arrays of one shape may use any strides; flat ranges need contiguous
+    arrays. While a tape records and ``src`` has a gradient, ``dest`` is given one too (if it has
+    none) so that the gradient is carried on instead of silently dropped.
     """
-    _check_array(dst, "copy", "dst")
+    _check_array(dest, "copy", "dest")
     _check_array(src, "copy", "src")
-    dst._raw_copy_from(src, dst_offset, src_offset, count)
-    whole = count is None and dst_offset == 0 and src_offset == 0 and src.shape == dst.shape
-    n = None if whole else (src.size - src_offset if count is None else count)
-    if recording.is_recording() and src.requires_grad and not dst.requires_grad:
-        dst.requires_grad = True
-    _commit("copy", lambda: _copy_adjoint(dst, src, dst_offset, src_offset, n), reads=[src], writes=[dst])
+    if dst_offset is not None:
+        dest_offset = dst_offset
+    count = 0 if count is None else count
+    for name, v in (("dest_offset", dest_offset), ("src_offset", src_offset), ("count", count)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"xsim.copy: {name} must be an integer, got {type(v).__name__}")
+        if v < 0:
+            raise ValueError(f"xsim.copy: {name} must be non-negative, got {v}")
+    n = count or src.size
+    if src_offset + n > src.size:
+        raise ValueError(f"xsim.copy: src_offset {src_offset} + count {n} exceeds src's {src.size} elements")
+    if dest_offset + n > dest.size:
+        raise ValueError(f"xsim.copy: dest_offset {dest_offset} + count {n} exceeds dest's {dest.size} elements")
+    if n == 0:
+        return
+    whole = dest_offset == 0 and src_offset == 0 and src.shape == dest.shape and n == src.size
+    n = None if whole else n
+    dest._raw_copy_from(src, dest_offset, src_offset, n)
+    if recording.is_recording() and src.requires_grad and not dest.requires_grad:
+        dest.requires_grad = True
+    _commit("copy", lambda: _copy_adjoint(dest, src, dest_offset, src_offset, n), reads=[src], writes=[dest])
+
+
+def contiguous(a: array) -> array:
+    """``a.contiguous()``: ``a`` itself when contiguous, else a packed copy recorded like ``clone``."""
+    _check_array(a, "contiguous", "the array")
+    return a if a.is_contiguous else clone(a)
 
 
 def _copy_adjoint(dst: array, src: array, dst_offset: int, src_offset: int, count: int | None) -> None:
@@ -182,3 +205,4 @@ array.assign = assign
 array.fill_ = fill_
 array.zero_ = zero_
 array.detach = detach
+array.contiguous = contiguous

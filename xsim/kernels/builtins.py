@@ -287,5 +287,5 @@ builtin("transform_get_rotation", ["Transform"], "Q")
 
 del _op, _f
 
-# the library's other areas, one file each
-from . import builtins_expect, builtins_linalg, builtins_math, builtins_transform  # noqa: F401
+# the builtin library by area, each in its own registry file (imported last: they extend BUILTINS)
+from . import builtins_expect, builtins_linalg, builtins_math, builtins_random, builtins_transform  # noqa: F401

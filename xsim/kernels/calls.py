@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import ast
 import inspect
+from dataclasses import replace
 
 from .. import types as T
 from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError, WarpCodegenValueError
 from .builtins import BUILTINS, SPECIAL_FORMS
+from .builtins_random import DEFAULTS, SAMPLERS, STATEFUL
 from .codegen import is_diff
 from .ir import Block, Op, Var
 from .scope import BuiltinRef, Ref, _describe, _false, _Frame, _resolve_annotation, annotations
@@ -131,10 +133,39 @@ class Calls:
             return special(node)
         if name in SPECIAL_FORMS:
             return SPECIAL_FORMS[name](self, node)
+        if name in STATEFUL:
+            return self.call_stateful(name, node)
         if name not in BUILTINS:
             raise self.err(node, f"'{name}' is not a kernel builtin")
         args = self.plain_args(node)
         return self.call_builtin(name, args, node)
+
+    def call_stateful(self, name, node):
+        """A builtin taking a uint32 random state first (``randf(state, ...)``, ``noise(state, x)``).
+        A sampler also gives the advanced state, and the name ``state`` (when the state is a name) is
+        rebound to it, so later draws, branches and loops see it as Warp's ``uint32&`` does."""
+        args = self.plain_args(node)
+        if not args or args[0].type is not T.uint32:
+            raise self.err(node, f"{name}() takes a uint32 random state (from rand_init) as its first argument",
+                           WarpCodegenTypeError)
+        overload = None
+        for o in STATEFUL[name]:
+            full = args + [self.const(d) for d in DEFAULTS[id(o)][len(args) - len(o.params):]] \
+                if len(o.params) - len(DEFAULTS[id(o)]) <= len(args) < len(o.params) else args
+            if len(o.params) == len(full) and all(a.type is p or a.weak for a, p in zip(full, o.params)):
+                overload, args = o, [self.convert(a, p, node) for a, p in zip(full, o.params)]
+                break
+        if overload is None:
+            given = ", ".join(T.type_name(a.type) for a in args)
+            raise self.err(node, f"no overload of '{name}' takes ({given}); expected one of: "
+                                 f"{BUILTINS[name].signatures()}", WarpCodegenTypeError)
+        if name not in SAMPLERS:
+            return self.emit("call", overload.returns, args, node, overload=overload)
+        value = self.emit("call", overload.returns, args, node, overload=replace(overload, native="rv_" + name))
+        state = self.emit("call", T.uint32, args, node, overload=replace(overload, native="rs_" + name))
+        if isinstance(node.args[0], ast.Name) and node.args[0].id in self.f.sym:
+            self.f.sym[node.args[0].id] = state
+        return value
 
     def builtin_tid(self, node):
         if node.args or node.keywords:

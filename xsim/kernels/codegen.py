@@ -484,9 +484,10 @@ class KernelCodegen:
         v, a = self.v, self.a
         if k == "call":
             ov = op.attrs["overload"]
-            if not ov.differentiable or not is_diff(o.type) or not all(is_diff(x.type) for x in args):
+            if not ov.differentiable or not is_diff(o.type) or not any(is_diff(x.type) for x in args):
                 return
-            call_args = [v(x) for x in args] + [v(o)] + [a(x) for x in args] + [a(o)]
+            # an argument without adjoint (an integer: noise's state, pnoise's periods) gets a {} placeholder
+            call_args = [v(x) for x in args] + [v(o)] + [a(x) if is_diff(x.type) else "{}" for x in args] + [a(o)]
             out.append(f"{ind}xs::adj_{ov.native}({', '.join(call_args)});")
         elif k == "construct":
             if not is_diff(o.type) or T.is_struct(o.type):

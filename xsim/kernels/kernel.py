@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import sys
 import types as _pytypes
 from typing import Any
 
@@ -193,16 +194,18 @@ class Kernel:
     name and its content hash, so equal definitions share code and different ones never do."""
 
     def __init__(self, func, key: str | None = None, module=None, options: dict | None = None, *,
-                 enable_backward: bool = True, param_types: list | None = None):
+                 enable_backward: bool | None = None, param_types: list | None = None):
         """``func``: the Python function; ``key``: its name in messages (default its own name);
         ``module``: a module name, a module, or "unique" for a module of its own (default the
-        function's Python module); ``options``: Warp's per-kernel options (``enable_backward``)."""
+        function's Python module); ``options``: Warp's per-kernel options (``enable_backward``; when
+        neither gives it, the module's option, see ``set_module_options``)."""
         pyfunc = func
         snapshot_source(pyfunc)
         static_table(pyfunc)
         self.pyfunc = pyfunc
         self.key = key or pyfunc.__name__
-        self.enable_backward = bool((options or {}).get("enable_backward", enable_backward))
+        explicit = (options or {}).get("enable_backward", enable_backward)
+        self._enable_backward = None if explicit is None else bool(explicit)
         self.__doc__ = pyfunc.__doc__
         self.__name__ = pyfunc.__name__
         sig = inspect.signature(pyfunc)
@@ -226,6 +229,13 @@ class Kernel:
             self.module = get_module(module or pyfunc.__module__)
         self.module_name = self.module.name
         self.module.add(self)
+
+    @property
+    def enable_backward(self) -> bool:
+        """Whether the adjoint may run: the kernel's own setting, else its module's option."""
+        if self._enable_backward is not None:
+            return self._enable_backward
+        return get_module_options(self.module_name)["enable_backward"]
 
     def specialize(self, values: list) -> Kernel:
         """The kernel for launch arguments ``values`` (a generic kernel's specialisation, made once)."""
@@ -395,9 +405,10 @@ def _value_type(value):
     return None
 
 
-def kernel(pyfunc=None, *, enable_backward: bool = True, module=None):
+def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None):
     """Decorator: compile a Python function to a native kernel with a generated adjoint. ``module``:
-    a module name to compile it with (default its Python module), or "unique" for its own."""
+    a module name to compile it with (default its Python module), or "unique" for its own;
+    ``enable_backward`` defaults to the module's option (True unless ``set_module_options`` says)."""
     def wrap(f):
         return Kernel(f, module=module, enable_backward=enable_backward)
     return wrap(pyfunc) if pyfunc is not None else wrap
@@ -485,3 +496,37 @@ def _hash_object(name, obj, seen, attr_names) -> str:
                 parts.append(_hash_object(f"{name}.{a}", getattr(obj, a), seen, attr_names))
         return f"{name}:{type(obj).__name__}[{';'.join(parts)}]"
     return f"{name}:{type(obj).__name__}"
+
+
+# -- module options (Warp's set_module_options / get_module_options) --------------------------------
+
+_MODULE_OPTIONS: dict[str, dict] = {}
+_OPTION_DEFAULTS = {"enable_backward": True}
+
+
+def _module_name(module) -> str:
+    """The module an options call is about: a name, a Python module, or (None) the caller's module."""
+    if module is None:
+        return sys._getframe(2).f_globals.get("__name__", "__main__")
+    return module if isinstance(module, str) else module.__name__
+
+
+def set_module_options(options: dict, module=None) -> None:
+    """Set compile options of a module's kernels (default: the calling Python module). xsim acts on
+    ``enable_backward``; a kernel's own ``enable_backward=`` overrides it."""
+    if not isinstance(options, dict):
+        raise TypeError(f"set_module_options: options must be a dict, got {type(options).__name__}")
+    unknown = sorted(set(options) - set(_OPTION_DEFAULTS))
+    if unknown:
+        raise ValueError(f"set_module_options: xsim has no module option {unknown[0]!r} "
+                         f"(it has: {', '.join(_OPTION_DEFAULTS)})")
+    name = _module_name(module)
+    _MODULE_OPTIONS.setdefault(name, {}).update({k: bool(v) for k, v in options.items()})
+    from .module import _MODULES
+    if name in _MODULES:
+        _MODULES[name].invalidate()
+
+
+def get_module_options(module=None) -> dict:
+    """The compile options of a module (default: the calling Python module), defaults included."""
+    return {**_OPTION_DEFAULTS, **_MODULE_OPTIONS.get(_module_name(module), {})}

@@ -132,7 +132,7 @@ class Module:
                 if isinstance(s, Op) and s.out is not None:
                     _collect_structs(s.out.type, structs)
             kir.adjoint_error = None if k.enable_backward else (
-                f"kernel '{k.key}' was declared with enable_backward=False")
+                f"kernel '{k.key}' has enable_backward=False (its own or its module's option)")
             if kir.adjoint_error is None:
                 kir.adjoint_error = adjoint_refusal(kir)
             inplace = sorted(kir.reads & kir.writes)

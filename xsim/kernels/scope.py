@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import types as T
 from ..errors import CompileError, WarpCodegenError
+from .builtins_random import SAMPLERS
 from .ir import Var
 
 MAX_UNROLL = 16
@@ -129,11 +130,15 @@ def _is_attr_chain(node) -> bool:
 
 
 def _assigned_names(body) -> set[str]:
-    """Names a block of statements assigns (plain, augmented, component and tuple targets)."""
+    """Names a block of statements assigns (plain, augmented, component and tuple targets, and the
+    random state a sampler such as ``randf(state)`` advances)."""
     out = set()
     for s in body:
         for n in ast.walk(s):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) and (
+                    getattr(n.func, "attr", getattr(n.func, "id", None)) in SAMPLERS):
+                out.add(n.args[0].id)
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 out.add(n.id)
             elif isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, ast.Store):
                 root = n
@@ -181,7 +186,9 @@ class BuiltinRef:
         self.name = name
 
     def __call__(self, *args, **kwargs):
-        raise TypeError(f"xsim.{self.name} can only be called inside an @xsim.kernel or @xsim.func")
+        """Called from Python scope: evaluated on the CPU with host values (see host_call.py)."""
+        from .host_call import call_on_host
+        return call_on_host(self.name, args, kwargs)
 
     def __repr__(self):
         return f"<xsim builtin {self.name}>"

@@ -7,3 +7,4 @@
 #include "xsim_mathlib.h"
 #include "xsim_linalg.h"
 #include "xsim_expect.h"
+#include "xsim_random.h"

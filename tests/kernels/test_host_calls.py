@@ -1,0 +1,47 @@
+"""Builtins and funcs called from Python scope with host values give what the same call gives in a
+kernel (Warp allows both); kernel-only builtins and bad arguments are refused with the name."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import xsim
+
+pytestmark = pytest.mark.cpu_only  # host calls always evaluate on the CPU
+
+
+def test_scalar_builtin_returns_a_python_number_in_float32():
+    got = xsim.sin(0.5)
+    assert isinstance(got, float) and got == float(np.sin(np.float32(0.5)))
+    assert xsim.min(2, 5) == 2 and isinstance(xsim.min(2, 5), int)
+
+
+def test_vector_and_quaternion_builtins_match_their_formulas():
+    n = xsim.normalize(xsim.vec3(1.0, 2.0, 2.0))
+    assert type(n) is xsim.vec3
+    np.testing.assert_allclose(np.array(n), [1 / 3, 2 / 3, 2 / 3], rtol=1e-6)
+    q = xsim.quat_from_axis_angle(xsim.vec3(1.0, 0.0, 0.0), 0.3)
+    np.testing.assert_allclose(np.array(q), [math.sin(0.15), 0.0, 0.0, math.cos(0.15)], rtol=1e-6)
+    assert xsim.transform_identity() == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+
+
+def test_user_func_runs_on_host_scalars():
+    @xsim.func
+    def hypot(x: float, y: float):
+        return xsim.sqrt(x * x + y * y)
+
+    assert hypot(3.0, 4.0) == 5.0
+
+
+def test_kernel_only_builtins_and_bad_arguments_are_refused_with_the_name():
+    with pytest.raises(TypeError, match="xsim.tid reads the thread index: it can only be called inside"):
+        xsim.tid()
+    with pytest.raises(TypeError, match="xsim.randf advances a random state"):
+        xsim.randf(1)
+    with pytest.raises(TypeError, match=r"xsim.cross\(vec3f, float32\) called from Python: no overload of 'cross'"):
+        xsim.cross(xsim.vec3(1.0, 0.0, 0.0), 2.0)
+    with pytest.raises(TypeError, match="xsim.sin: argument 0 \\('a'\\) is not a number or an xsim value"):
+        xsim.sin("a")

@@ -1,0 +1,96 @@
+"""Builtins called from Python scope with host values, as Warp allows (``xsim.normalize(xsim.vec3(1, 2, 3))``,
+``xsim.quat_from_axis_angle(axis, 0.3)``, ``xsim.transform_identity()``).
+
+The call runs as a one-thread CPU kernel, compiled once per builtin and argument types, so that it
+computes exactly what the same call computes inside a kernel (overloads, conversions, errors).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .. import types as T
+from .ir import Op, walk
+
+_KERNELS: dict[tuple, tuple] = {}  # (name, argument types) -> (kernel, result type)
+
+
+def _host_type(value, name: str, k: int):
+    from ..array import _value_dtype
+    try:
+        return _value_dtype(value)
+    except TypeError:
+        raise TypeError(f"xsim.{name}: argument {k} ({value!r}) is not a number or an xsim value") from None
+
+
+def _source(name: str, arg_types: list, result) -> str:
+    params = "".join(f"a{k}: xsim.{T.type_name(t)}, " for k, t in enumerate(arg_types))
+    call = f"xsim.{name}({', '.join(f'a{k}' for k in range(len(arg_types)))})"
+    out = "out: xsim.array(dtype=xsim.bool_)" if result is None else f"out: xsim.array(dtype=xsim.{T.type_name(result)})"
+    body = f"    out[0] = {call}\n" if result is not None else f"    r = {call}\n"
+    return f"import xsim\n\n\n@xsim.kernel\ndef host_{name}({params}{out}):\n{body}"
+
+
+def _load(src: str, stem: str):
+    """The kernel of generated source ``src``, from a file (the frontend reads kernels' source)."""
+    digest = hashlib.blake2b(src.encode(), digest_size=8).hexdigest()
+    folder = Path(tempfile.gettempdir()) / f"xsim-host-calls-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / f"{stem}_{digest}.py"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(src)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(f"xsim_host_call_{stem}_{digest}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, stem)
+
+
+def _kernel_for(name: str, arg_types: list):
+    key = (name, tuple(arg_types))
+    found = _KERNELS.get(key)
+    if found is None:
+        from .module import build_ir
+        # a probe kernel gives the result type: the value of the last operation it emits
+        probe = _load(_source(name, arg_types, None), f"host_{name}")
+        ops = [s for s in walk(build_ir(probe).body) if isinstance(s, Op) and s.out is not None]
+        result = ops[-1].out.type if ops else None
+        if result is None or isinstance(result, T.ArrayType):
+            raise TypeError(f"xsim.{name} gives no value that can be returned to Python")
+        found = _KERNELS[key] = (_load(_source(name, arg_types, result), f"host_{name}"), result)
+    return found
+
+
+_KERNEL_ONLY = {"tid": "reads the thread index", "atomic_add": "updates an array", "atomic_sub": "updates an array",
+                "atomic_min": "updates an array", "atomic_max": "updates an array"}
+
+
+def call_on_host(name: str, args: tuple, kwargs: dict):
+    """``xsim.<name>(*args)`` evaluated on the CPU; a scalar result comes back as a Python number."""
+    from ..array import zeros
+    from ..errors import CompileError
+    from .builtins_random import SAMPLERS
+    from .launch import launch
+    if name in _KERNEL_ONLY or name in SAMPLERS:
+        why = _KERNEL_ONLY.get(name, "advances a random state")
+        raise TypeError(f"xsim.{name} {why}: it can only be called inside an @xsim.kernel or @xsim.func")
+    if kwargs:
+        raise TypeError(f"xsim.{name}: keyword arguments are not supported when called from Python")
+    arg_types = [_host_type(a, name, k) for k, a in enumerate(args)]
+    args = [a if T.is_scalar(t) else t(a) for a, t in zip(args, arg_types)]
+    try:
+        kernel, result = _kernel_for(name, arg_types)
+    except CompileError as e:
+        given = ", ".join(T.type_name(t) for t in arg_types)
+        raise TypeError(f"xsim.{name}({given}) called from Python: {e.message}") from None
+    out = zeros(1, dtype=result, device="cpu")
+    launch(kernel, 1, inputs=[*args, out], device="cpu")
+    value = out.list()[0]
+    return value.item() if isinstance(value, np.generic) else value
