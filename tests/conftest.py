@@ -90,3 +90,11 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """Move tests marked ``last`` to the end (the NVRTC sweep over every kernel the session registered)."""
     items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many launches the host reference (tests/reference.py) checked, when it checked any."""
+    reference = sys.modules.get("reference")
+    if reference is not None and reference.SESSION.checked:
+        s = reference.SESSION
+        terminalreporter.write_line(f"host reference: {s.checked} launches of {len(s.kernels)} kernels checked")
