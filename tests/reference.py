@@ -701,18 +701,24 @@ def _run_checked(launch, kernel, dim, inputs, outputs, rtol, kw):
     host, pairs = _snapshot(spec.params, values)
     launch(kernel, dim, inputs=inputs, outputs=outputs, **kw)
     try:
-        Reference().run(spec, dim, host)
+        _REFERENCE.run(spec, dim, host)
     except Exception as e:  # noqa: BLE001 - any failure of the reference: the kernel is not checked
         raise ReferenceUnsupported(f"{kernel.key}: the reference cannot run it: {type(e).__name__}: {e}") from e
     return _differences(pairs, rtol)
 
 
-def assert_matches_reference(kernel, dim, inputs, outputs=(), rtol=None, **launch_kw) -> None:
-    """Launch ``kernel`` on xsim and run its source on the reference from the same arguments: every array
-    argument must come out equal (integers exactly, floats to ``rtol`` times max(1, max |reference|),
-    by default TOLERANCE for their dtype)."""
+def reference_differences(kernel, dim, inputs, outputs=(), rtol=None, **launch_kw) -> list[str]:
+    """Launch ``kernel`` on xsim and run its source on the reference from the same arguments; how the
+    array arguments differ afterwards (integers must agree exactly, floats to ``rtol`` times
+    max(1, max |reference|), by default TOLERANCE for their dtype). Empty when they agree."""
     diffs = _run_checked(xsim.kernels.launch.launch, kernel, dim, inputs, outputs, rtol, launch_kw)
     SESSION.add(kernel)
+    return diffs
+
+
+def assert_matches_reference(kernel, dim, inputs, outputs=(), rtol=None, **launch_kw) -> None:
+    """reference_differences must be empty."""
+    diffs = reference_differences(kernel, dim, inputs, outputs, rtol, **launch_kw)
     assert not diffs, f"kernel {kernel.key} (dim {dim}) disagrees with the host reference:\n" + "\n".join(diffs)
 
 
@@ -791,6 +797,9 @@ def _matches(pyfunc, args) -> bool:
     return True
 
 
+_REFERENCE = Reference()  # one for the session: each kernel's and func's source is rewritten once
+
+
 def run(kernel, dim, args: list) -> None:
     """Run ``kernel`` on the host (see the module docstring); numpy array arguments are updated in place."""
-    Reference().run(kernel, dim, args)
+    _REFERENCE.run(kernel, dim, args)

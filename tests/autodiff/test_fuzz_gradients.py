@@ -1,6 +1,8 @@
 """A random-kernel gradient fuzzer: hypothesis draws kernel *source* from a small grammar, the
 kernels are written to a module file, imported and differentiated, and the tape's gradients are
-compared with float64 central finite differences.
+compared with float64 central finite differences. Each kernel's forward outputs are also compared with
+the host reference (tests/reference.py): a finite difference of a wrong forward function agrees with
+the adjoint of that same wrong function, so only the reference sees a forward bug.
 
 The grammar covers float64 scalars, vec3d, mat33d, quatd and a struct (Frame) as locals, builtins
 (smooth and kinked, quaternion and transform ops), component writes and in-place component ops on
@@ -25,6 +27,7 @@ from hypothesis import strategies as st
 
 import xsim
 from fuzz_common import COMMON, load_module
+from reference import reference_differences
 from xsim.autodiff import gradcheck
 
 N = 4                   # threads per launch (and elements per array)
@@ -393,17 +396,21 @@ def kernel_modules(draw):
     return PRELUDE + "\n\n" + "\n\n\n".join(kernels) + "\n", counts
 
 
-def check_kernel(kernel, n: int, seed: int):
-    """Gradcheck ``kernel`` at random inputs; returns the failing report or None."""
+def random_args(n: int, seed: int) -> list:
+    """Launch arguments of a generated kernel: components in +-[0.2, 1.2], loop count ``n``."""
     rng = np.random.default_rng(seed)
 
     def rand(shape):
         return rng.uniform(0.2, 1.2, shape) * rng.choice([-1.0, 1.0], shape)
-    args = [xsim.array(rand(N), dtype=xsim.float64), xsim.array(rand(N), dtype=xsim.float64),
+    return [xsim.array(rand(N), dtype=xsim.float64), xsim.array(rand(N), dtype=xsim.float64),
             xsim.array(rand((N, 3)), dtype=xsim.vec3d), xsim.array(rand((N, 3)), dtype=xsim.vec3d), n,
             xsim.array(rand(N), dtype=xsim.float64), xsim.array(rand((N, 3)), dtype=xsim.vec3d),
             xsim.zeros(1, dtype=xsim.float64)]
-    report = gradcheck(kernel, args, dim=N, atol=1e-6, rtol=1e-5)
+
+
+def check_kernel(kernel, n: int, seed: int):
+    """Gradcheck ``kernel`` at random inputs; returns the failing report or None."""
+    report = gradcheck(kernel, random_args(n, seed), dim=N, atol=1e-6, rtol=1e-5)
     if report.passed:
         return None
     # tolerance relative to the size of the gradients: long products reach large values
@@ -422,6 +429,10 @@ def run_module(source: str, counts: list[int]) -> list[str]:
     seed = int(hashlib.blake2b(source.encode(), digest_size=4).hexdigest(), 16)
     for j, n in enumerate(counts):
         kernel = getattr(module, f"fz_{j}")
+        forward = reference_differences(kernel, N, random_args(n, seed + j))
+        if forward:
+            failures.append(f"kernel fz_{j} (n={n}) in {module.__file__}: forward differs from the host "
+                            "reference:\n" + "\n".join(forward))
         first = check_kernel(kernel, n, seed + j)
         if first is not None and check_kernel(kernel, n, seed + j + 1000) is not None:
             failures.append(f"kernel fz_{j} (n={n}) in {module.__file__}:\n{first}")
@@ -434,7 +445,7 @@ def run_module(source: str, counts: list[int]) -> list[str]:
 
 def check_module(source, counts):
     failures = run_module(source, counts)
-    assert not failures, "tape gradients disagree with finite differences:\n" + "\n\n".join(failures) + \
+    assert not failures, "forward results or tape gradients are wrong:\n" + "\n\n".join(failures) + \
         "\n\nsource:\n" + source
 
 

@@ -4,7 +4,10 @@ and float64.
 ``CASES`` lists one kernel expression per overload with its argument kinds and a numpy
 reference. The kernels are generated as Python source (one file and one module per float type,
 so one compiler call each) and imported. ``test_every_registry_overload_has_a_case`` walks the
-registry, so a new builtin row without a case here fails.
+registry, so a new builtin row without a case here fails. Every launch is also run by the host
+reference (tests/reference.py, through tests/kernels/conftest.py), which computes each builtin from its
+own definition; ``test_builtin_forward_at_edge_inputs_matches_the_reference`` adds inputs where the
+definitions have their corner cases (zero, halfway, singular matrices, the unit bounds).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pytest
 
 import xsim
 from xsim import types as T
+from reference import assert_matches_reference
 from xsim.kernels.builtins import BUILTINS, resolve_overload
 
 N = 16
@@ -364,3 +368,28 @@ def test_builtin_forward_matches_numpy(F, n):
     else:
         rtol = 2e-5 if F is xsim.float32 else 1e-12
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol)
+
+
+# per element, every component of every argument takes one of these: zero (sign, normalize, singular
+# inverse and determinant, 0/0, atan2(0, 0)), halfway cases of round, the ends of asin/acos's domain
+EDGES = np.array([0.0, 0.5, -0.5, 2.5, -1.5, 1.0, -1.0, 0.0, 3.0, -0.0, 1.5, -2.5, 0.25, 0.0, -1.0, 2.0])
+
+
+@pytest.mark.parametrize("F", FLOATS)
+@pytest.mark.parametrize("n", range(len(CASES)), ids=[c.id for c in CASES])
+def test_builtin_forward_at_edge_inputs_matches_the_reference(F, n):
+    case = CASES[n]
+    args = []
+    for k, kind in enumerate(case.kinds):
+        t = KIND_TYPES[kind](F)
+        shape = (N,) + tuple(t._shape)
+        edges = np.roll(EDGES, 3 * k)  # the arguments of one element differ
+        if kind == "I":
+            x = np.where(case.domain.get(k) == "shift", np.abs(edges) * 2, edges * 4).astype(np.int32)
+        elif kind == "B":
+            x = edges > 0
+        else:
+            x = np.broadcast_to(edges.reshape((N,) + (1,) * len(t._shape)), shape).astype(t._scalar._np)
+        args.append(xsim.array(np.ascontiguousarray(x), dtype=t))
+    out = xsim.zeros(N, dtype=KIND_TYPES[case.out](F))
+    assert_matches_reference(getattr(kernels_for(F), f"case_{n}"), N, args, [out])
