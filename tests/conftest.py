@@ -1,5 +1,9 @@
 """Fixtures shared by the whole suite.
 
+Every launch of a kernel defined in tests/ is also run by the host reference (tests/reference.py) on
+the same arguments and must agree with it (xsim's own kernels: tests/solvers/test_kernels_match_reference.py);
+a kernel the reference cannot run fails its test unless REFERENCE_EXCLUSIONS names it with the reason.
+
 ``default_device``: the kernel/autodiff/array tests run once with ``xsim.set_device("cpu")`` and once
 with ``xsim.set_device("cuda:0")`` (skipped where there is no GPU). Tests marked ``cpu_only`` run on
 the CPU alone. ``XSIM_TEST_FAKE_CUDA=1`` runs the cuda:0 variants on the stand-in driver of
@@ -11,12 +15,22 @@ import sys
 from pathlib import Path
 
 import pytest
+from reference import every_launch_checked
 
 import xsim
 
 NO_CUDA = "no CUDA GPU/driver on this machine"
 FAKE_CUDA = os.environ.get("XSIM_TEST_FAKE_CUDA") == "1"
 DEVICES = ["cpu", pytest.param("cuda:0", marks=pytest.mark.cuda)]
+
+
+# test kernels the host reference cannot run, and why
+REFERENCE_EXCLUSIONS: dict[str, str] = {}
+
+
+@pytest.fixture(autouse=True)
+def _every_launch_matches_the_reference():
+    yield from every_launch_checked(REFERENCE_EXCLUSIONS)
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda:0", marks=pytest.mark.cuda)])

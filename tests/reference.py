@@ -22,6 +22,7 @@ import contextlib
 import copy
 import inspect
 import textwrap
+import threading
 import types as pytypes
 
 import numpy as np
@@ -437,6 +438,13 @@ BUILTINS = {
     "transform_multiply": _transform_multiply, "transform_inverse": _transform_inverse,
     "transform_get_translation": lambda t: _vec3(t, _x_parts(t)[0]),
     "transform_get_rotation": lambda t: T.quaternion(t._scalar)._wrap(_x_parts(t)[1]),
+    # the operators' registry names, callable as builtins
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": mul, "div": div, "floordiv": floordiv,
+    "mod": mod, "neg": lambda a: -a, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b, "eq": lambda a, b: np.bool_(a == b),
+    "ne": lambda a, b: np.bool_(a != b), "bit_and": lambda a, b: a & b, "bit_or": lambda a, b: a | b,
+    "bit_xor": lambda a, b: a ^ b, "lshift": lambda a, b: a << b, "rshift": lambda a, b: a >> b,
+    "invert": lambda a: ~a,
 }
 
 
@@ -448,7 +456,7 @@ def _make_shim(state) -> _Shim:
             setattr(s, name, obj)
     s.types = T
     s.vector, s.matrix = _generic_vector, _generic_matrix
-    s.tid = lambda: state["tid"]
+    s.tid = lambda: state.tid
     for name, f in BUILTINS.items():
         setattr(s, name, f)
     s.atomic_add = _atomic(lambda a, b: a + b)
@@ -529,7 +537,7 @@ class Reference:
     """Runs kernels' Python sources on the host."""
 
     def __init__(self):
-        self.state = {"tid": np.int32(0)}
+        self.state = threading.local()  # the thread id of the kernel thread being run, per host thread
         self.shim = _make_shim(self.state)
         self.compiled: dict = {}
 
@@ -590,10 +598,10 @@ class Reference:
         kernel = kernel.specialize(list(args))
         host = [_host_value(t, a) for (_, t), a in zip(kernel.params, args)]
         fn = self.python(kernel.pyfunc)
-        shape = (dim,) if isinstance(dim, int) else tuple(dim)
+        shape = (int(dim),) if np.ndim(dim) == 0 else tuple(int(d) for d in dim)
         with np.errstate(all="ignore"):
             for idx in np.ndindex(*shape):
-                self.state["tid"] = np.int32(idx[0]) if len(idx) == 1 else tuple(np.int32(i) for i in idx)
+                self.state.tid = np.int32(idx[0]) if len(idx) == 1 else tuple(np.int32(i) for i in idx)
                 fn(*host)
 
 
@@ -697,8 +705,12 @@ def _run_checked(launch, kernel, dim, inputs, outputs, rtol, kw):
     """Launch with ``launch`` and run the reference on copies of the arguments taken before it; the
     differences (empty when every array argument agrees). ReferenceUnsupported when the reference fails."""
     values = [*inputs, *outputs]
-    spec = kernel.specialize(values)
-    host, pairs = _snapshot(spec.params, values)
+    try:
+        spec = kernel.specialize(values)
+        host, pairs = _snapshot(spec.params, values)
+    except Exception as e:  # noqa: BLE001 - bad arguments: xsim's launch must raise its own error for them
+        launch(kernel, dim, inputs=inputs, outputs=outputs, **kw)
+        raise ReferenceUnsupported(f"{kernel.key}: its arguments cannot be copied to the host: {e}") from e
     launch(kernel, dim, inputs=inputs, outputs=outputs, **kw)
     try:
         _REFERENCE.run(spec, dim, host)
@@ -722,6 +734,10 @@ def assert_matches_reference(kernel, dim, inputs, outputs=(), rtol=None, **launc
     assert not diffs, f"kernel {kernel.key} (dim {dim}) disagrees with the host reference:\n" + "\n".join(diffs)
 
 
+def _is_library(kernel) -> bool:
+    return kernel.pyfunc.__module__.split(".")[0] == "xsim"
+
+
 class LaunchChecker:
     """Counts of the launches checked against the reference, and the kernels it could not run."""
 
@@ -741,15 +757,17 @@ SESSION = LaunchChecker()  # every check of this test session (tests/conftest.py
 
 
 @contextlib.contextmanager
-def checked_launches(rtol=None):
+def checked_launches(rtol=None, library: bool = True):
     """Within the block, every successful forward ``xsim.launch`` is also run by the reference and must
     agree (AssertionError at that launch); kernels the reference cannot run are collected in the
-    yielded LaunchChecker's ``unsupported`` (the caller decides which it excuses)."""
+    yielded LaunchChecker's ``unsupported`` (the caller decides which it excuses). With
+    ``library=False``, launches of xsim's own kernels (solver, kinematics, optimizers: checked by
+    tests/solvers/test_kernels_match_reference.py) are left alone, so that a test's rollouts stay fast."""
     launch = xsim.launch
     checker = LaunchChecker()
 
     def checked(kernel, dim, inputs=(), outputs=(), **kw):
-        if kw.get("adjoint") or not isinstance(kernel, xsim.Kernel):
+        if kw.get("adjoint") or not isinstance(kernel, xsim.Kernel) or not library and _is_library(kernel):
             return launch(kernel, dim, inputs=inputs, outputs=outputs, **kw)
         try:
             diffs = _run_checked(launch, kernel, dim, inputs, outputs, rtol, kw)
@@ -803,3 +821,14 @@ _REFERENCE = Reference()  # one for the session: each kernel's and func's source
 def run(kernel, dim, args: list) -> None:
     """Run ``kernel`` on the host (see the module docstring); numpy array arguments are updated in place."""
     _REFERENCE.run(kernel, dim, args)
+
+
+def every_launch_checked(exclusions: dict[str, str]):
+    """The body of an autouse fixture: every launch of a test kernel is checked (checked_launches; xsim's
+    own kernels are checked by tests/solvers/test_kernels_match_reference.py), and a kernel the reference
+    cannot run fails the test unless ``exclusions`` (kernel name -> why) names it."""
+    with checked_launches(library=False) as checker:
+        yield checker
+    unexcused = {k: v for k, v in checker.unsupported.items() if k not in exclusions}
+    assert not unexcused, "kernels the host reference cannot run (fix the reference or list them with a " \
+        "reason in this folder's conftest.py):\n" + "\n".join(unexcused.values())
