@@ -10,9 +10,17 @@ The source is parsed and lightly rewritten, then executed with a stand-in for ``
   release-mode result (``x / 0 == x // 0 == 0``, ``x % 0 == x``), and ``INT_MIN // -1`` wraps;
 - vectors, matrices, quaternions and structs are values: every assignment to a name and every
   func argument is a copy, while an element of an array of vectors is a view into that array;
-- atomics return the old value (threads run one after another, so they are exact).
+- atomics return the old value (threads run one after another, so they are exact);
+- builtins are computed from their definitions (BUILTINS: float math in float64 rounded once to the
+  argument's type, quaternions and transforms with numpy, Warp's documented corner cases such as the
+  clamped argument of asin/acos and round's halfway cases away from zero). Where xsim documents a choice
+  of its own it is followed and named: sign(0) == 0 (Warp: 1), normalize(0) == 0, the inverse of a
+  singular matrix is 0.
 
-It is a test utility, not part of xsim: it knows only what the tests use.
+``assert_matches_reference`` / ``reference_differences`` launch a kernel on xsim and on the reference
+from the same arguments and compare every array; ``checked_launches`` does it for every ``xsim.launch``
+in a block (tests/conftest.py wraps every test in it). It is a test utility, not part of xsim: it
+knows only what the tests use.
 """
 
 from __future__ import annotations
@@ -278,19 +286,19 @@ def _min(a, b):
     if isinstance(a, T._Composite):
         return type(a)._wrap(np.where(b._v < a._v, b._v, a._v))
     a, b = _common(a, b)
-    return b if b < a else a
+    return min(a, b)
 
 
 def _max(a, b):
     if isinstance(a, T._Composite):
         return type(a)._wrap(np.where(b._v > a._v, b._v, a._v))
     a, b = _common(a, b)
-    return b if b > a else a
+    return max(a, b)
 
 
 def _clamp(x, lo, hi):
     x, lo, hi = _common(x, lo, hi)
-    return lo if x < lo else hi if x > hi else x
+    return lo if x < lo else min(x, hi)
 
 
 def _where(c, a, b):
@@ -580,7 +588,7 @@ class Reference:
             tree = ast.parse(textwrap.dedent("".join(lines)))
             tree = ast.fix_missing_locations(_Rewrite().visit(tree))
             ns = self._namespace(pyfunc)
-            exec(compile(tree, inspect.getsourcefile(pyfunc) or "<kernel>", "exec"), ns)
+            exec(compile(tree, inspect.getsourcefile(pyfunc) or "<kernel>", "exec"), ns)  # noqa: S102 - the point
             got = self.compiled[pyfunc] = ns[tree.body[0].name]  # __name__ may have been renamed
         return got
 
@@ -708,13 +716,13 @@ def _run_checked(launch, kernel, dim, inputs, outputs, rtol, kw):
     try:
         spec = kernel.specialize(values)
         host, pairs = _snapshot(spec.params, values)
-    except Exception as e:  # noqa: BLE001 - bad arguments: xsim's launch must raise its own error for them
+    except Exception as e:
         launch(kernel, dim, inputs=inputs, outputs=outputs, **kw)
         raise ReferenceUnsupported(f"{kernel.key}: its arguments cannot be copied to the host: {e}") from e
     launch(kernel, dim, inputs=inputs, outputs=outputs, **kw)
     try:
         _REFERENCE.run(spec, dim, host)
-    except Exception as e:  # noqa: BLE001 - any failure of the reference: the kernel is not checked
+    except Exception as e:
         raise ReferenceUnsupported(f"{kernel.key}: the reference cannot run it: {type(e).__name__}: {e}") from e
     return _differences(pairs, rtol)
 

@@ -23,12 +23,12 @@ import random
 
 import numpy as np
 import pytest
+from fuzz_common import COMMON, Generator, load_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import reference_differences
 
 import xsim
-from fuzz_common import COMMON, Generator, load_module
-from reference import reference_differences
 from xsim.autodiff import gradcheck
 
 N = 4                   # threads per launch (and elements per array)

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from reference import assert_matches_reference
 
 import xsim
 from xsim import types as T
-from reference import assert_matches_reference
 from xsim.kernels.builtins import BUILTINS, resolve_overload
 
 N = 16

@@ -10,8 +10,6 @@ import numpy as np
 import pytest
 
 import xsim
-from reference import run as reference_run
-from xsim.array import array as Array
 from xsim import types as T
 
 N = 64

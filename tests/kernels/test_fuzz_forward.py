@@ -25,12 +25,12 @@ import random
 
 import numpy as np
 import pytest
+from fuzz_common import COMMON, Generator, load_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import Reference
 
 import xsim
-from fuzz_common import COMMON, Generator, load_module
-from reference import Reference
 
 N = 4                    # threads per launch
 KERNELS_PER_MODULE = 60
@@ -128,9 +128,9 @@ class ForwardGen(Generator):
         form = self.pick(["add", "sub", "mul", "div", "floordiv", "mod", "neg", "bits", "min", "max", "abs",
                           "ternary", "f_pick", "f_count", "where", "comp_round"])
         if form in ("add", "sub", "mul"):
-            return f"({x()} {dict(add='+', sub='-', mul='*')[form]} {x()})"
+            return f"({x()} { {'add': '+', 'sub': '-', 'mul': '*'}[form]} {x()})"
         if form in ("div", "floordiv", "mod"):
-            return f"({x()} {dict(div='/', floordiv='//', mod='%')[form]} {self.divisor(env, d - 1)})"
+            return f"({x()} { {'div': '/', 'floordiv': '//', 'mod': '%'}[form]} {self.divisor(env, d - 1)})"
         if form == "neg":
             return f"(-{x()})"
         if form == "bits":
@@ -321,8 +321,8 @@ class ForwardGen(Generator):
             r = self.ints(0, 2)
             if self.chance(0.3):
                 return [f"{ind}{m}[{r}] = {self.vector(env, d - 1)}"]
-            return [f"{ind}{m}[{r}, {self.ints(0, 2)}] {self.pick(['=', '+='])} "
-                    f"{self.floating(env, d - 1)}"]
+            return [(f"{ind}{m}[{r}, {self.ints(0, 2)}] {self.pick(['=', '+='])} "
+                     f"{self.floating(env, d - 1)}")]
         if kind == "quat_write":
             qs = self.names(env, "q")
             if not qs:

@@ -18,8 +18,7 @@ import pytest
 from reference import checked_launches
 
 import xsim
-from xsim.optim import SGD, Adam
-from xsim.optim import losses, updates
+from xsim.optim import SGD, Adam, losses, updates
 from xsim.sim import ModelBuilder
 from xsim.sim.kinematics import eval_fk, eval_ik, kinematics_kernels
 from xsim.solvers import SolverXPBD
