@@ -223,7 +223,8 @@ def _generic_matrix(*args, shape, dtype=None):
 
 
 class _Shim(pytypes.SimpleNamespace):
-    pass
+    def __getattr__(self, name):
+        raise ReferenceUnsupported(f"the reference lacks xsim.{name}")
 
 
 def _atomic(op):
@@ -282,14 +283,18 @@ def _abs(x):
         return abs(x)
 
 
-def _min(a, b):
+def _min(a, b=None):
+    if b is None:  # the smallest component
+        return _scalar_of(a, np.min(a._v))
     if isinstance(a, T._Composite):
         return type(a)._wrap(np.where(b._v < a._v, b._v, a._v))
     a, b = _common(a, b)
     return min(a, b)
 
 
-def _max(a, b):
+def _max(a, b=None):
+    if b is None:  # the largest component
+        return _scalar_of(a, np.max(a._v))
     if isinstance(a, T._Composite):
         return type(a)._wrap(np.where(b._v > a._v, b._v, a._v))
     a, b = _common(a, b)
@@ -425,7 +430,9 @@ BUILTINS = {
     "asin": _math(lambda x: np.arcsin(np.clip(x, -1.0, 1.0))),
     "acos": _math(lambda x: np.arccos(np.clip(x, -1.0, 1.0))),
     "round": _math(_round),
-    "isfinite": lambda x: np.bool_(np.isfinite(x)), "isnan": lambda x: np.bool_(np.isnan(x)),
+    # of a composite: all components finite; any component NaN / infinite
+    "isfinite": lambda x: np.bool_(np.all(np.isfinite(_f64(x)))), "isnan": lambda x: np.bool_(np.any(np.isnan(_f64(x)))),
+    "isinf": lambda x: np.bool_(np.any(np.isinf(_f64(x)))),
     "abs": _abs, "sign": _sign, "min": _min, "max": _max, "clamp": _clamp, "where": _where, "select": _select,
     "dot": _reduce(np.dot), "length": _reduce(lambda v: np.sqrt(np.dot(v, v))),
     "length_sq": _reduce(lambda v: np.dot(v, v)), "normalize": _normalize,
@@ -831,12 +838,27 @@ def run(kernel, dim, args: list) -> None:
     _REFERENCE.run(kernel, dim, args)
 
 
+# builtins of xsim the reference has not learned yet: a kernel calling one is excused (and counted in
+# LaunchChecker.unsupported), where any other failure of the reference fails its test
+NOT_IMPLEMENTED = {name: "not yet in the reference" for name in (
+    "argmax", "argmin", "cast", "erf", "erfc", "erfcinv", "erfinv", "expect_eq", "expect_neq", "expect_near",
+    "frac", "lerp", "lower_bound", "nonzero", "norm_l1", "norm_l2", "norm_huber", "norm_pseudo_huber",
+    "quat_from_euler", "quat_to_axis_angle", "quat_twist", "rint", "smoothstep", "spatial_cross", "static", "step",
+    "svd2", "svd3", "transform_set_translation", "transform_to_matrix")}
+
+
+def _excused(message: str, exclusions: dict[str, str]) -> bool:
+    kernel = message.split(":")[0]
+    lacks = message.rsplit("the reference lacks xsim.", 1)
+    return kernel in exclusions or len(lacks) == 2 and lacks[1].strip() in NOT_IMPLEMENTED
+
+
 def every_launch_checked(exclusions: dict[str, str]):
     """The body of an autouse fixture: every launch of a test kernel is checked (checked_launches; xsim's
     own kernels are checked by tests/solvers/test_kernels_match_reference.py), and a kernel the reference
     cannot run fails the test unless ``exclusions`` (kernel name -> why) names it."""
     with checked_launches(library=False) as checker:
         yield checker
-    unexcused = {k: v for k, v in checker.unsupported.items() if k not in exclusions}
+    unexcused = {k: v for k, v in checker.unsupported.items() if not _excused(v, exclusions)}
     assert not unexcused, "kernels the host reference cannot run (fix the reference or list them with a " \
         "reason in this folder's conftest.py):\n" + "\n".join(unexcused.values())
