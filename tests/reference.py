@@ -847,7 +847,8 @@ NOT_IMPLEMENTED = {name: "not yet in the reference" for name in (
     "svd2", "svd3", "transform_set_translation", "transform_to_matrix")}
 
 
-def _excused(message: str, exclusions: dict[str, str]) -> bool:
+def excused(message: str, exclusions: dict[str, str]) -> bool:
+    """Whether a ReferenceUnsupported message names a kernel of ``exclusions`` or a NOT_IMPLEMENTED builtin."""
     kernel = message.split(":")[0]
     lacks = message.rsplit("the reference lacks xsim.", 1)
     return kernel in exclusions or len(lacks) == 2 and lacks[1].strip() in NOT_IMPLEMENTED
@@ -859,6 +860,6 @@ def every_launch_checked(exclusions: dict[str, str]):
     cannot run fails the test unless ``exclusions`` (kernel name -> why) names it."""
     with checked_launches(library=False) as checker:
         yield checker
-    unexcused = {k: v for k, v in checker.unsupported.items() if not _excused(v, exclusions)}
+    unexcused = {k: v for k, v in checker.unsupported.items() if not excused(v, exclusions)}
     assert not unexcused, "kernels the host reference cannot run (fix the reference or list them with a " \
         "reason in this folder's conftest.py):\n" + "\n".join(unexcused.values())

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from reference import assert_matches_reference
+from reference import ReferenceUnsupported, assert_matches_reference, excused
 
 import xsim
 from xsim import types as T
@@ -384,12 +384,18 @@ def test_builtin_forward_at_edge_inputs_matches_the_reference(F, n):
         t = KIND_TYPES[kind](F)
         shape = (N,) + tuple(t._shape)
         edges = np.roll(EDGES, 3 * k)  # the arguments of one element differ
-        if kind == "I":
-            x = np.where(case.domain.get(k) == "shift", np.abs(edges) * 2, edges * 4).astype(np.int32)
+        if T.is_scalar(t) and T.is_int(t):
+            unsigned = np.iinfo(t._np).min == 0
+            x = (np.abs(edges) * 2 if case.domain.get(k) == "shift" or unsigned else edges * 4).astype(t._np)
         elif kind == "B":
             x = edges > 0
         else:
             x = np.broadcast_to(edges.reshape((N,) + (1,) * len(t._shape)), shape).astype(t._scalar._np)
         args.append(xsim.array(np.ascontiguousarray(x), dtype=t))
     out = xsim.zeros(N, dtype=KIND_TYPES[case.out](F))
-    assert_matches_reference(getattr(kernels_for(F), f"case_{n}"), N, args, [out])
+    try:
+        assert_matches_reference(getattr(kernels_for(F), f"case_{n}"), N, args, [out])
+    except ReferenceUnsupported as e:
+        if not excused(str(e), {}):
+            raise
+        pytest.skip(str(e))  # a builtin listed in reference.NOT_IMPLEMENTED, named here
