@@ -1,5 +1,9 @@
 """Fixtures shared by the whole suite.
 
+Every launch of a kernel defined in tests/ is also run by the host reference (tests/reference.py) on
+the same arguments and must agree with it (xsim's own kernels: tests/solvers/test_kernels_match_reference.py);
+a kernel the reference cannot run fails its test unless REFERENCE_EXCLUSIONS names it with the reason.
+
 ``default_device``: the kernel/autodiff/array tests run once with ``xsim.set_device("cpu")`` and once
 with ``xsim.set_device("cuda:0")`` (skipped where there is no GPU). Tests marked ``cpu_only`` run on
 the CPU alone. ``XSIM_TEST_FAKE_CUDA=1`` runs the cuda:0 variants on the stand-in driver of
@@ -11,12 +15,38 @@ import sys
 from pathlib import Path
 
 import pytest
+from reference import every_launch_checked
 
 import xsim
 
 NO_CUDA = "no CUDA GPU/driver on this machine"
 FAKE_CUDA = os.environ.get("XSIM_TEST_FAKE_CUDA") == "1"
 DEVICES = ["cpu", pytest.param("cuda:0", marks=pytest.mark.cuda)]
+
+
+# test kernels the host reference cannot run, and why (builtins it lacks: reference.NOT_IMPLEMENTED)
+REFERENCE_EXCLUSIONS: dict[str, str] = {
+    "accumulate_bodies": "adds whole struct array elements (the reference's struct records have no +)",
+    "body_energy": "reads fields of a struct nested in an array-of-structs element",
+    "rewrite_bodies": "writes fields of a struct nested in an array-of-structs element",
+    "write_nested_fields": "writes fields of a struct nested in an array-of-structs element",
+    "bool_constants": "builds vectors of bool constants (the host value types take scalars only)",
+    "combine_all": "component groups (swizzles) the reference does not implement",
+    "slice_reads": "reads vector/matrix slices (v[1:3]), which the reference does not implement",
+    "fill_and_keyword_forms": "vector(length=..., ...) fill constructors the reference's vector() lacks",
+    "star_unpacking": "star-unpacked constructor arguments (vec3(*v)) of numpy-backed values",
+    "struct_constructors": "positional struct constructors (the host struct type takes keywords)",
+    "transform_parts": "writes t.p / t.q of a transform (read-only properties of the host value type)",
+    "planes": "matrix_from_rows/cols forms with scalars the reference's helper does not take",
+    "rows": "func overloads told apart by vector vs matrix row type (the reference passes numpy rows)",
+    "loop_variables": "reads a loop variable after a loop that did not run (defined in xsim, unbound in "
+                      "Python)",
+}
+
+
+@pytest.fixture(autouse=True)
+def _every_launch_matches_the_reference():
+    yield from every_launch_checked(REFERENCE_EXCLUSIONS)
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda:0", marks=pytest.mark.cuda)])
@@ -90,3 +120,11 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """Move tests marked ``last`` to the end (the NVRTC sweep over every kernel the session registered)."""
     items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many launches the host reference (tests/reference.py) checked, when it checked any."""
+    reference = sys.modules.get("reference")
+    if reference is not None and reference.SESSION.checked:
+        s = reference.SESSION
+        terminalreporter.write_line(f"host reference: {s.checked} launches of {len(s.kernels)} kernels checked")

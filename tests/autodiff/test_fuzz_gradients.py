@@ -1,6 +1,8 @@
 """A random-kernel gradient fuzzer: hypothesis draws kernel *source* from a small grammar, the
 kernels are written to a module file, imported and differentiated, and the tape's gradients are
-compared with float64 central finite differences.
+compared with float64 central finite differences. Each kernel's forward outputs are also compared with
+the host reference (tests/reference.py): a finite difference of a wrong forward function agrees with
+the adjoint of that same wrong function, so only the reference sees a forward bug.
 
 The grammar covers float64 scalars, vec3d, mat33d, quatd and a struct (Frame) as locals, builtins
 (smooth and kinked, quaternion and transform ops), component writes and in-place component ops on
@@ -17,14 +19,16 @@ CI runs a bounded number of examples; ``pytest -m fuzz`` runs the long version
 import hashlib
 import json
 import os
+import random
 
 import numpy as np
 import pytest
+from fuzz_common import COMMON, Generator, load_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import reference_differences
 
 import xsim
-from fuzz_common import COMMON, load_module
 from xsim.autodiff import gradcheck
 
 N = 4                   # threads per launch (and elements per array)
@@ -75,27 +79,9 @@ def f_early(s: xsim.float64, t: xsim.float64) -> xsim.float64:
 SIGNATURE = "(a: A, b: A, u: AV, w: AV, n: int, ys: A, yv: AV, tot: A)"
 
 
-class KernelGen:
+class KernelGen(Generator):
     """Draws one kernel body. ``env`` maps names in scope to 's' (float64), 'v' (vec3d), 'm' (mat33d),
     'q' (quatd), 'f' (a Frame struct) or 'i' (an int: loop variables and counters)."""
-
-    def __init__(self, draw):
-        self.draw = draw
-        self.count = 0
-
-    def pick(self, options):
-        return self.draw(st.sampled_from(options))
-
-    def chance(self, p: float) -> bool:
-        return self.draw(st.floats(0.0, 1.0)) < p
-
-    def fresh(self, prefix: str) -> str:
-        self.count += 1
-        return f"{prefix}{self.count}"
-
-    @staticmethod
-    def names(env, kind):
-        return sorted(n for n, k in env.items() if k == kind)
 
     # -- expressions ------------------------------------------------------------------------------
 
@@ -246,15 +232,7 @@ class KernelGen:
 
     # -- statements ---------------------------------------------------------------------------------
 
-    def block(self, env: dict, depth: int, ind: str, loop: bool, n_stmts: int) -> list[str]:
-        """A block; names it defines stay local to it (``env`` is copied)."""
-        env = dict(env)
-        out = []
-        for _ in range(n_stmts):
-            out += self.stmt(env, depth, ind, loop)
-        return out or [f"{ind}pass"]
-
-    def stmt(self, env, depth, ind, loop) -> list[str]:
+    def stmt(self, env, active, depth, ind, loop) -> list[str]:
         kinds = ["new_s", "new_v", "new_m", "new_q", "new_f", "reassign", "alias", "comp_write", "comp_inplace",
                  "mat_write", "field_write", "out_comp", "out_atomic", "atomic_tot"]
         if depth > 0:
@@ -262,7 +240,7 @@ class KernelGen:
         if loop:
             kinds += ["break", "continue", "reassign", "reassign", "comp_inplace"]  # loop-carried values
         kind = self.pick(kinds)
-        d = self.draw(st.integers(1, MAX_DEPTH))
+        d = self.ints(1, MAX_DEPTH)
         makers = {"new_s": self.scalar, "new_v": self.vector, "new_m": self.matrix, "new_q": self.quat}
         if kind in makers:  # a new local of one value kind ("s", "v", "m", "q")
             t = kind[-1]
@@ -315,7 +293,7 @@ class KernelGen:
             if not ms:
                 return []
             m = self.pick(ms)
-            r, c = self.draw(st.integers(0, 2)), self.draw(st.integers(0, 2))
+            r, c = self.ints(0, 2), self.ints(0, 2)
             rhs = self.scalar(env, d - 1)
             return [self.pick([f"{ind}{m}[{r}, {c}] = {m}[{r}, {c}] + {rhs}", f"{ind}{m}[{r}, {c}] = {rhs}"])]
         if kind == "out_comp":
@@ -326,41 +304,27 @@ class KernelGen:
         if kind == "atomic_tot":
             return [f"{ind}xsim.atomic_add(tot, 0, {self.scalar(env, d - 1)})"]
         if kind == "break" or kind == "continue":
-            return [f"{ind}if {self.scalar(env, 1)} > {self.scalar(env, 0)}:", f"{ind}    {kind}"]
+            return self.loop_exit(kind, f"{self.scalar(env, 1)} > {self.scalar(env, 0)}", ind)
         inner = ind + "    "
-        n_inner = self.draw(st.integers(1, 3))
+        n_inner = self.ints(1, 3)
         if kind == "if":
             lines = [f"{ind}if {self.scalar(env, d - 1)} > {self.scalar(env, 0)}:"]
-            lines += self.block(env, depth - 1, inner, loop, n_inner)
+            lines += self.block(env, active, depth - 1, inner, loop, n_inner)
             if self.chance(0.6):
-                lines += [f"{ind}else:"] + self.block(env, depth - 1, inner, loop, self.draw(st.integers(1, 3)))
+                lines += [f"{ind}else:"] + self.block(env, active, depth - 1, inner, loop, self.ints(1, 3))
             return lines
         k = self.fresh("k")
-        body_env = dict(env)
-        body_env[k] = "i"
         if kind == "static_for":
-            head = f"{ind}for {k} in range({self.draw(st.integers(1, 3))}):"
-            return [head] + self.block(body_env, depth - 1, inner, True, n_inner)
+            return self.for_loop(env, active, depth, ind, k, str(self.ints(1, 3)), n_inner)
         if kind == "dynamic_for":
-            head = f"{ind}for {k} in range({self.pick(['n', '1, n + 1', 'n, 0, -1'])}):"
-            return [head] + self.block(body_env, depth - 1, inner, True, n_inner)
-        # while: the counter is bumped first, so that continue cannot skip it
-        lines = [f"{ind}{k} = int(0)", f"{ind}while {k} < n:", f"{inner}{k} = {k} + 1"]
-        env[k] = "i"
-        return lines + self.block(env, depth - 1, inner, True, n_inner)
+            return self.for_loop(env, active, depth, ind, k, self.pick(['n', '1, n + 1', 'n, 0, -1']), n_inner)
+        return self.while_loop(env, active, depth, ind, k, "n", n_inner)
 
     def kernel(self, name: str) -> str:
-        env = {}
         body = ["    i = xsim.tid()"]
-        body += self.block(env, 2, "    ", False, self.draw(st.integers(1, 6)))
+        body += self.block({}, frozenset(), 2, "    ", False, self.ints(1, 6))
         # the final stores see only the kernel's top-level names
-        top = {}
-        for line in body:
-            stripped = line[4:]
-            if not stripped.startswith(" ") and " = " in stripped:
-                lhs = stripped.split(" = ")[0]
-                if lhs.isidentifier() and lhs[0] in "svmqf" and lhs[1:].isdigit():
-                    top[lhs] = lhs[0]
+        top = {n: n[0] for n in self.top_level_names(body) if n[0] in "svmqf" and n[1:].isdigit()}
         # every top-level value reaches an output, so that no computation is dead code
         terms = [self.scalar(top, MAX_DEPTH)]
         vterms = [self.vector(top, MAX_DEPTH)]
@@ -387,23 +351,27 @@ class KernelGen:
 @st.composite
 def kernel_modules(draw):
     """Source of one module with KERNELS_PER_MODULE generated kernels, and a loop count per kernel."""
-    gen = KernelGen(draw)
+    gen = KernelGen(random.Random(draw(st.integers(0, 2**63))))
     kernels = [gen.kernel(f"fz_{j}") for j in range(KERNELS_PER_MODULE)]
     counts = [draw(st.integers(0, 3)) for _ in kernels]
     return PRELUDE + "\n\n" + "\n\n\n".join(kernels) + "\n", counts
 
 
-def check_kernel(kernel, n: int, seed: int):
-    """Gradcheck ``kernel`` at random inputs; returns the failing report or None."""
+def random_args(n: int, seed: int) -> list:
+    """Launch arguments of a generated kernel: components in +-[0.2, 1.2], loop count ``n``."""
     rng = np.random.default_rng(seed)
 
     def rand(shape):
         return rng.uniform(0.2, 1.2, shape) * rng.choice([-1.0, 1.0], shape)
-    args = [xsim.array(rand(N), dtype=xsim.float64), xsim.array(rand(N), dtype=xsim.float64),
+    return [xsim.array(rand(N), dtype=xsim.float64), xsim.array(rand(N), dtype=xsim.float64),
             xsim.array(rand((N, 3)), dtype=xsim.vec3d), xsim.array(rand((N, 3)), dtype=xsim.vec3d), n,
             xsim.array(rand(N), dtype=xsim.float64), xsim.array(rand((N, 3)), dtype=xsim.vec3d),
             xsim.zeros(1, dtype=xsim.float64)]
-    report = gradcheck(kernel, args, dim=N, atol=1e-6, rtol=1e-5)
+
+
+def check_kernel(kernel, n: int, seed: int):
+    """Gradcheck ``kernel`` at random inputs; returns the failing report or None."""
+    report = gradcheck(kernel, random_args(n, seed), dim=N, atol=1e-6, rtol=1e-5)
     if report.passed:
         return None
     # tolerance relative to the size of the gradients: long products reach large values
@@ -422,6 +390,10 @@ def run_module(source: str, counts: list[int]) -> list[str]:
     seed = int(hashlib.blake2b(source.encode(), digest_size=4).hexdigest(), 16)
     for j, n in enumerate(counts):
         kernel = getattr(module, f"fz_{j}")
+        forward = reference_differences(kernel, N, random_args(n, seed + j))
+        if forward:
+            failures.append(f"kernel fz_{j} (n={n}) in {module.__file__}: forward differs from the host "
+                            "reference:\n" + "\n".join(forward))
         first = check_kernel(kernel, n, seed + j)
         if first is not None and check_kernel(kernel, n, seed + j + 1000) is not None:
             failures.append(f"kernel fz_{j} (n={n}) in {module.__file__}:\n{first}")
@@ -434,7 +406,7 @@ def run_module(source: str, counts: list[int]) -> list[str]:
 
 def check_module(source, counts):
     failures = run_module(source, counts)
-    assert not failures, "tape gradients disagree with finite differences:\n" + "\n\n".join(failures) + \
+    assert not failures, "forward results or tape gradients are wrong:\n" + "\n\n".join(failures) + \
         "\n\nsource:\n" + source
 
 

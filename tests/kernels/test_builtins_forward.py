@@ -4,7 +4,10 @@ and float64.
 ``CASES`` lists one kernel expression per overload with its argument kinds and a numpy
 reference. The kernels are generated as Python source (one file and one module per float type,
 so one compiler call each) and imported. ``test_every_registry_overload_has_a_case`` walks the
-registry, so a new builtin row without a case here fails.
+registry, so a new builtin row without a case here fails. Every launch is also run by the host
+reference (tests/reference.py, through tests/kernels/conftest.py), which computes each builtin from its
+own definition; ``test_builtin_forward_at_edge_inputs_matches_the_reference`` adds inputs where the
+definitions have their corner cases (zero, halfway, singular matrices, the unit bounds).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from builtin_cases_math import math_cases
+from reference import ReferenceUnsupported, assert_matches_reference, excused
 
 import xsim
 from xsim import types as T
@@ -367,3 +371,34 @@ def test_builtin_forward_matches_numpy(F, n):
     else:
         rtol = 2e-5 if F is xsim.float32 else 1e-12
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol)
+
+
+# per element, every component of every argument takes one of these: zero (sign, normalize, singular
+# inverse and determinant, 0/0, atan2(0, 0)), halfway cases of round, the ends of asin/acos's domain
+EDGES = np.array([0.0, 0.5, -0.5, 2.5, -1.5, 1.0, -1.0, 0.0, 3.0, -0.0, 1.5, -2.5, 0.25, 0.0, -1.0, 2.0])
+
+
+@pytest.mark.parametrize("F", FLOATS)
+@pytest.mark.parametrize("n", range(len(CASES)), ids=[c.id for c in CASES])
+def test_builtin_forward_at_edge_inputs_matches_the_reference(F, n):
+    case = CASES[n]
+    args = []
+    for k, kind in enumerate(case.kinds):
+        t = KIND_TYPES[kind](F)
+        shape = (N,) + tuple(t._shape)
+        edges = np.roll(EDGES, 3 * k)  # the arguments of one element differ
+        if T.is_scalar(t) and T.is_int(t):
+            unsigned = np.iinfo(t._np).min == 0
+            x = (np.abs(edges) * 2 if case.domain.get(k) == "shift" or unsigned else edges * 4).astype(t._np)
+        elif kind == "B":
+            x = edges > 0
+        else:
+            x = np.broadcast_to(edges.reshape((N,) + (1,) * len(t._shape)), shape).astype(t._scalar._np)
+        args.append(xsim.array(np.ascontiguousarray(x), dtype=t))
+    out = xsim.zeros(N, dtype=KIND_TYPES[case.out](F))
+    try:
+        assert_matches_reference(getattr(kernels_for(F), f"case_{n}"), N, args, [out])
+    except ReferenceUnsupported as e:
+        if not excused(str(e), {}):
+            raise
+        pytest.skip(str(e))  # a builtin listed in reference.NOT_IMPLEMENTED, named here

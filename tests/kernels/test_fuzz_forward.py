@@ -25,12 +25,12 @@ import random
 
 import numpy as np
 import pytest
+from fuzz_common import COMMON, Generator, load_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import Reference
 
 import xsim
-from fuzz_common import COMMON, load_module
-from reference import Reference
 
 N = 4                    # threads per launch
 KERNELS_PER_MODULE = 60
@@ -104,30 +104,9 @@ INT_LITS = ["0", "1", "-1", "2", "-3", "7", "-8", "100", "2147483647", "-2147483
 FLOAT_LITS = ["F(0.5)", "F(-1.25)", "F(2.0)", "F(0.0)", "F(-3.5)"]
 
 
-class ForwardGen:
+class ForwardGen(Generator):
     """Draws one kernel. ``env`` maps a name to its kind: 'i' int32, 'f' float, 'v' vec3, 'm' mat33,
     'q' quat, 'p' a Pair struct; ``active`` holds the loop variables of the enclosing loops."""
-
-    def __init__(self, rng: random.Random):
-        self.rng = rng
-        self.count = 0
-
-    def pick(self, options):
-        return self.rng.choice(options)
-
-    def chance(self, p: float) -> bool:
-        return self.rng.random() < p
-
-    def ints(self, lo: int, hi: int) -> int:
-        return self.rng.randint(lo, hi)
-
-    def fresh(self, prefix: str) -> str:
-        self.count += 1
-        return f"{prefix}{self.count}"
-
-    @staticmethod
-    def names(env, kind):
-        return sorted(n for n, k in env.items() if k == kind)
 
     # -- expressions ------------------------------------------------------------------------------
 
@@ -149,9 +128,9 @@ class ForwardGen:
         form = self.pick(["add", "sub", "mul", "div", "floordiv", "mod", "neg", "bits", "min", "max", "abs",
                           "ternary", "f_pick", "f_count", "where", "comp_round"])
         if form in ("add", "sub", "mul"):
-            return f"({x()} {dict(add='+', sub='-', mul='*')[form]} {x()})"
+            return f"({x()} { {'add': '+', 'sub': '-', 'mul': '*'}[form]} {x()})"
         if form in ("div", "floordiv", "mod"):
-            return f"({x()} {dict(div='/', floordiv='//', mod='%')[form]} {self.divisor(env, d - 1)})"
+            return f"({x()} { {'div': '/', 'floordiv': '//', 'mod': '%'}[form]} {self.divisor(env, d - 1)})"
         if form == "neg":
             return f"(-{x()})"
         if form == "bits":
@@ -285,14 +264,6 @@ class ForwardGen:
 
     # -- statements ---------------------------------------------------------------------------------
 
-    def block(self, env, active, depth, ind, loop, n_stmts) -> list[str]:
-        """A block; names it defines stay local to it (``env`` is copied)."""
-        env = dict(env)
-        out = []
-        for _ in range(n_stmts):
-            out += self.stmt(env, active, depth, ind, loop)
-        return out or [f"{ind}pass"]
-
     def stmt(self, env, active, depth, ind, loop) -> list[str]:
         kinds = ["new_i", "new_f", "new_v", "new_m", "new_q", "new_p", "reassign", "reassign", "alias",
                  "comp_write", "comp_write", "mat_write", "quat_write", "field_write", "out_write", "atomic"]
@@ -350,8 +321,8 @@ class ForwardGen:
             r = self.ints(0, 2)
             if self.chance(0.3):
                 return [f"{ind}{m}[{r}] = {self.vector(env, d - 1)}"]
-            return [f"{ind}{m}[{r}, {self.ints(0, 2)}] {self.pick(['=', '+='])} "
-                    f"{self.floating(env, d - 1)}"]
+            return [(f"{ind}{m}[{r}, {self.ints(0, 2)}] {self.pick(['=', '+='])} "
+                     f"{self.floating(env, d - 1)}")]
         if kind == "quat_write":
             qs = self.names(env, "q")
             if not qs:
@@ -379,7 +350,7 @@ class ForwardGen:
                 return [line]
             return [f"{ind}xsim.{op}(acc, i, {self.integer(env, d - 1)})"]
         if kind in ("break", "continue"):
-            return [f"{ind}if {self.condition(env, 1)}:", f"{ind}    {kind}"]
+            return self.loop_exit(kind, self.condition(env, 1), ind)
         inner = ind + "    "
         n_inner = self.ints(1, 2)
         if kind == "if":
@@ -392,33 +363,18 @@ class ForwardGen:
                 lines += [f"{ind}else:"] + self.block(env, active, depth - 1, inner, loop, self.ints(1, 2))
             return lines
         if kind == "while":
-            w = self.fresh("w")
-            lines = [f"{ind}{w} = int(0)", f"{ind}while {w} < {self.pick(['n', 'm + 1', '3'])}:",
-                     f"{inner}{w} += 1"]  # bumped first, so that continue cannot skip it
-            env[w] = "i"
-            return lines + self.block(env, active | {w}, depth - 1, inner, True, n_inner)
-        free = [k for k in LOOP_VARS if k not in active]
-        k = self.pick(free)
-        if kind == "static_for":
-            head = f"{ind}for {k} in range({self.pick(['3', '1, 4', '5, -1, -2', '0'])}):"
-        else:
-            head = f"{ind}for {k} in range({self.pick(['n', 'm, n', 'n, -2, -1', '1, m + 2, 2'])}):"
-        body_env = dict(env)
-        body_env[k] = "i"
-        return [head] + self.block(body_env, active | {k}, depth - 1, inner, True, n_inner)
+            return self.while_loop(env, active, depth, ind, self.fresh("w"), self.pick(['n', 'm + 1', '3']), n_inner)
+        k = self.pick([k for k in LOOP_VARS if k not in active])
+        bounds = self.pick(['3', '1, 4', '5, -1, -2', '0'] if kind == "static_for" else
+                           ['n', 'm, n', 'n, -2, -1', '1, m + 2, 2'])
+        return self.for_loop(env, active, depth, ind, k, bounds, n_inner)
 
     def kernel(self, name: str) -> str:
         # the loop variables exist before any loop (so that reading one after its loop is defined)
         body = ["    i = xsim.tid()"] + [f"    {k} = int({j - 1})" for j, k in enumerate(LOOP_VARS)]
         env = {k: "i" for k in LOOP_VARS}
         body += self.block(env, frozenset(), MAX_DEPTH, "    ", False, self.ints(2, 6))
-        top = {}
-        for line in body:
-            stripped = line[4:]
-            if not stripped.startswith(" ") and " = " in stripped:
-                lhs = stripped.split(" = ")[0]
-                if lhs.isidentifier() and lhs != "i":
-                    top[lhs] = "i" if lhs in LOOP_VARS else lhs[0]
+        top = {n: "i" if n in LOOP_VARS else n[0] for n in self.top_level_names(body) if n != "i"}
         iterms = ["yi[i]"] + [v for v, k in sorted(top.items()) if k == "i"]
         fterms = ["yf[i]"]
         vterms = ["yv[i]"]

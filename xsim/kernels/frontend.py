@@ -6,7 +6,7 @@ calls are inlined at their call site with their arguments' types (so funcs are g
 ``if`` merges the two symbol tables with phis, and ``break``/``continue``/``return`` become
 boolean flags that guard the statements after them, leaving every block with a single exit.
 
-Forward semantics are Python's (tests/kernels/reference.py runs the same source on the host), with
+Forward semantics are Python's (tests/reference.py runs the same source on the host), with
 Warp's integer rules: integers wrap at their width, ``/`` and ``%`` truncate, ``//`` floors, and a
 division by zero has a defined result (``native/xsim_math.h``: ``x / 0 == x // 0 == 0``, ``x % 0 ==
 x``; debug mode raises ``ZeroDivisionError``). A loop variable keeps its last value after the loop.

@@ -1,0 +1,51 @@
+"""The host reference (tests/reference.py) catches what it exists to catch: a launch whose arrays differ
+from the reference names the kernel, the array and the values; a kernel the reference cannot run is
+reported by name, and fails a test unless excused."""
+
+import numpy as np
+import pytest
+import reference
+
+import xsim
+
+F = xsim.array(dtype=xsim.float64)
+
+
+@xsim.kernel(module="xsim_tests_reference")
+def sines(x: F, y: F):
+    i = xsim.tid()
+    y[i] = xsim.sin(x[i])
+
+
+def args():
+    return [xsim.array([0.5, 1.0, 2.0], dtype=xsim.float64), xsim.zeros(3, dtype=xsim.float64)]
+
+
+def test_a_launch_that_agrees_passes():
+    reference.assert_matches_reference(sines, 3, args())
+
+
+def test_a_wrong_forward_result_names_the_kernel_array_and_values(monkeypatch):
+    monkeypatch.setattr(reference._REFERENCE.shim, "sin", reference.BUILTINS["cos"])
+    with pytest.raises(AssertionError, match=r"kernel sines \(dim 3\) disagrees .*\n'y' differs at 3 of 3 "
+                                             r"components, e.g. at \[\[0\], \[1\], \[2\]\]: xsim \[0\.479.*"
+                                             r"reference \[0\.877"):
+        reference.assert_matches_reference(sines, 3, args())
+
+
+def test_a_kernel_the_reference_cannot_run_is_named(monkeypatch):
+    monkeypatch.setattr(xsim, "launch", xsim.kernels.launch.launch)  # not this file's own autouse check
+    monkeypatch.delattr(reference._REFERENCE.shim, "sin")
+    with pytest.raises(reference.ReferenceUnsupported, match="sines: the reference cannot run it: ReferenceUnsupported: the reference lacks xsim.sin"):
+        reference.assert_matches_reference(sines, 3, args())
+    gen = reference.every_launch_checked({})
+    next(gen)
+    xsim.launch(sines, 3, inputs=args())  # collected, not raised, inside the block
+    with pytest.raises(AssertionError, match="kernels the host reference cannot run .*\n.*sines"):
+        next(gen)
+    gen = reference.every_launch_checked({"sines": "uses no sine"})
+    next(gen)
+    xsim.launch(sines, 3, inputs=args())
+    with pytest.raises(StopIteration):
+        next(gen)
+    np.testing.assert_allclose(args()[0].numpy(), [0.5, 1.0, 2.0])
