@@ -41,15 +41,23 @@ def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.concatenate([aw * bv + bw * av + np.cross(av, bv), aw * bw - np.sum(av * bv, 1, keepdims=True)], 1)
 
 
-def _sweep_pairs(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Index pairs (a, b) of the boxes [lo, hi] (n, 3) that overlap: sort and sweep along the axis
-    where the boxes' centres spread most, then check the other two axes."""
+def _sweep_pairs(lo: np.ndarray, hi: np.ndarray, group: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (a, b) of the boxes [lo, hi] (n, 3) that overlap (and, with ``group`` (n,) ints,
+    are of the same group): sort and sweep along the axis where the boxes' centres spread most, then
+    check the other two axes. Groups (worlds) sweep apart: copies of a scene laid on each other do not
+    make every shape a candidate of every other."""
     n = len(lo)
     axis = int(np.argmax(np.var(lo + hi, axis=0))) if n > 1 else 0
-    order = np.argsort(lo[:, axis], kind="stable")
-    start = lo[order, axis]
-    # box k of the sorted order overlaps, along the axis, the boxes after it that start before it ends
-    end = np.searchsorted(start, hi[order, axis], side="right")
+    if group is None:
+        order = np.argsort(lo[:, axis], kind="stable")
+        start = lo[order, axis]
+        # box k of the sorted order overlaps, along the axis, the boxes after it that start before it ends
+        end = np.searchsorted(start, hi[order, axis], side="right")
+    else:
+        # complex numbers sort by real part, then imaginary part: (group, start) keys, compared exactly
+        order = np.lexsort((lo[:, axis], group))
+        key = group[order] + 1j * lo[order, axis]
+        end = np.searchsorted(key, group[order] + 1j * hi[order, axis], side="right")
     count = np.maximum(end - np.arange(n) - 1, 0)
     i = np.repeat(np.arange(n), count)
     j = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count) + i + 1
@@ -68,8 +76,6 @@ class BroadPhase:
         self.shape_type = r.shape_type.numpy().astype(np.int64)
         self.point_count = r.shape_point_count.numpy().astype(np.int64)
         self.bound = r.shape_bound.numpy().astype(np.float64)
-        self.planes = np.flatnonzero(self.shape_type == SHAPE_PLANE)
-        self.solids = np.flatnonzero(self.shape_type != SHAPE_PLANE)
         # the extent of each shape's points about their centre, in the shape frame (meshes: fixed)
         starts = r.shape_point_start.numpy()
         points = r.shape_points.numpy().astype(np.float64)
@@ -98,6 +104,36 @@ class BroadPhase:
                 if roles is not None:
                     self.roles[ta, tb] = roles
                 self.segments[ta, tb] = SEGMENT_CONTACTS.get((ta, tb), 0)
+        # only shapes that have a pair at all take part in the sweep (none: a step skips the broad phase)
+        active = self._active_shapes()
+        self.planes = np.flatnonzero(active & (self.shape_type == SHAPE_PLANE))
+        self.solids = np.flatnonzero(active & (self.shape_type != SHAPE_PLANE))
+        self.active = np.flatnonzero(active)
+        worlds = self.shape_world[self.solids]
+        self.group = worlds if len(worlds) and worlds.min() >= 0 and worlds.max() > 0 else None
+        self._empty = (np.zeros((0, 4), dtype=np.int64), np.zeros(0), np.zeros(0))
+
+    def _active_shapes(self, most: int = 1 << 22) -> np.ndarray:
+        """Which shapes are in at least one ``eligible`` pair, (shapes,) bools: every pair of a world
+        and every pair with a global shape tested once (all shapes where that is over ``most`` pairs)."""
+        n = len(self.shape_type)
+        world = self.shape_world
+        local = np.flatnonzero(world >= 0)
+        order = local[np.argsort(world[local], kind="stable")]
+        end = np.searchsorted(world[order], world[order], side="right")
+        count = end - np.arange(len(order)) - 1
+        glob = np.flatnonzero(world < 0)
+        if int(count.sum()) + len(glob) * n > most:
+            return np.ones(n, dtype=bool)
+        i = np.repeat(np.arange(len(order)), count)
+        j = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count) + i + 1
+        a = np.concatenate([order[i], np.repeat(glob, n)])
+        b = np.concatenate([order[j], np.tile(np.arange(n), len(glob))])
+        ok = self.eligible(a, b)
+        active = np.zeros(n, dtype=bool)
+        active[a[ok]] = True
+        active[b[ok]] = True
+        return active
 
     def _key(self, ba, bb):
         """One integer per (lower body, higher body), bodies from -1 (the world)."""
@@ -121,11 +157,14 @@ class BroadPhase:
         and velocities ``qd`` (nb, 6): ((pairs, 4) ints: shape a < shape b, whether a's points meet
         b's surface, whether b's meet a's; (pairs,) reach, m: the contact margin plus how far the two
         shapes' points can travel in the step; (pairs,) spin, rad: how far they can turn)."""
-        body = self.shape_body
+        if not len(self.active):
+            return self._empty
+        act = self.active
+        body = self.shape_body[act]
         on_body = body >= 0
         # shape frames in the world, and how far their points can move in the step
-        centre = shape_xform[:, :3].astype(np.float64)
-        rot = shape_xform[:, 3:].astype(np.float64)
+        centre = shape_xform[act, :3].astype(np.float64)
+        rot = shape_xform[act, 3:].astype(np.float64)
         motion = np.zeros(len(body))
         turn = np.zeros(len(body))
         if on_body.any():
@@ -136,27 +175,30 @@ class BroadPhase:
             v = qd[body[on_body]].astype(np.float64)
             turn[on_body] = np.linalg.norm(v[:, 3:], axis=1) * dt
             motion[on_body] = np.linalg.norm(v[:, :3], axis=1) * dt + turn[on_body] * (
-                np.linalg.norm(arm, axis=1) + self.bound[on_body])
+                np.linalg.norm(arm, axis=1) + self.bound[act][on_body])
         R = _rotations(rot)
-        kind = self.shape_type
-        size = shape_size.astype(np.float64)
+        kind = self.shape_type[act]
+        size = shape_size[act].astype(np.float64)
         # half extents: a box's (or a mesh's points') turned with the shape, a capsule's axis turned and
         # grown by its radius, a sphere's radius
         local_half = np.where((kind == SHAPE_BOX)[:, None], size, 0.0)
         local_half[:, 2] = np.where(kind == SHAPE_CAPSULE, size[:, 1], local_half[:, 2])
-        local_half = np.where((kind == SHAPE_MESH)[:, None], self.mesh_half, local_half)
+        local_half = np.where((kind == SHAPE_MESH)[:, None], self.mesh_half[act], local_half)
         radius = np.where((kind == SHAPE_SPHERE) | (kind == SHAPE_CAPSULE), size[:, 0], 0.0)
-        mid = centre + np.einsum("nij,nj->ni", R, self.mesh_centre)
+        mid = centre + np.einsum("nij,nj->ni", R, self.mesh_centre[act])
         half = np.einsum("nij,nj->ni", np.abs(R), local_half) + (radius + 0.5 * self.margin + motion)[:, None]
-        lo, hi = mid - half, mid + half
+        # from here on, shapes by their model index: the active ones' rows of the arrays above
+        rows = np.zeros(len(self.shape_type), dtype=np.int64)
+        rows[act] = np.arange(len(act))
         s = self.solids
-        a, b = _sweep_pairs(lo[s], hi[s])
+        rs = rows[s]
+        a, b = _sweep_pairs(mid[rs] - half[rs], mid[rs] + half[rs], self.group)
         a, b = s[a], s[b]
         for p in self.planes:
             # the plane's normal is its frame's z; the other shape's box reaches it when its lowest point
             # along the normal is within the plane's own motion of it
-            n = R[p][:, 2]
-            near = (mid[s] - centre[p]) @ n - half[s] @ np.abs(n) < motion[p] + 0.5 * self.margin
+            n = R[rows[p]][:, 2]
+            near = (mid[rs] - centre[rows[p]]) @ n - half[rs] @ np.abs(n) < motion[rows[p]] + 0.5 * self.margin
             a = np.concatenate([a, np.full(int(near.sum()), p)])
             b = np.concatenate([b, s[near]])
         a, b = np.minimum(a, b), np.maximum(a, b)
@@ -164,9 +206,10 @@ class BroadPhase:
         a, b = a[keep], b[keep]
         order = np.lexsort((b, a))
         a, b = a[order], b[order]
-        roles = self.roles[kind[a], kind[b]]
+        roles = self.roles[self.shape_type[a], self.shape_type[b]]
         pairs = np.stack([a, b, roles[:, 0], roles[:, 1]], 1)
-        return pairs, self.margin + motion[a] + motion[b], turn[a] + turn[b]
+        ra, rb = rows[a], rows[b]
+        return pairs, self.margin + motion[ra] + motion[rb], turn[ra] + turn[rb]
 
     def candidate_contacts(self, pairs: np.ndarray, edges_near) -> tuple[np.ndarray, np.ndarray]:
         """Every contact the ``pairs`` offer: (pair of each, its index in the pair: a's points, then
