@@ -84,11 +84,13 @@ def reference_pairs(model, dt):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_sweep_finds_exactly_the_pairs_of_an_all_pairs_test(seed):
+@pytest.mark.parametrize("few", [0, 4096])  # the sweep, and the test of every pair of a small model
+def test_sweep_finds_exactly_the_pairs_of_an_all_pairs_test(seed, few):
     model = random_scene(seed)
     dt = 0.05
     state = model.state()
-    broad = BroadPhase(model.rigid)
+    broad = BroadPhase(model.rigid, few=few)
+    assert (broad._fixed is None) == (few == 0)
     r = model.rigid
     # the com frames are the body frames here (uniform shapes centred on their bodies)
     pairs, reach, spin = broad.find_pairs(state.body_q.numpy(), state.body_qd.numpy(), r.shape_xform.numpy(),
