@@ -4,13 +4,17 @@ candidate contacts to test, found on the host with numpy once per step.
 Each shape gets a world axis-aligned box at the step start, grown by half the contact margin plus
 the distance its points can travel in the step (its body's speed and spin at the step start); a
 sweep along the axis where the shapes spread most, then the two other axes, gives the overlapping
-pairs in O(n log n + pairs) instead of testing all n^2 / 2 pairs. Planes are infinite: each is
-tested against every other shape's box along its normal. ``eligible`` then keeps the pairs that
-may collide at all; ``candidate_contacts`` lists every contact a kept pair offers (its shapes'
-points and segment contacts, see ``contacts_rigid.py``), the ``contact_depths`` kernel measures them
-and ``within_reach`` keeps those that can touch during the step: closer than the pair's reach, grown
-by twice the deepest penetration of either body at the step start (resolving it moves the body: a
-box set down 2 cm into another turns onto corners that were apart).
+pairs in O(n log n + pairs) instead of testing all n^2 / 2 pairs (worlds swept apart, so copies of a
+scene laid on each other stay linear). Planes are infinite: each is tested against every other
+shape's box along its normal. ``eligible`` then keeps the pairs that may collide at all. What does
+not change from step to step is found once: shapes with no eligible pair take no part (a model with
+none, such as joined links, skips the broad phase), and a model with few eligible pairs tests that
+fixed list in one pass each step instead of sweeping (the sweep's fixed cost dominates there).
+``candidate_contacts`` lists every contact a kept pair offers (its shapes' points and segment
+contacts, see ``contacts_rigid.py``), the ``contact_depths`` kernel measures them and
+``within_reach`` keeps those that can touch during the step: closer than the pair's reach, grown by
+twice the deepest penetration of either body at the step start (resolving it moves the body: a box
+set down 2 cm into another turns onto corners that were apart).
 
 All of this is selection, not arithmetic on the state: which contacts exist is a constant of the
 backward pass (as in ``contacts_rigid.py``), so nothing here is on the Tape.
