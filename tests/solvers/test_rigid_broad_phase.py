@@ -11,13 +11,13 @@ from xsim.solvers import SolverXPBD
 from xsim.solvers.xpbd.broad_phase import BroadPhase
 
 
-def random_scene(seed, n=40):
+def random_scene(seed, n=40, turned=False):
     """Boxes, spheres and capsules scattered in a 3 m cube with random poses, a few static, two joined."""
-    return random_builder(seed, n).finalize(dtype=xsim.float64)
+    return random_builder(seed, n, turned).finalize(dtype=xsim.float64)
 
 
-def random_builder(seed, n=40):
-    """The ModelBuilder of ``random_scene``."""
+def random_builder(seed, n=40, turned=False):
+    """The ModelBuilder of ``random_scene``; ``turned``: each shape off its body's centre and turned on it."""
     rng = np.random.default_rng(seed)
     b = ModelBuilder()
     b.add_ground_plane()
@@ -25,13 +25,16 @@ def random_builder(seed, n=40):
         q = rng.normal(size=4)
         body = b.add_body((rng.uniform(0.0, 3.0, 3), q / np.linalg.norm(q)), lin_vel=rng.normal(size=3),
                           ang_vel=rng.normal(size=3))
+        q = rng.normal(size=4)
+        xf = {"xform": (rng.uniform(-0.2, 0.2, 3), q / np.linalg.norm(q))} if turned else {}
         kind = k % 3
         if kind == 0:
-            b.add_shape_box(body, hx=rng.uniform(0.05, 0.4), hy=rng.uniform(0.05, 0.4), hz=rng.uniform(0.05, 0.4))
+            b.add_shape_box(body, hx=rng.uniform(0.05, 0.4), hy=rng.uniform(0.05, 0.4), hz=rng.uniform(0.05, 0.4),
+                            **xf)
         elif kind == 1:
-            b.add_shape_sphere(body, radius=rng.uniform(0.05, 0.4))
+            b.add_shape_sphere(body, radius=rng.uniform(0.05, 0.4), **xf)
         else:
-            b.add_shape_capsule(body, radius=rng.uniform(0.05, 0.2), half_height=rng.uniform(0.05, 0.4))
+            b.add_shape_capsule(body, radius=rng.uniform(0.05, 0.2), half_height=rng.uniform(0.05, 0.4), **xf)
     b.add_shape_box(-1, xform=((1.5, 1.5, 1.0), (0.0, 0.0, 0.0, 1.0)), hx=0.3, hy=0.3, hz=0.3)
     b.add_joint_ball(0, 1, parent_xform=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
     return b
@@ -83,10 +86,10 @@ def reference_pairs(model, dt):
     return out
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed, turned", [(0, False), (1, True), (2, False), (3, True)])
 @pytest.mark.parametrize("few", [0, 4096])  # the sweep, and the test of every pair of a small model
-def test_sweep_finds_exactly_the_pairs_of_an_all_pairs_test(seed, few):
-    model = random_scene(seed)
+def test_sweep_finds_exactly_the_pairs_of_an_all_pairs_test(seed, turned, few):
+    model = random_scene(seed, turned=turned)
     dt = 0.05
     state = model.state()
     broad = BroadPhase(model.rigid, few=few)

@@ -49,6 +49,7 @@ def _rotations(q: np.ndarray) -> np.ndarray:
 
 
 _NEXT, _LAST = np.array([1, 2, 0]), np.array([2, 0, 1])
+_IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
 
 
 def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -212,13 +213,22 @@ class BroadPhase:
         turn = np.zeros(len(act))
         if len(self._bodies):
             pose = Xc[self._bodies].astype(np.float64)
-            arm = np.einsum("nij,nj->ni", _rotations(pose[:, 3:]), centre[on])
+            turned = _rotations(pose[:, 3:])
+            arm = np.einsum("nij,nj->ni", turned, centre[on])
             centre[on] = pose[:, :3] + arm
-            rot[on] = _quat_mul(pose[:, 3:], rot[on])
             v = qd[self._bodies].astype(np.float64)
             turn[on] = np.linalg.norm(v[:, 3:], axis=1) * dt
             motion[on] = np.linalg.norm(v[:, :3], axis=1) * dt + turn[on] * (np.linalg.norm(arm, axis=1) + self._bound)
-        R = _rotations(rot)
+        if len(self._bodies) and np.all(rot[on] == _IDENTITY):
+            # shapes not turned on their bodies: their rotation is their body's (the product with the identity
+            # differs at most in the sign of a zero, which no test below can see)
+            R = np.empty((len(act), 3, 3))
+            R[on] = turned
+            R[~on] = _rotations(rot[~on])
+        else:
+            if len(self._bodies):
+                rot[on] = _quat_mul(pose[:, 3:], rot[on])
+            R = _rotations(rot)
         local_half, radius = self._extents(shape_size)
         mid = centre + np.einsum("nij,nj->ni", R, self._mesh_centre) if self._meshes else centre
         half = np.einsum("nij,nj->ni", np.abs(R), local_half) + (radius + motion)[:, None]
