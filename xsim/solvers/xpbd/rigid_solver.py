@@ -88,7 +88,7 @@ class RigidStepper:
         self._lam_contacts = xsim.zeros(0, dtype=s, device=m.device)  # grown to the most contacts of a step
         self._lam_joints = xsim.zeros(r.joint_count, dtype=s, device=m.device)
         self._broad = BroadPhase(r)
-        self._uploads: dict = {}  # reused host-written buffers of the contact search (_put, _scratch)
+        self._uploads: dict = {}  # reused host-written buffers of the contact search (_put)
         self.contact_count = 0  # contacts the last step solved (after the broad phase and pruning)
         self._has_com = bool(np.any(r.body_com.numpy() != 0.0)) if r.body_count else False
         # each body's number of joints in the position pass and in the velocity pass (mass splitting,
@@ -172,14 +172,14 @@ class RigidStepper:
         pairs_dev, reach_dev = put("pairs", pairs, int), put("reach", reach, s)
 
         def edges_near(box_pairs):
-            near = self._scratch("near", 24 * len(box_pairs), int)
+            near = self._new("c:near", 24 * len(box_pairs), int, False)
             xsim.launch(self.kc.box_edges_near, 24 * len(box_pairs), inputs=[
                 st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_xform, r.shape_size, r.shape_radius,
                 put("box_pairs", pairs[box_pairs], int), put("box_reach", reach[box_pairs], s)], outputs=[near],
                 record_tape=False)
             return near.numpy()[:24 * len(box_pairs)].reshape(len(box_pairs), 2, 12).astype(bool)
         pair, index = self._broad.candidate_contacts(pairs, edges_near)
-        depth = self._scratch("depth", len(pair), s)
+        depth = self._new("c:depth", len(pair), s, False)  # off the tape
         xsim.launch(self.kc.contact_depths, len(pair), inputs=[
             st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
             r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, pairs_dev,
@@ -201,15 +201,6 @@ class RigidStepper:
         st.pair_first = put("pair_first", np.append(first, len(kept)), int, taped)
         if self._lam_contacts.shape[0] < len(kept):
             self._lam_contacts = xsim.zeros(2 * len(kept), dtype=s, device=dev)
-
-    def _scratch(self, key: str, n: int, dtype):
-        """A buffer of at least ``n`` rows for what kernels off the tape write and the host reads back:
-        reused from step to step (rows of the next power of two)."""
-        buf = self._uploads.get(key)
-        if buf is None or buf.shape[0] < n:
-            buf = self._uploads[key] = xsim.empty(1 << max(n - 1, 0).bit_length(), dtype=dtype,
-                                                  device=self.model.device)
-        return buf
 
     def _put(self, key: str, data: np.ndarray, dtype, fresh: bool = False):
         """Host ``data`` (rows) on the model's device for this step's kernels, which read its first
