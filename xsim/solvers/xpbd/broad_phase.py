@@ -87,9 +87,9 @@ def _sweep_pairs(lo: np.ndarray, hi: np.ndarray, group: np.ndarray | None = None
 class BroadPhase:
     """The candidate contacts of a model's shapes, step by step (see the module docstring)."""
 
-    def __init__(self, rigid, few: int = 4096):
-        """``few``: a model with at most this many eligible-by-type pairs tests them all each step (one
-        vectorised test beats a sweep's many small steps), else it sweeps."""
+    def __init__(self, rigid, few: int = 1024):
+        """``few``: a model with at most this many pairs of active shapes tests them all each step, else it
+        sweeps (box pyramids, 1 thread: 8 boxes 2x faster, 36 boxes 300 -> 226 us, 78 boxes 343 -> 421 us)."""
         r = rigid
         self.margin = float(r.rigid_contact_margin)
         self.shape_body = r.shape_body.numpy().astype(np.int64)
@@ -262,7 +262,7 @@ class BroadPhase:
             ra, rb = rows[a], rows[b]
         return pairs, self.margin + motion[ra] + motion[rb], turn[ra] + turn[rb]
 
-    def _fixed_pairs(self, most: int = 4096) -> SimpleNamespace | None:
+    def _fixed_pairs(self, most: int) -> SimpleNamespace | None:
         """With few shapes, every eligible pair of the active ones, in ``find_pairs``' order, tested as
         a whole each step instead of swept (None with more than ``most`` pairs): ``pairs`` (n, 4) as
         ``find_pairs`` gives them, ``row_a``/``row_b`` their shapes' active rows, ``solid`` whether both
