@@ -11,8 +11,13 @@ from xsim.solvers import SolverXPBD
 from xsim.solvers.xpbd.broad_phase import BroadPhase
 
 
-def random_scene(seed, n=40):
+def random_scene(seed, n=40, turned=False):
     """Boxes, spheres and capsules scattered in a 3 m cube with random poses, a few static, two joined."""
+    return random_builder(seed, n, turned).finalize(dtype=xsim.float64)
+
+
+def random_builder(seed, n=40, turned=False):
+    """The ModelBuilder of ``random_scene``; ``turned``: each shape off its body's centre and turned on it."""
     rng = np.random.default_rng(seed)
     b = ModelBuilder()
     b.add_ground_plane()
@@ -20,16 +25,19 @@ def random_scene(seed, n=40):
         q = rng.normal(size=4)
         body = b.add_body((rng.uniform(0.0, 3.0, 3), q / np.linalg.norm(q)), lin_vel=rng.normal(size=3),
                           ang_vel=rng.normal(size=3))
+        q = rng.normal(size=4)
+        xf = {"xform": (rng.uniform(-0.2, 0.2, 3), q / np.linalg.norm(q))} if turned else {}
         kind = k % 3
         if kind == 0:
-            b.add_shape_box(body, hx=rng.uniform(0.05, 0.4), hy=rng.uniform(0.05, 0.4), hz=rng.uniform(0.05, 0.4))
+            b.add_shape_box(body, hx=rng.uniform(0.05, 0.4), hy=rng.uniform(0.05, 0.4), hz=rng.uniform(0.05, 0.4),
+                            **xf)
         elif kind == 1:
-            b.add_shape_sphere(body, radius=rng.uniform(0.05, 0.4))
+            b.add_shape_sphere(body, radius=rng.uniform(0.05, 0.4), **xf)
         else:
-            b.add_shape_capsule(body, radius=rng.uniform(0.05, 0.2), half_height=rng.uniform(0.05, 0.4))
+            b.add_shape_capsule(body, radius=rng.uniform(0.05, 0.2), half_height=rng.uniform(0.05, 0.4), **xf)
     b.add_shape_box(-1, xform=((1.5, 1.5, 1.0), (0.0, 0.0, 0.0, 1.0)), hx=0.3, hy=0.3, hz=0.3)
     b.add_joint_ball(0, 1, parent_xform=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
-    return b.finalize(dtype=xsim.float64)
+    return b
 
 
 def reference_pairs(model, dt):
@@ -78,12 +86,14 @@ def reference_pairs(model, dt):
     return out
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_sweep_finds_exactly_the_pairs_of_an_all_pairs_test(seed):
-    model = random_scene(seed)
+@pytest.mark.parametrize("seed, turned", [(0, False), (1, True), (2, False), (3, True)])
+@pytest.mark.parametrize("few", [0, 1024])  # the sweep, and the test of every pair of a small model
+def test_sweep_finds_exactly_the_pairs_of_an_all_pairs_test(seed, turned, few):
+    model = random_scene(seed, turned=turned)
     dt = 0.05
     state = model.state()
-    broad = BroadPhase(model.rigid)
+    broad = BroadPhase(model.rigid, few=few)
+    assert (broad._fixed is None) == (few == 0)
     r = model.rigid
     # the com frames are the body frames here (uniform shapes centred on their bodies)
     pairs, reach, spin = broad.find_pairs(state.body_q.numpy(), state.body_qd.numpy(), r.shape_xform.numpy(),
@@ -92,6 +102,59 @@ def test_sweep_finds_exactly_the_pairs_of_an_all_pairs_test(seed):
     assert len(expected) > 20
     assert {(int(a), int(b)) for a, b in pairs[:, :2]} == expected
     assert np.all(reach >= r.rigid_contact_margin) and np.all(spin >= 0.0)
+
+
+def test_worlds_laid_on_each_other_give_each_world_its_own_pairs():
+    # three copies of a random scene in one place: each world's pairs are the one-world scene's, no more
+    one = random_scene(0)
+    r1 = one.rigid
+    single, reach1, _ = BroadPhase(r1).find_pairs(one.body_q.numpy(), one.body_qd.numpy(), r1.shape_xform.numpy(),
+                                                  r1.shape_size.numpy(), 0.05)
+    b = ModelBuilder()
+    b.replicate(random_builder(0), 3)
+    model = b.finalize(dtype=xsim.float64)
+    r = model.rigid
+    broad = BroadPhase(r)
+    assert broad.group is not None  # the sweep keeps the worlds apart
+    pairs, reach, _ = broad.find_pairs(model.body_q.numpy(), model.body_qd.numpy(), r.shape_xform.numpy(),
+                                       r.shape_size.numpy(), 0.05)
+    # world k's shapes, in the one-world scene's order: its own, then the shared ground plane
+    world = r.shape_world.numpy()
+    where = [np.append(np.flatnonzero(world == k), np.flatnonzero(world < 0)) for k in range(3)]
+    assert all(np.array_equal(r.shape_type.numpy()[w], r1.shape_type.numpy()) for w in where)
+    expected = np.concatenate([np.column_stack([w[single[:, 0]], w[single[:, 1]], single[:, 2:]]) for w in where])
+    order = np.lexsort((expected[:, 1], expected[:, 0]))
+    assert np.array_equal(pairs, expected[order])
+    assert np.array_equal(reach, np.tile(reach1, 3)[order])
+
+
+def test_shapes_without_any_eligible_pair_skip_the_broad_phase():
+    # pendulums of two joined links, laid on each other in 4 worlds: no pair can collide, the sweep is skipped;
+    # a free sphere added to each world makes only the spheres and the links they can reach take part
+    def pendulum(sphere):
+        b = ModelBuilder()
+        links = [b.add_body(((0.2 * k, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0))) for k in range(2)]
+        for body in links:
+            b.add_shape_box(body, hx=0.15, hy=0.05, hz=0.05)
+        b.add_joint_revolute(-1, links[0], parent_xform=((0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0)))
+        b.add_joint_revolute(links[0], links[1], parent_xform=((0.2, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+        if sphere:
+            b.add_shape_sphere(b.add_body(((0.1, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0))), radius=0.1)
+        return b
+    for sphere in (False, True):
+        b = ModelBuilder()
+        b.replicate(pendulum(sphere), 4)
+        model = b.finalize(dtype=xsim.float64)
+        r = model.rigid
+        broad = BroadPhase(r)
+        pairs, reach, spin = broad.find_pairs(model.body_q.numpy(), model.body_qd.numpy(), r.shape_xform.numpy(),
+                                              r.shape_size.numpy(), 0.01)
+        if not sphere:
+            assert len(broad.active) == 0 and pairs.shape == (0, 4) and len(reach) == len(spin) == 0
+        else:
+            assert len(broad.active) == 12
+            # each world's sphere touches both of its links, and nothing of another world
+            assert [tuple(p) for p in pairs[:, :2]] == [(3 * k + j, 3 * k + 2) for k in range(4) for j in (0, 1)]
 
 
 def test_pairs_grow_with_the_touching_shapes_not_with_all_pairs():

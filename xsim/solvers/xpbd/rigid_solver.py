@@ -88,6 +88,7 @@ class RigidStepper:
         self._lam_contacts = xsim.zeros(0, dtype=s, device=m.device)  # grown to the most contacts of a step
         self._lam_joints = xsim.zeros(r.joint_count, dtype=s, device=m.device)
         self._broad = BroadPhase(r)
+        self._uploads: dict = {}  # reused host-written buffers of the contact search (_put)
         self.contact_count = 0  # contacts the last step solved (after the broad phase and pruning)
         self._has_com = bool(np.any(r.body_com.numpy() != 0.0)) if r.body_count else False
         # each body's number of joints in the position pass and in the velocity pass (mass splitting,
@@ -167,39 +168,54 @@ class RigidStepper:
                                                     r.shape_size.numpy(), dt)
         if not len(pairs):
             return
-        s = self.model.dtype
-        pairs_dev = xsim.array(pairs.astype(np.int32), dtype=int, device=dev)
-        reach_dev = xsim.array(reach, dtype=s, device=dev)
+        s, put = self.model.dtype, self._put
+        pairs_dev, reach_dev = put("pairs", pairs, int), put("reach", reach, s)
 
         def edges_near(box_pairs):
-            near = xsim.empty(24 * len(box_pairs), dtype=int, device=dev)
-            xsim.launch(self.kc.box_edges_near, len(near), inputs=[
+            near = self._new("c:near", 24 * len(box_pairs), int, False)
+            xsim.launch(self.kc.box_edges_near, 24 * len(box_pairs), inputs=[
                 st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_xform, r.shape_size, r.shape_radius,
-                xsim.array(pairs[box_pairs].astype(np.int32), dtype=int, device=dev),
-                xsim.array(reach[box_pairs], dtype=s, device=dev)], outputs=[near], record_tape=False)
-            return near.numpy().reshape(len(box_pairs), 2, 12).astype(bool)
+                put("box_pairs", pairs[box_pairs], int), put("box_reach", reach[box_pairs], s)], outputs=[near],
+                record_tape=False)
+            return near.numpy()[:24 * len(box_pairs)].reshape(len(box_pairs), 2, 12).astype(bool)
         pair, index = self._broad.candidate_contacts(pairs, edges_near)
-        depth = xsim.empty(len(pair), dtype=s, device=dev)
+        depth = self._new("c:depth", len(pair), s, False)  # off the tape
         xsim.launch(self.kc.contact_depths, len(pair), inputs=[
             st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
             r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, pairs_dev,
-            xsim.array(pair.astype(np.int32), dtype=int, device=dev),
-            xsim.array(index.astype(np.int32), dtype=int, device=dev), reach_dev,
-            xsim.array(spin, dtype=s, device=dev)],
+            put("pair", pair, int), put("index", index, int), reach_dev, put("spin", spin, s)],
             outputs=[depth], record_tape=False)
-        kept = np.flatnonzero(self._broad.within_reach(pairs, pair, depth.numpy().astype(np.float64), reach))
+        depth = depth.numpy()[:len(pair)].astype(np.float64)
+        kept = np.flatnonzero(self._broad.within_reach(pairs, pair, depth, reach))
         if not len(kept):
             return
-        # the pairs left with contacts, renumbered in order
+        # the pairs left with contacts, renumbered in order; the solve kernels on a tape read these in the
+        # backward pass, so they are new arrays then
         used, pair = np.unique(pair[kept], return_inverse=True)
         first = np.flatnonzero(np.diff(pair, prepend=-1))
         st.n_contacts, st.n_pairs = len(kept), len(used)
-        st.pairs = xsim.array(pairs[used].astype(np.int32), dtype=int, device=dev)
-        st.contact_pair = xsim.array(pair.astype(np.int32), dtype=int, device=dev)
-        st.contact_index = xsim.array(index[kept].astype(np.int32), dtype=int, device=dev)
-        st.pair_first = xsim.array(np.append(first, len(kept)).astype(np.int32), dtype=int, device=dev)
+        taped = st.grad
+        st.pairs = put("used_pairs", pairs[used], int, taped)
+        st.contact_pair = put("contact_pair", pair, int, taped)
+        st.contact_index = put("contact_index", index[kept], int, taped)
+        st.pair_first = put("pair_first", np.append(first, len(kept)), int, taped)
         if self._lam_contacts.shape[0] < len(kept):
             self._lam_contacts = xsim.zeros(2 * len(kept), dtype=s, device=dev)
+
+    def _put(self, key: str, data: np.ndarray, dtype, fresh: bool = False):
+        """Host ``data`` (rows) on the model's device for this step's kernels, which read its first
+        ``len(data)`` rows: a new array where ``fresh`` (a tape keeps it) or on a GPU; on the CPU a
+        buffer reused from step to step, written in place (rows of the next power of two)."""
+        dev = self.model.device
+        if fresh or not dev.is_cpu:
+            return xsim.array(np.ascontiguousarray(data, dtype=np.int32 if dtype is int else None), dtype=dtype,
+                              device=dev)
+        buf = self._uploads.get(key)
+        if buf is None or buf.shape[0] < len(data):
+            rows = 1 << max(len(data) - 1, 0).bit_length()
+            buf = self._uploads[key] = xsim.empty((rows,) + data.shape[1:], dtype=dtype, device=dev)
+        buf.numpy()[:len(data)] = data  # on the CPU a view of the buffer
+        return buf
 
     def begin_substep(self, st, sub: int) -> None:
         """Predict the bodies' poses for substep ``sub`` (gravity, gyroscopic term)."""
