@@ -39,6 +39,8 @@ REFERENCE_EXCLUSIONS: dict[str, str] = {
     "transform_parts": "writes t.p / t.q of a transform (read-only properties of the host value type)",
     "planes": "matrix_from_rows/cols forms with scalars the reference's helper does not take",
     "rows": "func overloads told apart by vector vs matrix row type (the reference passes numpy rows)",
+    "once": "counts the evaluations of its static() expressions (the reference would evaluate them again)",
+    "reads_box": "counts the reads of the object its static() reads (the reference would read it again)",
     "loop_variables": "reads a loop variable after a loop that did not run (defined in xsim, unbound in "
                       "Python)",
 }
