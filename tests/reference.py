@@ -117,10 +117,58 @@ def mul(a, b):
 
 
 def index(base, idx):
-    """``base[idx]``, where a matrix row is a vector (a view: ``m[0][1] = s`` writes ``m``)."""
+    """``base[idx]``, where a matrix row is a vector (a view: ``m[0][1] = s`` writes ``m``) and a slice of
+    a vector, matrix or quaternion is a vector or matrix of the components it selects (a copy)."""
+    if isinstance(base, T._Composite) and any(isinstance(i, slice) for i in np.atleast_1d(idx).tolist()
+                                              if not isinstance(idx, slice)) or isinstance(idx, slice):
+        if isinstance(base, T._Composite):
+            part = np.array(base._v[idx])
+            if part.ndim == 0:
+                return _scalar_of(base, part)
+            return (T.vector(part.shape[0], base._scalar) if part.ndim == 1 else T.matrix(part.shape, base._scalar))._wrap(
+                part)
     if isinstance(base, T._Matrix) and not isinstance(idx, tuple):
         return T.vector(base._shape[1], base._scalar)._wrap(base._v[int(idx)])
     return base[idx]
+
+
+def unpack(x) -> list:
+    """``*x`` in a call: typed components of a vector / quaternion, the rows of a matrix (as vectors), the
+    elements of a 1-d array or a tuple."""
+    if isinstance(x, T._Matrix):
+        return [index(x, r) for r in range(x._shape[0])]
+    if isinstance(x, T._Composite):
+        return [_scalar_of(x, c) for c in x._v]
+    return list(x)
+
+
+def setattr_(obj, name, value):
+    """``obj.name = value``, where ``t.p`` / ``t.q`` of a transform write its components in place."""
+    if isinstance(obj, T._Transform) and name in ("p", "q"):
+        obj._v[slice(0, 3) if name == "p" else slice(3, 7)] = _f64(value)
+    else:
+        setattr(obj, name, value)
+
+
+def loop_default(local: dict, name: str):
+    """A ``for`` variable before its loop: its value if bound, else 0 (xsim's value after a loop that did not
+    run, where Python would leave it unbound)."""
+    return local[name] if name in local else np.int32(0)
+
+
+def struct_ctor(t):
+    """A struct type called in a kernel: positional fields in declaration order, keywords, the rest zero;
+    array fields hold the reference's arrays."""
+    def make(*args, **kw):
+        out = t()
+        for name, v in {**dict(zip(t._fields, args)), **kw}.items():
+            if isinstance(t._fields[name], T.ArrayType):
+                object.__setattr__(out, name, v)
+            else:
+                setattr(out, name, val(v))
+        return out
+    make.struct_type = t
+    return make
 
 
 def dtype_of(v):
@@ -138,6 +186,8 @@ def val(v):
             if not isinstance(t, T.ArrayType):
                 object.__setattr__(out, f, val(getattr(v, f)))
         return out
+    if isinstance(v, _Record):  # a struct read from an array: a copy
+        return _Record(v._rec.copy(), v._t)
     if isinstance(v, np.generic):  # before the Python types: np.float64 is a float
         return v
     if isinstance(v, bool):
@@ -160,8 +210,14 @@ class _Array:
     def __bool__(self):
         return self.data is not None
 
+    def _sub(self, idx):
+        """The view an index with fewer indices than dimensions gives (None when it reaches an element)."""
+        k = len(idx) if isinstance(idx, tuple) else 1
+        return type(self)(self.data[idx], self.dtype, self.ndim - k) if k < self.ndim else None
+
     def __getitem__(self, idx):
-        return self.data[idx]
+        sub = self._sub(idx)
+        return self.data[idx] if sub is None else sub
 
     def __setitem__(self, idx, value):
         self.data[idx] = value
@@ -174,7 +230,8 @@ class _CompositeArray(_Array):
     """An array of vectors/matrices/quats: an element is a view, so ``y[i].x = s`` writes the array."""
 
     def __getitem__(self, idx):
-        return self.dtype._wrap(self.data[idx])
+        sub = self._sub(idx)
+        return self.dtype._wrap(self.data[idx]) if sub is None else sub
 
     def __setitem__(self, idx, value):
         self.data[idx] = np.asarray(value)
@@ -189,6 +246,8 @@ class _Record:
 
     def __getattr__(self, name):
         ft = self._t._fields[name]
+        if T.is_struct(ft):  # a nested struct: a record viewing the same memory
+            return _Record(self._rec[name], ft)
         return ft._wrap(self._rec[name]) if T.is_composite(ft) else self._rec[name]
 
     def __setattr__(self, name, value):
@@ -196,7 +255,13 @@ class _Record:
 
 
 class _StructArray(_Array):
+    def __setitem__(self, idx, value):
+        self.data[idx] = value._rec if isinstance(value, _Record) else value
+
     def __getitem__(self, idx):
+        sub = self._sub(idx)
+        if sub is not None:
+            return sub
         return _Record(self.data[idx:idx + 1][0] if isinstance(idx, (int, np.integer)) else self.data[idx],
                        self.dtype)
 
@@ -211,11 +276,20 @@ def _component_type(args, dtype):
 
 
 def _generic_vector(*args, length=None, dtype=None):
+    """vector(components...), vector(s, length=n) (filled), vector(length=n) (zero), vector(v) (a copy,
+    converted to ``dtype``)."""
+    if len(args) == 1 and isinstance(args[0], T._Composite):
+        v = args[0]
+        return T.vector(v._v.size, T.resolve(dtype) if dtype is not None else v._scalar)._wrap(_f64(v).ravel())
     t = T.vector(length or len(args), _component_type(args, dtype))
     return t(*args) if args else t()
 
 
-def _generic_matrix(*args, shape, dtype=None):
+def _generic_matrix(*args, shape=None, dtype=None):
+    """matrix(components..., shape=), matrix(s, shape=) (filled), matrix(shape=) (zero), matrix(m) (a copy)."""
+    if len(args) == 1 and isinstance(args[0], T._Composite):
+        m = args[0]
+        return T.matrix(m._shape, T.resolve(dtype) if dtype is not None else m._scalar)._wrap(_f64(m))
     t = T.matrix(shape, _component_type(args, dtype))
     return t(*args) if args else t()
 
@@ -229,10 +303,24 @@ class _Shim(pytypes.SimpleNamespace):
         raise ReferenceUnsupported(f"the reference lacks xsim.{name}")
 
 
+def _add_record(dst, src) -> None:
+    """Adds every leaf field of the struct record ``src`` into ``dst`` (an atomic add of a whole struct)."""
+    for f in dst.dtype.names:
+        if dst.dtype[f].names:
+            _add_record(dst[f], src[f])
+        else:
+            dst[f] = dst[f] + src[f]
+
+
 def _atomic(op):
     def atomic(arr, *args):
         *idx, value = args
         idx = tuple(int(i) for i in idx)
+        if isinstance(value, _Record):
+            rec = arr.data[idx]
+            old = rec.copy()
+            _add_record(rec, value._rec)
+            return _Record(old, arr.dtype)
         old = val(arr[idx] if len(idx) > 1 else arr[idx[0]])
         new = op(old, value)
         if len(idx) > 1:
@@ -808,7 +896,8 @@ def _make_shim(state) -> _Shim:
         obj = getattr(xsim, name)
         if isinstance(obj, type) or name in ("struct", "func", "kernel"):
             setattr(s, name, obj)
-    s.types = T
+    s.types = _Shim(**{n: getattr(T, n) for n in dir(T) if not n.startswith("__")})
+    s.types.vector, s.types.matrix = _generic_vector, _generic_matrix  # in a kernel: value constructors
     s.vector, s.matrix = _generic_vector, _generic_matrix
     s.tid = lambda: state.tid
     for name, f in BUILTINS.items():
@@ -892,6 +981,10 @@ class _Rewrite(ast.NodeTransformer):
 
     def visit_AugAssign(self, node):
         self.generic_visit(node)
+        if isinstance(node.target, ast.Attribute):  # o.f op= v -> setattr_(o, "f", o.f op v)
+            load = copy.deepcopy(node.target)
+            load.ctx = ast.Load()
+            return self.visit_Assign(ast.Assign([node.target], self.visit_BinOp(ast.BinOp(load, node.op, node.value))))
         if type(node.op) not in _OPS:
             if isinstance(node.target, ast.Name):
                 return self._copy_assign(node.target, ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op,
@@ -905,7 +998,26 @@ class _Rewrite(ast.NodeTransformer):
 
     def visit_Assign(self, node):
         self.generic_visit(node)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute):
+            t = node.targets[0]
+            return ast.Expr(_ref_call("setattr_", [t.value, ast.Constant(t.attr), _ref_call("val", [node.value])]))
         return self._copy_assign(node.targets[0], node.value) if len(node.targets) == 1 else node
+
+    def visit_Starred(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            node.value = _ref_call("unpack", [node.value])
+        return node
+
+    def visit_For(self, node):
+        """``k = loop_default(locals(), "k")`` before ``for k in ...``: a loop that does not run leaves k
+        as it was, or 0."""
+        self.generic_visit(node)
+        if not isinstance(node.target, ast.Name):
+            return node
+        name = node.target.id
+        pre = ast.parse(f"{name} = __ref.loop_default(locals(), {name!r})").body[0]
+        return [pre, node]
 
     def visit_AnnAssign(self, node):
         self.generic_visit(node)
@@ -915,6 +1027,10 @@ class _Rewrite(ast.NodeTransformer):
     def _copy_assign(target, value):
         call = ast.Call(ast.Attribute(ast.Name("__ref", ast.Load()), "val", ast.Load()), [value], [])
         return ast.Assign([target], call)
+
+
+def _ref_call(name: str, args: list) -> ast.Call:
+    return ast.Call(ast.Attribute(ast.Name("__ref", ast.Load()), name, ast.Load()), args, [])
 
 
 def _called(call: ast.Call) -> str | None:
@@ -944,6 +1060,8 @@ class Reference:
                 obj = self._func(obj)
             elif isinstance(obj, BuiltinRef):
                 obj = getattr(self.shim, obj.name)
+            elif isinstance(obj, type) and issubclass(obj, T._StructBase):
+                obj = struct_ctor(obj)
             ns[name] = obj
         ns["__ref"] = _Helpers
         ns["range"] = _range
@@ -980,9 +1098,11 @@ class Reference:
 
     def _func(self, fn: Function):
         def call(*args):
-            for o in reversed(fn.overloads):
-                if _matches(o.pyfunc, args):
-                    return self.python(o.pyfunc)(*args)
+            # the closest definition: one whose annotations all fit exactly, else one with generic parameters
+            for concrete in (True, False):
+                for o in reversed(fn.overloads):
+                    if _matches(o.pyfunc, args, concrete):
+                        return self.python(o.pyfunc)(*args)
             raise TypeError(f"no overload of {fn.key} for {args!r}")
         return call
 
@@ -1071,14 +1191,26 @@ def _snapshot(params, values):
 TOLERANCE = {np.dtype(np.float64): 1e-10, np.dtype(np.float32): 2e-5, np.dtype(np.float16): 5e-3}  # float16: a few ulps of chains
 
 
+def _leaf_fields(dtype, prefix=()) -> list:
+    """The paths of a structured dtype's scalar/array fields (nested structs flattened); [None] if plain."""
+    if not dtype.names:
+        return [prefix or None]
+    return [p for n in dtype.names for p in _leaf_fields(dtype[n], (*prefix, n))]
+
+
+def _field(a, path):
+    for n in path:
+        a = a[n]
+    return a
+
+
 def _differences(pairs, rtol=None) -> list[str]:
     out = []
     for label, a, want in pairs:
         got = _numpy_of(a)
-        fields = want.dtype.names or [None]
-        for f in fields:
-            g, w = (got, want) if f is None else (got[f], want[f])
-            name = label if f is None else f"{label}.{f}"
+        for f in _leaf_fields(want.dtype):
+            g, w = (got, want) if f is None else (_field(got, f), _field(want, f))
+            name = label if f is None else ".".join((label, *f))
             if w.dtype.kind in "iub":
                 bad = g != w
             else:
@@ -1184,8 +1316,8 @@ def checked_launches(rtol=None, library: bool = True, skip: frozenset = frozense
 
 
 class _Helpers:
-    div, floordiv, mod, mul, index, val, dtype_of, draw = (
-        staticmethod(f) for f in (div, floordiv, mod, mul, index, val, dtype_of, draw))
+    div, floordiv, mod, mul, index, val, dtype_of, draw, setattr_, loop_default, unpack = (
+        staticmethod(f) for f in (div, floordiv, mod, mul, index, val, dtype_of, draw, setattr_, loop_default, unpack))
 
 
 def _range(*args):
@@ -1193,20 +1325,30 @@ def _range(*args):
     return (strong(v) for v in range(*[int(a) for a in args]))
 
 
-def _matches(pyfunc, args) -> bool:
+def _matches(pyfunc, args, concrete: bool = False) -> bool:
+    """Whether ``args`` fit ``pyfunc``'s annotations (with ``concrete``, only if none is generic or missing);
+    a bare int literal fits integer types, a bare float literal float32."""
     ann = xsim.kernels.scope.annotations(pyfunc)
     for name, v in zip(inspect.signature(pyfunc).parameters, args):
         if name not in ann:
+            if concrete:
+                return False
             continue
         t = T.resolve(ann[name])
         if T.is_generic(t):
+            if concrete:
+                return False
             continue
+        if isinstance(v, (int, float)) and not isinstance(v, (bool, np.generic)) and T.is_scalar(t):
+            if (T.is_int(t) if isinstance(v, int) else t is T.float32):
+                continue
+            return False
         if isinstance(t, T.ArrayType):
             if not isinstance(v, _Array):
                 return False
             continue
         if T.is_scalar(t):
-            if isinstance(v, np.generic) and v.dtype != t._np:
+            if isinstance(v, T._Composite) or isinstance(v, np.generic) and v.dtype != t._np:
                 return False
         elif not isinstance(v, t):
             return False
