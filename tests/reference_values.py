@@ -803,12 +803,67 @@ def _randn(d):
     return np.sqrt(_F(-2) * np.log(d.f() + _F(5.96e-8))) * np.cos(_TWO_PI * d.f())
 
 
+# Stirling-series coefficients of log Gamma (Zhang and Jin, Computation of Special Functions, 1996)
+_LOGGAM = [_F(c) for c in (8.333333333333333e-02, -2.777777777777778e-03, 7.936507936507937e-04,
+                           -5.952380952380952e-04, 8.417508417508418e-04, -1.917526917526918e-03,
+                           6.410256410256410e-03, -2.955065359477124e-02, 1.796443723688307e-01,
+                           -1.39243221690590e+00)]
+
+
+def _loggam(x):
+    """log Gamma(x) in float32: the Stirling series at x + n >= 7, then n steps of log down to x."""
+    if x in (1, 2):
+        return _F(0)
+    n = int(_F(7) - x) if x < 7 else 0
+    x0 = x + _F(n)
+    x2 = (_F(1) / x0) * (_F(1) / x0)
+    g = _LOGGAM[9]
+    for c in reversed(_LOGGAM[:9]):
+        g = g * x2 + c
+    gl = g / x0 + _F(0.5) * _F(1.8378770664093453) + (x0 - _F(0.5)) * np.log(x0) - x0
+    for _ in range(n):
+        gl -= np.log(x0 - _F(1))
+        x0 -= _F(1)
+    return gl
+
+
+def _poisson(d, lam):
+    """Warp's Poisson sampler: 0 at lam = 0; products of uniforms below exp(-lam) for lam < 10 (Knuth);
+    Hoermann's transformed rejection (PTRS, 1993) for lam >= 10; in float32."""
+    lam = _F(lam)
+    if lam == 0:
+        return np.uint32(0)
+    if lam < 10:
+        limit, prod, x = np.exp(-lam), _F(1), 0
+        while True:
+            prod *= d.f()
+            if not prod > limit:
+                return np.uint32(x)
+            x += 1
+    slam, loglam = np.sqrt(lam), np.log(lam)
+    b = _F(0.931) + _F(2.53) * slam
+    a = _F(-0.059) + _F(0.02483) * b
+    invalpha = _F(1.1239) + _F(1.1328) / (b - _F(3.4))
+    vr = _F(0.9277) - _F(3.6224) / (b - _F(2))
+    while True:
+        u = d.f() - _F(0.5)
+        v = d.f()
+        us = _F(0.5) - abs(u)
+        k = np.floor((_F(2) * a / us + b) * u + lam + _F(0.43))
+        if us >= _F(0.07) and v <= vr:
+            return np.uint32(k)
+        if k < 0 or us < _F(0.013) and v > us:
+            continue
+        if np.log(v) + np.log(invalpha) - np.log(a / (us * us) + b) <= -lam + k * loglam - _loggam(k + _F(1)):
+            return np.uint32(k)
+
+
 SAMPLERS = {
     "randi": lambda d, lo=None, hi=None: d.u().astype(np.int32) if lo is None else
     _wrap(_range_u(d, lo, hi, int), np.int32),
     "randu": lambda d, lo=None, hi=None: d.u() if lo is None else _wrap(_range_u(d, lo, hi, int), np.uint32),
     "randf": lambda d, lo=None, hi=None: d.f() if lo is None else (_F(hi) - _F(lo)) * d.f() + _F(lo),
-    "randn": _randn,
+    "randn": _randn, "poisson": _poisson,
     "sample_unit_ring": _ring,
     "sample_unit_disk": _disk, "sample_triangle": _triangle,
     "sample_unit_square": lambda d: T.vec2(d.f() - _F(0.5), d.f() - _F(0.5)),
