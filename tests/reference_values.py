@@ -875,6 +875,48 @@ SAMPLERS = {
 }
 
 
+# Perlin gradient noise as Warp documents it: a random unit gradient at each lattice point (hashed from
+# the state and the point), smootherstep interpolation of the gradients' dot products with the offsets.
+_LATTICE_PRIMES = (73856093, 19349663, 53471161, 10000019)
+
+
+def _lattice_gradient(state, point) -> np.ndarray:
+    """The gradient at integer ``point``: its coordinates times primes, xor-ed, the state added to the last
+    term (C precedence: ``+`` before ``^``); one float in [-1, 1) in 1-d, else a unit vector of uniforms."""
+    terms = [(int(c) * p) & 0xFFFFFFFF for c, p in zip(point, _LATTICE_PRIMES)]
+    terms[-1] = (terms[-1] + int(state)) & 0xFFFFFFFF
+    h = 0
+    for t in terms:
+        h ^= t
+    d = _Draws(h)
+    if len(point) == 1:
+        return np.array([_F(2) * d.f() + _F(-1)], np.float64)
+    g = np.array([d.f() - _F(0.5) for _ in point], np.float64)
+    return g / np.linalg.norm(g)
+
+
+def _perlin(state, x, periods=None):
+    """noise(state, x) (``periods`` None) or pnoise(state, x, *periods) of 1 to 4 float32 coordinates."""
+    x = np.atleast_1d(np.asarray(_f64(x), np.float32))
+    base = np.floor(x)
+    frac = (x - base).astype(np.float64)
+    lo = [int(b) for b in base]
+    hi = [c + 1 for c in lo]
+    if periods is not None:
+        lo = [int(mod(np.int32(c), np.int32(p))) for c, p in zip(lo, periods)]
+        hi = [int(mod(np.int32(c + 1), np.int32(p))) for c, p in zip(lo, periods)]
+    n = len(x)
+    values = np.zeros((2,) * n)
+    for corner in np.ndindex(*values.shape):
+        point = [hi[a] if corner[a] else lo[a] for a in range(n)]
+        values[corner] = np.dot(_lattice_gradient(state, point), frac - np.array(corner))
+    for a in range(n):  # x first, then y, z, t
+        t = frac[a]
+        s = t * t * t * (t * (t * 6 - 15) + 10)
+        values = (values[1] - values[0]) * s + values[0]
+    return _F(values)
+
+
 def draw(name, state, *args):
     """(value, advanced state) of the sampler ``name``."""
     d = _Draws(state)
