@@ -897,6 +897,11 @@ def _lattice_gradient(state, point) -> np.ndarray:
 
 def _perlin(state, x, periods=None):
     """noise(state, x) (``periods`` None) or pnoise(state, x, *periods) of 1 to 4 float32 coordinates."""
+    return _F(_perlin_parts(state, x, periods)[0])
+
+
+def _perlin_parts(state, x, periods=None):
+    """The noise value at x and its gradient with respect to x (the product rule through the interpolation)."""
     x = np.atleast_1d(np.asarray(_f64(x), np.float32))
     base = np.floor(x)
     frac = (x - base).astype(np.float64)
@@ -906,15 +911,38 @@ def _perlin(state, x, periods=None):
         lo = [int(mod(np.int32(c), np.int32(p))) for c, p in zip(lo, periods)]
         hi = [int(mod(np.int32(c + 1), np.int32(p))) for c, p in zip(lo, periods)]
     n = len(x)
-    values = np.zeros((2,) * n)
+    values, grads = np.zeros((2,) * n), np.zeros((2,) * n + (n,))
     for corner in np.ndindex(*values.shape):
         point = [hi[a] if corner[a] else lo[a] for a in range(n)]
-        values[corner] = np.dot(_lattice_gradient(state, point), frac - np.array(corner))
+        grads[corner] = _lattice_gradient(state, point)
+        values[corner] = np.dot(grads[corner], frac - np.array(corner))
     for a in range(n):  # x first, then y, z, t
         t = frac[a]
-        s = t * t * t * (t * (t * 6 - 15) + 10)
+        s, ds = t * t * t * (t * (t * 6 - 15) + 10), 30 * t * t * (t - 1) ** 2
+        grads = (grads[1] - grads[0]) * s + grads[0] + np.multiply.outer(values[1] - values[0], np.eye(n)[a] * ds)
         values = (values[1] - values[0]) * s + values[0]
-    return _F(values)
+    return values, grads
+
+
+def _curlnoise(state, x, octaves=1, lacunarity=2.0, gain=0.5):
+    """Warp's curl noise: octaves of noise gradients (frequency times lacunarity, amplitude times gain);
+    in 2-d the rotated gradient, in 3-d/4-d the curl of three potentials whose states follow each other by
+    rand_init(state, 10019689) and rand_init(state, 13112221)."""
+    x = np.asarray(_f64(x), np.float32)
+    freq, amp = _F(1), _F(1)
+    sums = np.zeros((3, len(x)))
+    state = int(state)
+    for _ in range(int(octaves)):
+        pt = freq * x
+        for f in range(1 if len(x) == 2 else 3):
+            if f:
+                state = int(_rand_init(state, (10019689, 13112221)[f - 1]))
+            sums[f] += np.float64(amp) * _perlin_parts(state, pt)[1]
+        amp, freq = amp * _F(gain), freq * _F(lacunarity)
+    if len(x) == 2:
+        return T.vec2(-sums[0][1], sums[0][0])
+    c1, c2, c3 = sums
+    return T.vec3(c3[1] - c2[2], c1[2] - c3[0], c2[0] - c1[1])
 
 
 def draw(name, state, *args):
