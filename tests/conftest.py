@@ -26,21 +26,8 @@ DEVICES = ["cpu", pytest.param("cuda:0", marks=pytest.mark.cuda)]
 
 # test kernels the host reference cannot run, and why (builtins it lacks: reference.NOT_IMPLEMENTED)
 REFERENCE_EXCLUSIONS: dict[str, str] = {
-    "accumulate_bodies": "adds whole struct array elements (the reference's struct records have no +)",
-    "body_energy": "reads fields of a struct nested in an array-of-structs element",
-    "rewrite_bodies": "writes fields of a struct nested in an array-of-structs element",
-    "write_nested_fields": "writes fields of a struct nested in an array-of-structs element",
-    "bool_constants": "builds vectors of bool constants (the host value types take scalars only)",
-    "combine_all": "component groups (swizzles) the reference does not implement",
-    "slice_reads": "reads vector/matrix slices (v[1:3]), which the reference does not implement",
-    "fill_and_keyword_forms": "vector(length=..., ...) fill constructors the reference's vector() lacks",
-    "star_unpacking": "star-unpacked constructor arguments (vec3(*v)) of numpy-backed values",
-    "struct_constructors": "positional struct constructors (the host struct type takes keywords)",
-    "transform_parts": "writes t.p / t.q of a transform (read-only properties of the host value type)",
-    "planes": "matrix_from_rows/cols forms with scalars the reference's helper does not take",
-    "rows": "func overloads told apart by vector vs matrix row type (the reference passes numpy rows)",
-    "loop_variables": "reads a loop variable after a loop that did not run (defined in xsim, unbound in "
-                      "Python)",
+    "once": "counts the evaluations of its static() expressions (the reference would evaluate them again)",
+    "reads_box": "counts the reads of the object its static() reads (the reference would read it again)",
 }
 
 

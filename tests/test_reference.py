@@ -49,3 +49,25 @@ def test_a_kernel_the_reference_cannot_run_is_named(monkeypatch):
     with pytest.raises(StopIteration):
         next(gen)
     np.testing.assert_allclose(args()[0].numpy(), [0.5, 1.0, 2.0])
+
+
+@xsim.kernel(module="xsim_tests_reference")
+def qr_factors(a: xsim.array(dtype=xsim.mat33d), q: xsim.array(dtype=xsim.mat33d), r: xsim.array(dtype=xsim.mat33d)):
+    i = xsim.tid()
+    Q = xsim.mat33d()
+    R = xsim.mat33d()
+    xsim.qr3(a[i], Q, R)  # the output-argument form, rewritten by the reference into an assignment
+    q[i] = Q
+    r[i] = R
+
+
+def test_qr3_of_the_reference_is_warps_unique_factorisation():
+    a = np.random.default_rng(3).normal(size=(16, 3, 3))
+    a[0] = -np.eye(3)  # det < 0 with a diagonal R: r22 takes the sign
+    q, r = xsim.zeros(16, dtype=xsim.mat33d), xsim.zeros(16, dtype=xsim.mat33d)
+    reference.assert_matches_reference(qr_factors, 16, [xsim.array(a, dtype=xsim.mat33d), q, r])
+    qn, rn = q.numpy(), r.numpy()
+    np.testing.assert_allclose(qn @ rn, a, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.det(qn), 1.0, atol=1e-12)
+    assert np.all(np.tril(rn, -1) == 0) and np.all(rn[:, [0, 1], [0, 1]] >= 0)
+    np.testing.assert_array_equal(np.sign(rn[:, 2, 2]), np.sign(np.linalg.det(a)))
