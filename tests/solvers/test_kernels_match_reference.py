@@ -78,7 +78,8 @@ def particle_scene(rng):
 def rigid_scene(rng):
     """A box (com off its centre), a sphere and a capsule resting on the ground and on each other, a
     chain of revolute (limits, drive), prismatic (limits, velocity drive), ball (cone and twist limits)
-    and fixed joints, particles on or flying at the bodies and a cloth on the box."""
+    and fixed joints, two boxes stacked edge across edge, particles on or flying at the bodies and a
+    cloth on the box."""
     b = ModelBuilder()
     b.add_ground_plane(mu=0.5, restitution=0.3)
     box = b.add_body((jitter(rng, (0.0, 0.0, 0.19)), (0.0, 0.0, 0.0998, 0.995)), com=(0.01, 0.0, 0.0))
@@ -103,6 +104,11 @@ def rigid_scene(rng):
     l4 = b.add_body(((2.2, 0.1, 0.7), Q0))
     b.add_shape_box(l4, hx=0.05, hy=0.05, hz=0.05)
     b.add_joint_fixed(l3, l4, parent_xform=((0.2, 0.0, 0.0), Q0))
+    # two boxes stacked apart from the rest, the upper one turned 45 degrees: crossing edges
+    lower = b.add_body((jitter(rng, (-1.0, 1.0, 0.1)), Q0))
+    b.add_shape_box(lower, hx=0.1, hy=0.1, hz=0.1, mu=0.5)
+    upper = b.add_body((jitter(rng, (-1.0, 1.0, 0.3)), (0.0, 0.0, 0.3826834, 0.9238795)))
+    b.add_shape_box(upper, hx=0.1, hy=0.1, hz=0.1, mu=0.5)
     for p, v in [((0.0, 0.0, 0.41), (0.0, 0.0, -0.5)), ((0.3, 0.05, 0.46), (0.1, 0.0, -3.0)),
                  ((-0.3, 0.0, 0.45), (0.0, 0.0, 0.0))]:
         b.add_particle(jitter(rng, p, 0.005), vel=v, mass=0.05, radius=0.02)
