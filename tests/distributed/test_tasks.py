@@ -67,9 +67,9 @@ def test_a_task_error_is_raised_as_itself_and_not_retried(local_ray):
 
 
 def xsim_threads() -> str:
-    from xsim.kernels.launch import _threads
+    from xsim.kernels.threads import max_threads
 
-    return f"{os.environ['XSIM_NUM_THREADS']} {_threads()}"
+    return f"{os.environ['XSIM_NUM_THREADS']} {max_threads()}"
 
 
 def test_each_task_runs_one_xsim_thread_per_cpu_it_holds(local_ray):
