@@ -1,6 +1,8 @@
 """expect_eq, expect_neq and expect_near in kernels: silent when the expectation holds; otherwise
 Warp's message with the kernel file:line and both values, on the process's stdout."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -57,3 +59,30 @@ def test_expect_near_refuses_integer_values_naming_the_line():
     with pytest.raises(xsim.CompileError, match=r"expect_near\(\) compares float values, got int32") as info:
         xsim.launch(bad, 1, inputs=[xsim.zeros(1, dtype=xsim.int32)])
     assert f"{__file__}:{bad.pyfunc.__code__.co_firstlineno + 2}" in str(info.value)
+
+
+COPY = """
+import xsim
+
+
+@xsim.kernel
+def same(x: xsim.array(dtype=float)):
+    xsim.expect_eq(x[0], 1.0)
+"""
+
+
+def test_the_same_source_in_two_places_prints_each_ones_own_file(tmp_path, capfd):
+    # the cache is keyed on content: a copy elsewhere (another checkout) must not load the code that
+    # prints the first copy's path
+    printed = []
+    for place in ("a", "b"):
+        path = tmp_path / place / "copy_of_kernels.py"
+        path.parent.mkdir()
+        path.write_text(COPY)
+        spec = importlib.util.spec_from_file_location("copy_of_kernels", path)  # one name, as in two checkouts
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        xsim.launch(mod.same, 1, inputs=[xsim.array([2.0], dtype=float)])
+        printed.append((str(path), capfd.readouterr().out))
+    for path, out in printed:
+        assert f"Error, expect_eq() failed at {path}:7:" in out

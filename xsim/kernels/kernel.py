@@ -443,6 +443,9 @@ def _hash_python(pyfunc, seen: set) -> str:
         return ""
     seen.add(id(pyfunc))
     h = hashlib.blake2b(digest_size=16)
+    # the file is part of what is built: expect_*() print it, refusals and adjoint errors name it, so a
+    # copy of the same source elsewhere (another checkout) must not load this one's cached code
+    h.update(pyfunc.__code__.co_filename.encode())
     try:
         h.update(_source_text(pyfunc).encode())
     except OSError:
