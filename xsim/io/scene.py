@@ -431,6 +431,9 @@ def _load_mesh(scene_path: Path, name: str, key: str, scale: float) -> tuple[np.
         raise Invalid(key, "an existing mesh file (paths are relative to the scene file)",
                       f'"{name}", and {file} {problem}')
     try:
+        stl_problem = _stl_problem(file)
+        if stl_problem:
+            raise ValueError(stl_problem)
         mesh = trimesh.load(file, force="mesh", process=False)
     except Exception as e:  # noqa: BLE001 - trimesh raises many kinds of errors for unreadable files
         raise Invalid(key, "a mesh file trimesh can read (OBJ, STL, PLY, GLB...)",
@@ -452,6 +455,24 @@ def _load_mesh(scene_path: Path, name: str, key: str, scale: float) -> tuple[np.
         raise Invalid(key, f"a mesh file whose vertices times scale are finite and at most {validate.F32_MAX:.3g} "
                       "in magnitude (float32)", found)
     return scaled.astype(np.float32), faces.astype(np.int32)
+
+
+def _stl_problem(file: Path) -> str | None:
+    """Why an .stl file is neither a whole binary STL (84-byte header and count, then 50 bytes per
+    triangle) nor ASCII STL text, or None. Checked here because trimesh reads some corrupt binary
+    files as meshes without triangles, which would be reported as empty rather than corrupt."""
+    if file.suffix.lower() != ".stl":
+        return None
+    size = file.stat().st_size
+    with open(file, "rb") as f:
+        head = f.read(84)
+    if len(head) == 84 and size == 84 + 50 * int.from_bytes(head[80:84], "little"):
+        return None
+    if head.lstrip().startswith(b"solid") and head.isascii():
+        return None
+    count = int.from_bytes(head[80:84], "little") if len(head) == 84 else 0
+    return (f"{size} bytes, not ASCII STL, and not the {84 + 50 * count} bytes a binary STL of the "
+            f"{count} triangles its header counts has")
 
 
 def _bad_number_line(file: Path) -> tuple[int, str] | None:
