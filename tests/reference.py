@@ -14,7 +14,7 @@ The source is parsed and lightly rewritten, then executed with a stand-in for ``
 - builtins are computed from their definitions (BUILTINS, in tests/reference_values.py with the host
   values: float math in float64 rounded once to the argument's type, quaternions and transforms with numpy, Warp's documented corner cases such as the
   clamped argument of asin/acos and round's halfway cases away from zero). Where xsim documents a choice
-  of its own it is followed and named: sign(0) == 0 (Warp: 1), normalize(0) == 0, the inverse of a
+  of its own it is followed and named: normalize(0) == 0, the inverse of a
   singular matrix is 0.
 
 ``assert_matches_reference`` / ``reference_differences`` launch a kernel on xsim and on the reference

@@ -292,10 +292,10 @@ def _round(x):
 
 
 def _sign(x):
-    """-1, 0 or 1 (xsim's choice: Warp documents sign(0) = 1)."""
+    """-1 below zero, 1 otherwise (Warp's definition: sign(0) = sign(-0.0) = 1)."""
     if isinstance(x, T._Composite):
-        return type(x)._wrap(np.sign(x._v))
-    return type(x)(np.sign(x))
+        return type(x)._wrap(np.where(x._v < 0, -1, 1).astype(x._v.dtype))
+    return type(x)(-1 if x < 0 else 1)
 
 
 def _abs(x):

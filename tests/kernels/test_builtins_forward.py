@@ -102,6 +102,11 @@ class Case:
         return f"{self.name or 'special'}:{self.expr}:{','.join(self.kinds)}"
 
 
+def _warp_sign(x):
+    """Warp's sign: -1 below zero, 1 otherwise (0, -0.0 and NaN give 1)."""
+    return np.where(x < 0, -1, 1).astype(x.dtype)
+
+
 def C(name, expr, kinds, ref, out, **domain):
     return Case(name, expr, kinds.split(), ref, out, {int(k[1:]): v for k, v in domain.items()})
 
@@ -166,8 +171,9 @@ def _cases() -> list[Case]:
         C("abs", "xsim.abs(a0)", "F", np.abs, "F"),
         C("abs", "abs(a0)", "I", np.abs, "I"),
         C("abs", "xsim.abs(a0)", "V3", np.abs, "V3"),
-        C("sign", "xsim.sign(a0)", "F", np.sign, "F"),
-        C("sign", "xsim.sign(a0)", "V4", np.sign, "V4"),
+        C("sign", "xsim.sign(a0)", "F", _warp_sign, "F", a0="special"),
+        C("sign", "xsim.sign(a0)", "I", _warp_sign, "I"),
+        C("sign", "xsim.sign(a0)", "V4", _warp_sign, "V4"),
         C("min", "xsim.min(a0, a1)", "F F", np.minimum, "F"),
         C("min", "min(a0, a1)", "V3 V3", np.minimum, "V3"),
         C("max", "xsim.max(a0, a1)", "F F", np.maximum, "F"),

@@ -296,7 +296,8 @@ void check_forward() {
            "floordiv on ints rounds towards -inf");
     expect(xs::floordiv(-7.0, 2.0) == -4.0 && xs::floordiv(7.5, 2.0) == 3.0, "floordiv on floats rounds towards -inf");
     expect(xs::mod(-7, 2) == -1 && xs::mod(7, -2) == 1 && xs::mod(-7.5, 2.0) == -1.5, "mod has the dividend's sign");
-    expect(xs::sign(0.0) == 0.0 && xs::sign(-3.0) == -1.0 && xs::sign(0) == 0 && xs::sign(-5) == -1, "sign(0) == 0");
+    expect(xs::sign(0.0) == 1.0 && xs::sign(-0.0) == 1.0 && xs::sign(-3.0) == -1.0 && xs::sign(0) == 1 && xs::sign(-5) == -1
+           && xs::sign(0u) == 1u, "sign(0) == 1 as in Warp");
     expect(xs::round(2.5) == 3.0 && xs::round(-2.5) == -3.0 && xs::round(0.5f) == 1.0f, "round: halves away from zero");
     expect(!std::signbit(xs::abs(-0.0)) && xs::abs(-3) == 3, "abs");
     expect(xs::asin(2.0) == xs::asin(1.0) && xs::acos(-3.0) == xs::acos(-1.0), "asin/acos clamp their argument");

@@ -293,14 +293,19 @@ template <typename T> XS_FUNC bool isnan(T x) {
 // ------------------------------------------------------------------------------------------
 // functions of any scalar (ints too)
 
-template <typename T> XS_FUNC T sign(T x) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)); }
+// Warp's sign: -1 below zero, 1 otherwise (sign(0) == sign(-0.0) == 1; an unsigned value is always 1).
+template <typename T> XS_FUNC T sign(T x) { return x < T(0) ? T(-1) : T(1); }
 template <typename T> XS_FUNC void adj_sign(T, T, T&, T) {}
 
 template <typename T> XS_FUNC T abs(T x) {
     if constexpr (is_float<T>::value) return libm::fabs(x);
     else return x < T(0) ? T(-x) : x;
 }
-template <typename T> XS_FUNC void adj_abs(T x, T, T& adj_x, T adj_ret) { adj_x += sign(x) * adj_ret; }
+// |x|' at 0 is taken as 0 (the smallest subgradient), not sign(0) == 1.
+template <typename T> XS_FUNC void adj_abs(T x, T, T& adj_x, T adj_ret) {
+    if (x > T(0)) adj_x += adj_ret;
+    else if (x < T(0)) adj_x -= adj_ret;
+}
 
 // min/max pick the first argument on ties, and the adjoint follows the pick.
 template <typename T> XS_FUNC T min(T a, T b) { return b < a ? b : a; }
