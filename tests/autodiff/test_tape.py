@@ -278,3 +278,37 @@ def test_debug_mode_allows_inplace_kernels_the_tape_snapshots(monkeypatch):
         xsim.launch(sum_of_squares, 1, inputs=[a], outputs=[loss])
     tape.backward(loss=loss)
     assert a.grad.numpy()[0] == (2 * 2.5625) * (2 * 1.25) * (2 * 0.5)  # a: 0.5 -> 1.25 -> 2.5625
+
+
+@xsim.kernel
+def flag_positive(x: A, flag: xsim.array(dtype=int)):
+    i = xsim.tid()
+    flag[i] = 0
+    if x[i] > 0.0:
+        flag[i] = 1
+
+
+@xsim.kernel
+def cube_where_flagged(x: A, flag: xsim.array(dtype=int), y: A):
+    i = xsim.tid()
+    y[i] = x[i] * x[i] * x[i] * F64(flag[i])
+
+
+def test_an_int_flag_computed_from_differentiable_inputs_cuts_no_gradient_path():
+    # ints carry no gradient: reading one computed on the tape is not a cut path, so no warning; a float
+    # intermediate without a gradient still is one
+    import warnings
+    x = xsim.array([1.0, -2.0], dtype=F64, requires_grad=True)
+    flag, y, plain = xsim.zeros(2, dtype=int), xsim.zeros(2, dtype=F64, requires_grad=True), xsim.zeros(2, dtype=F64)
+    tape = xsim.Tape()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with tape:
+            xsim.launch(flag_positive, 2, inputs=[x], outputs=[flag])
+            xsim.launch(cube_where_flagged, 2, inputs=[x, flag], outputs=[y])
+    tape.backward(grads={y: xsim.array([1.0, 1.0], dtype=F64)})
+    assert np.allclose(x.grad.numpy(), [3.0, 0.0])
+    with xsim.Tape():
+        xsim.launch(cube, 2, inputs=[x], outputs=[plain])
+        with pytest.warns(UserWarning, match="reads array 'x', which was computed on this tape"):
+            xsim.launch(cube, 2, inputs=[plain], outputs=[y])

@@ -137,6 +137,12 @@ class OpRecord:
         self.backward_fn()
 
 
+def _differentiable(arr) -> bool:
+    """Whether an array's values can carry a gradient: float components (structs: assumed so)."""
+    scalar = getattr(arr.dtype, "_scalar", None)
+    return scalar is None or T.is_float(scalar)
+
+
 class Tape:
     """Records launches and array ops; ``backward`` runs their adjoints in reverse order."""
 
@@ -217,12 +223,13 @@ class Tape:
 
     def _track_grad_path(self, who: str, reads, written):
         """Warn when a kernel reads an array that was computed from differentiable inputs but has no
-        grad itself: the gradient path is cut there, and upstream gradients would silently be zero."""
+        grad itself: the gradient path is cut there, and upstream gradients would silently be zero.
+        Arrays of ints (indices, flags) carry no gradient and are never on the path."""
         on_path, path = False, self._on_grad_path
         for label, arr, _ in reads:
             if arr._requires_grad:
                 on_path = True
-            elif id(arr) in path:
+            elif id(arr) in path and _differentiable(arr):
                 on_path = True
                 if id(arr) in self._warned:
                     continue
@@ -232,7 +239,8 @@ class Tape:
                               "create it with requires_grad=True", stacklevel=4)
         if on_path:
             for _, a in written:
-                path.add(id(a))
+                if _differentiable(a):
+                    path.add(id(a))
 
     def record_op(self, rec: OpRecord):
         if config.mode == "debug":

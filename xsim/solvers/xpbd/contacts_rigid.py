@@ -294,9 +294,11 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, i
     """One contact's position-pass update (Mueller et al. 2020, sec. 3.5) from its geometry (normal
     ``n`` from b to a, depth ``pen``, world contact points ``ca`` on a and ``cb`` on b): resolve the
     depth with the generalized inverse masses, then static friction: cancel the tangential motion of
-    the contact points since the step start (poses ``*0``) when that needs a multiplier below
-    mu * lambda_n. Returns (xa, qa, xb, qb, normal multiplier increment)."""
+    the contact points since the contact's anchor (poses ``*0``) when that needs a multiplier below
+    mu * lambda_n (``lam``: of its earlier iterations in the substep). Returns (xa, qa, xb, qb, normal multiplier increment, 1 where it touched and static
+    friction held, else 0)."""
     dlam = pen - pen
+    held = 0
     if pen > 0.0:
         r_a = ca - xa
         r_b = cb - xb
@@ -313,6 +315,7 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, i
             dp = (xa + r_a - xa0 - xsim.quat_rotate(qa0, la)) - (xb + r_b - xb0 - xsim.quat_rotate(qb0, lb))
             dt = dp - n * xsim.dot(dp, n)
             lt2 = xsim.dot(dt, dt)
+            held = 1
             if lt2 > 0.0:
                 lt = xsim.sqrt(lt2)
                 t = dt / lt
@@ -321,7 +324,9 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, i
                 if dlam_t <= mu * (lam + dlam):
                     xa, qa = apply_positional(xa, qa, ima, iia, r_a, t * (-dlam_t))
                     xb, qb = apply_positional(xb, qb, imb, iib, r_b, t * dlam_t)
-    return xa, qa, xb, qb, dlam
+                else:
+                    held = 0
+    return xa, qa, xb, qb, dlam, held
 
 
 @xsim.func
@@ -615,26 +620,60 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             if bs >= 0:
                 xsim.atomic_add(split, bs, 1.0)
 
+    @xsim.func
+    def contact_poses(t: int, Xc: Tfs, shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
+                      contact_index: Ints):
+        """The poses ``Xc`` of contact ``t``'s point body and surface body (``contact_roles``); the
+        world's is the identity."""
+        _sp, _ss, bp, bs, _kp, _edge = contact_roles(contact_pair[t], contact_index[t], pairs, shape_body,
+                                                     shape_point_count)
+        ap = tf(v3(), qt(0.0, 0.0, 0.0, 1.0))
+        as_ = ap
+        if bp >= 0:
+            ap = Xc[bp]
+        if bs >= 0:
+            as_ = Xc[bs]
+        return ap, as_
+
     @xsim.kernel(module=module)
-    def solve_contact_positions(Xc: Tfs, Xc_prev: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints,
-                                shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars,
-                                shape_point_start: Ints, shape_point_count: Ints, shape_points: Vec3s,
-                                pairs: Ints2, contact_pair: Ints, contact_index: Ints, shape_mu: Scalars,
-                                lam: Scalars, split: Scalars, lam_out: Scalars, delta: Vec8s,
-                                geom_n: Vec3s, geom_ra: Vec3s, geom_rb: Vec3s):
-        """Position pass of candidate contact ``tid`` (non-penetration, then static
-        friction) from the current poses, with the bodies' masses split by ``split`` (their numbers
-        of constraints in this pass, ``count_contacts``); its corrections of both bodies go to
-        ``delta`` with a count of one each. Its geometry goes to ``geom_*`` for the velocity pass:
-        the normal (from the pair's shape b to a) and the contact points as arms in the bodies' frames
-        (a's, b's)."""
+    def contact_anchors(Xc: Tfs, shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
+                        contact_index: Ints, carry: Ints, prev_p: Tfs, prev_s: Tfs, anchor_p: Tfs, anchor_s: Tfs):
+        """A step's static-friction anchors of contact ``tid``: the poses of its point body and surface
+        body from which its tangential motion counts. A contact that held by static friction at the end
+        of the last step keeps that step's anchors (``carry[tid]``: its row in ``prev_*``; -1: none); any
+        other starts from the poses ``Xc`` of the step start."""
+        t = xsim.tid()
+        k = carry[t]
+        if k >= 0:
+            anchor_p[t] = prev_p[k]
+            anchor_s[t] = prev_s[k]
+        else:
+            ap, as_ = contact_poses(t, Xc, shape_body, shape_point_count, pairs, contact_pair, contact_index)
+            anchor_p[t] = ap
+            anchor_s[t] = as_
+
+    @xsim.kernel(module=module)
+    def solve_contact_positions(Xc: Tfs, anchor_p: Tfs, anchor_s: Tfs, inv_mass: Scalars, inv_inertia: Mats,
+                                shape_body: Ints, shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s,
+                                shape_radius: Scalars, shape_point_start: Ints, shape_point_count: Ints,
+                                shape_points: Vec3s, pairs: Ints2, contact_pair: Ints, contact_index: Ints,
+                                shape_mu: Scalars, lam: Scalars, split: Scalars, held_in: Ints, lam_out: Scalars,
+                                delta: Vec8s, geom_n: Vec3s, geom_ra: Vec3s, geom_rb: Vec3s, held_out: Ints):
+        """Position pass of candidate contact ``tid`` (non-penetration, then static friction against
+        the motion since its anchors ``anchor_*``, ``contact_anchors``) from the current poses, with
+        the bodies' masses split by ``split`` (their numbers of constraints in this pass,
+        ``count_contacts``); its corrections of both bodies go to ``delta`` with a count of one each.
+        Its geometry goes to ``geom_*`` for the velocity pass: the normal (from the pair's shape b to
+        a) and the contact points as arms in the bodies' frames (a's, b's). ``held_out``: 1 where the
+        contact touched in this pass and static friction held, or did not touch but had earlier in the
+        substep (``lam`` > 0) and held then (``held_in``); else 0."""
         t = xsim.tid()
         c = contact_pair[t]
         sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
         xp, qp, imp, iip = load_split_body(bp, Xc, inv_mass, inv_inertia, split)
         xs, qs, ims, iis = load_split_body(bs, Xc, inv_mass, inv_inertia, split)
-        xp0, qp0, _imp0, _iip0 = load_body(bp, Xc_prev, inv_mass, inv_inertia)
-        xs0, qs0, _ims0, _iis0 = load_body(bs, Xc_prev, inv_mass, inv_inertia)
+        ap = anchor_p[t]
+        as_ = anchor_s[t]
         n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
                                                shape_size, shape_radius, shape_point_start, shape_points)
         ra = xsim.quat_rotate_inv(qp, ca - xp)
@@ -647,8 +686,12 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             geom_n[t] = -n
             geom_ra[t] = rb
             geom_rb[t] = ra
-        xp1, qp1, xs1, qs1, dl = contact_position_update(
-            xp, qp, xp0, qp0, imp, iip, xs, qs, xs0, qs0, ims, iis, n, pen, ca, cb, pair_mean(shape_mu, pairs, c), lam[t])
+        xp1, qp1, xs1, qs1, dl, held = contact_position_update(
+            xp, qp, ap.p, ap.q, imp, iip, xs, qs, as_.p, as_.q, ims, iis, n, pen, ca, cb, pair_mean(shape_mu, pairs, c),
+            lam[t])
+        if pen <= 0.0 and lam[t] > 0.0:
+            held = held_in[t]
+        held_out[t] = held
         if dl > 0.0:
             dx = xp1 - xp
             dq = qp1 - qp
@@ -883,7 +926,8 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
                             xsim.atomic_add(delta, b, v8(dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0, 1.0))
         v_out[i] = vi
 
-    return SimpleNamespace(contact_depths=contact_depths, box_edges_near=box_edges_near, solve_contact_positions=solve_contact_positions,
+    return SimpleNamespace(contact_depths=contact_depths, box_edges_near=box_edges_near, contact_anchors=contact_anchors,
+                           solve_contact_positions=solve_contact_positions,
                            count_contacts=count_contacts, count_velocity_pairs=count_velocity_pairs,
                            solve_pair_velocities=solve_pair_velocities,
                            count_particle_contacts=count_particle_contacts,

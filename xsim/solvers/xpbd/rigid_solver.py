@@ -90,6 +90,10 @@ class RigidStepper:
         self._broad = BroadPhase(r)
         self._uploads: dict = {}  # reused host-written buffers of the contact search (_put)
         self.contact_count = 0  # contacts the last step solved (after the broad phase and pruning)
+        self._last = None  # the last step's contacts, for the static-friction anchors (``_anchor``)
+        self._no_anchor = xsim.empty(1, dtype=self.tf, device=m.device)
+        # contact keys: (shape a, shape b, index in the pair), index below a pair's most points + 144 edge pairs
+        self._max_index = 2 * int(r.shape_point_count.numpy().max(initial=0)) + 144
         self._has_com = bool(np.any(r.body_com.numpy() != 0.0)) if r.body_count else False
         # each body's number of joints in the position pass and in the velocity pass (mass splitting,
         # rigid_kernels.split_mass); contacts add theirs each pass
@@ -151,21 +155,21 @@ class RigidStepper:
         if self._has_com:
             st.xc = self._new("Xstart", nb, self.tf, grad)
             xsim.launch(self.k.body_to_com_frame, nb, inputs=[state_in.body_q, r.body_com], outputs=[st.xc])
-        # static friction holds each contact where it was at the step start: anchored at the substep
-        # start, the slip that Jacobi leaves in every substep added up (a 36-box pyramid crept 6 cm in 1.5 s)
-        st.x_step = st.xc
-        self._find_contacts(st, dt)
+        self._find_contacts(st, state_in, dt)
         self.contact_count = st.n_contacts
         st.velocity_pass = st.n_contacts > 0 or r.joint_drive_velocity or self.solver._body_collide
         return st
 
-    def _find_contacts(self, st, dt: float) -> None:
+    def _find_contacts(self, st, state_in, dt: float) -> None:
         """The step's contacts into ``st``: the broad phase's candidates (host), measured by
         ``contact_depths`` and kept where within reach, grouped by shape pair (the velocity pass runs
-        over pairs). Not on the tape: which contacts exist is a constant of the backward pass."""
+        over pairs), and their static-friction anchors (``_anchor``). Not on the tape: which contacts
+        exist is a constant of the backward pass."""
         r, dev = self.rigid, self.model.device
-        pairs, reach, spin = self._broad.find_pairs(st.xc.numpy(), st.qd.numpy(), r.shape_xform.numpy(),
+        xc = st.xc.numpy()
+        pairs, reach, spin = self._broad.find_pairs(xc, st.qd.numpy(), r.shape_xform.numpy(),
                                                     r.shape_size.numpy(), dt)
+        last, self._last = self._last, None
         if not len(pairs):
             return
         s, put = self.model.dtype, self._put
@@ -201,6 +205,33 @@ class RigidStepper:
         st.pair_first = put("pair_first", np.append(first, len(kept)), int, taped)
         if self._lam_contacts.shape[0] < len(kept):
             self._lam_contacts = xsim.zeros(2 * len(kept), dtype=s, device=dev)
+        a, b = pairs[used[pair], 0].astype(np.int64), pairs[used[pair], 1].astype(np.int64)
+        st.keys = (a * r.shape_count + b) * self._max_index + index[kept]
+        self._anchor(st, state_in, xc if state_in.body_q is st.xc else None, last)
+
+    def _anchor(self, st, state_in, body_q, last) -> None:
+        """Static friction holds each contact where it was when it began to stick: a contact that held
+        at the end of the last step (``last``, the step whose output is ``state_in``) keeps its anchors,
+        any other is anchored at the step start (``contact_anchors``). Anchored at each step start, the
+        slip that Jacobi leaves in a step was kept every step: a 36-box pyramid spread at 5 mm/s for
+        ever (at each substep start, 4 cm/s). ``body_q``: ``state_in.body_q`` on the host, if at hand."""
+        n, taped = st.n_contacts, st.grad
+        carry = np.full(n, -1, dtype=np.int64)
+        if last is not None and state_in.body_q is last.body_q_array:
+            if body_q is None:
+                body_q = state_in.body_q.numpy()
+            if np.array_equal(body_q, last.body_q):  # not changed in place since that step
+                pos = np.minimum(np.searchsorted(last.keys, st.keys), len(last.keys) - 1)
+                held = last.held.numpy()[:len(last.keys)]
+                carry = np.where((last.keys[pos] == st.keys) & (held[pos] != 0), pos, -1)
+        prev = (last.anchor_p, last.anchor_s) if last is not None else (self._no_anchor, self._no_anchor)
+        st.anchor_p = self._new("c:anchor_p", n, self.tf, taped, avoid=prev)
+        st.anchor_s = self._new("c:anchor_s", n, self.tf, taped, avoid=prev)
+        r = self.rigid
+        xsim.launch(self.kc.contact_anchors, n, inputs=[
+            st.xc, r.shape_body, r.shape_point_count, st.pairs, st.contact_pair, st.contact_index,
+            self._put("carry", carry, int, taped), *prev], outputs=[st.anchor_p, st.anchor_s])
+        st.held = self._new("c:held", n, int, taped, zero=True)
 
     def _put(self, key: str, data: np.ndarray, dtype, fresh: bool = False):
         """Host ``data`` (rows) on the model's device for this step's kernels, which read its first
@@ -246,13 +277,14 @@ class RigidStepper:
                 r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, st.pairs,
                 st.contact_pair, st.contact_index], outputs=[split], record_tape=False)
             lam_out = self._new("c:lam", st.n_contacts, m.dtype, grad, avoid=(st.lam_c,))
+            held = self._new("c:held", st.n_contacts, int, grad, avoid=(st.held,))
             st.geom = [self._new(f"c:geom{k}", st.n_contacts, self.v3, grad) for k in range(3)]
             xsim.launch(self.kc.solve_contact_positions, st.n_contacts, inputs=[
-                xi, st.x_step, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform,
-                r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points,
-                st.pairs, st.contact_pair, st.contact_index, r.shape_mu, st.lam_c, split],
-                outputs=[lam_out, st.delta, *st.geom])
-            st.lam_c = lam_out
+                xi, st.anchor_p, st.anchor_s, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type,
+                r.shape_xform, r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points,
+                st.pairs, st.contact_pair, st.contact_index, r.shape_mu, st.lam_c, split, st.held],
+                outputs=[lam_out, st.delta, *st.geom, held])
+            st.lam_c, st.held = lam_out, held
         if r.joint_count:
             lam_out = self._new("lam_j", r.joint_count, m.dtype, grad, avoid=(st.lam_j,))
             xsim.launch(self.kj.solve_joints, r.joint_count, inputs=[
@@ -363,3 +395,6 @@ class RigidStepper:
             xsim.launch(self.k.com_to_body_frame, r.body_count, inputs=[st.xc, r.body_com], outputs=[out.body_q])
         if r.joint_count and out.joint_q is not None:
             eval_ik(m, out)
+        if st.n_contacts:  # what the next step needs to carry the anchors of the contacts that held
+            self._last = SimpleNamespace(body_q_array=out.body_q, body_q=out.body_q.numpy().copy(), keys=st.keys,
+                                         held=st.held, anchor_p=st.anchor_p, anchor_s=st.anchor_s)
