@@ -55,6 +55,7 @@ from .errors import (
 )
 from .kernels.builtins import BUILTINS as _BUILTINS
 from .kernels.builtins import SPECIAL_FORMS as _SPECIAL_FORMS
+from .kernels.builtins_geometry import HashGridQuery, MeshQueryAABB, MeshQueryPoint, MeshQueryRay
 from .kernels.kernel import (
     Kernel,
     func,
@@ -94,6 +95,7 @@ def constant(x):
 
 # the layers above the kernel compiler (they import the names above)
 from . import sim, solvers
+from .geometry import HashGrid, Mesh
 from .autodiff import Tape
 from .autodiff.interop import from_dlpack, from_torch, to_torch, to_torch_function
 from .autodiff.ops import clone, copy

@@ -61,6 +61,7 @@ class Frontend(Expressions, Calls, Statics):
         self.reads: set[str] = set()
         self.writes: set[str] = set()
         self.skipped_funcs: set[str] = set()
+        self.handles: dict[str, str] = {}  # parameter -> "mesh" / "hash_grid" when it is used as that id
         self.tid_dims = 0
         self.loop_count = 0
         self.inline_depth = 0
@@ -98,7 +99,8 @@ class Frontend(Expressions, Calls, Statics):
         self.frames.pop()
         return ir.KernelIR(name=name, params=params, body=self.block, tid_dims=self.tid_dims,
                            reads=self.reads, writes=self.writes, source_file=src.file,
-                           first_line=src.line0 + 1, skipped_funcs=sorted(self.skipped_funcs))
+                           first_line=src.line0 + 1, skipped_funcs=sorted(self.skipped_funcs),
+                           handles=dict(self.handles))
 
     @property
     def f(self) -> _Frame:
@@ -615,7 +617,8 @@ class Frontend(Expressions, Calls, Statics):
         """A loop with runtime bounds: the carried values are the names the body assigns that
         exist before the loop (plus the flags); their types are found by a trial build."""
         f = self.f
-        assigned = _assigned_names(body)
+        # a condition such as hash_grid_query_next(query, index) rebinds names on every iteration too
+        assigned = _assigned_names(body + ([cond_node] if cond_node is not None else []))
         if induction is not None and induction[0] in assigned:
             bad = next(n for n in ast.walk(ast.Module(body=body, type_ignores=[]))
                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == induction[0])
