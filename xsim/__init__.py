@@ -95,7 +95,7 @@ def constant(x):
 
 # the layers above the kernel compiler (they import the names above)
 from . import sim, solvers
-from .geometry import HashGrid, Mesh
 from .autodiff import Tape
 from .autodiff.interop import from_dlpack, from_torch, to_torch, to_torch_function
 from .autodiff.ops import clone, copy
+from .geometry import HashGrid, Mesh

@@ -627,7 +627,8 @@ def struct_definition(t) -> str:
         fields.append(f"    {ctype(ft)} {fname};")
         if not isinstance(ft, T.ArrayType):
             accums.append(f"xs::accum(d.{fname}, s.{fname});")
-            atomics.append(f"xs::grad_add(&p->{fname}, v.{fname});")
+            if ft is not T.bool_:  # a flag has no sum (and CUDA no atomic add of bools)
+                atomics.append(f"xs::grad_add(&p->{fname}, v.{fname});")
     c = t._ctype
     # The field accumulations are qualified: for a nested struct field, an unqualified call would
     # find both xs::accum and (by argument-dependent lookup) its global twin, an ambiguity.
