@@ -58,32 +58,45 @@ def _check_vec3(a, what: str, device=None) -> None:
 
 
 def _build_bvh(centroids: np.ndarray, leaf_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Median split along the widest centroid axis, in depth-first order: the node records (bounds
-    unset), the triangle order of the leaves and each node's depth."""
-    perm = np.arange(len(centroids), dtype=np.int32)
-    rows: list[list[int]] = []  # first, count, right, escape, depth
+    """Median split along the widest centroid axis, one tree level at a time: the node records in
+    depth-first order (bounds unset), the triangle order of the leaves and each node's depth.
 
-    def build(start: int, end: int, depth: int) -> int:
-        i = len(rows)
-        rows.append([start, 0, -1, -1, depth])
-        if end - start <= leaf_size:
-            rows[i][1] = end - start
-        else:
-            ids = perm[start:end]
-            c = centroids[ids]
-            axis = int(np.argmax(c.max(axis=0) - c.min(axis=0)))
-            mid = (end - start) // 2
-            perm[start:end] = ids[np.argpartition(c[:, axis], mid)]
-            build(start, start + mid, depth + 1)
-            rows[i][2] = build(start + mid, end, depth + 1)
-        rows[i][3] = len(rows)
-        return i
-
-    build(0, len(centroids), 0)
-    table = np.array(rows, dtype=np.int32)
-    nodes = np.zeros(len(rows), _NODE)
-    nodes["first"], nodes["count"], nodes["right"], nodes["escape"] = table[:, :4].T
-    return nodes, perm, table[:, 4]
+    Every node covers a range of the triangle order and its left child starts where it does, so
+    sorting the nodes by (start, larger range first) is their depth-first order."""
+    n = len(centroids)
+    perm = np.arange(n, dtype=np.int64)
+    starts, ends, depths = [np.array([0])], [np.array([n])], [np.array([0])]
+    seg_s, seg_e = (np.array([0]), np.array([n])) if n > leaf_size else (np.zeros(0, int), np.zeros(0, int))
+    depth = 0
+    while seg_s.size:
+        depth += 1
+        sizes = seg_e - seg_s
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        seg_id = np.repeat(np.arange(len(sizes)), sizes)
+        elem = np.arange(sizes.sum()) - offsets[seg_id] + seg_s[seg_id]  # positions in perm, by segment
+        c = centroids[perm[elem]]
+        axis = np.argmax(np.maximum.reduceat(c, offsets) - np.minimum.reduceat(c, offsets), axis=1)
+        perm[elem] = perm[elem[np.lexsort((c[np.arange(len(elem)), axis[seg_id]], seg_id))]]
+        mid = seg_s + sizes // 2
+        child_s, child_e = np.concatenate([seg_s, mid]), np.concatenate([mid, seg_e])
+        starts.append(child_s)
+        ends.append(child_e)
+        depths.append(np.full(len(child_s), depth))
+        split = child_e - child_s > leaf_size
+        seg_s, seg_e = child_s[split], child_e[split]
+    start, end, depth_of = (np.concatenate(x) for x in (starts, ends, depths))
+    order = np.lexsort((-end, start))
+    start, end, depth_of = start[order], end[order], depth_of[order]
+    key = start * (n + 1) + (n - end)  # sorted: the depth-first order
+    size = end - start
+    inner = size > leaf_size
+    nodes = np.zeros(len(start), _NODE)
+    nodes["first"] = start
+    nodes["count"] = np.where(inner, 0, size)
+    right_key = (start + size // 2) * (n + 1) + (n - end)
+    nodes["right"] = np.where(inner, np.searchsorted(key, right_key), -1)
+    nodes["escape"] = np.searchsorted(start, end, side="left")
+    return nodes, perm.astype(np.int32), depth_of
 
 
 def _fit_bounds(nodes: np.ndarray, perm: np.ndarray, depth: np.ndarray, tri: np.ndarray) -> None:
@@ -108,17 +121,20 @@ def _pseudo_normals(points: np.ndarray, tris: np.ndarray) -> tuple[np.ndarray, n
     n = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0])
     length = np.linalg.norm(n, axis=1, keepdims=True)
     n = np.divide(n, length, out=np.zeros_like(n), where=length > 0)
-    vertex = np.zeros((len(points), 3))
+    corners = tris.ravel()
+    weights = np.empty((len(p), 3))
     for k in range(3):
         e1, e2 = p[:, (k + 1) % 3] - p[:, k], p[:, (k + 2) % 3] - p[:, k]
         denom = np.linalg.norm(e1, axis=1) * np.linalg.norm(e2, axis=1)
         cos = np.divide(np.einsum("ij,ij->i", e1, e2), denom, out=np.ones(len(p)), where=denom > 0)
-        np.add.at(vertex, tris[:, k], np.arccos(np.clip(cos, -1.0, 1.0))[:, None] * n)
+        weights[:, k] = np.arccos(np.clip(cos, -1.0, 1.0))
+    corner_normals = (weights[:, :, None] * n[:, None, :]).reshape(-1, 3)
+    vertex = np.stack([np.bincount(corners, corner_normals[:, i], len(points)) for i in range(3)], 1)
     a, b = tris, np.roll(tris, -1, axis=1)
     keys = (np.minimum(a, b).astype(np.int64) * len(points) + np.maximum(a, b)).ravel()
     _, inverse = np.unique(keys, return_inverse=True)
-    edge = np.zeros((inverse.max() + 1, 3))
-    np.add.at(edge, inverse, np.repeat(n, 3, axis=0))
+    face_of_edge = np.repeat(n, 3, axis=0)
+    edge = np.stack([np.bincount(inverse, face_of_edge[:, i]) for i in range(3)], 1)
     return vertex.astype(np.float32), edge[inverse].astype(np.float32)
 
 
@@ -133,7 +149,9 @@ class Mesh:
     3 x num_tris vertex indices; ``velocities``: optional array(vec3) per vertex. After changing
     ``points`` in place, call ``refit()``; assigning a new points array refits by itself.
     ``bvh_constructor`` (Warp's "sah", "median", "lbvh", "cubql") is accepted for portability;
-    every tree is built by a median split, which changes speed, never results.
+    every tree is built by a median split, which changes speed, never results. As in Warp, gradients
+    of the queries reach the query point and the barycentrics, not the mesh's points (read through
+    ``id``, they are no launch argument a Tape could track).
     """
 
     def __init__(self, points: Array, indices: Array, velocities: Array | None = None,
