@@ -55,7 +55,7 @@ from .errors import (
 )
 from .kernels.builtins import BUILTINS as _BUILTINS
 from .kernels.builtins import SPECIAL_FORMS as _SPECIAL_FORMS
-from .kernels.builtins_geometry import HashGridQuery, MeshQueryAABB, MeshQueryPoint, MeshQueryRay
+from .kernels.builtins_geometry import HashGridQuery, MeshQuery, MeshQueryAABB, MeshQueryPoint, MeshQueryRay
 from .kernels.kernel import (
     Kernel,
     func,

@@ -58,6 +58,9 @@ class MeshQueryAABB:
     found: T.bool_
 
 
+MeshQuery = MeshQueryAABB  # Warp's name for the query type in annotations (its sphere queries are not supported)
+
+
 @T.struct
 class HashGridQuery:
     """The state of a hash grid query (opaque: advance it with ``hash_grid_query_next``)."""
