@@ -645,3 +645,41 @@ def test_query_arguments_of_the_wrong_type_are_compile_errors():
     grid = wp.HashGrid(2, 2, 2)
     with pytest.raises(wp.CompileError, match=r"hash_grid_query_next\(\) writes an int32 index .* got a float32"):
         wp.launch(float_index, 1, [grid.id, wp.zeros(1, dtype=float)])
+
+
+@wp.kernel
+def for_loop_counts(mesh: wp.uint64, grid: wp.uint64, points: wp.array(dtype=wp.vec3), radius: float,
+                    faces: wp.array(dtype=int), candidates: wp.array(dtype=int), last: wp.array(dtype=int)):
+    i = wp.tid()
+    p = points[i]
+    n = int(0)
+    for _face in wp.mesh_query_aabb(mesh, p - wp.vec3(radius), p + wp.vec3(radius)):
+        n += 1
+    faces[i] = n
+    query = wp.hash_grid_query(grid, p, radius)
+    m = int(0)
+    for j in query:
+        m += 1
+        last[i] = j
+    candidates[i] = m
+
+
+def test_for_loops_over_queries_visit_what_the_while_forms_visit():
+    tm, jitter = _random_meshes()["torus"]
+    mesh, pts, tris = make_mesh(tm, jitter, seed=17)
+    rng = np.random.default_rng(18)
+    n, radius = 300, 0.2
+    q = rng.uniform(pts.min(0), pts.max(0), size=(n, 3)).astype(np.float32)
+    points = wp.array(q, dtype=wp.vec3)
+    grid = wp.HashGrid(8, 8, 8)
+    grid.build(points, radius)
+    faces, candidates, last = (wp.zeros(n, dtype=int) for _ in range(3))
+    wp.launch(for_loop_counts, n, [mesh.id, grid.id, points, radius, faces, candidates, last])
+    visits = wp.zeros((n, len(tris)), dtype=int)
+    wp.launch(box_faces, n, [mesh.id, wp.array(q - radius, dtype=wp.vec3), wp.array(q + radius, dtype=wp.vec3),
+                             visits])
+    np.testing.assert_array_equal(faces.numpy(), visits.numpy().sum(1))
+    grid_visits, neighbours = wp.zeros((n, n), dtype=int), wp.zeros((n, n), dtype=int)
+    wp.launch(grid_candidates, n, [grid.id, points, radius, grid_visits, neighbours])
+    np.testing.assert_array_equal(candidates.numpy(), grid_visits.numpy().sum(1))
+    assert (grid_visits.numpy()[np.arange(n), last.numpy()] == 1).all()  # the loop variable is a visited point

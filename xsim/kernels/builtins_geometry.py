@@ -13,9 +13,12 @@ launch checks that it names a live object of that kind on the launch's device.
 
 from __future__ import annotations
 
+import ast
+
 from .. import types as T
 from ..errors import WarpCodegenTypeError
 from .builtins import OUTPUT_ARGS, Overload, special_form, store_to_arguments
+from .ir import Var
 
 
 @T.struct
@@ -226,6 +229,30 @@ def _next(fe, node, name: str, query_type, native: str, index_field: str):
     found, value = _fields(fe, node, advanced, ["found", index_field])
     store_to_arguments(fe, node, node.args[:2], [advanced, fe.emit("select", T.int32, [found, value, index], node)])
     return found
+
+
+QUERY_NEXT = {MeshQueryAABB: "mesh_query_aabb_next", HashGridQuery: "hash_grid_query_next"}
+
+
+def for_each_query(fe, node, query) -> None:
+    """``for index in query:`` (Warp's iteration of a mesh AABB or hash grid query): the while loop
+    ``while *_next(query, index):`` on a hidden copy of the query, ``index`` an int32 (0 before)."""
+    import sys
+
+    from .scope import Ref
+
+    name, hidden = node.target.id, f"$query{id(node)}"
+    fe.f.sym[hidden] = query
+    fe.f.sym["$xsim"] = Ref(sys.modules["xsim"])
+    before = fe.f.sym.get(name)
+    if not (isinstance(before, Var) and before.type is T.int32):
+        fe.f.sym[name] = fe.const(0, T.int32)
+    load = ast.Load()
+    cond = ast.Call(func=ast.Attribute(value=ast.Name(id="$xsim", ctx=load), attr=QUERY_NEXT[query.type], ctx=load),
+                    args=[ast.Name(id=hidden, ctx=load), ast.Name(id=name, ctx=load)], keywords=[])
+    fe.dynamic_loop(node, node.body, cond_node=ast.fix_missing_locations(ast.copy_location(cond, node.iter)))
+    fe.f.sym.pop(hidden, None)
+    fe.f.sym.pop("$xsim", None)
 
 
 for _name, _qt, _native, _field in (

@@ -48,6 +48,7 @@ from .scope import (
     _Source,
     annotations,
 )
+from .builtins_geometry import QUERY_NEXT, for_each_query
 from .static import Statics
 
 
@@ -535,7 +536,11 @@ class Frontend(Expressions, Calls, Statics):
             raise self.err(node.target, "a for loop needs a single loop variable")
         it = node.iter
         if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
-            raise self.err(it, "kernels loop only over range(...)")
+            query = self.expr(it)
+            if isinstance(query, Var) and query.type in QUERY_NEXT:
+                for_each_query(self, node, query)
+                return
+            raise self.err(it, "kernels loop only over range(...) or a mesh_query_aabb / hash_grid_query query")
         if it.keywords or not 1 <= len(it.args) <= 3:
             raise self.err(it, "range() takes 1 to 3 positional arguments")
         args = [self.value(a) for a in it.args]
