@@ -29,6 +29,7 @@ from ..errors import (
 )
 from . import ir
 from .builtins import BUILTINS, resolve_overload
+from .builtins_geometry import QUERY_NEXT, for_each_query
 from .calls import Calls
 from .expressions import Expressions
 from .ir import Block, Carried, If, Loop, Op, Var
@@ -48,7 +49,6 @@ from .scope import (
     _Source,
     annotations,
 )
-from .builtins_geometry import QUERY_NEXT, for_each_query
 from .static import Statics
 
 
