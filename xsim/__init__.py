@@ -98,4 +98,4 @@ from . import sim, solvers
 from .autodiff import Tape
 from .autodiff.interop import from_dlpack, from_torch, to_torch, to_torch_function
 from .autodiff.ops import clone, copy
-from .geometry import HashGrid, Mesh
+from .geometry import HashGrid, Mesh, is_cubql_available

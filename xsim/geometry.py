@@ -53,6 +53,11 @@ def _check_vec3(a, what: str, device=None) -> None:
         raise ValueError(f"{what} is on '{a.device}' but the object lives on '{device}'")
 
 
+def is_cubql_available() -> bool:
+    """Warp's check for its cuBQL BVH builder: xsim has none (``bvh_constructor="cubql"`` builds xsim's own)."""
+    return False
+
+
 # ---------------------------------------------------------------------------------------------
 # BVH
 
