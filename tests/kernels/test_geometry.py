@@ -611,7 +611,9 @@ def test_launch_refuses_stale_foreign_and_wrong_kind_ids():
     mesh = wp.Mesh(points, wp.array(idx, dtype=wp.int32))
     grid = wp.HashGrid(2, 2, 2)
     q = np.zeros((1, 3), np.float32)
-    run_point_queries(mesh, q)  # a live mesh works
+    run_point_queries(mesh, q)  # a live mesh works, also by an id read back from a uint64 array
+    wp.launch(point_queries, 1, [np.uint64(mesh.id), wp.array(q, dtype=wp.vec3), 1.0, wp.zeros((1, 4), dtype=wp.vec3),
+                                 wp.zeros((1, 4), dtype=float), wp.zeros((1, 4), dtype=int), wp.zeros(1, dtype=int)])
     stale = mesh.id
     del mesh
     gc.collect()

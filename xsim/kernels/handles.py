@@ -4,6 +4,8 @@ wrong-kind id is a clear error instead of native code reading freed or unrelated
 
 from __future__ import annotations
 
+import numpy as np
+
 _LIVE: dict[int, tuple[str, str]] = {}  # id -> (kind, device name)
 
 KIND_NAMES = {"mesh": "xsim.Mesh", "hash_grid": "xsim.HashGrid"}
@@ -18,11 +20,14 @@ def unregister(handle: int) -> None:
 
 
 def is_live(value, kind: str, device: str) -> bool:
+    """The launch's fast path: a Python int naming a live object of ``kind`` on ``device``."""
     return type(value) is int and _LIVE.get(value) == (kind, device)
 
 
 def check(kernel, name: str, value, kind: str, device: str) -> None:
     """Raise a ValueError naming the kernel parameter unless ``value`` is a live id of ``kind`` on ``device``."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        value = int(value)  # an id read back from an array of uint64 is a numpy integer
     if is_live(value, kind, device):
         return
     where = f"kernel '{kernel.key}' parameter '{name}'"
