@@ -55,6 +55,7 @@ from .errors import (
 )
 from .kernels.builtins import BUILTINS as _BUILTINS
 from .kernels.builtins import SPECIAL_FORMS as _SPECIAL_FORMS
+from .kernels.builtins_geometry import HashGridQuery, MeshQuery, MeshQueryAABB, MeshQueryPoint, MeshQueryRay
 from .kernels.kernel import (
     Kernel,
     func,
@@ -97,3 +98,4 @@ from . import sim, solvers
 from .autodiff import Tape
 from .autodiff.interop import from_dlpack, from_torch, to_torch, to_torch_function
 from .autodiff.ops import clone, copy
+from .geometry import HashGrid, Mesh, is_cubql_available

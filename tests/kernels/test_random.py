@@ -183,6 +183,30 @@ def test_rand_init_offset_decorrelates_threads_and_randf_is_uniform(kernels):
 
 
 @xsim.kernel
+def draws_until(out: xsim.array(dtype=int), again: xsim.array(dtype=int)):
+    i = xsim.tid()
+    s = xsim.rand_init(11, i)
+    n = int(0)
+    while xsim.randf(s) < 0.9:  # the condition advances the state on every test
+        n += 1
+    out[i] = n
+    t = xsim.rand_init(11, i)
+    m = int(0)
+    u = xsim.randf(t)
+    while u < 0.9:
+        m += 1
+        u = xsim.randf(t)
+    again[i] = m
+
+
+def test_sampler_in_a_while_condition_advances_its_state_each_test():
+    out, again = xsim.zeros(4000, dtype=int), xsim.zeros(4000, dtype=int)
+    xsim.launch(draws_until, 4000, outputs=[out, again])
+    np.testing.assert_array_equal(out.numpy(), again.numpy())
+    assert 8.5 < out.numpy().mean() < 9.5  # geometric: 0.9 / 0.1 draws below 0.9 before the first above
+
+
+@xsim.kernel
 def scaled_draw(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
     i = xsim.tid()
     s = xsim.rand_init(7, i)

@@ -19,7 +19,7 @@ the same type), ``Vec2`` ``Vec3`` ``Vec4``, ``Vec'`` (a second, independent vect
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .. import types as T
@@ -54,6 +54,11 @@ def builtin(name: str, params: list[str], returns, native: str | None = None, di
     b = BUILTINS.setdefault(name, Builtin(name))
     b.overloads.append(Overload(name, tuple(params), returns, native or name, differentiable))
 
+
+# Builtins that write into local variables named by some of their arguments (Warp's by-reference
+# outputs, e.g. ``hash_grid_query_next(query, index)``): name -> a function of the number of call
+# arguments giving those positions. A dynamic loop carries these names, also from its condition.
+OUTPUT_ARGS: dict[str, Callable[[int], Iterable[int]]] = {}
 
 # Builtins whose arguments are not all values (a type, an output variable, a default): each is a
 # function ``(frontend, call_node) -> Var`` that builds the call itself.
@@ -288,4 +293,11 @@ builtin("transform_get_rotation", ["Transform"], "Q")
 del _op, _f
 
 # the builtin library by area, each in its own registry file (imported last: they extend BUILTINS)
-from . import builtins_expect, builtins_linalg, builtins_math, builtins_random, builtins_transform  # noqa: F401
+from . import (  # noqa: F401
+    builtins_expect,
+    builtins_geometry,
+    builtins_linalg,
+    builtins_math,
+    builtins_random,
+    builtins_transform,
+)

@@ -371,6 +371,7 @@ class KernelCodegen:
             for c in loop.carried:
                 out.append(f"{i2}{self.v(c.var)} = ck{lid}_{c.var.id}[c{lid}];")
             out.append(f"{i2}for (int64_t j{lid} = c{lid} * stride{lid}; ; ++j{lid}) {{")
+            self.forward(loop.cond_block, True, out, i2 + "    ")
             self.forward(loop.body, True, out, i2 + "    ")
             out.append(f"{i2}    if (j{lid} == {k}) break;")
             out.append(f"{i2}    {{")
@@ -385,6 +386,7 @@ class KernelCodegen:
                                f"{self.v(step)});")
                 else:  # a flag (false while the body runs) or a value the body does not read
                     out.append(f"{i2}{self.v(c.var)} = {{}};")
+            self.forward(loop.cond_block, True, out, i2)
             self.forward(loop.body, True, out, i2)
         for var in ir.defined_vars(loop.body):
             if is_diff(var.type):
@@ -402,7 +404,9 @@ class KernelCodegen:
             out.append(f"{ind}xs::accum({self.a(c.init)}, {self.a(c.var)}); {self.a(c.var)} = {{}};")
 
     def replay_iteration(self, loop: Loop, out, ind):
-        """One iteration of ``loop`` without stores, then the carried update."""
+        """One iteration of ``loop`` without stores (its condition first: it may rebind names the body
+        reads, as ``hash_grid_query_next(query, index)`` does), then the carried update."""
+        self.forward(loop.cond_block, True, out, ind)
         self.forward(loop.body, True, out, ind)
         out.append(f"{ind}{{")
         self.loop_update(loop, out, ind + "    ")
@@ -623,7 +627,8 @@ def struct_definition(t) -> str:
         fields.append(f"    {ctype(ft)} {fname};")
         if not isinstance(ft, T.ArrayType):
             accums.append(f"xs::accum(d.{fname}, s.{fname});")
-            atomics.append(f"xs::grad_add(&p->{fname}, v.{fname});")
+            if ft is not T.bool_:  # a flag has no sum (and CUDA no atomic add of bools)
+                atomics.append(f"xs::grad_add(&p->{fname}, v.{fname});")
     c = t._ctype
     # The field accumulations are qualified: for a nested struct field, an unqualified call would
     # find both xs::accum and (by argument-dependent lookup) its global twin, an ambiguity.

@@ -29,6 +29,7 @@ from ..errors import (
 )
 from . import ir
 from .builtins import BUILTINS, resolve_overload
+from .builtins_geometry import QUERY_NEXT, for_each_query
 from .calls import Calls
 from .expressions import Expressions
 from .ir import Block, Carried, If, Loop, Op, Var
@@ -61,6 +62,7 @@ class Frontend(Expressions, Calls, Statics):
         self.reads: set[str] = set()
         self.writes: set[str] = set()
         self.skipped_funcs: set[str] = set()
+        self.handles: dict[str, str] = {}  # parameter -> "mesh" / "hash_grid" when it is used as that id
         self.tid_dims = 0
         self.loop_count = 0
         self.inline_depth = 0
@@ -98,7 +100,8 @@ class Frontend(Expressions, Calls, Statics):
         self.frames.pop()
         return ir.KernelIR(name=name, params=params, body=self.block, tid_dims=self.tid_dims,
                            reads=self.reads, writes=self.writes, source_file=src.file,
-                           first_line=src.line0 + 1, skipped_funcs=sorted(self.skipped_funcs))
+                           first_line=src.line0 + 1, skipped_funcs=sorted(self.skipped_funcs),
+                           handles=dict(self.handles))
 
     @property
     def f(self) -> _Frame:
@@ -533,7 +536,11 @@ class Frontend(Expressions, Calls, Statics):
             raise self.err(node.target, "a for loop needs a single loop variable")
         it = node.iter
         if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
-            raise self.err(it, "kernels loop only over range(...)")
+            query = self.expr(it)
+            if isinstance(query, Var) and query.type in QUERY_NEXT:
+                for_each_query(self, node, query)
+                return
+            raise self.err(it, "kernels loop only over range(...) or a mesh_query_aabb / hash_grid_query query")
         if it.keywords or not 1 <= len(it.args) <= 3:
             raise self.err(it, "range() takes 1 to 3 positional arguments")
         args = [self.value(a) for a in it.args]
@@ -615,7 +622,8 @@ class Frontend(Expressions, Calls, Statics):
         """A loop with runtime bounds: the carried values are the names the body assigns that
         exist before the loop (plus the flags); their types are found by a trial build."""
         f = self.f
-        assigned = _assigned_names(body)
+        # a condition such as hash_grid_query_next(query, index) rebinds names on every iteration too
+        assigned = _assigned_names(body + ([cond_node] if cond_node is not None else []))
         if induction is not None and induction[0] in assigned:
             bad = next(n for n in ast.walk(ast.Module(body=body, type_ignores=[]))
                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == induction[0])

@@ -142,5 +142,6 @@ class KernelIR:
     writes: set[str] = field(default_factory=set)   # array params written (stores and atomics)
     adjoint_error: str | None = None     # why the adjoint cannot be generated, if it cannot
     skipped_funcs: list[str] = field(default_factory=list)  # funcs with differentiable=False it calls
+    handles: dict[str, str] = field(default_factory=dict)  # parameters used as mesh / hash grid ids
     source_file: str = ""
     first_line: int = 0

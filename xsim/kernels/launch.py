@@ -13,6 +13,7 @@ from .. import config
 from .. import types as T
 from ..array import array as Array
 from ..device import get_device
+from . import handles
 from .recording import current as _current_recorder
 from .threads import Pacer
 
@@ -205,6 +206,9 @@ class _Prepared:
         self.write_slots = _label_slots(kernel.params, self.meta.writes)
         self.written_nested = [label for label in self.meta.writes if "." in label]
         self.fast = device.is_cpu and self.layout is not None
+        index = {name: i for i, (name, _) in enumerate(kernel.params)}
+        # (parameter index, name, kind) of each parameter the kernel uses as a mesh / hash grid id
+        self.handles = [(index[name], name, kind) for name, kind in self.meta.handles.items()]
         self.pacers = (Pacer(), Pacer())  # CPU thread choice of the forward and of the adjoint
 
 
@@ -364,6 +368,9 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
             if t._has_arrays and not _all_contiguous((v,), (("", t),)):
                 contig = 0
             items.append(bytes(_to_c(v, t)))
+    for i, _, kind in prep.handles:
+        if not handles.is_live(values[i], kind, dev.name):
+            return False
     n = math.prod(shape)
     pacer = prep.pacers[0]
     threads = pacer.threads(n)
@@ -482,6 +489,8 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
         mode = "debug"
     values = [coerce_arg(kernel, n, t, v, dev) for (n, t), v in zip(params, values)]
     prep = prepare(kernel, dev, mode)
+    for i, name, kind in prep.handles:
+        handles.check(kernel, name, values[i], kind, dev.name)
     n = math.prod(shape)
     if not adjoint:
         check_writable(kernel, prep, values)
@@ -526,6 +535,8 @@ def run_backward(prep: _Prepared, shape, values, adj_values=None):
     if prep.backward is None and prep.device.is_cpu or prep.meta.adjoint_error is not None:
         from ..errors import CompileError
         raise CompileError(f"kernel '{prep.kernel.key}' cannot be differentiated: {prep.meta.adjoint_error}")
+    for i, name, kind in prep.handles:  # a tape may run this after the mesh or grid is gone
+        handles.check(prep.kernel, name, values[i], kind, prep.device.name)
     grads = pack_grads(prep, values, adj_values)
     contig = _all_contiguous(values, prep.kernel.params) and _grads_contiguous(values, prep.kernel.params, adj_values)
     n = math.prod(shape)

@@ -46,6 +46,7 @@ class KernelMeta:
     inplace: list[str]          # arrays read before being written (the tape snapshots them)
     skipped_funcs: list[str] = field(default_factory=list)  # funcs with differentiable=False (tape warns)
     refused: list | None = None  # (error class name, message, file, line, col, source line): not built
+    handles: dict = field(default_factory=dict)  # parameter -> the geometry object kind its id must name
 
     def compile_error(self, kernel) -> CompileError | None:
         """The error the compiler refused ``kernel`` with, or None when it was built. The metadata (maybe
@@ -137,7 +138,8 @@ class Module:
                 kir.adjoint_error = adjoint_refusal(kir)
             inplace = sorted(kir.reads & kir.writes)
             metas[k.symbol] = KernelMeta(k.key, kir.tid_dims, kir.adjoint_error, [], sorted(kir.reads),
-                                         sorted(kir.writes), inplace, kir.skipped_funcs)
+                                         sorted(kir.writes), inplace, kir.skipped_funcs,
+                                         handles=kir.handles)
             irs.append(kir)
         source, labels = module_source(irs, structs, debug, target)
         for name, arrays in labels.items():

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import types as T
 from ..errors import CompileError, WarpCodegenError
+from .builtins import OUTPUT_ARGS
 from .builtins_random import SAMPLERS
 from .ir import Var
 
@@ -130,14 +131,18 @@ def _is_attr_chain(node) -> bool:
 
 
 def _assigned_names(body) -> set[str]:
-    """Names a block of statements assigns (plain, augmented, component and tuple targets, and the
-    random state a sampler such as ``randf(state)`` advances)."""
+    """Names a block of statements (or expressions) assigns: plain, augmented, component and tuple
+    targets, the random state a sampler such as ``randf(state)`` advances, and the output variables
+    of builtins in ``OUTPUT_ARGS``."""
     out = set()
     for s in body:
         for n in ast.walk(s):
-            if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) and (
-                    getattr(n.func, "attr", getattr(n.func, "id", None)) in SAMPLERS):
+            callee = getattr(n.func, "attr", getattr(n.func, "id", None)) if isinstance(n, ast.Call) else None
+            if callee in SAMPLERS and n.args and isinstance(n.args[0], ast.Name):
                 out.add(n.args[0].id)
+            elif callee in OUTPUT_ARGS:
+                out.update(n.args[i].id for i in OUTPUT_ARGS[callee](len(n.args))
+                           if i < len(n.args) and isinstance(n.args[i], ast.Name))
             elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 out.add(n.id)
             elif isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, ast.Store):

@@ -8,3 +8,4 @@
 #include "xsim_linalg.h"
 #include "xsim_expect.h"
 #include "xsim_random.h"
+#include "xsim_geometry.h"
