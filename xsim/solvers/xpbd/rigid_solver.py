@@ -74,7 +74,7 @@ class RigidStepper:
 
     def __init__(self, solver):
         m = solver.model
-        r = m.rigid
+        r = m  # the model's body, shape and joint arrays
         self.solver = solver
         self.model = m
         self.rigid = r
