@@ -20,11 +20,11 @@ from test_cuda_runtime import (  # noqa: F401 - collected again here, on the fak
     test_cuda_array_interface_describes_device_memory,
     test_debug_mode_reports_an_out_of_bounds_index_on_device,
     test_launch_refuses_an_array_on_another_device,
-    test_raw_fill_zero_clone_and_ranges_on_device,
     test_saxpy_backward_through_a_tape_on_device,
     test_saxpy_forward_on_device,
     test_streams_order_launches_and_synchronize,
     test_two_dimensional_launch_on_a_strided_view_on_device,
+    test_untracked_fill_zero_clone_and_ranges_on_device,
     test_vec3_backward_in_float64_matches_finite_differences_on_device,
     test_views_and_item_assignment_on_device,
 )

@@ -254,7 +254,7 @@ def _function_class():
             tape.zero()
             for a in ctx.arrays:
                 if isinstance(a, array) and a.grad is not None:
-                    a.grad._raw_zero()
+                    a.grad.zero_untracked()
             seeds = {o: g.detach().contiguous().numpy()
                      for o, g in zip(ctx.outs, grad_outputs) if g is not None}
             tape.backward(grads=seeds)

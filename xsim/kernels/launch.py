@@ -381,9 +381,7 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
         recorder.record_launch(kernel, prep, shape, values, snapshots)
     else:
         for i in prep.written:
-            arr = values[i]
-            arr._version += 1
-            arr._last_writer = kernel.key
+            values[i].mark_written(kernel.key)
         if prep.written_nested:
             bump_versions(prep.meta, kernel.params, values, kernel.key, prep.written_nested)
     return True
@@ -559,8 +557,7 @@ def bump_versions(meta, params, values, writer: str, labels=None):
     for label in meta.writes if labels is None else labels:
         arr = resolve_label(label, params, values)
         if arr is not None:
-            arr._version += 1
-            arr._last_writer = writer
+            arr.mark_written(writer)
 
 
 def resolve_label(label: str, params, values):
