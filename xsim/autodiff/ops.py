@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import types
+from .. import torch_view, types
 from ..array import array, zeros
 from ..kernels import recording
 from .tape import OpRecord
@@ -156,10 +156,9 @@ def assign(dst: array, src: Any) -> array:
 def _foreign_source(dst: array, src: Any) -> array:
     """``src`` (numpy data or a torch tensor) as an xsim array of ``dst``'s dtype, sharing memory where
     it can."""
-    from . import interop
-    if interop.is_torch_tensor(src):
-        if interop.torch_scalar_matches(src, dst.dtype):
-            return interop.from_torch(src, dtype=dst.dtype)
+    if torch_view.is_torch_tensor(src):
+        if torch_view.torch_scalar_matches(src, dst.dtype):
+            return torch_view.from_torch(src, dtype=dst.dtype)
         if src.requires_grad:
             raise TypeError(f"array.assign: a {src.dtype} tensor that requires grad cannot carry its "
                             f"gradient into an array of {types.type_name(dst.dtype)}; convert it first")

@@ -286,6 +286,3 @@ builtin("transform_get_translation", ["Transform"], "Vec3")
 builtin("transform_get_rotation", ["Transform"], "Q")
 
 del _op, _f
-
-# the builtin library by area, each in its own registry file (imported last: they extend BUILTINS)
-from . import builtins_expect, builtins_linalg, builtins_math, builtins_random, builtins_transform  # noqa: F401

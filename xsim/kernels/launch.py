@@ -148,7 +148,7 @@ def _wrap_foreign(value, t, where):
                             "components are not packed); pass numpy.ascontiguousarray(arr) and read results from it")
         return arr
     if type(value).__module__.startswith("torch"):
-        from ..autodiff.interop import torch_scalar_matches, wrap_torch_for_launch
+        from ..torch_view import torch_scalar_matches, wrap_torch_for_launch
         if not torch_scalar_matches(value, t.dtype):
             raise TypeError(f"{where}: got a torch tensor of dtype {value.dtype} for elements of "
                             f"{T.type_name(t.dtype)}; converting it would copy it and the kernel's writes would not "
