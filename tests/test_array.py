@@ -554,59 +554,59 @@ def test_view_of_array_with_grad_views_the_grad_too():
 # -- raw operations --------------------------------------------------------------------------------------------
 
 
-def test_raw_fill_sets_every_element():
+def test_fill_untracked_sets_every_element():
     a = xa.zeros(3, dtype=T.vec3)
-    a._raw_fill(T.vec3(1, 2, 3))
+    a.fill_untracked(T.vec3(1, 2, 3))
     assert a.numpy().tolist() == [[1, 2, 3]] * 3
-    a._raw_fill(0.5)
+    a.fill_untracked(0.5)
     assert np.all(a.numpy() == 0.5)
     s = xa.zeros(2, dtype=Particle)
-    s._raw_fill(Particle(mass=2.0, flags=3))
+    s.fill_untracked(Particle(mass=2.0, flags=3))
     assert s[1] == Particle(mass=2.0, flags=3)
 
 
-def test_raw_zero_clears_scalars_composites_structs_and_views():
+def test_zero_untracked_clears_scalars_composites_structs_and_views():
     for a in (xa.ones(3), xa.ones((2, 2), dtype=T.mat33), xa.full(2, Particle(mass=1.0, flags=2))):
-        a._raw_zero()
+        a.zero_untracked()
         assert not np.any(a.numpy().view(np.uint8))
     m = xa.ones((3, 3))
-    m[:, 1]._raw_zero()
+    m[:, 1].zero_untracked()
     assert m.numpy().tolist() == [[1, 0, 1]] * 3
 
 
-def test_raw_copy_from_copies_flat_element_ranges():
+def test_copy_from_untracked_copies_flat_element_ranges():
     dst = xa.zeros(5, dtype=T.vec2)
     src = array(np.arange(8, dtype=np.float32), dtype=T.vec2)
-    dst._raw_copy_from(src, dst_offset=1, src_offset=2, count=2)
+    dst.copy_from_untracked(src, dst_offset=1, src_offset=2, count=2)
     assert dst.numpy().tolist() == [[0, 0], [4, 5], [6, 7], [0, 0], [0, 0]]
-    dst._raw_copy_from(src, dst_offset=1)
+    dst.copy_from_untracked(src, dst_offset=1)
     assert dst.numpy()[1:].tolist() == [[0, 1], [2, 3], [4, 5], [6, 7]]
 
 
-def test_raw_copy_from_treats_nd_arrays_as_flat():
+def test_copy_from_untracked_treats_nd_arrays_as_flat():
     dst = xa.zeros((2, 3))
-    dst._raw_copy_from(array(np.arange(6, dtype=np.float32)), dst_offset=0)
+    dst.copy_from_untracked(array(np.arange(6, dtype=np.float32)), dst_offset=0)
     assert dst.numpy().tolist() == [[0, 1, 2], [3, 4, 5]]
 
 
-def test_raw_copy_between_equal_shaped_strided_views():
+def test_untracked_copy_between_equal_shaped_strided_views():
     a = array(np.arange(12, dtype=np.float32).reshape(3, 4))
     b = xa.zeros((3, 4))
-    b[:, 3]._raw_copy_from(a[:, 0])
+    b[:, 3].copy_from_untracked(a[:, 0])
     assert b.numpy()[:, 3].tolist() == [0, 4, 8]
 
 
-def test_raw_copy_from_numpy_data():
+def test_copy_from_untracked_numpy_data():
     a = xa.zeros(2, dtype=T.vec3)
-    a._raw_copy_from(np.ones((2, 3)))
+    a.copy_from_untracked(np.ones((2, 3)))
     assert np.all(a.numpy() == 1)
 
 
-def test_raw_copy_refuses_mismatched_dtypes_and_out_of_range():
+def test_untracked_copy_refuses_mismatched_dtypes_and_out_of_range():
     dst = xa.zeros(3)
     with pytest.raises(TypeError, match="cannot copy an array of float64 into an array of float32"):
-        dst._raw_copy_from(xa.zeros(3, dtype=T.float64))
+        dst.copy_from_untracked(xa.zeros(3, dtype=T.float64))
     with pytest.raises(ValueError, match="copy range out of bounds: 3 elements from offset 0 of 3 into offset 1"):
-        dst._raw_copy_from(xa.zeros(3), dst_offset=1)
+        dst.copy_from_untracked(xa.zeros(3), dst_offset=1)
     with pytest.raises(ValueError, match="needs contiguous arrays"):
-        dst._raw_copy_from(xa.zeros(6)[::2], dst_offset=1, count=1)
+        dst.copy_from_untracked(xa.zeros(6)[::2], dst_offset=1, count=1)

@@ -1,4 +1,4 @@
-"""Zero-copy interop (xsim/array.py, xsim/autodiff/interop.py): numpy, torch and DLPack views share
+"""Zero-copy interop (xsim/array.py, xsim/torch_view.py, xsim/autodiff/interop.py): numpy, torch and DLPack views share
 memory both ways, gradients are shared with torch, torch tensors go straight into launches without
 their values being touched by the backward pass, and torch autograd runs through xsim kernels."""
 
@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import xsim
-from xsim.autodiff.interop import TorchFunction, wrap_torch_for_launch
+from xsim.autodiff.interop import TorchFunction
+from xsim.torch_view import wrap_torch_for_launch
 
 # each test runs once per default device (tests/conftest.py: default_device; cpu_only tests on the CPU alone)
 pytestmark = pytest.mark.usefixtures("default_device")

@@ -4,7 +4,7 @@ The public namespace follows NVIDIA Warp's names (``xsim.kernel``, ``xsim.launch
 ``xsim.sin``...) so that a Warp kernel ports by changing its import.
 """
 
-__version__ = "0.1.0"
+import importlib
 
 from . import config
 from .array import (
@@ -53,6 +53,16 @@ from .errors import (
     WarpCodegenTypeError,
     WarpCodegenValueError,
 )
+
+# the builtin library by area: each file adds its rows to the registry (kernels/builtins.py)
+from .kernels import (
+    builtins_expect,
+    builtins_geometry,
+    builtins_linalg,
+    builtins_math,
+    builtins_random,
+    builtins_transform,
+)
 from .kernels.builtins import BUILTINS as _BUILTINS
 from .kernels.builtins import SPECIAL_FORMS as _SPECIAL_FORMS
 from .kernels.builtins_geometry import HashGridQuery, MeshQuery, MeshQueryAABB, MeshQueryPoint, MeshQueryRay
@@ -71,8 +81,10 @@ from .kernels.module import get_module
 from .kernels.scope import _ADJOINT as adjoint
 from .kernels.scope import BuiltinRef as _BuiltinRef
 from .kernels.static import static
+from .torch_view import from_torch, to_torch
 from .types import *
 from .types import dtype_from_numpy, dtype_to_numpy, matrix, quaternion, struct, transformation, vector
+from .version import __version__
 
 # the builtins as names a kernel can reach (xsim.sin, xsim.tid, ...): resolved by the frontend
 for _name in list(_BUILTINS) + list(_SPECIAL_FORMS) + ["tid", "where", "select", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
@@ -80,10 +92,7 @@ for _name in list(_BUILTINS) + list(_SPECIAL_FORMS) + ["tid", "where", "select",
                                 "matrix_from_cols"]:
     if _name not in globals() or _name in ("abs", "min", "max", "round", "pow"):
         globals()[_name] = _BuiltinRef(_name)
-del _name
-# the library funcs written in the kernel language (norms, rotations, transforms, spatial algebra)
-from .kernels.funcs_math import *
-from .kernels.funcs_transform import *
+del _name, builtins_expect, builtins_linalg, builtins_math, builtins_random, builtins_transform
 
 bool = bool_  # Warp's xsim.bool
 
@@ -93,9 +102,28 @@ def constant(x):
     return x
 
 
-# the layers above the kernel compiler (they import the names above)
-from . import sim, solvers
 from .autodiff import Tape
-from .autodiff.interop import from_dlpack, from_torch, to_torch, to_torch_function
+from .autodiff.interop import from_dlpack, to_torch_function
 from .autodiff.ops import clone, copy
 from .geometry import HashGrid, Mesh, is_cubql_available
+
+# Modules that import this package (for the names above) are imported on first use, so that no
+# import cycle runs through it: the library funcs written in the kernel language (norms, rotations,
+# transforms, spatial algebra) and the layers above the kernel compiler.
+_FUNC_MODULES = (".kernels.funcs_math", ".kernels.funcs_transform")
+_LAYERS = ("sim", "solvers")
+
+
+def __getattr__(name: str):
+    if name in _LAYERS:
+        return importlib.import_module(f".{name}", __name__)
+    for path in _FUNC_MODULES:
+        module = importlib.import_module(path, __name__)
+        if name in module.__all__:
+            return getattr(module, name)
+    raise AttributeError(f"module 'xsim' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    funcs = [n for path in _FUNC_MODULES for n in importlib.import_module(path, __name__).__all__]
+    return sorted(set(globals()) | set(_LAYERS) | set(funcs))

@@ -8,7 +8,7 @@ which is what lets slices and numpy views share memory.
 
 Native kernels read ``array._desc`` (an ``ArrayDesc``: data pointer, shape, byte strides),
 built once per array. The tape-aware ``assign``/``fill_``/``zero_`` live in the autodiff
-layer; this module gives them the raw, unrecorded ``_raw_*`` operations.
+layer; this module gives them the untracked operations (``*_untracked``) they wrap.
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ def _check_key(key, ndim: int) -> tuple:
 
 
 class array:
-    _version = 0          # bumped by every launch or array op that writes this array
+    _version = 0          # writes counted by mark_written (see ``version``)
     _last_writer = None   # the kernel or op that wrote it last (named in tape errors)
     _unwritable = None    # set in _set_layout: why a kernel must not write it
     # An intermediate's gradient (``intermediate``) is allocated when first used, and the backward
@@ -512,26 +512,49 @@ class array:
         return self._with_grad_of(view, lambda g: g.view(new)) if types.is_float(
             getattr(new, "_scalar", new)) else view
 
-    # -- raw operations (not recorded on a tape; the autodiff layer wraps them) -----------------
+    # -- write counting: what lets a Tape refuse to differentiate through an overwritten input ------
 
-    def _raw_fill(self, value) -> None:
+    @property
+    def version(self) -> int:
+        """How many launches and tape-aware array ops have written this array (``mark_written``)."""
+        return self._version
+
+    @property
+    def last_writer(self) -> str | None:
+        """The kernel or op that wrote this array last (``mark_written``), named in tape errors."""
+        return self._last_writer
+
+    def mark_written(self, writer: str) -> None:
+        """Count one write by ``writer`` (a kernel key or an op's name). Launches and the tape-aware
+        ops call it; a Tape compares ``version`` with what it saw when it recorded a read."""
+        self._version += 1
+        self._last_writer = writer
+
+    # -- untracked operations ---------------------------------------------------------------------
+    # These skip the Tape and the write count: nothing records them, so a backward pass neither
+    # differentiates through them nor notices that they overwrote an array it had recorded. They
+    # serve code that manages gradients or scratch memory itself (the Tape's backward pass, the
+    # optimizers, checkpoints, a solver's buffer pool); a user's code wants the tape-aware
+    # ``assign``, ``fill_``, ``zero_`` and ``xsim.clone``/``xsim.copy`` built on them.
+
+    def fill_untracked(self, value) -> None:
         """Set every element to ``value`` (a scalar fills every component)."""
         if self._host is None:
             _upload(self, self._host_value(value))
         else:
             self._host[...] = self._host_value(value)
 
-    def _raw_zero(self) -> None:
+    def zero_untracked(self) -> None:
         """Set every element to zero."""
         if self._host is None:
             _device_zero(self)
         else:
             self._host[...] = np.zeros((), self._host.dtype)
 
-    def _raw_clone(self) -> array:
+    def clone_untracked(self) -> array:
         """A new contiguous array with the same values (no grad, not recorded)."""
         out = array(shape=self.shape, dtype=self.dtype, device=self.device)
-        out._raw_copy_from(self)
+        out.copy_from_untracked(self)
         return out
 
     def to(self, device: str | Device) -> array:
@@ -541,7 +564,7 @@ class array:
         if dev == self.device:
             return self
         out = empty(self.shape, self.dtype, dev, self.requires_grad)
-        out._raw_copy_from(self)
+        out.copy_from_untracked(self)
         return out
 
     @property
@@ -562,8 +585,8 @@ class array:
         """Bytes of element storage (shape x element size)."""
         return self.size * self.dtype._np.itemsize * (math.prod(self.dtype._shape) if self.dtype._shape else 1)
 
-    def _raw_copy_from(self, src, dst_offset: int = 0, src_offset: int = 0, count: int | None = None, *,
-                       accumulate: bool = False) -> None:
+    def copy_from_untracked(self, src, dst_offset: int = 0, src_offset: int = 0, count: int | None = None, *,
+                            accumulate: bool = False) -> None:
         """Copy ``count`` elements (default: the rest of ``src``) between flat element ranges.
 
         With default offsets and count, arrays of equal shape copy whatever their strides;
@@ -712,7 +735,7 @@ def _copy_bytes(dst: array, dst_ptr: int, src: array, src_ptr: int, nbytes: int)
 
 def _device_copy(dst: array, src: array, count: int | None, dst_offset: int, src_offset: int,
                  accumulate: bool) -> None:
-    """``dst._raw_copy_from(src, ...)`` where either array is on a GPU: whole arrays of one shape
+    """``dst.copy_from_untracked(src, ...)`` where either array is on a GPU: whole arrays of one shape
     (``count`` None) or a flat element range of contiguous arrays (checked by the caller)."""
     elem = dst.dtype._np.itemsize * math.prod(dst.dtype._shape)
     if not accumulate and (count is not None or (dst.is_contiguous and src.is_contiguous)):
@@ -840,7 +863,7 @@ def full(shape: int | tuple[int, ...] | None = None, value: Any = 0, dtype: Any 
     """A new array with every element ``value``; without ``dtype`` it follows the value (1.0 -> float32,
     vec3 -> vec3, a 3-list of floats -> vec3)."""
     out = empty(shape, _value_dtype(value) if dtype is None else dtype, device, requires_grad, n=n)
-    out._raw_fill(value)
+    out.fill_untracked(value)
     return out
 
 

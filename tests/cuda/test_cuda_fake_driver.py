@@ -20,11 +20,11 @@ from test_cuda_runtime import (  # noqa: F401 - collected again here, on the fak
     test_cuda_array_interface_describes_device_memory,
     test_debug_mode_reports_an_out_of_bounds_index_on_device,
     test_launch_refuses_an_array_on_another_device,
-    test_raw_fill_zero_clone_and_ranges_on_device,
     test_saxpy_backward_through_a_tape_on_device,
     test_saxpy_forward_on_device,
     test_streams_order_launches_and_synchronize,
     test_two_dimensional_launch_on_a_strided_view_on_device,
+    test_untracked_fill_zero_clone_and_ranges_on_device,
     test_vec3_backward_in_float64_matches_finite_differences_on_device,
     test_views_and_item_assignment_on_device,
 )
@@ -163,19 +163,19 @@ class _CudaTensorStandIn:
 
 
 def test_from_torch_shares_a_cuda_tensors_memory_without_copying(fake):
-    from xsim.autodiff.interop import _tensor_view
+    from xsim.torch_view import tensor_view
 
     backing = xsim.array(np.arange(12, dtype=np.float32).reshape(4, 3), dtype=xsim.vec3, device="cuda:0")
     tensor = _CudaTensorStandIn(backing)
-    view = _tensor_view(tensor, None, "from_torch")
+    view = tensor_view(tensor, None, "from_torch")
     assert view.device == "cuda:0" and view.dtype is xsim.vec3 and view.shape == (4,)
     assert view.ptr == backing.ptr  # same device memory
     view[1] = xsim.vec3(7.0, 8.0, 9.0)
     np.testing.assert_array_equal(backing.numpy()[1], [7.0, 8.0, 9.0])
-    strided = _tensor_view(_CudaTensorStandIn(backing[::2]), xsim.vec3, "from_torch")
+    strided = tensor_view(_CudaTensorStandIn(backing[::2]), xsim.vec3, "from_torch")
     assert strided.shape == (2,) and strided.strides == (24,) and strided.ptr == backing.ptr
     with pytest.raises(ValueError, match="without a copy"):
-        _tensor_view(tensor, xsim.float64, "from_torch")
+        tensor_view(tensor, xsim.float64, "from_torch")
 
 
 def test_adam_and_sgd_update_device_arrays_in_place(fake):

@@ -115,21 +115,21 @@ def test_arrays_round_trip_between_host_and_device(device):
     assert a.list()[3] == xsim.vec3d(9.0, 10.0, 11.0)
 
 
-def test_raw_fill_zero_clone_and_ranges_on_device(device):
+def test_untracked_fill_zero_clone_and_ranges_on_device(device):
     a = xsim.empty(10, dtype=xsim.vec3, device=device)
-    a._raw_fill(xsim.vec3(1.0, 2.0, 3.0))
+    a.fill_untracked(xsim.vec3(1.0, 2.0, 3.0))
     np.testing.assert_array_equal(a.numpy(), np.tile([1.0, 2.0, 3.0], (10, 1)))
-    b = a._raw_clone()
+    b = a.clone_untracked()
     assert b.device == device and b.ptr != a.ptr
-    a._raw_zero()
+    a.zero_untracked()
     assert not a.numpy().any() and b.numpy()[9, 2] == 3.0
     src = xsim.array(np.arange(5, dtype=np.float32), device=device)
     dst = xsim.zeros(8, dtype=float, device=device)
-    dst._raw_copy_from(src, dst_offset=2, src_offset=1, count=3)
+    dst.copy_from_untracked(src, dst_offset=2, src_offset=1, count=3)
     np.testing.assert_array_equal(dst.numpy(), [0, 0, 1, 2, 3, 0, 0, 0])
-    dst._raw_copy_from(src, dst_offset=0, src_offset=0, count=2, accumulate=True)
+    dst.copy_from_untracked(src, dst_offset=0, src_offset=0, count=2, accumulate=True)
     np.testing.assert_array_equal(dst.numpy(), [0, 1, 1, 2, 3, 0, 0, 0])
-    dst._raw_copy_from(np.full(8, 7.0, np.float32))
+    dst.copy_from_untracked(np.full(8, 7.0, np.float32))
     np.testing.assert_array_equal(dst.numpy(), np.full(8, 7.0))
 
 
@@ -137,10 +137,10 @@ def test_views_and_item_assignment_on_device(device):
     a = xsim.array(np.arange(10, dtype=np.int32), device=device)
     view = a[1:9:3]
     np.testing.assert_array_equal(view.numpy(), [1, 4, 7])
-    view._raw_fill(-1)
+    view.fill_untracked(-1)
     a[0] = 50
     np.testing.assert_array_equal(a.numpy(), [50, -1, 2, 3, -1, 5, 6, -1, 8, 9])
-    view._raw_zero()
+    view.zero_untracked()
     assert a.numpy()[7] == 0 and a.numpy()[8] == 8
 
 

@@ -102,10 +102,10 @@ def test_half_precision_vector_arrives_exactly_as_value_or_tuple():
 
 def test_every_written_array_counts_one_write_per_launch():
     x, out = xsim.ones(8, dtype=float), xsim.zeros(8, dtype=float)
-    before_x, before_out = x._version, out._version
+    before_x, before_out = x.version, out.version
     for _ in range(3):
         xsim.launch(add_index, 8, inputs=[x], outputs=[out])
-    assert (x._version, out._version) == (before_x, before_out + 3)
+    assert (x.version, out.version) == (before_x, before_out + 3)
     np.testing.assert_array_equal(out.numpy(), 3 * (1 + np.arange(8)))
 
 

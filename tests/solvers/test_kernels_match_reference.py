@@ -124,7 +124,7 @@ def rollout(model, control, steps):
     for _ in range(steps):
         solver.step(a, b, control, 1.0 / 60.0)
         a, b = b, a
-    if model.rigid is not None:
+    if model.has_rigid:
         eval_ik(model, a)
         eval_fk(model, a.joint_q, a.joint_qd, b)
 

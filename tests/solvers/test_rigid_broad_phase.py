@@ -43,7 +43,7 @@ def random_builder(seed, n=40, turned=False):
 def reference_pairs(model, dt):
     """All pairs of shapes whose boxes (world corners of each shape, grown by half the margin and the
     motion bound) overlap, or a shape within reach of the plane z = 0; eligible as the builder says."""
-    r = model.rigid
+    r = model
     body, kind = r.shape_body.numpy(), r.shape_type.numpy()
     size, xf = r.shape_size.numpy(), r.shape_xform.numpy()
     q, qd, inv_mass = model.state().body_q.numpy(), model.state().body_qd.numpy(), r.body_inv_mass.numpy()
@@ -92,9 +92,9 @@ def test_sweep_finds_exactly_the_pairs_of_an_all_pairs_test(seed, turned, few):
     model = random_scene(seed, turned=turned)
     dt = 0.05
     state = model.state()
-    broad = BroadPhase(model.rigid, few=few)
+    broad = BroadPhase(model, few=few)
     assert (broad._fixed is None) == (few == 0)
-    r = model.rigid
+    r = model
     # the com frames are the body frames here (uniform shapes centred on their bodies)
     pairs, reach, spin = broad.find_pairs(state.body_q.numpy(), state.body_qd.numpy(), r.shape_xform.numpy(),
                                           r.shape_size.numpy(), dt)
@@ -107,13 +107,13 @@ def test_sweep_finds_exactly_the_pairs_of_an_all_pairs_test(seed, turned, few):
 def test_worlds_laid_on_each_other_give_each_world_its_own_pairs():
     # three copies of a random scene in one place: each world's pairs are the one-world scene's, no more
     one = random_scene(0)
-    r1 = one.rigid
+    r1 = one
     single, reach1, _ = BroadPhase(r1).find_pairs(one.body_q.numpy(), one.body_qd.numpy(), r1.shape_xform.numpy(),
                                                   r1.shape_size.numpy(), 0.05)
     b = ModelBuilder()
     b.replicate(random_builder(0), 3)
     model = b.finalize(dtype=xsim.float64)
-    r = model.rigid
+    r = model
     broad = BroadPhase(r)
     assert broad.group is not None  # the sweep keeps the worlds apart
     pairs, reach, _ = broad.find_pairs(model.body_q.numpy(), model.body_qd.numpy(), r.shape_xform.numpy(),
@@ -145,7 +145,7 @@ def test_shapes_without_any_eligible_pair_skip_the_broad_phase():
         b = ModelBuilder()
         b.replicate(pendulum(sphere), 4)
         model = b.finalize(dtype=xsim.float64)
-        r = model.rigid
+        r = model
         broad = BroadPhase(r)
         pairs, reach, spin = broad.find_pairs(model.body_q.numpy(), model.body_qd.numpy(), r.shape_xform.numpy(),
                                               r.shape_size.numpy(), 0.01)
@@ -165,7 +165,7 @@ def test_pairs_grow_with_the_touching_shapes_not_with_all_pairs():
         body = b.add_body(((0.2 * k, 0.0, 0.1), (0.0, 0.0, 0.0, 1.0)))
         b.add_shape_sphere(body, radius=0.1)
     model = b.finalize(dtype=xsim.float64)
-    r = model.rigid
+    r = model
     pairs, _, _ = BroadPhase(r).find_pairs(model.body_q.numpy(), model.body_qd.numpy(), r.shape_xform.numpy(),
                                            r.shape_size.numpy(), 0.01)
     assert len(pairs) == 299 + 300

@@ -150,7 +150,7 @@ def _detached_copy(state: Any, attrs) -> Any:
     for a in attrs:
         arr = getattr(state, a)
         if arr is not None:
-            setattr(out, a, arr._raw_clone())
+            setattr(out, a, arr.clone_untracked())
     return out
 
 
@@ -166,7 +166,7 @@ def _fresh_like(state: Any, attrs) -> Any:
 def _copy_values(dst: Any, src: Any, attrs) -> None:
     for a in attrs:
         if getattr(dst, a) is not None:
-            getattr(dst, a)._raw_copy_from(getattr(src, a))
+            getattr(dst, a).copy_from_untracked(getattr(src, a))
 
 
 def _state_bytes(state: Any, attrs) -> int:

@@ -67,7 +67,7 @@ def _set_flat(arr: Array, values: np.ndarray):
     host = arr.numpy()
     _flat_set(host, values)
     if not arr.device.is_cpu:  # the host view was a copy
-        arr._raw_copy_from(host)
+        arr.copy_from_untracked(host)
 
 
 def _default_eps(arrays) -> float:
@@ -99,7 +99,7 @@ class _Problem:
 
     def restore(self):
         for a, host in self._saved:
-            a._raw_copy_from(host)  # numpy() of a GPU array is a copy: write through the array
+            a.copy_from_untracked(host)  # numpy() of a GPU array is a copy: write through the array
 
     def finish(self):
         """Put every array back as it was (values and gradient buffers)."""
@@ -116,7 +116,7 @@ class _Problem:
 
     def zero_grads(self):
         for a in set(self.inputs.values()) | set(self.outputs.values()):
-            a.grad._raw_zero()
+            a.grad.zero_untracked()
 
 
 class _KernelProblem(_Problem):

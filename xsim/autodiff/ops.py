@@ -9,8 +9,8 @@ Each op that moves data is recorded on the active Tape with its adjoint (shared/
 
 The adjoints look up ``.grad`` when the backward pass runs, like kernel launches do, so an array
 given ``requires_grad`` after the op still takes part. The data movement itself goes through the
-array's raw methods (``_raw_clone``, ``_raw_copy_from``, ``_raw_fill``, ``_raw_zero``), which is
-what a device backend replaces.
+array's untracked methods (``clone_untracked``, ``copy_from_untracked``, ``fill_untracked``,
+``zero_untracked``), which is what a device backend replaces.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import types
+from .. import torch_view, types
 from ..array import array, zeros
 from ..kernels import recording
 from .tape import OpRecord
@@ -37,8 +37,7 @@ def _commit(name: str, backward_fn, reads: list, writes: list) -> None:
         tape.record_op(OpRecord(name, backward_fn, reads=reads, writes=writes))
         return
     for a in writes:
-        a._version += 1
-        a._last_writer = name
+        a.mark_written(name)
 
 
 def _zero_grad_range(a: array, offset: int, count: int | None) -> None:
@@ -47,9 +46,9 @@ def _zero_grad_range(a: array, offset: int, count: int | None) -> None:
     if g is None:
         return
     if count is None:
-        g._raw_zero()
+        g.zero_untracked()
     elif count > 0:
-        g._raw_copy_from(zeros(count, a.dtype, a.device), dst_offset=offset)
+        g.copy_from_untracked(zeros(count, a.dtype, a.device), dst_offset=offset)
 
 
 # -- clone and copy ----------------------------------------------------------------------------------
@@ -62,7 +61,7 @@ def clone(a: array, requires_grad: bool | None = None) -> array:
     cut from the graph on purpose (no gradient reaches ``a`` through it: truncated rollouts).
     """
     _check_array(a, "clone", "the source")
-    out = a._raw_clone()
+    out = a.clone_untracked()
     if requires_grad is False:
         return out
     if requires_grad or a.requires_grad:
@@ -100,7 +99,7 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
         return
     whole = dest_offset == 0 and src_offset == 0 and src.shape == dest.shape and n == src.size
     n = None if whole else n
-    dest._raw_copy_from(src, dest_offset, src_offset, n)
+    dest.copy_from_untracked(src, dest_offset, src_offset, n)
     if recording.is_recording() and src.requires_grad and not dest.requires_grad:
         dest.requires_grad = True
     _commit("copy", lambda: _copy_adjoint(dest, src, dest_offset, src_offset, n), reads=[src], writes=[dest])
@@ -123,13 +122,13 @@ def _copy_adjoint(dst: array, src: array, dst_offset: int, src_offset: int, coun
         return
     within = sg is g
     if within:
-        g = g._raw_clone()
+        g = g.clone_untracked()
         _zero_grad_range(dst, dst_offset, count)
     if sg is not None:
         if count is None:
-            sg._raw_copy_from(g, accumulate=True)
+            sg.copy_from_untracked(g, accumulate=True)
         else:
-            sg._raw_copy_from(g, dst_offset=src_offset, src_offset=dst_offset, count=count, accumulate=True)
+            sg.copy_from_untracked(g, dst_offset=src_offset, src_offset=dst_offset, count=count, accumulate=True)
     if not within:
         _zero_grad_range(dst, dst_offset, count)
 
@@ -157,10 +156,9 @@ def assign(dst: array, src: Any) -> array:
 def _foreign_source(dst: array, src: Any) -> array:
     """``src`` (numpy data or a torch tensor) as an xsim array of ``dst``'s dtype, sharing memory where
     it can."""
-    from . import interop
-    if interop.is_torch_tensor(src):
-        if interop.torch_scalar_matches(src, dst.dtype):
-            return interop.from_torch(src, dtype=dst.dtype)
+    if torch_view.is_torch_tensor(src):
+        if torch_view.torch_scalar_matches(src, dst.dtype):
+            return torch_view.from_torch(src, dtype=dst.dtype)
         if src.requires_grad:
             raise TypeError(f"array.assign: a {src.dtype} tensor that requires grad cannot carry its "
                             f"gradient into an array of {types.type_name(dst.dtype)}; convert it first")
@@ -175,7 +173,7 @@ def fill_(a: array, value: Any) -> array:
     """Set every element of ``a`` to ``value`` (a scalar fills every component); recorded on the active
     tape, whose backward zeroes ``a.grad`` (the old values no longer matter). Returns ``a``."""
     _check_array(a, "fill_", "the array")
-    a._raw_fill(value)
+    a.fill_untracked(value)
     _commit("fill_", lambda: _zero_grad_range(a, 0, None), reads=[], writes=[a])
     return a
 
@@ -183,7 +181,7 @@ def fill_(a: array, value: Any) -> array:
 def zero_(a: array) -> array:
     """Set every element of ``a`` to zero; recorded like ``fill_``. Returns ``a``."""
     _check_array(a, "zero_", "the array")
-    a._raw_zero()
+    a.zero_untracked()
     _commit("zero_", lambda: _zero_grad_range(a, 0, None), reads=[], writes=[a])
     return a
 

@@ -71,10 +71,10 @@ class LaunchRecord:
             warnings.warn(f"tape.backward: kernel '{self.kernel.key}' calls func '{func}' (differentiable=False): "
                           "no gradient flows through its result", stacklevel=3)
         for label, arr, version in self.read_versions:
-            if arr._version != version:
+            if arr.version != version:
                 raise RuntimeError(
                     f"tape.backward: array '{label}' read by kernel '{self.kernel.key}' was overwritten afterwards "
-                    f"(last by '{arr._last_writer}'), so its gradient would be wrong; write each step into a new "
+                    f"(last by '{arr.last_writer}'), so its gradient would be wrong; write each step into a new "
                     "array (or a tape-aware copy) instead of overwriting one the tape still needs")
         values = list(self.values)
         for label, snap in self.snapshots.items():
@@ -191,7 +191,7 @@ class Tape:
             for label in meta.inplace:
                 arr = _launch.resolve_label(label, params, values)
                 if arr is not None:
-                    snap = arr._raw_clone()
+                    snap = arr.clone_untracked()
                     if arr.requires_grad:
                         snap.grad = arr.grad
                     snapshots[label] = snap
@@ -209,9 +209,8 @@ class Tape:
     def record_launch(self, kernel, prep, shape, values, snapshots):
         written = _launch.labelled_arrays(prep.write_slots, kernel.params, values)
         for _, arr in written:
-            arr._version += 1
-            arr._last_writer = kernel.key
-        reads = [(label, arr, arr._version) for label, arr in _launch.labelled_arrays(prep.read_slots, kernel.params,
+            arr.mark_written(kernel.key)
+        reads = [(label, arr, arr.version) for label, arr in _launch.labelled_arrays(prep.read_slots, kernel.params,
                                                                                         values)]
         self._track_grad_path(kernel.key, reads, written)
         # the adjoint of an in-place launch reads its snapshot, so later writes to the array are harmless
@@ -247,9 +246,8 @@ class Tape:
             for arr in rec.writes:
                 self._check_overwrite(arr, rec.name, "destination")
         for arr in rec.writes:
-            arr._version += 1
-            arr._last_writer = rec.name
-        rec.read_versions = [("source", a, a._version) for a in rec.reads]
+            arr.mark_written(rec.name)
+        rec.read_versions = [("source", a, a.version) for a in rec.reads]
         if config.mode == "debug":
             rec.checksums = [(label, arr, version, _checksum(arr)) for label, arr, version in rec.read_versions]
         self.records.append(rec)
@@ -272,12 +270,12 @@ class Tape:
         for what, arr in ([("loss", loss)] if loss is not None else []) + [("grads", a) for a, _ in seeds]:
             self._warn_if_not_computed(what, arr)
         if loss is not None:
-            loss.grad._raw_fill(1.0)
+            loss.grad.fill_untracked(1.0)
         for arr, seed in seeds:
             if isinstance(seed, np.ndarray) and seed.ndim == 0:
-                arr.grad._raw_fill(seed.item())
+                arr.grad.fill_untracked(seed.item())
             elif arr.grad is not seed:
-                arr.grad._raw_copy_from(seed)
+                arr.grad.copy_from_untracked(seed)
         pool = _GradPool()
         needs, spent = self._intermediates()
         for i in range(len(self.records) - 1, -1, -1):
@@ -340,7 +338,7 @@ class Tape:
             for label, written in rec.written():
                 if written is arr:
                     return f"array '{label}' (written by {rec.what()})"
-        last = f", last written by '{arr._last_writer}' off this tape" if arr._last_writer else ""
+        last = f", last written by '{arr.last_writer}' off this tape" if arr.last_writer else ""
         return f"the array of shape {arr.shape} and dtype {T.type_name(arr.dtype)}{last}"
 
     def _warn_if_not_computed(self, what: str, arr) -> None:
@@ -357,7 +355,7 @@ class Tape:
         """Debug mode: refuse when an array a record read changed without a launch or op (``numpy()`` writes)."""
         for rec in self.records:
             for label, arr, version, digest in rec.checksums:
-                if arr._version == version and _checksum(arr) != digest:
+                if arr.version == version and _checksum(arr) != digest:
                     raise RuntimeError(
                         f"tape.backward: array '{label}' read by {rec.what()} was changed after it was recorded, "
                         "without a launch or array op (a write through array.numpy() or a numpy/torch view of its "
@@ -371,7 +369,7 @@ class Tape:
             for arr in rec.arrays():
                 if arr._grad is not None and id(arr._grad) not in seen:  # a pending grad is zero already
                     seen.add(id(arr._grad))
-                    arr._grad._raw_zero()
+                    arr._grad.zero_untracked()
 
     def reset(self):
         """Zero the gradients the tape touched and forget every record."""
@@ -444,7 +442,7 @@ class _GradPool:
         spare = self.free.get((a.shape, a.dtype, a.device.name))
         if spare:
             g = spare.pop()
-            g._raw_zero()
+            g.zero_untracked()
             return g
         return zeros(a.shape, a.dtype, a.device)
 

@@ -291,13 +291,3 @@ builtin("transform_get_translation", ["Transform"], "Vec3")
 builtin("transform_get_rotation", ["Transform"], "Q")
 
 del _op, _f
-
-# the builtin library by area, each in its own registry file (imported last: they extend BUILTINS)
-from . import (  # noqa: F401
-    builtins_expect,
-    builtins_geometry,
-    builtins_linalg,
-    builtins_math,
-    builtins_random,
-    builtins_transform,
-)

@@ -23,8 +23,8 @@ import stat
 import time
 from pathlib import Path
 
-from .. import __version__
 from ..errors import XsimRuntimeError
+from ..version import __version__
 
 STALE_BUILD_SECONDS = 3600  # a build folder untouched this long belongs to a killed compile
 

@@ -149,7 +149,7 @@ def _wrap_foreign(value, t, where):
                             "components are not packed); pass numpy.ascontiguousarray(arr) and read results from it")
         return arr
     if type(value).__module__.startswith("torch"):
-        from ..autodiff.interop import torch_scalar_matches, wrap_torch_for_launch
+        from ..torch_view import torch_scalar_matches, wrap_torch_for_launch
         if not torch_scalar_matches(value, t.dtype):
             raise TypeError(f"{where}: got a torch tensor of dtype {value.dtype} for elements of "
                             f"{T.type_name(t.dtype)}; converting it would copy it and the kernel's writes would not "
@@ -388,9 +388,7 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
         recorder.record_launch(kernel, prep, shape, values, snapshots)
     else:
         for i in prep.written:
-            arr = values[i]
-            arr._version += 1
-            arr._last_writer = kernel.key
+            values[i].mark_written(kernel.key)
         if prep.written_nested:
             bump_versions(prep.meta, kernel.params, values, kernel.key, prep.written_nested)
     return True
@@ -570,8 +568,7 @@ def bump_versions(meta, params, values, writer: str, labels=None):
     for label in meta.writes if labels is None else labels:
         arr = resolve_label(label, params, values)
         if arr is not None:
-            arr._version += 1
-            arr._last_writer = writer
+            arr.mark_written(writer)
 
 
 def resolve_label(label: str, params, values):

@@ -21,8 +21,8 @@ _local = _ThreadRecorders()
 
 
 def stack() -> list:
-    """This thread's active recorders, innermost last (the list itself: the launch path reads it)."""
-    return _local.stack
+    """This thread's active recorders, innermost last (a copy: ``push``/``pop`` change them)."""
+    return list(_local.stack)
 
 
 def current():

@@ -166,7 +166,7 @@ class Objective:
         """Loss and its gradient with respect to ``x`` (float64)."""
         self.set(x)
         for p in self.params:
-            p.array.grad._raw_zero()
+            p.array.grad.zero_untracked()
         tape = Tape()
         with tape:
             out = self.simulate()

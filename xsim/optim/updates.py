@@ -151,7 +151,7 @@ class _Optimizer:
 
     def _clip(self):
         if self.clip_norm > 0:
-            self.norm_sq._raw_zero()
+            self.norm_sq.zero_untracked()
             for f in self.flat:
                 xsim.launch(_norm_sq, f.size, inputs=[f.grad], outputs=[self.norm_sq],
                             device=f.device, record_tape=False)
@@ -159,7 +159,7 @@ class _Optimizer:
     def zero_grad(self):
         """Set the gradients of all parameters to zero."""
         for f in self.flat:
-            f.grad._raw_zero()
+            f.grad.zero_untracked()
 
 
 class Adam(_Optimizer):

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-import xsim
-from xsim import types as T
-
+from .. import types as T
+from ..array import array
+from ..device import get_device
 from . import cloth, validate
 from .collide import BOX, CAPSULE, MESH, SPHERE, Collider, mesh_arrays, pack_colliders
+from .declared import Declared
 from .model import Model
 from .rigid import RigidBuilderMixin
 from .worlds import WorldBuilderMixin
@@ -32,34 +33,77 @@ def _quat_rotate(q, v: np.ndarray) -> np.ndarray:
     return v + w * t + np.cross(u, t)
 
 
-class ModelBuilder(WorldBuilderMixin, RigidBuilderMixin):
+class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin):
     """Accumulates a scene; ``finalize`` turns it into a ``Model``.
 
     ``gravity``: (3,) m/s^2. ``particle_damping``: velocity damping rate, 1/s (applied implicitly:
     v <- v / (1 + damping * h) each substep). Entities belong to worlds (``xsim.sim.worlds``)."""
 
+    gravity: tuple[float, float, float]
+    """Gravity [m/s^2]"""
+    particle_damping: float
+    """Particle velocity damping rate [1/s]"""
+    particle_q: list[tuple[float, float, float]]
+    """Particle positions [m]"""
+    particle_qd: list[tuple[float, float, float]]
+    """Particle velocities [m/s]"""
+    particle_mass: list[float]
+    """Particle masses [kg] (0: pinned)"""
+    particle_radius: list[float]
+    """Particle contact radii [m]"""
+    particle_world: list[int]
+    """World of each particle"""
+    spring_indices: list[tuple[int, int]]
+    """Particles of each distance constraint"""
+    spring_rest_length: list[float]
+    """Rest lengths [m]"""
+    spring_compliance: list[float]
+    """Compliances [m/N]"""
+    spring_damping: list[float]
+    """Damping [N s/m]"""
+    bending_indices: list[tuple[int, int, int, int]]
+    """Edge and opposite vertices of each bending stencil"""
+    bending_compliance: list[float]
+    """Bend compliances [1/(N m)], per unit of bending energy (before area scaling)"""
+    bending_damping: list[float]
+    """Bend damping [N m s], likewise"""
+    area_indices: list[tuple[int, int, int]]
+    """Triangles with an area constraint"""
+    area_compliance: list[float]
+    """Area compliances [m^3/N]"""
+    area_damping: list[float]
+    """Area damping [N s/m^3]"""
+    tri_indices: list[tuple[int, int, int]]
+    """Cloth triangles (rendered and exported)"""
+    colliders: list[Collider]
+    """Static colliders"""
+    collider_world: list[int]
+    """World of each static collider"""
+    ground: dict | None
+    """The ground plane's height, mu and restitution (None: no ground)"""
+
     def __init__(self, gravity=(0.0, 0.0, -9.81)):
         validate.args("ModelBuilder", gravity=gravity)
         self.gravity = tuple(float(g) for g in gravity)
         self.particle_damping = 0.0
-        self.particle_q: list = []
-        self.particle_qd: list = []
-        self.particle_mass: list[float] = []
-        self.particle_radius: list[float] = []
-        self.particle_world: list[int] = []
-        self.spring_indices: list = []
-        self.spring_rest_length: list[float] = []
-        self.spring_compliance: list[float] = []
-        self.spring_damping: list[float] = []
-        self.bending_indices: list = []
-        self.bending_compliance: list[float] = []  # per unit of bending energy (before area scaling)
-        self.bending_damping: list[float] = []     # likewise
-        self.area_indices: list = []
-        self.area_compliance: list[float] = []
-        self.area_damping: list[float] = []
-        self.tri_indices: list = []
-        self.colliders: list[Collider] = []
-        self.collider_world: list[int] = []
+        self.particle_q = []
+        self.particle_qd = []
+        self.particle_mass = []
+        self.particle_radius = []
+        self.particle_world = []
+        self.spring_indices = []
+        self.spring_rest_length = []
+        self.spring_compliance = []
+        self.spring_damping = []
+        self.bending_indices = []
+        self.bending_compliance = []
+        self.bending_damping = []
+        self.area_indices = []
+        self.area_compliance = []
+        self.area_damping = []
+        self.tri_indices = []
+        self.colliders = []
+        self.collider_world = []
         self.ground = None
         self._init_worlds()
         self._init_rigid()
@@ -290,7 +334,7 @@ class ModelBuilder(WorldBuilderMixin, RigidBuilderMixin):
 
     # -- finalize -------------------------------------------------------------------------------------
 
-    def finalize(self, device="cpu", requires_grad: bool = False, dtype=xsim.float32) -> Model:
+    def finalize(self, device="cpu", requires_grad: bool = False, dtype=T.float32) -> Model:
         """The ``Model`` on ``device`` with arrays of scalar type ``dtype`` (float32 or float64). A kind's
         damping array requires grad only where some of its damping is non-zero (an undamped kind then
         skips the damping term; set ``requires_grad`` on the array to optimize damping from zero)."""
@@ -300,8 +344,8 @@ class ModelBuilder(WorldBuilderMixin, RigidBuilderMixin):
         v3, v4, qt = T.vector(3, dtype), T.vector(4, dtype), T.quaternion(dtype)
 
         def arr(data, t, grad=False, shape=None):
-            return xsim.array(np.asarray(data, dtype=dtype._np if t in (dtype, v3, v4, qt) else np.int32),
-                              dtype=t, shape=shape, device=device, requires_grad=grad and requires_grad)
+            return array(np.asarray(data, dtype=dtype._np if t in (dtype, v3, v4, qt) else np.int32),
+                         dtype=t, shape=shape, device=device, requires_grad=grad and requires_grad)
 
         def ints(rows, width):
             return arr(np.asarray(rows, dtype=np.int32).reshape(-1, width), int)
@@ -321,7 +365,7 @@ class ModelBuilder(WorldBuilderMixin, RigidBuilderMixin):
         ground = self.ground or {"mu": 0.0, "restitution": 0.0, "height": 0.0}
         worlds = self._world_arrays()
         return Model(
-            device=xsim.get_device(device), dtype=dtype, requires_grad=requires_grad, gravity=self.gravity,
+            device=get_device(device), dtype=dtype, requires_grad=requires_grad, gravity=self.gravity,
             world_count=max(1, self.world_count), particle_world=arr(worlds["particle_world"], int, shape=n),
             collider_world=arr(worlds["collider_world"], int, shape=len(self.colliders)),
             particle_damping=float(self.particle_damping), particle_count=n,
@@ -352,7 +396,7 @@ class ModelBuilder(WorldBuilderMixin, RigidBuilderMixin):
             mesh_indices=ints(packed["mesh_indices"], 3),
             mesh_vertices=arr(packed["mesh_vertices"], v3, True, shape=len(packed["mesh_vertices"])),
             mesh_collider=arr(packed["mesh_collider"], int, shape=len(packed["mesh_collider"])),
-            rigid=self._finalize_rigid(device, dtype, requires_grad, self.ground, worlds),
+            **self._finalize_rigid(device, dtype, requires_grad, self.ground, worlds),
         )
 
 

@@ -272,18 +272,16 @@ def kinematics_kernels(scalar=T.float32) -> SimpleNamespace:
 
 
 def _layout(model) -> tuple:
-    """(rigid model, layout, its device arrays), made once per model."""
-    r = model.rigid
-    if r is None or r.joint_count == 0:
+    """(model, layout, its device arrays), made once per model."""
+    if model.joint_count == 0:
         raise ValueError("joint coordinates: the model has no joints")
-    cached = r.__dict__.get("_kinematics")
-    if cached is None:
-        lay = joint_layout(r.joint_type.numpy(), r.joint_parent.numpy(), r.joint_child.numpy(), r.body_count)
-        dev = model.device
-        ints = {name: xsim.array(getattr(lay, name)[:r.joint_count] if name != "body_joint" else lay.body_joint,
-                                 dtype=int, device=dev) for name in ("q_start", "qd_start", "tree", "body_joint")}
-        cached = r.__dict__["_kinematics"] = (lay, SimpleNamespace(**ints))
-    return (r, *cached)
+    if model._kinematics is None:
+        lay = joint_layout(model.joint_type.numpy(), model.joint_parent.numpy(), model.joint_child.numpy(),
+                           model.body_count)
+        ints = {name: xsim.array(getattr(lay, name)[:model.joint_count] if name != "body_joint" else lay.body_joint,
+                                 dtype=int, device=model.device) for name in ("q_start", "qd_start", "tree", "body_joint")}
+        model._kinematics = (lay, SimpleNamespace(**ints))
+    return (model, *model._kinematics)
 
 
 def _check(name: str, a, n: int, model) -> None:

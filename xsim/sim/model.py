@@ -8,104 +8,270 @@ make sense to optimize (masses, compliances, rest values, collider poses) are cr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-import xsim
-from xsim import types as T
-
+from .. import types as T
+from ..array import array, zeros
+from ..device import Device
+from ..types import float32, int32, mat33, quat, spatial_vector, transform, vec2, vec3, vec4
 from .collide import Collider
+from .declared import Declared
 from .kinematics import _layout, eval_ik
 
 
-class State:
-    """The time-varying part of a simulation: ``particle_q`` (positions, array(vec3), m) and
-    ``particle_qd`` (velocities, array(vec3), m/s); with bodies ``body_q``/``body_qd``; with joints
-    ``joint_q``/``joint_qd``, the joint coordinates of the body state (``xsim.sim.kinematics``;
-    ``SolverXPBD`` keeps them current, ``eval_fk`` sets the bodies from them)."""
+class State(Declared):
+    """The time-varying part of a simulation. Body and joint fields are None in a model without
+    bodies; ``joint_q``/``joint_qd`` are the joint coordinates of the body state
+    (``xsim.sim.kinematics``; ``SolverXPBD`` keeps them current, ``eval_fk`` sets the bodies from them)."""
+
+    particle_q: array(dtype=vec3) | None
+    """Particle positions [m], shape [particle_count]"""
+    particle_qd: array(dtype=vec3) | None
+    """Particle velocities [m/s], shape [particle_count]"""
+    body_q: array(dtype=transform) | None
+    """Body frames in the world (position [m], then rotation quaternion xyzw), shape [body_count]"""
+    body_qd: array(dtype=spatial_vector) | None
+    """Body velocities, world: the com's linear [m/s], then angular [rad/s], shape [body_count]"""
+    joint_q: array(dtype=float32) | None
+    """Joint coordinates [m or rad], shape [joint_coord_count] (layout: ``Model.joint_q_start``)"""
+    joint_qd: array(dtype=float32) | None
+    """Joint velocities [m/s or rad/s], shape [joint_dof_count] (layout: ``Model.joint_qd_start``)"""
 
     def __init__(self, particle_q, particle_qd, body_q=None, body_qd=None, joint_q=None, joint_qd=None):
         self.particle_q = particle_q
         self.particle_qd = particle_qd
-        self.body_q = body_q    # array(transform): body frames (see xsim.sim.rigid)
-        self.body_qd = body_qd  # array(vector(6)): com linear then angular velocity, world
-        self.joint_q = joint_q    # array(float): joint coordinates (layout: model.joint_q_start)
-        self.joint_qd = joint_qd  # array(float): joint velocities (layout: model.joint_qd_start)
+        self.body_q = body_q
+        self.body_qd = body_qd
+        self.joint_q = joint_q
+        self.joint_qd = joint_qd
 
     @property
     def particle_count(self) -> int:
+        """Number of particles (0 without ``particle_q``)."""
         return self.particle_q.shape[0] if self.particle_q is not None else 0
 
     @property
     def requires_grad(self) -> bool:
+        """Whether the particle or body positions require grad."""
         return any(a is not None and a.requires_grad for a in (self.particle_q, self.body_q))
 
 
 @dataclass
-class Control:
-    """Inputs for one step. ``particle_target`` (array(vec3), m, optional): where each pinned
-    (zero-mass) particle should be at the end of the step; pinned particles then move there at
-    constant velocity. Without it pinned particles keep their own velocity."""
+class Control(Declared):
+    """Inputs for one step; a field left None is not used."""
 
-    particle_target: object = None
-    joint_target_q: object = None   # array(float), one per joint: drive position targets (rad or m)
-    joint_target_qd: object = None  # array(float), one per joint: drive velocity targets
+    particle_target: array(dtype=vec3) | None = None
+    """Where each pinned (zero-mass) particle should be at the end of the step [m], shape
+    [particle_count]; pinned particles then move there at constant velocity (None: they keep their
+    own velocity)"""
+    joint_target_q: array(dtype=float32) | None = None
+    """Drive position targets [rad or m], shape [joint_count] (None: ``Model.joint_target_q``)"""
+    joint_target_qd: array(dtype=float32) | None = None
+    """Drive velocity targets [rad/s or m/s], shape [joint_count] (None: ``Model.joint_target_qd``)"""
 
 
 @dataclass
-class Model:
-    """Static simulation data (see the module docstring). Counts are plain ints; index arrays are
-    int32 xsim arrays; ``tri_indices`` is a numpy (n, 3) int array of the cloth triangles."""
+class Model(Declared):
+    """Static simulation data (see the module docstring), made by ``ModelBuilder.finalize``.
 
-    device: object
-    dtype: object
+    Annotations give the float32 types; a model finalized with ``dtype=float64`` holds the float64
+    ones (``vec3d``, ``transformd``...). Shapes are the arrays' own shapes (a ``vec3`` array of n
+    elements has shape [n]). Bodies, shapes and joints are kept relative to each body's
+    centre-of-mass frame (``body_com`` from the body frame): ``shape_xform``, ``joint_X_p`` and
+    ``joint_X_c`` are transforms in the com frames (parent -1: the world). Without bodies and
+    shapes their arrays are empty."""
+
+    device: Device
+    """The device all arrays live on"""
+    dtype: type
+    """Scalar type of the float arrays: ``float32`` or ``float64``"""
     requires_grad: bool
-    gravity: tuple
-    world_count: int            # worlds (xsim.sim.worlds); at least 1
-    particle_world: object      # array(int): world of each particle, -1: global (meets every world)
-    collider_world: object      # array(int): world of each static collider, -1: global
-    particle_damping: float
+    """Whether the arrays that make sense to optimize require grad"""
+    gravity: tuple[float, float, float]
+    """Gravity [m/s^2]"""
+    world_count: int
+    """Number of worlds (``xsim.sim.worlds``); at least 1"""
+
+    # -- particles and their constraints
     particle_count: int
-    particle_q: object          # initial positions, array(vec3)
-    particle_qd: object         # initial velocities, array(vec3)
-    particle_mass: object       # array(float), kg; 0 = pinned
-    particle_inv_mass: object   # array(float), 1/kg
-    particle_radius: object     # array(float), m (contact thickness)
+    """Number of particles"""
+    particle_damping: float
+    """Particle velocity damping rate [1/s]: v <- v / (1 + damping h) each substep"""
+    particle_world: array(dtype=int32)
+    """World of each particle (-1: global, meets every world), shape [particle_count]"""
+    particle_q: array(dtype=vec3)
+    """Initial particle positions [m], shape [particle_count]"""
+    particle_qd: array(dtype=vec3)
+    """Initial particle velocities [m/s], shape [particle_count]"""
+    particle_mass: array(dtype=float32)
+    """Particle masses [kg] (0: pinned), shape [particle_count]"""
+    particle_inv_mass: array(dtype=float32)
+    """Inverse particle masses [1/kg] (0: pinned), shape [particle_count]"""
+    particle_radius: array(dtype=float32)
+    """Particle contact radii [m], shape [particle_count]"""
     spring_count: int
-    spring_indices: object      # array(int, ndim=2), (n, 2)
-    spring_rest_length: object  # array(float), m
-    spring_compliance: object   # array(float), m/N (XPBD alpha)
-    spring_damping: object      # array(float), N s/m (XPBD beta: force -beta dC/dt)
+    """Number of distance constraints"""
+    spring_indices: array(dtype=int32, ndim=2)
+    """Particles of each distance constraint, shape [spring_count, 2]"""
+    spring_rest_length: array(dtype=float32)
+    """Rest lengths [m], shape [spring_count]"""
+    spring_compliance: array(dtype=float32)
+    """XPBD compliance alpha [m/N], shape [spring_count]"""
+    spring_damping: array(dtype=float32)
+    """XPBD damping beta [N s/m] (force -beta dC/dt), shape [spring_count]"""
     bending_count: int
-    bending_indices: object     # array(int, ndim=2), (n, 4): edge v0, v1, opposite v2, v3
-    bending_weights: object     # array(vec4): cotangent weights K of the isometric bending stencil
-    bending_compliance: object  # array(float): alpha of C = sum K_k x_k, i.e. bend compliance * area / 3
-    bending_damping: object     # array(float): beta of C, i.e. bend damping * 3 / area
+    """Number of bending constraints (interior cloth edges)"""
+    bending_indices: array(dtype=int32, ndim=2)
+    """Edge v0, v1 and opposite vertices v2, v3 of each bending stencil, shape [bending_count, 4]"""
+    bending_weights: array(dtype=vec4)
+    """Cotangent weights K of the isometric bending stencil C = sum K_k x_k, shape [bending_count]"""
+    bending_compliance: array(dtype=float32)
+    """Compliance alpha of C: bend compliance [1/(N m)] * area / 3 [m^2], shape [bending_count]"""
+    bending_damping: array(dtype=float32)
+    """Damping beta of C: bend damping [N m s] * 3 / area [1/m^2], shape [bending_count]"""
     area_count: int
-    area_indices: object        # array(int, ndim=2), (n, 3)
-    area_rest: object           # array(float), m^2
-    area_compliance: object     # array(float), m^3/N
-    area_damping: object        # array(float), N s/m^3
-    tri_indices: np.ndarray     # (n, 3) triangles for rendering / export
+    """Number of area constraints"""
+    area_indices: array(dtype=int32, ndim=2)
+    """Triangle of each area constraint, shape [area_count, 3]"""
+    area_rest: array(dtype=float32)
+    """Rest areas [m^2], shape [area_count]"""
+    area_compliance: array(dtype=float32)
+    """XPBD compliance [m^3/N] of C = area - rest area, shape [area_count]"""
+    area_damping: array(dtype=float32)
+    """XPBD damping [N s/m^3], shape [area_count]"""
+    tri_indices: np.ndarray
+    """Cloth triangles for rendering and export (numpy int32), shape [triangle_count, 3]"""
+
+    # -- the ground and static colliders (particles only)
     ground: bool
+    """Whether the model has a ground plane"""
     ground_height: float
+    """Height of the ground plane z = height [m]"""
     ground_mu: float
+    """Friction coefficient of the ground"""
     ground_restitution: float
+    """Fraction of the approach speed a particle leaves the ground with"""
     colliders: list[Collider]
-    collider_type: object       # array(int)
-    collider_pos: object        # array(vec3), m
-    collider_rot: object        # array(quat), xyzw
-    collider_size: object       # array(vec3): sphere (r,0,0), box half extents, capsule (r, half_height, 0)
-    collider_mu: object         # array(float)
-    collider_restitution: object  # array(float): particles leave at this fraction of their approach speed
-    mesh_indices: object        # array(int, ndim=2): triangles of all mesh colliders
-    mesh_vertices: object       # array(vec3): their vertices in collider coordinates
-    mesh_collider: object       # array(int): collider index of each mesh triangle
-    rigid: object = None        # xsim.sim.rigid.RigidModel: bodies, shapes, joints (None without bodies)
+    """The static colliders as described to the builder (for export and previews)"""
+    collider_world: array(dtype=int32)
+    """World of each static collider (-1: global), shape [collider_count]"""
+    collider_type: array(dtype=int32)
+    """Shape code of each collider (``SHAPE_*`` of ``xsim.sim.shapes``), shape [collider_count]"""
+    collider_pos: array(dtype=vec3)
+    """Collider positions [m], shape [collider_count]"""
+    collider_rot: array(dtype=quat)
+    """Collider rotations (quaternion xyzw), shape [collider_count]"""
+    collider_size: array(dtype=vec3)
+    """Sphere (r, 0, 0), box half extents, capsule (r, half height, 0) [m], shape [collider_count]"""
+    collider_mu: array(dtype=float32)
+    """Friction coefficients, shape [collider_count]"""
+    collider_restitution: array(dtype=float32)
+    """Fraction of the approach speed a particle leaves with, shape [collider_count]"""
+    mesh_indices: array(dtype=int32, ndim=2)
+    """Triangles of all mesh colliders (indices into ``mesh_vertices``), shape [mesh_triangle_count, 3]"""
+    mesh_vertices: array(dtype=vec3)
+    """Mesh collider vertices in collider coordinates [m], shape [mesh_vertex_count]"""
+    mesh_collider: array(dtype=int32)
+    """Collider of each mesh triangle, shape [mesh_triangle_count]"""
+
+    # -- rigid bodies, their shapes and joints (xsim.sim.rigid)
+    body_count: int
+    """Number of rigid bodies"""
+    shape_count: int
+    """Number of rigid shapes, the ground plane among them when there are bodies or shapes"""
+    joint_count: int
+    """Number of joints"""
+    body_linear_damping: float
+    """Body linear velocity damping rate [1/s]"""
+    body_angular_damping: float
+    """Body angular velocity damping rate [1/s]"""
+    rigid_contact_margin: float
+    """Shape pairs closer than this (plus their motion) are tested each step [m]"""
+    body_world: array(dtype=int32)
+    """World of each body (-1: global), shape [body_count]"""
+    body_q: array(dtype=transform)
+    """Initial body frames in the world (position [m], rotation xyzw), shape [body_count]"""
+    body_qd: array(dtype=spatial_vector)
+    """Initial body velocities, world: com linear [m/s], then angular [rad/s], shape [body_count]"""
+    body_com: array(dtype=vec3)
+    """Centre of mass in the body frame [m], shape [body_count]"""
+    body_mass: array(dtype=float32)
+    """Body masses [kg] (0: kinematic), shape [body_count]"""
+    body_inv_mass: array(dtype=float32)
+    """Inverse body masses [1/kg], shape [body_count]"""
+    body_inertia: array(dtype=mat33)
+    """Inertia about the com, body frame [kg m^2], shape [body_count]"""
+    body_inv_inertia: array(dtype=mat33)
+    """Inverse inertia [1/(kg m^2)], shape [body_count]"""
+    shape_world: array(dtype=int32)
+    """World of each shape (the ground: -1), shape [shape_count]"""
+    shape_body: array(dtype=int32)
+    """Owning body of each shape (-1: static), shape [shape_count]"""
+    shape_type: array(dtype=int32)
+    """Shape code (``SHAPE_*`` of ``xsim.sim.shapes``), shape [shape_count]"""
+    shape_xform: array(dtype=transform)
+    """Shape frame in its body's com frame [m, xyzw], shape [shape_count]"""
+    shape_size: array(dtype=vec3)
+    """Sphere (r, 0, 0), box half extents, capsule (r, half height, 0) [m], shape [shape_count]"""
+    shape_radius: array(dtype=float32)
+    """Radius of the shape's contact points (sphere, capsule, rounded box corners) [m], shape [shape_count]"""
+    shape_bound: array(dtype=float32)
+    """Bounding radius about the shape's origin (broad phase) [m], shape [shape_count]"""
+    shape_mu: array(dtype=float32)
+    """Friction coefficients, shape [shape_count]"""
+    shape_restitution: array(dtype=float32)
+    """Fraction of the approach speed a contact leaves with, shape [shape_count]"""
+    shape_point_start: array(dtype=int32)
+    """First contact point of each shape in ``shape_points``, shape [shape_count]"""
+    shape_point_count: array(dtype=int32)
+    """Number of contact points of each shape, shape [shape_count]"""
+    shape_points: array(dtype=vec3)
+    """Contact points in their shapes' frames [m], shape [total contact points]"""
+    joint_world: array(dtype=int32)
+    """World of each joint, shape [joint_count]"""
+    joint_type: array(dtype=int32)
+    """Joint type code (``JOINT_*`` of ``xsim.sim.rigid``), shape [joint_count]"""
+    joint_parent: array(dtype=int32)
+    """Parent body of each joint (-1: the world), shape [joint_count]"""
+    joint_child: array(dtype=int32)
+    """Child body of each joint, shape [joint_count]"""
+    joint_X_p: array(dtype=transform)
+    """Joint frame in the parent's com frame [m, xyzw], shape [joint_count]"""
+    joint_X_c: array(dtype=transform)
+    """Joint frame in the child's com frame [m, xyzw], shape [joint_count]"""
+    joint_axis: array(dtype=vec3)
+    """Hinge, slider or ball swing-twist axis in the joint frame (unit), shape [joint_count]"""
+    joint_limit: array(dtype=vec2)
+    """Lower, upper limit [rad or m; ball joints: twist, rad], shape [joint_count]"""
+    joint_cone_limit: array(dtype=float32)
+    """Ball joints' swing limit [rad] (``NO_LIMIT``: none), shape [joint_count]"""
+    joint_target_q: array(dtype=float32)
+    """Drive position targets [rad or m] (used when Control has none), shape [joint_count]"""
+    joint_target_qd: array(dtype=float32)
+    """Drive velocity targets [rad/s or m/s], shape [joint_count]"""
+    joint_target_ke: array(dtype=float32)
+    """Drive stiffness [N m/rad or N/m] (0: no position drive), shape [joint_count]"""
+    joint_target_kd: array(dtype=float32)
+    """Drive damping [N m s/rad or N s/m], shape [joint_count]"""
+    joint_drive_velocity: bool
+    """Whether any joint has drive damping (the solver then runs a velocity pass over joints)"""
+
+    # -- made on first use
+    _kinematics: tuple | None = field(default=None, repr=False, compare=False)
+    """(joint layout, its device index arrays) of ``xsim.sim.kinematics``"""
+    _joint_q0: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    """(joint_q, joint_qd) of the initial body state, numpy"""
+
+    @property
+    def has_rigid(self) -> bool:
+        """Whether the model has bodies or shapes (the solver then steps them)."""
+        return self.body_count > 0 or self.shape_count > 0
 
     @property
     def collider_count(self) -> int:
+        """Number of static colliders."""
         return len(self.colliders)
 
     @property
@@ -116,30 +282,28 @@ class Model:
     def state(self, requires_grad: bool | None = None) -> State:
         """A new State holding copies of the initial positions and velocities."""
         rg = self.requires_grad if requires_grad is None else requires_grad
-        state = State(xsim.array(self.particle_q.numpy(), dtype=self.particle_q.dtype, device=self.device,
-                                 requires_grad=rg),
-                      xsim.array(self.particle_qd.numpy(), dtype=self.particle_qd.dtype, device=self.device,
-                                 requires_grad=rg))
-        if self.rigid is not None:
-            self.rigid.init_state(state, rg)
-            if self.rigid.joint_count:
+
+        def copy(a):
+            return array(a.numpy(), dtype=a.dtype, device=self.device, requires_grad=rg)
+        state = State(copy(self.particle_q), copy(self.particle_qd))
+        if self.has_rigid:
+            state.body_q, state.body_qd = copy(self.body_q), copy(self.body_qd)
+            if self.joint_count:
                 q0, qd0 = self._initial_joint_coordinates()
-                state.joint_q = xsim.array(q0, dtype=self.dtype, device=self.device, requires_grad=rg)
-                state.joint_qd = xsim.array(qd0, dtype=self.dtype, device=self.device, requires_grad=rg)
+                state.joint_q = array(q0, dtype=self.dtype, device=self.device, requires_grad=rg)
+                state.joint_qd = array(qd0, dtype=self.dtype, device=self.device, requires_grad=rg)
         return state
 
     def _initial_joint_coordinates(self) -> tuple[np.ndarray, np.ndarray]:
         """(joint_q, joint_qd) of the initial body state as numpy, computed once (off any Tape: they
         are model data, like the initial body_q)."""
-        cached = self.rigid.__dict__.get("_joint_q0")
-        if cached is None:
-            r = self.rigid
-            probe = State(None, None, r.body_q, r.body_qd)
-            q = xsim.zeros(self.joint_coord_count, dtype=self.dtype, device=self.device)
-            qd = xsim.zeros(self.joint_dof_count, dtype=self.dtype, device=self.device)
+        if self._joint_q0 is None:
+            probe = State(None, None, self.body_q, self.body_qd)
+            q = zeros(self.joint_coord_count, dtype=self.dtype, device=self.device)
+            qd = zeros(self.joint_dof_count, dtype=self.dtype, device=self.device)
             eval_ik(self, probe, q, qd, record_tape=False)
-            cached = r.__dict__["_joint_q0"] = (q.numpy(), qd.numpy())
-        return cached
+            self._joint_q0 = (q.numpy(), qd.numpy())
+        return self._joint_q0
 
     @property
     def joint_q_start(self) -> np.ndarray:
@@ -164,23 +328,12 @@ class Model:
     @property
     def joint_q(self):
         """The joint coordinates of the initial body state (a new array)."""
-        return xsim.array(self._initial_joint_coordinates()[0], dtype=self.dtype, device=self.device)
+        return array(self._initial_joint_coordinates()[0], dtype=self.dtype, device=self.device)
 
     @property
     def joint_qd(self):
         """The joint velocities of the initial body state (a new array)."""
-        return xsim.array(self._initial_joint_coordinates()[1], dtype=self.dtype, device=self.device)
-
-    def __getattr__(self, name: str):
-        # rigid-body data lives in ``self.rigid`` (xsim.sim.rigid.RigidModel) and reads as model.body_q etc.
-        rigid = self.__dict__.get("rigid")
-        if rigid is not None and not name.startswith("_"):
-            return getattr(rigid, name)
-        if name in ("body_count", "shape_count", "joint_count"):
-            return 0
-        if name in ("body_world", "shape_world", "joint_world"):
-            return xsim.zeros(0, dtype=int, device=self.device)
-        raise AttributeError(f"'Model' object has no attribute '{name}'")
+        return array(self._initial_joint_coordinates()[1], dtype=self.dtype, device=self.device)
 
     def control(self) -> Control:
         """An empty Control (no kinematic targets)."""

@@ -1,5 +1,5 @@
 """Rigid bodies, their shapes and the joints between them: the builder methods (a mixin that
-``ModelBuilder`` inherits) and ``RigidModel``, the static arrays the XPBD solver reads.
+``ModelBuilder`` inherits) and the static arrays of the ``Model`` they finalize into.
 
 Names follow NVIDIA Newton: ``add_body``, ``add_shape_sphere/box/capsule/mesh``,
 ``add_joint_revolute/prismatic/ball/fixed/free``, ``body_q``, ``body_qd``, ``joint_target_q``.
@@ -19,13 +19,10 @@ shapes use their convex hull for mass and contact points; static meshes use all 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-import xsim
-from xsim import types as T
-
+from .. import types as T
+from ..array import array
 from . import shapes as S
 from . import validate
 
@@ -57,13 +54,26 @@ def _xform(x) -> tuple[np.ndarray, np.ndarray]:
 class RigidBuilderMixin:
     """Builder methods for bodies, shapes and joints (mixed into ``ModelBuilder``)."""
 
+    bodies: list[dict]
+    """The bodies added so far (``add_body``)"""
+    shapes: list[dict]
+    """The shapes added so far (``add_shape_*``)"""
+    joints: list[dict]
+    """The joints added so far (``add_joint_*``)"""
+    body_linear_damping: float
+    """Body linear velocity damping rate [1/s]: v <- v / (1 + damping h) each substep"""
+    body_angular_damping: float
+    """Body angular velocity damping rate [1/s]"""
+    rigid_contact_margin: float
+    """Shape pairs closer than this (plus their motion) are tested each step [m]"""
+
     def _init_rigid(self) -> None:
-        self.bodies: list[dict] = []
-        self.shapes: list[dict] = []
-        self.joints: list[dict] = []
-        self.body_linear_damping = 0.0   # 1/s, v <- v / (1 + damping h) each substep
-        self.body_angular_damping = 0.0  # 1/s
-        self.rigid_contact_margin = 0.01  # m: pairs closer than this (plus motion) are tested each step
+        self.bodies = []
+        self.shapes = []
+        self.joints = []
+        self.body_linear_damping = 0.0
+        self.body_angular_damping = 0.0
+        self.rigid_contact_margin = 0.01
 
     @property
     def body_count(self) -> int:
@@ -229,19 +239,17 @@ class RigidBuilderMixin:
 
     # -- finalize ------------------------------------------------------------------------------------
 
-    def _finalize_rigid(self, device, dtype, requires_grad: bool, ground: dict | None,
-                        worlds: dict) -> RigidModel | None:
-        """The ``RigidModel`` (None without bodies or shapes); ``worlds``: the entities' world indices
+    def _finalize_rigid(self, device, dtype, requires_grad: bool, ground: dict | None, worlds: dict) -> dict:
+        """The ``Model`` fields of the bodies, shapes and joints (empty arrays without bodies or shapes;
+        the ground joins the shapes only beside them); ``worlds``: the entities' world indices
         (``WorldBuilderMixin._world_arrays``)."""
-        if not self.bodies and not self.shapes:
-            return None
         nb = len(self.bodies)
         mass, com, inertia = _body_mass_properties(self.bodies, self.shapes)
         inv_mass = np.divide(1.0, mass, out=np.zeros(nb), where=mass > 0.0)
         inv_inertia = np.stack([np.linalg.inv(i) if m > 0.0 else np.zeros((3, 3)) for m, i in zip(mass, inertia)]) \
             if nb else np.zeros((0, 3, 3))
         shapes = list(self.shapes)
-        if ground is not None:
+        if ground is not None and (self.bodies or self.shapes):
             shapes.append({"body": -1, "type": S.SHAPE_PLANE, "p": np.array([0.0, 0.0, ground["height"]]),
                            "q": np.array([0.0, 0.0, 0.0, 1.0]), "size": (0.0, 0.0, 0.0), "radius": 0.0,
                            "points": np.zeros((0, 3)), "mu": ground["mu"], "restitution": ground["restitution"],
@@ -260,18 +268,17 @@ class RigidBuilderMixin:
 
         def arr(data, t, grad=False, n=None):
             npt = np.int32 if t is int else s._np
-            return xsim.array(np.asarray(data, dtype=npt), dtype=t, shape=n, device=device,
-                              requires_grad=grad and requires_grad)
+            return array(np.asarray(data, dtype=npt), dtype=t, shape=n, device=device,
+                         requires_grad=grad and requires_grad)
 
         ns, nj = len(shapes), len(joints)
         body_q = [np.concatenate([b["p"], b["q"]]) for b in self.bodies]
         body_qd = [np.concatenate([b["lin_vel"], b["ang_vel"]]) for b in self.bodies]
         jx = (lambda j, key, b: np.concatenate([j[key][0] - com_of(b), j[key][1]]))
-        return RigidModel(
+        return dict(  # noqa: C408 (keywords: the Model's field names)
             body_count=nb, shape_count=ns, joint_count=nj,
             body_world=arr(worlds["body_world"], int, n=nb), shape_world=arr(shape_world, int, n=ns),
-            joint_world=arr(worlds["joint_world"], int, n=nj), shape_types=[sh["type"] for sh in shapes],
-            shape_meshes=[sh.get("mesh") for sh in shapes], gravity_scale=1.0,
+            joint_world=arr(worlds["joint_world"], int, n=nj),
             body_linear_damping=float(self.body_linear_damping),
             body_angular_damping=float(self.body_angular_damping),
             rigid_contact_margin=float(self.rigid_contact_margin),
@@ -363,61 +370,3 @@ def _bounding_radius(shape) -> float:
     if t == S.SHAPE_MESH:
         return float(np.linalg.norm(shape["points"], axis=1).max()) if len(shape["points"]) else 0.0
     return 0.0
-
-
-@dataclass
-class RigidModel:
-    """Static rigid-body data (see the module docstring). Bodies, shapes and joints are kept
-    relative to each body's centre-of-mass frame (``body_com`` from the body frame): ``shape_xform``,
-    ``joint_X_p``/``joint_X_c`` are transforms in the com frames (parent -1: the world)."""
-
-    body_count: int
-    shape_count: int
-    joint_count: int
-    body_world: object        # array(int): world of each body (-1: global, meets every world)
-    shape_world: object       # array(int): world of each shape (the ground: -1)
-    joint_world: object       # array(int): world of each joint
-    shape_types: list
-    shape_meshes: list
-    gravity_scale: float
-    body_linear_damping: float
-    body_angular_damping: float
-    rigid_contact_margin: float
-    body_q: object            # array(transform): initial body frames
-    body_qd: object           # array(vector(6)): initial (com linear, angular) velocities, world
-    body_com: object          # array(vec3): com in the body frame, m
-    body_mass: object         # array(float), kg (0: kinematic)
-    body_inv_mass: object     # array(float), 1/kg
-    body_inertia: object      # array(mat33), kg m^2, about the com, body frame
-    body_inv_inertia: object  # array(mat33)
-    shape_body: object        # array(int): owning body, -1 for static shapes
-    shape_type: object        # array(int): SHAPE_* codes of xsim.sim.shapes
-    shape_xform: object       # array(transform): shape frame in the body's com frame
-    shape_size: object        # array(vec3): sphere (r,0,0), box half extents, capsule (r, half height, 0)
-    shape_radius: object      # array(float): radius of the shape's contact points (sphere, capsule)
-    shape_bound: object       # array(float): bounding radius about the shape origin (broad phase)
-    shape_mu: object          # array(float): friction coefficient
-    shape_restitution: object  # array(float)
-    shape_point_start: object  # array(int): first contact point of each shape in shape_points
-    shape_point_count: object  # array(int)
-    shape_points: object      # array(vec3): contact points in shape frames
-    joint_type: object        # array(int): JOINT_* codes
-    joint_parent: object      # array(int), -1: the world
-    joint_child: object       # array(int)
-    joint_X_p: object         # array(transform): joint frame in the parent's com frame
-    joint_X_c: object         # array(transform): joint frame in the child's com frame
-    joint_axis: object        # array(vec3): hinge/slider/ball swing-twist axis in the joint frame
-    joint_limit: object       # array(vec2): lower, upper (rad or m; ball joints: twist, rad)
-    joint_cone_limit: object  # array(float): ball joints' swing limit, rad (NO_LIMIT: none)
-    joint_target_q: object    # array(float): drive position targets (used when Control has none)
-    joint_target_qd: object   # array(float): drive velocity targets
-    joint_target_ke: object   # array(float): drive stiffness (0: no position drive)
-    joint_target_kd: object   # array(float): drive damping
-    joint_drive_velocity: bool  # whether any joint has damping (a velocity pass over joints)
-
-    def init_state(self, state, requires_grad: bool) -> None:
-        """Give ``state`` copies of the initial ``body_q`` and ``body_qd``."""
-        state.body_q = xsim.array(self.body_q.numpy(), dtype=self.body_q.dtype, device=self.body_q.device,
-                                  requires_grad=requires_grad)
-        state.body_qd = xsim.array(self.body_qd.numpy(), dtype=self.body_qd.dtype, device=self.body_q.device,
-                                   requires_grad=requires_grad)

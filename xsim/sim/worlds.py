@@ -46,6 +46,11 @@ def world_offsets(count: int, spacing) -> np.ndarray:
 class WorldBuilderMixin:
     """World contexts and builder merging (mixed into ``ModelBuilder``)."""
 
+    world_count: int
+    """Number of worlds begun so far"""
+    _current_world: int
+    """The world open now (-1: none)"""
+
     def _init_worlds(self) -> None:
         self.world_count = 0
         self._current_world = -1

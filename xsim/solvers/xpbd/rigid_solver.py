@@ -74,7 +74,7 @@ class RigidStepper:
 
     def __init__(self, solver):
         m = solver.model
-        r = m.rigid
+        r = m  # the model's body, shape and joint arrays
         self.solver = solver
         self.model = m
         self.rigid = r
@@ -128,7 +128,7 @@ class RigidStepper:
             a = xsim.empty(shape, dtype=dtype, device=dev)
             pool.append(a)
         if zero:
-            a._raw_zero()
+            a.zero_untracked()
         return a
 
     # -- stepping: SolverXPBD.step drives these stages, interleaved with the particles' ----------------
@@ -299,7 +299,7 @@ class RigidStepper:
         differentiated."""
         n = base.shape[0]
         a = xsim.empty(n, dtype=base.dtype, device=self.model.device) if grad else self._new(key, n, base.dtype, False)
-        a._raw_copy_from(base)
+        a.copy_from_untracked(base)
         return a
 
     def collide_particles(self, st, x, x_start, x_out) -> None:

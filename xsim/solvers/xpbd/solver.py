@@ -114,8 +114,8 @@ class SolverXPBD:
         self._mesh_tri_none = xsim.full(m.particle_count, -1, dtype=int, device=m.device)
         self._has_mesh = m.mesh_indices.shape[0] > 0
         # rigid bodies, contacts and joints: see rigid_solver.py
-        self.rigid = RigidStepper(self) if m.rigid is not None else None
-        self._body_collide = self.rigid is not None and m.particle_count > 0 and m.rigid.body_count > 0
+        self.rigid = RigidStepper(self) if m.has_rigid else None
+        self._body_collide = self.rigid is not None and m.particle_count > 0 and m.body_count > 0
 
     # -- buffers ---------------------------------------------------------------------------------------
 
