@@ -33,6 +33,29 @@ from .rigid_kernels import generalized_inv_mass
 UNROLLED_SLOTS = 32  # slots a particle gathers in straight-line code (a cloth vertex has 18: 6 + 12)
 
 
+@xsim.func
+def slot_sum(delta, i: int, count: int, zero):
+    """The sum of particle ``i``'s first ``count`` corrections ``delta[i, 0 .. count - 1]`` (``zero``:
+    a zero of their type). Unrolled: a dynamic loop runs a counted loop per slot."""
+    acc = zero
+    for k in range(16):
+        if k < count:
+            acc = acc + delta[i, k]
+    for k in range(16, UNROLLED_SLOTS):
+        if k < count:
+            acc = acc + delta[i, k]
+    for k in range(UNROLLED_SLOTS, count):
+        acc = acc + delta[i, k]
+    return acc
+
+
+@xsim.func_grad(slot_sum)
+def slot_sum_grad(delta, i: int, count: int, zero, adj):
+    """Each summed slot receives the sum's adjoint: one loop, where the generated adjoint replayed
+    the unrolled sum and reversed each conditional add (4x the forward's time)."""
+    for k in range(count):
+        xsim.adjoint[delta][i, k] += adj
+    xsim.adjoint[zero] += adj
 
 # -------------------------------------------------------------------------------------------------
 # contact helpers (generic funcs)
@@ -279,18 +302,7 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
         i = xsim.tid()
         xi = x[i]
         if inv_mass[i] > 0.0:
-            count = slot_count[i]
-            acc = xi - xi
-            # unrolled: a dynamic loop's adjoint replays it from the start at every iteration
-            for k in range(16):
-                if k < count:
-                    acc = acc + delta[i, k]
-            for k in range(16, UNROLLED_SLOTS):
-                if k < count:
-                    acc = acc + delta[i, k]
-            for k in range(UNROLLED_SLOTS, count):
-                acc = acc + delta[i, k]
-            xi = xi + acc * inv_count[i]
+            xi = xi + slot_sum(delta, i, slot_count[i], xi - xi) * inv_count[i]
             if ground != 0:
                 up = xi - xi
                 up[2] = 1.0
