@@ -30,7 +30,7 @@ def shifted_pair(x: xsim.array(dtype=float), out: xsim.array(dtype=float)):
 
 @xsim.func
 def row_sum(a: xsim.array(dtype=float, ndim=2), i: int, n: int):
-    s = float(0.0)
+    s = xsim.float32(0.0)
     for k in range(n):
         s = s + a[i, k]
     return s
