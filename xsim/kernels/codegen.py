@@ -25,7 +25,7 @@ from . import ir
 from .ir import Block, If, Loop, Op, Var
 
 PACKED_FORWARD_MAX_OPS = 400
-PACKED_BACKWARD_MAX_OPS = 120
+PACKED_BACKWARD_MAX_OPS = 200
 CHECKPOINTS = 32  # carried-value checkpoints per dynamic loop in the adjoint (per thread, on the stack)
 
 
