@@ -67,7 +67,7 @@ def test_distance_constraint_adjoint(damping):
 
 @pytest.mark.parametrize("damping", [0.0, 3.0])
 def test_bending_constraint_adjoint(damping):
-    w = xsim.array(RNG.normal(size=(2, 4)), dtype=xsim.vec4d)
+    w = xsim.array(RNG.normal(size=(2, 4)), dtype=xsim.vec4d, requires_grad=True)
     quads = [[0, 1, 2, 3], [1, 2, 3, 4]]
     args = [entries(quads), ints(quads, 4), ints([[0, 0, 0, 0], [1, 1, 1, 0]], 4), w, scalars([0.5, 0.01]),
             scalars([damping, 2.0 * damping]), vecs(RNG.normal(size=(2, 3)) * 1e-3), X_START, 60.0, 1.0,

@@ -433,6 +433,89 @@ def distance_update_grad(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, 
         xsim.adjoint[d] += (a_n - n * xsim.dot(n, a_n)) * (1.0 / length) - n * a_num
 
 
+@xsim.func
+def bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool):
+    """One XPBD update of the isometric bending constraint C = sum_m k_m x_m (``e_m``: position and
+    split inverse mass of stencil vertex m; ``k``: the cotangent weights; ``alpha``, ``gamma``:
+    compliance / h^2 and XPBD's damping factor; ``lc``: the multiplier (vec3); ``cs``: C at the
+    substep start, read when ``damped``): (multiplier change, the four vertices' corrections)."""
+    sum4 = e0 * k[0] + e1 * k[1] + e2 * k[2] + e3 * k[3]
+    cv = lc - lc
+    cv[0] = sum4[0]
+    cv[1] = sum4[1]
+    cv[2] = sum4[2]
+    if damped:
+        cv = cv + (cv - cs) * gamma
+    denom = (k[0] * k[0] * e0[3] + k[1] * k[1] * e1[3] + k[2] * k[2] * e2[3] + k[3] * k[3] * e3[3]) * (1.0 + gamma) \
+        + alpha
+    dl = lc - lc
+    if denom > 0.0:
+        dl = (cv + lc * alpha) * (-relaxation / denom)
+    return dl, dl * (k[0] * e0[3]), dl * (k[1] * e1[3]), dl * (k[2] * e2[3]), dl * (k[3] * e3[3])
+
+
+@xsim.func_grad(bending_update)
+def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool, adj_dl, adj_d0, adj_d1,
+                        adj_d2, adj_d3):
+    """The chain rule of ``bending_update`` by hand (the update is linear in the positions)."""
+    sum4 = e0 * k[0] + e1 * k[1] + e2 * k[2] + e3 * k[3]
+    cv = lc - lc
+    cv[0] = sum4[0]
+    cv[1] = sum4[1]
+    cv[2] = sum4[2]
+    cvd = cv
+    if damped:
+        cvd = cv + (cv - cs) * gamma
+    w0 = e0[3]
+    w1 = e1[3]
+    w2 = e2[3]
+    w3 = e3[3]
+    q = k[0] * k[0] * w0 + k[1] * k[1] * w1 + k[2] * k[2] * w2 + k[3] * k[3] * w3
+    denom = q * (1.0 + gamma) + alpha
+    if denom > 0.0:
+        t = -relaxation / denom
+        r = cvd + lc * alpha
+        dl = r * t
+        # dl reaches the multiplier and each correction dl k_m w_m
+        a_dl = adj_dl + adj_d0 * (k[0] * w0) + adj_d1 * (k[1] * w1) + adj_d2 * (k[2] * w2) + adj_d3 * (k[3] * w3)
+        g0 = xsim.dot(dl, adj_d0)
+        g1 = xsim.dot(dl, adj_d1)
+        g2 = xsim.dot(dl, adj_d2)
+        g3 = xsim.dot(dl, adj_d3)
+        a_r = a_dl * t
+        a_t = xsim.dot(a_dl, r)
+        a_den = -a_t * t / denom
+        a_q = a_den * (1.0 + gamma)
+        xsim.adjoint[lc] += a_r * alpha
+        xsim.adjoint[alpha] += xsim.dot(a_r, lc) + a_den
+        xsim.adjoint[relaxation] += -a_t / denom
+        xsim.adjoint[gamma] += a_den * q
+        a_cv = a_r
+        if damped:
+            a_cv = a_r * (1.0 + gamma)
+            xsim.adjoint[cs] += a_r * (-gamma)
+            xsim.adjoint[gamma] += xsim.dot(a_r, cv - cs)
+        # C = sum_m k_m x_m and q = sum_m k_m^2 w_m
+        a_k = k - k
+        a_k[0] = w0 * g0 + a_q * (2.0 * k[0] * w0) + (a_cv[0] * e0[0] + a_cv[1] * e0[1] + a_cv[2] * e0[2])
+        a_k[1] = w1 * g1 + a_q * (2.0 * k[1] * w1) + (a_cv[0] * e1[0] + a_cv[1] * e1[1] + a_cv[2] * e1[2])
+        a_k[2] = w2 * g2 + a_q * (2.0 * k[2] * w2) + (a_cv[0] * e2[0] + a_cv[1] * e2[1] + a_cv[2] * e2[2])
+        a_k[3] = w3 * g3 + a_q * (2.0 * k[3] * w3) + (a_cv[0] * e3[0] + a_cv[1] * e3[1] + a_cv[2] * e3[2])
+        xsim.adjoint[k] += a_k
+        a_e = k - k
+        a_e[0] = a_cv[0]
+        a_e[1] = a_cv[1]
+        a_e[2] = a_cv[2]
+        a_e[3] = g0 + a_q * k[0]
+        xsim.adjoint[e0] += a_e * k[0]
+        a_e[3] = g1 + a_q * k[1]
+        xsim.adjoint[e1] += a_e * k[1]
+        a_e[3] = g2 + a_q * k[2]
+        xsim.adjoint[e2] += a_e * k[2]
+        a_e[3] = g3 + a_q * k[3]
+        xsim.adjoint[e3] += a_e * k[3]
+
+
 @functools.cache
 def constraint_kernels(scalar=T.float32, damped: bool = False) -> SimpleNamespace:
     """The particle constraint kernels for ``scalar``, one module per (scalar, ``damped``): the
@@ -493,27 +576,18 @@ def constraint_kernels(scalar=T.float32, damped: bool = False) -> SimpleNamespac
         e1 = entries[4 * c + 1]
         e2 = entries[4 * c + 2]
         e3 = entries[4 * c + 3]
-        w0 = e0[3]
-        w1 = e1[3]
-        w2 = e2[3]
-        w3 = e3[3]
-        sum4 = e0 * k[0] + e1 * k[1] + e2 * k[2] + e3 * k[3]
-        cv = v3(sum4[0], sum4[1], sum4[2])
         alpha = compliance[c] * inv_h * inv_h
         gamma = compliance[c] * damping[c] * inv_h
         lc = lam[c]
+        cs = lc - lc
         if DAMPED:
-            cv = cv + (cv - (x_start[i0] * k[0] + x_start[i1] * k[1] + x_start[i2] * k[2]
-                             + x_start[i3] * k[3])) * gamma
-        denom = (k[0] * k[0] * w0 + k[1] * k[1] * w1 + k[2] * k[2] * w2 + k[3] * k[3] * w3) * (1.0 + gamma) + alpha
-        dl = lc - lc
-        if denom > 0.0:
-            dl = (cv + lc * alpha) * (-relaxation / denom)
+            cs = x_start[i0] * k[0] + x_start[i1] * k[1] + x_start[i2] * k[2] + x_start[i3] * k[3]
+        dl, d0, d1, d2, d3 = bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, DAMPED)
         lam_out[c] = lc + dl
-        delta[i0, slot[c, 0]] = dl * (k[0] * w0)
-        delta[i1, slot[c, 1]] = dl * (k[1] * w1)
-        delta[i2, slot[c, 2]] = dl * (k[2] * w2)
-        delta[i3, slot[c, 3]] = dl * (k[3] * w3)
+        delta[i0, slot[c, 0]] = d0
+        delta[i1, slot[c, 1]] = d1
+        delta[i2, slot[c, 2]] = d2
+        delta[i3, slot[c, 3]] = d3
 
     @xsim.kernel(module=module)
     def solve_area(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Scalars, compliance: Scalars,
