@@ -1,6 +1,7 @@
 """Adjoints of reads at ``a * tid + b`` (0 <= b < a, one ``a`` per array) add without atomics, since
-thread t owns rows a t .. a t + a - 1; any other index keeps the atomic add. Gradients checked
-against the chain rule with two threads."""
+thread t owns rows a t .. a t + a - 1; any other index keeps the atomic add. So do a func_grad's
+``adjoint[a][tid, k] += e`` into the thread's own row, when no other access of ``a`` leaves it.
+Gradients checked against the chain rule with two threads."""
 
 import numpy as np
 import pytest
@@ -25,6 +26,32 @@ def pair_and_own(x: xsim.array(dtype=float), out: xsim.array(dtype=float)):
 def shifted_pair(x: xsim.array(dtype=float), out: xsim.array(dtype=float)):
     i = xsim.tid()
     out[i] = x[2 * i + 2] * x[2 * i + 1]  # x[2i + 2] is thread i + 1's row
+
+
+@xsim.func
+def row_sum(a: xsim.array(dtype=float, ndim=2), i: int, n: int):
+    s = xsim.float32(0.0)
+    for k in range(n):
+        s = s + a[i, k]
+    return s
+
+
+@xsim.func_grad(row_sum)
+def row_sum_grad(a: xsim.array(dtype=float, ndim=2), i: int, n: int, adj: float):
+    for k in range(n):
+        xsim.adjoint[a][i, k] += adj * float(k + 1)  # a weight per slot, so a misplaced add shows
+
+
+@xsim.kernel
+def own_row_sum(a: xsim.array(dtype=float, ndim=2), out: xsim.array(dtype=float)):
+    i = xsim.tid()
+    out[i] = row_sum(a, i, a.shape[1])
+
+
+@xsim.kernel
+def next_row_sum(a: xsim.array(dtype=float, ndim=2), out: xsim.array(dtype=float)):
+    i = xsim.tid()
+    out[i] = row_sum(a, (i + 1) % a.shape[0], a.shape[1])  # thread i adds into thread i + 1's row
 
 
 def _backward_source(kernel) -> str:
@@ -65,3 +92,25 @@ def test_strided_reads_differentiate_exactly_with_two_threads(monkeypatch, kerne
         np.add.at(expected, 2 * i + 2, xd[2 * i + 1])
         np.add.at(expected, 2 * i + 1, xd[2 * i + 2])
     np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kernel, exclusive", [(own_row_sum, True), (next_row_sum, False)])
+def test_a_func_grad_adds_into_its_own_row_without_atomics(monkeypatch, kernel, exclusive):
+    body = _backward_source(kernel)
+    assert ("grad_add_exclusive(&(xs::at_sel<XS_CONTIG, float>(G.a" in body) == exclusive
+    assert ("xs::grad_add(&(xs::at_sel<XS_CONTIG, float>(G.a" in body) == (not exclusive)
+    monkeypatch.setattr(threads_mod, "_max_threads", 2)
+    monkeypatch.setattr(threads_mod, "CALIBRATION_RUNS", 0)
+    monkeypatch.setattr(threads_mod, "SERIAL_BELOW_S", 0.0)
+    n, width = 20000, 3
+    a = xsim.zeros((n, width), dtype=float, requires_grad=True)
+    out = xsim.zeros(n, dtype=float, requires_grad=True)
+    seed = np.random.default_rng(4).uniform(0.5, 1.5, n).astype(np.float32)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(kernel, n, inputs=[a], outputs=[out])
+    tape.backward(grads={out: seed})
+    rows = np.arange(n) if kernel is own_row_sum else (np.arange(n) + 1) % n
+    expected = np.zeros((n, width))
+    expected[rows] = seed.astype(np.float64)[:, None] * np.arange(1, width + 1)
+    np.testing.assert_allclose(a.grad.numpy(), expected, rtol=1e-6)

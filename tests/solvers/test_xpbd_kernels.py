@@ -7,7 +7,7 @@ import pytest
 import xsim
 from xsim.autodiff import gradcheck
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_SPHERE
-from xsim.solvers.xpbd.kernels import collider_kernels, constraint_kernels, xpbd_kernels
+from xsim.solvers.xpbd.kernels import UNROLLED_SLOTS, collider_kernels, constraint_kernels, xpbd_kernels
 
 K = xpbd_kernels(xsim.float64)
 CK = {damped: constraint_kernels(xsim.float64, damped) for damped in (False, True)}
@@ -67,7 +67,7 @@ def test_distance_constraint_adjoint(damping):
 
 @pytest.mark.parametrize("damping", [0.0, 3.0])
 def test_bending_constraint_adjoint(damping):
-    w = xsim.array(RNG.normal(size=(2, 4)), dtype=xsim.vec4d)
+    w = xsim.array(RNG.normal(size=(2, 4)), dtype=xsim.vec4d, requires_grad=True)
     quads = [[0, 1, 2, 3], [1, 2, 3, 4]]
     args = [entries(quads), ints(quads, 4), ints([[0, 0, 0, 0], [1, 1, 1, 0]], 4), w, scalars([0.5, 0.01]),
             scalars([damping, 2.0 * damping]), vecs(RNG.normal(size=(2, 3)) * 1e-3), X_START, 60.0, 1.0,
@@ -92,6 +92,29 @@ def test_apply_corrections_adjoint_with_ground_friction():
     args = [x, x0, delta, ints([2, 1, 1]), scalars([0.5, 1.0, 1.0]),
             scalars([1.0, 1.0, 1.0]), scalars([0.01, 0.01, 0.01]), 1, 0.0, 0.4, vecs(np.zeros((3, 3)))]
     check(K.apply_corrections, args, 3)
+
+
+def test_apply_corrections_sums_every_slot_and_gives_each_the_mean_s_gradient():
+    # slot counts on both sides of the unrolled part (16 and UNROLLED_SLOTS) and past it
+    counts = np.array([0, 1, 16, 17, UNROLLED_SLOTS, UNROLLED_SLOTS + 5])
+    n, width = len(counts), UNROLLED_SLOTS + 5
+    x = vecs(RNG.normal(size=(n, 3)))
+    delta_np = RNG.normal(size=(n, width, 3))
+    delta = xsim.array(delta_np, dtype=V, requires_grad=True)
+    inv_count = np.divide(1.0, counts, out=np.zeros(n), where=counts > 0)
+    out = vecs(np.zeros((n, 3)))
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(K.apply_corrections, n, inputs=[x, vecs(np.zeros((n, 3))), delta, ints(counts),
+                                                     scalars(inv_count), scalars(np.ones(n)), scalars(np.zeros(n)), 0,
+                                                     0.0, 0.0], outputs=[out])
+    seed = RNG.normal(size=(n, 3))
+    tape.backward(grads={out: seed})
+    used = np.arange(width)[None, :] < counts[:, None]
+    np.testing.assert_allclose(out.numpy(), x.numpy() + (delta_np * used[..., None]).sum(1) * inv_count[:, None],
+                               rtol=1e-14, atol=1e-14)
+    np.testing.assert_array_equal(delta.grad.numpy(), used[..., None] * (seed * inv_count[:, None])[:, None, :])
+    np.testing.assert_allclose(x.grad.numpy(), seed, rtol=1e-15, atol=1e-15)  # x - x: the zero adds and takes back
 
 
 def test_gather_entries_writes_split_inverse_masses_and_its_adjoint():

@@ -56,8 +56,12 @@ class LaunchRecord:
                 yield from _struct_arrays(v, t)
 
     def backward(self, tape: Tape):
-        meta = self.prep.meta
-        if not any(a.requires_grad for a in self.arrays()):
+        prep = self.prep
+        meta = prep.meta
+        if prep.grad_layout is not None:  # no struct holds arrays: the arrays are these parameters
+            if not any(self.values[i]._requires_grad for i in prep.array_params):
+                return
+        elif not any(a.requires_grad for a in self.arrays()):
             return
         if meta.adjoint_error is not None:
             if not self.kernel.enable_backward:
@@ -76,10 +80,10 @@ class LaunchRecord:
                     f"tape.backward: array '{label}' read by kernel '{self.kernel.key}' was overwritten afterwards "
                     f"(last by '{arr.last_writer}'), so its gradient would be wrong; write each step into a new "
                     "array (or a tape-aware copy) instead of overwriting one the tape still needs")
-        values = list(self.values)
+        values = self.values
         for label, snap in self.snapshots.items():
             values = _substitute(self.kernel.params, values, label, snap)
-        _launch.run_backward(self.prep, self.shape, values)
+        _launch.run_backward(prep, self.shape, values)
 
 
 def _substitute(params, values, label: str, snap):

@@ -25,7 +25,7 @@ from . import ir
 from .ir import Block, If, Loop, Op, Var
 
 PACKED_FORWARD_MAX_OPS = 400
-PACKED_BACKWARD_MAX_OPS = 120
+PACKED_BACKWARD_MAX_OPS = 200
 CHECKPOINTS = 32  # carried-value checkpoints per dynamic loop in the adjoint (per thread, on the stack)
 
 
@@ -300,8 +300,9 @@ class KernelCodegen:
             arr, idx, value = args[0], args[1:1 + n], args[1 + n]
             g = self.grad_expr.get(arr.id)
             if g is not None:
+                fn = "grad_add_exclusive" if self.exclusive(arr, idx) else "grad_add"
                 target = self.access(arr, idx, arr.type.dtype, op.line, desc=g)
-                out.append(f"{ind}if ({g}.data) xs::grad_add(&({target}), {v(value)});")
+                out.append(f"{ind}if ({g}.data) xs::{fn}(&({target}), {v(value)});")
         elif k == "custom":
             if replay and op.attrs.get("replay") is not None:  # a func_replay body stands in for the func
                 self.forward(op.attrs["replay"], True, out, ind)
@@ -436,7 +437,8 @@ class KernelCodegen:
         for s in ir.walk(kir.body):
             if isinstance(s, Op) and s.kind == "subarray" and s.args[0].id in params:
                 out.add(s.args[0].id)  # a view reaches rows of other threads through its own indices
-            elif isinstance(s, Op) and s.kind in ("load", "store", "atomic") and s.args and s.args[0].id in params:
+            elif isinstance(s, Op) and s.kind in ("load", "store", "atomic", "grad_add") and s.args \
+                    and s.args[0].id in params:
                 n = s.attrs.get("ndim", len(s.args) - 1) if s.kind != "load" else len(s.args) - 1
                 if not self.own_row(s.args[1:1 + n]):
                     out.add(s.args[0].id)

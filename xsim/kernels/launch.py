@@ -197,6 +197,11 @@ class _Prepared:
         self.backward = self.native.backward.get(self.symbol)
         self.key = (device.name, debug)
         self.layout, self.plan = _layout(kernel, self.args_type, self.meta.writes)
+        # the adjoint's gradient struct has the argument struct's layout; structs holding arrays take
+        # the general path (their gradient is a struct of grads)
+        self.grad_layout = struct.Struct("=" + self.layout.format[len(_HEADER):]) if self.layout and not any(
+            k == _STRUCT and t._has_arrays for k, t, _ in self.plan) else None
+        self.array_params = [i for i, (_, t) in enumerate(kernel.params) if isinstance(t, T.ArrayType)]
         size = ctypes.sizeof(self.args_type)
         self.grads_pad = b"\0" * (-size % 8)  # the adjoint's gradient struct starts 8-aligned
         self.first_array = next((i for i, (_, t) in enumerate(kernel.params) if isinstance(t, T.ArrayType)), None)
@@ -529,12 +534,44 @@ def run_forward(prep: _Prepared, shape, values):
         after_launch(prep, values)
 
 
+def _cpu_adjoint_buffer(prep: _Prepared, shape, values) -> tuple[bytes, int]:
+    """The adjoint's launch buffer from each array's ``grad`` and its thread count, packed as
+    ``_launch_fast`` packs the forward's: one ``struct.pack`` per struct, no ctypes fields."""
+    items, grads, contig = [], [], 1
+    for (kind, t, _), v in zip(prep.plan, values):
+        if kind == _ARRAY or kind == _OUT:
+            g = v.grad
+            if not v.is_contiguous or g is not None and not g.is_contiguous:
+                contig = 0
+            items.append(bytes(v._desc))
+            grads.append(b"" if g is None else bytes(g._desc))  # "Ns" pads b"" with zeros: a null array
+        else:
+            items.append(_pack_item(kind, t, v))
+            grads.append(b"" if kind == _VALUE or kind == _STRUCT else False if kind == _BOOL else 0)
+    n = math.prod(shape)
+    threads = prep.pacers[1].threads(n)
+    head = (*shape, *(1,) * (4 - len(shape)), n, threads, contig)
+    try:
+        buf = prep.layout.pack(*head, *items)
+    except (struct.error, OverflowError):
+        buf = prep.layout.pack(*head, *(_wrap_scalar(k, t, v) for (k, t, _), v in zip(prep.plan, items)))
+    return buf + prep.grads_pad + prep.grad_layout.pack(*grads), threads
+
+
 def run_backward(prep: _Prepared, shape, values, adj_values=None):
     if prep.backward is None and prep.device.is_cpu or prep.meta.adjoint_error is not None:
         from ..errors import CompileError
         raise CompileError(f"kernel '{prep.kernel.key}' cannot be differentiated: {prep.meta.adjoint_error}")
     for i, name, kind in prep.handles:  # a tape may run this after the mesh or grid is gone
         handles.check(prep.kernel, name, values[i], kind, prep.device.name)
+    if adj_values is None and prep.grad_layout is not None and prep.device.is_cpu:
+        n = math.prod(shape)
+        if n:
+            buf, threads = _cpu_adjoint_buffer(prep, shape, values)
+            prep.pacers[1].run(prep.backward, buf, n, threads)
+            if prep.checked:
+                after_launch(prep, values, adjoint=True)
+        return
     grads = pack_grads(prep, values, adj_values)
     contig = _all_contiguous(values, prep.kernel.params) and _grads_contiguous(values, prep.kernel.params, adj_values)
     n = math.prod(shape)

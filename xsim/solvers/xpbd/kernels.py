@@ -33,6 +33,29 @@ from .rigid_kernels import generalized_inv_mass
 UNROLLED_SLOTS = 32  # slots a particle gathers in straight-line code (a cloth vertex has 18: 6 + 12)
 
 
+@xsim.func
+def slot_sum(delta, i: int, count: int, zero):
+    """The sum of particle ``i``'s first ``count`` corrections ``delta[i, 0 .. count - 1]`` (``zero``:
+    a zero of their type). Unrolled: a dynamic loop runs a counted loop per slot."""
+    acc = zero
+    for k in range(16):
+        if k < count:
+            acc = acc + delta[i, k]
+    for k in range(16, UNROLLED_SLOTS):
+        if k < count:
+            acc = acc + delta[i, k]
+    for k in range(UNROLLED_SLOTS, count):
+        acc = acc + delta[i, k]
+    return acc
+
+
+@xsim.func_grad(slot_sum)
+def slot_sum_grad(delta, i: int, count: int, zero, adj):
+    """Each summed slot receives the sum's adjoint: one loop, where the generated adjoint replayed
+    the unrolled sum and reversed each conditional add (4x the forward's time)."""
+    for k in range(count):
+        xsim.adjoint[delta][i, k] += adj
+    xsim.adjoint[zero] += adj
 
 # -------------------------------------------------------------------------------------------------
 # contact helpers (generic funcs)
@@ -279,18 +302,7 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
         i = xsim.tid()
         xi = x[i]
         if inv_mass[i] > 0.0:
-            count = slot_count[i]
-            acc = xi - xi
-            # unrolled: a dynamic loop's adjoint replays it from the start at every iteration
-            for k in range(16):
-                if k < count:
-                    acc = acc + delta[i, k]
-            for k in range(16, UNROLLED_SLOTS):
-                if k < count:
-                    acc = acc + delta[i, k]
-            for k in range(UNROLLED_SLOTS, count):
-                acc = acc + delta[i, k]
-            xi = xi + acc * inv_count[i]
+            xi = xi + slot_sum(delta, i, slot_count[i], xi - xi) * inv_count[i]
             if ground != 0:
                 up = xi - xi
                 up[2] = 1.0
@@ -363,6 +375,147 @@ def mesh_contact(xi, r, tri: int, mesh_indices, mesh_vertices, mesh_collider, co
     return n, pen, m
 
 
+@xsim.func
+def distance_update(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, damped: bool):
+    """One XPBD update of the distance constraint C = |d| - rest between ends i and j (``d = xi - xj``;
+    ``wi``, ``wj``: their split inverse masses; ``alpha``, ``gamma``: compliance / h^2 and XPBD's
+    damping factor; ``lc``: the multiplier; ``motion``: the ends' relative motion since the substep
+    start, read when ``damped``): (multiplier change, correction of i, correction of j)."""
+    dl = lc - lc
+    di = d - d
+    dj = d - d
+    len2 = xsim.dot(d, d)
+    if len2 > 0.0 and wi + wj + alpha > 0.0:
+        length = xsim.sqrt(len2)
+        n = d / length
+        num = rest - length - alpha * lc
+        if damped:
+            num = num - gamma * xsim.dot(n, motion)
+        dl = num * (relaxation / ((1.0 + gamma) * (wi + wj) + alpha))
+        di = n * (wi * dl)
+        dj = n * (-wj * dl)
+    return dl, di, dj
+
+
+@xsim.func_grad(distance_update)
+def distance_update_grad(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, damped: bool, adj_dl, adj_di,
+                         adj_dj):
+    """The chain rule of ``distance_update`` by hand: 10% faster than the generated adjoint, which
+    replays and reverses every op of the update."""
+    len2 = xsim.dot(d, d)
+    if len2 > 0.0 and wi + wj + alpha > 0.0:
+        length = xsim.sqrt(len2)
+        n = d / length
+        num = rest - length - alpha * lc
+        if damped:
+            num = num - gamma * xsim.dot(n, motion)
+        den = (1.0 + gamma) * (wi + wj) + alpha
+        s = relaxation / den
+        dl = num * s
+        gi = xsim.dot(n, adj_di)
+        gj = xsim.dot(n, adj_dj)
+        a_dl = adj_dl + wi * gi - wj * gj  # dl reaches the multiplier and both corrections
+        a_n = adj_di * (wi * dl) - adj_dj * (wj * dl)
+        a_num = a_dl * s
+        a_den = -(a_dl * dl) / den
+        xsim.adjoint[relaxation] += a_dl * num / den
+        xsim.adjoint[wi] += dl * gi + a_den * (1.0 + gamma)
+        xsim.adjoint[wj] += a_den * (1.0 + gamma) - dl * gj
+        xsim.adjoint[alpha] += a_den - a_num * lc
+        xsim.adjoint[gamma] += a_den * (wi + wj)
+        xsim.adjoint[rest] += a_num
+        xsim.adjoint[lc] += -a_num * alpha
+        if damped:
+            xsim.adjoint[gamma] += -a_num * xsim.dot(n, motion)
+            xsim.adjoint[motion] += n * (-a_num * gamma)
+            a_n = a_n - motion * (a_num * gamma)
+        # n = d / |d|: its adjoint reaches d projected off n; |d| in num adds -a_num n
+        xsim.adjoint[d] += (a_n - n * xsim.dot(n, a_n)) * (1.0 / length) - n * a_num
+
+
+@xsim.func
+def bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool):
+    """One XPBD update of the isometric bending constraint C = sum_m k_m x_m (``e_m``: position and
+    split inverse mass of stencil vertex m; ``k``: the cotangent weights; ``alpha``, ``gamma``:
+    compliance / h^2 and XPBD's damping factor; ``lc``: the multiplier (vec3); ``cs``: C at the
+    substep start, read when ``damped``): (multiplier change, the four vertices' corrections)."""
+    sum4 = e0 * k[0] + e1 * k[1] + e2 * k[2] + e3 * k[3]
+    cv = lc - lc
+    cv[0] = sum4[0]
+    cv[1] = sum4[1]
+    cv[2] = sum4[2]
+    if damped:
+        cv = cv + (cv - cs) * gamma
+    denom = (k[0] * k[0] * e0[3] + k[1] * k[1] * e1[3] + k[2] * k[2] * e2[3] + k[3] * k[3] * e3[3]) * (1.0 + gamma) \
+        + alpha
+    dl = lc - lc
+    if denom > 0.0:
+        dl = (cv + lc * alpha) * (-relaxation / denom)
+    return dl, dl * (k[0] * e0[3]), dl * (k[1] * e1[3]), dl * (k[2] * e2[3]), dl * (k[3] * e3[3])
+
+
+@xsim.func_grad(bending_update)
+def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool, adj_dl, adj_d0, adj_d1,
+                        adj_d2, adj_d3):
+    """The chain rule of ``bending_update`` by hand (the update is linear in the positions)."""
+    sum4 = e0 * k[0] + e1 * k[1] + e2 * k[2] + e3 * k[3]
+    cv = lc - lc
+    cv[0] = sum4[0]
+    cv[1] = sum4[1]
+    cv[2] = sum4[2]
+    cvd = cv
+    if damped:
+        cvd = cv + (cv - cs) * gamma
+    w0 = e0[3]
+    w1 = e1[3]
+    w2 = e2[3]
+    w3 = e3[3]
+    q = k[0] * k[0] * w0 + k[1] * k[1] * w1 + k[2] * k[2] * w2 + k[3] * k[3] * w3
+    denom = q * (1.0 + gamma) + alpha
+    if denom > 0.0:
+        t = -relaxation / denom
+        r = cvd + lc * alpha
+        dl = r * t
+        # dl reaches the multiplier and each correction dl k_m w_m
+        a_dl = adj_dl + adj_d0 * (k[0] * w0) + adj_d1 * (k[1] * w1) + adj_d2 * (k[2] * w2) + adj_d3 * (k[3] * w3)
+        g0 = xsim.dot(dl, adj_d0)
+        g1 = xsim.dot(dl, adj_d1)
+        g2 = xsim.dot(dl, adj_d2)
+        g3 = xsim.dot(dl, adj_d3)
+        a_r = a_dl * t
+        a_t = xsim.dot(a_dl, r)
+        a_den = -a_t * t / denom
+        a_q = a_den * (1.0 + gamma)
+        xsim.adjoint[lc] += a_r * alpha
+        xsim.adjoint[alpha] += xsim.dot(a_r, lc) + a_den
+        xsim.adjoint[relaxation] += -a_t / denom
+        xsim.adjoint[gamma] += a_den * q
+        a_cv = a_r
+        if damped:
+            a_cv = a_r * (1.0 + gamma)
+            xsim.adjoint[cs] += a_r * (-gamma)
+            xsim.adjoint[gamma] += xsim.dot(a_r, cv - cs)
+        # C = sum_m k_m x_m and q = sum_m k_m^2 w_m
+        a_k = k - k
+        a_k[0] = w0 * g0 + a_q * (2.0 * k[0] * w0) + (a_cv[0] * e0[0] + a_cv[1] * e0[1] + a_cv[2] * e0[2])
+        a_k[1] = w1 * g1 + a_q * (2.0 * k[1] * w1) + (a_cv[0] * e1[0] + a_cv[1] * e1[1] + a_cv[2] * e1[2])
+        a_k[2] = w2 * g2 + a_q * (2.0 * k[2] * w2) + (a_cv[0] * e2[0] + a_cv[1] * e2[1] + a_cv[2] * e2[2])
+        a_k[3] = w3 * g3 + a_q * (2.0 * k[3] * w3) + (a_cv[0] * e3[0] + a_cv[1] * e3[1] + a_cv[2] * e3[2])
+        xsim.adjoint[k] += a_k
+        a_e = k - k
+        a_e[0] = a_cv[0]
+        a_e[1] = a_cv[1]
+        a_e[2] = a_cv[2]
+        a_e[3] = g0 + a_q * k[0]
+        xsim.adjoint[e0] += a_e * k[0]
+        a_e[3] = g1 + a_q * k[1]
+        xsim.adjoint[e1] += a_e * k[1]
+        a_e[3] = g2 + a_q * k[2]
+        xsim.adjoint[e2] += a_e * k[2]
+        a_e[3] = g3 + a_q * k[3]
+        xsim.adjoint[e3] += a_e * k[3]
+
+
 @functools.cache
 def constraint_kernels(scalar=T.float32, damped: bool = False) -> SimpleNamespace:
     """The particle constraint kernels for ``scalar``, one module per (scalar, ``damped``): the
@@ -397,21 +550,12 @@ def constraint_kernels(scalar=T.float32, damped: bool = False) -> SimpleNamespac
         alpha = compliance[c] * inv_h * inv_h
         gamma = compliance[c] * damping[c] * inv_h
         lc = lam[c]
-        dl = lc - lc
-        di = d - d
-        dj = d - d
-        len2 = xsim.dot(d, d)
-        if len2 > 0.0 and wi + wj + alpha > 0.0:
-            length = xsim.sqrt(len2)
-            n = d / length
-            num = rest[c] - length - alpha * lc
-            if DAMPED:
-                xi = v3(ei[0], ei[1], ei[2])
-                xj = v3(ej[0], ej[1], ej[2])
-                num = num - gamma * xsim.dot(n, xi - x_start[i] - xj + x_start[j])
-            dl = num * (relaxation / ((1.0 + gamma) * (wi + wj) + alpha))
-            di = n * (wi * dl)
-            dj = n * (-wj * dl)
+        motion = d - d
+        if DAMPED:
+            xi = v3(ei[0], ei[1], ei[2])
+            xj = v3(ej[0], ej[1], ej[2])
+            motion = xi - x_start[i] - xj + x_start[j]
+        dl, di, dj = distance_update(d, wi, wj, rest[c], alpha, gamma, lc, relaxation, motion, DAMPED)
         lam_out[c] = lc + dl
         delta[i, slot[c, 0]] = di
         delta[j, slot[c, 1]] = dj
@@ -432,27 +576,18 @@ def constraint_kernels(scalar=T.float32, damped: bool = False) -> SimpleNamespac
         e1 = entries[4 * c + 1]
         e2 = entries[4 * c + 2]
         e3 = entries[4 * c + 3]
-        w0 = e0[3]
-        w1 = e1[3]
-        w2 = e2[3]
-        w3 = e3[3]
-        sum4 = e0 * k[0] + e1 * k[1] + e2 * k[2] + e3 * k[3]
-        cv = v3(sum4[0], sum4[1], sum4[2])
         alpha = compliance[c] * inv_h * inv_h
         gamma = compliance[c] * damping[c] * inv_h
         lc = lam[c]
+        cs = lc - lc
         if DAMPED:
-            cv = cv + (cv - (x_start[i0] * k[0] + x_start[i1] * k[1] + x_start[i2] * k[2]
-                             + x_start[i3] * k[3])) * gamma
-        denom = (k[0] * k[0] * w0 + k[1] * k[1] * w1 + k[2] * k[2] * w2 + k[3] * k[3] * w3) * (1.0 + gamma) + alpha
-        dl = lc - lc
-        if denom > 0.0:
-            dl = (cv + lc * alpha) * (-relaxation / denom)
+            cs = x_start[i0] * k[0] + x_start[i1] * k[1] + x_start[i2] * k[2] + x_start[i3] * k[3]
+        dl, d0, d1, d2, d3 = bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, DAMPED)
         lam_out[c] = lc + dl
-        delta[i0, slot[c, 0]] = dl * (k[0] * w0)
-        delta[i1, slot[c, 1]] = dl * (k[1] * w1)
-        delta[i2, slot[c, 2]] = dl * (k[2] * w2)
-        delta[i3, slot[c, 3]] = dl * (k[3] * w3)
+        delta[i0, slot[c, 0]] = d0
+        delta[i1, slot[c, 1]] = d1
+        delta[i2, slot[c, 2]] = d2
+        delta[i3, slot[c, 3]] = d3
 
     @xsim.kernel(module=module)
     def solve_area(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Scalars, compliance: Scalars,
