@@ -6,6 +6,8 @@ The public namespace follows NVIDIA Warp's names (``xsim.kernel``, ``xsim.launch
 
 __version__ = "0.1.0"
 
+import math as _math
+
 from . import config
 from .array import (
     array,
@@ -85,6 +87,11 @@ from .kernels.funcs_math import *
 from .kernels.funcs_transform import *
 
 bool = bool_  # Warp's xsim.bool
+
+# Warp's math constants (Python floats: a kernel reads them as float literals)
+pi, e, tau, inf, nan = _math.pi, _math.e, _math.tau, _math.inf, _math.nan
+half_pi, phi = _math.pi / 2.0, (1.0 + _math.sqrt(5.0)) / 2.0
+log2e, log10e, ln2, ln10 = 1.0 / _math.log(2.0), 1.0 / _math.log(10.0), _math.log(2.0), _math.log(10.0)
 
 
 def constant(x):

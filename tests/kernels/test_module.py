@@ -201,3 +201,38 @@ GAINED = [make_gained(Settings(g)) for g in (1.5, -4.0)]
 def test_kernels_capturing_objects_with_different_attributes():
     np.testing.assert_allclose(run(GAINED[0], X), X * 1.5)
     np.testing.assert_allclose(run(GAINED[1], X), X * -4.0)
+
+
+def make_summing(name, max_unroll):
+    """A kernel summing 0..5 in a constant-bound loop, in a module of its own with ``max_unroll``."""
+    @xsim.kernel(module="unique", name=name, module_options={"max_unroll": max_unroll})
+    def summing(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+        i = xsim.tid()
+        s = float(0.0)
+        for k in range(6):
+            s += x[i] * float(k)
+        y[i] = s
+    return summing
+
+
+def _loops(kernel) -> int:
+    from xsim.kernels.ir import Loop, walk
+    from xsim.kernels.module import build_ir
+    return sum(isinstance(s, Loop) for s in walk(build_ir(kernel).body))
+
+
+def test_kernel_name_and_module_options_name_the_kernel_and_set_max_unroll():
+    rolled, unrolled = make_summing("summing_rolled", 5), make_summing("summing_unrolled", 6)
+    assert (rolled.key, unrolled.key) == ("summing_rolled", "summing_unrolled")
+    assert rolled.module.name != unrolled.module.name  # one "unique" module per name
+    assert xsim.get_module_options(rolled.module.name)["max_unroll"] == 5
+    assert (_loops(rolled), _loops(unrolled)) == (1, 0)  # 6 iterations: above 5, within 6
+    for k in (rolled, unrolled):
+        np.testing.assert_allclose(run(k, X), X * 15.0)
+
+
+def test_bad_kernel_names_and_max_unroll_values_are_refused():
+    with pytest.raises(ValueError, match=r"kernel\(name='1st'\): the name must be a valid C\+\+ identifier"):
+        xsim.kernel(name="1st")
+    with pytest.raises(ValueError, match="max_unroll must be a non-negative int, got -1"):
+        xsim.set_module_options({"max_unroll": -1}, "xsim_test_bad_unroll")

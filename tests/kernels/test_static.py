@@ -260,9 +260,9 @@ class WithArray:
 
 
 @pytest.mark.parametrize("make, says", [
-    (lambda: xsim.zeros(3), "an array cannot be created inside kernels"),
-    (lambda: WithArray(a=1.0), ("the returned struct contains a value that cannot be constructed inside kernels: "
-                               "an array cannot be created inside kernels at WithArray.data")),
+    (lambda: xsim.zeros(3), "a Warp array cannot be created inside Warp kernels"),
+    (lambda: WithArray(a=1.0), ("the returned Warp struct contains a data type that cannot be constructed inside "
+                               "Warp kernels: a Warp array cannot be created inside Warp kernels at WithArray.data")),
     (lambda: None, "None is returned"),
     (lambda: object(), "value of type <class 'object'> cannot be constructed inside kernels"),
 ])

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import ast
 import inspect
+import typing
 from dataclasses import replace
 
 from .. import types as T
 from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError, WarpCodegenValueError
-from .builtins import BUILTINS, SPECIAL_FORMS
+from .builtins import ARG_NAMES, BUILTINS, SPECIAL_FORMS
 from .builtins_random import DEFAULTS, SAMPLERS, STATEFUL
 from .codegen import is_diff
 from .ir import Block, Op, Var
@@ -28,6 +29,7 @@ class Calls:
         static = self.static_call(node)
         if static is not None:
             return static
+        node.func._xs_callee = True  # a missing name there is a missing function
         fn = self.expr(node.func)
         if not isinstance(fn, Ref):
             raise self.err(node, "only funcs, builtins and types can be called in kernels")
@@ -43,6 +45,8 @@ class Calls:
             return self.construct(obj, node)
         if obj is T.vector or obj is T.matrix:
             return self.generic_composite(obj, node)
+        if obj is T.transformation:
+            return self.transformation_value(node)
         if obj in (float, int, bool):
             args = self.plain_args(node)
             if len(args) != 1:
@@ -137,8 +141,28 @@ class Calls:
             return self.call_stateful(name, node)
         if name not in BUILTINS:
             raise self.err(node, f"'{name}' is not a kernel builtin")
-        args = self.plain_args(node)
-        return self.call_builtin(name, args, node)
+        return self.call_builtin(name, self.builtin_args(name, node), node)
+
+    def builtin_args(self, name, node) -> list[Var]:
+        """The arguments of a builtin call in parameter order, keywords placed by Warp's parameter names."""
+        args = self.arg_values(node)
+        if not node.keywords:
+            return args
+        names = ARG_NAMES.get(name)
+        if names is None:
+            raise self.err(node, f"{name}() takes positional arguments only")
+        slots = dict(zip(names, args))
+        for kw in node.keywords:
+            if kw.arg not in names:
+                raise self.err(kw, f"{name}() has no parameter '{kw.arg}' (it takes {', '.join(names)})",
+                               WarpCodegenTypeError)
+            if kw.arg in slots:
+                raise self.err(kw, f"{name}() got parameter '{kw.arg}' twice", WarpCodegenTypeError)
+            slots[kw.arg] = self.value(kw.value)
+        missing = [n for n in names if n not in slots]
+        if missing:
+            raise self.err(node, f"{name}() is missing the argument(s) {', '.join(missing)}", WarpCodegenTypeError)
+        return [slots[n] for n in names]
 
     def call_stateful(self, name, node):
         """A builtin taking a uint32 random state first (``randf(state, ...)``, ``noise(state, x)``).
@@ -325,6 +349,22 @@ class Calls:
             raise self.err(node, f"{make.__name__}(): {e}") from None
         return self.construct(t, node, args)
 
+    def transformation_value(self, node):
+        """Warp's ``transformation(p, q, dtype=...)`` (also by keyword, or seven components) in a kernel:
+        a transform value whose scalar type is ``dtype``, else that of its arguments."""
+        kw = {k.arg: k for k in node.keywords}
+        bad = set(kw) - {"p", "q", "dtype"}
+        if bad:
+            raise self.err(kw[bad.pop()], "transformation() takes p=, q= and dtype= keywords", WarpCodegenTypeError)
+        args = self.arg_values(node) + [self.value(kw[k].value) for k in ("p", "q") if k in kw]
+        if not args:
+            raise self.err(node, "transformation() in a kernel needs p and q (or use transform_identity())")
+        dtype = self.eval_static(kw["dtype"].value) if "dtype" in kw else None
+        if dtype is None:
+            strong = next((a.type for a in args if not a.weak), T.float32)
+            dtype = getattr(strong, "_scalar", strong)
+        return self.construct(T.transformation(dtype), node, args)
+
     def construct(self, t, node, args=None):
         """``vec3(x, y, z)``, ``vec3(s)``, ``vec3()``, ``vec3d(v)``, ``mat22(a, b, c, d)``,
         ``transform(p, q)``, ``MyStruct()``, and scalar casts like ``float64(x)``; ``args`` when
@@ -440,9 +480,12 @@ class Calls:
             frame.sym[name] = v
         frame.sym["$ret"] = _false()
         rt = ann.get("return")
+        if typing.get_origin(rt) is tuple:  # -> tuple[int, vec3]
+            rt = typing.get_args(rt)
         if rt is not None:
             frame.ret_type = _resolve_annotation(rt) if not isinstance(rt, tuple) else tuple(
                 _resolve_annotation(x) for x in rt)
+            frame.ret_ann = ann["return"]
         if not self.grad_bodies and (overload.custom_grad is not None or overload.replay is not None
                                      or not overload.differentiable):
             return self.call_custom_grad(overload, frame, node)

@@ -83,7 +83,10 @@ class Expressions:
         if isinstance(base, Ref):
             obj = base.obj
             if not hasattr(obj, node.attr):
-                raise self.err(node, f"{_describe(obj)} has no attribute '{node.attr}'",
+                if getattr(node, "_xs_callee", False):
+                    raise self.err(node, f"Could not find function {ast.unparse(node)}: {_describe(obj)} has no "
+                                         f"attribute '{node.attr}'", WarpCodegenAttributeError)
+                raise self.err(node, f"`{node.attr}` is not an attribute of {_describe(obj)}",
                                WarpCodegenAttributeError)
             return self.global_value(getattr(obj, node.attr), node)
         if isinstance(base, tuple):

@@ -16,6 +16,7 @@ An integer constant that does not fit its type is refused (``check_fits``).
 from __future__ import annotations
 
 import ast
+import typing
 
 import numpy as np
 
@@ -39,6 +40,7 @@ from .scope import (
     _UNSUPPORTED,
     MAX_UNROLL,
     MAX_UNROLL_OPS,
+    BuiltinRef,
     Ref,
     _assigned_names,
     _false,
@@ -93,6 +95,8 @@ class Frontend(Expressions, Calls, Statics):
             params.append(ir.Param(a.arg, t, v))
         if src.tree.args.vararg or src.tree.args.kwarg or src.tree.args.kwonlyargs:
             raise src.error(src.tree, "kernels take plain positional parameters only")
+        if ann.get("return", None) not in (None, type(None)):
+            raise src.error(src.tree.returns or src.tree, _KERNEL_RETURNS, WarpCodegenTypeError)
         frame.sym["$ret"] = _false()
         self.stmts(src.tree.body)
         self.frames.pop()
@@ -337,7 +341,15 @@ class Frontend(Expressions, Calls, Statics):
                 raise self.err(target, f"cannot assign to the loop variable '{target.id}'")
             if isinstance(value, Ref) and T.is_composite(type(value.obj)):
                 value = self.single(value, node)  # a constant vector or matrix becomes a local value
-            if isinstance(value, Ref):
+            old = self.f.sym.get(target.id)
+            if isinstance(old, Ref) and _callable_in_kernel(old.obj) and not (
+                    isinstance(value, Ref) and value.obj is old.obj):
+                # a func-valued local is a compile-time alias: there are no function pointers to rebind
+                what = "another function" if isinstance(value, Ref) and _callable_in_kernel(value.obj) \
+                    else "a non-function value"
+                raise self.err(node, f"rebinding function-valued local '{target.id}' to {what} is not supported; "
+                                     "use a new name")
+            if isinstance(value, Ref) and not _callable_in_kernel(value.obj):
                 raise self.err(node, f"cannot assign {value.obj!r} to a variable inside a kernel")
             if isinstance(value, Var) and value.is_const and value.weak:
                 value = Var(value.type, const=value.const, weak=True)
@@ -492,8 +504,7 @@ class Frontend(Expressions, Calls, Statics):
         f = self.f
         if f.is_kernel:
             if node.value is not None:
-                raise self.err(node, "a kernel cannot return a value (write the result into an output array)",
-                               WarpCodegenTypeError)
+                raise self.err(node, _KERNEL_RETURNS, WarpCodegenTypeError)
         elif node.value is not None:
             v = self.expr(node.value)
             if isinstance(v, Ref):
@@ -515,13 +526,34 @@ class Frontend(Expressions, Calls, Statics):
                              f"{T.type_name(prev.type)}")
 
     def convert_tree(self, v, t, node):
+        """The returned value ``v`` as the func's annotated return type ``t`` (a tuple of types for a
+        tuple); a mismatch is refused with the annotation and what the code returns."""
+        f = self.f
+        head = f"The function `{f.src.pyfunc.__name__}` has its return type annotated as "
         if isinstance(t, tuple):
             if not isinstance(v, tuple) or len(v) != len(t):
-                raise self.err(node, "return value does not match the annotated tuple")
-            return tuple(self.convert_tree(x, y, node) for x, y in zip(v, t))
+                got = f"{len(v)} values" if isinstance(v, tuple) else "a single value"
+                raise self.err(node, f"{head}a tuple of {len(t)} elements but the code returns {got}.",
+                               WarpCodegenTypeError)
+            if any(isinstance(x, tuple) or not (x.type is y or x.weak and self.fits_weak(x, y)) for x, y in zip(v, t)):
+                got = ", ".join("tuple" if isinstance(x, tuple) else T.type_name(x.type) for x in v)
+                raise self.err(node, f"{head}`{_annotation_name(f.ret_ann)}` but the code returns a tuple with "
+                                     f"types `({got})`.", WarpCodegenTypeError)
+            return tuple(self.convert(x, y, node) for x, y in zip(v, t))
         if isinstance(v, tuple):
-            raise self.err(node, f"returns a tuple but is annotated -> {T.type_name(t)}")
-        return self.convert(v, t, node) if v.weak or v.type is t else self.cast_checked(v, t, node)
+            raise self.err(node, f"{head}`{_annotation_name(f.ret_ann)}` but the code returns {len(v)} values.",
+                           WarpCodegenTypeError)
+        if not (v.type is t or v.weak and self.fits_weak(v, t)):
+            raise self.err(node, f"{head}`{_annotation_name(f.ret_ann)}` but the code returns a value of type "
+                                 f"`{T.type_name(v.type)}`.", WarpCodegenTypeError)
+        return self.convert(v, t, node)
+
+    @staticmethod
+    def fits_weak(v: Var, t) -> bool:
+        """Whether the literal ``v`` converts implicitly to ``t`` (an int literal to any number, a float
+        literal to a float type, either to a composite filled with it)."""
+        s = t._scalar if T.is_composite(t) else t
+        return T.is_scalar(s) and s is not T.bool_ and not (T.is_int(s) and isinstance(v.const, float))
 
     # ------------------------------------------------------------------------------------------
     # loops
@@ -555,7 +587,7 @@ class Frontend(Expressions, Calls, Statics):
             if forced:
                 self.unrolled_loop(name, values, node)
                 return
-            if len(values) <= MAX_UNROLL and self.try_unrolled_loop(name, values, node):
+            if len(values) <= self.options.get("max_unroll", MAX_UNROLL) and self.try_unrolled_loop(name, values, node):
                 return
         strong = next((a for a in (start, stop, step) if not a.weak), None)
         itype = strong.type if strong is not None else T.int32
@@ -780,3 +812,23 @@ class Frontend(Expressions, Calls, Statics):
         if T.is_scalar(t):
             return self.const(0, t)
         return self.emit("construct", t, [], node)
+
+
+def _callable_in_kernel(obj) -> bool:
+    """A func or builtin, which a local may name (``f = my_func; f(x)``)."""
+    from .kernel import Function
+    return isinstance(obj, (Function, BuiltinRef))
+
+_KERNEL_RETURNS = ("Warp kernels cannot return values. Write results to output arguments, and omit the return "
+                   "annotation or use `-> None`.")
+
+
+def _annotation_name(a) -> str:
+    """An annotation as a message shows it: ``int``, ``int16``, ``tuple[int, vec3f]``."""
+    if isinstance(a, tuple):
+        return f"tuple[{', '.join(_annotation_name(x) for x in a)}]"
+    if typing.get_origin(a) is tuple:
+        return _annotation_name(typing.get_args(a))
+    if a in (int, float, bool):
+        return a.__name__
+    return T.type_name(a)

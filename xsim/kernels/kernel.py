@@ -13,7 +13,15 @@ import numpy as np
 
 from .. import types as T
 from .ir import Var
-from .scope import BuiltinRef, _resolve_annotation, _Source, annotations, snapshot_source, source_lines
+from .scope import (
+    MAX_UNROLL,
+    BuiltinRef,
+    _resolve_annotation,
+    _Source,
+    annotations,
+    snapshot_source,
+    source_lines,
+)
 from .static import fingerprint as static_fingerprint
 from .static import table as static_table
 
@@ -224,7 +232,7 @@ class Kernel:
         if isinstance(module, Module):
             self.module = module
         elif module == "unique":
-            self.module = Module(f"{pyfunc.__module__}.{pyfunc.__qualname__}")
+            self.module = Module(f"{pyfunc.__module__}.{pyfunc.__qualname__}" + (f".{key}" if key else ""))
         else:
             self.module = get_module(module or pyfunc.__module__)
         self.module_name = self.module.name
@@ -405,12 +413,21 @@ def _value_type(value):
     return None
 
 
-def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None):
+def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None, name: str | None = None,
+           module_options: dict | None = None):
     """Decorator: compile a Python function to a native kernel with a generated adjoint. ``module``:
     a module name to compile it with (default its Python module), or "unique" for its own;
-    ``enable_backward`` defaults to the module's option (True unless ``set_module_options`` says)."""
+    ``enable_backward`` defaults to the module's option (True unless ``set_module_options`` says);
+    ``name``: the kernel's key (a C++ identifier) instead of the function's name; ``module_options``:
+    ``set_module_options`` for the kernel's module."""
+    if name is not None and not (isinstance(name, str) and name.isidentifier() and name.isascii()):
+        raise ValueError(f"kernel(name={name!r}): the name must be a valid C++ identifier")
+
     def wrap(f):
-        return Kernel(f, module=module, enable_backward=enable_backward)
+        k = Kernel(f, key=name, module=module, enable_backward=enable_backward)
+        if module_options:
+            set_module_options(module_options, k.module_name)
+        return k
     return wrap(pyfunc) if pyfunc is not None else wrap
 
 
@@ -504,7 +521,17 @@ def _hash_object(name, obj, seen, attr_names) -> str:
 # -- module options (Warp's set_module_options / get_module_options) --------------------------------
 
 _MODULE_OPTIONS: dict[str, dict] = {}
-_OPTION_DEFAULTS = {"enable_backward": True}
+_OPTION_DEFAULTS = {"enable_backward": True, "max_unroll": MAX_UNROLL}
+
+
+def _option_value(name: str, value):
+    """A module option's value checked and in its type: ``max_unroll`` is the largest trip count of a
+    constant-bound loop the compiler unrolls (a non-negative int)."""
+    if name == "max_unroll":
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise ValueError(f"set_module_options: max_unroll must be a non-negative int, got {value!r}")
+        return int(value)
+    return bool(value)
 
 
 def _module_name(module) -> str:
@@ -515,8 +542,8 @@ def _module_name(module) -> str:
 
 
 def set_module_options(options: dict, module=None) -> None:
-    """Set compile options of a module's kernels (default: the calling Python module). xsim acts on
-    ``enable_backward``; a kernel's own ``enable_backward=`` overrides it."""
+    """Set compile options of a module's kernels (default: the calling Python module): ``enable_backward``
+    (a kernel's own ``enable_backward=`` overrides it) and ``max_unroll``."""
     if not isinstance(options, dict):
         raise TypeError(f"set_module_options: options must be a dict, got {type(options).__name__}")
     unknown = sorted(set(options) - set(_OPTION_DEFAULTS))
@@ -524,7 +551,7 @@ def set_module_options(options: dict, module=None) -> None:
         raise ValueError(f"set_module_options: xsim has no module option {unknown[0]!r} "
                          f"(it has: {', '.join(_OPTION_DEFAULTS)})")
     name = _module_name(module)
-    _MODULE_OPTIONS.setdefault(name, {}).update({k: bool(v) for k, v in options.items()})
+    _MODULE_OPTIONS.setdefault(name, {}).update({k: _option_value(k, v) for k, v in options.items()})
     from .module import _MODULES
     if name in _MODULES:
         _MODULES[name].invalidate()

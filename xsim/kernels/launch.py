@@ -450,11 +450,15 @@ def after_launch(prep: _Prepared, values, adjoint: bool = False):
 
 
 def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None, device=None,
-           adjoint: bool = False, record_tape: bool = True, stream=None):
+           adjoint: bool = False, record_tape: bool = True, stream=None, block_dim: int | None = None):
     """Run ``kernel`` over ``dim`` threads (an int or a tuple of up to 4) with ``inputs + outputs``
     as its arguments, in parameter order. ``adjoint=True`` runs the adjoint instead, with
     ``adj_inputs + adj_outputs`` as the gradients (None entries use each array's ``.grad``).
-    ``stream``: an ``xsim.Stream`` to run this launch on instead of its device's current stream."""
+    ``stream``: an ``xsim.Stream`` to run this launch on instead of its device's current stream.
+    ``block_dim``: Warp's CUDA block size, checked and accepted; xsim has no tile programming, so the
+    result does not depend on it and xsim keeps its own block size."""
+    if block_dim is not None and (isinstance(block_dim, bool) or not isinstance(block_dim, int) or block_dim < 1):
+        raise ValueError(f"launch(): block_dim must be a positive int, got {block_dim!r}")
     if not adjoint and stream is None and _launch_fast(kernel, dim, inputs, outputs, device, record_tape):
         return
     from .kernel import Kernel

@@ -117,6 +117,7 @@ class _Frame:
         self.flags: list[str] = ["$ret"]
         self.loop_vars: set[str] = set()
         self.ret_type = None
+        self.ret_ann = None  # the return annotation as written, for messages
 
 
 def _false():
