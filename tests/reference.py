@@ -141,6 +141,7 @@ def _make_shim(state) -> _Shim:
     for name in ("pi", "e", "tau", "inf", "nan", "half_pi", "phi", "log2e", "log10e", "ln2", "ln10"):
         setattr(s, name, getattr(xsim, name))
     s.transformation = _transformation
+    s.float, s.int = (lambda x: T.float32(float(x))), (lambda x: T.int32(int(x)))  # Warp's casts xsim.float(x)
     s.rand_init = _rand_init
     s.noise = lambda state, x: _perlin(state, x)
     s.pnoise = lambda state, x, *periods: _perlin(state, x, periods)

@@ -1,6 +1,6 @@
 """Call forms Warp's kernels use: a func or builtin bound to a local and called through it,
 builtins called with keyword arguments (Warp's parameter names), ``transformation(p=, q=)`` in a
-kernel, Warp's math constants, and ``launch(block_dim=)``. Forward against numpy, gradients against
+kernel, Warp's math constants, and ``launch(block_dim=, max_blocks=)``, ``xsim.float(x)``. Forward against numpy, gradients against
 float64 finite differences. One module."""
 
 import math
@@ -46,7 +46,9 @@ def transforms(p: xsim.array(dtype=xsim.vec3d), q: xsim.array(dtype=xsim.quatd),
     i = xsim.tid()
     t = xsim.transformation(q=q[i], p=p[i])     # keywords in any order, dtype from the arguments
     u = xsim.transformation(p[i], q[i], dtype=F)
-    out[i] = xsim.transform_point(t, xsim.vec3d(1.0, 2.0, 3.0)) + u.p * F(xsim.pi) + xsim.vec3d(F(xsim.tau))
+    n = xsim.int(xsim.float(2.7))               # Warp's builtins float() and int() through the module
+    out[i] = (xsim.transform_point(t, xsim.vec3d(1.0, 2.0, 3.0)) + u.p * F(xsim.pi)
+              + xsim.vec3d(F(xsim.tau) + F(n)))
 
 
 def test_funcs_and_builtins_bound_to_locals_run_as_direct_calls():
@@ -88,17 +90,19 @@ def test_transformation_builds_a_transform_from_keywords_and_constants_are_warps
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     out = xsim.zeros(3, dtype=xsim.vec3d)
     xsim.launch(transforms, 3, inputs=[xsim.array(p, dtype=xsim.vec3d), xsim.array(q, dtype=xsim.quatd), out])
-    want = np.array([_rotate(q[i], np.array([1.0, 2.0, 3.0])) + p[i] + p[i] * math.pi + 2 * math.pi
+    want = np.array([_rotate(q[i], np.array([1.0, 2.0, 3.0])) + p[i] + p[i] * math.pi + 2 * math.pi + 2
                      for i in range(3)])
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-12)
     assert (xsim.half_pi, xsim.e, xsim.ln2, xsim.log10e) == (math.pi / 2, math.e, math.log(2), 1 / math.log(10))
     assert math.isinf(xsim.inf) and math.isnan(xsim.nan)
 
 
-def test_launch_accepts_warps_block_dim_and_refuses_a_bad_one():
+def test_launch_accepts_warps_block_dim_and_max_blocks_and_refuses_bad_ones():
     x = xsim.array(np.ones(4), dtype=F)
     y = xsim.zeros(4, dtype=F)
-    xsim.launch(through_locals, 4, inputs=[x, y], block_dim=64)
+    xsim.launch(through_locals, 4, inputs=[x, y], block_dim=64, max_blocks=1)
     np.testing.assert_allclose(y.numpy(), 1.0 + np.cos(1.0) * 8.0)
     with pytest.raises(ValueError, match="block_dim must be a positive int, got 0"):
         xsim.launch(through_locals, 4, inputs=[x, y], block_dim=0)
+    with pytest.raises(TypeError, match=r"max_blocks must be an int \(0 or less: no limit\), got 1.5"):
+        xsim.launch(through_locals, 4, inputs=[x, y], max_blocks=1.5)

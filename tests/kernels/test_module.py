@@ -236,3 +236,20 @@ def test_bad_kernel_names_and_max_unroll_values_are_refused():
         xsim.kernel(name="1st")
     with pytest.raises(ValueError, match="max_unroll must be a non-negative int, got -1"):
         xsim.set_module_options({"max_unroll": -1}, "xsim_test_bad_unroll")
+
+
+def make_doubler(v):
+    """A unique-module kernel writing the compile-time constant ``2 v``."""
+    @xsim.kernel(module="unique")
+    def doubler(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+        i = xsim.tid()
+        y[i] = x[i] * 0.0 + xsim.static(v * 2.0)
+    return doubler
+
+
+def test_redeclaring_a_unique_kernel_with_the_same_content_gives_the_same_kernel():
+    one, two = make_doubler(1.0), make_doubler(2.0)
+    assert one is not two
+    assert make_doubler(1.0) is one
+    np.testing.assert_array_equal(run(one, X), np.full(4, 2.0))
+    np.testing.assert_array_equal(run(two, X), np.full(4, 4.0))

@@ -82,6 +82,8 @@ class Expressions:
         base = self.expr(node.value)
         if isinstance(base, Ref):
             obj = base.obj
+            if obj is _xsim_module() and node.attr in ("float", "int"):
+                return Ref(getattr(_pybuiltins, node.attr))  # Warp's builtins xsim.float(x), xsim.int(x)
             if not hasattr(obj, node.attr):
                 if getattr(node, "_xs_callee", False):
                     raise self.err(node, f"Could not find function {ast.unparse(node)}: {_describe(obj)} has no "
@@ -527,3 +529,8 @@ def _steps_above(target, root) -> list:
         out.append(target)
         target = target.value
     return out
+
+
+def _xsim_module():
+    import xsim
+    return xsim

@@ -7,6 +7,7 @@ import hashlib
 import inspect
 import sys
 import types as _pytypes
+import weakref
 from typing import Any
 
 import numpy as np
@@ -427,8 +428,15 @@ def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None, nam
         k = Kernel(f, key=name, module=module, enable_backward=enable_backward)
         if module_options:
             set_module_options(module_options, k.module_name)
-        return k
+        if module != "unique":
+            return k
+        # as in Warp, redeclaring a unique-module kernel with the same content (a factory called again
+        # with the same arguments) gives the kernel made before, with its built code
+        return _UNIQUE.setdefault((k.module_name, k.key, k.content_hash()), k)
     return wrap(pyfunc) if pyfunc is not None else wrap
+
+
+_UNIQUE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 # -------------------------------------------------------------------------------------------------
