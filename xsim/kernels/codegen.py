@@ -557,7 +557,8 @@ class KernelCodegen:
                 return
             for r, adj_r in zip(op.attrs["results"], op.attrs["adj_rets"]):
                 out.append(f"{ind}{v(adj_r)} = {a(r) if is_diff(r.type) else '{}'};")
-            self.forward(op.attrs["grad"], True, out, ind)
+            # the func_grad body runs once, in the backward pass: its array stores and atomics happen there
+            self.forward(op.attrs["grad"], False, out, ind)
             for x, acc in op.attrs["accums"]:
                 out.append(f"{ind}xs::accum({a(x)}, {v(acc)});")
 
