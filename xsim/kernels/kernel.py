@@ -240,6 +240,12 @@ class Kernel:
         self.module.add(self)
 
     @property
+    def adj(self):
+        """Its definition as Warp's ``kernel.adj`` shows it (source, name, file, resolved statics)."""
+        from .static import Definition
+        return Definition(self.pyfunc)
+
+    @property
     def enable_backward(self) -> bool:
         """Whether the adjoint may run: the kernel's own setting, else its module's option."""
         if self._enable_backward is not None:

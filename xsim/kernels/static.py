@@ -175,6 +175,22 @@ def evaluate(src: _Source, call: ast.Call, names: dict, known, defer_undefined: 
     return value
 
 
+class Definition:
+    """A kernel's definition as Warp's ``kernel.adj`` shows it, the parts xsim has: its source, name and
+    file, and its ``static()`` expressions resolved at declaration (by expression text) and whether some
+    wait for the build (they read loop variables or constant locals)."""
+
+    def __init__(self, pyfunc):
+        src = _Source(pyfunc)
+        self.fun_name, self.filename = pyfunc.__name__, src.file
+        self.source = "".join(src.lines)
+        tab = table(pyfunc)
+        texts = {key(c): ast.unparse(c.args[0]) for c in ast.walk(src.tree)
+                 if is_static_call(c, src.names) and len(c.args) == 1}
+        self.resolved_static_expressions = {texts[k]: v for k, v in (tab.values.items() if tab else ()) if k in texts}
+        self.has_unresolved_static_expressions = bool(tab and tab.deferred)
+
+
 _NO_ARRAY = "a Warp array cannot be created inside Warp kernels"  # (xsim's arrays are Warp's)
 
 
