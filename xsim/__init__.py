@@ -78,7 +78,7 @@ from .types import dtype_from_numpy, dtype_to_numpy, matrix, quaternion, struct,
 # the builtins as names a kernel can reach (xsim.sin, xsim.tid, ...): resolved by the frontend
 for _name in list(_BUILTINS) + list(_SPECIAL_FORMS) + ["tid", "where", "select", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
                                 "identity", "quat_identity", "transform_identity", "matrix_from_rows",
-                                "matrix_from_cols"]:
+                                "matrix_from_cols", "grad"]:
     if _name not in globals() or _name in ("abs", "min", "max", "round", "pow"):
         globals()[_name] = _BuiltinRef(_name)
 del _name

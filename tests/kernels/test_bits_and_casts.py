@@ -115,8 +115,8 @@ def test_cast_reinterprets_a_struct_like_numpy_view_of_its_record():
 
 @pytest.mark.parametrize("expr, message", [
     ("xsim.cast(x[0], xsim.int64)", "cast() needs types of the same size: float32 has 4 bytes, int64 has 8"),
-    ("xsim.cast(x[0], 3)", "cast() reinterprets scalar, vector, matrix, quaternion, transform or struct (without "
-                           "arrays) values"),
+    ("xsim.cast(x[0], 3)", ("cast() reinterprets scalar, vector, matrix, quaternion, transform or struct (without "
+                            "arrays) values")),
 ])
 def test_cast_refuses_other_sizes_and_non_types_naming_the_line(expr, message, tmp_path):
     import importlib.util

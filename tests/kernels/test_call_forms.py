@@ -1,6 +1,7 @@
 """Call forms Warp's kernels use: a func or builtin bound to a local and called through it,
 builtins called with keyword arguments (Warp's parameter names), ``transformation(p=, q=)`` in a
-kernel, Warp's math constants, and ``launch(block_dim=, max_blocks=)``, ``xsim.float(x)``. Forward against numpy, gradients against
+kernel, Warp's math constants, ``launch(block_dim=, max_blocks=)``, ``xsim.float(x)``, and ``grad(f)``
+(a func's derivative in the forward code). Forward against numpy, gradients against
 float64 finite differences. One module."""
 
 import math
@@ -106,3 +107,38 @@ def test_launch_accepts_warps_block_dim_and_max_blocks_and_refuses_bad_ones():
         xsim.launch(through_locals, 4, inputs=[x, y], block_dim=0)
     with pytest.raises(TypeError, match=r"max_blocks must be an int \(0 or less: no limit\), got 1.5"):
         xsim.launch(through_locals, 4, inputs=[x, y], max_blocks=1.5)
+
+
+@xsim.func
+def bumpy(a: F, v: xsim.vec3d):
+    if a > F(0.0):
+        return xsim.sin(a) * xsim.dot(v, v) + xsim.exp(a * v[2])
+    return a * v[0] - v[1] * v[1]
+
+
+@xsim.kernel(module="xsim_tests_call_forms", enable_backward=False)
+def derivatives(x: A, out: A, out_v: xsim.array(dtype=xsim.vec3d)):
+    i = xsim.tid()
+    g = xsim.grad(cube)                         # bound to a local, called like the func
+    out[i] = g(x[i])
+    da, dv = xsim.grad(bumpy)(x[i], xsim.vec3d(F(1.0), x[i] * F(2.0), F(0.5)))
+    out[i + 6] = da
+    out_v[i] = dv
+
+
+def _bumpy(a, v):
+    return np.sin(a) * v @ v + np.exp(a * v[2]) if a > 0.0 else a * v[0] - v[1] ** 2
+
+
+def test_grad_of_a_func_matches_float64_finite_differences():
+    x = np.array([0.7, -1.3, 0.2, 1.9, -0.4, 2.5])
+    out, out_v = xsim.zeros(12, dtype=F), xsim.zeros(6, dtype=xsim.vec3d)
+    xsim.launch(derivatives, 6, inputs=[xsim.array(x, dtype=F), out, out_v])
+    h = 1e-6
+    np.testing.assert_allclose(out.numpy()[:6], ((x + h) ** 3 - (x - h) ** 3) / (2 * h), rtol=1e-7)
+    for i, a in enumerate(x):
+        v = np.array([1.0, 2.0 * a, 0.5])
+        da = (_bumpy(a + h, v) - _bumpy(a - h, v)) / (2 * h)
+        dv = [(_bumpy(a, v + h * e) - _bumpy(a, v - h * e)) / (2 * h) for e in np.eye(3)]
+        np.testing.assert_allclose(out.numpy()[6 + i], da, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(out_v.numpy()[i], dv, rtol=1e-7, atol=1e-9)

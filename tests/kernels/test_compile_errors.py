@@ -320,7 +320,8 @@ def func_falls_off_its_end_inferred(x: xsim.array(dtype=float)):
     x[0] = half_unless_big(x[1])
 
 
-@bad("rebinding function-valued local 'f' to another function is not supported", "f = half_unless_big")
+@bad("Cannot reassign local 'f', which holds helper: rebinding function-valued local 'f' to another function is "
+     "not supported", "f = half_unless_big")
 def rebinds_func_local(x: xsim.array(dtype=float)):
     f = helper
     f = half_unless_big  # E:rebinds_func_local
@@ -332,6 +333,36 @@ def rebinds_func_local_to_value(x: xsim.array(dtype=float)):
     f = helper
     f = 1.0  # E:rebinds_func_local_to_value
     x[0] = f
+
+
+@bad("Cannot reassign local 'g', which holds xsim.grad(helper): rebinding function-valued local 'g' to a "
+     "non-function value", "g += 1.0")
+def rebinds_grad_local(x: xsim.array(dtype=float)):
+    g = xsim.grad(helper)
+    g += 1.0  # E:rebinds_grad_local
+
+
+@bad("xsim.grad(helper) in a kernel needs enable_backward=False on the kernel", "xsim.grad(helper)(")
+def grad_in_differentiable_kernel(x: xsim.array(dtype=float)):
+    x[0] = xsim.grad(helper)(x[1], x[2])[0]  # E:grad_in_differentiable_kernel
+
+
+@xsim.func
+def looping(a: float):
+    s = a
+    for _ in range(int(a)):
+        s = s * a
+    return s
+
+
+@xsim.kernel(module="xsim_tests_bad_kernel_grad_of_looping_func", enable_backward=False)
+def grad_of_looping_func(x: xsim.array(dtype=float)):
+    x[0] = xsim.grad(looping)(x[1])  # E:grad_of_looping_func
+
+
+CASES["grad_of_looping_func"] = (grad_of_looping_func, ("xsim.grad(looping): xsim differentiates funcs of plain "
+                                                       "values here (no loops, array accesses or funcs with custom "
+                                                       "gradients)"), "xsim.grad(looping)(")
 
 
 @xsim.func

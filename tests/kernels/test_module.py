@@ -208,7 +208,7 @@ def make_summing(name, max_unroll):
     @xsim.kernel(module="unique", name=name, module_options={"max_unroll": max_unroll})
     def summing(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
         i = xsim.tid()
-        s = float(0.0)
+        s = x[i] * 0.0
         for k in range(6):
             s += x[i] * float(k)
         y[i] = s

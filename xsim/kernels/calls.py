@@ -15,8 +15,9 @@ from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError, WarpCodege
 from .builtins import ARG_NAMES, BUILTINS, SPECIAL_FORMS
 from .builtins_random import DEFAULTS, SAMPLERS, STATEFUL
 from .codegen import is_diff
-from .ir import Block, Op, Var
-from .scope import BuiltinRef, Ref, _describe, _false, _Frame, _resolve_annotation, annotations
+from .ir import Block, Loop, Op, Var
+from .ir import walk as ir_walk
+from .scope import BuiltinRef, GradOf, Ref, _describe, _false, _Frame, _resolve_annotation, annotations
 
 
 class Calls:
@@ -39,6 +40,8 @@ class Calls:
             raise self.err(node, f"cannot call the kernel '{obj.key}' from a kernel; make it an @xsim.func")
         if isinstance(obj, Function):
             return self.call_func(obj, node)
+        if isinstance(obj, GradOf):
+            return self.call_grad_of(obj, node)
         if isinstance(obj, BuiltinRef):
             return self.call_named_builtin(obj.name, node)
         if isinstance(obj, type) and (T.is_value_type(obj)):
@@ -455,6 +458,10 @@ class Calls:
     def call_func(self, func, node):
         args = self.arg_values(node, tuples=True)
         kw = {k.arg: self.value(k.value) for k in node.keywords}
+        return self.inline_func(func, args, kw, node)
+
+    def inline_func(self, func, args: list, kw: dict, node):
+        """The func ``func`` inlined here on the values ``args`` and ``kw``: its result."""
         overload = func.resolve(args, kw)
         if overload is None:
             given = ", ".join(T.type_name(a.type) if isinstance(a, Var) else "tuple" for a in args)
@@ -505,6 +512,51 @@ class Calls:
         if result is None:
             return Var(T.bool_, const=False)
         return result
+
+    def builtin_grad(self, node):
+        """``grad(f)``: the derivative of the func ``f``, called like it (Warp's ``wp.grad``)."""
+        from .kernel import Function
+        if len(node.args) != 1 or node.keywords:
+            raise self.err(node, "grad() takes one func")
+        f = self.expr(node.args[0])
+        if not (isinstance(f, Ref) and isinstance(f.obj, Function)):
+            raise self.err(node, "grad() takes an @xsim.func", WarpCodegenTypeError)
+        return Ref(GradOf(f.obj, ast.unparse(node)))
+
+    def call_grad_of(self, g: GradOf, node):
+        """``grad(f)(x, y...)``: the adjoints of ``f``'s parameters at these arguments for a unit adjoint
+        of its (float) result, one value per parameter (a tuple for several), computed in the forward code
+        by the func's reverse pass."""
+        if self.options.get("enable_backward", True):
+            raise self.err(node, f"{g.text} in a kernel needs enable_backward=False on the kernel (the derivative "
+                                 "of a derivative is not generated)")
+        args = self.plain_args(node)
+        params = []
+        for a in args:
+            a = self.typed(a, T.float32, node) if a.weak else a
+            if not is_diff(a.type) or T.is_struct(a.type):
+                raise self.err(node, f"{g.text} differentiates float (scalar, vector, matrix...) parameters, got "
+                                     f"{T.type_name(a.type)}", WarpCodegenTypeError)
+            params.append(Var(a.type, hint="grad_arg"))
+        outer, body = self.block, Block()
+        self.block = body
+        try:
+            result = self.inline_func(g.func, params, {}, node)
+        finally:
+            self.block = outer
+        if not (isinstance(result, Var) and T.is_float(result.type)):
+            raise self.err(node, f"{g.text} needs a func returning one float scalar", WarpCodegenTypeError)
+        for s in ir_walk(body):
+            if isinstance(s, Loop) or isinstance(s, Op) and s.kind in (
+                    "load", "store", "atomic", "grad_add", "subarray", "custom"):
+                raise self.err(node, f"{g.text}: xsim differentiates funcs of plain values here (no loops, array "
+                                     "accesses or funcs with custom gradients)")
+        outs = [Var(p.type, hint="grad") for p in params]
+        self.block.stmts.append(Op("grad_of", None, [self.typed(a, p.type, node) if a.weak else a
+                                                     for a, p in zip(args, params)],
+                                   {"fwd": body, "params": params, "outs": outs, "result": result},
+                                   self.f.src.lineno(node)))
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     def call_custom_grad(self, overload, frame: _Frame, node):
         """A func with ``@xsim.func_grad``: its body runs forward with no adjoint of its own; the

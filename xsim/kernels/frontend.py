@@ -41,6 +41,7 @@ from .scope import (
     MAX_UNROLL,
     MAX_UNROLL_OPS,
     BuiltinRef,
+    GradOf,
     Ref,
     _assigned_names,
     _false,
@@ -331,6 +332,9 @@ class Frontend(Expressions, Calls, Statics):
                 value = self.value(node.value)
                 self.atomic("atomic_" + op, arr, idx, path, value, node)
                 return
+        if isinstance(target, ast.Name) and isinstance(self.f.sym.get(target.id), Ref) and _callable_in_kernel(
+                self.f.sym[target.id].obj):
+            self.refuse_rebinding(target.id, self.f.sym[target.id], None, node)
         current = self.value(target)
         rhs = self.value(node.value)
         self.assign(target, self.binop(op, current, rhs, node), node)
@@ -344,11 +348,7 @@ class Frontend(Expressions, Calls, Statics):
             old = self.f.sym.get(target.id)
             if isinstance(old, Ref) and _callable_in_kernel(old.obj) and not (
                     isinstance(value, Ref) and value.obj is old.obj):
-                # a func-valued local is a compile-time alias: there are no function pointers to rebind
-                what = "another function" if isinstance(value, Ref) and _callable_in_kernel(value.obj) \
-                    else "a non-function value"
-                raise self.err(node, f"rebinding function-valued local '{target.id}' to {what} is not supported; "
-                                     "use a new name")
+                self.refuse_rebinding(target.id, old, value, node)
             if isinstance(value, Ref) and not _callable_in_kernel(value.obj):
                 raise self.err(node, f"cannot assign {value.obj!r} to a variable inside a kernel")
             if isinstance(value, Var) and value.is_const and value.weak:
@@ -367,6 +367,14 @@ class Frontend(Expressions, Calls, Statics):
             self.assign_component(target, self.single(value, node), node)
         else:
             raise self.err(target, "unsupported assignment target")
+
+    def refuse_rebinding(self, name: str, old: Ref, value, node):
+        """A func-valued local is a compile-time alias (there are no function pointers): it cannot be rebound."""
+        what = "another function" if isinstance(value, Ref) and _callable_in_kernel(value.obj) \
+            else "a non-function value"
+        held = old.obj.text if isinstance(old.obj, GradOf) else getattr(old.obj, "key", getattr(old.obj, "name", ""))
+        raise self.err(node, f"Cannot reassign local '{name}', which holds {held}: rebinding function-valued local "
+                             f"'{name}' to {what} is not supported; use a new name")
 
     def assign_component(self, target, value: Var, node):
         """``base[idx] = value`` / ``base.attr = value``: a store into an array element, or a new
@@ -817,7 +825,7 @@ class Frontend(Expressions, Calls, Statics):
 def _callable_in_kernel(obj) -> bool:
     """A func or builtin, which a local may name (``f = my_func; f(x)``)."""
     from .kernel import Function
-    return isinstance(obj, (Function, BuiltinRef))
+    return isinstance(obj, (Function, BuiltinRef, GradOf))
 
 _KERNEL_RETURNS = ("Warp kernels cannot return values. Write results to output arguments, and omit the return "
                    "annotation or use `-> None`.")

@@ -178,6 +178,16 @@ def _describe(obj) -> str:
     return repr(obj)
 
 
+class GradOf:
+    """``grad(f)`` met in a kernel: the derivative of the func ``f``, callable like it; ``text`` is how the
+    kernel wrote it."""
+
+    __slots__ = ("func", "text")
+
+    def __init__(self, func, text: str):
+        self.func, self.text = func, text
+
+
 class BuiltinRef:
     """What ``xsim.sin`` etc. are in Python: a name the frontend resolves to a builtin."""
 
