@@ -253,3 +253,22 @@ def test_redeclaring_a_unique_kernel_with_the_same_content_gives_the_same_kernel
     assert make_doubler(1.0) is one
     np.testing.assert_array_equal(run(one, X), np.full(4, 2.0))
     np.testing.assert_array_equal(run(two, X), np.full(4, 4.0))
+
+
+def make_looped(fn):
+    """A unique-module kernel whose static() calls ``fn`` with its loop variable (resolved at the build)."""
+    @xsim.kernel(module="unique")
+    def looped(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+        i = xsim.tid()
+        s = x[i] * 0.0
+        for k in range(3):
+            s += xsim.static(fn(k))
+        y[i] = s
+    return looped
+
+
+def test_unique_kernels_capturing_different_objects_stay_distinct():
+    ones, tens = make_looped(lambda k: 1.0 * k), make_looped(lambda k: 10.0 * k)
+    assert ones is not tens
+    np.testing.assert_array_equal(run(ones, X), np.full(4, 3.0))
+    np.testing.assert_array_equal(run(tens, X), np.full(4, 30.0))

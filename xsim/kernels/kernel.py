@@ -438,8 +438,22 @@ def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None, nam
             return k
         # as in Warp, redeclaring a unique-module kernel with the same content (a factory called again
         # with the same arguments) gives the kernel made before, with its built code
-        return _UNIQUE.setdefault((k.module_name, k.key, k.content_hash()), k)
+        return _UNIQUE.setdefault((k.module_name, k.key, k.content_hash(), *_definition_identity(f)), k)
     return wrap(pyfunc) if pyfunc is not None else wrap
+
+
+def _definition_identity(f) -> tuple:
+    """What makes two definitions of one function the same beyond their content hash (which hashes an
+    object it captures by type where it cannot hash its value): the code, the globals and each captured
+    value (a number or string by value, anything else by identity; the kernel keeps them alive)."""
+    cells = []
+    for cell in f.__closure__ or ():
+        try:
+            c = cell.cell_contents
+        except ValueError:
+            c = None
+        cells.append(c if isinstance(c, (bool, int, float, str, np.generic)) else ("id", id(c)))
+    return id(f.__code__), id(f.__globals__), tuple(cells)
 
 
 _UNIQUE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
@@ -498,6 +512,15 @@ def _hash_python(pyfunc, seen: set) -> str:
     return h.hexdigest()
 
 
+def _hash_code(code) -> str:
+    """A code object's instructions, constants and names (nested code included), as a digest."""
+    h = hashlib.blake2b(code.co_code, digest_size=16)
+    for c in code.co_consts:
+        h.update((_hash_code(c) if isinstance(c, _pytypes.CodeType) else f"{type(c).__name__}:{c!r}").encode())
+    h.update(repr(code.co_names).encode())
+    return h.hexdigest()
+
+
 def _code_names(code) -> set:
     out = set(code.co_names) | set(code.co_freevars)
     for c in code.co_consts:
@@ -521,6 +544,19 @@ def _hash_object(name, obj, seen, attr_names) -> str:
         return f"{name}:builtin"
     if T.is_composite(type(obj)):
         return f"{name}={np.asarray(obj).tolist()!r}"
+    if isinstance(obj, _pytypes.FunctionType) and name.count(".") < 3:
+        # a plain Python function a static() calls at the build (with a loop variable): what it computes
+        # is its code and what it captures, so two lambdas of one line do not hash alike
+        parts = [_hash_code(obj.__code__)]
+        for n, cell in zip(obj.__code__.co_freevars, obj.__closure__ or ()):
+            try:
+                parts.append(_hash_object(f"{name}.{n}", cell.cell_contents, seen, set()))
+            except ValueError:
+                pass
+        glob = obj.__globals__
+        parts += [_hash_object(f"{name}.{n}", glob[n], seen, set()) for n in sorted(_code_names(obj.__code__))
+                  if n in glob and not isinstance(glob[n], _pytypes.ModuleType)]
+        return f"{name}:pyfunc[{';'.join(parts)}]"
     if hasattr(obj, "__dict__") and not isinstance(obj, _pytypes.FunctionType) and name.count(".") < 3:
         # a module, class or namespace object: a kernel reads its attributes (cfg.n, mymodule.K), and
         # kernels capturing objects whose attributes differ must not hash alike (depth-limited: cycles)
