@@ -17,7 +17,17 @@ from .builtins_random import DEFAULTS, SAMPLERS, STATEFUL
 from .codegen import is_diff
 from .ir import Block, Loop, Op, Var
 from .ir import walk as ir_walk
-from .scope import BuiltinRef, GradOf, Ref, _describe, _false, _Frame, _resolve_annotation, annotations
+from .scope import (
+    BuiltinRef,
+    GradOf,
+    Ref,
+    _describe,
+    _false,
+    _Frame,
+    _resolve_annotation,
+    annotations,
+    wrap_int,
+)
 
 
 class Calls:
@@ -445,8 +455,12 @@ class Calls:
         return v
 
     def convert_or_cast(self, v, s, node):
+        """A component of a constructor as the scalar type ``s``: a literal converts (an integer wraps into an
+        integer type, as Warp's constructors do: ``vec3ub(-1)``), any other value must be of type ``s``."""
         if v.type is s:
             return v
+        if v.weak and T.is_int(s) and isinstance(v.const, int):
+            return self.const(wrap_int(v.const, s), s, node)
         if v.weak:
             return self.convert(v, s, node)
         raise self.err(node, f"component type mismatch: expected {T.type_name(s)}, got {T.type_name(v.type)}",

@@ -50,6 +50,7 @@ from .scope import (
     _resolve_annotation,
     _Source,
     annotations,
+    wrap_int,
 )
 from .static import Statics
 
@@ -173,8 +174,9 @@ class Frontend(Expressions, Calls, Statics):
         if v.type is t:
             return self.typed(v, t, node)
         if v.is_const and T.is_scalar(t) and T.is_scalar(v.type):
-            return self.const(v.const if t is not T.bool_ else bool(v.const), t, node) if not (
-                T.is_int(t) and isinstance(v.const, float)) else self.const(int(v.const), t, node)
+            if T.is_int(t):  # an explicit conversion wraps, as C's and Warp's (uint32(-1) == 4294967295)
+                return self.const(wrap_int(int(v.const), t), t, node)
+            return self.const(v.const if t is not T.bool_ else bool(v.const), t, node)
         if T.is_scalar(t) and T.is_scalar(v.type) or (
                 T.is_composite(t) and T.is_composite(v.type) and t._shape == v.type._shape):
             return self.emit("cast", t, [v], node)
