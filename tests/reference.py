@@ -66,6 +66,7 @@ from reference_values import (
 
 import xsim
 from xsim import types as T
+from xsim.kernels.builtins import ARG_NAMES
 from xsim.kernels.kernel import Function
 from xsim.kernels.scope import BuiltinRef, source_lines
 
@@ -106,6 +107,25 @@ def _atomic(op):
     return atomic
 
 
+def _by_keyword(name, f):
+    """Builtin ``f`` also callable with Warp's parameter names as keywords."""
+    names = ARG_NAMES.get(name)
+    if names is None:
+        return f
+
+    def call(*args, **kw):
+        return f(*args, *(kw[n] for n in names[len(args):] if n in kw))
+    return call
+
+
+def _transformation(*args, p=None, q=None, dtype=None):
+    """Warp's ``transformation(p, q, dtype=...)`` in a kernel: a transform value."""
+    args = [*args, *(a for a in (p, q) if a is not None)]
+    if dtype is None:
+        dtype = getattr(type(args[0]), "_scalar", T.float32)
+    return T.transformation(dtype)(*args)
+
+
 def _make_shim(state) -> _Shim:
     s = _Shim()
     for name in dir(xsim):
@@ -117,7 +137,11 @@ def _make_shim(state) -> _Shim:
     s.vector, s.matrix = _generic_vector, _generic_matrix
     s.tid = lambda: state.tid
     for name, f in BUILTINS.items():
-        setattr(s, name, f)
+        setattr(s, name, _by_keyword(name, f))
+    for name in ("pi", "e", "tau", "inf", "nan", "half_pi", "phi", "log2e", "log10e", "ln2", "ln10"):
+        setattr(s, name, getattr(xsim, name))
+    s.transformation = _transformation
+    s.float, s.int = (lambda x: T.float32(float(x))), (lambda x: T.int32(int(x)))  # Warp's casts xsim.float(x)
     s.rand_init = _rand_init
     s.noise = lambda state, x: _perlin(state, x)
     s.pnoise = lambda state, x, *periods: _perlin(state, x, periods)

@@ -460,10 +460,19 @@ def _smoothstep(e0, e1, x):
 
 def _cast(x, dtype):
     """The bits of ``x`` read as ``dtype`` (a bit cast between types of the same size)."""
-    t = T.resolve(dtype)
+    t = T.resolve(getattr(dtype, "struct_type", dtype))  # a struct's name is its constructor in a kernel
     if isinstance(t, type) and issubclass(t, np.generic):  # ``float`` in a kernel is the reference's np.float32
         t = T.scalar_from_numpy(np.dtype(t))
-    raw = np.ascontiguousarray(x._v if isinstance(x, T._Composite) else np.asarray(x)).tobytes()
+    if isinstance(x, (_Record, T._StructBase)):  # a struct's bytes: its record as laid out in arrays
+        rec = x._rec if isinstance(x, _Record) else np.zeros((), dtype=np.dtype(type(x)._np))
+        if not isinstance(x, _Record):
+            for f in type(x)._fields:
+                rec[f] = np.asarray(getattr(x, f))
+        raw = rec.tobytes()
+    else:
+        raw = np.ascontiguousarray(x._v if isinstance(x, T._Composite) else np.asarray(x)).tobytes()
+    if T.is_struct(t):
+        return _Record(np.frombuffer(raw, np.dtype(t._np)).copy()[0], t)
     if T.is_scalar(t):
         return np.frombuffer(raw, t._np)[0]
     return t._wrap(np.frombuffer(raw, t._scalar._np).copy())

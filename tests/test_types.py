@@ -351,3 +351,11 @@ def test_vector_values_take_other_attributes_but_unknown_reads_are_attribute_err
     for name in ("foo", "xy", "xyz"):
         with pytest.raises(AttributeError, match=rf"'vec3f' object has no attribute '{name}'$"):
             getattr(v, name)
+
+
+def test_host_integer_constructors_wrap_out_of_range_ints_as_warp_does():
+    assert xsim.uint32(-1) == np.uint32(4294967295) and xsim.int8(200) == np.int8(-56)
+    assert xsim.int64(2**64 - 1) == -1 and xsim.uint64(-1) == np.uint64(2**64 - 1)
+    np.testing.assert_array_equal(np.asarray(xsim.vec3ub(-1, 256, 3)), [255, 0, 3])
+    with pytest.raises(OverflowError, match="does not fit in 64 bits"):
+        xsim.uint32(2**70)

@@ -6,6 +6,8 @@ The public namespace follows NVIDIA Warp's names (``xsim.kernel``, ``xsim.launch
 
 import importlib
 
+import math as _math
+
 from . import config
 from .array import (
     array,
@@ -89,12 +91,17 @@ from .version import __version__
 # the builtins as names a kernel can reach (xsim.sin, xsim.tid, ...): resolved by the frontend
 for _name in list(_BUILTINS) + list(_SPECIAL_FORMS) + ["tid", "where", "select", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
                                 "identity", "quat_identity", "transform_identity", "matrix_from_rows",
-                                "matrix_from_cols"]:
+                                "matrix_from_cols", "grad"]:
     if _name not in globals() or _name in ("abs", "min", "max", "round", "pow"):
         globals()[_name] = _BuiltinRef(_name)
 del _name, builtins_expect, builtins_linalg, builtins_math, builtins_random, builtins_transform
 
 bool = bool_  # Warp's xsim.bool
+
+# Warp's math constants (Python floats: a kernel reads them as float literals)
+pi, e, tau, inf, nan = _math.pi, _math.e, _math.tau, _math.inf, _math.nan
+half_pi, phi = _math.pi / 2.0, (1.0 + _math.sqrt(5.0)) / 2.0
+log2e, log10e, ln2, ln10 = 1.0 / _math.log(2.0), 1.0 / _math.log(10.0), _math.log(2.0), _math.log(10.0)
 
 
 def constant(x):

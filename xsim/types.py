@@ -37,7 +37,17 @@ class _Scalar:
     _ctypes: Any = None
 
     def __new__(cls, value=0):
+        if isinstance(value, int) and cls._np.kind in "iu":
+            return _wrapped(value, cls._np)
         return cls._np.type(value)
+
+
+def _wrapped(value: int, dt):
+    """The Python int ``value`` as the integer dtype ``dt``, wrapped (two's complement) as Warp's
+    ``uint32(-1)`` is; one no 64-bit integer holds is an OverflowError."""
+    if not -(1 << 63) <= value < 1 << 64:
+        raise OverflowError(f"Python integer {value} does not fit in 64 bits")
+    return np.array(value, np.uint64 if value >= 1 << 63 else np.int64).astype(dt)[()]
 
 
 def _scalar(name: str, np_dtype, ctype: str, c_type) -> type:
@@ -137,7 +147,10 @@ class _Composite:
         elif len(args) == 1:
             v = np.array(np.asarray(args[0]), dt).reshape(shape)
         elif all(type(a) in (float, int) for a in args) and len(args) == self._length:
-            v = np.array(args, dt).reshape(shape)  # the common vec3(x, y, z): ~1 us instead of ~10
+            try:
+                v = np.array(args, dt).reshape(shape)  # the common vec3(x, y, z): ~1 us instead of ~10
+            except OverflowError:  # an int component out of an integer type's range wraps, as in Warp
+                v = np.array([_wrapped(a, dt) if type(a) is int else a for a in args], dt).reshape(shape)
         else:
             flat = np.concatenate([np.ravel(np.asarray(a)) for a in args]).astype(dt)
             if flat.size != int(np.prod(shape)):

@@ -82,9 +82,41 @@ def test_cast_reinterprets_the_bits_like_numpy_view():
     np.testing.assert_array_equal(got[5], m.reshape(n, 4))
 
 
+@xsim.struct
+class Pair16:
+    h: xsim.float16
+    k: xsim.int16
+
+
+@xsim.kernel
+def struct_casts(h: xsim.array(dtype=xsim.float16), k: xsim.array(dtype=xsim.int16), bits: xsim.array(dtype=xsim.int32),
+                 out_bits: xsim.array(dtype=xsim.int32), out_k: xsim.array(dtype=xsim.int16)):
+    i = xsim.tid()
+    p = Pair16()
+    p.h = h[i]
+    p.k = k[i]
+    out_bits[i] = xsim.cast(p, xsim.int32)     # a struct's bytes as laid out in arrays
+    out_k[i] = xsim.cast(bits[i], Pair16).k    # and the other way
+
+
+def test_cast_reinterprets_a_struct_like_numpy_view_of_its_record():
+    h = np.array([2.0, -0.5, 65504.0], dtype=np.float16)
+    k = np.array([123, -1, 32767], dtype=np.int16)
+    rec = np.zeros(3, dtype=np.dtype(Pair16._np))
+    rec["h"], rec["k"] = h, k
+    bits = rec.view(np.int32)
+    out_bits, out_k = xsim.zeros(3, dtype=xsim.int32), xsim.zeros(3, dtype=xsim.int16)
+    xsim.launch(struct_casts, 3, inputs=[xsim.array(h, dtype=xsim.float16), xsim.array(k, dtype=xsim.int16),
+                                         xsim.array(bits, dtype=xsim.int32), out_bits, out_k])
+    np.testing.assert_array_equal(out_bits.numpy(), bits)
+    assert out_bits.numpy()[0] == 0x007B4000
+    np.testing.assert_array_equal(out_k.numpy(), k)
+
+
 @pytest.mark.parametrize("expr, message", [
     ("xsim.cast(x[0], xsim.int64)", "cast() needs types of the same size: float32 has 4 bytes, int64 has 8"),
-    ("xsim.cast(x[0], 3)", "cast() reinterprets scalar, vector, matrix, quaternion or transform values"),
+    ("xsim.cast(x[0], 3)", ("cast() reinterprets scalar, vector, matrix, quaternion, transform or struct (without "
+                            "arrays) values")),
 ])
 def test_cast_refuses_other_sizes_and_non_types_naming_the_line(expr, message, tmp_path):
     import importlib.util

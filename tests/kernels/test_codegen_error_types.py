@@ -67,7 +67,7 @@ def fine(x: F):
 @pytest.mark.parametrize("kernel,flavour,base,phrase", [
     (uses_undefined_name, xsim.WarpCodegenKeyError, KeyError, "unknown name 'not_defined_anywhere'"),
     (adds_float_and_vector, xsim.WarpCodegenTypeError, TypeError, "no overload of 'add' takes (float32, vec3f)"),
-    (returns_a_value, xsim.WarpCodegenTypeError, TypeError, "a kernel cannot return a value"),
+    (returns_a_value, xsim.WarpCodegenTypeError, TypeError, "Warp kernels cannot return values"),
     (reads_a_missing_field, xsim.WarpCodegenAttributeError, AttributeError, "struct Body has no field 'volume'"),
     (reads_a_missing_component, xsim.WarpCodegenAttributeError, AttributeError, "vec2f has no component 'z'"),
     (indexes_past_the_end, xsim.WarpCodegenIndexError, IndexError, "index 3 out of range for vec3f"),

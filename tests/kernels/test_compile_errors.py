@@ -144,7 +144,8 @@ def calls_print(x: xsim.array(dtype=float)):
     print(x[0])  # E:calls_print
 
 
-@bad("a kernel cannot return a value (write the result into an output array)", "return x[0]")
+@bad("Warp kernels cannot return values. Write results to output arguments, and omit the return annotation or "
+     "use `-> None`.", "return x[0]")
 def kernel_returns_value(x: xsim.array(dtype=float)):
     return x[0]  # E:kernel_returns_value
 
@@ -272,9 +273,9 @@ def func_returns_two_types(x: xsim.array(dtype=float)):
     x[0] = returns_two_types(x[0])
 
 
-@bad("keyword arguments are not supported here", "xsim.sin(")
+@bad("argmin() takes positional arguments only", "xsim.argmin(")
 def builtin_keyword_argument(x: xsim.array(dtype=float)):
-    x[0] = xsim.sin(x=x[0])  # E:builtin_keyword_argument
+    x[0] = float(xsim.argmin(a=xsim.vec3(x[0])))  # E:builtin_keyword_argument
 
 
 @bad("kernel parameter 'n' needs a type annotation", "n")
@@ -317,6 +318,115 @@ def func_falls_off_its_end(x: xsim.array(dtype=float)):
      "a = a * 0.5")
 def func_falls_off_its_end_inferred(x: xsim.array(dtype=float)):
     x[0] = half_unless_big(x[1])
+
+
+@bad("Cannot reassign local 'f', which holds helper: rebinding function-valued local 'f' to another function is "
+     "not supported", "f = half_unless_big")
+def rebinds_func_local(x: xsim.array(dtype=float)):
+    f = helper
+    f = half_unless_big  # E:rebinds_func_local
+    x[0] = f(x[1])
+
+
+@bad("rebinding function-valued local 'f' to a non-function value is not supported", "f = 1.0")
+def rebinds_func_local_to_value(x: xsim.array(dtype=float)):
+    f = helper
+    f = 1.0  # E:rebinds_func_local_to_value
+    x[0] = f
+
+
+@bad("Cannot reassign local 'g', which holds xsim.grad(helper): rebinding function-valued local 'g' to a "
+     "non-function value", "g += 1.0")
+def rebinds_grad_local(x: xsim.array(dtype=float)):
+    g = xsim.grad(helper)
+    g += 1.0  # E:rebinds_grad_local
+
+
+@bad("xsim.grad(helper) in a kernel needs enable_backward=False on the kernel", "xsim.grad(helper)(")
+def grad_in_differentiable_kernel(x: xsim.array(dtype=float)):
+    x[0] = xsim.grad(helper)(x[1], x[2])[0]  # E:grad_in_differentiable_kernel
+
+
+@xsim.func
+def looping(a: float):
+    s = a
+    for _ in range(int(a)):
+        s = s * a
+    return s
+
+
+@xsim.kernel(module="xsim_tests_bad_kernel_grad_of_looping_func", enable_backward=False)
+def grad_of_looping_func(x: xsim.array(dtype=float)):
+    x[0] = xsim.grad(looping)(x[1])  # E:grad_of_looping_func
+
+
+CASES["grad_of_looping_func"] = (grad_of_looping_func, ("xsim.grad(looping): xsim differentiates funcs of plain "
+                                                       "values here (no loops, array accesses or funcs with custom "
+                                                       "gradients)"), "xsim.grad(looping)(")
+
+
+@xsim.func
+def narrows(a: xsim.int32) -> xsim.int16:
+    return xsim.int8(a)  # E:func_returns_other_type
+
+
+@xsim.func
+def pair_for_one(a: int) -> int:
+    return (a, a)  # E:func_returns_tuple_for_one
+
+
+@xsim.func
+def two_for_three(a: int) -> tuple[int, int, int]:
+    return (a, a)  # E:func_returns_too_few
+
+
+@xsim.func
+def float_in_int_pair(a: int) -> tuple[int, int]:
+    return (a, 1.5)  # E:func_returns_wrong_tuple_types
+
+
+@bad("The function `narrows` has its return type annotated as `int16` but the code returns a value of type `int8`.",
+     "return")
+def func_returns_other_type(x: xsim.array(dtype=float)):
+    x[0] = float(narrows(3))
+
+
+@bad("The function `pair_for_one` has its return type annotated as `int` but the code returns 2 values.", "return")
+def func_returns_tuple_for_one(x: xsim.array(dtype=float)):
+    x[0] = float(pair_for_one(3))
+
+
+@bad("The function `two_for_three` has its return type annotated as a tuple of 3 elements but the code returns 2 "
+     "values.", "return")
+def func_returns_too_few(x: xsim.array(dtype=float)):
+    _a, _b, _c = two_for_three(3)
+
+
+@bad("The function `float_in_int_pair` has its return type annotated as `tuple[int, int]` but the code returns a "
+     "tuple with types `(int32, float32)`.", "return")
+def func_returns_wrong_tuple_types(x: xsim.array(dtype=float)):
+    _a, _b = float_in_int_pair(3)
+
+
+@bad("Warp kernels cannot return values. Write results to output arguments", "float:")
+def kernel_annotated_to_return(x: xsim.array(dtype=float)) -> float:  # E:kernel_annotated_to_return
+    return
+
+
+@bad("Could not find function xsim.nonexistent_func: module 'xsim' has no attribute 'nonexistent_func'",
+     "xsim.nonexistent_func(")
+def calls_missing_function(x: xsim.array(dtype=float)):
+    x[0] = xsim.nonexistent_func(x[1])  # E:calls_missing_function
+
+
+@bad("`foo` is not an attribute of module 'xsim'", "xsim.foo.bar")
+def calls_through_missing_namespace(x: xsim.array(dtype=float)):
+    x[0] = xsim.foo.bar.sin(x[1])  # E:calls_through_missing_namespace
+
+
+@bad("pow() has no parameter 'z' (it takes x, y)", "z=")
+def builtin_unknown_keyword(x: xsim.array(dtype=float)):
+    x[0] = xsim.pow(x=x[1], z=2.0)  # E:builtin_unknown_keyword
 
 
 THIS_FILE = Path(__file__).resolve()

@@ -388,3 +388,38 @@ def test_a_func_grad_may_call_its_own_func():
     y = xsim.zeros(3, dtype=F64, requires_grad=True)
     report = gradcheck(logistic_all, [x, y])
     assert report.passed, report
+
+
+@xsim.func
+def logged_scale(log: xsim.array(dtype=F64), counter: xsim.array(dtype=xsim.int32), x: F64, s: F64):
+    return x * s
+
+
+@xsim.func_grad(logged_scale)
+def logged_scale_grad(log: xsim.array(dtype=F64), counter: xsim.array(dtype=xsim.int32), x: F64, s: F64, adj: F64):
+    slot = xsim.atomic_add(counter, 0, 1)  # the grad body's own array writes happen, once per backward
+    log[slot] = adj * s
+    xsim.adjoint[x] += adj * s
+    xsim.adjoint[s] += adj * x
+
+
+@xsim.kernel(module="xsim_tests_func_grad_side_effects")
+def scaled_with_log(log: A64, counter: xsim.array(dtype=xsim.int32), x: A64, s: A64, y: A64):
+    i = xsim.tid()
+    y[i] = logged_scale(log, counter, x[i], s[i])
+
+
+def test_a_func_grad_body_writes_arrays_once_in_the_backward_pass():
+    x, s, w = np.array([3.0, -1.0, 0.5, 2.0]), np.array([2.0, 4.0, -3.0, 0.25]), np.array([1.0, 2.0, 3.0, 4.0])
+    log, counter = xsim.zeros(4, dtype=F64), xsim.zeros(1, dtype=xsim.int32)
+    xa, sa = xsim.array(x, dtype=F64, requires_grad=True), xsim.array(s, dtype=F64, requires_grad=True)
+    y = xsim.zeros(4, dtype=F64, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(scaled_with_log, 4, inputs=[log, counter, xa, sa, y])
+    assert counter.numpy()[0] == 0  # the forward pass does not run the grad body
+    tape.backward(grads={y: xsim.array(w, dtype=F64)})
+    assert counter.numpy()[0] == 4
+    np.testing.assert_array_equal(np.sort(log.numpy()), np.sort(w * s))
+    np.testing.assert_array_equal(xa.grad.numpy(), w * s)
+    np.testing.assert_array_equal(sa.grad.numpy(), w * x)

@@ -138,3 +138,25 @@ def test_launch_arguments_at_the_ends_of_the_range_are_accepted():
     x = xsim.zeros(1, dtype=float)
     xsim.launch(scale, 1, inputs=[x, INT_MIN, 2**63 - 1])
     assert x.numpy()[0] == np.float32(float(INT_MIN) + float(2**63 - 1))
+
+
+@xsim.kernel(module=MODULE)
+def wrapping_literals(u: xsim.array(dtype=xsim.uint32), s: xsim.array(dtype=xsim.int8),
+                      b: xsim.array(dtype=xsim.vec3ub), q: xsim.array(dtype=xsim.int64)):
+    u[0] = xsim.uint32(-1)                       # explicit conversions of literals wrap, as Warp's and C's
+    u[1] = xsim.uint32(2**32 + 5)
+    s[0] = xsim.int8(200)
+    s[1] = xsim.int8(-129)
+    b[0] = xsim.vec3ub(-1, 256, 3)               # and so do a constructor's literal components
+    q[0] = xsim.int64(2**64 - 1)
+
+
+def test_explicit_conversions_of_out_of_range_literals_wrap_like_numpy():
+    u, s = xsim.zeros(2, dtype=xsim.uint32), xsim.zeros(2, dtype=xsim.int8)
+    b, q = xsim.zeros(1, dtype=xsim.vec3ub), xsim.zeros(1, dtype=xsim.int64)
+    xsim.launch(wrapping_literals, 1, inputs=[u, s, b, q])
+    wrap = lambda v, dt: np.array([v], dtype=np.uint64 if v >= 2**63 else np.int64).astype(dt)[0]  # noqa: E731
+    np.testing.assert_array_equal(u.numpy(), [wrap(-1, np.uint32), wrap(2**32 + 5, np.uint32)])
+    np.testing.assert_array_equal(s.numpy(), [wrap(200, np.int8), wrap(-129, np.int8)])
+    np.testing.assert_array_equal(b.numpy()[0], [wrap(-1, np.uint8), wrap(256, np.uint8), 3])
+    assert q.numpy()[0] == wrap(2**64 - 1, np.int64) == -1

@@ -201,3 +201,74 @@ GAINED = [make_gained(Settings(g)) for g in (1.5, -4.0)]
 def test_kernels_capturing_objects_with_different_attributes():
     np.testing.assert_allclose(run(GAINED[0], X), X * 1.5)
     np.testing.assert_allclose(run(GAINED[1], X), X * -4.0)
+
+
+def make_summing(name, max_unroll):
+    """A kernel summing 0..5 in a constant-bound loop, in a module of its own with ``max_unroll``."""
+    @xsim.kernel(module="unique", name=name, module_options={"max_unroll": max_unroll})
+    def summing(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+        i = xsim.tid()
+        s = x[i] * 0.0
+        for k in range(6):
+            s += x[i] * float(k)
+        y[i] = s
+    return summing
+
+
+def _loops(kernel) -> int:
+    from xsim.kernels.ir import Loop, walk
+    from xsim.kernels.module import build_ir
+    return sum(isinstance(s, Loop) for s in walk(build_ir(kernel).body))
+
+
+def test_kernel_name_and_module_options_name_the_kernel_and_set_max_unroll():
+    rolled, unrolled = make_summing("summing_rolled", 5), make_summing("summing_unrolled", 6)
+    assert (rolled.key, unrolled.key) == ("summing_rolled", "summing_unrolled")
+    assert rolled.module.name != unrolled.module.name  # one "unique" module per name
+    assert xsim.get_module_options(rolled.module.name)["max_unroll"] == 5
+    assert (_loops(rolled), _loops(unrolled)) == (1, 0)  # 6 iterations: above 5, within 6
+    for k in (rolled, unrolled):
+        np.testing.assert_allclose(run(k, X), X * 15.0)
+
+
+def test_bad_kernel_names_and_max_unroll_values_are_refused():
+    with pytest.raises(ValueError, match=r"kernel\(name='1st'\): the name must be a valid C\+\+ identifier"):
+        xsim.kernel(name="1st")
+    with pytest.raises(ValueError, match="max_unroll must be a non-negative int, got -1"):
+        xsim.set_module_options({"max_unroll": -1}, "xsim_test_bad_unroll")
+
+
+def make_doubler(v):
+    """A unique-module kernel writing the compile-time constant ``2 v``."""
+    @xsim.kernel(module="unique")
+    def doubler(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+        i = xsim.tid()
+        y[i] = x[i] * 0.0 + xsim.static(v * 2.0)
+    return doubler
+
+
+def test_redeclaring_a_unique_kernel_with_the_same_content_gives_the_same_kernel():
+    one, two = make_doubler(1.0), make_doubler(2.0)
+    assert one is not two
+    assert make_doubler(1.0) is one
+    np.testing.assert_array_equal(run(one, X), np.full(4, 2.0))
+    np.testing.assert_array_equal(run(two, X), np.full(4, 4.0))
+
+
+def make_looped(fn):
+    """A unique-module kernel whose static() calls ``fn`` with its loop variable (resolved at the build)."""
+    @xsim.kernel(module="unique")
+    def looped(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+        i = xsim.tid()
+        s = x[i] * 0.0
+        for k in range(3):
+            s += xsim.static(fn(k))
+        y[i] = s
+    return looped
+
+
+def test_unique_kernels_capturing_different_objects_stay_distinct():
+    ones, tens = make_looped(lambda k: 1.0 * k), make_looped(lambda k: 10.0 * k)
+    assert ones is not tens
+    np.testing.assert_array_equal(run(ones, X), np.full(4, 3.0))
+    np.testing.assert_array_equal(run(tens, X), np.full(4, 30.0))

@@ -260,9 +260,9 @@ class WithArray:
 
 
 @pytest.mark.parametrize("make, says", [
-    (lambda: xsim.zeros(3), "an array cannot be created inside kernels"),
-    (lambda: WithArray(a=1.0), ("the returned struct contains a value that cannot be constructed inside kernels: "
-                               "an array cannot be created inside kernels at WithArray.data")),
+    (lambda: xsim.zeros(3), "a Warp array cannot be created inside Warp kernels"),
+    (lambda: WithArray(a=1.0), ("the returned Warp struct contains a data type that cannot be constructed inside "
+                               "Warp kernels: a Warp array cannot be created inside Warp kernels at WithArray.data")),
     (lambda: None, "None is returned"),
     (lambda: object(), "value of type <class 'object'> cannot be constructed inside kernels"),
 ])
@@ -326,3 +326,31 @@ def test_static_takes_exactly_one_expression():
 
     with pytest.raises(xsim.CompileError, match=rf"{HERE}:\d+:\d+: xsim.static\(\) takes one expression"):
         launch_one(two_arguments, xsim.zeros(1, dtype=F64))
+
+
+def test_kernel_adj_shows_the_statics_resolved_at_declaration_and_those_left_for_the_build():
+    evals = []
+
+    def inner():
+        evals.append(1)
+        return 3.0
+
+    @xsim.kernel(module="unique")
+    def nested(a: A64):
+        i = xsim.tid()
+        s = F64(0.0)
+        for k in range(2):
+            s += F64(xsim.static(float(k) * 10.0))   # reads the loop variable: resolved at the build
+        a[i] = s + F64(xsim.static(1.0 + xsim.static(inner())))
+
+    assert evals == [1]  # the nested static ran once, at declaration
+    adj = nested.adj
+    assert adj.resolved_static_expressions == {"inner()": 3.0, "1.0 + xsim.static(inner())": 4.0}
+    assert adj.has_unresolved_static_expressions
+    assert (adj.fun_name, Path(adj.filename).name) == ("nested", HERE)
+    assert adj.source.lstrip().startswith("@xsim.kernel") and "def nested(a: A64):" in adj.source
+    build_ir(nested)
+    assert evals == [1]  # the build takes the declaration's value
+    a = xsim.zeros(2, dtype=F64)
+    xsim.launch(nested, 2, inputs=[a])
+    np.testing.assert_array_equal(a.numpy(), [14.0, 14.0])

@@ -290,4 +290,22 @@ builtin("transform_inverse", ["Transform"], "X")
 builtin("transform_get_translation", ["Transform"], "Vec3")
 builtin("transform_get_rotation", ["Transform"], "Q")
 
+# the parameter names of Warp's builtins, so that calls may pass them by keyword (``pow(x=2.0, y=4.0)``)
+ARG_NAMES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "sqrt", "cbrt", "exp",
+                     "log", "log2", "log10", "degrees", "radians", "floor", "ceil", "round", "trunc", "abs",
+                     "sign"), ("x",)),
+    **dict.fromkeys(("length", "length_sq", "normalize", "transpose", "inverse", "determinant", "trace",
+                     "isfinite", "isnan"), ("a",)),
+    **dict.fromkeys(("min", "max", "dot", "cross", "outer", "cw_mul", "cw_div", "ddot", "transform_multiply"),
+                    ("a", "b")),
+    **dict.fromkeys(("diag", "skew"), ("vec",)),
+    **dict.fromkeys(("quat_inverse", "quat_to_matrix"), ("quat",)),
+    **dict.fromkeys(("transform_inverse", "transform_get_translation", "transform_get_rotation"), ("xform",)),
+    **dict.fromkeys(("quat_rotate", "quat_rotate_inv"), ("quat", "vec")),
+    "atan2": ("y", "x"), "pow": ("x", "y"), "clamp": ("x", "low", "high"),
+    "quat_from_axis_angle": ("axis", "angle"), "transform_point": ("xform", "point"),
+    "transform_vector": ("xform", "vec"),
+}
+
 del _op, _f

@@ -4,6 +4,8 @@ in ``native/xsim_mathlib.h``)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import types as T
 from ..errors import WarpCodegenTypeError
 from .builtins import Overload, builtin, special_form
@@ -35,6 +37,8 @@ def _byte_size(t) -> int | None:
         return t._np.itemsize
     if T.is_composite(t):
         return T.num_components(t) * t._scalar._np.itemsize
+    if T.is_struct(t) and not t._has_arrays:  # its bytes as laid out in arrays (the native struct's)
+        return np.dtype(t._np).itemsize
     return None
 
 
@@ -47,7 +51,8 @@ def cast(fe, node):
     to = T.resolve(fe.eval_static(node.args[1]))
     src, dst = _byte_size(x.type), _byte_size(to) if T.is_value_type(to) else None
     if src is None or dst is None:
-        raise fe.err(node, f"cast() reinterprets scalar, vector, matrix, quaternion or transform values, not "
+        raise fe.err(node, f"cast() reinterprets scalar, vector, matrix, quaternion, transform or struct (without "
+                           f"arrays) values, not "
                            f"{T.type_name(x.type)} as {T.type_name(to)}", WarpCodegenTypeError)
     if src != dst:
         raise fe.err(node, f"cast() needs types of the same size: {T.type_name(x.type)} has {src} bytes, "

@@ -7,15 +7,27 @@ from __future__ import annotations
 
 import ast
 import inspect
+import typing
 from dataclasses import replace
 
 from .. import types as T
 from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError, WarpCodegenValueError
-from .builtins import BUILTINS, SPECIAL_FORMS
+from .builtins import ARG_NAMES, BUILTINS, SPECIAL_FORMS
 from .builtins_random import DEFAULTS, SAMPLERS, STATEFUL
 from .codegen import is_diff
-from .ir import Block, Op, Var
-from .scope import BuiltinRef, Ref, _describe, _false, _Frame, _resolve_annotation, annotations
+from .ir import Block, Loop, Op, Var
+from .ir import walk as ir_walk
+from .scope import (
+    BuiltinRef,
+    GradOf,
+    Ref,
+    _describe,
+    _false,
+    _Frame,
+    _resolve_annotation,
+    annotations,
+    wrap_int,
+)
 
 
 class Calls:
@@ -28,6 +40,7 @@ class Calls:
         static = self.static_call(node)
         if static is not None:
             return static
+        node.func._xs_callee = True  # a missing name there is a missing function
         fn = self.expr(node.func)
         if not isinstance(fn, Ref):
             raise self.err(node, "only funcs, builtins and types can be called in kernels")
@@ -37,12 +50,16 @@ class Calls:
             raise self.err(node, f"cannot call the kernel '{obj.key}' from a kernel; make it an @xsim.func")
         if isinstance(obj, Function):
             return self.call_func(obj, node)
+        if isinstance(obj, GradOf):
+            return self.call_grad_of(obj, node)
         if isinstance(obj, BuiltinRef):
             return self.call_named_builtin(obj.name, node)
         if isinstance(obj, type) and (T.is_value_type(obj)):
             return self.construct(obj, node)
         if obj is T.vector or obj is T.matrix:
             return self.generic_composite(obj, node)
+        if obj is T.transformation:
+            return self.transformation_value(node)
         if obj in (float, int, bool):
             args = self.plain_args(node)
             if len(args) != 1:
@@ -137,8 +154,28 @@ class Calls:
             return self.call_stateful(name, node)
         if name not in BUILTINS:
             raise self.err(node, f"'{name}' is not a kernel builtin")
-        args = self.plain_args(node)
-        return self.call_builtin(name, args, node)
+        return self.call_builtin(name, self.builtin_args(name, node), node)
+
+    def builtin_args(self, name, node) -> list[Var]:
+        """The arguments of a builtin call in parameter order, keywords placed by Warp's parameter names."""
+        args = self.arg_values(node)
+        if not node.keywords:
+            return args
+        names = ARG_NAMES.get(name)
+        if names is None:
+            raise self.err(node, f"{name}() takes positional arguments only")
+        slots = dict(zip(names, args))
+        for kw in node.keywords:
+            if kw.arg not in names:
+                raise self.err(kw, f"{name}() has no parameter '{kw.arg}' (it takes {', '.join(names)})",
+                               WarpCodegenTypeError)
+            if kw.arg in slots:
+                raise self.err(kw, f"{name}() got parameter '{kw.arg}' twice", WarpCodegenTypeError)
+            slots[kw.arg] = self.value(kw.value)
+        missing = [n for n in names if n not in slots]
+        if missing:
+            raise self.err(node, f"{name}() is missing the argument(s) {', '.join(missing)}", WarpCodegenTypeError)
+        return [slots[n] for n in names]
 
     def call_stateful(self, name, node):
         """A builtin taking a uint32 random state first (``randf(state, ...)``, ``noise(state, x)``).
@@ -325,6 +362,22 @@ class Calls:
             raise self.err(node, f"{make.__name__}(): {e}") from None
         return self.construct(t, node, args)
 
+    def transformation_value(self, node):
+        """Warp's ``transformation(p, q, dtype=...)`` (also by keyword, or seven components) in a kernel:
+        a transform value whose scalar type is ``dtype``, else that of its arguments."""
+        kw = {k.arg: k for k in node.keywords}
+        bad = set(kw) - {"p", "q", "dtype"}
+        if bad:
+            raise self.err(kw[bad.pop()], "transformation() takes p=, q= and dtype= keywords", WarpCodegenTypeError)
+        args = self.arg_values(node) + [self.value(kw[k].value) for k in ("p", "q") if k in kw]
+        if not args:
+            raise self.err(node, "transformation() in a kernel needs p and q (or use transform_identity())")
+        dtype = self.eval_static(kw["dtype"].value) if "dtype" in kw else None
+        if dtype is None:
+            strong = next((a.type for a in args if not a.weak), T.float32)
+            dtype = getattr(strong, "_scalar", strong)
+        return self.construct(T.transformation(dtype), node, args)
+
     def construct(self, t, node, args=None):
         """``vec3(x, y, z)``, ``vec3(s)``, ``vec3()``, ``vec3d(v)``, ``mat22(a, b, c, d)``,
         ``transform(p, q)``, ``MyStruct()``, and scalar casts like ``float64(x)``; ``args`` when
@@ -402,8 +455,12 @@ class Calls:
         return v
 
     def convert_or_cast(self, v, s, node):
+        """A component of a constructor as the scalar type ``s``: a literal converts (an integer wraps into an
+        integer type, as Warp's constructors do: ``vec3ub(-1)``), any other value must be of type ``s``."""
         if v.type is s:
             return v
+        if v.weak and T.is_int(s) and isinstance(v.const, int):
+            return self.const(wrap_int(v.const, s), s, node)
         if v.weak:
             return self.convert(v, s, node)
         raise self.err(node, f"component type mismatch: expected {T.type_name(s)}, got {T.type_name(v.type)}",
@@ -415,6 +472,10 @@ class Calls:
     def call_func(self, func, node):
         args = self.arg_values(node, tuples=True)
         kw = {k.arg: self.value(k.value) for k in node.keywords}
+        return self.inline_func(func, args, kw, node)
+
+    def inline_func(self, func, args: list, kw: dict, node):
+        """The func ``func`` inlined here on the values ``args`` and ``kw``: its result."""
         overload = func.resolve(args, kw)
         if overload is None:
             given = ", ".join(T.type_name(a.type) if isinstance(a, Var) else "tuple" for a in args)
@@ -440,9 +501,12 @@ class Calls:
             frame.sym[name] = v
         frame.sym["$ret"] = _false()
         rt = ann.get("return")
+        if typing.get_origin(rt) is tuple:  # -> tuple[int, vec3]
+            rt = typing.get_args(rt)
         if rt is not None:
             frame.ret_type = _resolve_annotation(rt) if not isinstance(rt, tuple) else tuple(
                 _resolve_annotation(x) for x in rt)
+            frame.ret_ann = ann["return"]
         if not self.grad_bodies and (overload.custom_grad is not None or overload.replay is not None
                                      or not overload.differentiable):
             return self.call_custom_grad(overload, frame, node)
@@ -462,6 +526,51 @@ class Calls:
         if result is None:
             return Var(T.bool_, const=False)
         return result
+
+    def builtin_grad(self, node):
+        """``grad(f)``: the derivative of the func ``f``, called like it (Warp's ``wp.grad``)."""
+        from .kernel import Function
+        if len(node.args) != 1 or node.keywords:
+            raise self.err(node, "grad() takes one func")
+        f = self.expr(node.args[0])
+        if not (isinstance(f, Ref) and isinstance(f.obj, Function)):
+            raise self.err(node, "grad() takes an @xsim.func", WarpCodegenTypeError)
+        return Ref(GradOf(f.obj, ast.unparse(node)))
+
+    def call_grad_of(self, g: GradOf, node):
+        """``grad(f)(x, y...)``: the adjoints of ``f``'s parameters at these arguments for a unit adjoint
+        of its (float) result, one value per parameter (a tuple for several), computed in the forward code
+        by the func's reverse pass."""
+        if self.options.get("enable_backward", True):
+            raise self.err(node, f"{g.text} in a kernel needs enable_backward=False on the kernel (the derivative "
+                                 "of a derivative is not generated)")
+        args = self.plain_args(node)
+        params = []
+        for a in args:
+            a = self.typed(a, T.float32, node) if a.weak else a
+            if not is_diff(a.type) or T.is_struct(a.type):
+                raise self.err(node, f"{g.text} differentiates float (scalar, vector, matrix...) parameters, got "
+                                     f"{T.type_name(a.type)}", WarpCodegenTypeError)
+            params.append(Var(a.type, hint="grad_arg"))
+        outer, body = self.block, Block()
+        self.block = body
+        try:
+            result = self.inline_func(g.func, params, {}, node)
+        finally:
+            self.block = outer
+        if not (isinstance(result, Var) and T.is_float(result.type)):
+            raise self.err(node, f"{g.text} needs a func returning one float scalar", WarpCodegenTypeError)
+        for s in ir_walk(body):
+            if isinstance(s, Loop) or isinstance(s, Op) and s.kind in (
+                    "load", "store", "atomic", "grad_add", "subarray", "custom"):
+                raise self.err(node, f"{g.text}: xsim differentiates funcs of plain values here (no loops, array "
+                                     "accesses or funcs with custom gradients)")
+        outs = [Var(p.type, hint="grad") for p in params]
+        self.block.stmts.append(Op("grad_of", None, [self.typed(a, p.type, node) if a.weak else a
+                                                     for a, p in zip(args, params)],
+                                   {"fwd": body, "params": params, "outs": outs, "result": result},
+                                   self.f.src.lineno(node)))
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     def call_custom_grad(self, overload, frame: _Frame, node):
         """A func with ``@xsim.func_grad``: its body runs forward with no adjoint of its own; the

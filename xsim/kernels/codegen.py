@@ -11,7 +11,8 @@ flags) or by replaying the loop from its start, so no per-iteration storage is n
 
 Op kinds (see ``ir.Op``): call, construct, cast, extract, insert, row, set_row, field_get,
 field_set, load, store, atomic, tid, shape, select, and, or, identity, custom, grad_add (a func_grad
-body's ``adjoint[arr][i] += v``: adds into the array's gradient; only in grad blocks, which run backward).
+body's ``adjoint[arr][i] += v``: adds into the array's gradient; only in grad blocks, which run backward),
+grad_of (``grad(f)(x)``: the func's derivative computed in the forward code; kernels without an adjoint).
 """
 
 from __future__ import annotations
@@ -155,17 +156,21 @@ class KernelCodegen:
                 out.append(f"{ctype(var.type)} {self.a(var)} = {{}};")
         return out
 
-    def all_vars(self):
+    def all_vars(self, block: Block | None = None):
+        """Every value of the kernel (of ``block`` when given), each once."""
         found = {}
 
         def add(v):
             if isinstance(v, Var) and v.id not in found:
                 found[v.id] = v
-        for s in ir.walk(self.k.body):
+        for s in ir.walk(self.k.body if block is None else block):
             if isinstance(s, Op):
                 for x in s.args:
                     add(x)
                 add(s.out)
+                if s.kind == "grad_of":
+                    for x in (*s.attrs["params"], *s.attrs["outs"], s.attrs["result"]):
+                        add(x)
                 if s.kind == "custom":
                     for x in (*s.attrs["results"], *s.attrs["adj_rets"], s.attrs.get("replay_out")):
                         add(x)
@@ -226,6 +231,25 @@ class KernelCodegen:
         out.append(f"{inner}{{")
         self.loop_update(loop, out, inner + "    ")
         out.append(f"{inner}}}")
+        out.append(f"{ind}}}")
+
+    def forward_grad_of(self, op: Op, out, ind):
+        """``grad(f)(args)``: the func's body and its reverse run right here, in a scope of their own whose
+        adjoints start at zero (the result's at one); the outputs are the adjoints of the parameters."""
+        params, body = op.attrs["params"], op.attrs["fwd"]
+        inner = ind + "    "
+        out.append(f"{ind}{{")
+        ids = {p.id for p in params}
+        for var in [*params, *(x for x in self.all_vars(body) if x.id not in ids)]:
+            if is_diff(var.type):
+                out.append(f"{inner}{ctype(var.type)} {self.a(var)} = {{}};")
+        for p, x in zip(params, op.args):
+            out.append(f"{inner}{self.v(p)} = {self.v(x)};")
+        self.forward(body, False, out, inner)
+        out.append(f"{inner}{self.a(op.attrs['result'])} = 1;")
+        self.reverse(body, out, inner)
+        for p, o in zip(params, op.attrs["outs"]):
+            out.append(f"{inner}{self.v(o)} = {self.a(p)};")
         out.append(f"{ind}}}")
 
     def path_expr(self, base: str, op: Op, comps: list[Var]) -> str:
@@ -303,6 +327,8 @@ class KernelCodegen:
                 fn = "grad_add_exclusive" if self.exclusive(arr, idx) else "grad_add"
                 target = self.access(arr, idx, arr.type.dtype, op.line, desc=g)
                 out.append(f"{ind}if ({g}.data) xs::{fn}(&({target}), {v(value)});")
+        elif k == "grad_of":
+            self.forward_grad_of(op, out, ind)
         elif k == "custom":
             if replay and op.attrs.get("replay") is not None:  # a func_replay body stands in for the func
                 self.forward(op.attrs["replay"], True, out, ind)
@@ -563,7 +589,8 @@ class KernelCodegen:
                 return
             for r, adj_r in zip(op.attrs["results"], op.attrs["adj_rets"]):
                 out.append(f"{ind}{v(adj_r)} = {a(r) if is_diff(r.type) else '{}'};")
-            self.forward(op.attrs["grad"], True, out, ind)
+            # the func_grad body runs once, in the backward pass: its array stores and atomics happen there
+            self.forward(op.attrs["grad"], False, out, ind)
             for x, acc in op.attrs["accums"]:
                 out.append(f"{ind}xs::accum({a(x)}, {v(acc)});")
 

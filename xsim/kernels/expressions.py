@@ -82,8 +82,13 @@ class Expressions:
         base = self.expr(node.value)
         if isinstance(base, Ref):
             obj = base.obj
+            if obj is _xsim_module() and node.attr in ("float", "int"):
+                return Ref(getattr(_pybuiltins, node.attr))  # Warp's builtins xsim.float(x), xsim.int(x)
             if not hasattr(obj, node.attr):
-                raise self.err(node, f"{_describe(obj)} has no attribute '{node.attr}'",
+                if getattr(node, "_xs_callee", False):
+                    raise self.err(node, f"Could not find function {ast.unparse(node)}: {_describe(obj)} has no "
+                                         f"attribute '{node.attr}'", WarpCodegenAttributeError)
+                raise self.err(node, f"`{node.attr}` is not an attribute of {_describe(obj)}",
                                WarpCodegenAttributeError)
             return self.global_value(getattr(obj, node.attr), node)
         if isinstance(base, tuple):
@@ -524,3 +529,8 @@ def _steps_above(target, root) -> list:
         out.append(target)
         target = target.value
     return out
+
+
+def _xsim_module():
+    import xsim
+    return xsim

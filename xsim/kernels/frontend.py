@@ -16,6 +16,7 @@ An integer constant that does not fit its type is refused (``check_fits``).
 from __future__ import annotations
 
 import ast
+import typing
 
 import numpy as np
 
@@ -40,6 +41,8 @@ from .scope import (
     _UNSUPPORTED,
     MAX_UNROLL,
     MAX_UNROLL_OPS,
+    BuiltinRef,
+    GradOf,
     Ref,
     _assigned_names,
     _false,
@@ -48,6 +51,7 @@ from .scope import (
     _resolve_annotation,
     _Source,
     annotations,
+    wrap_int,
 )
 from .static import Statics
 
@@ -95,6 +99,8 @@ class Frontend(Expressions, Calls, Statics):
             params.append(ir.Param(a.arg, t, v))
         if src.tree.args.vararg or src.tree.args.kwarg or src.tree.args.kwonlyargs:
             raise src.error(src.tree, "kernels take plain positional parameters only")
+        if ann.get("return", None) not in (None, type(None)):
+            raise src.error(src.tree.returns or src.tree, _KERNEL_RETURNS, WarpCodegenTypeError)
         frame.sym["$ret"] = _false()
         self.stmts(src.tree.body)
         self.frames.pop()
@@ -171,8 +177,9 @@ class Frontend(Expressions, Calls, Statics):
         if v.type is t:
             return self.typed(v, t, node)
         if v.is_const and T.is_scalar(t) and T.is_scalar(v.type):
-            return self.const(v.const if t is not T.bool_ else bool(v.const), t, node) if not (
-                T.is_int(t) and isinstance(v.const, float)) else self.const(int(v.const), t, node)
+            if T.is_int(t):  # an explicit conversion wraps, as C's and Warp's (uint32(-1) == 4294967295)
+                return self.const(wrap_int(int(v.const), t), t, node)
+            return self.const(v.const if t is not T.bool_ else bool(v.const), t, node)
         if T.is_scalar(t) and T.is_scalar(v.type) or (
                 T.is_composite(t) and T.is_composite(v.type) and t._shape == v.type._shape):
             return self.emit("cast", t, [v], node)
@@ -330,6 +337,9 @@ class Frontend(Expressions, Calls, Statics):
                 value = self.value(node.value)
                 self.atomic("atomic_" + op, arr, idx, path, value, node)
                 return
+        if isinstance(target, ast.Name) and isinstance(self.f.sym.get(target.id), Ref) and _callable_in_kernel(
+                self.f.sym[target.id].obj):
+            self.refuse_rebinding(target.id, self.f.sym[target.id], None, node)
         current = self.value(target)
         rhs = self.value(node.value)
         self.assign(target, self.binop(op, current, rhs, node), node)
@@ -340,7 +350,11 @@ class Frontend(Expressions, Calls, Statics):
                 raise self.err(target, f"cannot assign to the loop variable '{target.id}'")
             if isinstance(value, Ref) and T.is_composite(type(value.obj)):
                 value = self.single(value, node)  # a constant vector or matrix becomes a local value
-            if isinstance(value, Ref):
+            old = self.f.sym.get(target.id)
+            if isinstance(old, Ref) and _callable_in_kernel(old.obj) and not (
+                    isinstance(value, Ref) and value.obj is old.obj):
+                self.refuse_rebinding(target.id, old, value, node)
+            if isinstance(value, Ref) and not _callable_in_kernel(value.obj):
                 raise self.err(node, f"cannot assign {value.obj!r} to a variable inside a kernel")
             if isinstance(value, Var) and value.is_const and value.weak:
                 value = Var(value.type, const=value.const, weak=True)
@@ -358,6 +372,14 @@ class Frontend(Expressions, Calls, Statics):
             self.assign_component(target, self.single(value, node), node)
         else:
             raise self.err(target, "unsupported assignment target")
+
+    def refuse_rebinding(self, name: str, old: Ref, value, node):
+        """A func-valued local is a compile-time alias (there are no function pointers): it cannot be rebound."""
+        what = "another function" if isinstance(value, Ref) and _callable_in_kernel(value.obj) \
+            else "a non-function value"
+        held = old.obj.text if isinstance(old.obj, GradOf) else getattr(old.obj, "key", getattr(old.obj, "name", ""))
+        raise self.err(node, f"Cannot reassign local '{name}', which holds {held}: rebinding function-valued local "
+                             f"'{name}' to {what} is not supported; use a new name")
 
     def assign_component(self, target, value: Var, node):
         """``base[idx] = value`` / ``base.attr = value``: a store into an array element, or a new
@@ -495,8 +517,7 @@ class Frontend(Expressions, Calls, Statics):
         f = self.f
         if f.is_kernel:
             if node.value is not None:
-                raise self.err(node, "a kernel cannot return a value (write the result into an output array)",
-                               WarpCodegenTypeError)
+                raise self.err(node, _KERNEL_RETURNS, WarpCodegenTypeError)
         elif node.value is not None:
             v = self.expr(node.value)
             if isinstance(v, Ref):
@@ -518,13 +539,34 @@ class Frontend(Expressions, Calls, Statics):
                              f"{T.type_name(prev.type)}")
 
     def convert_tree(self, v, t, node):
+        """The returned value ``v`` as the func's annotated return type ``t`` (a tuple of types for a
+        tuple); a mismatch is refused with the annotation and what the code returns."""
+        f = self.f
+        head = f"The function `{f.src.pyfunc.__name__}` has its return type annotated as "
         if isinstance(t, tuple):
             if not isinstance(v, tuple) or len(v) != len(t):
-                raise self.err(node, "return value does not match the annotated tuple")
-            return tuple(self.convert_tree(x, y, node) for x, y in zip(v, t))
+                got = f"{len(v)} values" if isinstance(v, tuple) else "a single value"
+                raise self.err(node, f"{head}a tuple of {len(t)} elements but the code returns {got}.",
+                               WarpCodegenTypeError)
+            if any(isinstance(x, tuple) or not (x.type is y or x.weak and self.fits_weak(x, y)) for x, y in zip(v, t)):
+                got = ", ".join("tuple" if isinstance(x, tuple) else T.type_name(x.type) for x in v)
+                raise self.err(node, f"{head}`{_annotation_name(f.ret_ann)}` but the code returns a tuple with "
+                                     f"types `({got})`.", WarpCodegenTypeError)
+            return tuple(self.convert(x, y, node) for x, y in zip(v, t))
         if isinstance(v, tuple):
-            raise self.err(node, f"returns a tuple but is annotated -> {T.type_name(t)}")
-        return self.convert(v, t, node) if v.weak or v.type is t else self.cast_checked(v, t, node)
+            raise self.err(node, f"{head}`{_annotation_name(f.ret_ann)}` but the code returns {len(v)} values.",
+                           WarpCodegenTypeError)
+        if not (v.type is t or v.weak and self.fits_weak(v, t)):
+            raise self.err(node, f"{head}`{_annotation_name(f.ret_ann)}` but the code returns a value of type "
+                                 f"`{T.type_name(v.type)}`.", WarpCodegenTypeError)
+        return self.convert(v, t, node)
+
+    @staticmethod
+    def fits_weak(v: Var, t) -> bool:
+        """Whether the literal ``v`` converts implicitly to ``t`` (an int literal to any number, a float
+        literal to a float type, either to a composite filled with it)."""
+        s = t._scalar if T.is_composite(t) else t
+        return T.is_scalar(s) and s is not T.bool_ and not (T.is_int(s) and isinstance(v.const, float))
 
     # ------------------------------------------------------------------------------------------
     # loops
@@ -562,7 +604,7 @@ class Frontend(Expressions, Calls, Statics):
             if forced:
                 self.unrolled_loop(name, values, node)
                 return
-            if len(values) <= MAX_UNROLL and self.try_unrolled_loop(name, values, node):
+            if len(values) <= self.options.get("max_unroll", MAX_UNROLL) and self.try_unrolled_loop(name, values, node):
                 return
         strong = next((a for a in (start, stop, step) if not a.weak), None)
         itype = strong.type if strong is not None else T.int32
@@ -788,3 +830,23 @@ class Frontend(Expressions, Calls, Statics):
         if T.is_scalar(t):
             return self.const(0, t)
         return self.emit("construct", t, [], node)
+
+
+def _callable_in_kernel(obj) -> bool:
+    """A func or builtin, which a local may name (``f = my_func; f(x)``)."""
+    from .kernel import Function
+    return isinstance(obj, (Function, BuiltinRef, GradOf))
+
+_KERNEL_RETURNS = ("Warp kernels cannot return values. Write results to output arguments, and omit the return "
+                   "annotation or use `-> None`.")
+
+
+def _annotation_name(a) -> str:
+    """An annotation as a message shows it: ``int``, ``int16``, ``tuple[int, vec3f]``."""
+    if isinstance(a, tuple):
+        return f"tuple[{', '.join(_annotation_name(x) for x in a)}]"
+    if typing.get_origin(a) is tuple:
+        return _annotation_name(typing.get_args(a))
+    if a in (int, float, bool):
+        return a.__name__
+    return T.type_name(a)

@@ -95,7 +95,7 @@ def walk(block: Block):
     """Every statement of ``block`` and of the blocks nested in it, in program order."""
     for s in block.stmts:
         yield s
-        if isinstance(s, Op) and s.kind == "custom":
+        if isinstance(s, Op) and s.kind in ("custom", "grad_of"):
             for part in ("fwd", "replay", "grad"):
                 if s.attrs.get(part) is not None:
                     yield from walk(s.attrs[part])

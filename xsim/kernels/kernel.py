@@ -7,13 +7,22 @@ import hashlib
 import inspect
 import sys
 import types as _pytypes
+import weakref
 from typing import Any
 
 import numpy as np
 
 from .. import types as T
 from .ir import Var
-from .scope import BuiltinRef, _resolve_annotation, _Source, annotations, snapshot_source, source_lines
+from .scope import (
+    MAX_UNROLL,
+    BuiltinRef,
+    _resolve_annotation,
+    _Source,
+    annotations,
+    snapshot_source,
+    source_lines,
+)
 from .static import fingerprint as static_fingerprint
 from .static import table as static_table
 
@@ -224,11 +233,17 @@ class Kernel:
         if isinstance(module, Module):
             self.module = module
         elif module == "unique":
-            self.module = Module(f"{pyfunc.__module__}.{pyfunc.__qualname__}")
+            self.module = Module(f"{pyfunc.__module__}.{pyfunc.__qualname__}" + (f".{key}" if key else ""))
         else:
             self.module = get_module(module or pyfunc.__module__)
         self.module_name = self.module.name
         self.module.add(self)
+
+    @property
+    def adj(self):
+        """Its definition as Warp's ``kernel.adj`` shows it (source, name, file, resolved statics)."""
+        from .static import Definition
+        return Definition(self.pyfunc)
 
     @property
     def enable_backward(self) -> bool:
@@ -405,13 +420,43 @@ def _value_type(value):
     return None
 
 
-def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None):
+def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None, name: str | None = None,
+           module_options: dict | None = None):
     """Decorator: compile a Python function to a native kernel with a generated adjoint. ``module``:
     a module name to compile it with (default its Python module), or "unique" for its own;
-    ``enable_backward`` defaults to the module's option (True unless ``set_module_options`` says)."""
+    ``enable_backward`` defaults to the module's option (True unless ``set_module_options`` says);
+    ``name``: the kernel's key (a C++ identifier) instead of the function's name; ``module_options``:
+    ``set_module_options`` for the kernel's module."""
+    if name is not None and not (isinstance(name, str) and name.isidentifier() and name.isascii()):
+        raise ValueError(f"kernel(name={name!r}): the name must be a valid C++ identifier")
+
     def wrap(f):
-        return Kernel(f, module=module, enable_backward=enable_backward)
+        k = Kernel(f, key=name, module=module, enable_backward=enable_backward)
+        if module_options:
+            set_module_options(module_options, k.module_name)
+        if module != "unique":
+            return k
+        # as in Warp, redeclaring a unique-module kernel with the same content (a factory called again
+        # with the same arguments) gives the kernel made before, with its built code
+        return _UNIQUE.setdefault((k.module_name, k.key, k.content_hash(), *_definition_identity(f)), k)
     return wrap(pyfunc) if pyfunc is not None else wrap
+
+
+def _definition_identity(f) -> tuple:
+    """What makes two definitions of one function the same beyond their content hash (which hashes an
+    object it captures by type where it cannot hash its value): the code, the globals and each captured
+    value (a number or string by value, anything else by identity; the kernel keeps them alive)."""
+    cells = []
+    for cell in f.__closure__ or ():
+        try:
+            c = cell.cell_contents
+        except ValueError:
+            c = None
+        cells.append(c if isinstance(c, (bool, int, float, str, np.generic)) else ("id", id(c)))
+    return id(f.__code__), id(f.__globals__), tuple(cells)
+
+
+_UNIQUE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 # -------------------------------------------------------------------------------------------------
@@ -467,6 +512,15 @@ def _hash_python(pyfunc, seen: set) -> str:
     return h.hexdigest()
 
 
+def _hash_code(code) -> str:
+    """A code object's instructions, constants and names (nested code included), as a digest."""
+    h = hashlib.blake2b(code.co_code, digest_size=16)
+    for c in code.co_consts:
+        h.update((_hash_code(c) if isinstance(c, _pytypes.CodeType) else f"{type(c).__name__}:{c!r}").encode())
+    h.update(repr(code.co_names).encode())
+    return h.hexdigest()
+
+
 def _code_names(code) -> set:
     out = set(code.co_names) | set(code.co_freevars)
     for c in code.co_consts:
@@ -490,6 +544,19 @@ def _hash_object(name, obj, seen, attr_names) -> str:
         return f"{name}:builtin"
     if T.is_composite(type(obj)):
         return f"{name}={np.asarray(obj).tolist()!r}"
+    if isinstance(obj, _pytypes.FunctionType) and name.count(".") < 3:
+        # a plain Python function a static() calls at the build (with a loop variable): what it computes
+        # is its code and what it captures, so two lambdas of one line do not hash alike
+        parts = [_hash_code(obj.__code__)]
+        for n, cell in zip(obj.__code__.co_freevars, obj.__closure__ or ()):
+            try:
+                parts.append(_hash_object(f"{name}.{n}", cell.cell_contents, seen, set()))
+            except ValueError:
+                pass
+        glob = obj.__globals__
+        parts += [_hash_object(f"{name}.{n}", glob[n], seen, set()) for n in sorted(_code_names(obj.__code__))
+                  if n in glob and not isinstance(glob[n], _pytypes.ModuleType)]
+        return f"{name}:pyfunc[{';'.join(parts)}]"
     if hasattr(obj, "__dict__") and not isinstance(obj, _pytypes.FunctionType) and name.count(".") < 3:
         # a module, class or namespace object: a kernel reads its attributes (cfg.n, mymodule.K), and
         # kernels capturing objects whose attributes differ must not hash alike (depth-limited: cycles)
@@ -504,7 +571,17 @@ def _hash_object(name, obj, seen, attr_names) -> str:
 # -- module options (Warp's set_module_options / get_module_options) --------------------------------
 
 _MODULE_OPTIONS: dict[str, dict] = {}
-_OPTION_DEFAULTS = {"enable_backward": True}
+_OPTION_DEFAULTS = {"enable_backward": True, "max_unroll": MAX_UNROLL}
+
+
+def _option_value(name: str, value):
+    """A module option's value checked and in its type: ``max_unroll`` is the largest trip count of a
+    constant-bound loop the compiler unrolls (a non-negative int)."""
+    if name == "max_unroll":
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise ValueError(f"set_module_options: max_unroll must be a non-negative int, got {value!r}")
+        return int(value)
+    return bool(value)
 
 
 def _module_name(module) -> str:
@@ -515,8 +592,8 @@ def _module_name(module) -> str:
 
 
 def set_module_options(options: dict, module=None) -> None:
-    """Set compile options of a module's kernels (default: the calling Python module). xsim acts on
-    ``enable_backward``; a kernel's own ``enable_backward=`` overrides it."""
+    """Set compile options of a module's kernels (default: the calling Python module): ``enable_backward``
+    (a kernel's own ``enable_backward=`` overrides it) and ``max_unroll``."""
     if not isinstance(options, dict):
         raise TypeError(f"set_module_options: options must be a dict, got {type(options).__name__}")
     unknown = sorted(set(options) - set(_OPTION_DEFAULTS))
@@ -524,7 +601,7 @@ def set_module_options(options: dict, module=None) -> None:
         raise ValueError(f"set_module_options: xsim has no module option {unknown[0]!r} "
                          f"(it has: {', '.join(_OPTION_DEFAULTS)})")
     name = _module_name(module)
-    _MODULE_OPTIONS.setdefault(name, {}).update({k: bool(v) for k, v in options.items()})
+    _MODULE_OPTIONS.setdefault(name, {}).update({k: _option_value(k, v) for k, v in options.items()})
     from .module import _MODULES
     if name in _MODULES:
         _MODULES[name].invalidate()

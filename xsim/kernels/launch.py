@@ -460,11 +460,19 @@ def after_launch(prep: _Prepared, values, adjoint: bool = False):
 
 
 def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None, device=None,
-           adjoint: bool = False, record_tape: bool = True, stream=None):
+           adjoint: bool = False, record_tape: bool = True, stream=None, block_dim: int | None = None,
+           max_blocks: int = 0):
     """Run ``kernel`` over ``dim`` threads (an int or a tuple of up to 4) with ``inputs + outputs``
     as its arguments, in parameter order. ``adjoint=True`` runs the adjoint instead, with
     ``adj_inputs + adj_outputs`` as the gradients (None entries use each array's ``.grad``).
-    ``stream``: an ``xsim.Stream`` to run this launch on instead of its device's current stream."""
+    ``stream``: an ``xsim.Stream`` to run this launch on instead of its device's current stream.
+    ``block_dim``, ``max_blocks``: Warp's CUDA block size and grid limit, checked and accepted; xsim has no
+    tile programming and covers ``dim`` whatever the grid, so results do not depend on them and xsim keeps
+    its own block size and grid."""
+    if block_dim is not None and (isinstance(block_dim, bool) or not isinstance(block_dim, int) or block_dim < 1):
+        raise ValueError(f"launch(): block_dim must be a positive int, got {block_dim!r}")
+    if isinstance(max_blocks, bool) or not isinstance(max_blocks, int):
+        raise TypeError(f"launch(): max_blocks must be an int (0 or less: no limit), got {max_blocks!r}")
     if not adjoint and stream is None and _launch_fast(kernel, dim, inputs, outputs, device, record_tape):
         return
     from .kernel import Kernel

@@ -66,7 +66,10 @@ class KernelMeta:
 
 def build_ir(kernel) -> ir.KernelIR:
     """The frontend's IR of ``kernel`` (a CompileError where it refuses it)."""
-    return Frontend(kernel.pyfunc).build_kernel(kernel.symbol, dict(kernel.params) if kernel.bound else None)
+    from .kernel import get_module_options
+    options = {"max_unroll": get_module_options(kernel.module_name)["max_unroll"],
+               "enable_backward": kernel.enable_backward}
+    return Frontend(kernel.pyfunc, options).build_kernel(kernel.symbol, dict(kernel.params) if kernel.bound else None)
 
 
 class Module:

@@ -11,6 +11,8 @@ import textwrap
 import types as _pytypes
 from typing import Any
 
+import numpy as np
+
 from .. import types as T
 from ..errors import CompileError, WarpCodegenError
 from .builtins import OUTPUT_ARGS
@@ -118,6 +120,7 @@ class _Frame:
         self.flags: list[str] = ["$ret"]
         self.loop_vars: set[str] = set()
         self.ret_type = None
+        self.ret_ann = None  # the return annotation as written, for messages
 
 
 def _false():
@@ -182,6 +185,16 @@ def _describe(obj) -> str:
     return repr(obj)
 
 
+class GradOf:
+    """``grad(f)`` met in a kernel: the derivative of the func ``f``, callable like it; ``text`` is how the
+    kernel wrote it."""
+
+    __slots__ = ("func", "text")
+
+    def __init__(self, func, text: str):
+        self.func, self.text = func, text
+
+
 class BuiltinRef:
     """What ``xsim.sin`` etc. are in Python: a name the frontend resolves to a builtin."""
 
@@ -214,3 +227,13 @@ _ADJOINT = _AdjointMarker()
 
 def _adjoint_marker():
     return _ADJOINT
+
+
+def wrap_int(value: int, t) -> int:
+    """``value`` wrapped into the integer type ``t`` (two's complement, as a cast to it does); a value no
+    64-bit integer holds is left as it is (the caller refuses it: no C literal is that wide)."""
+    if not -(1 << 63) <= value < 1 << 64:
+        return value
+    bits = t._np.itemsize * 8
+    value %= 1 << bits
+    return value - (1 << bits) if np.issubdtype(t._np, np.signedinteger) and value >= 1 << (bits - 1) else value

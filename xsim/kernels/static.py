@@ -175,6 +175,25 @@ def evaluate(src: _Source, call: ast.Call, names: dict, known, defer_undefined: 
     return value
 
 
+class Definition:
+    """A kernel's definition as Warp's ``kernel.adj`` shows it, the parts xsim has: its source, name and
+    file, and its ``static()`` expressions resolved at declaration (by expression text) and whether some
+    wait for the build (they read loop variables or constant locals)."""
+
+    def __init__(self, pyfunc):
+        src = _Source(pyfunc)
+        self.fun_name, self.filename = pyfunc.__name__, src.file
+        self.source = "".join(src.lines)
+        tab = table(pyfunc)
+        texts = {key(c): ast.unparse(c.args[0]) for c in ast.walk(src.tree)
+                 if is_static_call(c, src.names) and len(c.args) == 1}
+        self.resolved_static_expressions = {texts[k]: v for k, v in (tab.values.items() if tab else ()) if k in texts}
+        self.has_unresolved_static_expressions = bool(tab and tab.deferred)
+
+
+_NO_ARRAY = "a Warp array cannot be created inside Warp kernels"  # (xsim's arrays are Warp's)
+
+
 def check_result(value, path: str = "") -> None:
     """Refuse (TypeError) a static result a kernel cannot hold: None, arrays, arbitrary objects."""
     from ..array import array
@@ -183,19 +202,19 @@ def check_result(value, path: str = "") -> None:
     if value is None:
         raise TypeError("None is returned")
     if isinstance(value, array):
-        raise TypeError("an array cannot be created inside kernels" + (f" at {path}" if path else ""))
+        raise TypeError(_NO_ARRAY + (f" at {path}" if path else ""))
     if isinstance(value, T._StructBase):
         for f, ft in value._fields.items():
             sub = f"{path or type(value).__name__}.{f}"
             try:
                 if isinstance(ft, T.ArrayType):  # set or not (None), an array field has no constant value
-                    raise TypeError(f"an array cannot be created inside kernels at {sub}")
+                    raise TypeError(f"{_NO_ARRAY} at {sub}")
                 check_result(getattr(value, f), sub)
             except TypeError as e:
                 if path:
                     raise
-                raise TypeError(f"the returned struct contains a value that cannot be constructed inside "
-                                 f"kernels: {e}") from None
+                raise TypeError(f"the returned Warp struct contains a data type that cannot be constructed "
+                                f"inside Warp kernels: {e}") from None
         return
     if isinstance(value, (bool, int, float, np.generic, str, Function, BuiltinRef)) or T.is_composite(
             type(value)) or (isinstance(value, type) and T.is_value_type(value)):

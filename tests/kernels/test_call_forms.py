@@ -1,0 +1,144 @@
+"""Call forms Warp's kernels use: a func or builtin bound to a local and called through it,
+builtins called with keyword arguments (Warp's parameter names), ``transformation(p=, q=)`` in a
+kernel, Warp's math constants, ``launch(block_dim=, max_blocks=)``, ``xsim.float(x)``, and ``grad(f)``
+(a func's derivative in the forward code). Forward against numpy, gradients against
+float64 finite differences. One module."""
+
+import math
+
+import numpy as np
+import pytest
+
+import xsim
+from xsim.autodiff.gradcheck import gradcheck
+
+F = xsim.float64
+A = xsim.array(dtype=F)
+RNG = np.random.default_rng(5)
+
+
+@xsim.func
+def cube(a: F):
+    return a * a * a
+
+
+HANDLERS = {"cube": cube, "cos": xsim.cos}
+
+
+@xsim.kernel(module="xsim_tests_call_forms")
+def through_locals(x: A, y: A):
+    i = xsim.tid()
+    f = cube                                    # a func bound to a local
+    g = xsim.static(HANDLERS["cos"])            # a builtin chosen at compile time, bound to a local
+    h = f                                       # an alias of the alias
+    y[i] = f(x[i]) + g(x[i]) * h(F(2.0))
+
+
+@xsim.kernel(module="xsim_tests_call_forms")
+def by_keyword(x: A, y: A):
+    i = xsim.tid()
+    a = xsim.abs(x[i]) + F(0.5)
+    y[i] = (xsim.pow(y=F(1.5), x=a) + xsim.atan2(x=a, y=x[i]) + xsim.clamp(high=F(0.3), x=x[i], low=F(-0.2))
+            + xsim.dot(b=xsim.vec2d(a, F(1.0)), a=xsim.vec2d(F(2.0), x[i])))
+
+
+@xsim.kernel(module="xsim_tests_call_forms")
+def transforms(p: xsim.array(dtype=xsim.vec3d), q: xsim.array(dtype=xsim.quatd), out: xsim.array(dtype=xsim.vec3d)):
+    i = xsim.tid()
+    t = xsim.transformation(q=q[i], p=p[i])     # keywords in any order, dtype from the arguments
+    u = xsim.transformation(p[i], q[i], dtype=F)
+    n = xsim.int(xsim.float(2.7))               # Warp's builtins float() and int() through the module
+    out[i] = (xsim.transform_point(t, xsim.vec3d(1.0, 2.0, 3.0)) + u.p * F(xsim.pi)
+              + xsim.vec3d(F(xsim.tau) + F(n)))
+
+
+def test_funcs_and_builtins_bound_to_locals_run_as_direct_calls():
+    x = RNG.uniform(-1.0, 1.0, 8)
+    y = xsim.zeros(8, dtype=F)
+    xsim.launch(through_locals, 8, inputs=[xsim.array(x, dtype=F), y])
+    np.testing.assert_allclose(y.numpy(), x ** 3 + np.cos(x) * 8.0, rtol=1e-12)
+
+
+def test_builtin_keyword_arguments_follow_warps_parameter_names():
+    x = RNG.uniform(-1.0, 1.0, 8)
+    y = xsim.zeros(8, dtype=F)
+    xsim.launch(by_keyword, 8, inputs=[xsim.array(x, dtype=F), y])
+    a = np.abs(x) + 0.5
+    np.testing.assert_allclose(y.numpy(), a ** 1.5 + np.arctan2(x, a) + np.clip(x, -0.2, 0.3) + 2.0 * a + x,
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", [through_locals, by_keyword])
+def test_gradients_through_locals_and_keywords_match_finite_differences(kernel):
+    x = RNG.uniform(-0.9, 0.9, 6)
+    x[np.abs(x) < 0.05] = 0.5       # away from abs' kink
+    x[np.abs(x - 0.3) < 0.02] = 0.6  # and the clamp's corners
+    x[np.abs(x + 0.2) < 0.02] = 0.6
+    args = [xsim.array(x, dtype=F, requires_grad=True), xsim.zeros(6, dtype=F, requires_grad=True)]
+    report = gradcheck(kernel, args, dim=6, atol=1e-7, rtol=1e-6)
+    assert report.passed, str(report)
+
+
+def _rotate(q, v):
+    """``v`` rotated by the unit quaternion ``q = (x, y, z, w)``."""
+    u, w = q[:3], q[3]
+    return v + 2.0 * np.cross(u, np.cross(u, v) + w * v)
+
+
+def test_transformation_builds_a_transform_from_keywords_and_constants_are_warps():
+    p = RNG.uniform(-1.0, 1.0, (3, 3))
+    q = RNG.normal(size=(3, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    out = xsim.zeros(3, dtype=xsim.vec3d)
+    xsim.launch(transforms, 3, inputs=[xsim.array(p, dtype=xsim.vec3d), xsim.array(q, dtype=xsim.quatd), out])
+    want = np.array([_rotate(q[i], np.array([1.0, 2.0, 3.0])) + p[i] + p[i] * math.pi + 2 * math.pi + 2
+                     for i in range(3)])
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-12)
+    assert (xsim.half_pi, xsim.e, xsim.ln2, xsim.log10e) == (math.pi / 2, math.e, math.log(2), 1 / math.log(10))
+    assert math.isinf(xsim.inf) and math.isnan(xsim.nan)
+
+
+def test_launch_accepts_warps_block_dim_and_max_blocks_and_refuses_bad_ones():
+    x = xsim.array(np.ones(4), dtype=F)
+    y = xsim.zeros(4, dtype=F)
+    xsim.launch(through_locals, 4, inputs=[x, y], block_dim=64, max_blocks=1)
+    np.testing.assert_allclose(y.numpy(), 1.0 + np.cos(1.0) * 8.0)
+    with pytest.raises(ValueError, match="block_dim must be a positive int, got 0"):
+        xsim.launch(through_locals, 4, inputs=[x, y], block_dim=0)
+    with pytest.raises(TypeError, match=r"max_blocks must be an int \(0 or less: no limit\), got 1.5"):
+        xsim.launch(through_locals, 4, inputs=[x, y], max_blocks=1.5)
+
+
+@xsim.func
+def bumpy(a: F, v: xsim.vec3d):
+    if a > F(0.0):
+        return xsim.sin(a) * xsim.dot(v, v) + xsim.exp(a * v[2])
+    return a * v[0] - v[1] * v[1]
+
+
+@xsim.kernel(module="xsim_tests_call_forms", enable_backward=False)
+def derivatives(x: A, out: A, out_v: xsim.array(dtype=xsim.vec3d)):
+    i = xsim.tid()
+    g = xsim.grad(cube)                         # bound to a local, called like the func
+    out[i] = g(x[i])
+    da, dv = xsim.grad(bumpy)(x[i], xsim.vec3d(F(1.0), x[i] * F(2.0), F(0.5)))
+    out[i + 6] = da
+    out_v[i] = dv
+
+
+def _bumpy(a, v):
+    return np.sin(a) * v @ v + np.exp(a * v[2]) if a > 0.0 else a * v[0] - v[1] ** 2
+
+
+def test_grad_of_a_func_matches_float64_finite_differences():
+    x = np.array([0.7, -1.3, 0.2, 1.9, -0.4, 2.5])
+    out, out_v = xsim.zeros(12, dtype=F), xsim.zeros(6, dtype=xsim.vec3d)
+    xsim.launch(derivatives, 6, inputs=[xsim.array(x, dtype=F), out, out_v])
+    h = 1e-6
+    np.testing.assert_allclose(out.numpy()[:6], ((x + h) ** 3 - (x - h) ** 3) / (2 * h), rtol=1e-7)
+    for i, a in enumerate(x):
+        v = np.array([1.0, 2.0 * a, 0.5])
+        da = (_bumpy(a + h, v) - _bumpy(a - h, v)) / (2 * h)
+        dv = [(_bumpy(a, v + h * e) - _bumpy(a, v - h * e)) / (2 * h) for e in np.eye(3)]
+        np.testing.assert_allclose(out.numpy()[6 + i], da, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(out_v.numpy()[i], dv, rtol=1e-7, atol=1e-9)
