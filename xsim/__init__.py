@@ -5,7 +5,6 @@ The public namespace follows NVIDIA Warp's names (``xsim.kernel``, ``xsim.launch
 """
 
 import importlib
-
 import math as _math
 
 from . import config
