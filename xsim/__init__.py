@@ -93,7 +93,7 @@ for _name in list(_BUILTINS) + list(_SPECIAL_FORMS) + ["tid", "where", "select",
                                 "matrix_from_cols", "grad"]:
     if _name not in globals() or _name in ("abs", "min", "max", "round", "pow"):
         globals()[_name] = _BuiltinRef(_name)
-del _name, builtins_expect, builtins_linalg, builtins_math, builtins_random, builtins_transform
+del _name, builtins_expect, builtins_geometry, builtins_linalg, builtins_math, builtins_random, builtins_transform
 
 bool = bool_  # Warp's xsim.bool
 
