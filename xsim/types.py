@@ -212,6 +212,25 @@ class _Composite:
 
     __radd__ = __add__
 
+    # bit operations, component by component (integer vectors and matrices)
+    def __and__(self, o):
+        return self._same(self._v & np.asarray(o))
+
+    def __or__(self, o):
+        return self._same(self._v | np.asarray(o))
+
+    def __xor__(self, o):
+        return self._same(self._v ^ np.asarray(o))
+
+    def __lshift__(self, o):
+        return self._same(self._v << np.asarray(o))
+
+    def __rshift__(self, o):
+        return self._same(self._v >> np.asarray(o))
+
+    def __invert__(self):
+        return self._same(~self._v)
+
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(repr(x) for x in self._v.ravel().tolist())})"
 
