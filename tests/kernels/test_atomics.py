@@ -183,6 +183,35 @@ def test_atomics_on_vector_and_matrix_elements_and_float16_vectors():
     np.testing.assert_array_equal(u.numpy(), want_u)
 
 
+@xsim.kernel
+def cas_and_exch_by_type(f: xsim.array(dtype=xsim.float32), d: xsim.array(dtype=xsim.float64),
+                         u: xsim.array(dtype=xsim.uint64), l: xsim.array(dtype=xsim.int64, ndim=2),
+                         old: xsim.array(dtype=xsim.float64, ndim=2)):
+    i = xsim.tid()
+    old[i, 0] = xsim.float64(xsim.atomic_cas(f, i, 1.5, -2.0))  # swaps where the element is 1.5
+    old[i, 1] = xsim.atomic_cas(d, i, xsim.float64(0.25), xsim.float64(i))
+    old[i, 2] = xsim.float64(xsim.atomic_exch(u, i, xsim.uint64(i) << xsim.uint64(40)))
+    old[i, 3] = xsim.float64(xsim.atomic_cas(l, i, 0, xsim.int64(-7), xsim.int64(i)))
+
+
+def test_cas_swaps_only_an_equal_element_and_exch_always_swaps_both_returning_the_old_value():
+    n = 6
+    f0 = np.array([1.5, 2.0, 1.5, -0.0, 1.5, 3.0], np.float32)
+    d0 = np.array([0.25, 0.5, 0.25, 0.25, 1.0, 0.0])
+    u0 = np.arange(n, dtype=np.uint64) + np.uint64(2**63)
+    l0 = np.array([[-7], [7], [-7], [0], [-7], [1]], np.int64)
+    f, d = xsim.array(f0, dtype=xsim.float32), xsim.array(d0, dtype=xsim.float64)
+    u, l = xsim.array(u0, dtype=xsim.uint64), xsim.array(l0, dtype=xsim.int64)
+    old = xsim.zeros((n, 4), dtype=xsim.float64)
+    xsim.launch(cas_and_exch_by_type, n, inputs=[f, d, u, l, old])
+    i = np.arange(n)
+    np.testing.assert_array_equal(old.numpy(), np.stack([f0, d0, u0.astype(np.float64), l0[:, 0]], axis=1))
+    np.testing.assert_array_equal(f.numpy(), np.where(f0 == 1.5, -2.0, f0).astype(np.float32))
+    np.testing.assert_array_equal(d.numpy(), np.where(d0 == 0.25, i, d0))
+    np.testing.assert_array_equal(u.numpy(), i.astype(np.uint64) << np.uint64(40))
+    np.testing.assert_array_equal(l.numpy()[:, 0], np.where(l0[:, 0] == -7, i, l0[:, 0]))
+
+
 # ------------------------------------------------------------------------------------------------
 # gradients and refusals
 
