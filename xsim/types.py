@@ -304,7 +304,9 @@ def _composite(base, kind: str, name: str, shape, scalar, ctype: str):
     n = int(np.prod(shape))
     cls = type(name, (base,), {"__slots__": (), "_kind": kind, "_shape": tuple(shape), "_scalar": scalar,
                                "_length": shape[0], "_ctype": ctype, "_np": scalar._np,
-                               "_ctypes": scalar._ctypes * n})
+                               "_ctypes": scalar._ctypes * n,
+                               # Warp's spellings, which ported code and Warp's tests read
+                               "_wp_scalar_type_": scalar, "_shape_": tuple(shape), "_length_": n})
     cls.__module__ = __name__
     return cls
 

@@ -224,6 +224,22 @@ def test_atomic_add_and_sub_on_vector_elements_match_finite_differences():
               rtol=1e-6).assert_ok()
 
 
+@xsim.kernel
+def vector_extremes(x: xsim.array(dtype=xsim.vec3d), lo: xsim.array(dtype=xsim.vec3d),
+                    hi: xsim.array(dtype=xsim.mat22d)):
+    i = xsim.tid()
+    xsim.atomic_min(lo, 0, x[i])
+    xsim.atomic_max(hi, i % 2, xsim.mat22d(x[i][0], 2.0 * x[i][1], x[i][2] * x[i][2], -x[i][0]))
+
+
+def test_atomic_min_and_max_of_vectors_and_matrices_pass_the_gradient_to_each_components_extreme():
+    x = xsim.array(np.random.default_rng(6).uniform(-1, 1, (7, 3)), dtype=xsim.vec3d, requires_grad=True)
+    lo = xsim.full(1, 10.0, dtype=xsim.vec3d, requires_grad=True)
+    hi = xsim.full(2, -10.0, dtype=xsim.mat22d, requires_grad=True)
+    gradcheck(vector_extremes, [x, lo, hi], dim=7, outputs=["lo", "hi"], wrt=["x"], eps=1e-6, atol=1e-8,
+              rtol=1e-6).assert_ok()
+
+
 def test_exchange_on_a_float_array_is_refused_on_a_tape():
     x = xsim.array([1.0, 2.0], dtype=float, requires_grad=True)
     y = xsim.zeros(1, dtype=float, requires_grad=True)

@@ -519,11 +519,6 @@ XS_COMPOSITE_ATOMIC(atomic_or)
 XS_COMPOSITE_ATOMIC(atomic_xor)
 #undef XS_COMPOSITE_ATOMIC
 
-// atomic_min/max adjoint: the gradient reaches the value that ended up stored.
-template <typename T> XS_FUNC void adj_atomic_minmax(const T& value, const T& stored, T& adj_value, const T& g) {
-    if (value == stored) adj_value += g;
-}
-
 // Gradient accumulation into an array element: atomic where threads can collide.
 template <typename T> XS_FUNC void grad_add(T* p, const T& v) { atomic_add(p, v); }
 template <typename T> XS_FUNC void grad_add_exclusive(T* p, const T& v) { accum(*p, v); }

@@ -213,6 +213,16 @@ XS_COMPONENTWISE2_FORWARD(cw_rshift, rshift)
 XS_COMPONENTWISE1_FORWARD(cw_invert, invert)
 #undef XS_COMPONENTWISE1
 #undef XS_COMPONENTWISE2
+
+// atomic_min/max adjoint: the gradient reaches the value (each component of it) that ended up stored.
+template <typename V> XS_FUNC void adj_atomic_minmax(const V& value, const V& stored, V& adj_value, const V& g) {
+    if constexpr (composite_traits<V>::is) {
+        for (int i = 0; i < composite_traits<V>::size; ++i)
+            if (comp(value, i) == comp(stored, i)) comp(adj_value, i) += comp(g, i);
+    } else if (value == stored) {
+        adj_value += g;
+    }
+}
 #undef XS_COMPONENTWISE1_FORWARD
 #undef XS_COMPONENTWISE2_FORWARD
 
