@@ -545,7 +545,7 @@ class KernelCodegen:
                 out.append(f"{ind}if ({g}.data) xs::accum({a(value)}, {target});")
             elif op.attrs["fn"] == "atomic_sub":
                 out.append(f"{ind}if ({g}.data) xs::accum({a(value)}, xs::neg({target}));")
-            elif op.attrs["fn"] in ("atomic_min", "atomic_max"):  # the gradient reaches the value that ended up stored
+            elif op.attrs["fn"] in ("atomic_min", "atomic_max"):  # to the value that ended up stored
                 prim = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
                 out.append(f"{ind}if ({g}.data) xs::adj_atomic_minmax({v(value)}, {prim}, {a(value)}, {target});")
         elif k == "select":

@@ -53,6 +53,7 @@ from .static import Statics
 _AUGASSIGN_ATOMICS = {"add": "atomic_add", "sub": "atomic_sub", "bit_and": "atomic_and", "bit_or": "atomic_or",
                       "bit_xor": "atomic_xor"}
 
+
 class Frontend(Expressions, Calls, Statics):
     """Builds the IR of one kernel (and everything it calls)."""
 
