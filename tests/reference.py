@@ -126,6 +126,11 @@ def _transformation(*args, p=None, q=None, dtype=None):
     return T.transformation(dtype)(*args)
 
 
+def _atomic_cas(arr, *args):
+    *idx, compare, value = args
+    return _atomic(lambda old, v: v if old == compare else old)(arr, *idx, value)
+
+
 def _make_shim(state) -> _Shim:
     s = _Shim()
     for name in dir(xsim):
@@ -150,6 +155,11 @@ def _make_shim(state) -> _Shim:
     s.atomic_sub = _atomic(lambda a, b: a - b)
     s.atomic_min = _atomic(_min)
     s.atomic_max = _atomic(_max)
+    s.atomic_and = _atomic(lambda a, b: a & b)
+    s.atomic_or = _atomic(lambda a, b: a | b)
+    s.atomic_xor = _atomic(lambda a, b: a ^ b)
+    s.atomic_exch = _atomic(lambda a, b: b)
+    s.atomic_cas = _atomic_cas
     return s
 
 

@@ -80,6 +80,7 @@ from .kernels.kernel import (
 from .kernels.launch import launch
 from .kernels.module import get_module
 from .kernels.scope import _ADJOINT as adjoint
+from .kernels.scope import ATOMICS as _ATOMICS
 from .kernels.scope import BuiltinRef as _BuiltinRef
 from .kernels.static import static
 from .torch_view import from_torch, to_torch
@@ -88,7 +89,7 @@ from .types import dtype_from_numpy, dtype_to_numpy, matrix, quaternion, struct,
 from .version import __version__
 
 # the builtins as names a kernel can reach (xsim.sin, xsim.tid, ...): resolved by the frontend
-for _name in list(_BUILTINS) + list(_SPECIAL_FORMS) + ["tid", "where", "select", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
+for _name in list(_BUILTINS) + list(_SPECIAL_FORMS) + [*_ATOMICS, "tid", "where", "select",
                                 "identity", "quat_identity", "transform_identity", "matrix_from_rows",
                                 "matrix_from_cols", "grad"]:
     if _name not in globals() or _name in ("abs", "min", "max", "round", "pow"):

@@ -225,6 +225,25 @@ class _Composite:
 
     __radd__ = __add__
 
+    # bit operations, component by component (integer vectors and matrices)
+    def __and__(self, o):
+        return self._same(self._v & np.asarray(o))
+
+    def __or__(self, o):
+        return self._same(self._v | np.asarray(o))
+
+    def __xor__(self, o):
+        return self._same(self._v ^ np.asarray(o))
+
+    def __lshift__(self, o):
+        return self._same(self._v << np.asarray(o))
+
+    def __rshift__(self, o):
+        return self._same(self._v >> np.asarray(o))
+
+    def __invert__(self):
+        return self._same(~self._v)
+
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(repr(x) for x in self._v.ravel().tolist())})"
 
@@ -298,7 +317,9 @@ def _composite(base, kind: str, name: str, shape, scalar, ctype: str):
     n = int(np.prod(shape))
     cls = type(name, (base,), {"__slots__": (), "_kind": kind, "_shape": tuple(shape), "_scalar": scalar,
                                "_length": shape[0], "_ctype": ctype, "_np": scalar._np,
-                               "_ctypes": scalar._ctypes * n})
+                               "_ctypes": scalar._ctypes * n,
+                               # Warp's spellings, which ported code and Warp's tests read
+                               "_wp_scalar_type_": scalar, "_shape_": tuple(shape), "_length_": n})
     cls.__module__ = __name__
     return cls
 

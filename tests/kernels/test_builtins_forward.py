@@ -12,14 +12,8 @@ definitions have their corner cases (zero, halfway, singular matrices, the unit 
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,6 +24,7 @@ import xsim
 from xsim import types as T
 from xsim.kernels.builtins import BUILTINS, resolve_overload
 from xsim.kernels.builtins_random import NAMES as RANDOM_NAMES
+from xsim.kernels.generated import load_source
 
 N = 16
 
@@ -83,6 +78,7 @@ KIND_TYPES: dict[str, Callable] = {
     "M22": lambda F: T.matrix((2, 2), F), "M33": lambda F: T.matrix((3, 3), F),
     "M44": lambda F: T.matrix((4, 4), F), "M23": lambda F: T.matrix((2, 3), F),
     "M32": lambda F: T.matrix((3, 2), F), "Q": lambda F: T.quaternion(F), "X": lambda F: T.transformation(F),
+    "IV3": lambda F: T.vector(3, T.int32), "UM22": lambda F: T.matrix((2, 2), T.uint32),
 }
 
 
@@ -154,8 +150,10 @@ def _cases() -> list[Case]:
     for op, sym, f in (("bit_and", "&", np.bitwise_and), ("bit_or", "|", np.bitwise_or),
                        ("bit_xor", "^", np.bitwise_xor), ("lshift", "<<", np.left_shift),
                        ("rshift", ">>", np.right_shift)):
-        cs.append(C(op, f"a0 {sym} a1", "I I", f, "I", a1="shift"))
-    cs.append(C("invert", "~a0", "I", np.invert, "I"))
+        for k in ("I", "IV3", "UM22"):
+            cs.append(C(op, f"a0 {sym} a1", f"{k} {k}", f, k, a1="shift"))
+    for k in ("I", "IV3", "UM22"):
+        cs.append(C("invert", "~a0", k, np.invert, k))
     unary = {"sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
              "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "sqrt": np.sqrt,
              "cbrt": np.cbrt, "exp": np.exp, "log": np.log, "log2": np.log2, "log10": np.log10,
@@ -250,10 +248,10 @@ def make_input(kind: str, F, domain: str | None, rng, previous: list) -> np.ndar
         return x
     if kind == "B":
         return rng.integers(0, 2, N).astype(bool)
-    if kind == "I":
+    if kind in ("I", "IV3", "UM22"):
         if domain == "shift":
-            return rng.integers(0, 8, N).astype(np_t)
-        x = rng.integers(-100, 100, N)
+            return rng.integers(0, 8, shape).astype(np_t)
+        x = rng.integers(0 if kind == "UM22" else -100, 100, shape)
         if domain == "nonzero":
             x = np.where(x == 0, 7, x)
         return x.astype(np_t)
@@ -303,6 +301,8 @@ def _type_expr(t, f) -> str:
         return f"xsim.{T.type_name(t)}"
     if T.is_scalar(t):
         return f
+    if T.is_int(t._scalar):
+        f = _type_expr(t._scalar, f)
     kind = t._kind
     if kind == "vector":
         return f"T.vector({t._length}, {f})"
@@ -311,33 +311,13 @@ def _type_expr(t, f) -> str:
     return f"T.quaternion({f})" if kind == "quat" else f"T.transformation({f})"
 
 
-def _load_kernels(F):
-    """Write the generated kernel module to a file named by its content (kernels need source
-    files) and import it."""
-    src = _kernel_source(F)
-    digest = hashlib.blake2b(src.encode(), digest_size=8).hexdigest()
-    folder = Path(tempfile.gettempdir()) / f"xsim-test-builtins-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    path = folder / f"builtin_cases_{T.type_name(F)}_{digest}.py"
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(src)
-        os.replace(tmp, path)
-    name = f"xsim_tests_builtin_cases_{T.type_name(F)}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 FLOATS = [pytest.param(xsim.float32, id="float32"), pytest.param(xsim.float64, id="float64")]
 _MODULES: dict = {}
 
 
 def kernels_for(F):
     if F not in _MODULES:
-        _MODULES[F] = _load_kernels(F)
+        _MODULES[F] = load_source(_kernel_source(F), f"builtin_cases_{T.type_name(F)}")
     return _MODULES[F]
 
 

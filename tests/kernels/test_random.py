@@ -4,17 +4,12 @@ for the same seeds; samplers advance the state through branches and dynamic loop
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import tempfile
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import xsim
 from xsim.autodiff.gradcheck import gradcheck
+from xsim.kernels.generated import load_source
 
 try:
     import warp as wp
@@ -84,17 +79,7 @@ def k_flow(seed: int, n: int, out: m.array(dtype=m.float32, ndim=2)):
     out[i, 1] = acc
     out[i, 2] = float(m.randi(s, 0, 1000))
 """
-    digest = hashlib.blake2b(src.encode(), digest_size=8).hexdigest()
-    folder = Path(tempfile.gettempdir()) / f"xsim-test-random-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    path = folder / f"random_kernels_{module_name}_{digest}.py"
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(src)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(f"random_kernels_{module_name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_source(src, f"random_kernels_{module_name}")
     return {n.removeprefix("k_"): getattr(mod, n) for n in dir(mod) if n.startswith("k_")}
 
 

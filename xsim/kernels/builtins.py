@@ -99,7 +99,8 @@ def _match_one(pattern: str, t, env: dict) -> bool:
     else:
         comp = getattr(t, "_scalar", None)
     want_float = pattern.startswith("F") and pattern not in ("Float",)
-    base = pattern[1:] if want_float else pattern
+    want_int = pattern.startswith("I") and pattern not in ("Int",)
+    base = pattern[1:] if want_float or want_int else pattern
     if base in ("Float", "Int", "Scalar", "Bool"):
         if not T.is_scalar(t):
             return False
@@ -133,7 +134,7 @@ def _match_one(pattern: str, t, env: dict) -> bool:
                 return False
         else:
             raise ValueError(f"unknown builtin type pattern {pattern!r}")
-        if want_float and not T.is_float(comp):
+        if want_float and not T.is_float(comp) or want_int and not T.is_int(comp):
             return False
     if base == "Bool":
         return True
@@ -227,7 +228,11 @@ for _op in ("eq", "ne"):
     builtin(_op, ["Quat", "Quat"], "Bool", differentiable=False)
 for _op in ("bit_and", "bit_or", "bit_xor", "lshift", "rshift"):
     builtin(_op, ["Int", "Int"], "T", differentiable=False)
+    builtin(_op, ["IVec", "IVec"], "V", native="cw_" + _op, differentiable=False)
+    builtin(_op, ["IMat", "IMat"], "M", native="cw_" + _op, differentiable=False)
 builtin("invert", ["Int"], "T", differentiable=False)
+builtin("invert", ["IVec"], "V", native="cw_invert", differentiable=False)
+builtin("invert", ["IMat"], "M", native="cw_invert", differentiable=False)
 
 # ---------------------------------------------------------------------------------------------
 # scalar math

@@ -9,8 +9,8 @@ from .. import types as T
 from ..errors import WarpCodegenTypeError
 from .builtins import Overload, builtin, special_form, store_to_arguments
 
-builtin("cw_mul", ["Mat", "Mat"], "M", native="cw_mul_any")
-builtin("cw_div", ["Mat", "Mat"], "M", native="cw_div_any")
+builtin("cw_mul", ["Mat", "Mat"], "M")
+builtin("cw_div", ["Mat", "Mat"], "M")
 
 # name -> (matrix size, factor shapes as (columns, is_vector), packed native)
 _DECOMPOSITIONS = {

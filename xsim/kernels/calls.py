@@ -18,6 +18,7 @@ from .codegen import is_diff
 from .ir import Block, Loop, Op, Var
 from .ir import walk as ir_walk
 from .scope import (
+    ATOMICS,
     BuiltinRef,
     GradOf,
     Ref,
@@ -148,6 +149,8 @@ class Calls:
         special = getattr(self, "builtin_" + name, None)
         if special is not None:
             return special(node)
+        if name in ATOMICS:
+            return self.atomic_call(name, node)
         if name in SPECIAL_FORMS:
             return SPECIAL_FORMS[name](self, node)
         if name in STATEFUL:
@@ -247,29 +250,21 @@ class Calls:
             raise self.err(node, f"select() branches differ: {T.type_name(a.type)} and {T.type_name(b.type)}")
         return self.emit("select", a.type, [cond, a, b], node)
 
-    def _atomic_call(self, name, node):
+    def atomic_call(self, name, node):
+        """``name(array, index..., value)``; ``atomic_cas(array, index..., compare, value)``."""
         args = [self.expr(a) for a in node.args]
-        if node.keywords or len(args) < 3:
-            raise self.err(node, f"{name}(array, index..., value) takes an array, its indices and a value")
+        values = 2 if name == "atomic_cas" else 1
+        usage = "compare, value" if values == 2 else "value"
+        if node.keywords or len(args) < 2 + values:
+            raise self.err(node, f"{name}(array, index..., {usage}) takes an array, its indices and a {usage}")
         arr = args[0]
         if not (isinstance(arr, Var) and isinstance(arr.type, T.ArrayType)):
             raise self.err(node, f"{name}() needs an array as its first argument")
-        idx = [self.index_var(self.single(i, node), node) for i in args[1:-1]]
+        idx = [self.index_var(self.single(i, node), node) for i in args[1:-values]]
         if len(idx) != arr.type.ndim:
             raise self.err(node, f"{name}() on a {arr.type.ndim}-d array needs {arr.type.ndim} indices")
-        return self.atomic(name, arr, idx, [], self.single(args[-1], node), node)
-
-    def builtin_atomic_add(self, node):
-        return self._atomic_call("atomic_add", node)
-
-    def builtin_atomic_sub(self, node):
-        return self._atomic_call("atomic_sub", node)
-
-    def builtin_atomic_min(self, node):
-        return self._atomic_call("atomic_min", node)
-
-    def builtin_atomic_max(self, node):
-        return self._atomic_call("atomic_max", node)
+        operands = [self.single(a, node) for a in args[-values:]]
+        return self.atomic(name, arr, idx, [], operands[-1], node, compare=operands[0] if values == 2 else None)
 
     def builtin_identity(self, node):
         n, dtype = self.static_kwargs(node, ("n", "dtype"), {"dtype": T.float32})

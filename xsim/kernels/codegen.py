@@ -300,8 +300,11 @@ class KernelCodegen:
                 return
             n = op.attrs["ndim"]
             arr, idx, value, comps = args[0], args[1:1 + n], args[1 + n], args[2 + n:]
+            operands = v(value)
+            if op.attrs["fn"] == "atomic_cas":  # its compare follows the value; its element is a scalar
+                operands, comps = f"{v(comps[0])}, {v(value)}", []
             target = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
-            out.append(f"{ind}{v(o)} = xs::{op.attrs['fn']}(&({target}), {v(value)});")
+            out.append(f"{ind}{v(o)} = xs::{op.attrs['fn']}(&({target}), {operands});")
         elif k == "subarray":
             ids = ", ".join(f"(int64_t){v(i)}" for i in args[1:])
             if self.debug:
@@ -574,7 +577,7 @@ class KernelCodegen:
                 out.append(f"{ind}if ({g}.data) xs::accum({a(value)}, {target});")
             elif op.attrs["fn"] == "atomic_sub":
                 out.append(f"{ind}if ({g}.data) xs::accum({a(value)}, xs::neg({target}));")
-            else:  # min/max: the gradient reaches the value that ended up stored
+            elif op.attrs["fn"] in ("atomic_min", "atomic_max"):  # to the value that ended up stored
                 prim = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
                 out.append(f"{ind}if ({g}.data) xs::adj_atomic_minmax({v(value)}, {prim}, {a(value)}, {target});")
         elif k == "select":

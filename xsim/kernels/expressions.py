@@ -16,6 +16,7 @@ from ..errors import (
     WarpCodegenAttributeError,
     WarpCodegenIndexError,
     WarpCodegenKeyError,
+    WarpCodegenTypeError,
     WarpCodegenValueError,
 )
 from .ir import Var
@@ -471,7 +472,9 @@ class Expressions:
         return [(path[:-1] + [("flat", k)], self.emit("extract", out_t._scalar, [value, self.const(pos, T.int32)], node))
                 for pos, k in enumerate(flat)]
 
-    def atomic(self, fn, arr: Var, idx, path, value: Var, node):
+    def atomic(self, fn, arr: Var, idx, path, value: Var, node, compare: Var | None = None):
+        """``fn`` (atomic_add, ..., atomic_cas) on a component of ``arr[idx]``; returns the old value. The op's
+        arguments: array, indices, value, then atomic_cas's compare, then the component indices."""
         parts = self.element_group(arr, path, value, node)
         if parts is not None:
             for p, v in parts:
@@ -480,14 +483,45 @@ class Expressions:
         t = arr.type.dtype
         comp_t, steps = self.resolve_path(t, path, node)
         self.writes.add(self.array_name(arr))
-        value = self.convert(value, comp_t, node) if value.weak else value
-        if value.type is not comp_t:
-            raise self.err(node, f"{fn}() on '{self.array_name(arr)}' needs {T.type_name(comp_t)}, got "
-                                 f"{T.type_name(value.type)}")
-        if fn in ("atomic_min", "atomic_max") and not T.is_scalar(comp_t) and not T.is_composite(comp_t):
-            raise self.err(node, f"{fn}() needs scalar or vector elements")
-        return self.emit("atomic", comp_t, [arr, *idx, value] + [s[1] for s in steps if s[0] == "comp"], node,
+        operands = [value] if compare is None else [value, compare]
+        for k, x in enumerate(operands):
+            operands[k] = x = self.convert(x, comp_t, node) if x.weak else x
+            if x.type is not comp_t:
+                raise self.err(node, f"{fn}() on '{self.array_name(arr)}' needs {T.type_name(comp_t)}, got "
+                                     f"{T.type_name(x.type)}")
+        self.check_atomic_type(fn, comp_t, node)
+        return self.emit("atomic", comp_t, [arr, *idx, *operands] + [s[1] for s in steps if s[0] == "comp"], node,
                          fn=fn, ndim=len(idx), path=[(s[0], s[1] if s[0] == "field" else None) for s in steps])
+
+    def target_type(self, arr: Var, path, node):
+        """The type of the part of an element of ``arr`` that a write target names (see array_element_target)."""
+        if path:
+            t, _ = self.resolve_path(arr.type.dtype, path[:-1], node)
+            group = self.component_group(t, path[-1][1])
+            if group is not None:
+                return group[0]
+        return self.resolve_path(arr.type.dtype, path, node)[0]
+
+    @staticmethod
+    def has_atomic(fn, t) -> bool:
+        """Whether ``fn`` has an atomic for elements of type ``t`` on every target."""
+        if T.is_struct(t):
+            return fn in ("atomic_add", "atomic_sub")
+        if fn in ("atomic_cas", "atomic_exch") and not T.is_scalar(t):
+            return False
+        return getattr(t, "_scalar", t) in _ATOMIC_SCALARS[fn]
+
+    def check_atomic_type(self, fn, t, node):
+        """Refuse element types ``fn`` has no atomic for (the scalar types of Warp's atomics)."""
+        if self.has_atomic(fn, t):
+            return
+        if T.is_struct(t):
+            raise self.err(node, f"{fn}() needs scalar, vector or matrix elements, got struct {T.type_name(t)}")
+        if fn in ("atomic_cas", "atomic_exch") and not T.is_scalar(t):
+            raise self.err(node, f"{fn}() needs scalar elements, got {T.type_name(t)}")
+        names = ", ".join(T.type_name(s) for s in _ATOMIC_SCALARS[fn])
+        raise self.err(node, f"{fn}() works on arrays of {names} (or vectors and matrices of them), but the "
+                             f"element here is {T.type_name(t)}", WarpCodegenTypeError)
 
     def resolve_path(self, t, path, node):
         """Walk ``.field`` / ``[i]`` / ``.x`` steps into an element type: (component type, steps)."""
@@ -513,6 +547,18 @@ class Expressions:
                 steps.append(("comp", self.flat_component(t, idx, n)))
                 t = t._scalar
         return t, steps
+
+
+
+_WORDS = (T.int32, T.uint32, T.int64, T.uint64)  # the integer types with atomics on every target
+_ATOMIC_SCALARS = {
+    "atomic_add": (*_WORDS, T.float16, T.float32, T.float64, T.bool_),
+    "atomic_min": (*_WORDS, T.float32, T.float64),
+    "atomic_cas": (*_WORDS, T.float32, T.float64),
+    "atomic_and": _WORDS,
+}
+_ATOMIC_SCALARS.update(atomic_sub=_ATOMIC_SCALARS["atomic_add"], atomic_max=_ATOMIC_SCALARS["atomic_min"],
+                       atomic_exch=_ATOMIC_SCALARS["atomic_cas"], atomic_or=_WORDS, atomic_xor=_WORDS)
 
 
 def _renamed(expr, name: ast.Name, new: str):

@@ -55,6 +55,9 @@ from .scope import (
 )
 from .static import Statics
 
+_AUGASSIGN_ATOMICS = {"add": "atomic_add", "sub": "atomic_sub", "bit_and": "atomic_and", "bit_or": "atomic_or",
+                      "bit_xor": "atomic_xor"}
+
 
 class Frontend(Expressions, Calls, Statics):
     """Builds the IR of one kernel (and everything it calls)."""
@@ -332,10 +335,13 @@ class Frontend(Expressions, Calls, Statics):
                 return
         if isinstance(target, (ast.Subscript, ast.Attribute)):
             base = self.array_element_target(target)
-            if base is not None and op in ("add", "sub"):
+            # as in Warp, += -= &= |= ^= on an array element are atomic, except where the element has no
+            # atomic (8- and 16-bit ints): there they read, combine and write back
+            if base is not None and op in _AUGASSIGN_ATOMICS and self.has_atomic(
+                    _AUGASSIGN_ATOMICS[op], self.target_type(base[0], base[2], node)):
                 arr, idx, path = base
                 value = self.value(node.value)
-                self.atomic("atomic_" + op, arr, idx, path, value, node)
+                self.atomic(_AUGASSIGN_ATOMICS[op], arr, idx, path, value, node)
                 return
         if isinstance(target, ast.Name) and isinstance(self.f.sym.get(target.id), Ref) and _callable_in_kernel(
                 self.f.sym[target.id].obj):

@@ -7,16 +7,12 @@ computes exactly what the same call computes inside a kernel (overloads, convers
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import tempfile
-from pathlib import Path
-
 import numpy as np
 
 from .. import types as T
+from .generated import load_source
 from .ir import Op, walk
+from .scope import ATOMICS
 
 _KERNELS: dict[tuple, tuple] = {}  # (name, argument types) -> (kernel, result type)
 
@@ -37,39 +33,23 @@ def _source(name: str, arg_types: list, result) -> str:
     return f"import xsim\n\n\n@xsim.kernel\ndef host_{name}({params}{out}):\n{body}"
 
 
-def _load(src: str, stem: str):
-    """The kernel of generated source ``src``, from a file (the frontend reads kernels' source)."""
-    digest = hashlib.blake2b(src.encode(), digest_size=8).hexdigest()
-    folder = Path(tempfile.gettempdir()) / f"xsim-host-calls-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    path = folder / f"{stem}_{digest}.py"
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(src)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(f"xsim_host_call_{stem}_{digest}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return getattr(mod, stem)
-
-
 def _kernel_for(name: str, arg_types: list):
     key = (name, tuple(arg_types))
     found = _KERNELS.get(key)
     if found is None:
         from .module import build_ir
         # a probe kernel gives the result type: the value of the last operation it emits
-        probe = _load(_source(name, arg_types, None), f"host_{name}")
+        probe = getattr(load_source(_source(name, arg_types, None), f"host_{name}"), f"host_{name}")
         ops = [s for s in walk(build_ir(probe).body) if isinstance(s, Op) and s.out is not None]
         result = ops[-1].out.type if ops else None
         if result is None or isinstance(result, T.ArrayType):
             raise TypeError(f"xsim.{name} gives no value that can be returned to Python")
-        found = _KERNELS[key] = (_load(_source(name, arg_types, result), f"host_{name}"), result)
+        kernel = getattr(load_source(_source(name, arg_types, result), f"host_{name}"), f"host_{name}")
+        found = _KERNELS[key] = (kernel, result)
     return found
 
 
-_KERNEL_ONLY = {"tid": "reads the thread index", "atomic_add": "updates an array", "atomic_sub": "updates an array",
-                "atomic_min": "updates an array", "atomic_max": "updates an array"}
+_KERNEL_ONLY = {"tid": "reads the thread index", **dict.fromkeys(ATOMICS, "updates an array")}
 
 
 def call_on_host(name: str, args: tuple, kwargs: dict):

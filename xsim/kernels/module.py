@@ -171,6 +171,12 @@ def adjoint_refusal(kir: ir.KernelIR) -> str | None:
         if isinstance(s, Op) and s.kind in ("load", "store", "atomic") and s.args[0].id not in cg.grad_expr:
             return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' is not a kernel parameter or a "
                     "field of one here, so its gradient cannot be tracked; index the parameter directly")
+    for s in ir.walk(kir.body):
+        if isinstance(s, Op) and s.kind == "atomic" and s.attrs["fn"] in ("atomic_cas", "atomic_exch") and \
+                T.is_float(s.out.type):
+            return (f"{kir.source_file}:{s.line}: {s.attrs['fn']}() on the float array '{labels(s.args[0])}' has no "
+                    "adjoint (Warp does not differentiate it either): the backward pass cannot know which thread's "
+                    "value ended up stored")
     used = set()
     for s in ir.walk(kir.body):
         if isinstance(s, Op):

@@ -29,7 +29,9 @@ _CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq
 _PY_FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
             "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
             "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
-_ATOMICS = ("atomic_add", "atomic_sub", "atomic_min", "atomic_max")
+# the atomic builtins: (array, index..., value) -> the old value; atomic_cas takes (..., compare, value)
+ATOMICS = ("atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_and", "atomic_or", "atomic_xor",
+           "atomic_exch", "atomic_cas")
 _UNSUPPORTED = {
     ast.Lambda: "lambdas", ast.ListComp: "list comprehensions", ast.SetComp: "set comprehensions",
     ast.DictComp: "dict comprehensions", ast.GeneratorExp: "generator expressions", ast.Try: "try/except",

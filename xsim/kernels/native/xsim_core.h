@@ -429,6 +429,24 @@ template <typename T, typename F> XS_FUNC T atomic_update(T* p, T v, F f) {
         return *(T*)&old;
     }
 }
+// CUDA's bitwise, exchange and compare-and-swap atomics take 32- and 64-bit words: other 4- and
+// 8-byte types (signed ints, floats) go through their bits.
+template <int Bytes> struct cuda_word;
+template <> struct cuda_word<4> { typedef unsigned int type; };
+template <> struct cuda_word<8> { typedef unsigned long long type; };
+template <typename T> using word_t = typename cuda_word<sizeof(T)>::type;
+template <typename T> XS_FUNC word_t<T> to_word(T v) { return *(word_t<T>*)&v; }
+template <typename T> XS_FUNC T from_word(word_t<T> w) { return *(T*)&w; }
+#define XS_CUDA_WORD_ATOMIC(NAME, CUDA_FN) \
+    template <typename T> XS_FUNC T NAME(T* p, T v) { return from_word<T>(CUDA_FN((word_t<T>*)p, to_word(v))); }
+XS_CUDA_WORD_ATOMIC(atomic_and, atomicAnd)
+XS_CUDA_WORD_ATOMIC(atomic_or, atomicOr)
+XS_CUDA_WORD_ATOMIC(atomic_xor, atomicXor)
+XS_CUDA_WORD_ATOMIC(atomic_exch, atomicExch)
+#undef XS_CUDA_WORD_ATOMIC
+template <typename T> XS_FUNC T atomic_cas(T* p, T compare, T v) {
+    return from_word<T>(atomicCAS((word_t<T>*)p, to_word(compare), to_word(v)));
+}
 #else
 template <typename T> XS_FUNC T atomic_add(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v, std::memory_order_relaxed); }
 XS_FUNC half atomic_add(half* p, half v) {
@@ -447,6 +465,16 @@ template <typename T, typename F> XS_FUNC T atomic_update(T* p, T v, F f) {
     T old = r.load(std::memory_order_relaxed);
     while (!r.compare_exchange_weak(old, f(old, v), std::memory_order_relaxed)) {}
     return old;
+}
+template <typename T> XS_FUNC T atomic_and(T* p, T v) { return std::atomic_ref<T>(*p).fetch_and(v, std::memory_order_relaxed); }
+template <typename T> XS_FUNC T atomic_or(T* p, T v) { return std::atomic_ref<T>(*p).fetch_or(v, std::memory_order_relaxed); }
+template <typename T> XS_FUNC T atomic_xor(T* p, T v) { return std::atomic_ref<T>(*p).fetch_xor(v, std::memory_order_relaxed); }
+// exchange and compare-and-swap order memory as well (sequentially consistent): kernels build locks
+// from them, and the plain reads and writes of a critical section must stay inside it
+template <typename T> XS_FUNC T atomic_exch(T* p, T v) { return std::atomic_ref<T>(*p).exchange(v); }
+template <typename T> XS_FUNC T atomic_cas(T* p, T compare, T v) {
+    std::atomic_ref<T>(*p).compare_exchange_strong(compare, v);
+    return compare;  // the old value, whether or not it was swapped
 }
 #endif
 
@@ -486,12 +514,10 @@ XS_COMPOSITE_ATOMIC(atomic_add)
 XS_COMPOSITE_ATOMIC(atomic_sub)
 XS_COMPOSITE_ATOMIC(atomic_min)
 XS_COMPOSITE_ATOMIC(atomic_max)
+XS_COMPOSITE_ATOMIC(atomic_and)
+XS_COMPOSITE_ATOMIC(atomic_or)
+XS_COMPOSITE_ATOMIC(atomic_xor)
 #undef XS_COMPOSITE_ATOMIC
-
-// atomic_min/max adjoint: the gradient reaches the value that ended up stored.
-template <typename T> XS_FUNC void adj_atomic_minmax(const T& value, const T& stored, T& adj_value, const T& g) {
-    if (value == stored) adj_value += g;
-}
 
 // Gradient accumulation into an array element: atomic where threads can collide.
 template <typename T> XS_FUNC void grad_add(T* p, const T& v) { atomic_add(p, v); }

@@ -41,10 +41,12 @@ XS_FUNC void expect_flush() {
 #endif
 }
 
-template <int Line, char... File, typename T> XS_FUNC bool expect_eq(const T& actual, const T& expected) {
-    if (eq(actual, expected)) return true;
-    expect_header<Line, File...>("expect_eq()");
-    printf("\t Expected: ");
+// expect_eq (Equal) and expect_neq (!Equal): fails when eq(actual, expected) is not Equal.
+template <bool Equal, int Line, char... File, typename T>
+XS_FUNC bool expect_equality(const T& actual, const T& expected) {
+    if (eq(actual, expected) == Equal) return true;
+    expect_header<Line, File...>(Equal ? "expect_eq()" : "expect_neq()");
+    printf(Equal ? "\t Expected: " : "\t Expected anything but: ");
     print_value(expected);
     printf("\n\t Actual: ");
     print_value(actual);
@@ -52,17 +54,11 @@ template <int Line, char... File, typename T> XS_FUNC bool expect_eq(const T& ac
     expect_flush();
     return false;
 }
-
+template <int Line, char... File, typename T> XS_FUNC bool expect_eq(const T& actual, const T& expected) {
+    return expect_equality<true, Line, File...>(actual, expected);
+}
 template <int Line, char... File, typename T> XS_FUNC bool expect_neq(const T& actual, const T& expected) {
-    if (!eq(actual, expected)) return true;
-    expect_header<Line, File...>("expect_neq()");
-    printf("\t Expected anything but: ");
-    print_value(expected);
-    printf("\n\t Actual: ");
-    print_value(actual);
-    printf("\n");
-    expect_flush();
-    return false;
+    return expect_equality<false, Line, File...>(actual, expected);
 }
 
 // Fails when a component differs by more than the tolerance (or is NaN in one value only).

@@ -348,31 +348,4 @@ XS_FUNC void adj_eig3_packed(const mat_t<3, 3, T>&, const mat_t<3, 4, T>& Pk, ma
     accum(adj_A, mul(add(G, transpose(G)), T(0.5)));
 }
 
-// ------------------------------------------------------------------------------------------
-// componentwise products of matrices
-
-template <typename V> XS_FUNC V cw_mul_any(const V& a, const V& b) {
-    V r{};
-    for (int i = 0; i < composite_traits<V>::size; ++i) comp(r, i) = comp(a, i) * comp(b, i);
-    return r;
-}
-template <typename V>
-XS_FUNC void adj_cw_mul_any(const V& a, const V& b, const V&, V& adj_a, V& adj_b, const V& adj_ret) {
-    for (int i = 0; i < composite_traits<V>::size; ++i) {
-        comp(adj_a, i) += comp(b, i) * comp(adj_ret, i);
-        comp(adj_b, i) += comp(a, i) * comp(adj_ret, i);
-    }
-}
-
-template <typename V> XS_FUNC V cw_div_any(const V& a, const V& b) {
-    V r{};
-    for (int i = 0; i < composite_traits<V>::size; ++i) comp(r, i) = div(comp(a, i), comp(b, i));
-    return r;
-}
-template <typename V>
-XS_FUNC void adj_cw_div_any(const V& a, const V& b, const V& ret, V& adj_a, V& adj_b, const V& adj_ret) {
-    for (int i = 0; i < composite_traits<V>::size; ++i)
-        adj_div(comp(a, i), comp(b, i), comp(ret, i), comp(adj_a, i), comp(adj_b, i), comp(adj_ret, i));
-}
-
 }  // namespace xs

@@ -172,20 +172,6 @@ template <typename V> XS_FUNC bool visinf(const V& v) {
 }
 
 // ------------------------------------------------------------------------------------------
-// componentwise mod of vectors (fmod for floats, C remainder for ints)
-
-template <int N, typename T> XS_FUNC vec_t<N, T> vmod(const vec_t<N, T>& a, const vec_t<N, T>& b) {
-    vec_t<N, T> r{};
-    for (int i = 0; i < N; ++i) r.c[i] = mod(a.c[i], b.c[i]);
-    return r;
-}
-template <int N, typename T>
-XS_FUNC void adj_vmod(const vec_t<N, T>& a, const vec_t<N, T>& b, const vec_t<N, T>& ret, vec_t<N, T>& adj_a,
-                      vec_t<N, T>& adj_b, const vec_t<N, T>& adj_ret) {
-    for (int i = 0; i < N; ++i) adj_mod(a.c[i], b.c[i], ret.c[i], adj_a.c[i], adj_b.c[i], adj_ret.c[i]);
-}
-
-// ------------------------------------------------------------------------------------------
 // reductions over a vector: argmin/argmax skip NaN components (all NaN gives 0), first index on
 // ties; min/max of one vector are its argmin/argmax component, which alone receives the gradient
 

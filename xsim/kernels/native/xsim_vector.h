@@ -168,71 +168,63 @@ XS_FUNC void adj_cross(const vec_t<3, T>& a, const vec_t<3, T>& b, const vec_t<3
     accum(adj_b, cross(adj_ret, a));
 }
 
-template <int N, typename T> XS_FUNC vec_t<N, T> cw_mul(const vec_t<N, T>& a, const vec_t<N, T>& b) {
-    vec_t<N, T> r{};
-    for (int i = 0; i < N; ++i) r.c[i] = a.c[i] * b.c[i];
-    return r;
-}
-template <int N, typename T>
-XS_FUNC void adj_cw_mul(const vec_t<N, T>& a, const vec_t<N, T>& b, const vec_t<N, T>&, vec_t<N, T>& adj_a,
-                        vec_t<N, T>& adj_b, const vec_t<N, T>& adj_ret) {
-    for (int i = 0; i < N; ++i) {
-        adj_a.c[i] += b.c[i] * adj_ret.c[i];
-        adj_b.c[i] += a.c[i] * adj_ret.c[i];
+// Componentwise builtins of vectors and matrices: NAME applies the scalar SCALAR to each component
+// (each pair of components), and adj_NAME applies the scalar's adjoint adj_SCALAR the same way
+// (the _FORWARD forms: builtins without an adjoint).
+#define XS_COMPONENTWISE1_FORWARD(NAME, SCALAR)                                                              \
+    template <typename V> XS_FUNC composite_ret<V> NAME(const V& a) {                                       \
+        V r{};                                                                                               \
+        for (int i = 0; i < composite_traits<V>::size; ++i) comp(r, i) = SCALAR(comp(a, i));                 \
+        return r;                                                                                            \
+    }
+#define XS_COMPONENTWISE2_FORWARD(NAME, SCALAR)                                                              \
+    template <typename V> XS_FUNC composite_ret<V> NAME(const V& a, const V& b) {                           \
+        V r{};                                                                                               \
+        for (int i = 0; i < composite_traits<V>::size; ++i) comp(r, i) = SCALAR(comp(a, i), comp(b, i));     \
+        return r;                                                                                            \
+    }
+#define XS_COMPONENTWISE1(NAME, SCALAR)                                                                      \
+    XS_COMPONENTWISE1_FORWARD(NAME, SCALAR)                                                                  \
+    template <typename V> XS_FUNC composite_ret<V, void> adj_##NAME(const V& a, const V& ret, V& adj_a,      \
+                                                                    const V& adj_ret) {                      \
+        for (int i = 0; i < composite_traits<V>::size; ++i)                                                  \
+            adj_##SCALAR(comp(a, i), comp(ret, i), comp(adj_a, i), comp(adj_ret, i));                        \
+    }
+#define XS_COMPONENTWISE2(NAME, SCALAR)                                                                      \
+    XS_COMPONENTWISE2_FORWARD(NAME, SCALAR)                                                                  \
+    template <typename V>                                                                                    \
+    XS_FUNC composite_ret<V, void> adj_##NAME(const V& a, const V& b, const V& ret, V& adj_a, V& adj_b,      \
+                                              const V& adj_ret) {                                            \
+        for (int i = 0; i < composite_traits<V>::size; ++i)                                                  \
+            adj_##SCALAR(comp(a, i), comp(b, i), comp(ret, i), comp(adj_a, i), comp(adj_b, i), comp(adj_ret, i)); \
+    }
+XS_COMPONENTWISE1(vabs, abs)
+XS_COMPONENTWISE1(vsign, sign)
+XS_COMPONENTWISE2(cw_mul, mul)
+XS_COMPONENTWISE2(cw_div, div)
+XS_COMPONENTWISE2(vmin, min)
+XS_COMPONENTWISE2(vmax, max)
+XS_COMPONENTWISE2(vmod, mod)
+XS_COMPONENTWISE2_FORWARD(cw_bit_and, bit_and)
+XS_COMPONENTWISE2_FORWARD(cw_bit_or, bit_or)
+XS_COMPONENTWISE2_FORWARD(cw_bit_xor, bit_xor)
+XS_COMPONENTWISE2_FORWARD(cw_lshift, lshift)
+XS_COMPONENTWISE2_FORWARD(cw_rshift, rshift)
+XS_COMPONENTWISE1_FORWARD(cw_invert, invert)
+#undef XS_COMPONENTWISE1
+#undef XS_COMPONENTWISE2
+
+// atomic_min/max adjoint: the gradient reaches the value (each component of it) that ended up stored.
+template <typename V> XS_FUNC void adj_atomic_minmax(const V& value, const V& stored, V& adj_value, const V& g) {
+    if constexpr (composite_traits<V>::is) {
+        for (int i = 0; i < composite_traits<V>::size; ++i)
+            if (comp(value, i) == comp(stored, i)) comp(adj_value, i) += comp(g, i);
+    } else if (value == stored) {
+        adj_value += g;
     }
 }
-
-template <int N, typename T> XS_FUNC vec_t<N, T> cw_div(const vec_t<N, T>& a, const vec_t<N, T>& b) {
-    vec_t<N, T> r{};
-    for (int i = 0; i < N; ++i) r.c[i] = div(a.c[i], b.c[i]);
-    return r;
-}
-template <int N, typename T>
-XS_FUNC void adj_cw_div(const vec_t<N, T>& a, const vec_t<N, T>& b, const vec_t<N, T>& ret, vec_t<N, T>& adj_a,
-                        vec_t<N, T>& adj_b, const vec_t<N, T>& adj_ret) {
-    for (int i = 0; i < N; ++i) adj_div(a.c[i], b.c[i], ret.c[i], adj_a.c[i], adj_b.c[i], adj_ret.c[i]);
-}
-
-// abs, sign, min, max of vectors: the scalar builtin (and its adjoint) per component.
-template <int N, typename T> XS_FUNC vec_t<N, T> vabs(const vec_t<N, T>& v) {
-    vec_t<N, T> r{};
-    for (int i = 0; i < N; ++i) r.c[i] = abs(v.c[i]);
-    return r;
-}
-template <int N, typename T>
-XS_FUNC void adj_vabs(const vec_t<N, T>& v, const vec_t<N, T>& ret, vec_t<N, T>& adj_v, const vec_t<N, T>& adj_ret) {
-    for (int i = 0; i < N; ++i) adj_abs(v.c[i], ret.c[i], adj_v.c[i], adj_ret.c[i]);
-}
-
-template <int N, typename T> XS_FUNC vec_t<N, T> vsign(const vec_t<N, T>& v) {
-    vec_t<N, T> r{};
-    for (int i = 0; i < N; ++i) r.c[i] = sign(v.c[i]);
-    return r;
-}
-template <int N, typename T>
-XS_FUNC void adj_vsign(const vec_t<N, T>&, const vec_t<N, T>&, vec_t<N, T>&, const vec_t<N, T>&) {}
-
-template <int N, typename T> XS_FUNC vec_t<N, T> vmin(const vec_t<N, T>& a, const vec_t<N, T>& b) {
-    vec_t<N, T> r{};
-    for (int i = 0; i < N; ++i) r.c[i] = min(a.c[i], b.c[i]);
-    return r;
-}
-template <int N, typename T>
-XS_FUNC void adj_vmin(const vec_t<N, T>& a, const vec_t<N, T>& b, const vec_t<N, T>& ret, vec_t<N, T>& adj_a,
-                      vec_t<N, T>& adj_b, const vec_t<N, T>& adj_ret) {
-    for (int i = 0; i < N; ++i) adj_min(a.c[i], b.c[i], ret.c[i], adj_a.c[i], adj_b.c[i], adj_ret.c[i]);
-}
-
-template <int N, typename T> XS_FUNC vec_t<N, T> vmax(const vec_t<N, T>& a, const vec_t<N, T>& b) {
-    vec_t<N, T> r{};
-    for (int i = 0; i < N; ++i) r.c[i] = max(a.c[i], b.c[i]);
-    return r;
-}
-template <int N, typename T>
-XS_FUNC void adj_vmax(const vec_t<N, T>& a, const vec_t<N, T>& b, const vec_t<N, T>& ret, vec_t<N, T>& adj_a,
-                      vec_t<N, T>& adj_b, const vec_t<N, T>& adj_ret) {
-    for (int i = 0; i < N; ++i) adj_max(a.c[i], b.c[i], ret.c[i], adj_a.c[i], adj_b.c[i], adj_ret.c[i]);
-}
+#undef XS_COMPONENTWISE1_FORWARD
+#undef XS_COMPONENTWISE2_FORWARD
 
 // ------------------------------------------------------------------------------------------
 // matrix products
