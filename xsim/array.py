@@ -250,6 +250,7 @@ class array:
     # pass gives its buffer back once no earlier record needs it: `_requires_grad` with `_grad` None.
     _intermediate = False
     _grad_source = None   # a view of an intermediate whose grad is pending: (parent, key)
+    _is_read = False      # read by a launch or op a Tape recorded (``config.verify_autograd_array_access``)
     """A typed array on a device (``xsim.array(data, dtype, shape, device, requires_grad)``).
 
     Called with neither ``data`` nor ``shape`` it is a kernel annotation: ``array(dtype=vec3)``
@@ -373,6 +374,42 @@ class array:
                 f"device {self.device}; got shape {grad.shape}, dtype {types.type_name(grad.dtype)}, "
                 f"device {grad.device}")
         self._grad, self._requires_grad = grad, True
+
+    # -- read/write tracking on a tape (Warp's ``verify_autograd_array_access``) --------------------
+
+    def _lineage(self):
+        """This array and the arrays it views, innermost first."""
+        a = self
+        while isinstance(a, array):
+            yield a
+            a = a._owner
+
+    def mark_init(self) -> None:
+        """Forget that this array (and the arrays it views) was read on a tape."""
+        for a in self._lineage():
+            a._is_read = False
+
+    def mark_read(self) -> None:
+        """Mark this array, and every array it is a view of, as read by a recorded launch or op."""
+        for a in self._lineage():
+            a._is_read = True
+
+    def mark_write(self, arg_name: str | None = None, kernel_name: str | None = None, filename: str | None = None,
+                   lineno: int | None = None, operation: str | None = None) -> None:
+        """Warn (on stderr, through ``warnings``) when this array, or an array it views, was read by a
+        launch or op recorded earlier: overwriting it now changes what that record's backward pass sees."""
+        if not any(a._is_read for a in self._lineage()):
+            return
+        where = f" at {filename}:{lineno}" if filename is not None and lineno is not None else ""
+        if kernel_name is not None:
+            who = f" passed to argument {arg_name} in kernel {kernel_name}{where}"
+            what = "is being written to but has already been read from"
+        else:
+            who = ""
+            what = (f"is being written to by {operation}{where} but has already been read from" if operation else
+                    "is being written to but has already been read from")
+        _warn_to_stderr(f"Array {self}{who} {what} in a previous launch. This may corrupt gradient computation "
+                        "in the backward pass.")
 
     # -- host access ----------------------------------------------------------------------------
 
@@ -736,6 +773,19 @@ def _device_copy(dst: array, src: array, count: int | None, dst_offset: int, src
         _upload(dst, value)
     elif value is not dst._host:
         dst._host[...] = value
+
+
+def _warn_to_stderr(message: str) -> None:
+    """A UserWarning that warning filters can silence or raise, but that a warning recorder (pytest's)
+    does not swallow: it is written to stderr as it is issued."""
+    import warnings
+
+    def show(msg, category, filename, lineno, file=None, line=None):
+        sys.stderr.write(f"xsim {category.__name__}: {msg}\n")
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        warnings.warn(message, UserWarning, stacklevel=4)
 
 
 def is_array(x) -> bool:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
+import sys
 import threading
 import warnings
 from collections.abc import Mapping
@@ -208,6 +210,13 @@ class Tape:
         reads = [(label, arr, arr._version) for label, arr in _launch.labelled_arrays(prep.read_slots, kernel.params,
                                                                                         values)]
         self._track_grad_path(kernel.key, reads, written)
+        if config.verify_autograd_array_access:
+            code = kernel.pyfunc.__code__
+            for label, arr in written:  # writes first: a kernel may read what it writes itself
+                arr.mark_write(arg_name=label, kernel_name=kernel.key, filename=code.co_filename,
+                               lineno=code.co_firstlineno)
+            for _, arr, _ in reads:
+                arr.mark_read()
         # the adjoint of an in-place launch reads its snapshot, so later writes to the array are harmless
         kept = [r for r in reads if r[0] not in snapshots] if snapshots else reads
         rec = LaunchRecord(kernel, prep, shape, list(values), snapshots, kept)
@@ -238,6 +247,13 @@ class Tape:
         if config.mode == "debug":
             for arr in rec.writes:
                 self._check_overwrite(arr, rec.name, "destination")
+        if config.verify_autograd_array_access:
+            filename, lineno = _caller_outside_xsim()
+            what = "an array copy" if rec.name in ("copy", "clone") else f"array.{rec.name}()"
+            for arr in rec.writes:
+                arr.mark_write(operation=what, filename=filename, lineno=lineno)
+            for arr in rec.reads:
+                arr.mark_read()
         for arr in rec.writes:
             arr._version += 1
             arr._last_writer = rec.name
@@ -279,6 +295,15 @@ class Tape:
             self.records[i].backward(self)
             for a in spent.get(i, ()):
                 pool.give_back(a)
+        self._forget_reads()
+
+    def _forget_reads(self):
+        """The backward pass consumed what the records read: later writes to those arrays are safe
+        (``config.verify_autograd_array_access``). Another tape's pending reads of them are forgotten too."""
+        if config.verify_autograd_array_access:
+            for rec in self.records:
+                for arr in rec.arrays():
+                    arr.mark_init()
 
     def _intermediates(self) -> tuple[dict, dict]:
         """For the records' intermediates (``xsim.array.intermediate``), grouped by the array they
@@ -368,6 +393,7 @@ class Tape:
     def reset(self):
         """Zero the gradients the tape touched and forget every record."""
         self.zero()
+        self._forget_reads()
         self._kept_gradients = list(self.gradients.items())
         self.scopes.clear()
         self.records.clear()
@@ -521,6 +547,15 @@ def _give_seed_buffer(arr: Array, seed):
 
 def _as_host(seed, arr):
     return np.asarray(seed, dtype=arr.dtype._np if not T.is_struct(arr.dtype) else None)
+
+
+def _caller_outside_xsim() -> tuple[str | None, int | None]:
+    """File and line of the innermost caller outside the xsim package (the user's call of an op)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
 
 
 def _checksum(arr) -> bytes:
