@@ -28,6 +28,8 @@ DEVICES = ["cpu", pytest.param("cuda:0", marks=pytest.mark.cuda)]
 REFERENCE_EXCLUSIONS: dict[str, str] = {
     "once": "counts the evaluations of its static() expressions (the reference would evaluate them again)",
     "reads_box": "counts the reads of the object its static() reads (the reference would read it again)",
+    "native_calls": "calls func_native C++ snippets (the reference runs Python)",
+    "native_without_adjoint": "calls a func_native C++ snippet (the reference runs Python)",
 }
 
 

@@ -59,6 +59,7 @@ from .kernels.kernel import (
     Kernel,
     func,
     func_grad,
+    func_native,
     func_replay,
     get_module_options,
     kernel,

@@ -478,6 +478,8 @@ def _code_names(code) -> set:
 def _hash_object(name, obj, seen, attr_names) -> str:
     if isinstance(obj, Function):
         return f"{name}:func:{obj.content_hash(seen)}"
+    if isinstance(obj, NativeFunction):
+        return f"{name}:native:{obj.key}:{obj.snippet!r}:{obj.adj_snippet!r}:{_hash_python(obj.pyfunc, seen)}"
     if isinstance(obj, (bool, int, float, str, np.generic)):
         return f"{name}={obj!r}:{type(obj).__name__}"
     if isinstance(obj, type) and T.is_struct(obj):
@@ -499,6 +501,44 @@ def _hash_object(name, obj, seen, attr_names) -> str:
                 parts.append(_hash_object(f"{name}.{a}", getattr(obj, a), seen, attr_names))
         return f"{name}:{type(obj).__name__}[{';'.join(parts)}]"
     return f"{name}:{type(obj).__name__}"
+
+
+class NativeFunction:
+    """A ``@xsim.func_native`` function: C++ ``snippet`` as the body of a function with the Python
+    signature's parameters and return type, and ``adj_snippet`` as the body of its adjoint, which
+    adds into ``adj_<param>`` from ``adj_ret`` (Warp's convention). Parameters are values (scalars,
+    vectors, matrices...), not arrays; the snippet is compiled as written, for the CPU and CUDA alike."""
+
+    def __init__(self, pyfunc, snippet: str, adj_snippet: str | None):
+        if not isinstance(snippet, str) or not (adj_snippet is None or isinstance(adj_snippet, str)):
+            raise TypeError(f"func_native '{pyfunc.__name__}': snippet and adj_snippet must be strings of C++ code")
+        self.pyfunc, self.snippet, self.adj_snippet = pyfunc, snippet, adj_snippet
+        self.key = pyfunc.__qualname__
+        self.__doc__, self.__name__ = pyfunc.__doc__, pyfunc.__name__
+        ann = annotations(pyfunc)
+        self.params = []
+        for name in inspect.signature(pyfunc).parameters:
+            t = _resolve_annotation(ann[name]) if name in ann else None
+            if t is None or not T.is_value_type(t) or T.is_struct(t) or T.is_generic(t):
+                raise TypeError(f"func_native '{self.key}': parameter '{name}' needs a concrete scalar, vector, "
+                                f"matrix, quat or transform annotation (arrays and structs are not supported), "
+                                f"got {ann.get(name)!r}")
+            self.params.append((name, t))
+        ret = ann.get("return")
+        self.ret = None if ret is None else _resolve_annotation(ret)
+        if ret is not None and (self.ret is None or not T.is_value_type(self.ret) or T.is_struct(self.ret)):
+            raise TypeError(f"func_native '{self.key}': return type must be a concrete value type, got {ret!r}")
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"func_native '{self.key}' is C++ and runs only inside kernels")
+
+
+def func_native(snippet: str, adj_snippet: str | None = None, replay_snippet: str | None = None):
+    """Decorator: a func whose body is the C++ ``snippet`` (see ``NativeFunction``). Without
+    ``adj_snippet`` no gradient flows through it (the tape warns, as for ``differentiable=False``)."""
+    if replay_snippet is not None:
+        raise NotImplementedError("func_native: replay_snippet is not supported; the adjoint replays the snippet")
+    return lambda pyfunc: NativeFunction(pyfunc, snippet, adj_snippet)
 
 
 # -- module options (Warp's set_module_options / get_module_options) --------------------------------
