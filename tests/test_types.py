@@ -351,3 +351,41 @@ def test_vector_values_take_other_attributes_but_unknown_reads_are_attribute_err
     for name in ("foo", "xy", "xyz"):
         with pytest.raises(AttributeError, match=rf"'vec3f' object has no attribute '{name}'$"):
             getattr(v, name)
+
+
+def test_a_struct_declared_with_warp_is_a_field_type_of_the_same_layout():
+    wp = pytest.importorskip("warp")
+
+    @wp.struct
+    class Body:
+        pose: wp.transform
+        inertia: wp.mat33d
+        count: int
+        axes: wp.array(dtype=wp.vec3, ndim=2)
+
+    @xsim.struct
+    class Holder:
+        body: Body
+        weight: wp.float16
+
+    body = Holder._fields["body"]
+    assert body._fields == {"pose": xsim.transform, "inertia": xsim.mat33d, "count": xsim.int32,
+                            "axes": xsim.array2d(dtype=xsim.vec3)}
+    assert Holder._fields["weight"] is xsim.float16
+
+    @wp.struct
+    class Plain:
+        a: wp.vec2i
+        b: float
+        c: wp.quat
+
+    @xsim.struct
+    class Twice:
+        first: Plain
+        second: Plain
+
+    mirror = Twice._fields["first"]
+    assert Twice._fields["second"] is mirror  # one Warp struct, one mirror
+    ours, warps = mirror._ctypes, Plain.ctype
+    assert ctypes.sizeof(ours) == ctypes.sizeof(warps)
+    assert [getattr(ours, f).offset for f, _ in ours._fields_] == [getattr(warps, f).offset for f, _ in warps._fields_]
