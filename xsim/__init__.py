@@ -56,6 +56,7 @@ from .errors import (
 from .kernels.builtins import BUILTINS as _BUILTINS
 from .kernels.builtins import SPECIAL_FORMS as _SPECIAL_FORMS
 from .kernels.kernel import (
+    DeterministicMode,
     Kernel,
     func,
     func_grad,

@@ -51,8 +51,9 @@ def _keep_freed_host_memory() -> None:
 _keep_freed_host_memory()
 
 
-def _resolve_dtype(dtype) -> Any:
-    """The xsim element type for ``dtype``: an xsim type, Python float/int/bool or a numpy scalar dtype."""
+def _resolve_dtype(dtype, annotation: bool = False) -> Any:
+    """The xsim element type for ``dtype``: an xsim type, Python float/int/bool or a numpy scalar dtype.
+    An ``annotation`` may name a struct holding arrays (kernels refuse it when they are built)."""
     if dtype is None:
         return None
     try:
@@ -62,7 +63,7 @@ def _resolve_dtype(dtype) -> Any:
     except TypeError:
         raise TypeError(f"array dtype must be an xsim value type, Python float/int/bool or a numpy scalar dtype, "
                         f"got {dtype!r}") from None
-    if types.is_struct(t) and t._has_arrays:
+    if types.is_struct(t) and t._has_arrays and not annotation:
         raise TypeError(f"struct {t.__name__} holds arrays, so it cannot be an array element: "
                         "only structs of scalars, vectors, matrices, quats, transforms and such structs can")
     return t
@@ -798,7 +799,7 @@ def is_array(x) -> bool:
 
 def _annotation_dtype(dtype) -> Any:
     """An annotation's element type: a dtype as arrays take it, or a type parameter (Any, Float...)."""
-    return dtype if types.is_type_parameter(dtype) else _resolve_dtype(dtype)
+    return dtype if types.is_type_parameter(dtype) else _resolve_dtype(dtype, annotation=True)
 
 
 def _subscript_annotation(name: str, params, ndim: int | None) -> ArrayType:

@@ -3,6 +3,7 @@ content hash that keys a module's build in the cache."""
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import inspect
 import sys
@@ -16,6 +17,14 @@ from .ir import Var
 from .scope import BuiltinRef, _resolve_annotation, _Source, annotations, snapshot_source, source_lines
 from .static import fingerprint as static_fingerprint
 from .static import table as static_table
+
+
+class DeterministicMode(enum.IntEnum):
+    """Warp's ordering modes for atomics (the ``deterministic`` module option); xsim has the first."""
+
+    NOT_GUARANTEED = 0
+    RUN_TO_RUN = 1
+    GPU_TO_GPU = 2
 
 
 class FuncOverload:
@@ -405,10 +414,15 @@ def _value_type(value):
     return None
 
 
-def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None):
+def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None, module_options: dict | None = None):
     """Decorator: compile a Python function to a native kernel with a generated adjoint. ``module``:
     a module name to compile it with (default its Python module), or "unique" for its own;
-    ``enable_backward`` defaults to the module's option (True unless ``set_module_options`` says)."""
+    ``enable_backward`` defaults to ``module_options`` (options for this kernel, as
+    ``set_module_options`` takes them), else to the module's option (True unless set otherwise)."""
+    options = _checked_options(module_options or {}, "kernel(module_options=...)")
+    if enable_backward is None:
+        enable_backward = options.get("enable_backward")
+
     def wrap(f):
         return Kernel(f, module=module, enable_backward=enable_backward)
     return wrap(pyfunc) if pyfunc is not None else wrap
@@ -544,7 +558,26 @@ def func_native(snippet: str, adj_snippet: str | None = None, replay_snippet: st
 # -- module options (Warp's set_module_options / get_module_options) --------------------------------
 
 _MODULE_OPTIONS: dict[str, dict] = {}
-_OPTION_DEFAULTS = {"enable_backward": True}
+_OPTION_DEFAULTS = {"enable_backward": True, "deterministic": DeterministicMode.NOT_GUARANTEED}
+
+
+def _checked_options(options, where: str) -> dict:
+    """Module options as xsim keeps them, or an error naming ``where``: ``enable_backward`` (a bool) and
+    ``deterministic``, which can only be NOT_GUARANTEED: xsim's float atomics accumulate in whatever
+    order the threads run, so a sum may differ in its last bits from run to run."""
+    if not isinstance(options, dict):
+        raise TypeError(f"{where}: options must be a dict, got {type(options).__name__}")
+    unknown = sorted(set(options) - set(_OPTION_DEFAULTS))
+    if unknown:
+        raise ValueError(f"{where}: xsim has no module option {unknown[0]!r} (it has: {', '.join(_OPTION_DEFAULTS)})")
+    out = {k: bool(v) for k, v in options.items() if k == "enable_backward"}
+    if "deterministic" in options:
+        mode = options["deterministic"]
+        if mode not in (DeterministicMode.NOT_GUARANTEED, False):
+            raise NotImplementedError(f"{where}: deterministic={mode!r} is not available: xsim's atomics are not "
+                                      "ordered; only DeterministicMode.NOT_GUARANTEED is")
+        out["deterministic"] = DeterministicMode.NOT_GUARANTEED
+    return out
 
 
 def _module_name(module) -> str:
@@ -557,14 +590,9 @@ def _module_name(module) -> str:
 def set_module_options(options: dict, module=None) -> None:
     """Set compile options of a module's kernels (default: the calling Python module). xsim acts on
     ``enable_backward``; a kernel's own ``enable_backward=`` overrides it."""
-    if not isinstance(options, dict):
-        raise TypeError(f"set_module_options: options must be a dict, got {type(options).__name__}")
-    unknown = sorted(set(options) - set(_OPTION_DEFAULTS))
-    if unknown:
-        raise ValueError(f"set_module_options: xsim has no module option {unknown[0]!r} "
-                         f"(it has: {', '.join(_OPTION_DEFAULTS)})")
+    options = _checked_options(options, "set_module_options")
     name = _module_name(module)
-    _MODULE_OPTIONS.setdefault(name, {}).update({k: bool(v) for k, v in options.items()})
+    _MODULE_OPTIONS.setdefault(name, {}).update(options)
     from .module import _MODULES
     if name in _MODULES:
         _MODULES[name].invalidate()
