@@ -604,9 +604,10 @@ class array:
                        accumulate: bool = False) -> None:
         """Copy ``count`` elements (default: the rest of ``src``) between flat element ranges.
 
-        With default offsets and count, arrays of equal shape copy whatever their strides;
-        flat ranges need both arrays contiguous. ``accumulate=True`` adds instead of copying
-        (the adjoint of a copy adds the destination's gradient into the source's).
+        With default offsets and count, arrays of equal shape copy whatever their strides; flat
+        ranges count elements in row-major order of the arrays' shapes, whatever their strides.
+        ``accumulate=True`` adds instead of copying (the adjoint of a copy adds the destination's
+        gradient into the source's).
         """
         if not isinstance(src, array):
             src = array(src, dtype=self.dtype, device="cpu", copy=False)
@@ -622,9 +623,6 @@ class array:
             else:
                 self._host[...] = src._host
             return
-        if not (self.is_contiguous and src.is_contiguous):
-            raise ValueError("copying a flat range of elements needs contiguous arrays; "
-                             f"got shapes {self.shape} (strides {self.strides}) and {src.shape} (strides {src.strides})")
         if count is None:
             count = src.size - src_offset
         if min(dst_offset, src_offset, count) < 0 or src_offset + count > src.size or dst_offset + count > self.size:
@@ -633,13 +631,17 @@ class array:
         if on_gpu:
             _device_copy(self, src, count, dst_offset, src_offset, accumulate)
             return
-        cs = self.dtype._shape
-        dst_flat = self._host.reshape((self.size,) + cs)
-        src_flat = src._host.reshape((src.size,) + cs)
+        picked = src._host[_flat_range(src, src_offset, count)]
         if accumulate:
-            dst_flat[dst_offset:dst_offset + count] += src_flat[src_offset:src_offset + count]
+            self._host[_flat_range(self, dst_offset, count)] += picked
         else:
-            dst_flat[dst_offset:dst_offset + count] = src_flat[src_offset:src_offset + count]
+            self._host[_flat_range(self, dst_offset, count)] = picked
+
+
+def _flat_range(a: array, offset: int, count: int) -> tuple:
+    """The numpy index of ``a``'s host view selecting ``count`` elements from row-major element ``offset``
+    (each element an index per dimension: the array's strides do not matter)."""
+    return np.unravel_index(np.arange(offset, offset + count), a.shape) if a.ndim else ()
 
 
 # -- arrays in GPU memory --------------------------------------------------------------------------
@@ -753,7 +755,7 @@ def _device_copy(dst: array, src: array, count: int | None, dst_offset: int, src
     """``dst._raw_copy_from(src, ...)`` where either array is on a GPU: whole arrays of one shape
     (``count`` None) or a flat element range of contiguous arrays (checked by the caller)."""
     elem = dst.dtype._np.itemsize * math.prod(dst.dtype._shape)
-    if not accumulate and (count is not None or (dst.is_contiguous and src.is_contiguous)):
+    if not accumulate and dst.is_contiguous and src.is_contiguous:
         n = dst.size if count is None else count
         _copy_bytes(dst, dst.ptr + dst_offset * elem, src, src.ptr + src_offset * elem, n * elem)
         return

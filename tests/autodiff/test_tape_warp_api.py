@@ -102,3 +102,35 @@ def test_record_scopes_label_launches_and_drop_empty_ones():
         tape.record_scope_end()
     tape.backward(grads={y: np.ones(3)})  # scopes do not change the backward pass
     np.testing.assert_array_equal(x.grad.numpy(), 2 * X)
+
+
+@xsim.kernel
+def triple(x: A, y: A):
+    i = xsim.tid()
+    y[i] = 3.0 * x[i]
+
+
+@xsim.kernel
+def add_triple_of(g: A, xg: A):
+    i = xsim.tid()
+    xg[i] += 3.0 * g[i]
+
+
+def test_record_func_runs_a_hand_written_adjoint_in_its_place_and_zero_clears_its_arrays():
+    # y = 3x runs off the tape; record_func supplies its adjoint; z = y * y is recorded: dz/dx = 18 x
+    x = xsim.array(X, dtype=xsim.float64, requires_grad=True)
+    y = xsim.zeros(3, dtype=xsim.float64, requires_grad=True)
+    z = xsim.zeros(3, dtype=xsim.float64, requires_grad=True)
+    w = np.array([1.0, -0.5, 2.0])
+    with xsim.Tape() as tape:
+        xsim.launch(triple, 3, inputs=[x], outputs=[y], record_tape=False)
+        tape.record_func(lambda: xsim.launch(add_triple_of, 3, inputs=[y.grad, x.grad]), arrays=[x, y])
+        xsim.launch(square, 3, inputs=[y], outputs=[z])
+    tape.backward(grads={z: w})
+    h = 1e-6  # float64 central differences of L = sum(w * (3x)^2)
+    fd = [(np.sum(w * (3 * (X + h * e)) ** 2) - np.sum(w * (3 * (X - h * e)) ** 2)) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(x.grad.numpy(), fd, rtol=1e-8)
+    tape.zero()
+    assert not x.grad.numpy().any() and not y.grad.numpy().any()
+    with pytest.raises(RuntimeError, match="record_func: .* is not an xsim array with a gradient"):
+        tape.record_func(lambda: None, arrays=[xsim.zeros(3)])

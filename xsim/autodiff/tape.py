@@ -243,6 +243,18 @@ class Tape:
             for _, a in written:
                 path.add(id(a))
 
+    def record_func(self, backward, arrays):
+        """Record a Python callable (no arguments) that the backward pass runs at this point: a custom
+        adjoint for work done off the tape. ``arrays``: the arrays it uses, each with a gradient (their
+        gradients are zeroed by ``zero()``; the tape does not check them for overwrites)."""
+        if not callable(backward):
+            raise TypeError(f"tape.record_func: backward must be callable, got {type(backward).__name__}")
+        for a in arrays:
+            if not isinstance(a, Array) or a.grad is None:
+                raise RuntimeError(f"tape.record_func: {a!r} is not an xsim array with a gradient; create it with "
+                                   "requires_grad=True")
+        self.records.append(OpRecord("record_func", backward, reads=list(arrays)))
+
     def record_op(self, rec: OpRecord):
         if config.mode == "debug":
             for arr in rec.writes:
