@@ -30,6 +30,7 @@ REFERENCE_EXCLUSIONS: dict[str, str] = {
     "reads_box": "counts the reads of the object its static() reads (the reference would read it again)",
     "native_calls": "calls func_native C++ snippets (the reference runs Python)",
     "native_without_adjoint": "calls a func_native C++ snippet (the reference runs Python)",
+    "type_attributes": "reads .length/.dtype of vector types and values, which only kernels have (as in Warp)",
 }
 
 

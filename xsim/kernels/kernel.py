@@ -238,6 +238,8 @@ class Kernel:
             self.module = get_module(module or pyfunc.__module__)
         self.module_name = self.module.name
         self.module.add(self)
+        if self.generic:  # (a specialisation is not generic)
+            _LATEST_GENERIC[(pyfunc.__module__, pyfunc.__qualname__)] = self
 
     @property
     def enable_backward(self) -> bool:
@@ -370,6 +372,11 @@ def _bind_declared(kernel: Kernel, name: str, t, g):
     return g
 
 
+# the last generic kernel defined under each (module, qualname): a stub defined after it takes its name,
+# and overload(stub) must still find it (one per name, so kernel factories do not accumulate)
+_LATEST_GENERIC: dict[tuple[str, str], Kernel] = {}
+
+
 def overload(kernel, arg_types: list | dict | None = None) -> Kernel:
     """Declare a specialisation of a generic kernel: ``overload(k, [types])``, ``overload(k, {name: type})``,
     or ``@overload`` on a stub of the same name whose annotations are the types (returns the kernel)."""
@@ -381,9 +388,15 @@ def overload(kernel, arg_types: list | dict | None = None) -> Kernel:
     caller = inspect.currentframe().f_back
     found = caller.f_locals.get(stub.__name__, caller.f_globals.get(stub.__name__))
     del caller
+    if not isinstance(found, Kernel):  # the stub's def replaced the kernel's name
+        found = _LATEST_GENERIC.get((stub.__module__, stub.__qualname__))
     if not isinstance(found, Kernel):
         raise RuntimeError(f"@overload: no kernel named '{stub.__name__}' is defined before this stub")
-    ann = annotations(stub)
+    ann = dict(annotations(stub))
+    if ann.get("return", None) not in (None, type(None)):
+        raise TypeError(f"Return annotations are not allowed on @wp.overload stubs (xsim.overload): kernel "
+                        f"'{found.key}' returns nothing, but the stub declares -> {ann['return']!r}")
+    ann.pop("return", None)
     missing = [n for n in inspect.signature(stub).parameters if n not in ann]
     if missing:
         raise TypeError(f"@overload stub '{stub.__name__}': parameter '{missing[0]}' needs a type annotation")
