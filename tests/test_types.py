@@ -89,6 +89,22 @@ def test_vector_components_read_and_write_by_name_and_index():
     assert list(v) == [1.0, 20.0, 3.0, 40.0]
 
 
+def test_components_past_a_vectors_length_and_swizzles_are_no_attributes():
+    v = T.vec2(1, 2)
+    for name in ("z", "w"):
+        with pytest.raises(AttributeError, match=f"no attribute '{name}'$"):
+            getattr(v, name)
+        with pytest.raises(AttributeError, match=f"no attribute '{name}'$"):
+            setattr(v, name, 9.0)
+    assert not hasattr(v, "w") and list(v) == [1.0, 2.0]
+    v3 = T.vec3(1, 2, 3)
+    with pytest.raises(AttributeError, match="no attribute 'xy'$"):
+        v3.xy = 9.0
+    with pytest.raises(AttributeError, match="no attribute 'xyz'$"):
+        v3.xyz
+    assert list(v3) == [1.0, 2.0, 3.0] and T.quat(0, 0, 0, 1).w == 1.0
+
+
 def test_vector_arithmetic_keeps_the_type():
     a, b = T.vec3(1, 2, 3), T.vec3(4, 5, 6)
     for r, expected in ((a + b, [5, 7, 9]), (b - a, [3, 3, 3]), (-a, [-1, -2, -3]), (2 * a, [2, 4, 6]),

@@ -221,10 +221,27 @@ class _Vector(_Composite):
     __slots__ = ()
 
     def _get(i):
-        return property(lambda self: self._v[i], lambda self, s: self._v.__setitem__(i, s))
+        def check(self):  # a component past the length is no attribute (hasattr(vec2, "z") is False)
+            if i >= self._length:
+                raise AttributeError(f"'{type(self).__name__}' object has no attribute '{'xyzw'[i]}'")
+
+        def get(self):
+            check(self)
+            return self._v[i]
+
+        def put(self, s):
+            check(self)
+            self._v[i] = s
+        return property(get, put)
 
     x, y, z, w = _get(0), _get(1), _get(2), _get(3)
     del _get
+
+    def __setattr__(self, name, value):
+        # a swizzle (v.xy = ...) is no attribute: refused rather than stored beside the components
+        if len(name) > 1 and set(name) <= set("xyzw"):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        super().__setattr__(name, value)
 
 
 class _Matrix(_Composite):
