@@ -162,7 +162,7 @@ def reversed_ranges(bounds: xsim.array(dtype=xsim.vec3i), out: xsim.array2d(dtyp
                     counts: xsim.array(dtype=int)):
     t = xsim.tid()
     b = bounds[t]
-    k = int(0)
+    k = 0
     for i in reversed(range(b[0], b[1], b[2])):
         out[t, k] = i
         k += 1
