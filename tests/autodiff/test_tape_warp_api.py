@@ -134,3 +134,25 @@ def test_record_func_runs_a_hand_written_adjoint_in_its_place_and_zero_clears_it
     assert not x.grad.numpy().any() and not y.grad.numpy().any()
     with pytest.raises(RuntimeError, match="record_func: .* is not an xsim array with a gradient"):
         tape.record_func(lambda: None, arrays=[xsim.zeros(3)])
+
+
+def test_visualize_draws_arrays_records_scopes_and_collapses_repeats(tmp_path):
+    x = xsim.array(X, dtype=xsim.float64, requires_grad=True)
+    y = xsim.zeros(3, dtype=xsim.float64, requires_grad=True)
+    z = xsim.zeros(3, dtype=xsim.float64, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        tape.record_scope_begin("my loop")
+        for _ in range(4):
+            xsim.launch(square, 3, inputs=[x], outputs=[y])
+        tape.record_scope_end()
+        xsim.copy(z, y)
+    path = tmp_path / "tape.dot"
+    code = tape.visualize(str(path), array_labels={x: "positions"})
+    assert path.read_text() == code and code.startswith('digraph "tape" {') and code.rstrip().endswith("}")
+    assert code.count("{") == code.count("}")  # the scope's cluster is closed
+    assert 'label="my loop"' in code and code.count("square") == 1 and "square (repeated 4x)" in code
+    assert 'label="positions", tooltip="array: dtype=float64, shape=(3,)"' in code
+    assert code.count("-> r") == 2 and "r1 [shape=box, label=\"copy\"]" in code  # x -> square, y -> copy
+    full = tape.visualize(simplify_graph=False)
+    assert full.count("square") == 4

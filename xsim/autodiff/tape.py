@@ -449,6 +449,17 @@ class Tape:
         else:
             self.scopes.append((len(self.records), None, None))
 
+    def visualize(self, filename: str | None = None, simplify_graph: bool = True, hide_readonly_arrays: bool = False,
+                  array_labels: dict | None = None, graph_direction: str = "LR") -> str:
+        """The recorded launches and ops as GraphViz dot source (written to ``filename`` too, if given):
+        arrays and records as nodes, scopes as clusters, repeated launches as one (``xsim.autodiff.visualize``)."""
+        from .visualize import dot_source
+        code = dot_source(self, simplify_graph, hide_readonly_arrays, array_labels, graph_direction)
+        if filename is not None:
+            with open(filename, "w") as f:
+                f.write(code)
+        return code
+
     def memory(self) -> int:
         """Bytes the tape keeps alive for its backward pass: every array its records hold (launch
         arguments, op sources and destinations, snapshots of in-place arrays) and their gradients,
