@@ -30,6 +30,13 @@ def test_scalar_conversion_truncates_like_numpy():
     assert T.float32(0.1) == np.float32(0.1)
 
 
+def test_integer_scalars_wrap_64_bit_python_ints_like_c_casts():
+    assert T.uint32(-1) == 2**32 - 1 and T.int8(200) == -56 and T.int64(2**63) == -2**63 and T.uint8(256) == 0
+    assert type(T.uint32(-1)) is np.uint32
+    with pytest.raises(OverflowError):
+        T.int32(2**70)  # past 64 bits: no C cast to mimic
+
+
 def test_scalar_predicates_split_float_int_and_bool():
     assert all(T.is_float(t) for t in (T.float16, T.float32, T.float64))
     assert T.is_int(T.uint64) and not T.is_int(T.float32) and not T.is_float(T.bool_)

@@ -37,6 +37,9 @@ class _Scalar:
     _ctypes: Any = None
 
     def __new__(cls, value=0):
+        if type(value) is int and cls._np.kind in "iu" and -2**63 <= value < 2**64:
+            # a 64-bit integer converts as a C cast does (and Warp's): uint32(-1) is 0xffffffff
+            return np.array(value % 2**64, dtype=np.uint64).astype(cls._np)[()]
         return cls._np.type(value)
 
 

@@ -138,3 +138,24 @@ def test_launch_arguments_at_the_ends_of_the_range_are_accepted():
     x = xsim.zeros(1, dtype=float)
     xsim.launch(scale, 1, inputs=[x, INT_MIN, 2**63 - 1])
     assert x.numpy()[0] == np.float32(float(INT_MIN) + float(2**63 - 1))
+
+
+@xsim.kernel(module=MODULE)
+def explicit_literal_casts(u32: xsim.array(dtype=xsim.uint32), i8: xsim.array(dtype=xsim.int8),
+                           u8: xsim.array(dtype=xsim.uint8), i64: xsim.array(dtype=xsim.int64)):
+    u32[0] = xsim.uint32(-1)
+    u32[1] = xsim.uint32(2**32 + 5)
+    i8[0] = xsim.int8(200)
+    i8[1] = xsim.int8(-129)
+    u8[0] = xsim.uint8(-1)
+    i64[0] = xsim.int64(2**63)
+
+
+def test_explicit_casts_of_integer_literals_wrap_like_c_casts():
+    arrays = [xsim.zeros(2, dtype=t) for t in (xsim.uint32, xsim.int8, xsim.uint8, xsim.int64)]
+    xsim.launch(explicit_literal_casts, 1, inputs=arrays)
+    wrap = lambda v, dt: np.array(v % 2**64, dtype=np.uint64).astype(dt)  # noqa: E731 (numpy's C cast)
+    assert arrays[0].numpy().tolist() == [wrap(-1, np.uint32), wrap(2**32 + 5, np.uint32)] == [2**32 - 1, 5]
+    assert arrays[1].numpy().tolist() == [wrap(200, np.int8), wrap(-129, np.int8)] == [-56, 127]
+    assert arrays[2].numpy()[0] == wrap(-1, np.uint8) == 255
+    assert arrays[3].numpy()[0] == wrap(2**63, np.int64) == -2**63

@@ -9,6 +9,7 @@ import ast
 import inspect
 from dataclasses import replace
 
+
 from .. import types as T
 from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError, WarpCodegenValueError
 from .builtins import BUILTINS, SPECIAL_FORMS
@@ -337,7 +338,13 @@ class Calls:
         if T.is_scalar(t):
             if len(args) != 1:
                 raise self.err(node, f"{T.type_name(t)}() takes one argument")
-            return self.cast(args[0], t, node)
+            a = args[0]
+            if T.is_int(t) and a.is_const and a.weak and type(a.const) is int and -2**63 <= a.const < 2**64:
+                # an explicit cast of a 64-bit integer literal wraps to the type's width, as a C cast (and
+                # Warp) does: uint32(-1) is 0xffffffff; wider literals and implicit conversions of literals
+                # that do not fit stay refused
+                return self.const(int(t(a.const)), t, node)
+            return self.cast(a, t, node)
         n = T.num_components(t)
         s = t._scalar
         if not args:
