@@ -32,6 +32,9 @@ REFERENCE_EXCLUSIONS: dict[str, str] = {
     "counters_under_contention": "its atomic_exch results depend on the threads' order (test_atomics.py checks them "
                                  "as a permutation)",
     "bits_under_contention": "65,536 threads, seconds in the reference; test_atomics.py computes the answer with numpy",
+    "native_calls": "calls func_native C++ snippets (the reference runs Python)",
+    "native_without_adjoint": "calls a func_native C++ snippet (the reference runs Python)",
+    "type_attributes": "reads .length/.dtype of vector types and values, which only kernels have (as in Warp)",
 }
 
 

@@ -575,7 +575,7 @@ class _Helpers:
 
 def _range(*args):
     strong = next((type(a) for a in args if isinstance(a, np.integer)), np.int32)
-    return (strong(v) for v in range(*[int(a) for a in args]))
+    return [strong(v) for v in range(*[int(a) for a in args])]  # a list: reversed(range(...)) reverses it
 
 
 def _matches(pyfunc, args, concrete: bool = False) -> bool:

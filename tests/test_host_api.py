@@ -240,9 +240,10 @@ def scale_own(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
     spec = importlib.util.spec_from_file_location("xsim_test_module_options", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    assert xsim.get_module_options(mod) == {"enable_backward": True}
+    nd = xsim.DeterministicMode.NOT_GUARANTEED
+    assert xsim.get_module_options(mod) == {"enable_backward": True, "deterministic": nd}
     xsim.set_module_options({"enable_backward": False}, mod)
-    assert xsim.get_module_options("xsim_test_module_options") == {"enable_backward": False}
+    assert xsim.get_module_options("xsim_test_module_options") == {"enable_backward": False, "deterministic": nd}
     grads = {}
     for k in (mod.scale, mod.scale_own):
         x = xsim.array(np.ones(3, np.float32), requires_grad=True)
@@ -258,4 +259,22 @@ def scale_own(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
     assert grads["scale_own"] == ([2.0] * 3, [])
     with pytest.raises(ValueError, match="no module option 'fast_math'"):
         xsim.set_module_options({"fast_math": True}, mod)
-    assert xsim.get_module_options() == {"enable_backward": True}  # this test module's own
+    assert xsim.get_module_options()["enable_backward"] is True  # this test module's own
+
+
+@pytest.mark.cpu_only
+def test_a_kernels_module_options_set_its_backward_and_ordered_atomics_are_refused():
+    @xsim.kernel(module="unique", module_options={"enable_backward": False,
+                                                  "deterministic": xsim.DeterministicMode.NOT_GUARANTEED})
+    def doubled(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+        i = xsim.tid()
+        y[i] = 2.0 * x[i]
+
+    assert doubled.enable_backward is False
+    x, y = xsim.array(np.arange(3, dtype=np.float32)), xsim.zeros(3)
+    xsim.launch(doubled, 3, inputs=[x, y])
+    assert y.numpy().tolist() == [0.0, 2.0, 4.0]
+    with pytest.raises(NotImplementedError, match="RUN_TO_RUN.*xsim's atomics are not ordered"):
+        xsim.kernel(module_options={"deterministic": xsim.DeterministicMode.RUN_TO_RUN})
+    with pytest.raises(ValueError, match="kernel\\(module_options=...\\): xsim has no module option 'fast_math'"):
+        xsim.kernel(module_options={"fast_math": True})

@@ -30,6 +30,13 @@ def test_scalar_conversion_truncates_like_numpy():
     assert T.float32(0.1) == np.float32(0.1)
 
 
+def test_integer_scalars_wrap_64_bit_python_ints_like_c_casts():
+    assert T.uint32(-1) == 2**32 - 1 and T.int8(200) == -56 and T.int64(2**63) == -2**63 and T.uint8(256) == 0
+    assert type(T.uint32(-1)) is np.uint32
+    with pytest.raises(OverflowError):
+        T.int32(2**70)  # past 64 bits: no C cast to mimic
+
+
 def test_scalar_predicates_split_float_int_and_bool():
     assert all(T.is_float(t) for t in (T.float16, T.float32, T.float64))
     assert T.is_int(T.uint64) and not T.is_int(T.float32) and not T.is_float(T.bool_)
@@ -87,6 +94,22 @@ def test_vector_components_read_and_write_by_name_and_index():
     assert v == [1.0, 20.0, 3.0, 40.0]
     assert len(v) == 4
     assert list(v) == [1.0, 20.0, 3.0, 40.0]
+
+
+def test_components_past_a_vectors_length_and_swizzles_are_no_attributes():
+    v = T.vec2(1, 2)
+    for name in ("z", "w"):
+        with pytest.raises(AttributeError, match=f"no attribute '{name}'$"):
+            getattr(v, name)
+        with pytest.raises(AttributeError, match=f"no attribute '{name}'$"):
+            setattr(v, name, 9.0)
+    assert not hasattr(v, "w") and list(v) == [1.0, 2.0]
+    v3 = T.vec3(1, 2, 3)
+    with pytest.raises(AttributeError, match="no attribute 'xy'$"):
+        v3.xy = 9.0
+    with pytest.raises(AttributeError, match="no attribute 'xyz'$"):
+        v3.xyz
+    assert list(v3) == [1.0, 2.0, 3.0] and T.quat(0, 0, 0, 1).w == 1.0
 
 
 def test_vector_arithmetic_keeps_the_type():
@@ -359,3 +382,41 @@ def test_host_integer_constructors_wrap_out_of_range_ints_as_warp_does():
     np.testing.assert_array_equal(np.asarray(xsim.vec3ub(-1, 256, 3)), [255, 0, 3])
     with pytest.raises(OverflowError, match="does not fit in 64 bits"):
         xsim.uint32(2**70)
+
+
+def test_a_struct_declared_with_warp_is_a_field_type_of_the_same_layout():
+    wp = pytest.importorskip("warp")
+
+    @wp.struct
+    class Body:
+        pose: wp.transform
+        inertia: wp.mat33d
+        count: int
+        axes: wp.array(dtype=wp.vec3, ndim=2)
+
+    @xsim.struct
+    class Holder:
+        body: Body
+        weight: wp.float16
+
+    body = Holder._fields["body"]
+    assert body._fields == {"pose": xsim.transform, "inertia": xsim.mat33d, "count": xsim.int32,
+                            "axes": xsim.array2d(dtype=xsim.vec3)}
+    assert Holder._fields["weight"] is xsim.float16
+
+    @wp.struct
+    class Plain:
+        a: wp.vec2i
+        b: float
+        c: wp.quat
+
+    @xsim.struct
+    class Twice:
+        first: Plain
+        second: Plain
+
+    mirror = Twice._fields["first"]
+    assert Twice._fields["second"] is mirror  # one Warp struct, one mirror
+    ours, warps = mirror._ctypes, Plain.ctype
+    assert ctypes.sizeof(ours) == ctypes.sizeof(warps)
+    assert [getattr(ours, f).offset for f, _ in ours._fields_] == [getattr(warps, f).offset for f, _ in warps._fields_]

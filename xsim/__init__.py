@@ -68,9 +68,11 @@ from .kernels.builtins import BUILTINS as _BUILTINS
 from .kernels.builtins import SPECIAL_FORMS as _SPECIAL_FORMS
 from .kernels.builtins_geometry import HashGridQuery, MeshQuery, MeshQueryAABB, MeshQueryPoint, MeshQueryRay
 from .kernels.kernel import (
+    DeterministicMode,
     Kernel,
     func,
     func_grad,
+    func_native,
     func_replay,
     get_module_options,
     kernel,

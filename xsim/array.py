@@ -51,8 +51,9 @@ def _keep_freed_host_memory() -> None:
 _keep_freed_host_memory()
 
 
-def _resolve_dtype(dtype) -> Any:
-    """The xsim element type for ``dtype``: an xsim type, Python float/int/bool or a numpy scalar dtype."""
+def _resolve_dtype(dtype, annotation: bool = False) -> Any:
+    """The xsim element type for ``dtype``: an xsim type, Python float/int/bool or a numpy scalar dtype.
+    An ``annotation`` may name a struct holding arrays (kernels refuse it when they are built)."""
     if dtype is None:
         return None
     try:
@@ -62,7 +63,7 @@ def _resolve_dtype(dtype) -> Any:
     except TypeError:
         raise TypeError(f"array dtype must be an xsim value type, Python float/int/bool or a numpy scalar dtype, "
                         f"got {dtype!r}") from None
-    if types.is_struct(t) and t._has_arrays:
+    if types.is_struct(t) and t._has_arrays and not annotation:
         raise TypeError(f"struct {t.__name__} holds arrays, so it cannot be an array element: "
                         "only structs of scalars, vectors, matrices, quats, transforms and such structs can")
     return t
@@ -250,6 +251,7 @@ class array:
     # pass gives its buffer back once no earlier record needs it: `_requires_grad` with `_grad` None.
     _intermediate = False
     _grad_source = None   # a view of an intermediate whose grad is pending: (parent, key)
+    _is_read = False      # read by a launch or op a Tape recorded (``config.verify_autograd_array_access``)
     """A typed array on a device (``xsim.array(data, dtype, shape, device, requires_grad)``).
 
     Called with neither ``data`` nor ``shape`` it is a kernel annotation: ``array(dtype=vec3)``
@@ -373,6 +375,42 @@ class array:
                 f"device {self.device}; got shape {grad.shape}, dtype {types.type_name(grad.dtype)}, "
                 f"device {grad.device}")
         self._grad, self._requires_grad = grad, True
+
+    # -- read/write tracking on a tape (Warp's ``verify_autograd_array_access``) --------------------
+
+    def _lineage(self):
+        """This array and the arrays it views, innermost first."""
+        a = self
+        while isinstance(a, array):
+            yield a
+            a = a._owner
+
+    def mark_init(self) -> None:
+        """Forget that this array (and the arrays it views) was read on a tape."""
+        for a in self._lineage():
+            a._is_read = False
+
+    def mark_read(self) -> None:
+        """Mark this array, and every array it is a view of, as read by a recorded launch or op."""
+        for a in self._lineage():
+            a._is_read = True
+
+    def mark_write(self, arg_name: str | None = None, kernel_name: str | None = None, filename: str | None = None,
+                   lineno: int | None = None, operation: str | None = None) -> None:
+        """Warn (on stderr, through ``warnings``) when this array, or an array it views, was read by a
+        launch or op recorded earlier: overwriting it now changes what that record's backward pass sees."""
+        if not any(a._is_read for a in self._lineage()):
+            return
+        where = f" at {filename}:{lineno}" if filename is not None and lineno is not None else ""
+        if kernel_name is not None:
+            who = f" passed to argument {arg_name} in kernel {kernel_name}{where}"
+            what = "is being written to but has already been read from"
+        else:
+            who = ""
+            what = (f"is being written to by {operation}{where} but has already been read from" if operation else
+                    "is being written to but has already been read from")
+        _warn_to_stderr(f"Array {self}{who} {what} in a previous launch. This may corrupt gradient computation "
+                        "in the backward pass.")
 
     # -- host access ----------------------------------------------------------------------------
 
@@ -589,9 +627,10 @@ class array:
                             accumulate: bool = False) -> None:
         """Copy ``count`` elements (default: the rest of ``src``) between flat element ranges.
 
-        With default offsets and count, arrays of equal shape copy whatever their strides;
-        flat ranges need both arrays contiguous. ``accumulate=True`` adds instead of copying
-        (the adjoint of a copy adds the destination's gradient into the source's).
+        With default offsets and count, arrays of equal shape copy whatever their strides; flat
+        ranges count elements in row-major order of the arrays' shapes, whatever their strides.
+        ``accumulate=True`` adds instead of copying (the adjoint of a copy adds the destination's
+        gradient into the source's).
         """
         if not isinstance(src, array):
             src = array(src, dtype=self.dtype, device="cpu", copy=False)
@@ -607,9 +646,6 @@ class array:
             else:
                 self._host[...] = src._host
             return
-        if not (self.is_contiguous and src.is_contiguous):
-            raise ValueError("copying a flat range of elements needs contiguous arrays; "
-                             f"got shapes {self.shape} (strides {self.strides}) and {src.shape} (strides {src.strides})")
         if count is None:
             count = src.size - src_offset
         if min(dst_offset, src_offset, count) < 0 or src_offset + count > src.size or dst_offset + count > self.size:
@@ -618,13 +654,17 @@ class array:
         if on_gpu:
             _device_copy(self, src, count, dst_offset, src_offset, accumulate)
             return
-        cs = self.dtype._shape
-        dst_flat = self._host.reshape((self.size,) + cs)
-        src_flat = src._host.reshape((src.size,) + cs)
+        picked = src._host[_flat_range(src, src_offset, count)]
         if accumulate:
-            dst_flat[dst_offset:dst_offset + count] += src_flat[src_offset:src_offset + count]
+            self._host[_flat_range(self, dst_offset, count)] += picked
         else:
-            dst_flat[dst_offset:dst_offset + count] = src_flat[src_offset:src_offset + count]
+            self._host[_flat_range(self, dst_offset, count)] = picked
+
+
+def _flat_range(a: array, offset: int, count: int) -> tuple:
+    """The numpy index of ``a``'s host view selecting ``count`` elements from row-major element ``offset``
+    (each element an index per dimension: the array's strides do not matter)."""
+    return np.unravel_index(np.arange(offset, offset + count), a.shape) if a.ndim else ()
 
 
 # -- arrays in GPU memory --------------------------------------------------------------------------
@@ -738,7 +778,7 @@ def _device_copy(dst: array, src: array, count: int | None, dst_offset: int, src
     """``dst.copy_from_untracked(src, ...)`` where either array is on a GPU: whole arrays of one shape
     (``count`` None) or a flat element range of contiguous arrays (checked by the caller)."""
     elem = dst.dtype._np.itemsize * math.prod(dst.dtype._shape)
-    if not accumulate and (count is not None or (dst.is_contiguous and src.is_contiguous)):
+    if not accumulate and dst.is_contiguous and src.is_contiguous:
         n = dst.size if count is None else count
         _copy_bytes(dst, dst.ptr + dst_offset * elem, src, src.ptr + src_offset * elem, n * elem)
         return
@@ -761,6 +801,19 @@ def _device_copy(dst: array, src: array, count: int | None, dst_offset: int, src
         dst._host[...] = value
 
 
+def _warn_to_stderr(message: str) -> None:
+    """A UserWarning that warning filters can silence or raise, but that a warning recorder (pytest's)
+    does not swallow: it is written to stderr as it is issued."""
+    import warnings
+
+    def show(msg, category, filename, lineno, file=None, line=None):
+        sys.stderr.write(f"xsim {category.__name__}: {msg}\n")
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        warnings.warn(message, UserWarning, stacklevel=4)
+
+
 def is_array(x) -> bool:
     """True for an xsim array instance."""
     return isinstance(x, array)
@@ -771,7 +824,7 @@ def is_array(x) -> bool:
 
 def _annotation_dtype(dtype) -> Any:
     """An annotation's element type: a dtype as arrays take it, or a type parameter (Any, Float...)."""
-    return dtype if types.is_type_parameter(dtype) else _resolve_dtype(dtype)
+    return dtype if types.is_type_parameter(dtype) else _resolve_dtype(dtype, annotation=True)
 
 
 def _subscript_annotation(name: str, params, ndim: int | None) -> ArrayType:

@@ -11,6 +11,11 @@
   ``xsim.empty`` gives zeros in check mode, so that a partly written array scans clean.
 
 Any other value is an error at the next launch, never silently release mode.
+
+``verify_autograd_array_access`` (Warp's name, default False): while a Tape records, a launch or
+array op that writes an array an earlier recorded launch or op read prints a warning naming the
+array, the kernel parameter (or the op) and where; ``tape.backward()`` and ``tape.reset()`` forget
+the reads of their records (``array.mark_read``/``mark_write``/``mark_init`` do it by hand).
 """
 
 import os
@@ -18,6 +23,8 @@ import os
 MODES = ("release", "debug", "check")
 
 mode: str = os.environ.get("XSIM_MODE", "release")
+
+verify_autograd_array_access: bool = False
 
 
 def current_mode() -> str:

@@ -253,10 +253,27 @@ class _Vector(_Composite):
     __slots__ = ()
 
     def _get(i):
-        return property(lambda self: self._v[i], lambda self, s: self._v.__setitem__(i, s))
+        def check(self):  # a component past the length is no attribute (hasattr(vec2, "z") is False)
+            if i >= self._length:
+                raise AttributeError(f"'{type(self).__name__}' object has no attribute '{'xyzw'[i]}'")
+
+        def get(self):
+            check(self)
+            return self._v[i]
+
+        def put(self, s):
+            check(self)
+            self._v[i] = s
+        return property(get, put)
 
     x, y, z, w = _get(0), _get(1), _get(2), _get(3)
     del _get
+
+    def __setattr__(self, name, value):
+        # a swizzle (v.xy = ...) is no attribute: refused rather than stored beside the components
+        if len(name) > 1 and set(name) <= set("xyzw"):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        super().__setattr__(name, value)
 
 
 class _Matrix(_Composite):
@@ -580,7 +597,7 @@ def struct(cls: type) -> type:
     """
     fields = {}
     for name, ann in inspect.get_annotations(cls, eval_str=True).items():
-        t = resolve(ann)
+        t = resolve(_from_warp(ann))
         if not (is_value_type(t) or isinstance(t, ArrayType)):
             raise TypeError(f"struct {cls.__name__}: field '{name}' has unsupported type {ann!r}")
         fields[name] = t
@@ -602,6 +619,45 @@ def struct(cls: type) -> type:
     })
     out._scalar = out
     return out
+
+
+_WARP_STRUCTS: dict = {}  # id of a Warp struct -> (it, its xsim mirror)
+_WARP_SCALARS = {t.__name__: t for t in SCALAR_TYPES}  # Warp names its scalar types as xsim does
+
+
+def _from_warp(t):
+    """A field type declared with Warp (a ``@warp.struct`` of another library, its scalar, vector,
+    matrix, quat, transform and array types) as the xsim type of the same layout; anything else as is."""
+    mod = (t if isinstance(t, type) else type(t)).__module__ or ""
+    if not (mod.startswith("warp.") or mod == "warp"):
+        return t
+    if type(t).__name__ == "Struct" and isinstance(getattr(t, "vars", None), dict):  # a @warp.struct
+        known = _WARP_STRUCTS.get(id(t))
+        if known is None:
+            ann = {n: _from_warp(v.type) for n, v in t.vars.items()}
+            mirror = type(t.cls.__name__, (), {"__annotations__": ann, "__module__": t.cls.__module__,
+                                               "__qualname__": t.cls.__qualname__, "__doc__": t.cls.__doc__})
+            known = _WARP_STRUCTS[id(t)] = (t, struct(mirror))
+        return known[1]
+    if type(t).__name__ == "array" and hasattr(t, "ndim"):  # warp.array(dtype=..., ndim=...) annotation
+        return ArrayType(_from_warp(t.dtype), t.ndim)
+    kind = getattr(t, "_wp_generic_type_str_", None)
+    scalar = getattr(t, "_wp_scalar_type_", None)
+    if kind is None and isinstance(t, type) and t.__name__ in _WARP_SCALARS:
+        return _WARP_SCALARS[t.__name__]
+    if scalar is None or scalar.__name__ not in _WARP_SCALARS:
+        return t
+    s = _WARP_SCALARS[scalar.__name__]
+    shape = tuple(t._shape_)
+    if kind == "vec_t":
+        return vector(shape[0], s)
+    if kind == "mat_t":
+        return matrix(shape, s)
+    if kind == "quat_t":
+        return quaternion(s)
+    if kind == "transform_t":
+        return transformation(s)
+    return t
 
 
 def is_struct(t) -> bool:

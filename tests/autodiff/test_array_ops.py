@@ -201,6 +201,35 @@ def test_copy_within_one_array_with_overlapping_ranges():
     assert grad(x) == [2.0, -2.5, 4.0, 0.0, 3.0]
 
 
+def test_copy_between_overlapping_views_of_one_array_sets_the_incoming_gradient_aside():
+    x = f32([0.5, -1.25, 2.0, 3.0, 1.5])
+    with xsim.Tape() as tape:
+        a = xsim.clone(x)
+        xsim.copy(a[1:4], a[0:3])  # two view objects over one buffer: a = [x0, x0, x1, x2, x4]
+        loss = loss_of(a)
+    assert a.numpy().tolist() == [0.5, 0.5, -1.25, 2.0, 1.5]
+    tape.backward(loss)
+    # d/dx of x0^2 + x0^2 + x1^2 + x2^2 + x4^2; x3 was overwritten
+    assert grad(x) == [2.0, -2.5, 4.0, 0.0, 3.0]
+
+
+def test_flat_ranges_of_strided_views_count_elements_in_row_major_order():
+    base = xsim.array(np.arange(12.0).reshape(3, 4), dtype=float, requires_grad=True)
+    col = base[:, 2]  # [2, 6, 10], a stride of 4 elements
+    window = xsim.zeros(2, dtype=float, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.copy(window, col, src_offset=1, count=2)
+        loss = loss_of(window)
+    assert window.numpy().tolist() == [6.0, 10.0]
+    tape.backward(loss)
+    want = np.zeros((3, 4))
+    want[1:, 2] = [12.0, 20.0]  # d(6^2 + 10^2)
+    np.testing.assert_array_equal(base.grad.numpy(), want)
+    xsim.copy(col, xsim.array([-1.0, -2.0], dtype=float), dest_offset=1, count=2)
+    np.testing.assert_array_equal(base.numpy()[:, 2], [2.0, -1.0, -2.0])
+    np.testing.assert_array_equal(base.numpy()[:, 3], [3.0, 7.0, 11.0])  # its neighbours untouched
+
+
 def test_copy_gives_a_plain_destination_a_gradient_while_recording():
     x = f32(X)
     y = xsim.zeros(4)

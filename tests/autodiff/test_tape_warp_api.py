@@ -102,3 +102,57 @@ def test_record_scopes_label_launches_and_drop_empty_ones():
         tape.record_scope_end()
     tape.backward(grads={y: np.ones(3)})  # scopes do not change the backward pass
     np.testing.assert_array_equal(x.grad.numpy(), 2 * X)
+
+
+@xsim.kernel
+def triple(x: A, y: A):
+    i = xsim.tid()
+    y[i] = 3.0 * x[i]
+
+
+@xsim.kernel
+def add_triple_of(g: A, xg: A):
+    i = xsim.tid()
+    xg[i] += 3.0 * g[i]
+
+
+def test_record_func_runs_a_hand_written_adjoint_in_its_place_and_zero_clears_its_arrays():
+    # y = 3x runs off the tape; record_func supplies its adjoint; z = y * y is recorded: dz/dx = 18 x
+    x = xsim.array(X, dtype=xsim.float64, requires_grad=True)
+    y = xsim.zeros(3, dtype=xsim.float64, requires_grad=True)
+    z = xsim.zeros(3, dtype=xsim.float64, requires_grad=True)
+    w = np.array([1.0, -0.5, 2.0])
+    with xsim.Tape() as tape:
+        xsim.launch(triple, 3, inputs=[x], outputs=[y], record_tape=False)
+        tape.record_func(lambda: xsim.launch(add_triple_of, 3, inputs=[y.grad, x.grad]), arrays=[x, y])
+        xsim.launch(square, 3, inputs=[y], outputs=[z])
+    tape.backward(grads={z: w})
+    h = 1e-6  # float64 central differences of L = sum(w * (3x)^2)
+    fd = [(np.sum(w * (3 * (X + h * e)) ** 2) - np.sum(w * (3 * (X - h * e)) ** 2)) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(x.grad.numpy(), fd, rtol=1e-8)
+    tape.zero()
+    assert not x.grad.numpy().any() and not y.grad.numpy().any()
+    with pytest.raises(RuntimeError, match="record_func: .* is not an xsim array with a gradient"):
+        tape.record_func(lambda: None, arrays=[xsim.zeros(3)])
+
+
+def test_visualize_draws_arrays_records_scopes_and_collapses_repeats(tmp_path):
+    x = xsim.array(X, dtype=xsim.float64, requires_grad=True)
+    y = xsim.zeros(3, dtype=xsim.float64, requires_grad=True)
+    z = xsim.zeros(3, dtype=xsim.float64, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        tape.record_scope_begin("my loop")
+        for _ in range(4):
+            xsim.launch(square, 3, inputs=[x], outputs=[y])
+        tape.record_scope_end()
+        xsim.copy(z, y)
+    path = tmp_path / "tape.dot"
+    code = tape.visualize(str(path), array_labels={x: "positions"})
+    assert path.read_text() == code and code.startswith('digraph "tape" {') and code.rstrip().endswith("}")
+    assert code.count("{") == code.count("}")  # the scope's cluster is closed
+    assert 'label="my loop"' in code and code.count("square") == 1 and "square (repeated 4x)" in code
+    assert 'label="positions", tooltip="array: dtype=float64, shape=(3,)"' in code
+    assert code.count("-> r") == 2 and "r1 [shape=box, label=\"copy\"]" in code  # x -> square, y -> copy
+    full = tape.visualize(simplify_graph=False)
+    assert full.count("square") == 4

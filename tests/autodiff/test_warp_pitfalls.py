@@ -608,3 +608,31 @@ def test_an_ignored_atomic_result_differentiates():
         backward_once(atomic_result_ignored, [x], [total], [np.ones(1)], dim=3)
     assert total.numpy()[0] == 5.25
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, -4.0, 1.0])
+
+
+@xsim.kernel
+def reversed_weighted_sum(n: int, stride: int, x: xsim.array(dtype=xsim.float64), s: xsim.array(dtype=xsim.float64)):
+    tid = xsim.tid()
+    acc = xsim.float64(0.0)
+    k = xsim.float64(1.0)
+    for i in reversed(range(tid, n, stride)):  # runtime bounds: a dynamic loop run backwards
+        acc = acc * k + x[i] * x[i]
+        k += xsim.float64(0.5)
+    xsim.atomic_add(s, 0, acc)
+
+
+def test_reversed_range_loops_match_python_and_finite_differences():
+    xs = np.array([0.5, -1.25, 2.0, 0.75, -0.5, 1.5, 0.25])
+    x = xsim.array(xs, dtype=xsim.float64, requires_grad=True)
+    s = xsim.zeros(1, dtype=xsim.float64, requires_grad=True)
+    xsim.launch(reversed_weighted_sum, 2, inputs=[7, 3, x, s])
+    want = 0.0
+    for tid in range(2):
+        acc, k = 0.0, 1.0
+        for i in reversed(range(tid, 7, 3)):
+            acc, k = acc * k + xs[i] ** 2, k + 0.5
+        want += acc
+    np.testing.assert_allclose(s.numpy(), [want], rtol=1e-14)
+    s.zero_()
+    report = gradcheck(reversed_weighted_sum, [7, 3, x, s], dim=2)
+    assert report.passed, report

@@ -155,3 +155,33 @@ def test_typed_literals_wrap_at_their_width():
     ref = np.zeros(2, np.int32)
     reference_run(typed_literals_wrap, 1, [ref])
     np.testing.assert_array_equal(ref, y.numpy())
+
+
+@xsim.kernel(module=MODULE)
+def reversed_ranges(bounds: xsim.array(dtype=xsim.vec3i), out: xsim.array2d(dtype=int),
+                    counts: xsim.array(dtype=int)):
+    t = xsim.tid()
+    b = bounds[t]
+    k = 0
+    for i in reversed(range(b[0], b[1], b[2])):
+        out[t, k] = i
+        k += 1
+    counts[t] = k
+    for j in reversed(range(3)):  # constant bounds: unrolled
+        out[t, 20 + j] = 2 - j
+    for j in reversed(range(b[0], b[1], 3)):  # a constant positive step
+        counts[t] += 100
+    for j in reversed(range(b[0], b[1], -2)):  # a constant negative step
+        counts[t] += 10000
+
+
+def test_reversed_range_loops_visit_the_elements_of_pythons_reversed_range():
+    cases = [(0, 7, 2), (3, 10, 3), (5, 5, 1), (7, 0, 2), (10, 0, -3), (0, 10, -1), (-4, 3, 1), (9, -2, -4)]
+    out = xsim.full((len(cases), 23), -99, dtype=int)
+    counts = xsim.zeros(len(cases), dtype=int)
+    xsim.launch(reversed_ranges, len(cases), inputs=[xsim.array(cases, dtype=xsim.vec3i), out, counts])
+    for t, (a, b, s) in enumerate(cases):
+        want = list(reversed(range(a, b, s)))
+        assert out.numpy()[t, :len(want)].tolist() == want
+        assert counts.numpy()[t] == len(want) + 100 * len(range(a, b, 3)) + 10000 * len(range(a, b, -2))
+        assert out.numpy()[t, 20:].tolist() == [2, 1, 0]

@@ -140,6 +140,33 @@ def test_overloads_declared_up_front_are_the_launch_specialisations():
     assert len(axpy.specializations) == 3
 
 
+@xsim.kernel
+def negate_any(x: xsim.array(dtype=Any), y: xsim.array(dtype=Any)):
+    i = xsim.tid()
+    y[i] = -x[i]
+
+
+def negate_any(x: xsim.array(dtype=xsim.float64), y: xsim.array(dtype=xsim.float64)) -> None:  # noqa: F811
+    ...
+
+
+def test_a_stub_that_replaced_its_kernels_name_still_declares_its_overload_and_may_not_return_values():
+    stub = negate_any
+    kernel = xsim.overload(stub)  # called later, not as a decorator: the module's name is the stub now
+    assert isinstance(kernel, xsim.Kernel) and kernel.key == "negate_any"
+    x = xsim.array(np.array([1.5, -2.0]), dtype=xsim.float64)
+    y = xsim.zeros(2, dtype=xsim.float64)
+    xsim.launch(kernel, 2, inputs=[x, y])
+    assert y.numpy().tolist() == [-1.5, 2.0]
+
+    def returning(x: xsim.array(dtype=float), y: xsim.array(dtype=float)) -> float:
+        ...
+    returning.__name__, returning.__qualname__ = stub.__name__, stub.__qualname__
+    with pytest.raises(TypeError, match="Return annotations are not allowed on @wp.overload stubs .*'negate_any' "
+                                        "returns nothing"):
+        xsim.overload(returning)
+
+
 def test_bad_overloads_are_refused_naming_the_parameter():
     msg = r"overload of kernel 'axpy' parameter 'x': array\(dtype=float32, ndim=2\) does not fit "
     with pytest.raises(TypeError, match=msg + r"array\(dtype=Any, ndim=1\)"):
@@ -234,3 +261,21 @@ def test_type_and_dtype_make_literals_of_a_generic_type():
         xsim.launch(typed_literals, 3, inputs=[x, vec(5, 5, 5)], outputs=[y])
         assert y.numpy().dtype == dtype._np
         np.testing.assert_array_equal(y.numpy(), [3, 5, 7])
+
+
+@xsim.kernel
+def type_attributes(a: Any, v: xsim.array(dtype=Any), out: xsim.array(dtype=Any), vout: xsim.array(dtype=Any)):
+    z = xsim.types.vector(length=3, dtype=type(a))  # a zero vector of a's type
+    m = xsim.identity(n=z.length, dtype=z.dtype) * a  # 3 x 3
+    out[0] = m[0, 0] + m[1, 1] + m[2, 2] + type(a)(xsim.types.matrix(shape=(2, 3), dtype=type(a)).length)
+    vout[0] = type(v).dtype(v[0]) * v.dtype.dtype(2.0)
+
+
+@pytest.mark.parametrize("scalar, vec", [(xsim.float32, xsim.vec2), (xsim.float64, xsim.vec2d)])
+def test_dtype_and_length_of_vector_types_in_generic_kernels(scalar, vec):
+    out = xsim.zeros(1, dtype=scalar)
+    v = xsim.array([[1.5, -2.0]], dtype=vec)
+    vout = xsim.zeros(1, dtype=vec)
+    xsim.launch(type_attributes, 1, inputs=[scalar(1.25), v, out, vout])
+    assert out.numpy().tolist() == [3 * 1.25 + 6]
+    assert vout.numpy().tolist() == [[3.0, -4.0]]

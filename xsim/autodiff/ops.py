@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .. import torch_view, types
-from ..array import array, zeros
+from ..array import _span, array, zeros
 from ..kernels import recording
 from .tape import OpRecord
 
@@ -76,8 +76,8 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
     to flat element ``dest_offset`` of ``dest``, recorded on the active tape (``dst_offset`` is an
     older spelling of ``dest_offset``).
 
-    A whole copy between arrays of one shape may use any strides; flat ranges need contiguous
-    arrays. While a tape records and ``src`` has a gradient, ``dest`` is given one too (if it has
+    Flat element positions count in row-major order of each array's shape, whatever its strides
+    (a column view's element 1 is its second row). While a tape records and ``src`` has a gradient, ``dest`` is given one too (if it has
     none) so that the gradient is carried on instead of silently dropped.
     """
     _check_array(dest, "copy", "dest")
@@ -114,13 +114,14 @@ def contiguous(a: array) -> array:
 def _copy_adjoint(dst: array, src: array, dst_offset: int, src_offset: int, count: int | None) -> None:
     """``src.grad += dst.grad`` over the copied range, then that range of ``dst.grad`` is zeroed.
 
-    ``count=None`` means whole arrays of equal shape. For a copy within one array (one gradient
-    buffer) the incoming gradient is set aside first, so overlapping ranges also come out right.
+    ``count=None`` means whole arrays of equal shape. When the two gradients may share memory (a copy
+    within one array, or between views of one array) the incoming gradient is set aside first, so
+    overlapping ranges also come out right.
     """
     g, sg = dst.grad, src.grad
     if g is None:
         return
-    within = sg is g
+    within = sg is not None and _may_overlap(sg, g)
     if within:
         g = g.clone_untracked()
         _zero_grad_range(dst, dst_offset, count)
@@ -131,6 +132,14 @@ def _copy_adjoint(dst: array, src: array, dst_offset: int, src_offset: int, coun
             sg.copy_from_untracked(g, dst_offset=src_offset, src_offset=dst_offset, count=count, accumulate=True)
     if not within:
         _zero_grad_range(dst, dst_offset, count)
+
+
+def _may_overlap(a: array, b: array) -> bool:
+    """Whether two arrays' memory may overlap (their byte spans do; exact overlap is not needed)."""
+    if a._host is not None and b._host is not None:
+        return bool(np.may_share_memory(a._host, b._host))
+    (alo, ahi), (blo, bhi) = _span(a), _span(b)
+    return a.ptr + alo < b.ptr + bhi and b.ptr + blo < a.ptr + ahi
 
 
 def assign(dst: array, src: Any) -> array:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
+import sys
 import threading
 import warnings
 from collections.abc import Mapping
@@ -217,6 +219,13 @@ class Tape:
         reads = [(label, arr, arr.version) for label, arr in _launch.labelled_arrays(prep.read_slots, kernel.params,
                                                                                         values)]
         self._track_grad_path(kernel.key, reads, written)
+        if config.verify_autograd_array_access:
+            code = kernel.pyfunc.__code__
+            for label, arr in written:  # writes first: a kernel may read what it writes itself
+                arr.mark_write(arg_name=label, kernel_name=kernel.key, filename=code.co_filename,
+                               lineno=code.co_firstlineno)
+            for _, arr, _ in reads:
+                arr.mark_read()
         # the adjoint of an in-place launch reads its snapshot, so later writes to the array are harmless
         kept = [r for r in reads if r[0] not in snapshots] if snapshots else reads
         rec = LaunchRecord(kernel, prep, shape, list(values), snapshots, kept)
@@ -245,10 +254,29 @@ class Tape:
                 if _differentiable(a):
                     path.add(id(a))
 
+    def record_func(self, backward, arrays):
+        """Record a Python callable (no arguments) that the backward pass runs at this point: a custom
+        adjoint for work done off the tape. ``arrays``: the arrays it uses, each with a gradient (their
+        gradients are zeroed by ``zero()``; the tape does not check them for overwrites)."""
+        if not callable(backward):
+            raise TypeError(f"tape.record_func: backward must be callable, got {type(backward).__name__}")
+        for a in arrays:
+            if not isinstance(a, Array) or a.grad is None:
+                raise RuntimeError(f"tape.record_func: {a!r} is not an xsim array with a gradient; create it with "
+                                   "requires_grad=True")
+        self.records.append(OpRecord("record_func", backward, reads=list(arrays)))
+
     def record_op(self, rec: OpRecord):
         if config.mode == "debug":
             for arr in rec.writes:
                 self._check_overwrite(arr, rec.name, "destination")
+        if config.verify_autograd_array_access:
+            filename, lineno = _caller_outside_xsim()
+            what = "an array copy" if rec.name in ("copy", "clone") else f"array.{rec.name}()"
+            for arr in rec.writes:
+                arr.mark_write(operation=what, filename=filename, lineno=lineno)
+            for arr in rec.reads:
+                arr.mark_read()
         for arr in rec.writes:
             arr.mark_written(rec.name)
         rec.read_versions = [("source", a, a.version) for a in rec.reads]
@@ -289,6 +317,15 @@ class Tape:
             self.records[i].backward(self)
             for a in spent.get(i, ()):
                 pool.give_back(a)
+        self._forget_reads()
+
+    def _forget_reads(self):
+        """The backward pass consumed what the records read: later writes to those arrays are safe
+        (``config.verify_autograd_array_access``). Another tape's pending reads of them are forgotten too."""
+        if config.verify_autograd_array_access:
+            for rec in self.records:
+                for arr in rec.arrays():
+                    arr.mark_init()
 
     def _intermediates(self) -> tuple[dict, dict]:
         """For the records' intermediates (``xsim.array.intermediate``), grouped by the array they
@@ -378,6 +415,7 @@ class Tape:
     def reset(self):
         """Zero the gradients the tape touched and forget every record."""
         self.zero()
+        self._forget_reads()
         self._kept_gradients = list(self.gradients.items())
         self.scopes.clear()
         self.records.clear()
@@ -420,6 +458,17 @@ class Tape:
             self.scopes.pop()
         else:
             self.scopes.append((len(self.records), None, None))
+
+    def visualize(self, filename: str | None = None, simplify_graph: bool = True, hide_readonly_arrays: bool = False,
+                  array_labels: dict | None = None, graph_direction: str = "LR") -> str:
+        """The recorded launches and ops as GraphViz dot source (written to ``filename`` too, if given):
+        arrays and records as nodes, scopes as clusters, repeated launches as one (``xsim.autodiff.visualize``)."""
+        from .visualize import dot_source
+        code = dot_source(self, simplify_graph, hide_readonly_arrays, array_labels, graph_direction)
+        if filename is not None:
+            with open(filename, "w") as f:
+                f.write(code)
+        return code
 
     def memory(self) -> int:
         """Bytes the tape keeps alive for its backward pass: every array its records hold (launch
@@ -531,6 +580,15 @@ def _give_seed_buffer(arr: Array, seed):
 
 def _as_host(seed, arr):
     return np.asarray(seed, dtype=arr.dtype._np if not T.is_struct(arr.dtype) else None)
+
+
+def _caller_outside_xsim() -> tuple[str | None, int | None]:
+    """File and line of the innermost caller outside the xsim package (the user's call of an op)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
 
 
 def _checksum(arr) -> bytes:

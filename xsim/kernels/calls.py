@@ -46,13 +46,15 @@ class Calls:
         if not isinstance(fn, Ref):
             raise self.err(node, "only funcs, builtins and types can be called in kernels")
         obj = fn.obj
-        from .kernel import Function, Kernel  # the decorators' objects
+        from .kernel import Function, Kernel, NativeFunction  # the decorators' objects
         if isinstance(obj, Kernel):
             raise self.err(node, f"cannot call the kernel '{obj.key}' from a kernel; make it an @xsim.func")
         if isinstance(obj, Function):
             return self.call_func(obj, node)
         if isinstance(obj, GradOf):
             return self.call_grad_of(obj, node)
+        if isinstance(obj, NativeFunction):
+            return self.call_native(obj, node)
         if isinstance(obj, BuiltinRef):
             return self.call_named_builtin(obj.name, node)
         if isinstance(obj, type) and (T.is_value_type(obj)):
@@ -566,6 +568,29 @@ class Calls:
                                    {"fwd": body, "params": params, "outs": outs, "result": result},
                                    self.f.src.lineno(node)))
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def call_native(self, fn, node):
+        """A ``func_native`` call: one ``native`` op (its C++ function is emitted once per module)."""
+        try:
+            bound = inspect.signature(fn.pyfunc).bind(*[self.value(a) for a in node.args], **{
+                k.arg: self.value(k.value) for k in node.keywords})
+        except TypeError as e:
+            raise self.err(node, f"func_native '{fn.key}': {e}", WarpCodegenTypeError) from None
+        bound.apply_defaults()
+        args = []
+        for name, t in fn.params:
+            v = bound.arguments[name]
+            v = self.typed(v, t, node) if isinstance(v, Var) and v.weak else self.single(Ref(v), node) if not \
+                isinstance(v, Var) else v
+            if v.type is not t:
+                raise self.err(node, f"func_native '{fn.key}' parameter '{name}' is {T.type_name(t)}, got "
+                                     f"{T.type_name(v.type)}", WarpCodegenTypeError)
+            args.append(v)
+        out = Var(fn.ret) if fn.ret is not None else None
+        self.block.stmts.append(Op("native", out, args, {"fn": fn}, self.f.src.lineno(node)))
+        if fn.adj_snippet is None:
+            self.skipped_funcs.add(fn.key)
+        return out if out is not None else Var(T.bool_, const=False)
 
     def call_custom_grad(self, overload, frame: _Frame, node):
         """A func with ``@xsim.func_grad``: its body runs forward with no adjoint of its own; the

@@ -17,6 +17,7 @@ grad_of (``grad(f)(x)``: the func's derivative computed in the forward code; ker
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -338,6 +339,9 @@ class KernelCodegen:
                 out.append(f"{ind}{v(o)} = {v(op.attrs['replay_out'])};")
             else:
                 self.forward(op.attrs["fwd"], replay, out, ind)
+        elif k == "native":
+            call = f"{native_name(op.attrs['fn'])}({', '.join(v(x) for x in args)})"
+            out.append(f"{ind}{v(o)} = {call};" if o is not None else f"{ind}{call};")
         else:
             raise AssertionError(f"unknown op {k}")
 
@@ -597,6 +601,20 @@ class KernelCodegen:
             for x, acc in op.attrs["accums"]:
                 out.append(f"{ind}xs::accum({a(x)}, {v(acc)});")
 
+        elif k == "native":
+            if op.attrs["fn"].adj_snippet is None or not (
+                    any(is_diff(x.type) for x in args) or o is not None and is_diff(o.type)):
+                return
+            # parameters without an adjoint (integers) and a missing result get a local placeholder
+            spare = [(x.type, f"nz{i}") for i, x in enumerate(args) if not is_diff(x.type)]
+            if o is None or not is_diff(o.type):
+                spare.append((o.type if o is not None else T.int32, "nzr"))
+            adj = [a(x) if is_diff(x.type) else f"nz{i}" for i, x in enumerate(args)]
+            adj.append(a(o) if o is not None and is_diff(o.type) else "nzr")
+            decl = " ".join(f"{ctype(t)} {n}{{}};" for t, n in spare)
+            out.append(f"{ind}{{ {decl} adj_{native_name(op.attrs['fn'])}("
+                       f"{', '.join([v(x) for x in args] + adj)}); }}")
+
     # -- assembly ----------------------------------------------------------------------------------
 
     def tid_setup(self, ind: str) -> list[str]:
@@ -769,6 +787,33 @@ PRELUDE = """#include "xsim.h"
 """
 
 
+def native_name(fn) -> str:
+    """The C++ name of a ``func_native`` (its Python name, made unique per definition)."""
+    h = hashlib.blake2b(repr((fn.key, fn.params, fn.ret, fn.snippet, fn.adj_snippet)).encode(), digest_size=4)
+    return f"xsn_{fn.pyfunc.__name__}_{h.hexdigest()}"
+
+
+def native_definitions(kernel_irs: list[ir.KernelIR]) -> list[str]:
+    """The C++ functions of the ``func_native`` snippets the kernels call, each once: the forward
+    with the snippet as its body, and ``adj_`` taking the inputs, their adjoints by reference and
+    ``adj_ret``."""
+    out, seen = [], set()
+    for kir in kernel_irs:
+        for s in ir.walk(kir.body):
+            if not (isinstance(s, Op) and s.kind == "native") or id(s.attrs["fn"]) in seen:
+                continue
+            fn = s.attrs["fn"]
+            seen.add(id(fn))
+            name, ret = native_name(fn), ctype(fn.ret) if fn.ret is not None else "void"
+            params = ", ".join(f"{ctype(t)} {n}" for n, t in fn.params)
+            out.append(f"static XS_FUNC {ret} {name}({params}) {{\n{fn.snippet}\n}}")
+            if fn.adj_snippet is not None:
+                adj = [f"{ctype(t)} {n}" for n, t in fn.params] + [f"{ctype(t)}& adj_{n}" for n, t in fn.params]
+                adj.append(f"{ret if fn.ret is not None else 'int32_t'} adj_ret")
+                out.append(f"static XS_FUNC void adj_{name}({', '.join(adj)}) {{\n{fn.adj_snippet}\n}}")
+    return out
+
+
 def module_source(kernel_irs: list[ir.KernelIR], structs: list, debug: bool,
                   target: str) -> tuple[str, dict[str, list[str]]]:
     """The whole C++ translation unit of one module for ``target`` ("cpu" or "cuda"), and for each
@@ -777,6 +822,7 @@ def module_source(kernel_irs: list[ir.KernelIR], structs: list, debug: bool,
     labels = {}
     for t in structs:
         parts.append(struct_definition(t))
+    parts.extend(native_definitions(kernel_irs))
     for kir in kernel_irs:
         parts.append(param_struct(kir.name, kir.params))
         cg = KernelCodegen(kir, debug)

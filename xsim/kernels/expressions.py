@@ -85,6 +85,9 @@ class Expressions:
             obj = base.obj
             if obj is _xsim_module() and node.attr in ("float", "int"):
                 return Ref(getattr(_pybuiltins, node.attr))  # Warp's builtins xsim.float(x), xsim.int(x)
+            if isinstance(obj, type) and T.is_composite(obj) and node.attr in ("dtype", "length"):
+                # as on values (below): a vector/matrix type's scalar type and its number of components
+                return Ref(obj._scalar) if node.attr == "dtype" else self.const(T.num_components(obj))
             if not hasattr(obj, node.attr):
                 if getattr(node, "_xs_callee", False):
                     raise self.err(node, f"Could not find function {ast.unparse(node)}: {_describe(obj)} has no "
@@ -97,6 +100,8 @@ class Expressions:
         t = base.type
         if node.attr == "dtype" and (isinstance(t, T.ArrayType) or T.is_composite(t)):
             return Ref(t.dtype if isinstance(t, T.ArrayType) else t._scalar)  # element / component type
+        if node.attr == "length" and T.is_composite(t):
+            return self.const(T.num_components(t))
         if isinstance(t, T.ArrayType):
             if node.attr == "shape":
                 return tuple(self.emit("shape", T.int32, [base], node, dim=d) for d in range(t.ndim))

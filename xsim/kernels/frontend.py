@@ -96,6 +96,10 @@ class Frontend(Expressions, Calls, Statics):
             if t is None:
                 raise src.error(a, f"kernel parameter '{a.arg}' has unsupported type {ann[a.arg]!r}; expected "
                                    "a scalar, vector, matrix, quat, transform, struct or array type")
+            if isinstance(t, T.ArrayType) and T.is_struct(t.dtype) and t.dtype._has_arrays:
+                raise src.error(a, f"kernel parameter '{a.arg}' is an array of struct {t.dtype.__name__}, which "
+                                   "holds arrays; xsim arrays cannot hold such structs: pass the struct itself, or "
+                                   "its arrays, as parameters")
             v = Var(t, hint=a.arg)
             self.param_names[v.id] = a.arg
             frame.sym[a.arg] = v
@@ -583,12 +587,18 @@ class Frontend(Expressions, Calls, Statics):
         if not isinstance(node.target, ast.Name):
             raise self.err(node.target, "a for loop needs a single loop variable")
         it = node.iter
+        backwards = (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "reversed"
+                     and len(it.args) == 1 and not it.keywords)
+        if backwards:
+            it = it.args[0]
         if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
-            query = self.expr(it)
-            if isinstance(query, Var) and query.type in QUERY_NEXT:
-                for_each_query(self, node, query)
-                return
-            raise self.err(it, "kernels loop only over range(...) or a mesh_query_aabb / hash_grid_query query")
+            if not backwards:
+                query = self.expr(it)
+                if isinstance(query, Var) and query.type in QUERY_NEXT:
+                    for_each_query(self, node, query)
+                    return
+            raise self.err(it, "kernels loop only over range(...), reversed(range(...)) or a mesh_query_aabb / "
+                               "hash_grid_query query")
         if it.keywords or not 1 <= len(it.args) <= 3:
             raise self.err(it, "range() takes 1 to 3 positional arguments")
         args = [self.value(a) for a in it.args]
@@ -598,6 +608,8 @@ class Frontend(Expressions, Calls, Statics):
                 raise self.err(n, f"range() needs integers, got {T.type_name(a.type)}")
         start, stop, step = (self.const(0), args[0], self.const(1)) if len(args) == 1 else (
             (args[0], args[1], self.const(1)) if len(args) == 2 else tuple(args))
+        if backwards:
+            start, stop, step = self.reversed_range(start, stop, step, it)
         name = node.target.id
         forced = self.static_unrolls(node)
         if forced and not all(a.is_const for a in (start, stop, step)):
@@ -618,6 +630,27 @@ class Frontend(Expressions, Calls, Statics):
         if len({start.type, stop.type, step.type}) != 1:
             raise self.err(it, "range() arguments must have one integer type")
         self.dynamic_loop(node, node.body, induction=(name, start, stop, step))
+
+    def reversed_range(self, start: Var, stop: Var, step: Var, node) -> tuple[Var, Var, Var]:
+        """(start, stop, step) of the range that runs ``range(start, stop, step)`` backwards: from its last
+        element down by ``step``, ending where it began; n = max(0, ceil((stop - start) / step)) elements,
+        computed with the rounding of the step's sign (both are written out when the sign is not known)."""
+        if step.is_const and step.const == 0:
+            raise self.err(node, "range() step must not be zero", WarpCodegenValueError)
+        if all(a.is_const for a in (start, stop, step)):
+            r = range(start.const, stop.const, step.const)[::-1]
+            return self.const(r.start), self.const(r.stop), self.const(r.step)
+        op = lambda name, a, b: self.call_builtin(name, [a, b], node)  # noqa: E731
+        span = op("sub", stop, start)
+
+        def count(sign: int) -> Var:  # elements for a step of this sign (truncating or flooring alike)
+            return op("max", self.const(0), op("div", op("add", span, op("sub", step, self.const(sign))), step))
+        if step.is_const:
+            n = count(1 if step.const > 0 else -1)
+        else:
+            n = self.emit("select", span.type, [op("gt", step, self.const(0)), count(1), count(-1)], node)
+        last = op("add", start, op("mul", op("sub", n, self.const(1)), step))
+        return last, op("sub", start, step), self.call_builtin("neg", [step], node)
 
     def try_unrolled_loop(self, name, values, node) -> bool:
         """Unroll a constant-trip loop unless its unrolled code would exceed ``MAX_UNROLL_OPS``

@@ -3,6 +3,7 @@ content hash that keys a module's build in the cache."""
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import inspect
 import sys
@@ -25,6 +26,14 @@ from .scope import (
 )
 from .static import fingerprint as static_fingerprint
 from .static import table as static_table
+
+
+class DeterministicMode(enum.IntEnum):
+    """Warp's ordering modes for atomics (the ``deterministic`` module option); xsim has the first."""
+
+    NOT_GUARANTEED = 0
+    RUN_TO_RUN = 1
+    GPU_TO_GPU = 2
 
 
 class FuncOverload:
@@ -238,6 +247,8 @@ class Kernel:
             self.module = get_module(module or pyfunc.__module__)
         self.module_name = self.module.name
         self.module.add(self)
+        if self.generic:  # (a specialisation is not generic)
+            _LATEST_GENERIC[(pyfunc.__module__, pyfunc.__qualname__)] = self
 
     @property
     def adj(self):
@@ -376,6 +387,11 @@ def _bind_declared(kernel: Kernel, name: str, t, g):
     return g
 
 
+# the last generic kernel defined under each (module, qualname): a stub defined after it takes its name,
+# and overload(stub) must still find it (one per name, so kernel factories do not accumulate)
+_LATEST_GENERIC: dict[tuple[str, str], Kernel] = {}
+
+
 def overload(kernel, arg_types: list | dict | None = None) -> Kernel:
     """Declare a specialisation of a generic kernel: ``overload(k, [types])``, ``overload(k, {name: type})``,
     or ``@overload`` on a stub of the same name whose annotations are the types (returns the kernel)."""
@@ -387,9 +403,15 @@ def overload(kernel, arg_types: list | dict | None = None) -> Kernel:
     caller = inspect.currentframe().f_back
     found = caller.f_locals.get(stub.__name__, caller.f_globals.get(stub.__name__))
     del caller
+    if not isinstance(found, Kernel):  # the stub's def replaced the kernel's name
+        found = _LATEST_GENERIC.get((stub.__module__, stub.__qualname__))
     if not isinstance(found, Kernel):
         raise RuntimeError(f"@overload: no kernel named '{stub.__name__}' is defined before this stub")
-    ann = annotations(stub)
+    ann = dict(annotations(stub))
+    if ann.get("return", None) not in (None, type(None)):
+        raise TypeError(f"Return annotations are not allowed on @wp.overload stubs (xsim.overload): kernel "
+                        f"'{found.key}' returns nothing, but the stub declares -> {ann['return']!r}")
+    ann.pop("return", None)
     missing = [n for n in inspect.signature(stub).parameters if n not in ann]
     if missing:
         raise TypeError(f"@overload stub '{stub.__name__}': parameter '{missing[0]}' needs a type annotation")
@@ -424,11 +446,18 @@ def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None, nam
            module_options: dict | None = None):
     """Decorator: compile a Python function to a native kernel with a generated adjoint. ``module``:
     a module name to compile it with (default its Python module), or "unique" for its own;
-    ``enable_backward`` defaults to the module's option (True unless ``set_module_options`` says);
-    ``name``: the kernel's key (a C++ identifier) instead of the function's name; ``module_options``:
-    ``set_module_options`` for the kernel's module."""
+    ``enable_backward`` defaults to ``module_options``, else to the module's option (True unless
+    ``set_module_options`` says); ``name``: the kernel's key (a C++ identifier) instead of the
+    function's name; ``module_options``: options of its own module (``module="unique"`` only, as in Warp:
+    they would change every kernel of a shared module)."""
     if name is not None and not (isinstance(name, str) and name.isidentifier() and name.isascii()):
         raise ValueError(f"kernel(name={name!r}): the name must be a valid C++ identifier")
+    options = _checked_options(module_options if module_options is not None else {}, "kernel(module_options=...)")
+    if options and module != "unique":
+        raise ValueError("kernel(module_options=...) needs module=\"unique\": the options would change every kernel "
+                         "of a shared module (use set_module_options for that)")
+    if enable_backward is None:
+        enable_backward = options.get("enable_backward")
 
     def wrap(f):
         k = Kernel(f, key=name, module=module, enable_backward=enable_backward)
@@ -532,6 +561,8 @@ def _code_names(code) -> set:
 def _hash_object(name, obj, seen, attr_names) -> str:
     if isinstance(obj, Function):
         return f"{name}:func:{obj.content_hash(seen)}"
+    if isinstance(obj, NativeFunction):
+        return f"{name}:native:{obj.key}:{obj.snippet!r}:{obj.adj_snippet!r}:{_hash_python(obj.pyfunc, seen)}"
     if isinstance(obj, (bool, int, float, str, np.generic)):
         return f"{name}={obj!r}:{type(obj).__name__}"
     if isinstance(obj, type) and T.is_struct(obj):
@@ -568,20 +599,74 @@ def _hash_object(name, obj, seen, attr_names) -> str:
     return f"{name}:{type(obj).__name__}"
 
 
+class NativeFunction:
+    """A ``@xsim.func_native`` function: C++ ``snippet`` as the body of a function with the Python
+    signature's parameters and return type, and ``adj_snippet`` as the body of its adjoint, which
+    adds into ``adj_<param>`` from ``adj_ret`` (Warp's convention). Parameters are values (scalars,
+    vectors, matrices...), not arrays; the snippet is compiled as written, for the CPU and CUDA alike."""
+
+    def __init__(self, pyfunc, snippet: str, adj_snippet: str | None):
+        if not isinstance(snippet, str) or not (adj_snippet is None or isinstance(adj_snippet, str)):
+            raise TypeError(f"func_native '{pyfunc.__name__}': snippet and adj_snippet must be strings of C++ code")
+        self.pyfunc, self.snippet, self.adj_snippet = pyfunc, snippet, adj_snippet
+        self.key = pyfunc.__qualname__
+        self.__doc__, self.__name__ = pyfunc.__doc__, pyfunc.__name__
+        ann = annotations(pyfunc)
+        self.params = []
+        for name in inspect.signature(pyfunc).parameters:
+            t = _resolve_annotation(ann[name]) if name in ann else None
+            if t is None or not T.is_value_type(t) or T.is_struct(t) or T.is_generic(t):
+                raise TypeError(f"func_native '{self.key}': parameter '{name}' needs a concrete scalar, vector, "
+                                f"matrix, quat or transform annotation (arrays and structs are not supported), "
+                                f"got {ann.get(name)!r}")
+            self.params.append((name, t))
+        ret = ann.get("return")
+        self.ret = None if ret is None else _resolve_annotation(ret)
+        if ret is not None and (self.ret is None or not T.is_value_type(self.ret) or T.is_struct(self.ret)):
+            raise TypeError(f"func_native '{self.key}': return type must be a concrete value type, got {ret!r}")
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"func_native '{self.key}' is C++ and runs only inside kernels")
+
+
+def func_native(snippet: str, adj_snippet: str | None = None, replay_snippet: str | None = None):
+    """Decorator: a func whose body is the C++ ``snippet`` (see ``NativeFunction``). Without
+    ``adj_snippet`` no gradient flows through it (the tape warns, as for ``differentiable=False``)."""
+    if replay_snippet is not None:
+        raise NotImplementedError("func_native: replay_snippet is not supported; the adjoint replays the snippet")
+    return lambda pyfunc: NativeFunction(pyfunc, snippet, adj_snippet)
+
+
 # -- module options (Warp's set_module_options / get_module_options) --------------------------------
 
 _MODULE_OPTIONS: dict[str, dict] = {}
-_OPTION_DEFAULTS = {"enable_backward": True, "max_unroll": MAX_UNROLL}
+_OPTION_DEFAULTS = {"enable_backward": True, "max_unroll": MAX_UNROLL,
+                    "deterministic": DeterministicMode.NOT_GUARANTEED}
 
 
-def _option_value(name: str, value):
-    """A module option's value checked and in its type: ``max_unroll`` is the largest trip count of a
-    constant-bound loop the compiler unrolls (a non-negative int)."""
-    if name == "max_unroll":
+def _checked_options(options, where: str) -> dict:
+    """Module options as xsim keeps them, or an error naming ``where``: ``enable_backward`` (a bool),
+    ``max_unroll`` (the largest trip count of a constant-bound loop the compiler unrolls, an int >= 0) and
+    ``deterministic``, which can only be NOT_GUARANTEED: xsim's float atomics accumulate in whatever
+    order the threads run, so a sum may differ in its last bits from run to run."""
+    if not isinstance(options, dict):
+        raise TypeError(f"{where}: options must be a dict, got {type(options).__name__}")
+    unknown = sorted(set(options) - set(_OPTION_DEFAULTS))
+    if unknown:
+        raise ValueError(f"{where}: xsim has no module option {unknown[0]!r} (it has: {', '.join(_OPTION_DEFAULTS)})")
+    out = {k: bool(v) for k, v in options.items() if k == "enable_backward"}
+    if "max_unroll" in options:
+        value = options["max_unroll"]
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise ValueError(f"set_module_options: max_unroll must be a non-negative int, got {value!r}")
-        return int(value)
-    return bool(value)
+            raise ValueError(f"{where}: max_unroll must be a non-negative int, got {value!r}")
+        out["max_unroll"] = int(value)
+    if "deterministic" in options:
+        mode = options["deterministic"]
+        if mode not in (DeterministicMode.NOT_GUARANTEED, False):
+            raise NotImplementedError(f"{where}: deterministic={mode!r} is not available: xsim's atomics are not "
+                                      "ordered; only DeterministicMode.NOT_GUARANTEED is")
+        out["deterministic"] = DeterministicMode.NOT_GUARANTEED
+    return out
 
 
 def _module_name(module) -> str:
@@ -593,15 +678,10 @@ def _module_name(module) -> str:
 
 def set_module_options(options: dict, module=None) -> None:
     """Set compile options of a module's kernels (default: the calling Python module): ``enable_backward``
-    (a kernel's own ``enable_backward=`` overrides it) and ``max_unroll``."""
-    if not isinstance(options, dict):
-        raise TypeError(f"set_module_options: options must be a dict, got {type(options).__name__}")
-    unknown = sorted(set(options) - set(_OPTION_DEFAULTS))
-    if unknown:
-        raise ValueError(f"set_module_options: xsim has no module option {unknown[0]!r} "
-                         f"(it has: {', '.join(_OPTION_DEFAULTS)})")
+    (a kernel's own ``enable_backward=`` overrides it), ``max_unroll`` and ``deterministic``."""
+    options = _checked_options(options, "set_module_options")
     name = _module_name(module)
-    _MODULE_OPTIONS.setdefault(name, {}).update({k: _option_value(k, v) for k, v in options.items()})
+    _MODULE_OPTIONS.setdefault(name, {}).update(options)
     from .module import _MODULES
     if name in _MODULES:
         _MODULES[name].invalidate()

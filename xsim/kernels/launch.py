@@ -493,7 +493,8 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
     shape = normalize_dim(kernel, dim)
     dev = _launch_device(device, values, params)
     mode = config.current_mode()
-    if any(t is None for _, t in params):
+    if any(t is None or isinstance(t, T.ArrayType) and T.is_struct(t.dtype) and t.dtype._has_arrays
+           for _, t in params):
         prepare(kernel, dev, mode)  # the frontend raises a CompileError naming the parameter
     # a None array (Warp's null array) makes the launch bounds-checked: reading it is an IndexError, no crash
     if mode == "release" and any(v is None and isinstance(t, T.ArrayType) for (_, t), v in zip(params, values)):
