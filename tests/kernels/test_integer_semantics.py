@@ -9,9 +9,9 @@ import re
 
 import numpy as np
 import pytest
+from reference import run as reference_run
 
 import xsim
-from reference import run as reference_run
 
 MODULE = "xsim_tests_integer_semantics"
 INT_MIN, INT_MAX = -2**31, 2**31 - 1
@@ -155,7 +155,7 @@ def test_explicit_conversions_of_out_of_range_literals_wrap_like_numpy():
     u, s = xsim.zeros(2, dtype=xsim.uint32), xsim.zeros(2, dtype=xsim.int8)
     b, q = xsim.zeros(1, dtype=xsim.vec3ub), xsim.zeros(1, dtype=xsim.int64)
     xsim.launch(wrapping_literals, 1, inputs=[u, s, b, q])
-    wrap = lambda v, dt: np.array([v], dtype=np.uint64 if v >= 2**63 else np.int64).astype(dt)[0]  # noqa: E731
+    wrap = lambda v, dt: np.array([v], dtype=np.uint64 if v >= 2**63 else np.int64).astype(dt)[0]
     np.testing.assert_array_equal(u.numpy(), [wrap(-1, np.uint32), wrap(2**32 + 5, np.uint32)])
     np.testing.assert_array_equal(s.numpy(), [wrap(200, np.int8), wrap(-129, np.int8)])
     np.testing.assert_array_equal(b.numpy()[0], [wrap(-1, np.uint8), wrap(256, np.uint8), 3])
