@@ -12,6 +12,7 @@ import pytest
 
 import xsim
 from xsim.autodiff.gradcheck import gradcheck
+from xsim.kernels.scope import MAX_UNROLL
 
 # each test runs once per default device (tests/conftest.py: default_device; cpu_only tests on the CPU alone)
 pytestmark = pytest.mark.usefixtures("default_device")
@@ -241,9 +242,11 @@ def scale_own(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     nd = xsim.DeterministicMode.NOT_GUARANTEED
-    assert xsim.get_module_options(mod) == {"enable_backward": True, "deterministic": nd}
+    unroll = MAX_UNROLL
+    assert xsim.get_module_options(mod) == {"enable_backward": True, "max_unroll": unroll, "deterministic": nd}
     xsim.set_module_options({"enable_backward": False}, mod)
-    assert xsim.get_module_options("xsim_test_module_options") == {"enable_backward": False, "deterministic": nd}
+    assert xsim.get_module_options("xsim_test_module_options") == {"enable_backward": False, "max_unroll": unroll,
+                                                                   "deterministic": nd}
     grads = {}
     for k in (mod.scale, mod.scale_own):
         x = xsim.array(np.ones(3, np.float32), requires_grad=True)
