@@ -37,6 +37,7 @@ import numpy as np
 from reference_values import (
     BUILTINS,
     SAMPLERS,
+    IndexedData,
     _Array,
     _CompositeArray,
     _curlnoise,
@@ -387,6 +388,8 @@ def _snapshot(params, values):
     pairs = []
 
     def copy_of(label, a):
+        if isinstance(a, xsim.indexedarray):  # a copy of its data, seen through its index arrays
+            return IndexedData(copy_of(label, a.data), [None if ix is None else ix.numpy() for ix in a.indices])
         if a is None or not _is_array(a):
             return a
         if id(a) not in copies:

@@ -195,6 +195,27 @@ class _Array:
         return int(self.shape[0])
 
 
+class IndexedData:
+    """The storage of an indexed array argument: ``base`` (a numpy copy of the data) seen through one index
+    array (or None) per outer dimension; reads and writes map the indices, a partial index gives a view."""
+
+    def __init__(self, base: np.ndarray, indices: list):
+        self.base, self.indices = base, indices
+        self.shape = tuple(base.shape[d] if ix is None else len(ix) for d, ix in enumerate(indices))
+
+    def _map(self, idx) -> tuple:
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        return tuple(i if ix is None else ix[i] for i, ix in zip(idx, self.indices))
+
+    def __getitem__(self, idx):
+        k = len(idx) if isinstance(idx, tuple) else 1
+        got = self.base[self._map(idx)]
+        return IndexedData(got, self.indices[k:]) if k < len(self.indices) else got
+
+    def __setitem__(self, idx, value):
+        self.base[self._map(idx)] = value
+
+
 class _CompositeArray(_Array):
     """An array of vectors/matrices/quats: an element is a view, so ``y[i].x = s`` writes the array."""
 

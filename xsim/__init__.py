@@ -53,6 +53,7 @@ from .errors import (
     WarpCodegenTypeError,
     WarpCodegenValueError,
 )
+from .indexedarray import indexedarray, indexedarray1d, indexedarray2d, indexedarray3d, indexedarray4d
 from .kernels.builtins import BUILTINS as _BUILTINS
 from .kernels.builtins import SPECIAL_FORMS as _SPECIAL_FORMS
 from .kernels.kernel import (
@@ -85,6 +86,20 @@ from .kernels.funcs_math import *
 from .kernels.funcs_transform import *
 
 bool = bool_  # Warp's xsim.bool
+
+
+# Warp's math constants (Python floats: a kernel reads them as float32 literals, like any float)
+pi = PI = 3.141592653589793
+HALF_PI = pi / 2.0
+TAU = 2.0 * pi
+e = E = 2.718281828459045
+LOG2E = 1.4426950408889634
+LOG10E = 0.4342944819032518
+LN2 = 0.6931471805599453
+LN10 = 2.302585092994046
+phi = PHI = 1.618033988749895
+inf = INF = float("inf")
+nan = NAN = float("nan")
 
 
 def constant(x):

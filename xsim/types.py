@@ -607,8 +607,46 @@ class ArrayType:
     def desc_ctype():
         return ArrayDesc
 
+    def view(self, ndim: int) -> ArrayType:
+        """The type of ``a[i]``-style views of this array with ``ndim`` dimensions left."""
+        return ArrayType(self.dtype, ndim)
+
+
+class IndexedArrayType(ArrayType):
+    """The type of an ``indexedarray`` parameter: an array seen through per-dimension index arrays.
+    Reads, writes, atomics and gradients act on the underlying array at the indexed positions."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        return isinstance(other, IndexedArrayType) and other.dtype is self.dtype and other.ndim == self.ndim
+
+    def __hash__(self):
+        return hash((IndexedArrayType, self.dtype, self.ndim))
+
+    def __repr__(self):
+        return f"indexedarray(dtype={type_name(self.dtype)}, ndim={self.ndim})"
+
+    def accepts(self, value) -> bool:
+        return getattr(value, "is_indexed", False) and super().accepts(value)
+
+    @staticmethod
+    def desc_ctype():
+        return IndexedArrayDesc
+
+    def view(self, ndim: int) -> IndexedArrayType:
+        return IndexedArrayType(self.dtype, ndim)
+
 
 class ArrayDesc(ctypes.Structure):
     """Native array view passed to kernels: data pointer, shape and byte strides (4 slots each)."""
 
     _fields_ = [("data", ctypes.c_void_p), ("shape", ctypes.c_int64 * 4), ("strides", ctypes.c_int64 * 4)]
+
+
+class IndexedArrayDesc(ctypes.Structure):
+    """Native indexed array view (``xs::indexed_desc``): the data's pointer and byte strides, the indexed
+    shape, and one int32 index pointer per dimension (null: the dimension is not indexed)."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("shape", ctypes.c_int64 * 4), ("strides", ctypes.c_int64 * 4),
+                ("indices", ctypes.c_void_p * 4)]

@@ -27,6 +27,7 @@ from .. import types as T
 from ..array import array as Array
 from ..array import zeros
 from ..errors import CompileError
+from ..indexedarray import indexedarray
 from ..kernels import launch as _launch
 from ..kernels import recording
 
@@ -51,7 +52,7 @@ class LaunchRecord:
     def arrays(self):
         for (name, t), v in zip(self.kernel.params, self.values):
             if isinstance(t, T.ArrayType):
-                yield v
+                yield v.data if isinstance(v, indexedarray) else v
             elif T.is_struct(t) and t._has_arrays:
                 yield from _struct_arrays(v, t)
 
@@ -95,7 +96,7 @@ def _substitute(params, values, label: str, snap):
 
 def _replace_path(obj, path, snap):
     if not path:
-        return snap
+        return obj._over(snap) if isinstance(obj, indexedarray) else snap
     clone = copy.copy(obj)
     object.__setattr__(clone, path[0], _replace_path(getattr(obj, path[0]), path[1:], snap))
     return clone

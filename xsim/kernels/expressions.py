@@ -245,7 +245,7 @@ class Expressions:
                 raise self.err(node, f"array '{self.array_name(base)}' has {t.ndim} dimension(s) but is "
                                      f"indexed with {len(idx)}")
             if len(idx) < t.ndim:  # a view of the remaining dimensions, named after the array it views
-                view = self.emit("subarray", T.ArrayType(t.dtype, t.ndim - len(idx)), [base, *idx], node)
+                view = self.emit("subarray", t.view(t.ndim - len(idx)), [base, *idx], node)
                 view.hint = self.array_name(base)
                 return view
             self.reads.add(self.array_name(base))
