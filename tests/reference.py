@@ -111,7 +111,7 @@ def _make_shim(state) -> _Shim:
     s = _Shim()
     for name in dir(xsim):
         obj = getattr(xsim, name)
-        if isinstance(obj, type) or name in ("struct", "func", "kernel"):
+        if isinstance(obj, (type, float)) or name in ("struct", "func", "kernel"):  # float: xsim.pi...
             setattr(s, name, obj)
     s.types = _Shim(**{n: getattr(T, n) for n in dir(T) if not n.startswith("__")})
     s.types.vector, s.types.matrix = _generic_vector, _generic_matrix  # in a kernel: value constructors

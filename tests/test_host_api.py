@@ -259,3 +259,31 @@ def scale_own(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
     with pytest.raises(ValueError, match="no module option 'fast_math'"):
         xsim.set_module_options({"fast_math": True}, mod)
     assert xsim.get_module_options() == {"enable_backward": True}  # this test module's own
+
+
+# -- Warp's constants and per-kernel options -----------------------------------------------------------
+
+@xsim.kernel
+def read_constants(out: xsim.array(dtype=xsim.float64)):
+    out[0] = xsim.float64(xsim.HALF_PI)
+    out[1] = xsim.float64(xsim.pi * 0.5)
+    out[2] = xsim.float64(xsim.TAU)
+    out[3] = xsim.float64(xsim.e)
+    out[4] = xsim.float64(xsim.inf)
+    out[5] = xsim.float64(xsim.LN2)
+
+
+def test_warps_math_constants_read_on_the_host_and_in_kernels():
+    import math
+    assert (xsim.pi, xsim.HALF_PI, xsim.TAU, xsim.e, xsim.LOG2E, xsim.PHI) == (
+        math.pi, math.pi / 2, math.tau, math.e, math.log2(math.e), (1 + math.sqrt(5)) / 2)
+    assert math.isnan(xsim.nan) and xsim.inf == math.inf
+    out = xsim.zeros(6, dtype=xsim.float64)
+    xsim.launch(read_constants, 1, inputs=[out])
+    np.testing.assert_array_equal(out.numpy(), [math.pi / 2, math.pi / 2, math.tau, math.e, math.inf, math.log(2)])
+
+
+def test_kernel_options_hold_its_own_settings_and_module_options_the_rest():
+    own = xsim.Kernel(func=square.pyfunc, key="square_no_backward", options={"enable_backward": False})
+    assert own.options == {"enable_backward": False} and not own.enable_backward
+    assert square.options == {} and square.module.options == {"enable_backward": True}
