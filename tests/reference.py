@@ -272,7 +272,10 @@ class Reference:
         self.compiled: dict = {}
 
     def _namespace(self, pyfunc) -> dict:
-        ns = {}
+        # xsim's builtins, library funcs and types by their bare names (a kernel may name them so, as in
+        # Warp); the kernel's own globals come after and win
+        ns = {n: self._func(o) for n, o in vars(xsim).items() if isinstance(o, Function)}
+        ns.update(vars(self.shim))
         for name, obj in list(pyfunc.__globals__.items()) + self._closure(pyfunc):
             if obj is xsim:
                 obj = self.shim

@@ -351,3 +351,9 @@ def test_vector_values_take_other_attributes_but_unknown_reads_are_attribute_err
     for name in ("foo", "xy", "xyz"):
         with pytest.raises(AttributeError, match=rf"'vec3f' object has no attribute '{name}'$"):
             getattr(v, name)
+
+
+def test_warps_type_size_and_types_equal():
+    assert [T.type_size(t) for t in (float, xsim.vec3, xsim.mat33, xsim.transform, xsim.quatd)] == [1, 3, 9, 7, 4]
+    assert T.types_equal(float, xsim.float32) and T.types_equal(T.vector(3, xsim.float32), xsim.vec3)
+    assert not T.types_equal(xsim.vec3, xsim.vec3d) and not T.types_equal(int, xsim.int64)

@@ -258,7 +258,7 @@ class array:
 
     def __new__(cls, data=None, dtype=None, shape=None, device=None, requires_grad=False, ndim=None, copy=True):
         if data is None and shape is None:
-            return ArrayType(types.float32 if dtype is None else _annotation_dtype(dtype), ndim or 1)
+            return _annotation(types.float32 if dtype is None else dtype, ndim or 1)
         return super().__new__(cls)
 
     def __class_getitem__(cls, params) -> ArrayType:
@@ -749,6 +749,27 @@ def is_array(x) -> bool:
 # -- annotations ----------------------------------------------------------------------------------
 
 
+class UnsupportedAnnotation:
+    """An array annotation xsim cannot compile, kept rather than raised so that a module defining one still
+    imports (Warp's test files do); a kernel with such a parameter is refused when it compiles, with ``reason``."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return self.reason
+
+
+def _annotation(dtype, ndim: int) -> ArrayType | UnsupportedAnnotation:
+    """The annotation ``array(dtype=..., ndim=...)``; an array of structs holding arrays is unsupported."""
+    t = types.resolve(dtype)
+    if types.is_struct(t) and t._has_arrays:
+        return UnsupportedAnnotation(f"array(dtype={t.__name__}), whose struct holds arrays, so it cannot be an "
+                                     "array element: only structs of scalars, vectors, matrices, quats, transforms "
+                                     "and such structs can")
+    return ArrayType(_annotation_dtype(dtype), ndim)
+
+
 def _annotation_dtype(dtype) -> Any:
     """An annotation's element type: a dtype as arrays take it, or a type parameter (Any, Float...)."""
     return dtype if types.is_type_parameter(dtype) else _resolve_dtype(dtype)
@@ -757,7 +778,7 @@ def _annotation_dtype(dtype) -> Any:
 def _subscript_annotation(name: str, params, ndim: int | None) -> ArrayType:
     """``array[T]``, ``array[T, N]`` (``N`` an int or ``typing.Literal[N]``), ``array2d[T]``."""
     if not isinstance(params, tuple):
-        return ArrayType(_annotation_dtype(params), ndim or 1)
+        return _annotation(params, ndim or 1)
     if ndim is not None or len(params) != 2:
         expected = "dtype" if ndim else "dtype or dtype, ndim"
         raise TypeError(f"xsim.{name}[...] takes {expected}, got {len(params)} parameters")
@@ -766,7 +787,7 @@ def _subscript_annotation(name: str, params, ndim: int | None) -> ArrayType:
         (n,) = typing.get_args(n)
     if not isinstance(n, int):
         raise TypeError(f"xsim.{name}[dtype, ndim]: ndim must be an integer, got {n!r}")
-    return ArrayType(_annotation_dtype(dtype), n)
+    return _annotation(dtype, n)
 
 
 def _fixed_ndim(n: int) -> type:

@@ -474,6 +474,18 @@ def num_components(t) -> int:
     return int(np.prod(t._shape)) if t._shape else 1
 
 
+def type_size(t) -> int:
+    """Warp's ``types.type_size``: the components of one value (1 for scalars and structs, 3 for vec3, 9 for
+    mat33, 7 for a transform)."""
+    t = resolve(t)
+    return 1 if is_struct(t) else num_components(t)
+
+
+def types_equal(a, b) -> bool:
+    """Warp's ``types.types_equal``: whether two types (Python float/int included) are the same xsim type."""
+    return resolve(a) == resolve(b)
+
+
 def type_name(t) -> str:
     """A readable name for error messages."""
     if t is None:

@@ -79,6 +79,9 @@ class LaunchRecord:
                     "array (or a tape-aware copy) instead of overwriting one the tape still needs")
         values = list(self.values)
         for label, snap in self.snapshots.items():
+            live = _launch.resolve_label(label, self.kernel.params, self.values)
+            if live is not None and live.requires_grad:  # the gradient it has now: one set after the launch counts
+                snap.grad = live.grad
             values = _substitute(self.kernel.params, values, label, snap)
         _launch.run_backward(self.prep, self.shape, values)
 
