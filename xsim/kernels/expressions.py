@@ -26,6 +26,7 @@ def _library_name(name: str):
     """An xsim builtin, library func or value type named without the module prefix (``expect_eq(...)``,
     ``vec3(...)``), which Warp's kernels may do; None for any other name."""
     import xsim  # the package imports this module: look it up when a kernel compiles
+
     from .kernel import Function
     obj = getattr(xsim, name, None)
     if isinstance(obj, (BuiltinRef, Function)) or isinstance(obj, type) and T.is_value_type(obj):
