@@ -202,6 +202,30 @@ def test_copy_gradient_matches_finite_differences(dest_offset, src_offset, count
     gradcheck(rollout, [f64(x), f64(w)], wrt=[0, 1], raise_on_failure=True)
 
 
+def test_copy_ranges_of_strided_1d_arrays_copy_the_slices():
+    for src_strided in (False, True):
+        for dest_strided in (False, True):
+            src = xsim.array(np.arange(1.0, 21.0), dtype=float)[::2] if src_strided else xsim.array(np.arange(1.0, 21.0, 2.0), dtype=float)
+            dest = xsim.zeros(20)[::2] if dest_strided else xsim.zeros(10)
+            xsim.copy(dest, src, dest_offset=4, src_offset=1, count=3)
+            np.testing.assert_array_equal(dest.numpy(), [0, 0, 0, 0, 3.0, 5.0, 7.0, 0, 0, 0])
+    with pytest.raises(ValueError, match="need contiguous or 1-d arrays; got dest shape \\(2, 2\\)"):
+        xsim.copy(xsim.zeros((2, 4))[:, ::2], xsim.zeros((2, 2)), dest_offset=1, count=1)
+
+
+@pytest.mark.parametrize("strided", ["src", "dest"])
+def test_copy_gradient_of_a_strided_range_matches_finite_differences(strided):
+    x = np.array([0.5, -1.25, 2.0, 3.0, 1.5, 0.25])
+    w = np.array([0.3, 0.7, -0.2, 1.1, 0.9, -0.6])
+
+    def rollout(x, w):
+        y = squared(w)
+        xsim.copy(y[::2] if strided == "dest" else y, x[::2] if strided == "src" else x, 1, 0, 2)
+        return squared(y)
+
+    gradcheck(rollout, [f64(x), f64(w)], wrt=[0, 1], raise_on_failure=True)
+
+
 def test_kernel_gradient_through_a_reshaped_view_reaches_the_base_array():
     x = np.linspace(-1.0, 1.0, 6)
     gradcheck(lambda a: squared(a.reshape((2, 3))), [f64(x)], wrt=[0], raise_on_failure=True)

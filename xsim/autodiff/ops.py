@@ -82,9 +82,11 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
     to flat element ``dest_offset`` of ``dest``, recorded on the active tape (``dst_offset`` is an
     older spelling of ``dest_offset``).
 
-    A whole copy between arrays of one shape may use any strides; flat ranges need contiguous
-    arrays. Either side may be an ``indexedarray`` (whole copies of one shape only, as in Warp). While a tape records and ``src`` has a gradient, ``dest`` is given one too (if it has
-    none) so that the gradient is carried on instead of silently dropped.
+    A whole copy between arrays of one shape may use any strides; flat ranges need contiguous arrays
+    or 1-d ones (a strided 1-d range is copied as the two slices, as in Warp). Either side may be an
+    ``indexedarray`` (whole copies of one shape only, as in Warp). While a tape records and ``src``
+    has a gradient, ``dest`` is given one too (if it has none) so that the gradient is carried on
+    instead of silently dropped.
     """
     _check_array(dest, "copy", "dest", indexed=True)
     _check_array(src, "copy", "src", indexed=True)
@@ -108,6 +110,13 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
         raise ValueError(f"xsim.copy: an indexedarray is copied whole, into or from an array of its shape "
                          f"(dest shape {dest.shape}, src shape {src.shape}, dest_offset {dest_offset}, "
                          f"src_offset {src_offset}, count {count})")
+    if not whole and not (src.is_contiguous and dest.is_contiguous):
+        if src.ndim != 1 or dest.ndim != 1:
+            raise ValueError(f"xsim.copy: dest_offset, src_offset and count need contiguous or 1-d arrays; got "
+                             f"dest shape {dest.shape} (strides {dest.strides}), src shape {src.shape} "
+                             f"(strides {src.strides})")
+        copy(dest[dest_offset:dest_offset + n], src[src_offset:src_offset + n])
+        return
     n = None if whole else n
     dest._raw_copy_from(src, dest_offset, src_offset, n)
     if recording.is_recording() and src.requires_grad and not dest.requires_grad:
