@@ -215,6 +215,12 @@ class _Composite:
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(repr(x) for x in self._v.ravel().tolist())})"
 
+    def __str__(self):
+        """Warp's text: the components as a list, a matrix as a list of rows one per line."""
+        if self._v.ndim == 1:
+            return str(self._v.tolist())
+        return "[" + ",\n ".join(str(row) for row in self._v.tolist()) + "]"
+
 
 class _Vector(_Composite):
     _kind = "vector"
@@ -236,6 +242,12 @@ class _Matrix(_Composite):
         equal to a tuple of row tuples."""
         row = vector(self._shape[1], self._scalar)
         return iter([row._wrap(self._v[i].copy()) for i in range(self._shape[0])])
+
+    def __getitem__(self, key):
+        """``m[i, j]`` a component; ``m[i]`` row ``i`` as a vector value (a copy), as in Warp."""
+        if isinstance(key, (int, np.integer)):
+            return vector(self._shape[1], self._scalar)._wrap(self._v[key].copy())
+        return self._v[key]
 
     def __matmul__(self, o):
         r = self._v @ np.asarray(o)
