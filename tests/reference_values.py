@@ -626,6 +626,11 @@ def _quat_twist_angle(axis, q):
     return _scalar_of(q, 2.0 * np.arctan2(abs(np.dot(_f64(axis), v[:3])), v[3]))
 
 
+def _quat_twist_angle_signed(axis, q):
+    v = _f64(q)
+    return _scalar_of(q, 2.0 * np.arctan2(np.dot(_f64(axis), v[:3]), v[3]))
+
+
 def _compose(p, rot, scale) -> np.ndarray:
     m = np.eye(4)
     m[:3, :3] = np.stack([_q_rotate(rot, e) for e in np.eye(3)], axis=1) * scale
@@ -741,6 +746,7 @@ BUILTINS = {
     "spatial_cross": _spatial_cross, "transform_to_matrix": _transform_to_matrix,
     "quat_rpy": _quat_rpy, "quat_to_rpy": _quat_to_rpy, "quat_to_euler": _quat_to_euler,
     "quat_from_matrix": _quat_from_matrix, "quat_slerp": _quat_slerp, "quat_twist_angle": _quat_twist_angle,
+    "quat_twist_angle_signed": _quat_twist_angle_signed,
     "transform_compose": _transform_compose, "transform_decompose": _transform_decompose,
     "transform_from_matrix": _transform_from_matrix, "spatial_cross_dual": _spatial_cross_dual,
     "spatial_top": lambda a: _vec3(a, _f64(a)[:3]), "spatial_bottom": lambda a: _vec3(a, _f64(a)[3:]),
