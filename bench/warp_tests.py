@@ -6,7 +6,10 @@ points ``import warp as wp`` (and a bare ``import warp``) at xsim, replaces Warp
 with pytest in its own process and prints a table of pass counts. ``--engine warp`` runs the
 unchanged files on Warp itself (CPU only), for the denominators. Not part of the test suite.
 
-    .venv/bin/python bench/warp_tests.py [--engine xsim|warp] [--timeout 900] [file ...]
+    .venv/bin/python bench/warp_tests.py [--set language|library] [--engine xsim|warp] [--timeout 900] [file ...]
+
+``--set language`` (the default) is issue 14's kernel-language list, ``--set library`` issue 15's builtin
+library and host API list; files named on the command line replace the set.
 """
 
 from __future__ import annotations
@@ -20,9 +23,19 @@ import tempfile
 import time
 from pathlib import Path
 
-FILES = ["test_codegen", "test_func", "test_generics", "test_struct", "test_static", "test_lvalue", "test_grad",
+LANGUAGE = ["test_codegen", "test_func", "test_generics", "test_struct", "test_static", "test_lvalue", "test_grad",
          "test_grad_customs", "test_tape", "test_overwrite", "test_conditional", "test_unpack",
          "test_vec_constructors", "test_composite_component_adjoint"]
+
+# a name with a folder (matrix/test_mat) is staged flat; its folder's utils.py goes beside it as
+# matrix_utils.py
+LIBRARY = ["test_math", "test_quat", "test_spatial", "test_vec", "matrix/test_mat", "test_scalar_ops",
+           "test_vec_scalar_ops", "test_atomic", "test_atomic_bitwise", "test_array", "test_copy", "test_lerp",
+           "test_smoothstep", "test_rounding", "test_operators", "test_arithmetic", "test_bool",
+           "test_vec_assign_copy", "matrix/test_mat_assign_copy", "test_quat_assign_copy",
+           "test_spatial_assign_copy"]
+
+SETS = {"language": LANGUAGE, "library": LIBRARY}
 
 # the helpers Warp's tests take from warp.tests.unittest_utils, written for xsim (CPU only); the
 # star import also hands the tests the modules they use without importing them (os, np, wp...)
@@ -157,6 +170,7 @@ def port(text: str, engine: str) -> str:
         text = re.sub(r"^import warp$", "import xsim as warp", text, flags=re.MULTILINE)
     text = text.replace("from warp.tests.unittest_utils import", "from unittest_utils import")
     text = re.sub(r"^from warp\.tests\.(aux_\w+) import", r"from \1 import", text, flags=re.MULTILINE)
+    text = re.sub(r"^from warp\.tests\.(\w+)\.utils import", r"from \1_utils import", text, flags=re.MULTILINE)
     return re.sub(r"^from warp\.tests import (aux_\w+) as", r"import \1 as", text, flags=re.MULTILINE)
 
 
@@ -164,11 +178,15 @@ def stage(names: list[str], engine: str, out: Path) -> None:
     src = warp_tests_dir()
     for f in [*(src / f"{n}.py" for n in names), *src.glob("aux_*.py")]:
         (out / f.name).write_text(port(f.read_text(), engine))
+    for folder in {Path(n).parent for n in names} - {Path(".")}:
+        if (src / folder / "utils.py").exists():
+            (out / f"{folder.name}_utils.py").write_text(port((src / folder / "utils.py").read_text(), engine))
     (out / "unittest_utils.py").write_text(SHIM.format(engine=engine))
 
 
 def run_file(name: str, folder: Path, timeout: float, cwd: Path) -> dict:
     """Run one file with pytest; the counts from its summary line (a crash or timeout counts as such)."""
+    name = Path(name).name
     # Warp runs these files with unittest: its module-level test_*(test, device) functions are not tests
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-o",
            "python_functions=__none__", "--rootdir",
@@ -193,11 +211,13 @@ def run_file(name: str, folder: Path, timeout: float, cwd: Path) -> dict:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="*", default=FILES)
+    ap.add_argument("files", nargs="*")
+    ap.add_argument("--set", choices=sorted(SETS), default="language", help="which list of Warp test files")
     ap.add_argument("--engine", choices=("xsim", "warp"), default="xsim")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per file")
     ap.add_argument("--logs", type=Path, help="keep each file's pytest output in this folder")
     args = ap.parse_args()
+    args.files = args.files or SETS[args.set]
     repo = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory(prefix="warp_tests_") as tmp:
         folder = Path(tmp)
@@ -208,8 +228,8 @@ def main():
             rows.append(r)
             if args.logs:
                 args.logs.mkdir(parents=True, exist_ok=True)
-                (args.logs / f"{name}.{args.engine}.log").write_text(r["log"])
-            print(f"{name}: {r['passed']} passed, {r['failed']} failed, {r['error']} errors {r['status']}",
+                (args.logs / f"{r['name']}.{args.engine}.log").write_text(r["log"])
+            print(f"{r['name']}: {r['passed']} passed, {r['failed']} failed, {r['error']} errors {r['status']}",
                   file=sys.stderr, flush=True)
     print(f"\n| file ({args.engine}) | passed | failed | errors | skipped | note | s |")
     print("| --- | ---: | ---: | ---: | ---: | --- | ---: |")

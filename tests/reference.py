@@ -37,6 +37,7 @@ import numpy as np
 from reference_values import (
     BUILTINS,
     SAMPLERS,
+    IndexedData,
     _Array,
     _CompositeArray,
     _curlnoise,
@@ -135,7 +136,7 @@ def _make_shim(state) -> _Shim:
     s = _Shim()
     for name in dir(xsim):
         obj = getattr(xsim, name)
-        if isinstance(obj, type) or name in ("struct", "func", "kernel"):
+        if isinstance(obj, (type, float)) or name in ("struct", "func", "kernel"):  # float: xsim.pi...
             setattr(s, name, obj)
     s.types = _Shim(**{n: getattr(T, n) for n in dir(T) if not n.startswith("__")})
     s.types.vector, s.types.matrix = _generic_vector, _generic_matrix  # in a kernel: value constructors
@@ -305,7 +306,10 @@ class Reference:
         self.compiled: dict = {}
 
     def _namespace(self, pyfunc) -> dict:
-        ns = {}
+        # xsim's builtins, library funcs and types by their bare names (a kernel may name them so, as in
+        # Warp); the kernel's own globals come after and win
+        ns = {n: self._func(o) for n, o in vars(xsim).items() if isinstance(o, Function)}
+        ns.update(vars(self.shim))
         for name, obj in list(pyfunc.__globals__.items()) + self._closure(pyfunc):
             if obj is xsim:
                 obj = self.shim
@@ -421,6 +425,8 @@ def _snapshot(params, values):
     pairs = []
 
     def copy_of(label, a):
+        if isinstance(a, xsim.indexedarray):  # a copy of its data, seen through its index arrays
+            return IndexedData(copy_of(label, a.data), [None if ix is None else ix.numpy() for ix in a.indices])
         if a is None or not _is_array(a):
             return a
         if id(a) not in copies:

@@ -195,6 +195,27 @@ class _Array:
         return int(self.shape[0])
 
 
+class IndexedData:
+    """The storage of an indexed array argument: ``base`` (a numpy copy of the data) seen through one index
+    array (or None) per outer dimension; reads and writes map the indices, a partial index gives a view."""
+
+    def __init__(self, base: np.ndarray, indices: list):
+        self.base, self.indices = base, indices
+        self.shape = tuple(base.shape[d] if ix is None else len(ix) for d, ix in enumerate(indices))
+
+    def _map(self, idx) -> tuple:
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        return tuple(i if ix is None else ix[i] for i, ix in zip(idx, self.indices))
+
+    def __getitem__(self, idx):
+        k = len(idx) if isinstance(idx, tuple) else 1
+        got = self.base[self._map(idx)]
+        return IndexedData(got, self.indices[k:]) if k < len(self.indices) else got
+
+    def __setitem__(self, idx, value):
+        self.base[self._map(idx)] = value
+
+
 class _CompositeArray(_Array):
     """An array of vectors/matrices/quats: an element is a view, so ``y[i].x = s`` writes the array."""
 
@@ -614,6 +635,11 @@ def _quat_twist_angle(axis, q):
     return _scalar_of(q, 2.0 * np.arctan2(abs(np.dot(_f64(axis), v[:3])), v[3]))
 
 
+def _quat_twist_angle_signed(axis, q):
+    v = _f64(q)
+    return _scalar_of(q, 2.0 * np.arctan2(np.dot(_f64(axis), v[:3]), v[3]))
+
+
 def _compose(p, rot, scale) -> np.ndarray:
     m = np.eye(4)
     m[:3, :3] = np.stack([_q_rotate(rot, e) for e in np.eye(3)], axis=1) * scale
@@ -729,6 +755,7 @@ BUILTINS = {
     "spatial_cross": _spatial_cross, "transform_to_matrix": _transform_to_matrix,
     "quat_rpy": _quat_rpy, "quat_to_rpy": _quat_to_rpy, "quat_to_euler": _quat_to_euler,
     "quat_from_matrix": _quat_from_matrix, "quat_slerp": _quat_slerp, "quat_twist_angle": _quat_twist_angle,
+    "quat_twist_angle_signed": _quat_twist_angle_signed,
     "transform_compose": _transform_compose, "transform_decompose": _transform_decompose,
     "transform_from_matrix": _transform_from_matrix, "spatial_cross_dual": _spatial_cross_dual,
     "spatial_top": lambda a: _vec3(a, _f64(a)[:3]), "spatial_bottom": lambda a: _vec3(a, _f64(a)[3:]),

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 
+import xsim
 from xsim import device as xd
 from xsim import types as T
 from xsim.array import array

@@ -203,6 +203,31 @@ def test_copy_gradient_matches_finite_differences(dest_offset, src_offset, count
     gradcheck(rollout, [f64(x), f64(w)], wrt=[0, 1], raise_on_failure=True)
 
 
+def test_copy_ranges_of_strided_1d_arrays_copy_the_slices():
+    for src_strided in (False, True):
+        for dest_strided in (False, True):
+            src = xsim.array(np.arange(1.0, 21.0), dtype=float)[::2] if src_strided else xsim.array(np.arange(1.0, 21.0, 2.0), dtype=float)
+            dest = xsim.zeros(20)[::2] if dest_strided else xsim.zeros(10)
+            xsim.copy(dest, src, dest_offset=4, src_offset=1, count=3)
+            np.testing.assert_array_equal(dest.numpy(), [0, 0, 0, 0, 3.0, 5.0, 7.0, 0, 0, 0])
+    dest = xsim.zeros((2, 4))[:, ::2]  # 2-d strided: flat positions count in row-major order of its shape
+    xsim.copy(dest, xsim.array(np.array([[1.0, 2.0], [3.0, 4.0]]), dtype=float), dest_offset=1, count=2)
+    np.testing.assert_array_equal(dest.numpy(), [[0.0, 1.0], [2.0, 0.0]])
+
+
+@pytest.mark.parametrize("strided", ["src", "dest"])
+def test_copy_gradient_of_a_strided_range_matches_finite_differences(strided):
+    x = np.array([0.5, -1.25, 2.0, 3.0, 1.5, 0.25])
+    w = np.array([0.3, 0.7, -0.2, 1.1, 0.9, -0.6])
+
+    def rollout(x, w):
+        y = squared(w)
+        xsim.copy(y[::2] if strided == "dest" else y, x[::2] if strided == "src" else x, 1, 0, 2)
+        return squared(y)
+
+    gradcheck(rollout, [f64(x), f64(w)], wrt=[0, 1], raise_on_failure=True)
+
+
 def test_kernel_gradient_through_a_reshaped_view_reaches_the_base_array():
     x = np.linspace(-1.0, 1.0, 6)
     gradcheck(lambda a: squared(a.reshape((2, 3))), [f64(x)], wrt=[0], raise_on_failure=True)
@@ -281,3 +306,32 @@ def test_a_kernels_module_options_set_its_backward_and_ordered_atomics_are_refus
         xsim.kernel(module_options={"deterministic": xsim.DeterministicMode.RUN_TO_RUN})
     with pytest.raises(ValueError, match="kernel\\(module_options=...\\): xsim has no module option 'fast_math'"):
         xsim.kernel(module_options={"fast_math": True})
+
+
+# -- Warp's constants and per-kernel options -----------------------------------------------------------
+
+@xsim.kernel
+def read_constants(out: xsim.array(dtype=xsim.float64)):
+    out[0] = xsim.float64(xsim.HALF_PI)
+    out[1] = xsim.float64(xsim.pi * 0.5)
+    out[2] = xsim.float64(xsim.TAU)
+    out[3] = xsim.float64(xsim.e)
+    out[4] = xsim.float64(xsim.inf)
+    out[5] = xsim.float64(xsim.LN2)
+
+
+def test_warps_math_constants_read_on_the_host_and_in_kernels():
+    import math
+    assert (xsim.pi, xsim.HALF_PI, xsim.TAU, xsim.e, xsim.LOG2E, xsim.PHI) == (
+        math.pi, math.pi / 2, math.tau, math.e, math.log2(math.e), (1 + math.sqrt(5)) / 2)
+    assert math.isnan(xsim.nan) and xsim.inf == math.inf
+    out = xsim.zeros(6, dtype=xsim.float64)
+    xsim.launch(read_constants, 1, inputs=[out])
+    np.testing.assert_array_equal(out.numpy(), [math.pi / 2, math.pi / 2, math.tau, math.e, math.inf, math.log(2)])
+
+
+def test_kernel_options_hold_its_own_settings_and_module_options_the_rest():
+    own = xsim.Kernel(func=square.pyfunc, key="square_no_backward", options={"enable_backward": False})
+    assert own.options == {"enable_backward": False} and not own.enable_backward
+    assert square.options == {} and square.module.options == {
+        "enable_backward": True, "max_unroll": MAX_UNROLL, "deterministic": xsim.DeterministicMode.NOT_GUARANTEED}

@@ -420,3 +420,21 @@ def test_a_struct_declared_with_warp_is_a_field_type_of_the_same_layout():
     ours, warps = mirror._ctypes, Plain.ctype
     assert ctypes.sizeof(ours) == ctypes.sizeof(warps)
     assert [getattr(ours, f).offset for f, _ in ours._fields_] == [getattr(warps, f).offset for f, _ in warps._fields_]
+
+
+def test_warps_type_size_and_types_equal():
+    assert [T.type_size(t) for t in (float, xsim.vec3, xsim.mat33, xsim.transform, xsim.quatd)] == [1, 3, 9, 7, 4]
+    assert T.types_equal(float, xsim.float32) and T.types_equal(T.vector(3, xsim.float32), xsim.vec3)
+    assert not T.types_equal(xsim.vec3, xsim.vec3d) and not T.types_equal(int, xsim.int64)
+
+
+def test_values_print_as_warps_lists_and_a_matrix_index_gives_its_row_vector():
+    assert str(xsim.vec3(1.0, 2.0, 3.5)) == "[1.0, 2.0, 3.5]"
+    assert str(xsim.transform_identity()) == "[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]"
+    assert str(xsim.mat22(1.0, 2.0, 3.0, 4.0)) == "[[1.0, 2.0],\n [3.0, 4.0]]"
+    assert repr(xsim.vec2(1.0, 2.0)) == "vec2f(1.0, 2.0)"
+    m = xsim.mat33(*range(9))
+    row = m[1]
+    assert type(row) is xsim.vec3 and row == [3.0, 4.0, 5.0] and m[1, 2] == 5.0
+    row[0] = 9.0  # a copy, as Warp's
+    assert m[1, 0] == 3.0

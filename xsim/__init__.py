@@ -54,6 +54,7 @@ from .errors import (
     WarpCodegenTypeError,
     WarpCodegenValueError,
 )
+from .indexedarray import indexedarray, indexedarray1d, indexedarray2d, indexedarray3d, indexedarray4d
 
 # the builtin library by area: each file adds its rows to the registry (kernels/builtins.py)
 from .kernels import (
@@ -100,10 +101,19 @@ del _name, builtins_expect, builtins_geometry, builtins_linalg, builtins_math, b
 
 bool = bool_  # Warp's xsim.bool
 
-# Warp's math constants (Python floats: a kernel reads them as float literals)
-pi, e, tau, inf, nan = _math.pi, _math.e, _math.tau, _math.inf, _math.nan
-half_pi, phi = _math.pi / 2.0, (1.0 + _math.sqrt(5.0)) / 2.0
-log2e, log10e, ln2, ln10 = 1.0 / _math.log(2.0), 1.0 / _math.log(10.0), _math.log(2.0), _math.log(10.0)
+
+# Warp's math constants, under both of Warp's names (Python floats: a kernel reads them as float literals)
+E = e = _math.e
+LOG2E = log2e = 1.0 / _math.log(2.0)
+LOG10E = log10e = 1.0 / _math.log(10.0)
+LN2 = ln2 = _math.log(2.0)
+LN10 = ln10 = _math.log(10.0)
+PHI = phi = (1.0 + _math.sqrt(5.0)) / 2.0
+PI = pi = _math.pi
+HALF_PI = half_pi = _math.pi / 2.0
+TAU = tau = _math.tau
+INF = inf = _math.inf
+NAN = nan = _math.nan
 
 
 def constant(x):

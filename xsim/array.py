@@ -437,6 +437,9 @@ class array:
             yield self[i]
 
     def __getitem__(self, key):
+        if isinstance(key, array) or isinstance(key, tuple) and any(isinstance(k, array) for k in key):
+            from .indexedarray import index_with_arrays  # arr[idx]: Warp's indexed view
+            return index_with_arrays(self, key if isinstance(key, tuple) else (key,))
         key = _check_key(key, self.ndim)
         if self._host is None:
             view = _device_getitem(self, key)

@@ -247,6 +247,12 @@ class _Composite:
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(repr(x) for x in self._v.ravel().tolist())})"
 
+    def __str__(self):
+        """Warp's text: the components as a list, a matrix as a list of rows one per line."""
+        if self._v.ndim == 1:
+            return str(self._v.tolist())
+        return "[" + ",\n ".join(str(row) for row in self._v.tolist()) + "]"
+
 
 class _Vector(_Composite):
     _kind = "vector"
@@ -285,6 +291,12 @@ class _Matrix(_Composite):
         equal to a tuple of row tuples."""
         row = vector(self._shape[1], self._scalar)
         return iter([row._wrap(self._v[i].copy()) for i in range(self._shape[0])])
+
+    def __getitem__(self, key):
+        """``m[i, j]`` a component; ``m[i]`` row ``i`` as a vector value (a copy), as in Warp."""
+        if isinstance(key, (int, np.integer)):
+            return vector(self._shape[1], self._scalar)._wrap(self._v[key].copy())
+        return self._v[key]
 
     def __matmul__(self, o):
         r = self._v @ np.asarray(o)
@@ -525,6 +537,18 @@ def num_components(t) -> int:
     return int(np.prod(t._shape)) if t._shape else 1
 
 
+def type_size(t) -> int:
+    """Warp's ``types.type_size``: the components of one value (1 for scalars and structs, 3 for vec3, 9 for
+    mat33, 7 for a transform)."""
+    t = resolve(t)
+    return 1 if is_struct(t) else num_components(t)
+
+
+def types_equal(a, b) -> bool:
+    """Warp's ``types.types_equal``: whether two types (Python float/int included) are the same xsim type."""
+    return resolve(a) == resolve(b)
+
+
 def type_name(t) -> str:
     """A readable name for error messages."""
     if t is None:
@@ -697,8 +721,46 @@ class ArrayType:
     def desc_ctype():
         return ArrayDesc
 
+    def view(self, ndim: int) -> ArrayType:
+        """The type of ``a[i]``-style views of this array with ``ndim`` dimensions left."""
+        return ArrayType(self.dtype, ndim)
+
+
+class IndexedArrayType(ArrayType):
+    """The type of an ``indexedarray`` parameter: an array seen through per-dimension index arrays.
+    Reads, writes, atomics and gradients act on the underlying array at the indexed positions."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        return isinstance(other, IndexedArrayType) and other.dtype is self.dtype and other.ndim == self.ndim
+
+    def __hash__(self):
+        return hash((IndexedArrayType, self.dtype, self.ndim))
+
+    def __repr__(self):
+        return f"indexedarray(dtype={type_name(self.dtype)}, ndim={self.ndim})"
+
+    def accepts(self, value) -> bool:
+        return getattr(value, "is_indexed", False) and super().accepts(value)
+
+    @staticmethod
+    def desc_ctype():
+        return IndexedArrayDesc
+
+    def view(self, ndim: int) -> IndexedArrayType:
+        return IndexedArrayType(self.dtype, ndim)
+
 
 class ArrayDesc(ctypes.Structure):
     """Native array view passed to kernels: data pointer, shape and byte strides (4 slots each)."""
 
     _fields_ = [("data", ctypes.c_void_p), ("shape", ctypes.c_int64 * 4), ("strides", ctypes.c_int64 * 4)]
+
+
+class IndexedArrayDesc(ctypes.Structure):
+    """Native indexed array view (``xs::indexed_desc``): the data's pointer and byte strides, the indexed
+    shape, and one int32 index pointer per dimension (null: the dimension is not indexed)."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("shape", ctypes.c_int64 * 4), ("strides", ctypes.c_int64 * 4),
+                ("indices", ctypes.c_void_p * 4)]

@@ -47,7 +47,8 @@ def quats(e: xsim.array(dtype=xsim.vec3d), q: xsim.array(dtype=xsim.quatd), b: x
     out_v[i, 2] = xsim.quat_to_rpy(q[i])
     axis, angle = xsim.quat_to_axis_angle(q[i])
     out_v[i, 3] = axis * angle
-    out_s[i] = xsim.quat_twist_angle(xsim.normalize(e[i]), q[i])
+    out_s[i] = xsim.quat_twist_angle(xsim.normalize(e[i]), q[i]) + xsim.float64(0.5) * xsim.quat_twist_angle_signed(
+        xsim.normalize(e[i]), b[i])
 
 
 def _unit(n):

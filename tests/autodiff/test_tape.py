@@ -234,6 +234,15 @@ def test_inplace_kernel_applied_twice_differentiates_through_both():
     np.testing.assert_allclose(a.grad.numpy(), 2 * a2 * 2 * a1 * 2 * a0, rtol=1e-15)
 
 
+def test_inplace_kernel_uses_the_gradient_given_to_its_array_after_the_launch():
+    a = arr([0.5, -1.0])
+    with xsim.Tape() as tape:
+        xsim.launch(square_plus_one_inplace, 2, inputs=[a])
+    a.grad = xsim.array(np.array([1.0, 3.0]), dtype=F64)  # Warp's tests seed y.grad = ones_like(y) like this
+    tape.backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [2 * 0.5 * 1.0, 2 * -1.0 * 3.0])
+
+
 # -------------------------------------------------------------------------------------------------
 # overwrite detection
 

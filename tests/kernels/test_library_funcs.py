@@ -185,10 +185,11 @@ def test_axis_angle_slerp_and_from_matrix_match_scipy():
 
 @xsim.kernel
 def twists(axis: xsim.array(dtype=xsim.vec3d), q: xsim.array(dtype=xsim.quatd), tw: xsim.array(dtype=xsim.quatd),
-           angle: xsim.array(dtype=F64)):
+           angle: xsim.array(dtype=F64), signed_angle: xsim.array(dtype=F64)):
     i = xsim.tid()
     tw[i] = xsim.quat_twist(axis[i], q[i])
     angle[i] = xsim.quat_twist_angle(axis[i], q[i])
+    signed_angle[i] = xsim.quat_twist_angle_signed(axis[i], q[i])
 
 
 def test_quat_twist_recovers_the_twist_of_a_swing_twist_product():
@@ -199,11 +200,15 @@ def test_quat_twist_recovers_the_twist_of_a_swing_twist_product():
     theta = RNG.uniform(-2.5, 2.5, N)
     twist = Rotation.from_rotvec(axis * theta[:, None])
     q = (Rotation.from_rotvec(perp * RNG.uniform(-1, 1, (N, 1))) * twist).as_quat()
-    tw, angle = xsim.zeros(N, dtype=xsim.quatd), xsim.zeros(N, dtype=F64)
-    xsim.launch(twists, N, inputs=[xsim.array(axis, dtype=xsim.vec3d), xsim.array(q, dtype=xsim.quatd), tw, angle])
+    tw, angle, signed = xsim.zeros(N, dtype=xsim.quatd), xsim.zeros(N, dtype=F64), xsim.zeros(N, dtype=F64)
+    xsim.launch(twists, N, inputs=[xsim.array(axis, dtype=xsim.vec3d), xsim.array(q, dtype=xsim.quatd), tw, angle,
+                                   signed])
     same_rotation(tw.numpy(), twist.as_quat())
     w_sign = np.sign(q[:, 3])
     np.testing.assert_allclose(angle.numpy(), np.where(w_sign > 0, np.abs(theta), 2 * np.pi - np.abs(theta)),
+                               atol=1e-12)
+    # q and -q: the signed angle keeps the direction, shifted by a full turn when q[3] < 0
+    np.testing.assert_allclose(signed.numpy(), np.where(w_sign > 0, theta, theta - 2 * np.pi * np.sign(theta)),
                                atol=1e-12)
 
 

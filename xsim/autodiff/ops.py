@@ -21,17 +21,22 @@ import numpy as np
 
 from .. import torch_view, types
 from ..array import _span, array, zeros
+from ..indexedarray import indexedarray
 from ..kernels import recording
 from .tape import OpRecord
 
 
-def _check_array(a, op: str, what: str) -> None:
-    if not isinstance(a, array):
-        raise TypeError(f"xsim.{op}: {what} must be an xsim array, got {type(a).__name__}")
+def _check_array(a, op: str, what: str, indexed: bool = False) -> None:
+    if not (isinstance(a, array) or indexed and isinstance(a, indexedarray)):
+        kinds = "an xsim array or indexedarray" if indexed else "an xsim array"
+        raise TypeError(f"xsim.{op}: {what} must be {kinds}, got {type(a).__name__}")
 
 
 def _commit(name: str, backward_fn, reads: list, writes: list) -> None:
-    """Record the op on the active tape, or (no tape) just count the writes like an unrecorded launch."""
+    """Record the op on the active tape, or (no tape) just count the writes like an unrecorded launch.
+    An indexed array counts as its data array (the tape tracks the memory that changes)."""
+    reads = [a.data if isinstance(a, indexedarray) else a for a in reads]
+    writes = [a.data if isinstance(a, indexedarray) else a for a in writes]
     tape = recording.current()
     if tape is not None:
         tape.record_op(OpRecord(name, backward_fn, reads=reads, writes=writes))
@@ -77,11 +82,12 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
     older spelling of ``dest_offset``).
 
     Flat element positions count in row-major order of each array's shape, whatever its strides
-    (a column view's element 1 is its second row). While a tape records and ``src`` has a gradient, ``dest`` is given one too (if it has
-    none) so that the gradient is carried on instead of silently dropped.
+    (a column view's element 1 is its second row). Either side may be an ``indexedarray`` (whole
+    copies of one shape only, as in Warp). While a tape records and ``src`` has a gradient, ``dest``
+    is given one too (if it has none) so that the gradient is carried on instead of silently dropped.
     """
-    _check_array(dest, "copy", "dest")
-    _check_array(src, "copy", "src")
+    _check_array(dest, "copy", "dest", indexed=True)
+    _check_array(src, "copy", "src", indexed=True)
     if dst_offset is not None:
         dest_offset = dst_offset
     count = 0 if count is None else count
@@ -98,6 +104,10 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
     if n == 0:
         return
     whole = dest_offset == 0 and src_offset == 0 and src.shape == dest.shape and n == src.size
+    if not whole and (isinstance(src, indexedarray) or isinstance(dest, indexedarray)):
+        raise ValueError(f"xsim.copy: an indexedarray is copied whole, into or from an array of its shape "
+                         f"(dest shape {dest.shape}, src shape {src.shape}, dest_offset {dest_offset}, "
+                         f"src_offset {src_offset}, count {count})")
     n = None if whole else n
     dest.copy_from_untracked(src, dest_offset, src_offset, n)
     if recording.is_recording() and src.requires_grad and not dest.requires_grad:
@@ -135,7 +145,9 @@ def _copy_adjoint(dst: array, src: array, dst_offset: int, src_offset: int, coun
 
 
 def _may_overlap(a: array, b: array) -> bool:
-    """Whether two arrays' memory may overlap (their byte spans do; exact overlap is not needed)."""
+    """Whether two arrays' memory may overlap (their byte spans do; exact overlap is not needed; an
+    indexedarray counts as its whole data array)."""
+    a, b = (x.data if isinstance(x, indexedarray) else x for x in (a, b))
     if a._host is not None and b._host is not None:
         return bool(np.may_share_memory(a._host, b._host))
     (alo, ahi), (blo, bhi) = _span(a), _span(b)
@@ -181,7 +193,7 @@ def _foreign_source(dst: array, src: Any) -> array:
 def fill_(a: array, value: Any) -> array:
     """Set every element of ``a`` to ``value`` (a scalar fills every component); recorded on the active
     tape, whose backward zeroes ``a.grad`` (the old values no longer matter). Returns ``a``."""
-    _check_array(a, "fill_", "the array")
+    _check_array(a, "fill_", "the array", indexed=True)
     a.fill_untracked(value)
     _commit("fill_", lambda: _zero_grad_range(a, 0, None), reads=[], writes=[a])
     return a
@@ -189,7 +201,7 @@ def fill_(a: array, value: Any) -> array:
 
 def zero_(a: array) -> array:
     """Set every element of ``a`` to zero; recorded like ``fill_``. Returns ``a``."""
-    _check_array(a, "zero_", "the array")
+    _check_array(a, "zero_", "the array", indexed=True)
     a.zero_untracked()
     _commit("zero_", lambda: _zero_grad_range(a, 0, None), reads=[], writes=[a])
     return a

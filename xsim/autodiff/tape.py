@@ -29,6 +29,7 @@ from .. import types as T
 from ..array import array as Array
 from ..array import zeros
 from ..errors import CompileError
+from ..indexedarray import indexedarray
 from ..kernels import launch as _launch
 from ..kernels import recording
 
@@ -53,7 +54,7 @@ class LaunchRecord:
     def arrays(self):
         for (name, t), v in zip(self.kernel.params, self.values):
             if isinstance(t, T.ArrayType):
-                yield v
+                yield v.data if isinstance(v, indexedarray) else v
             elif T.is_struct(t) and t._has_arrays:
                 yield from _struct_arrays(v, t)
 
@@ -61,7 +62,7 @@ class LaunchRecord:
         prep = self.prep
         meta = prep.meta
         if prep.grad_layout is not None:  # no struct holds arrays: the arrays are these parameters
-            if not any(self.values[i]._requires_grad for i in prep.array_params):
+            if not any(self.values[i].requires_grad for i in prep.array_params):
                 return
         elif not any(a.requires_grad for a in self.arrays()):
             return
@@ -84,6 +85,9 @@ class LaunchRecord:
                     "array (or a tape-aware copy) instead of overwriting one the tape still needs")
         values = self.values
         for label, snap in self.snapshots.items():
+            live = _launch.resolve_label(label, self.kernel.params, self.values)
+            if live is not None and live.requires_grad:  # the gradient it has now: one set after the launch counts
+                snap.grad = live.grad
             values = _substitute(self.kernel.params, values, label, snap)
         _launch.run_backward(prep, self.shape, values)
 
@@ -101,7 +105,7 @@ def _substitute(params, values, label: str, snap):
 
 def _replace_path(obj, path, snap):
     if not path:
-        return snap
+        return obj._over(snap) if isinstance(obj, indexedarray) else snap
     clone = copy.copy(obj)
     object.__setattr__(clone, path[0], _replace_path(getattr(obj, path[0]), path[1:], snap))
     return clone

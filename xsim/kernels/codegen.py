@@ -32,6 +32,8 @@ CHECKPOINTS = 32  # carried-value checkpoints per dynamic loop in the adjoint (p
 
 
 def ctype(t) -> str:
+    if isinstance(t, T.IndexedArrayType):
+        return "xs::indexed_desc"
     if isinstance(t, T.ArrayType):
         return "xs::array_desc"
     return t._ctype
@@ -149,7 +151,7 @@ class KernelCodegen:
                 continue
             seen.add(var.id)
             if isinstance(var.type, T.ArrayType):
-                out.append(f"xs::array_desc {self.v(var)} = {{}};")
+                out.append(f"{ctype(var.type)} {self.v(var)} = {{}};")
                 continue
             init = literal(var.const, var.type) if var.is_const else "{}"
             out.append(f"{ctype(var.type)} {self.v(var)} = {init};")

@@ -20,7 +20,19 @@ from ..errors import (
     WarpCodegenValueError,
 )
 from .ir import Var
-from .scope import _BINOPS, _CMPOPS, _UNSUPPORTED, Ref, _adjoint_marker, _describe, _is_attr_chain
+from .scope import _BINOPS, _CMPOPS, _UNSUPPORTED, BuiltinRef, Ref, _adjoint_marker, _describe, _is_attr_chain
+
+
+def _library_name(name: str):
+    """An xsim builtin, library func or value type named without the module prefix (``expect_eq(...)``,
+    ``vec3(...)``), which Warp's kernels may do; None for any other name."""
+    import xsim  # the package imports this module: look it up when a kernel compiles
+
+    from .kernel import Function
+    obj = getattr(xsim, name, None)
+    if isinstance(obj, (BuiltinRef, Function)) or isinstance(obj, type) and T.is_value_type(obj):
+        return obj
+    return None
 
 
 class Expressions:
@@ -70,6 +82,9 @@ class Expressions:
             return self.global_value(f.src.names[node.id], node)
         if hasattr(_pybuiltins, node.id):
             return Ref(getattr(_pybuiltins, node.id))
+        library = _library_name(node.id)
+        if library is not None:
+            return Ref(library)
         raise self.err(node, f"unknown name '{node.id}' (not a local, a parameter or a module global; a name "
                              "assigned only in one branch or inside a loop is not defined after it)",
                        WarpCodegenKeyError)
@@ -256,7 +271,7 @@ class Expressions:
                 raise self.err(node, f"array '{self.array_name(base)}' has {t.ndim} dimension(s) but is "
                                      f"indexed with {len(idx)}")
             if len(idx) < t.ndim:  # a view of the remaining dimensions, named after the array it views
-                view = self.emit("subarray", T.ArrayType(t.dtype, t.ndim - len(idx)), [base, *idx], node)
+                view = self.emit("subarray", t.view(t.ndim - len(idx)), [base, *idx], node)
                 view.hint = self.array_name(base)
                 return view
             self.reads.add(self.array_name(base))

@@ -19,6 +19,7 @@ __all__ = [
     "quat_to_rpy",
     "quat_twist",
     "quat_twist_angle",
+    "quat_twist_angle_signed",
     "spatial_adjoint",
     "spatial_bottom",
     "spatial_cross",
@@ -192,6 +193,13 @@ def quat_twist(axis, q):
 def quat_twist_angle(axis, q):
     """The unsigned angle (radians) of the twist of ``q`` about the unit ``axis``."""
     return 2.0 * xsim.atan2(xsim.abs(xsim.dot(axis, xsim.vector(q[0], q[1], q[2]))), q[3])
+
+
+@func
+def quat_twist_angle_signed(axis, q):
+    """The signed angle (radians, right-handed about the unit ``axis``) of the twist of ``q``: in [-pi, pi]
+    for ``q[3] >= 0``, and ``q``'s sign matters, as for ``quat_twist_angle``."""
+    return 2.0 * xsim.atan2(xsim.dot(axis, xsim.vector(q[0], q[1], q[2])), q[3])
 
 
 # ---------------------------------------------------------------------------------------------

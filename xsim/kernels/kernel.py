@@ -79,7 +79,7 @@ class FuncOverload:
             vt = getattr(v, "type", None)
             if vt is t or isinstance(t, T.ArrayType) and vt == t:  # array types are equal, not interned
                 continue
-            if T.is_generic(t) and isinstance(vt, T.ArrayType) and vt.ndim == t.ndim and T.bind(
+            if T.is_generic(t) and isinstance(vt, T.ArrayType) and type(vt) is type(t) and vt.ndim == t.ndim and T.bind(
                     t.dtype, vt.dtype):
                 generic += 1
                 continue
@@ -257,6 +257,11 @@ class Kernel:
         return Definition(self.pyfunc)
 
     @property
+    def options(self) -> dict:
+        """The options given to this kernel itself (Warp's ``kernel.options``); the module's apply to the rest."""
+        return {} if self._enable_backward is None else {"enable_backward": self._enable_backward}
+
+    @property
     def enable_backward(self) -> bool:
         """Whether the adjoint may run: the kernel's own setting, else its module's option."""
         if self._enable_backward is not None:
@@ -347,14 +352,15 @@ def _bind_param(kernel: Kernel, name: str, t, value):
     where = f"kernel '{kernel.key}' parameter '{name}'"
     param = t.dtype if isinstance(t, T.ArrayType) else t
     if t is Any and isinstance(getattr(value, "dtype", None), type) and hasattr(value, "ndim"):
-        t = T.ArrayType(Any, value.ndim)  # a plain Any parameter takes an array too, as in Warp
+        # a plain Any parameter takes an array (or an indexed array) too, as in Warp
+        t = (T.IndexedArrayType if getattr(value, "is_indexed", False) else T.ArrayType)(Any, value.ndim)
     if isinstance(t, T.ArrayType):
         dtype = getattr(value, "dtype", None)
         if isinstance(value, np.ndarray):
             dtype = T.scalar_from_numpy(value.dtype)
         if not T.is_value_type(dtype):
             raise TypeError(f"{where}: expected {t!r}, got {type(value).__name__}")
-        bound = T.ArrayType(dtype, t.ndim)
+        bound = type(t)(dtype, t.ndim)
     else:
         bound = _value_type(value)
         if bound is None:
@@ -380,7 +386,7 @@ def _bind_declared(kernel: Kernel, name: str, t, g):
             raise TypeError(f"{where}: the kernel declares {T.type_name(t)}, the overload {T.type_name(g)}")
         return t
     if isinstance(t, T.ArrayType):
-        if not (isinstance(g, T.ArrayType) and g.ndim == t.ndim and T.bind(t.dtype, g.dtype)):
+        if not (isinstance(g, T.ArrayType) and type(g) is type(t) and g.ndim == t.ndim and T.bind(t.dtype, g.dtype)):
             raise TypeError(f"{where}: {T.type_name(g)} does not fit {T.type_name(t)}")
     elif isinstance(g, T.ArrayType) and t is not Any or not isinstance(g, T.ArrayType) and not T.bind(t, g):
         raise TypeError(f"{where}: {T.type_name(g)} does not fit {T.type_name(t)}")
@@ -422,6 +428,9 @@ def overload(kernel, arg_types: list | dict | None = None) -> Kernel:
 def _python_arg(value) -> Var:
     """A Python argument of a func called from Python, as the typed value a kernel would pass."""
     from ..array import array
+    from ..indexedarray import indexedarray
+    if isinstance(value, indexedarray):
+        return Var(T.IndexedArrayType(value.dtype, value.ndim))
     if isinstance(value, array):
         return Var(T.ArrayType(value.dtype, value.ndim))
     return Var(_value_type(value))

@@ -14,6 +14,7 @@ from .. import types as T
 from ..array import array as Array
 from ..device import get_device
 from . import handles
+from ..indexedarray import indexedarray as IndexedArray
 from .recording import current as _current_recorder
 from .threads import Pacer
 
@@ -26,7 +27,7 @@ def _args_struct(kernel) -> type:
     fields = []
     for name, t in kernel.params:
         if isinstance(t, T.ArrayType):
-            fields.append((name, T.ArrayDesc))
+            fields.append((name, t.desc_ctype()))
         else:
             fields.append((name, t._ctypes))
     if not fields:
@@ -100,9 +101,15 @@ def check_writable(kernel, prep, values) -> None:
 def coerce_arg(kernel, name: str, t, value, device):
     """Check one argument against its parameter type; wrap foreign arrays (numpy, torch)."""
     where = f"kernel '{kernel.key}' parameter '{name}'"
+    if isinstance(t, T.IndexedArrayType):
+        return _coerce_indexed(t, value, device, where)
     if isinstance(t, T.ArrayType):
         if value is None:  # Warp's null array: shape 0 in every dimension, false in a kernel's `if a:`
             return Array._from_device(0, t.dtype, device, (0,) * t.ndim, (0,) * t.ndim, None)
+        if isinstance(value, IndexedArray):
+            raise TypeError(f"{where}: expected {t!r}, got an indexedarray; declare the parameter "
+                            f"xsim.indexedarray(dtype={T.type_name(t.dtype)}, ndim={t.ndim}) or pass "
+                            "value.contiguous()")
         if not isinstance(value, Array):
             value = _wrap_foreign(value, t, where)
         if value.dtype is not t.dtype or value.ndim != t.ndim:
@@ -132,6 +139,21 @@ def coerce_arg(kernel, name: str, t, value, device):
         arr = None
     if arr is None or arr.size != T.num_components(t):
         raise TypeError(f"{where}: expected {T.type_name(t)}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _coerce_indexed(t, value, device, where):
+    """An ``indexedarray`` argument checked against its parameter (None: Warp's null array)."""
+    if value is None:
+        return IndexedArray(Array._from_device(0, t.dtype, device, (0,) * t.ndim, (0,) * t.ndim, None))
+    if not isinstance(value, IndexedArray):
+        raise TypeError(f"{where}: expected {t!r}, got {type(value).__name__} (make one with "
+                        "xsim.indexedarray(data, indices) or data[index_array])")
+    if value.dtype is not t.dtype or value.ndim != t.ndim:
+        raise TypeError(f"{where}: expected {t!r}, got indexedarray(dtype={T.type_name(value.dtype)}, "
+                        f"ndim={value.ndim})")
+    if value.device != device:
+        raise ValueError(f"{where}: indexedarray is on device '{value.device}' but the launch runs on '{device}'")
     return value
 
 
@@ -197,10 +219,10 @@ class _Prepared:
         self.backward = self.native.backward.get(self.symbol)
         self.key = (device.name, debug)
         self.layout, self.plan = _layout(kernel, self.args_type, self.meta.writes)
-        # the adjoint's gradient struct has the argument struct's layout; structs holding arrays take
-        # the general path (their gradient is a struct of grads)
+        # the adjoint's gradient struct has the argument struct's layout; structs holding arrays and
+        # indexed arrays take the general path (their gradients are a struct of grads, an indexed view)
         self.grad_layout = struct.Struct("=" + self.layout.format[len(_HEADER):]) if self.layout and not any(
-            k == _STRUCT and t._has_arrays for k, t, _ in self.plan) else None
+            k == _STRUCT and t._has_arrays or k == _INDEXED for k, t, _ in self.plan) else None
         self.array_params = [i for i, (_, t) in enumerate(kernel.params) if isinstance(t, T.ArrayType)]
         size = ctypes.sizeof(self.args_type)
         self.grads_pad = b"\0" * (-size % 8)  # the adjoint's gradient struct starts 8-aligned
@@ -227,6 +249,8 @@ def labelled_arrays(slots, params, values) -> list[tuple[str, Array]]:
     out = []
     for label, i in slots:
         arr = values[i] if i is not None else resolve_label(label, params, values)
+        if isinstance(arr, IndexedArray):  # the tape tracks the memory an indexed array reads and writes
+            arr = arr.data
         if isinstance(arr, Array):
             out.append((label, arr))
     return out
@@ -246,7 +270,7 @@ def prepare(kernel, device, mode: str) -> _Prepared:
 # budget and the all-arrays-packed flag, then the kernel's argument struct; for the adjoint the
 # gradient struct follows at the next 8-byte boundary. codegen.entry_points reads the same layout.
 _HEADER = "=4qqii"
-_ARRAY, _FLOAT, _INT, _BOOL, _VALUE, _STRUCT, _OUT = range(7)  # how each argument is checked and packed
+_ARRAY, _FLOAT, _INT, _BOOL, _VALUE, _STRUCT, _OUT, _INDEXED = range(8)  # how each argument is checked and packed
 _SCALAR_CODES = {T.float16: "e", T.float32: "f", T.float64: "d", T.int8: "b", T.uint8: "B", T.int16: "h",
                  T.uint16: "H", T.int32: "i", T.uint32: "I", T.int64: "q", T.uint64: "Q", T.bool_: "?"}
 
@@ -265,7 +289,8 @@ def _layout(kernel, args_type, writes=()) -> tuple[struct.Struct | None, list]:
         end = field.offset + field.size
         if isinstance(t, T.ArrayType):
             codes.append(f"{field.size}s")
-            plan.append((_OUT if name in writes else _ARRAY, t.dtype, t.ndim))
+            kind = _INDEXED if isinstance(t, T.IndexedArrayType) else _OUT if name in writes else _ARRAY
+            plan.append((kind, t.dtype, t.ndim))
         elif t in _SCALAR_CODES:
             codes.append(_SCALAR_CODES[t])
             plan.append((_BOOL if t is T.bool_ else _INT if T.is_int(t) else _FLOAT, t, 0))
@@ -280,7 +305,7 @@ def _layout(kernel, args_type, writes=()) -> tuple[struct.Struct | None, list]:
 
 def _pack_item(kind, t, v):
     """One checked argument as the ``struct`` item of its field."""
-    if kind == _ARRAY or kind == _OUT:
+    if kind == _ARRAY or kind == _OUT or kind == _INDEXED:
         return bytes(v._desc)
     if kind == _VALUE:  # components in storage order, as numpy has them (float16 included)
         return np.ascontiguousarray(v, dtype=t._np).tobytes()
@@ -351,6 +376,8 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
             if not v.is_contiguous:
                 contig = 0
             items.append(bytes(v._desc))
+        elif kind == _INDEXED:  # the general path checks an indexed array
+            return False
         elif kind == _FLOAT:
             if type(v) is not float and type(v) is not int:
                 return False
@@ -618,12 +645,15 @@ def bump_versions(meta, params, values, writer: str, labels=None):
 
 
 def resolve_label(label: str, params, values):
-    """The array argument named ``label`` ("x" or "s.field") in a launch's arguments."""
+    """The array argument named ``label`` ("x" or "s.field") in a launch's arguments (for an
+    indexedarray, its data)."""
     head, _, rest = label.partition(".")
     for (name, _), v in zip(params, values):
         if name == head:
             for part in rest.split(".") if rest else []:
                 v = getattr(v, part, None)
+            if isinstance(v, IndexedArray):
+                v = v.data
             return v if isinstance(v, Array) else None
     return None
 

@@ -83,6 +83,12 @@ class Module:
         self.builds: dict[tuple[str, bool], object] = {}
         self._hash: str | None = None
 
+    @property
+    def options(self) -> dict:
+        """This module's compile options, defaults included (Warp's ``module.options``)."""
+        from .kernel import get_module_options
+        return get_module_options(self.name)
+
     def add(self, kernel):
         self._live.add(kernel)
         self._kernels = None

@@ -226,6 +226,50 @@ template <typename... I> XS_FUNC array_desc subarray(const array_desc& a, int64_
     return subarray(subarray(a, i), j, rest...);
 }
 
+// An indexed array (xsim.indexedarray): the data's pointer and byte strides, the indexed shape, and
+// per dimension an int32 index array (null: that dimension is taken as it is). Element (i, j) is
+// data[idx0[i], idx1[j]]; its gradient is the same indexed view of the data's grad buffer.
+struct indexed_desc {
+    void* data;
+    int64_t shape[4];
+    int64_t strides[4];
+    const int32_t* indices[4];
+};
+
+XS_FUNC int64_t indexed_offset(const indexed_desc& a, int d, int64_t i) {
+    return (a.indices[d] ? (int64_t)a.indices[d][i] : i) * a.strides[d];
+}
+template <typename T> XS_FUNC T& at(const indexed_desc& a, int64_t i) {
+    return *(T*)((char*)a.data + indexed_offset(a, 0, i));
+}
+template <typename T> XS_FUNC T& at(const indexed_desc& a, int64_t i, int64_t j) {
+    return *(T*)((char*)a.data + indexed_offset(a, 0, i) + indexed_offset(a, 1, j));
+}
+template <typename T> XS_FUNC T& at(const indexed_desc& a, int64_t i, int64_t j, int64_t k) {
+    return *(T*)((char*)a.data + indexed_offset(a, 0, i) + indexed_offset(a, 1, j) + indexed_offset(a, 2, k));
+}
+template <typename T> XS_FUNC T& at(const indexed_desc& a, int64_t i, int64_t j, int64_t k, int64_t l) {
+    return *(T*)((char*)a.data + indexed_offset(a, 0, i) + indexed_offset(a, 1, j) + indexed_offset(a, 2, k) +
+                 indexed_offset(a, 3, l));
+}
+// an indexed array is never packed: the contiguous fast path does not apply to it
+template <bool C, typename T, typename... I> XS_FUNC T& at_sel(const indexed_desc& a, I... i) {
+    return at<T>(a, i...);
+}
+XS_FUNC indexed_desc subarray(const indexed_desc& a, int64_t i) {
+    indexed_desc r{};
+    r.data = a.data ? (void*)((char*)a.data + indexed_offset(a, 0, i)) : nullptr;
+    for (int d = 0; d < 3; ++d) {
+        r.shape[d] = a.shape[d + 1];
+        r.strides[d] = a.strides[d + 1];
+        r.indices[d] = a.indices[d + 1];
+    }
+    return r;
+}
+template <typename... I> XS_FUNC indexed_desc subarray(const indexed_desc& a, int64_t i, int64_t j, I... rest) {
+    return subarray(subarray(a, i), j, rest...);
+}
+
 // The launch shape, for decomposing a linear thread index into tid() indices.
 struct launch_dims {
     int64_t shape[4];
@@ -301,8 +345,8 @@ XS_GLOBAL_VAR xs::error_info xs_error;
 
 namespace xs {
 
-template <int D>
-XS_FUNC bool in_bounds(const array_desc& a, const int64_t (&idx)[D], int param, int line) {
+template <int D, typename A>
+XS_FUNC bool in_bounds(const A& a, const int64_t (&idx)[D], int param, int line) {
     bool ok = true;
     for (int d = 0; d < D; ++d) ok = ok && idx[d] >= 0 && idx[d] < a.shape[d];
     if (!ok) {
@@ -351,30 +395,30 @@ template <typename T> XS_FUNC T& scratch() {
     return *(T*)buf;
 }
 #endif
-template <typename T> XS_FUNC T& at_chk(const array_desc& a, int param, int line, int64_t i) {
+template <typename T, typename A> XS_FUNC T& at_chk(const A& a, int param, int line, int64_t i) {
     const int64_t idx[1] = {i};
-    return in_bounds<1>(a, idx, param, line) ? at<T>(a, i) : scratch<T>();
+    return in_bounds<1, A>(a, idx, param, line) ? at<T>(a, i) : scratch<T>();
 }
-template <typename T> XS_FUNC T& at_chk(const array_desc& a, int param, int line, int64_t i, int64_t j) {
+template <typename T, typename A> XS_FUNC T& at_chk(const A& a, int param, int line, int64_t i, int64_t j) {
     const int64_t idx[2] = {i, j};
-    return in_bounds<2>(a, idx, param, line) ? at<T>(a, i, j) : scratch<T>();
+    return in_bounds<2, A>(a, idx, param, line) ? at<T>(a, i, j) : scratch<T>();
 }
-template <typename T>
-XS_FUNC T& at_chk(const array_desc& a, int param, int line, int64_t i, int64_t j, int64_t k) {
+template <typename T, typename A>
+XS_FUNC T& at_chk(const A& a, int param, int line, int64_t i, int64_t j, int64_t k) {
     const int64_t idx[3] = {i, j, k};
-    return in_bounds<3>(a, idx, param, line) ? at<T>(a, i, j, k) : scratch<T>();
+    return in_bounds<3, A>(a, idx, param, line) ? at<T>(a, i, j, k) : scratch<T>();
 }
-template <typename T>
-XS_FUNC T& at_chk(const array_desc& a, int param, int line, int64_t i, int64_t j, int64_t k, int64_t l) {
+template <typename T, typename A>
+XS_FUNC T& at_chk(const A& a, int param, int line, int64_t i, int64_t j, int64_t k, int64_t l) {
     const int64_t idx[4] = {i, j, k, l};
-    return in_bounds<4>(a, idx, param, line) ? at<T>(a, i, j, k, l) : scratch<T>();
+    return in_bounds<4, A>(a, idx, param, line) ? at<T>(a, i, j, k, l) : scratch<T>();
 }
 
 // Bounds-checked view: out of bounds it is reported and the view is empty, so every access through
 // it is reported too and lands in the scratch slot.
-template <typename... I> XS_FUNC array_desc subarray_chk(const array_desc& a, int param, int line, I... i) {
+template <typename A, typename... I> XS_FUNC A subarray_chk(const A& a, int param, int line, I... i) {
     const int64_t idx[sizeof...(I)] = {(int64_t)i...};
-    if (!in_bounds<sizeof...(I)>(a, idx, param, line)) return array_desc{};
+    if (!in_bounds<sizeof...(I), A>(a, idx, param, line)) return A{};
     return subarray(a, (int64_t)i...);
 }
 
