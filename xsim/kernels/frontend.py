@@ -640,7 +640,7 @@ class Frontend(Expressions, Calls, Statics):
         if all(a.is_const for a in (start, stop, step)):
             r = range(start.const, stop.const, step.const)[::-1]
             return self.const(r.start), self.const(r.stop), self.const(r.step)
-        op = lambda name, a, b: self.call_builtin(name, [a, b], node)  # noqa: E731
+        op = lambda name, a, b: self.call_builtin(name, [a, b], node)
         span = op("sub", stop, start)
 
         def count(sign: int) -> Var:  # elements for a step of this sign (truncating or flooring alike)

@@ -13,8 +13,8 @@ from .. import config
 from .. import types as T
 from ..array import array as Array
 from ..device import get_device
-from . import handles
 from ..indexedarray import indexedarray as IndexedArray
+from . import handles
 from .recording import current as _current_recorder
 from .threads import Pacer
 
