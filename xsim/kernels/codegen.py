@@ -679,7 +679,13 @@ def struct_definition(t) -> str:
         fields.append(f"    {ctype(ft)} {fname};")
         if not isinstance(ft, T.ArrayType):
             accums.append(f"xs::accum(d.{fname}, s.{fname});")
-            if ft is not T.bool_:  # a flag has no sum (and CUDA no atomic add of bools)
+            scalar = ft if T.is_scalar(ft) else getattr(ft, "_scalar", None)
+            if ft is T.bool_:  # a flag has no sum (and CUDA no atomic add of bools)
+                continue
+            if scalar is not None and T.is_int(scalar) and scalar._np.itemsize < 4:
+                # CUDA has no atomic add of 8/16-bit ints: read, combine and write, as Warp's += on them
+                atomics.append(f"xs::accum(p->{fname}, v.{fname});")
+            else:
                 atomics.append(f"xs::grad_add(&p->{fname}, v.{fname});")
     c = t._ctype
     # The field accumulations are qualified: for a nested struct field, an unqualified call would
