@@ -142,3 +142,20 @@ def test_grad_of_a_func_matches_float64_finite_differences():
         dv = [(_bumpy(a, v + h * e) - _bumpy(a, v - h * e)) / (2 * h) for e in np.eye(3)]
         np.testing.assert_allclose(out.numpy()[6 + i], da, rtol=1e-7, atol=1e-9)
         np.testing.assert_allclose(out_v.numpy()[i], dv, rtol=1e-7, atol=1e-9)
+
+
+@xsim.kernel
+def cpp_named(signed: xsim.array(dtype=F), int8_t: F, auto: xsim.array(dtype=F), template: int):
+    # parameter names that are C++ keywords or the runtime's type names (g++ rejected them before)
+    i = xsim.tid()
+    auto[i] = signed[i] * signed[i] * int8_t + F(template)
+
+
+def test_parameters_may_take_names_that_are_cpp_keywords():
+    x = RNG.uniform(-1.0, 1.0, 5)
+    out = xsim.zeros(5, dtype=F)
+    xsim.launch(cpp_named, 5, inputs=[xsim.array(x, dtype=F), 1.5, out, 3])
+    np.testing.assert_allclose(out.numpy(), x * x * 1.5 + 3.0, rtol=1e-12)
+    report = gradcheck(cpp_named, [xsim.array(x, dtype=F, requires_grad=True), 1.5,
+                                   xsim.zeros(5, dtype=F, requires_grad=True), 3], dim=5, atol=1e-7, rtol=1e-6)
+    assert report.passed, str(report)

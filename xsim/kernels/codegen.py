@@ -39,6 +39,11 @@ def ctype(t) -> str:
     return t._ctype
 
 
+# a kernel parameter's field in the generated argument struct: prefixed, so that a parameter may have
+# any Python name, C++ keywords and the runtime's type names included (``signed``, ``int8_t``)
+PARAM_PREFIX = "p_"
+
+
 def is_diff(t) -> bool:
     """Whether values of type ``t`` carry adjoints (float scalars, float composites, structs)."""
     if isinstance(t, T.ArrayType) or t is None:
@@ -82,8 +87,8 @@ class KernelCodegen:
         self.view_base: dict[int, Var] = {}  # a sub-array view -> the array it views
         for p in kir.params:
             if isinstance(p.type, T.ArrayType) or T.is_struct(p.type):
-                self.prim_expr[p.var.id] = f"P.{p.name}"
-                self.grad_expr[p.var.id] = f"G.{p.name}"
+                self.prim_expr[p.var.id] = f"P.{PARAM_PREFIX}{p.name}"
+                self.grad_expr[p.var.id] = f"G.{PARAM_PREFIX}{p.name}"
         self.defs = {}
         for s in ir.walk(kir.body):
             if isinstance(s, Op):
@@ -120,7 +125,7 @@ class KernelCodegen:
         while arr.id in self.view_base:  # a view is labelled (and checked for read-after-write) as its array
             arr = self.view_base[arr.id]
         expr = self.prim_expr.get(arr.id, self.v(arr))
-        label = expr.removeprefix("P.")
+        label = expr.removeprefix(f"P.{PARAM_PREFIX}")
         return label
 
     def array_id(self, arr: Var) -> int:
@@ -141,7 +146,7 @@ class KernelCodegen:
         out = []
         seen = set()
         for p in self.k.params:
-            expr = f"P.{p.name}"
+            expr = f"P.{PARAM_PREFIX}{p.name}"
             out.append(f"const {ctype(p.type)}& {self.v(p.var)} = {expr};")
             seen.add(p.var.id)
             if adjoint and is_diff(p.type):
@@ -667,7 +672,7 @@ class KernelCodegen:
 
 
 def param_struct(name: str, params) -> str:
-    fields = "\n".join(f"    {ctype(p.type)} {p.name};" for p in params) or "    char unused_;"
+    fields = "\n".join(f"    {ctype(p.type)} {PARAM_PREFIX}{p.name};" for p in params) or "    char unused_;"
     return f"struct {name}_args {{\n{fields}\n}};"
 
 
