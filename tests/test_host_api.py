@@ -306,6 +306,8 @@ def test_a_kernels_module_options_set_its_backward_and_ordered_atomics_are_refus
         xsim.kernel(module_options={"deterministic": xsim.DeterministicMode.RUN_TO_RUN})
     with pytest.raises(ValueError, match="kernel\\(module_options=...\\): xsim has no module option 'fast_math'"):
         xsim.kernel(module_options={"fast_math": True})
+    with pytest.raises(ValueError, match='module_options=...\\) needs module="unique"'):  # as in Warp: a shared
+        xsim.kernel(module_options={"enable_backward": False})  # module's other kernels would change too
 
 
 # -- Warp's constants and per-kernel options -----------------------------------------------------------
