@@ -233,6 +233,18 @@ def _make_desc(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> Ar
     return d
 
 
+def _key_offset(key: tuple, shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """Byte offset of the first element of the non-empty view ``key`` (ints and slices over the
+    outer dims, as ``_check_key`` returns them) of an array of ``shape`` and byte ``strides``."""
+    off = 0
+    for k, n, st in zip(key, shape, strides):
+        if isinstance(k, slice):
+            off += k.indices(n)[0] * st
+        else:
+            off += (k + n if k < 0 else k) * st
+    return off
+
+
 def _check_key(key, ndim: int) -> tuple:
     key = key if isinstance(key, tuple) else (key,)
     if len(key) > ndim:
@@ -449,7 +461,14 @@ class array:
             sub = self._host[key]
             if sub.ndim == len(self.dtype._shape):
                 return _element_value(self.dtype, sub)
-            view = array._from_host(sub, self.dtype, self.device, owner=self)
+            view = object.__new__(array)
+            nd = sub.ndim - len(self.dtype._shape)
+            # the view's address from the key (numpy's __array_interface__ costs microseconds a call)
+            ptr = self.ptr + _key_offset(key, self.shape, self.strides) if sub.size else \
+                sub.__array_interface__["data"][0]
+            view._set_layout(self.dtype, self.device, sub.shape[:nd], sub.strides[:nd], ptr, sub.flags.c_contiguous,
+                             sub, self)
+            view._grad, view._requires_grad = None, False
         if self._grad is not None:
             view._grad, view._requires_grad = self._grad[key], True
         elif self._requires_grad:  # an intermediate's view: its grad is the parent's, once that exists
