@@ -40,7 +40,7 @@ class LaunchRecord:
     launch) of what it read and, in debug mode, (label, array, version, digest) checksums of reads.
     A plain slotted class: a rollout records thousands of these."""
 
-    __slots__ = ("kernel", "prep", "shape", "values", "snapshots", "read_versions", "checksums")
+    __slots__ = ("checksums", "kernel", "prep", "read_versions", "shape", "snapshots", "values")
 
     def __init__(self, kernel, prep, shape, values, snapshots, read_versions=(), checksums=()):
         self.kernel, self.prep, self.shape, self.values = kernel, prep, shape, values

@@ -403,7 +403,7 @@ def distance_update(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, dampe
     di = d - d
     dj = d - d
     if distance_active(d, wi, wj, alpha):
-        length, n, num, den = distance_terms(d, wi, wj, rest, alpha, gamma, lc, motion, damped)
+        _length, n, num, den = distance_terms(d, wi, wj, rest, alpha, gamma, lc, motion, damped)
         dl = num * (relaxation / den)
         di = n * (wi * dl)
         dj = n * (-wj * dl)
@@ -462,7 +462,7 @@ def bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: 
     split inverse mass of stencil vertex m; ``k``: the cotangent weights; ``alpha``, ``gamma``:
     compliance / h^2 and XPBD's damping factor; ``lc``: the multiplier (vec3); ``cs``: C at the
     substep start, read when ``damped``): (multiplier change, the four vertices' corrections)."""
-    cv, cvd, q, denom = bending_terms(e0, e1, e2, e3, k, alpha, gamma, lc, cs, damped)
+    _cv, cvd, _q, denom = bending_terms(e0, e1, e2, e3, k, alpha, gamma, lc, cs, damped)
     dl = lc - lc
     if denom > 0.0:
         dl = (cvd + lc * alpha) * (-relaxation / denom)
