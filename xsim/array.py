@@ -262,6 +262,7 @@ class array:
     # An intermediate's gradient (``intermediate``) is allocated when first used, and the backward
     # pass gives its buffer back once no earlier record needs it: `_requires_grad` with `_grad` None.
     _intermediate = False
+    _written_first = False  # an intermediate whose elements are all written on a tape before being read
     _grad_source = None   # a view of an intermediate whose grad is pending: (parent, key)
     _is_read = False      # read by a launch or op a Tape recorded (``config.verify_autograd_array_access``)
     """A typed array on a device (``xsim.array(data, dtype, shape, device, requires_grad)``).
@@ -922,14 +923,19 @@ def empty(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
     return _new(_creation_shape(shape, n), dtype, device, requires_grad, make)
 
 
-def intermediate(shape: int | tuple[int, ...], dtype: Any, device: str | Device | None = None) -> array:
+def intermediate(shape: int | tuple[int, ...], dtype: Any, device: str | Device | None = None,
+                 written_first: bool = False) -> array:
     """An uninitialised array that requires grad, for a solver's intermediate results: its gradient
     is allocated when a backward pass first needs it, and ``Tape.backward`` reuses that buffer for
     other intermediates once no earlier record reads it (its values are then spent: the array's
     ``grad`` reads as zeros again). Keeps a rollout's tape to the values alone, and the backward
-    pass's gradients few and cache-warm."""
+    pass's gradients few and cache-warm. ``written_first``: the caller promises that a recording
+    launch writes every element before anything on the tape reads it (or accumulates into it); the
+    adjoints of those writes then leave the gradient zero, so its buffer is reused without zeroing
+    (debug mode checks the promise and raises naming the array)."""
     out = empty(shape, dtype, device)
     out._requires_grad = out._intermediate = True
+    out._written_first = bool(written_first)
     return out
 
 

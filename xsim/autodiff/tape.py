@@ -328,13 +328,15 @@ class Tape:
                 arr.grad.copy_from_untracked(seed)
         pool = _GradPool()
         needs, spent = self._intermediates()
+        skipped = len(self.skipped)
         for i in range(len(self.records) - 1, -1, -1):
             for root in needs.get(i, ()):
                 if root._grad is None:
                     root._grad = pool.take(root)
             self.records[i].backward(self)
             for a in spent.get(i, ()):
-                pool.give_back(a)
+                # a skipped adjoint (enable_backward=False) may not have zeroed what its launch wrote
+                pool.give_back(a, self, clean_ok=len(self.skipped) == skipped)
         self._forget_reads()
 
     def _forget_reads(self):
@@ -506,25 +508,39 @@ class Tape:
 
 
 class _GradPool:
-    """Gradient buffers of intermediates the backward pass is done with, reused (zeroed) for others
-    of the same shape: a rollout's backward then keeps few gradients alive, and those in cache."""
+    """Gradient buffers of intermediates the backward pass is done with, reused for others of the
+    same shape: a rollout's backward then keeps few gradients alive, and those in cache. A buffer
+    is zeroed when taken unless it is known to be zero: taken here for a ``written_first``
+    intermediate, whose write adjoints consumed every gradient it received."""
 
     def __init__(self):
         self.free: dict = {}
+        self.taken: set[int] = set()  # ids of buffers this pool handed out (seeded gradients are not)
 
     def take(self, a: Array) -> Array:
         spare = self.free.get((a.shape, a.dtype, a.device.name))
         if spare:
-            g = spare.pop()
-            g.zero_untracked()
-            return g
-        return zeros(a.shape, a.dtype, a.device)
+            g, clean = spare.pop()
+            if not clean:
+                g.zero_untracked()
+        else:
+            g = zeros(a.shape, a.dtype, a.device)
+        self.taken.add(id(g))
+        return g
 
-    def give_back(self, a: Array) -> None:
-        """Forget ``a``'s gradient (it reads as zeros again); a buffer it owns goes to the pool."""
+    def give_back(self, a: Array, tape=None, clean_ok: bool = False) -> None:
+        """Forget ``a``'s gradient (it reads as zeros again); a buffer it owns goes to the pool, marked
+        clean when ``a`` is ``written_first``, the buffer came from this pool and ``clean_ok``."""
         g, a._grad = a._grad, None
-        if g is not None and a._grad_source is None and a._intermediate:
-            self.free.setdefault((a.shape, a.dtype, a.device.name), []).append(g)
+        if g is None or a._grad_source is not None or not a._intermediate:
+            return
+        clean = clean_ok and a._written_first and id(g) in self.taken
+        if clean and config.mode == "debug" and np.any(g.numpy()):
+            raise RuntimeError(f"tape.backward: {tape._describe(a) if tape is not None else 'an intermediate'} was "
+                               "created with intermediate(..., written_first=True), but a recorded launch read or "
+                               "accumulated into an element of it that nothing on the tape had written before; "
+                               "write every element first, or leave written_first off")
+        self.free.setdefault((a.shape, a.dtype, a.device.name), []).append((g, clean))
 
 
 class Gradients(Mapping):
