@@ -135,7 +135,7 @@ def test_written_first_intermediates_reuse_gradient_buffers_unzeroed_with_the_sa
     grads, zeroed = [], []
     for written_first in (False, True):
         x0 = xsim.array(x_np, dtype=float, requires_grad=True)
-        tape, last = _rollout(lambda n: intermediate(n, float, written_first=written_first), x0, 6)
+        tape, last = _rollout(lambda n, w=written_first: intermediate(n, float, written_first=w), x0, 6)
         calls = _zeroings(monkeypatch)
         tape.backward(grads={last: np.ones(37, np.float32)})
         monkeypatch.undo()
