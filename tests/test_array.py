@@ -510,6 +510,16 @@ def test_desc_of_a_view_points_at_its_first_element():
     assert ctypes.cast(d.data, ctypes.POINTER(ctypes.c_float))[0] == 2.0
 
 
+@pytest.mark.parametrize("key", [slice(1, 3), slice(None, None, -1), slice(4, 0, -2), 2, -1, slice(-3, None),
+                                 (slice(1, 4), slice(2, 5)), (-2, slice(None, None, 2)), (slice(3, 1, -1), -3)])
+def test_a_views_address_is_that_of_its_first_element(key):
+    data = np.arange(5 * 6 * 4, dtype=np.float32).reshape(5, 6, 4)
+    for a in (array(data, dtype=T.vec4), array(data[:, :, 0].T.copy().T, dtype=T.float32)):
+        view = a[key]
+        assert view.ptr == view.numpy().__array_interface__["data"][0] == view.desc.data
+        np.testing.assert_array_equal(view.numpy(), a.numpy()[key])
+
+
 # -- gradients ----------------------------------------------------------------------------------------------
 
 

@@ -226,6 +226,10 @@ def test_bad_indexed_arrays_and_arguments_are_refused_by_name():
         xsim.launch(read_scaled, 5, inputs=[x, out])
     with pytest.raises(TypeError, match="parameter 'out': expected array.*got an indexedarray"):
         xsim.launch(read_scaled, 5, inputs=[x[i32(IDX)], out[i32(IDX)]])
+    x32 = xsim.array(np.asarray(X, dtype=np.float32), dtype=xsim.float32)
+    with pytest.raises(TypeError, match=r"parameter 'a': expected indexedarray\(dtype=float64, ndim=1\), got "
+                                        r"indexedarray\(dtype=float32, ndim=1\)"):
+        xsim.launch(read_scaled, 5, inputs=[x32[i32(IDX)], out])
     with pytest.raises(ValueError, match="an indexedarray is copied whole"):
         xsim.copy(out, x[i32(IDX)], dest_offset=1, count=2)
 

@@ -233,6 +233,18 @@ def _make_desc(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> Ar
     return d
 
 
+def _key_offset(key: tuple, shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """Byte offset of the first element of the non-empty view ``key`` (ints and slices over the
+    outer dims, as ``_check_key`` returns them) of an array of ``shape`` and byte ``strides``."""
+    off = 0
+    for k, n, st in zip(key, shape, strides):
+        if isinstance(k, slice):
+            off += k.indices(n)[0] * st
+        else:
+            off += (k + n if k < 0 else k) * st
+    return off
+
+
 def _check_key(key, ndim: int) -> tuple:
     key = key if isinstance(key, tuple) else (key,)
     if len(key) > ndim:
@@ -250,6 +262,7 @@ class array:
     # An intermediate's gradient (``intermediate``) is allocated when first used, and the backward
     # pass gives its buffer back once no earlier record needs it: `_requires_grad` with `_grad` None.
     _intermediate = False
+    _written_first = False  # an intermediate whose elements are all written on a tape before being read
     _grad_source = None   # a view of an intermediate whose grad is pending: (parent, key)
     _is_read = False      # read by a launch or op a Tape recorded (``config.verify_autograd_array_access``)
     """A typed array on a device (``xsim.array(data, dtype, shape, device, requires_grad)``).
@@ -449,7 +462,14 @@ class array:
             sub = self._host[key]
             if sub.ndim == len(self.dtype._shape):
                 return _element_value(self.dtype, sub)
-            view = array._from_host(sub, self.dtype, self.device, owner=self)
+            view = object.__new__(array)
+            nd = sub.ndim - len(self.dtype._shape)
+            # the view's address from the key (numpy's __array_interface__ costs microseconds a call)
+            ptr = self.ptr + _key_offset(key, self.shape, self.strides) if sub.size else \
+                sub.__array_interface__["data"][0]
+            view._set_layout(self.dtype, self.device, sub.shape[:nd], sub.strides[:nd], ptr, sub.flags.c_contiguous,
+                             sub, self)
+            view._grad, view._requires_grad = None, False
         if self._grad is not None:
             view._grad, view._requires_grad = self._grad[key], True
         elif self._requires_grad:  # an intermediate's view: its grad is the parent's, once that exists
@@ -903,14 +923,19 @@ def empty(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
     return _new(_creation_shape(shape, n), dtype, device, requires_grad, make)
 
 
-def intermediate(shape: int | tuple[int, ...], dtype: Any, device: str | Device | None = None) -> array:
+def intermediate(shape: int | tuple[int, ...], dtype: Any, device: str | Device | None = None,
+                 written_first: bool = False) -> array:
     """An uninitialised array that requires grad, for a solver's intermediate results: its gradient
     is allocated when a backward pass first needs it, and ``Tape.backward`` reuses that buffer for
     other intermediates once no earlier record reads it (its values are then spent: the array's
     ``grad`` reads as zeros again). Keeps a rollout's tape to the values alone, and the backward
-    pass's gradients few and cache-warm."""
+    pass's gradients few and cache-warm. ``written_first``: the caller promises that a recording
+    launch writes every element before anything on the tape reads it (or accumulates into it); the
+    adjoints of those writes then leave the gradient zero, so its buffer is reused without zeroing
+    (debug mode checks the promise and raises naming the array)."""
     out = empty(shape, dtype, device)
     out._requires_grad = out._intermediate = True
+    out._written_first = bool(written_first)
     return out
 
 

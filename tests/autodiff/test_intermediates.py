@@ -3,6 +3,7 @@ it and given back once no earlier record reads it; the gradients that reach the 
 of ordinary arrays."""
 
 import numpy as np
+import pytest
 
 import xsim
 from xsim.array import intermediate
@@ -114,3 +115,48 @@ def test_gradients_accumulate_over_two_backward_calls_through_intermediates():
     for _ in range(2):
         tape.backward(grads={out: np.ones(4, np.float32)})
     np.testing.assert_allclose(x0.grad.numpy(), 2 * 4.0 * np.arange(4) ** 3, rtol=1e-6)
+
+
+def _zeroings(monkeypatch) -> list:
+    """Records every ``zero_untracked`` call from now on (the gradient pool's zeroing of reused buffers)."""
+    calls = []
+    original = xsim.array.zero_untracked
+
+    def zero_untracked(a):
+        calls.append(a.shape)
+        original(a)
+
+    monkeypatch.setattr(xsim.array, "zero_untracked", zero_untracked)
+    return calls
+
+
+def test_written_first_intermediates_reuse_gradient_buffers_unzeroed_with_the_same_gradients(monkeypatch):
+    x_np = np.linspace(-1.0, 1.0, 37, dtype=np.float32)
+    grads, zeroed = [], []
+    for written_first in (False, True):
+        x0 = xsim.array(x_np, dtype=float, requires_grad=True)
+        tape, last = _rollout(lambda n, w=written_first: intermediate(n, float, written_first=w), x0, 6)
+        calls = _zeroings(monkeypatch)
+        tape.backward(grads={last: np.ones(37, np.float32)})
+        monkeypatch.undo()
+        grads.append(x0.grad.numpy().copy())
+        zeroed.append(len(calls))
+    # the write adjoints left each reused buffer zero: only the seeded gradient's buffer, which the
+    # pool did not hand out, is zeroed when reused
+    assert zeroed[0] > 1 and zeroed[1] == 1
+    np.testing.assert_array_equal(grads[0], grads[1])
+
+
+def test_debug_mode_refuses_a_written_first_intermediate_read_before_it_was_written(monkeypatch):
+    monkeypatch.setattr(xsim.config, "mode", "debug")
+    x0 = xsim.array(np.arange(8, dtype=np.float32), requires_grad=True)
+    y = intermediate(8, float, written_first=True)
+    y.fill_untracked(2.0)  # off the tape
+    z = intermediate(8, float)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(square, 4, inputs=[x0], outputs=[y])  # writes y[:4] only
+        xsim.launch(add_scaled, 8, inputs=[y, 0.5], outputs=[z])  # reads y[4:], which nothing on the tape wrote
+    with pytest.raises(RuntimeError, match=r"array 'y' \(written by kernel '.*square'\) was created with "
+                                           r"intermediate\(\.\.\., written_first=True\), but a recorded launch read"):
+        tape.backward(grads={z: np.ones(8, np.float32)})

@@ -232,3 +232,32 @@ def test_a_solver_reuses_a_dead_tapes_arrays_and_never_a_live_ones():
     assert sum(len(r) for r in solver._rings.values()) == 2 * arrays
     np.testing.assert_array_equal(backward(live_tape, live_states), first)
     np.testing.assert_array_equal(third, first)
+
+
+def test_the_unzeroed_gradient_pool_gives_the_gradients_of_the_zeroed_one(monkeypatch):
+    """The solver's intermediates are ``written_first``, so the backward pass reuses their gradient
+    buffers without zeroing them; with the promise withdrawn (every reused buffer zeroed) the
+    gradients are the same to the bit."""
+    from xsim.array import intermediate
+    from xsim.solvers.xpbd import solver as solver_module
+
+    grads = []
+    for written_first in (True, False):
+        rng = np.random.default_rng(5)
+        monkeypatch.setattr(solver_module, "intermediate",
+                            lambda shape, dtype, device, written_first=False, keep=written_first:
+                            intermediate(shape, dtype, device, written_first=keep))
+        model = make_model()
+        n = model.particle_count
+        weights = [xsim.array(np.random.default_rng(7).normal(size=(n, 3)), dtype=xsim.vec3d),
+                   xsim.array(np.ones((n, 3)) * 0.1, dtype=xsim.vec3d)]
+        qd0 = xsim.array(model.particle_qd.numpy() + rng.normal(size=(n, 3)) * 0.05, dtype=xsim.vec3d,
+                         requires_grad=True)
+        with xsim.Tape() as tape:
+            loss, _ = rollout(model, qd0, weights)
+        tape.backward(loss)
+        grads.append([qd0.grad.numpy().copy()] + [getattr(model, name).grad.numpy().copy() for name in (
+            "spring_rest_length", "spring_compliance", "bending_compliance", "particle_inv_mass")])
+    for with_pool, zeroed in zip(*grads):
+        assert np.abs(zeroed).max() > 0.0
+        np.testing.assert_array_equal(with_pool, zeroed)

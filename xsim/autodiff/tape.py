@@ -34,15 +34,17 @@ from ..kernels import launch as _launch
 from ..kernels import recording
 
 
-@dataclass
 class LaunchRecord:
-    kernel: object
-    prep: object
-    shape: tuple
-    values: list
-    snapshots: dict                     # label -> copy of an in-place array before the launch
-    read_versions: list = field(default_factory=list)  # (label, array, version after the launch)
-    checksums: list = field(default_factory=list)  # debug mode: (label, array, version, digest) of reads
+    """One recorded launch: the kernel, its prepared launch data, shape and arguments, snapshots
+    (label -> copy of an in-place array before the launch), the (label, array, version after the
+    launch) of what it read and, in debug mode, (label, array, version, digest) checksums of reads.
+    A plain slotted class: a rollout records thousands of these."""
+
+    __slots__ = ("checksums", "kernel", "prep", "read_versions", "shape", "snapshots", "values")
+
+    def __init__(self, kernel, prep, shape, values, snapshots, read_versions=(), checksums=()):
+        self.kernel, self.prep, self.shape, self.values = kernel, prep, shape, values
+        self.snapshots, self.read_versions, self.checksums = snapshots, read_versions, checksums
 
     def what(self) -> str:
         return f"kernel '{self.kernel.key}'"
@@ -52,6 +54,12 @@ class LaunchRecord:
             yield label, _launch.resolve_label(label, self.kernel.params, self.values)
 
     def arrays(self):
+        prep, values = self.prep, self.values
+        if prep.grad_layout is not None:  # no struct or indexed array: the arrays are these parameters
+            return [values[i] for i in prep.array_params]
+        return list(self._nested_arrays())
+
+    def _nested_arrays(self):
         for (name, t), v in zip(self.kernel.params, self.values):
             if isinstance(t, T.ArrayType):
                 yield v.data if isinstance(v, indexedarray) else v
@@ -61,10 +69,10 @@ class LaunchRecord:
     def backward(self, tape: Tape):
         prep = self.prep
         meta = prep.meta
-        if prep.grad_layout is not None:  # no struct holds arrays: the arrays are these parameters
-            if not any(self.values[i].requires_grad for i in prep.array_params):
-                return
-        elif not any(a.requires_grad for a in self.arrays()):
+        for a in self.arrays():
+            if a._requires_grad:
+                break
+        else:
             return
         if meta.adjoint_error is not None:
             if not self.kernel.enable_backward:
@@ -162,6 +170,7 @@ class Tape:
         self._kept_gradients: list = []  # what gradients held when reset() forgot the records
         self.skipped: list[str] = []
         self._on_grad_path: set[int] = set()  # ids of arrays computed from arrays that have grads
+        self._checksummed = False  # a record holds debug-mode checksums of its reads
         self._warned: set[int] = set()
         self._thread = None  # the thread recording on this tape, while it records
 
@@ -217,24 +226,28 @@ class Tape:
                         "the backward pass would see the new values. Write into a new array instead")
 
     def record_launch(self, kernel, prep, shape, values, snapshots):
+        """Record a launch that just ran; ``values`` (its argument list) is kept as it is, not copied."""
+        key = kernel.key
         written = _launch.labelled_arrays(prep.write_slots, kernel.params, values)
         for _, arr in written:
-            arr.mark_written(kernel.key)
-        reads = [(label, arr, arr.version) for label, arr in _launch.labelled_arrays(prep.read_slots, kernel.params,
-                                                                                        values)]
-        self._track_grad_path(kernel.key, reads, written)
+            arr._version += 1
+            arr._last_writer = key
+        reads = [(label, arr, arr._version) for label, arr in _launch.labelled_arrays(prep.read_slots, kernel.params,
+                                                                                         values)]
+        self._track_grad_path(key, reads, written)
         if config.verify_autograd_array_access:
             code = kernel.pyfunc.__code__
             for label, arr in written:  # writes first: a kernel may read what it writes itself
-                arr.mark_write(arg_name=label, kernel_name=kernel.key, filename=code.co_filename,
+                arr.mark_write(arg_name=label, kernel_name=key, filename=code.co_filename,
                                lineno=code.co_firstlineno)
             for _, arr, _ in reads:
                 arr.mark_read()
         # the adjoint of an in-place launch reads its snapshot, so later writes to the array are harmless
         kept = [r for r in reads if r[0] not in snapshots] if snapshots else reads
-        rec = LaunchRecord(kernel, prep, shape, list(values), snapshots, kept)
+        rec = LaunchRecord(kernel, prep, shape, values, snapshots, kept)
         if config.mode == "debug":
             rec.checksums = [(label, arr, version, _checksum(arr)) for label, arr, version in kept]
+            self._checksummed = True
         self.records.append(rec)
 
     def _track_grad_path(self, who: str, reads, written):
@@ -245,7 +258,7 @@ class Tape:
         for label, arr, _ in reads:
             if arr._requires_grad:
                 on_path = True
-            elif id(arr) in path and _differentiable(arr):
+            elif path and id(arr) in path and _differentiable(arr):
                 on_path = True
                 if id(arr) in self._warned:
                     continue
@@ -286,6 +299,7 @@ class Tape:
         rec.read_versions = [("source", a, a.version) for a in rec.reads]
         if config.mode == "debug":
             rec.checksums = [(label, arr, version, _checksum(arr)) for label, arr, version in rec.read_versions]
+            self._checksummed = True
         self.records.append(rec)
 
     # -- backward ---------------------------------------------------------------------------------
@@ -314,13 +328,15 @@ class Tape:
                 arr.grad.copy_from_untracked(seed)
         pool = _GradPool()
         needs, spent = self._intermediates()
+        skipped = len(self.skipped)
         for i in range(len(self.records) - 1, -1, -1):
             for root in needs.get(i, ()):
                 if root._grad is None:
                     root._grad = pool.take(root)
             self.records[i].backward(self)
             for a in spent.get(i, ()):
-                pool.give_back(a)
+                # a skipped adjoint (enable_backward=False) may not have zeroed what its launch wrote
+                pool.give_back(a, self, clean_ok=len(self.skipped) == skipped)
         self._forget_reads()
 
     def _forget_reads(self):
@@ -398,6 +414,8 @@ class Tape:
 
     def _check_unseen_writes(self) -> None:
         """Debug mode: refuse when an array a record read changed without a launch or op (``numpy()`` writes)."""
+        if not self._checksummed:
+            return
         for rec in self.records:
             for label, arr, version, digest in rec.checksums:
                 if arr.version == version and _checksum(arr) != digest:
@@ -425,6 +443,7 @@ class Tape:
         self.records.clear()
         self.skipped.clear()
         self._on_grad_path.clear()
+        self._checksummed = False
         self._warned.clear()
 
     # -- Warp's names --------------------------------------------------------------------------------
@@ -489,25 +508,39 @@ class Tape:
 
 
 class _GradPool:
-    """Gradient buffers of intermediates the backward pass is done with, reused (zeroed) for others
-    of the same shape: a rollout's backward then keeps few gradients alive, and those in cache."""
+    """Gradient buffers of intermediates the backward pass is done with, reused for others of the
+    same shape: a rollout's backward then keeps few gradients alive, and those in cache. A buffer
+    is zeroed when taken unless it is known to be zero: taken here for a ``written_first``
+    intermediate, whose write adjoints consumed every gradient it received."""
 
     def __init__(self):
         self.free: dict = {}
+        self.taken: set[int] = set()  # ids of buffers this pool handed out (seeded gradients are not)
 
     def take(self, a: Array) -> Array:
         spare = self.free.get((a.shape, a.dtype, a.device.name))
         if spare:
-            g = spare.pop()
-            g.zero_untracked()
-            return g
-        return zeros(a.shape, a.dtype, a.device)
+            g, clean = spare.pop()
+            if not clean:
+                g.zero_untracked()
+        else:
+            g = zeros(a.shape, a.dtype, a.device)
+        self.taken.add(id(g))
+        return g
 
-    def give_back(self, a: Array) -> None:
-        """Forget ``a``'s gradient (it reads as zeros again); a buffer it owns goes to the pool."""
+    def give_back(self, a: Array, tape=None, clean_ok: bool = False) -> None:
+        """Forget ``a``'s gradient (it reads as zeros again); a buffer it owns goes to the pool, marked
+        clean when ``a`` is ``written_first``, the buffer came from this pool and ``clean_ok``."""
         g, a._grad = a._grad, None
-        if g is not None and a._grad_source is None and a._intermediate:
-            self.free.setdefault((a.shape, a.dtype, a.device.name), []).append(g)
+        if g is None or a._grad_source is not None or not a._intermediate:
+            return
+        clean = clean_ok and a._written_first and id(g) in self.taken
+        if clean and config.mode == "debug" and np.any(g.numpy()):
+            raise RuntimeError(f"tape.backward: {tape._describe(a) if tape is not None else 'an intermediate'} was "
+                               "created with intermediate(..., written_first=True), but a recorded launch read or "
+                               "accumulated into an element of it that nothing on the tape had written before; "
+                               "write every element first, or leave written_first off")
+        self.free.setdefault((a.shape, a.dtype, a.device.name), []).append((g, clean))
 
 
 class Gradients(Mapping):

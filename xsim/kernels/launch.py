@@ -101,23 +101,8 @@ def check_writable(kernel, prep, values) -> None:
 def coerce_arg(kernel, name: str, t, value, device):
     """Check one argument against its parameter type; wrap foreign arrays (numpy, torch)."""
     where = f"kernel '{kernel.key}' parameter '{name}'"
-    if isinstance(t, T.IndexedArrayType):
-        return _coerce_indexed(t, value, device, where)
     if isinstance(t, T.ArrayType):
-        if value is None:  # Warp's null array: shape 0 in every dimension, false in a kernel's `if a:`
-            return Array._from_device(0, t.dtype, device, (0,) * t.ndim, (0,) * t.ndim, None)
-        if isinstance(value, IndexedArray):
-            raise TypeError(f"{where}: expected {t!r}, got an indexedarray; declare the parameter "
-                            f"xsim.indexedarray(dtype={T.type_name(t.dtype)}, ndim={t.ndim}) or pass "
-                            "value.contiguous()")
-        if not isinstance(value, Array):
-            value = _wrap_foreign(value, t, where)
-        if value.dtype is not t.dtype or value.ndim != t.ndim:
-            raise TypeError(f"{where}: expected array(dtype={T.type_name(t.dtype)}, ndim={t.ndim}), got "
-                            f"array(dtype={T.type_name(value.dtype)}, ndim={value.ndim})")
-        if value.device != device:
-            raise ValueError(f"{where}: array is on device '{value.device}' but the launch runs on '{device}'")
-        return value
+        return _coerce_array(t, value, device, where)
     if T.is_scalar(t):
         if isinstance(value, (bool, np.bool_)) and t is not T.bool_ or (
                 T.is_int(t) and isinstance(value, (float, np.floating))):
@@ -142,18 +127,28 @@ def coerce_arg(kernel, name: str, t, value, device):
     return value
 
 
-def _coerce_indexed(t, value, device, where):
-    """An ``indexedarray`` argument checked against its parameter (None: Warp's null array)."""
-    if value is None:
-        return IndexedArray(Array._from_device(0, t.dtype, device, (0,) * t.ndim, (0,) * t.ndim, None))
-    if not isinstance(value, IndexedArray):
+def _coerce_array(t, value, device, where):
+    """An array or indexedarray argument checked against its parameter type ``t``: the kind of array,
+    its dtype and ndim, its device (None: Warp's null array; numpy and torch arrays are wrapped)."""
+    indexed = isinstance(t, T.IndexedArrayType)
+    if value is None:  # Warp's null array: shape 0 in every dimension, false in a kernel's `if a:`
+        null = Array._from_device(0, t.dtype, device, (0,) * t.ndim, (0,) * t.ndim, None)
+        return IndexedArray(null) if indexed else null
+    kind = "indexedarray" if indexed else "array"
+    if indexed and not isinstance(value, IndexedArray):
         raise TypeError(f"{where}: expected {t!r}, got {type(value).__name__} (make one with "
                         "xsim.indexedarray(data, indices) or data[index_array])")
+    if not indexed and isinstance(value, IndexedArray):
+        raise TypeError(f"{where}: expected {t!r}, got an indexedarray; declare the parameter "
+                        f"xsim.indexedarray(dtype={T.type_name(t.dtype)}, ndim={t.ndim}) or pass "
+                        "value.contiguous()")
+    if not indexed and not isinstance(value, Array):
+        value = _wrap_foreign(value, t, where)
     if value.dtype is not t.dtype or value.ndim != t.ndim:
-        raise TypeError(f"{where}: expected {t!r}, got indexedarray(dtype={T.type_name(value.dtype)}, "
-                        f"ndim={value.ndim})")
+        raise TypeError(f"{where}: expected {kind}(dtype={T.type_name(t.dtype)}, ndim={t.ndim}), got "
+                        f"{kind}(dtype={T.type_name(value.dtype)}, ndim={value.ndim})")
     if value.device != device:
-        raise ValueError(f"{where}: indexedarray is on device '{value.device}' but the launch runs on '{device}'")
+        raise ValueError(f"{where}: {kind} is on device '{value.device}' but the launch runs on '{device}'")
     return value
 
 

@@ -376,6 +376,24 @@ def mesh_contact(xi, r, tri: int, mesh_indices, mesh_vertices, mesh_collider, co
 
 
 @xsim.func
+def distance_active(d, wi, wj, alpha):
+    """Whether the distance update acts: the ends apart, and something movable or compliant."""
+    return xsim.dot(d, d) > 0.0 and wi + wj + alpha > 0.0
+
+
+@xsim.func
+def distance_terms(d, wi, wj, rest, alpha, gamma, lc, motion, damped: bool):
+    """The distance update's forward intermediates (where ``distance_active``), shared by the update
+    and its chain rule: (|d|, d / |d|, the multiplier change's numerator and denominator)."""
+    length = xsim.sqrt(xsim.dot(d, d))
+    n = d / length
+    num = rest - length - alpha * lc
+    if damped:
+        num = num - gamma * xsim.dot(n, motion)
+    return length, n, num, (1.0 + gamma) * (wi + wj) + alpha
+
+
+@xsim.func
 def distance_update(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, damped: bool):
     """One XPBD update of the distance constraint C = |d| - rest between ends i and j (``d = xi - xj``;
     ``wi``, ``wj``: their split inverse masses; ``alpha``, ``gamma``: compliance / h^2 and XPBD's
@@ -384,14 +402,9 @@ def distance_update(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, dampe
     dl = lc - lc
     di = d - d
     dj = d - d
-    len2 = xsim.dot(d, d)
-    if len2 > 0.0 and wi + wj + alpha > 0.0:
-        length = xsim.sqrt(len2)
-        n = d / length
-        num = rest - length - alpha * lc
-        if damped:
-            num = num - gamma * xsim.dot(n, motion)
-        dl = num * (relaxation / ((1.0 + gamma) * (wi + wj) + alpha))
+    if distance_active(d, wi, wj, alpha):
+        _length, n, num, den = distance_terms(d, wi, wj, rest, alpha, gamma, lc, motion, damped)
+        dl = num * (relaxation / den)
         di = n * (wi * dl)
         dj = n * (-wj * dl)
     return dl, di, dj
@@ -402,14 +415,8 @@ def distance_update_grad(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, 
                          adj_dj):
     """The chain rule of ``distance_update`` by hand: 10% faster than the generated adjoint, which
     replays and reverses every op of the update."""
-    len2 = xsim.dot(d, d)
-    if len2 > 0.0 and wi + wj + alpha > 0.0:
-        length = xsim.sqrt(len2)
-        n = d / length
-        num = rest - length - alpha * lc
-        if damped:
-            num = num - gamma * xsim.dot(n, motion)
-        den = (1.0 + gamma) * (wi + wj) + alpha
+    if distance_active(d, wi, wj, alpha):
+        length, n, num, den = distance_terms(d, wi, wj, rest, alpha, gamma, lc, motion, damped)
         s = relaxation / den
         dl = num * s
         gi = xsim.dot(n, adj_di)
@@ -434,30 +441,9 @@ def distance_update_grad(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, 
 
 
 @xsim.func
-def bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool):
-    """One XPBD update of the isometric bending constraint C = sum_m k_m x_m (``e_m``: position and
-    split inverse mass of stencil vertex m; ``k``: the cotangent weights; ``alpha``, ``gamma``:
-    compliance / h^2 and XPBD's damping factor; ``lc``: the multiplier (vec3); ``cs``: C at the
-    substep start, read when ``damped``): (multiplier change, the four vertices' corrections)."""
-    sum4 = e0 * k[0] + e1 * k[1] + e2 * k[2] + e3 * k[3]
-    cv = lc - lc
-    cv[0] = sum4[0]
-    cv[1] = sum4[1]
-    cv[2] = sum4[2]
-    if damped:
-        cv = cv + (cv - cs) * gamma
-    denom = (k[0] * k[0] * e0[3] + k[1] * k[1] * e1[3] + k[2] * k[2] * e2[3] + k[3] * k[3] * e3[3]) * (1.0 + gamma) \
-        + alpha
-    dl = lc - lc
-    if denom > 0.0:
-        dl = (cv + lc * alpha) * (-relaxation / denom)
-    return dl, dl * (k[0] * e0[3]), dl * (k[1] * e1[3]), dl * (k[2] * e2[3]), dl * (k[3] * e3[3])
-
-
-@xsim.func_grad(bending_update)
-def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool, adj_dl, adj_d0, adj_d1,
-                        adj_d2, adj_d3):
-    """The chain rule of ``bending_update`` by hand (the update is linear in the positions)."""
+def bending_terms(e0, e1, e2, e3, k, alpha, gamma, lc, cs, damped: bool):
+    """The bending update's forward intermediates, shared by the update and its chain rule: (C = sum_m
+    k_m x_m, C with the damping term, q = sum_m k_m^2 w_m, the denominator q (1 + gamma) + alpha)."""
     sum4 = e0 * k[0] + e1 * k[1] + e2 * k[2] + e3 * k[3]
     cv = lc - lc
     cv[0] = sum4[0]
@@ -466,12 +452,32 @@ def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, dam
     cvd = cv
     if damped:
         cvd = cv + (cv - cs) * gamma
+    q = k[0] * k[0] * e0[3] + k[1] * k[1] * e1[3] + k[2] * k[2] * e2[3] + k[3] * k[3] * e3[3]
+    return cv, cvd, q, q * (1.0 + gamma) + alpha
+
+
+@xsim.func
+def bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool):
+    """One XPBD update of the isometric bending constraint C = sum_m k_m x_m (``e_m``: position and
+    split inverse mass of stencil vertex m; ``k``: the cotangent weights; ``alpha``, ``gamma``:
+    compliance / h^2 and XPBD's damping factor; ``lc``: the multiplier (vec3); ``cs``: C at the
+    substep start, read when ``damped``): (multiplier change, the four vertices' corrections)."""
+    _cv, cvd, _q, denom = bending_terms(e0, e1, e2, e3, k, alpha, gamma, lc, cs, damped)
+    dl = lc - lc
+    if denom > 0.0:
+        dl = (cvd + lc * alpha) * (-relaxation / denom)
+    return dl, dl * (k[0] * e0[3]), dl * (k[1] * e1[3]), dl * (k[2] * e2[3]), dl * (k[3] * e3[3])
+
+
+@xsim.func_grad(bending_update)
+def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool, adj_dl, adj_d0, adj_d1,
+                        adj_d2, adj_d3):
+    """The chain rule of ``bending_update`` by hand (the update is linear in the positions)."""
+    cv, cvd, q, denom = bending_terms(e0, e1, e2, e3, k, alpha, gamma, lc, cs, damped)
     w0 = e0[3]
     w1 = e1[3]
     w2 = e2[3]
     w3 = e3[3]
-    q = k[0] * k[0] * w0 + k[1] * k[1] * w1 + k[2] * k[2] * w2 + k[3] * k[3] * w3
-    denom = q * (1.0 + gamma) + alpha
     if denom > 0.0:
         t = -relaxation / denom
         r = cvd + lc * alpha

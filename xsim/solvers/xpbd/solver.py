@@ -134,8 +134,9 @@ class SolverXPBD:
 
     def _recorded(self, key: str, shape, dtype):
         """An array no tape or caller references any more (the tape of an earlier rollout is gone),
-        else a new one; an intermediate (``xsim.array.intermediate``) unless it holds ints. A rollout
-        on a fresh tape so reuses the arrays of the last one instead of allocating them again."""
+        else a new one; an intermediate (``xsim.array.intermediate``) unless it holds ints, written
+        first: a launch writes every element the solver later reads. A rollout on a fresh tape so
+        reuses the arrays of the last one instead of allocating them again."""
         ring = self._rings.setdefault((key, shape, dtype), collections.deque())
         for _ in range(min(2, len(ring))):  # the oldest first; two tries keep a busy ring O(1)
             a = ring[0]
@@ -144,7 +145,7 @@ class SolverXPBD:
                 a._grad = None  # its gradient is spent: pending (zeros) again
                 return a
         a = xsim.empty(shape, dtype=dtype, device=self.model.device) if dtype is int else \
-            intermediate(shape, dtype, self.model.device)
+            intermediate(shape, dtype, self.model.device, written_first=True)
         ring.append(a)
         return a
 
