@@ -11,7 +11,7 @@ per joint.
 Parallel solve: Jacobi with averaging, accumulated with ``atomic_add``. In the position passes
 every contact point and every joint is one thread. A joint solves its own constraints one after the other (Gauss-Seidel
 inside the joint, on local copies of its two poses); a contact resolves its depth and then its
-static friction. Each thread adds its net correction of each body, plus a count of one, to a
+friction (static, or sliding at mu times its normal multiplier, ``contact_position_update``). Each thread adds its net correction of each body, plus a count of one, to a
 per-body ``vector(8)`` accumulator that is new for every pass; each body then moves by the mean of
 its corrections (``relaxation`` scales it). Why: averaging is stable whatever the number of
 constraints on a body (no overshoot when four corners of a box push the same way), treats the
@@ -258,7 +258,7 @@ class RigidStepper:
         xsim.launch(self.k.integrate_bodies, nb, inputs=[st.xc, st.qd, r.body_inv_mass, r.body_inertia,
                                                          r.body_inv_inertia, self._gravity, st.h],
                     outputs=[st.x_pred, st.qd_pre])
-        st.lam_c, st.lam_j = self._lam_contacts, self._lam_joints
+        st.lam_c, st.lam_t, st.lam_j = self._lam_contacts, self._lam_contacts, self._lam_joints
         st.xi = st.x_pred
 
     def solve(self, st) -> None:
@@ -276,15 +276,16 @@ class RigidStepper:
                 xi, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
                 r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, st.pairs,
                 st.contact_pair, st.contact_index], outputs=[split], record_tape=False)
-            lam_out = self._new("c:lam", st.n_contacts, m.dtype, grad, avoid=(st.lam_c,))
+            lam_out = self._new("c:lam", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t))
+            lam_t_out = self._new("c:lam_t", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t, lam_out))
             held = self._new("c:held", st.n_contacts, int, grad, avoid=(st.held,))
             st.geom = [self._new(f"c:geom{k}", st.n_contacts, self.v3, grad) for k in range(3)]
             xsim.launch(self.kc.solve_contact_positions, st.n_contacts, inputs=[
                 xi, st.anchor_p, st.anchor_s, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type,
                 r.shape_xform, r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points,
-                st.pairs, st.contact_pair, st.contact_index, r.shape_mu, st.lam_c, split, st.held],
-                outputs=[lam_out, st.delta, *st.geom, held])
-            st.lam_c, st.held = lam_out, held
+                st.pairs, st.contact_pair, st.contact_index, r.shape_mu, st.lam_c, st.lam_t, split, st.held],
+                outputs=[lam_out, lam_t_out, st.delta, *st.geom, held])
+            st.lam_c, st.lam_t, st.held = lam_out, lam_t_out, held
         if r.joint_count:
             lam_out = self._new("lam_j", r.joint_count, m.dtype, grad, avoid=(st.lam_j,))
             xsim.launch(self.kj.solve_joints, r.joint_count, inputs=[
@@ -372,7 +373,7 @@ class RigidStepper:
                     xi, st.qd_next, st.qd_pre, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type,
                     r.shape_xform, r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count,
                     r.shape_points, st.pairs, st.contact_pair, st.contact_index, r.shape_mu, r.shape_restitution,
-                    st.pair_first, st.lam_c, *st.geom, 1.0 / h, st.bounce, vsplit], outputs=[dv])
+                    st.pair_first, st.lam_c, st.lam_t, *st.geom, 1.0 / h, st.bounce, vsplit], outputs=[dv])
             if r.joint_drive_velocity:
                 xsim.launch(self.kj.solve_joint_velocities, r.joint_count, inputs=[
                     xi, st.qd_next, r.body_inv_mass, r.body_inv_inertia, r.joint_type, r.joint_parent,
