@@ -609,20 +609,27 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         if b >= 0:
             xsim.atomic_add(delta, b, v8(d0, d1, d2, d3, d4, d5, d6, 1.0))
 
-    @xsim.kernel(module=module, enable_backward=False)
-    def count_contacts(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints, shape_type: Ints,
-                       shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars, shape_point_start: Ints,
-                       shape_point_count: Ints, shape_points: Vec3s, pairs: Ints2, contact_pair: Ints,
-                       contact_index: Ints, split: Scalars):
-        """Add one to ``split`` of both bodies of each candidate contact that penetrates at the current
-        poses: the contacts that ``solve_contact_positions`` will apply (not differentiated: a count)."""
+    @xsim.kernel(module=module)
+    def measure_contacts(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints, shape_type: Ints,
+                         shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars, shape_point_start: Ints,
+                         shape_point_count: Ints, shape_points: Vec3s, pairs: Ints2, contact_pair: Ints,
+                         contact_index: Ints, pass_n: Vec3s, pass_pen: Scalars, pass_ca: Vec3s, pass_cb: Vec3s,
+                         split: Scalars):
+        """Geometry of candidate contact ``tid`` at the current poses (``pair_contact_geometry``: normal,
+        depth, contact points) into ``pass_*``, for ``solve_contact_positions`` to read (once per contact
+        and pass; the gradient reaches the poses through this kernel), and one added to ``split`` of both
+        bodies where it penetrates: the contacts that pass will apply (a count, not differentiated)."""
         t = xsim.tid()
         c = contact_pair[t]
         sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
         xp, qp, _imp, _iip = load_body(bp, Xc, inv_mass, inv_inertia)
         xs, qs, _ims, _iis = load_body(bs, Xc, inv_mass, inv_inertia)
-        _n, pen, _ca, _cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
-                                                  shape_size, shape_radius, shape_point_start, shape_points)
+        n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
+                                               shape_size, shape_radius, shape_point_start, shape_points)
+        pass_n[t] = n
+        pass_pen[t] = pen
+        pass_ca[t] = ca
+        pass_cb[t] = cb
         if pen > 0.0:
             if bp >= 0:
                 xsim.atomic_add(split, bp, 1.0)
@@ -663,16 +670,16 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
 
     @xsim.kernel(module=module)
     def solve_contact_positions(Xc: Tfs, anchor_p: Tfs, anchor_s: Tfs, inv_mass: Scalars, inv_inertia: Mats,
-                                shape_body: Ints, shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s,
-                                shape_radius: Scalars, shape_point_start: Ints, shape_point_count: Ints,
-                                shape_points: Vec3s, pairs: Ints2, contact_pair: Ints, contact_index: Ints,
-                                shape_mu: Scalars, lam: Scalars, lam_t: Scalars, split: Scalars, held_in: Ints,
+                                shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
+                                contact_index: Ints, pass_n: Vec3s, pass_pen: Scalars, pass_ca: Vec3s,
+                                pass_cb: Vec3s, shape_mu: Scalars, lam: Scalars, lam_t: Scalars, split: Scalars, held_in: Ints,
                                 lam_out: Scalars, lam_t_out: Scalars, delta: Vec8s, geom_n: Vec3s, geom_ra: Vec3s,
                                 geom_rb: Vec3s, held_out: Ints):
         """Position pass of candidate contact ``tid`` (non-penetration, then static friction against
-        the motion since its anchors ``anchor_*``, ``contact_anchors``) from the current poses, with
+        the motion since its anchors ``anchor_*``, ``contact_anchors``) from the current poses and its
+        geometry at them (``pass_*``, ``measure_contacts``), with
         the bodies' masses split by ``split`` (their numbers of constraints in this pass,
-        ``count_contacts``); its corrections of both bodies go to ``delta`` with a count of one each,
+        ``measure_contacts``); its corrections of both bodies go to ``delta`` with a count of one each,
         its multipliers (normal, tangential) of the substep so far to ``lam_out``, ``lam_t_out``.
         Its geometry goes to ``geom_*`` for the velocity pass: the normal (from the pair's shape b to
         a) and the contact points as arms in the bodies' frames (a's, b's). ``held_out``: 1 where the
@@ -680,13 +687,15 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         substep (``lam`` > 0) and held then (``held_in``); else 0."""
         t = xsim.tid()
         c = contact_pair[t]
-        sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
+        sp, _ss, bp, bs, _kp, _edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
         xp, qp, imp, iip = load_split_body(bp, Xc, inv_mass, inv_inertia, split)
         xs, qs, ims, iis = load_split_body(bs, Xc, inv_mass, inv_inertia, split)
         ap = anchor_p[t]
         as_ = anchor_s[t]
-        n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
-                                               shape_size, shape_radius, shape_point_start, shape_points)
+        n = pass_n[t]
+        pen = pass_pen[t]
+        ca = pass_ca[t]
+        cb = pass_cb[t]
         ra = xsim.quat_rotate_inv(qp, ca - xp)
         rb = xsim.quat_rotate_inv(qs, cb - xs)
         if sp == pairs[c, 0]:
@@ -941,7 +950,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
 
     return SimpleNamespace(contact_depths=contact_depths, box_edges_near=box_edges_near, contact_anchors=contact_anchors,
                            solve_contact_positions=solve_contact_positions,
-                           count_contacts=count_contacts, count_velocity_pairs=count_velocity_pairs,
+                           measure_contacts=measure_contacts, count_velocity_pairs=count_velocity_pairs,
                            solve_pair_velocities=solve_pair_velocities,
                            count_particle_contacts=count_particle_contacts,
                            collide_particles_bodies=collide_particles_bodies,
