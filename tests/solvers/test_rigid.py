@@ -82,6 +82,31 @@ def test_box_on_a_slope_steeper_than_its_friction_slides_at_g_sin_minus_mu_g_cos
     assert abs(final.body_q.numpy()[0, 0] - expected) < 0.01 * expected
 
 
+@pytest.mark.parametrize("stacked", [False, True])
+def test_boxes_on_a_slope_below_their_friction_angle_settle_then_hold_for_two_seconds(stacked):
+    # Coulomb: tan(theta) = 0.5 < mu = 0.6 holds. Each box rests on four corners, the uphill ones under less
+    # load than their even share of the friction (they slide within their cone and the downhill ones hold
+    # the rest); cancelling each corner's motion all or nothing let the box creep at 1.2 cm/s (stacked on
+    # another box: 5 and 7.6 cm/s)
+    mu, theta = 0.6, np.arctan(0.5)
+    b = ModelBuilder(gravity=(G * np.sin(theta), 0.0, -G * np.cos(theta)))
+    b.add_ground_plane(mu=mu)
+    for k in range(2 if stacked else 1):
+        body = b.add_body(((0.0, 0.0, 0.1 + 0.2 * k), (0.0, 0.0, 0.0, 1.0)))
+        b.add_shape_box(body, hx=0.2 - 0.05 * k, hy=0.15 - 0.05 * k, hz=0.1, mu=mu)
+    model = b.finalize(dtype=xsim.float64)
+    start = model.state().body_q.numpy()[:, :2]
+    for iterations in (1, 2):
+        # they settle within the first half second (Jacobi, 1 iteration: 1.3 mm for the top box), then
+        # stay put for the next two
+        path = []
+        final = run(model, SolverXPBD(model, substeps=10, iterations=iterations), 150, 1.0 / 60.0,
+                    record=lambda state, path=path: path.append(state.body_q.numpy()[:, :2].copy()))
+        assert np.abs(path[29] - start).max() < 2e-3
+        assert np.abs(path[-1] - path[29]).max() < 1e-4
+        assert np.abs(final.body_qd.numpy()[:, :3]).max() < 1e-4
+
+
 def test_a_resting_box_moved_in_place_between_steps_is_not_pulled_back_by_its_old_friction_anchors():
     # static friction keeps a sticking contact's anchors from step to step, but only while each step
     # continues the last one: a pose changed in place starts the anchors again where it now is

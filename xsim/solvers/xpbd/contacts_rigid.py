@@ -1,5 +1,5 @@
-"""Rigid contacts of the XPBD solver: pair detection, the position pass (non-penetration and static
-friction) and the velocity pass (dynamic friction and restitution) of Mueller et al. 2020, sec. 3.5
+"""Rigid contacts of the XPBD solver: pair detection, the position pass (non-penetration and
+friction within the cone) and the velocity pass (dynamic friction and restitution) of Mueller et al. 2020, sec. 3.5
 and 3.6; and the two-way coupling of particles (cloth) with bodies.
 
 A contact is a *point with a radius* of one shape against the *surface* of another: sphere centres
@@ -290,14 +290,22 @@ def segment_distance(a0, da, b0, db):
 
 
 @xsim.func
-def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, iib, n, pen, ca, cb, mu, lam):
+def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, iib, n, pen, ca, cb, mu, lam,
+                            lam_t):
     """One contact's position-pass update (Mueller et al. 2020, sec. 3.5) from its geometry (normal
     ``n`` from b to a, depth ``pen``, world contact points ``ca`` on a and ``cb`` on b): resolve the
-    depth with the generalized inverse masses, then static friction: cancel the tangential motion of
-    the contact points since the contact's anchor (poses ``*0``) when that needs a multiplier below
-    mu * lambda_n (``lam``: of its earlier iterations in the substep). Returns (xa, qa, xb, qb, normal multiplier increment, 1 where it touched and static
-    friction held, else 0)."""
+    depth with the generalized inverse masses, then friction against the tangential motion of the
+    contact points since the contact's anchor (poses ``*0``), measured at the current poses (under
+    Jacobi a contact's own normal push turns the body about the com and slides its point; the mean of
+    the pushes does not). The substep's tangential multiplier (``lam_t`` of its earlier iterations
+    plus this one) stays within mu times its normal one (``lam`` plus this one's): where cancelling
+    the motion needs more, the contact slides with that bound as its friction (dynamic friction, so
+    the velocity pass leaves it out). Cancelling it all or nothing let a box on a slope below its
+    friction angle creep: its uphill corners carry less load than their even share of the friction,
+    failed, and the others alone never caught up. Returns (xa, qa, xb, qb, normal multiplier
+    increment, tangential multiplier increment, 1 where it touched and static friction held, else 0)."""
     dlam = pen - pen
+    dlam_f = dlam
     held = 0
     if pen > 0.0:
         r_a = ca - xa
@@ -305,14 +313,14 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, i
         wsum = generalized_inv_mass(qa, ima, iia, r_a, n) + generalized_inv_mass(qb, imb, iib, r_b, n)
         if wsum > 0.0:
             dlam = pen / wsum
-            # the contact points as body-fixed points, for the tangential motion
+            # the contact points' motion since the anchors, as body-fixed points, at the current poses
             la = xsim.quat_rotate_inv(qa, r_a)
             lb = xsim.quat_rotate_inv(qb, r_b)
+            dp = (ca - xa0 - xsim.quat_rotate(qa0, la)) - (cb - xb0 - xsim.quat_rotate(qb0, lb))
             xa, qa = apply_positional(xa, qa, ima, iia, r_a, n * dlam)
             xb, qb = apply_positional(xb, qb, imb, iib, r_b, n * (-dlam))
             r_a = xsim.quat_rotate(qa, la)
             r_b = xsim.quat_rotate(qb, lb)
-            dp = (xa + r_a - xa0 - xsim.quat_rotate(qa0, la)) - (xb + r_b - xb0 - xsim.quat_rotate(qb0, lb))
             dt = dp - n * xsim.dot(dp, n)
             lt2 = xsim.dot(dt, dt)
             held = 1
@@ -320,13 +328,14 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, i
                 lt = xsim.sqrt(lt2)
                 t = dt / lt
                 wt = generalized_inv_mass(qa, ima, iia, r_a, t) + generalized_inv_mass(qb, imb, iib, r_b, t)
-                dlam_t = lt / wt
-                if dlam_t <= mu * (lam + dlam):
-                    xa, qa = apply_positional(xa, qa, ima, iia, r_a, t * (-dlam_t))
-                    xb, qb = apply_positional(xb, qb, imb, iib, r_b, t * dlam_t)
-                else:
+                dlam_f = lt / wt
+                bound = mu * (lam + dlam) - lam_t
+                if dlam_f > bound:
+                    dlam_f = xsim.max(bound, dlam_f - dlam_f)
                     held = 0
-    return xa, qa, xb, qb, dlam, held
+                xa, qa = apply_positional(xa, qa, ima, iia, r_a, t * (-dlam_f))
+                xb, qb = apply_positional(xb, qb, imb, iib, r_b, t * dlam_f)
+    return xa, qa, xb, qb, dlam, dlam_f, held
 
 
 @xsim.func
@@ -600,20 +609,27 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         if b >= 0:
             xsim.atomic_add(delta, b, v8(d0, d1, d2, d3, d4, d5, d6, 1.0))
 
-    @xsim.kernel(module=module, enable_backward=False)
-    def count_contacts(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints, shape_type: Ints,
-                       shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars, shape_point_start: Ints,
-                       shape_point_count: Ints, shape_points: Vec3s, pairs: Ints2, contact_pair: Ints,
-                       contact_index: Ints, split: Scalars):
-        """Add one to ``split`` of both bodies of each candidate contact that penetrates at the current
-        poses: the contacts that ``solve_contact_positions`` will apply (not differentiated: a count)."""
+    @xsim.kernel(module=module)
+    def measure_contacts(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints, shape_type: Ints,
+                         shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars, shape_point_start: Ints,
+                         shape_point_count: Ints, shape_points: Vec3s, pairs: Ints2, contact_pair: Ints,
+                         contact_index: Ints, pass_n: Vec3s, pass_pen: Scalars, pass_ca: Vec3s, pass_cb: Vec3s,
+                         split: Scalars):
+        """Geometry of candidate contact ``tid`` at the current poses (``pair_contact_geometry``: normal,
+        depth, contact points) into ``pass_*``, for ``solve_contact_positions`` to read (once per contact
+        and pass; the gradient reaches the poses through this kernel), and one added to ``split`` of both
+        bodies where it penetrates: the contacts that pass will apply (a count, not differentiated)."""
         t = xsim.tid()
         c = contact_pair[t]
         sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
         xp, qp, _imp, _iip = load_body(bp, Xc, inv_mass, inv_inertia)
         xs, qs, _ims, _iis = load_body(bs, Xc, inv_mass, inv_inertia)
-        _n, pen, _ca, _cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
-                                                  shape_size, shape_radius, shape_point_start, shape_points)
+        n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
+                                               shape_size, shape_radius, shape_point_start, shape_points)
+        pass_n[t] = n
+        pass_pen[t] = pen
+        pass_ca[t] = ca
+        pass_cb[t] = cb
         if pen > 0.0:
             if bp >= 0:
                 xsim.atomic_add(split, bp, 1.0)
@@ -654,28 +670,32 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
 
     @xsim.kernel(module=module)
     def solve_contact_positions(Xc: Tfs, anchor_p: Tfs, anchor_s: Tfs, inv_mass: Scalars, inv_inertia: Mats,
-                                shape_body: Ints, shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s,
-                                shape_radius: Scalars, shape_point_start: Ints, shape_point_count: Ints,
-                                shape_points: Vec3s, pairs: Ints2, contact_pair: Ints, contact_index: Ints,
-                                shape_mu: Scalars, lam: Scalars, split: Scalars, held_in: Ints, lam_out: Scalars,
-                                delta: Vec8s, geom_n: Vec3s, geom_ra: Vec3s, geom_rb: Vec3s, held_out: Ints):
+                                shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
+                                contact_index: Ints, pass_n: Vec3s, pass_pen: Scalars, pass_ca: Vec3s,
+                                pass_cb: Vec3s, shape_mu: Scalars, lam: Scalars, lam_t: Scalars, split: Scalars, held_in: Ints,
+                                lam_out: Scalars, lam_t_out: Scalars, delta: Vec8s, geom_n: Vec3s, geom_ra: Vec3s,
+                                geom_rb: Vec3s, held_out: Ints):
         """Position pass of candidate contact ``tid`` (non-penetration, then static friction against
-        the motion since its anchors ``anchor_*``, ``contact_anchors``) from the current poses, with
+        the motion since its anchors ``anchor_*``, ``contact_anchors``) from the current poses and its
+        geometry at them (``pass_*``, ``measure_contacts``), with
         the bodies' masses split by ``split`` (their numbers of constraints in this pass,
-        ``count_contacts``); its corrections of both bodies go to ``delta`` with a count of one each.
+        ``measure_contacts``); its corrections of both bodies go to ``delta`` with a count of one each,
+        its multipliers (normal, tangential) of the substep so far to ``lam_out``, ``lam_t_out``.
         Its geometry goes to ``geom_*`` for the velocity pass: the normal (from the pair's shape b to
         a) and the contact points as arms in the bodies' frames (a's, b's). ``held_out``: 1 where the
         contact touched in this pass and static friction held, or did not touch but had earlier in the
         substep (``lam`` > 0) and held then (``held_in``); else 0."""
         t = xsim.tid()
         c = contact_pair[t]
-        sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
+        sp, _ss, bp, bs, _kp, _edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
         xp, qp, imp, iip = load_split_body(bp, Xc, inv_mass, inv_inertia, split)
         xs, qs, ims, iis = load_split_body(bs, Xc, inv_mass, inv_inertia, split)
         ap = anchor_p[t]
         as_ = anchor_s[t]
-        n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
-                                               shape_size, shape_radius, shape_point_start, shape_points)
+        n = pass_n[t]
+        pen = pass_pen[t]
+        ca = pass_ca[t]
+        cb = pass_cb[t]
         ra = xsim.quat_rotate_inv(qp, ca - xp)
         rb = xsim.quat_rotate_inv(qs, cb - xs)
         if sp == pairs[c, 0]:
@@ -686,9 +706,9 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             geom_n[t] = -n
             geom_ra[t] = rb
             geom_rb[t] = ra
-        xp1, qp1, xs1, qs1, dl, held = contact_position_update(
+        xp1, qp1, xs1, qs1, dl, dlt, held = contact_position_update(
             xp, qp, ap.p, ap.q, imp, iip, xs, qs, as_.p, as_.q, ims, iis, n, pen, ca, cb, pair_mean(shape_mu, pairs, c),
-            lam[t])
+            lam[t], lam_t[t])
         if pen <= 0.0 and lam[t] > 0.0:
             held = held_in[t]
         held_out[t] = held
@@ -700,6 +720,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             dq = qs1 - qs
             add_delta(delta, bs, dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3])
         lam_out[t] = lam[t] + dl
+        lam_t_out[t] = lam_t[t] + dlt
 
     @xsim.kernel(module=module, enable_backward=False)
     def count_velocity_pairs(shape_body: Ints, pairs: Ints2, contact_pair: Ints, pair_first: Ints,
@@ -725,7 +746,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
                               shape_radius: Scalars, shape_point_start: Ints, shape_point_count: Ints,
                               shape_points: Vec3s, pairs: Ints2, contact_pair: Ints, contact_index: Ints,
                               shape_mu: Scalars, shape_restitution: Scalars, pair_first: Ints,
-                              lam: Scalars, geom_n: Vec3s, geom_ra: Vec3s, geom_rb: Vec3s, inv_h: scalar,
+                              lam: Scalars, lam_t: Scalars, geom_n: Vec3s, geom_ra: Vec3s, geom_rb: Vec3s, inv_h: scalar,
                               bounce_speed: scalar, split: Scalars, delta: Vec8s):
         """Velocity pass of active pair ``tid`` (its candidate contacts are ``pair_first[tid]`` up to
         ``pair_first[tid + 1]``; those with multiplier > 0 were active in the position pass, whose last
@@ -734,7 +755,8 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
         multipliers), so that a box landing flat on four corners bounces straight (four restitution
         impulses, each turning the box, mostly cancel in the mean: it did not bounce at all); then
         dynamic friction contact by contact (each resists the sliding of its own point, so a spinning
-        box slows), one after the other on the pair's local velocities. Velocity changes go to
+        box slows; up to what the position pass left of its cone, ``lam_t``), one after the other on
+        the pair's local velocities. Velocity changes go to
         ``delta`` (dv 0..2, dw 3..5, count 7)."""
         k = xsim.tid()
         first = pair_first[k]
@@ -781,8 +803,8 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
                     cs = xb + xsim.quat_rotate(qb, geom_rb[t])
                     # Coulomb against the contact's whole normal impulse: its multiplier (position pass) and
                     # its share of the pair's restitution impulse (which carries the load while a landing
-                    # box's penetration is still being resolved)
-                    limit = mu * (lk * inv_h + xsim.max(pn, 0.0) * lk / total)
+                    # box's penetration is still being resolved), less the friction the position pass gave
+                    limit = xsim.max(mu * (lk * inv_h + xsim.max(pn, 0.0) * lk / total) - lam_t[t] * inv_h, 0.0)
                     va, wa, vb, wb = friction_update(xa, qa, va, wa, ima, iia, xb, qb, vb, wb, imb, iib, geom_n[t],
                                                      cp, cs, limit)
             dv = va - va_in
@@ -928,7 +950,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
 
     return SimpleNamespace(contact_depths=contact_depths, box_edges_near=box_edges_near, contact_anchors=contact_anchors,
                            solve_contact_positions=solve_contact_positions,
-                           count_contacts=count_contacts, count_velocity_pairs=count_velocity_pairs,
+                           measure_contacts=measure_contacts, count_velocity_pairs=count_velocity_pairs,
                            solve_pair_velocities=solve_pair_velocities,
                            count_particle_contacts=count_particle_contacts,
                            collide_particles_bodies=collide_particles_bodies,

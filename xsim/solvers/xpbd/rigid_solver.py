@@ -11,7 +11,7 @@ per joint.
 Parallel solve: Jacobi with averaging, accumulated with ``atomic_add``. In the position passes
 every contact point and every joint is one thread. A joint solves its own constraints one after the other (Gauss-Seidel
 inside the joint, on local copies of its two poses); a contact resolves its depth and then its
-static friction. Each thread adds its net correction of each body, plus a count of one, to a
+friction (static, or sliding at mu times its normal multiplier, ``contact_position_update``). Each thread adds its net correction of each body, plus a count of one, to a
 per-body ``vector(8)`` accumulator that is new for every pass; each body then moves by the mean of
 its corrections (``relaxation`` scales it). Why: averaging is stable whatever the number of
 constraints on a body (no overshoot when four corners of a box push the same way), treats the
@@ -21,7 +21,7 @@ step. A pendulum link gets the exact XPBD update; a resting box's four corners c
 substeps (it settles a fraction of a millimetre into the ground). Each constraint sees its bodies
 with their masses split (Tonge et al. 2012, ``rigid_kernels.split_mass``): inverse mass and inertia
 times the body's number of constraints in the pass (its joints, plus its penetrating contacts,
-counted by ``count_contacts`` just before), which is the number the mean divides by; so every
+counted by ``measure_contacts`` just before, which also measures each contact's geometry once for the pass), which is the number the mean divides by; so every
 constraint's impulse reaches both of its bodies in full and momentum is conserved between bodies
 with different numbers of constraints (without it a double pendulum gained energy and a free chain
 lost momentum). Atomics make float sums order-dependent in the last bit; that is far below what finite differences in float64 see.
@@ -258,7 +258,7 @@ class RigidStepper:
         xsim.launch(self.k.integrate_bodies, nb, inputs=[st.xc, st.qd, r.body_inv_mass, r.body_inertia,
                                                          r.body_inv_inertia, self._gravity, st.h],
                     outputs=[st.x_pred, st.qd_pre])
-        st.lam_c, st.lam_j = self._lam_contacts, self._lam_joints
+        st.lam_c, st.lam_t, st.lam_j = self._lam_contacts, self._lam_contacts, self._lam_joints
         st.xi = st.x_pred
 
     def solve(self, st) -> None:
@@ -270,21 +270,25 @@ class RigidStepper:
         st.pdelta = self._new("pdelta", nb, self.v8, grad, zero=True) if self.solver._body_collide else None
         split = self._joint_split
         if st.n_contacts:
-            # mass splitting: each body's constraints in this pass, the penetrating contacts counted first
-            split = self._counts("split", self._joint_split, grad)
-            xsim.launch(self.kc.count_contacts, st.n_contacts, inputs=[
+            # mass splitting: each body's constraints in this pass, the penetrating contacts counted first,
+            # with the contacts' geometry at these poses
+            split = self._counts("split", self._joint_split, grad, taped=True)
+            n, v3 = st.n_contacts, self.v3
+            geom = [self._new("c:pass_n", n, v3, grad), self._new("c:pass_pen", n, m.dtype, grad),
+                    self._new("c:pass_ca", n, v3, grad), self._new("c:pass_cb", n, v3, grad)]
+            xsim.launch(self.kc.measure_contacts, n, inputs=[
                 xi, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
                 r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, st.pairs,
-                st.contact_pair, st.contact_index], outputs=[split], record_tape=False)
-            lam_out = self._new("c:lam", st.n_contacts, m.dtype, grad, avoid=(st.lam_c,))
+                st.contact_pair, st.contact_index], outputs=[*geom, split])
+            lam_out = self._new("c:lam", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t))
+            lam_t_out = self._new("c:lam_t", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t, lam_out))
             held = self._new("c:held", st.n_contacts, int, grad, avoid=(st.held,))
             st.geom = [self._new(f"c:geom{k}", st.n_contacts, self.v3, grad) for k in range(3)]
             xsim.launch(self.kc.solve_contact_positions, st.n_contacts, inputs=[
-                xi, st.anchor_p, st.anchor_s, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type,
-                r.shape_xform, r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points,
-                st.pairs, st.contact_pair, st.contact_index, r.shape_mu, st.lam_c, split, st.held],
-                outputs=[lam_out, st.delta, *st.geom, held])
-            st.lam_c, st.held = lam_out, held
+                xi, st.anchor_p, st.anchor_s, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_point_count,
+                st.pairs, st.contact_pair, st.contact_index, *geom, r.shape_mu, st.lam_c, st.lam_t, split, st.held],
+                outputs=[lam_out, lam_t_out, st.delta, *st.geom, held])
+            st.lam_c, st.lam_t, st.held = lam_out, lam_t_out, held
         if r.joint_count:
             lam_out = self._new("lam_j", r.joint_count, m.dtype, grad, avoid=(st.lam_j,))
             xsim.launch(self.kj.solve_joints, r.joint_count, inputs=[
@@ -293,12 +297,14 @@ class RigidStepper:
                 r.joint_target_ke, st.lam_j, 1.0 / (st.h * st.h), split], outputs=[lam_out, st.delta])
             st.lam_j = lam_out
 
-    def _counts(self, key: str, base, grad: bool):
+    def _counts(self, key: str, base, grad: bool, taped: bool = False):
         """A copy of the per-body counts ``base`` for a count kernel to add to: new when gradients are
-        recorded (the solve kernels that read it are on the tape), else a reused buffer; never
-        differentiated."""
+        recorded (the solve kernels that read it are on the tape), else a reused buffer. A count is
+        piecewise constant: its gradient is zero, but one that a kernel on the tape adds to (``taped``)
+        carries a grad buffer so that the tape sees the chain whole."""
         n = base.shape[0]
-        a = xsim.empty(n, dtype=base.dtype, device=self.model.device) if grad else self._new(key, n, base.dtype, False)
+        a = xsim.empty(n, dtype=base.dtype, device=self.model.device, requires_grad=taped) if grad else \
+            self._new(key, n, base.dtype, False)
         a.copy_from_untracked(base)
         return a
 
@@ -372,7 +378,7 @@ class RigidStepper:
                     xi, st.qd_next, st.qd_pre, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type,
                     r.shape_xform, r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count,
                     r.shape_points, st.pairs, st.contact_pair, st.contact_index, r.shape_mu, r.shape_restitution,
-                    st.pair_first, st.lam_c, *st.geom, 1.0 / h, st.bounce, vsplit], outputs=[dv])
+                    st.pair_first, st.lam_c, st.lam_t, *st.geom, 1.0 / h, st.bounce, vsplit], outputs=[dv])
             if r.joint_drive_velocity:
                 xsim.launch(self.kj.solve_joint_velocities, r.joint_count, inputs=[
                     xi, st.qd_next, r.body_inv_mass, r.body_inv_inertia, r.joint_type, r.joint_parent,
