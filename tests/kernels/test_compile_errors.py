@@ -166,7 +166,8 @@ def unsupported_operator_on_floats(x: xsim.array(dtype=float)):
     x[2] = x[0] & x[1]  # E:unsupported_operator_on_floats
 
 
-@bad("array 'x' has 1 dimension(s) but is indexed with 2", "x[0, 1]")
+@bad("Incorrect number of indices specified for array indexing: array 'x' has 1 dimension(s) but is indexed with 2",
+     "x[0, 1]")
 def wrong_number_of_indices(x: xsim.array(dtype=float)):
     x[0] = x[0, 1]  # E:wrong_number_of_indices
 
@@ -471,3 +472,25 @@ def test_a_bad_kernel_keeps_failing_on_every_launch():
     for _ in range(2):
         with pytest.raises(xsim.CompileError, match="unknown name 'undefined_thing'"):
             xsim.launch(kernel, 1, inputs=[xsim.zeros(4, dtype=float)])
+
+
+@xsim.kernel(module="xsim_tests_bad_kernel_straddled_indices")
+def straddled_indices(m: xsim.array(dtype=xsim.mat44, ndim=2)):
+    m[0][2, 2] = 6.0  # one array index and two matrix indices for a 2-d array
+
+
+@xsim.kernel(module="xsim_tests_bad_kernel_component_store_mismatch")
+def component_store_mismatch(y: xsim.array(dtype=xsim.vec3), src: xsim.array(dtype=xsim.vec3)):
+    y[0].y = src[0]
+
+
+def test_indices_straddling_an_array_and_its_matrix_elements_are_refused_as_in_warp():
+    with pytest.raises(xsim.WarpCodegenError, match="Incorrect number of indices specified for array indexing: "
+                       r"array 'm' has 2 dimension\(s\) but is indexed with 3"):
+        xsim.launch(straddled_indices, 1, inputs=[xsim.zeros((1, 1), dtype=xsim.mat44)])
+
+
+def test_a_vector_stored_into_a_vector_component_is_a_type_error():
+    with pytest.raises(TypeError, match="Composite slot assignment expects value of type float32: cannot store vec3f "
+                       "into an 'y' element component"):
+        xsim.launch(component_store_mismatch, 1, inputs=[xsim.zeros(1, dtype=xsim.vec3)] * 2)

@@ -268,8 +268,8 @@ class Expressions:
         if isinstance(t, T.ArrayType):
             idx = [self.index_var(i, node) for i in self.subscript_indices(node)]
             if len(idx) > t.ndim:
-                raise self.err(node, f"array '{self.array_name(base)}' has {t.ndim} dimension(s) but is "
-                                     f"indexed with {len(idx)}")
+                raise self.err(node, f"Incorrect number of indices specified for array indexing: array "
+                                     f"'{self.array_name(base)}' has {t.ndim} dimension(s) but is indexed with {len(idx)}")
             if len(idx) < t.ndim:  # a view of the remaining dimensions, named after the array it views
                 view = self.emit("subarray", t.view(t.ndim - len(idx)), [base, *idx], node)
                 view.hint = self.array_name(base)
@@ -304,8 +304,9 @@ class Expressions:
                         idx += [self.index_var(i, sub) for i in self.subscript_indices(sub)]
                     path.reverse()
                     if len(idx) != base.type.ndim:
-                        raise self.err(node, f"array '{self.array_name(base)}' has {base.type.ndim} dimension(s) "
-                                             f"but is indexed with {len(idx)}")
+                        raise self.err(node, "Incorrect number of indices specified for array indexing: array "
+                                             f"'{self.array_name(base)}' has {base.type.ndim} dimension(s) but is "
+                                             f"indexed with {len(idx)}")
                     return base, idx, list(reversed(path))
                 path.append(("index", node))
             else:
@@ -457,8 +458,10 @@ class Expressions:
             raise self.err(node, "assign matrix rows of array elements one component at a time")
         value = self.convert(value, comp_t, node) if value.weak or value.type is comp_t else value
         if value.type is not comp_t:
-            raise self.err(node, f"cannot store {T.type_name(value.type)} into '{name}' element "
-                                 f"{'component ' if steps else ''}of type {T.type_name(comp_t)}")
+            what = (f"Composite slot assignment expects value of type {T.type_name(comp_t)}: cannot store "
+                    f"{T.type_name(value.type)} into an '{name}' element component" if steps else
+                    f"cannot store {T.type_name(value.type)} into '{name}' element of type {T.type_name(comp_t)}")
+            raise self.err(node, what, WarpCodegenTypeError)
         self.emit("store", None, [arr, *idx, value] + [s[1] for s in steps if s[0] == "comp"], node,
                   ndim=len(idx), path=[(s[0], s[1] if s[0] == "field" else None) for s in steps])
 

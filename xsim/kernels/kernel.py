@@ -317,6 +317,10 @@ class Kernel:
             self._hash = _hash_python(self.pyfunc, set()) + f"|backward={self.enable_backward}"
             if self.bound:
                 self._hash += "|" + ",".join(T.type_name(t) for _, t in self.params)
+            # a struct named in an annotation is not in the source's closure: its layout is part of the code
+            layouts = [getattr(t, "dtype", t)._ctype for _, t in self.params if T.is_struct(getattr(t, "dtype", t))]
+            if layouts:
+                self._hash += "|structs=" + ",".join(layouts)
         return self._hash
 
     @property

@@ -116,6 +116,10 @@ class Module:
             self._hash = h.hexdigest()
         return self._hash
 
+    def hash_module(self) -> str:
+        """Warp's name for :meth:`content_hash` (the same for the same kernel sources and struct layouts)."""
+        return self.content_hash()
+
     def invalidate(self):
         """Forget built code and hashes (a func or constant the kernels use may have changed)."""
         for k in list(self._live):
