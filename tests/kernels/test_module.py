@@ -294,3 +294,8 @@ def test_module_hash_ignores_a_redefined_struct_of_the_same_layout_and_sees_a_ch
     assert module.hash_module() == first
     keep.append(make_hashed(float))
     assert module.hash_module() != first
+
+
+def test_a_kernels_module_attribute_names_its_python_module_as_in_warp():
+    k = make_affine(xsim.float32)
+    assert k.__module__ == __name__ and k in xsim.get_module(k.__module__).kernels

@@ -4,7 +4,7 @@ per kernel, shared by the CPU and CUDA targets (only the entry-point wrappers di
 same view of the array's grad buffer.
 
 The adjoint body first replays the forward (array stores and atomics are skipped: their effect is
-already in memory) and then walks the statements in reverse, accumulating ``a<id> += ...`` into
+already in memory; those into an array read back after the write run again, into the tape's copy of it) and then walks the statements in reverse, accumulating ``a<id> += ...`` into
 the adjoint of every value. Dynamic loops are reversed one iteration at a time; the values of the
 carried variables at iteration k are recovered in closed form (range induction variables, break
 flags) or by replaying the loop from its start, so no per-iteration storage is needed.
@@ -297,14 +297,14 @@ class KernelCodegen:
             arr, idx = args[0], args[1:]
             out.append(f"{ind}{v(o)} = {self.access(arr, idx, o.type, op.line)};")
         elif k == "store":
-            if replay:
+            if replay and not op.attrs.get("replayed"):  # a replayed one writes the tape's copy of the array
                 return
             n = op.attrs["ndim"]
             arr, idx, value, comps = args[0], args[1:1 + n], args[1 + n], args[2 + n:]
             target = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
             out.append(f"{ind}{target} = {v(value)};")
         elif k == "atomic":
-            if replay:
+            if replay and not op.attrs.get("replayed"):  # a replayed one writes the tape's copy of the array
                 return
             n = op.attrs["ndim"]
             arr, idx, value, comps = args[0], args[1:1 + n], args[1 + n], args[2 + n:]

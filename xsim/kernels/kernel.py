@@ -246,6 +246,7 @@ class Kernel:
         else:
             self.module = get_module(module or pyfunc.__module__)
         self.module_name = self.module.name
+        self.__module__ = pyfunc.__module__  # as Warp's: get_module(k.__module__) is the module of its file
         self.module.add(self)
         if self.generic:  # (a specialisation is not generic)
             _LATEST_GENERIC[(pyfunc.__module__, pyfunc.__qualname__)] = self
