@@ -64,6 +64,8 @@ def write_nested_fields(src: xsim.array(dtype=F), dst: xsim.array(dtype=Body)):
     dst[i].joint.axis = xsim.vec3d(s, s * s, 1.0)
     dst[i].mass += s * 3.0                           # an atomic add into a struct field
     dst[i].inertia[1, 1] = s - 1.0
+    dst[i].inertia[0][1] = s * s                     # m[r][c] is m[r, c]
+    dst[i].inertia[1][0] += s
 
 
 @xsim.kernel(module="xsim_tests_nested_structs")
@@ -125,6 +127,8 @@ def test_nested_fields_written_in_array_elements():
     np.testing.assert_allclose(got["mass"], recs["mass"] + 3.0 * s)
     np.testing.assert_allclose(got["inertia"][:, 1, 1], s - 1.0)
     np.testing.assert_allclose(got["inertia"][:, 0, 0], recs["inertia"][:, 0, 0])
+    np.testing.assert_allclose(got["inertia"][:, 0, 1], s * s)
+    np.testing.assert_allclose(got["inertia"][:, 1, 0], recs["inertia"][:, 1, 0] + s)
 
 
 def test_atomic_adds_of_whole_structs_and_nested_fields_match_numpy():

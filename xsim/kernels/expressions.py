@@ -314,22 +314,24 @@ class Expressions:
             node = node.value
         return None
 
-    def accumulate_adjoint(self, target, root, op, node):
-        """``adjoint[x] += e``, also into a part of x (``adjoint[x.f] += e``, ``adjoint[x.v][0] += e``):
-        the same update of the local ``$adj:x`` that holds x's adjoint (``root`` is the adjoint[...])."""
+    def accumulate_adjoint(self, target, root, op, node, value: Var):
+        """``adjoint[x] += e`` (``op`` "add") or ``= e`` (``op`` None), also into a part of x (``adjoint[x.f]``,
+        ``adjoint[x.v][0]``, ``adjoint[x.v].y``): the same update of the local ``$adj:x`` that holds x's adjoint
+        (``root`` is the adjoint[...]); for an array parameter, ``adjoint[a][i] += e`` adds into its gradient."""
         name = root.slice
         while isinstance(name, ast.Attribute):
             name = name.value
-        if op != "add" or not isinstance(name, ast.Name):
-            raise self.err(node, "write adjoint[x] += value, with x a parameter of the func (or a field or "
-                                 "component of one)")
+        if op not in ("add", None) or not isinstance(name, ast.Name):
+            raise self.err(node, "write adjoint[x] += value or adjoint[x] = value, with x a parameter of the func "
+                                 "(or a field or component of one)")
         arr = self.f.sym.get(name.id) if root.slice is name else None
         if isinstance(arr, Var) and isinstance(arr.type, T.ArrayType):  # adjoint[a][i] += e: into a's gradient
             steps = _steps_above(target, root)
-            idx = [self.index_var(i, node) for i in self.subscript_indices(steps[0])] if len(steps) == 1 else []
-            if len(idx) != arr.type.ndim:
+            idx = [self.index_var(i, node) for i in self.subscript_indices(steps[0])] \
+                if len(steps) == 1 and isinstance(steps[0], ast.Subscript) else []
+            if op is None or len(idx) != arr.type.ndim:
                 raise self.err(node, f"write adjoint[{name.id}][index] += value with {arr.type.ndim} index(es)")
-            value = self.value(node.value)
+            value = self.single(value, node)
             value = self.convert(value, arr.type.dtype, node) if value.weak else value
             if value.type is not arr.type.dtype:
                 raise self.err(node, f"adjoint[{name.id}] takes {T.type_name(arr.type.dtype)}, got "
@@ -340,8 +342,10 @@ class Expressions:
             raise self.err(target, f"'{name.id}' is not a differentiable parameter of the func")
         part = _renamed(root.slice, name, "$adj:" + name.id)
         for step in reversed(_steps_above(target, root)):
-            part = ast.copy_location(ast.Subscript(part, step.slice, ast.Load()), step)
-        self.assign(part, self.binop("add", self.value(part), self.value(node.value), node), node)
+            part = ast.copy_location(ast.Subscript(part, step.slice, ast.Load()) if isinstance(step, ast.Subscript)
+                                     else ast.Attribute(part, step.attr, ast.Load()), step)
+        value = self.single(value, node)
+        self.assign(part, value if op is None else self.binop("add", self.value(part), value, node), node)
 
     def expr_BinOp(self, node):
         op = _BINOPS.get(type(node.op))
@@ -484,10 +488,7 @@ class Expressions:
     def element_group(self, arr: Var, path, value: Var, node):
         """For a write into a group of components of an array element (``a[i][1:] = v``, ``a[i].p =
         p``): the paths of the single components and the parts of ``value`` written there, else None."""
-        if not path:
-            return None
-        t, _ = self.resolve_path(arr.type.dtype, path[:-1], node)
-        group = self.component_group(t, path[-1][1])
+        group = self.path_group(arr.type.dtype, path, node)
         if group is None:
             return None
         out_t, flat = group
@@ -518,12 +519,18 @@ class Expressions:
 
     def target_type(self, arr: Var, path, node):
         """The type of the part of an element of ``arr`` that a write target names (see array_element_target)."""
-        if path:
-            t, _ = self.resolve_path(arr.type.dtype, path[:-1], node)
-            group = self.component_group(t, path[-1][1])
-            if group is not None:
-                return group[0]
-        return self.resolve_path(arr.type.dtype, path, node)[0]
+        group = self.path_group(arr.type.dtype, path, node)
+        return group[0] if group is not None else self.resolve_path(arr.type.dtype, path, node)[0]
+
+    def path_group(self, dtype, path, node):
+        """The component group (see component_group) that the last step of ``path`` into ``dtype`` names, else None."""
+        if not path:
+            return None
+        if len(path) >= 2 and path[-2][0] == path[-1][0] == "index" and len(self.subscript_indices(path[-2][1])) == 1:
+            if T.is_matrix(self.resolve_path(dtype, path[:-2], node)[0]):
+                return None  # m[r][c]: one element
+        t, _ = self.resolve_path(dtype, path[:-1], node)
+        return self.component_group(t, path[-1][1])
 
     @staticmethod
     def has_atomic(fn, t) -> bool:
@@ -549,7 +556,9 @@ class Expressions:
     def resolve_path(self, t, path, node):
         """Walk ``.field`` / ``[i]`` / ``.x`` steps into an element type: (component type, steps)."""
         steps = []
-        for kind, n in path:
+        path = list(path)
+        while path:
+            kind, n = path.pop(0)
             if kind == "flat":  # one component of a group (see element_group)
                 steps.append(("comp", self.const(n, T.int32)))
                 t = t._scalar
@@ -565,8 +574,10 @@ class Expressions:
                 t = t._scalar
             else:
                 idx = self.subscript_indices(n)
+                if T.is_matrix(t) and len(idx) == 1 and path and path[0][0] == "index":  # m[r][c] is m[r, c]
+                    idx = idx + self.subscript_indices(path.pop(0)[1])
                 if T.is_matrix(t) and len(idx) == 1:
-                    raise self.err(n, "write matrix elements of array items as a[i][r, c]")
+                    raise self.err(n, "write matrix elements of array items as a[i][r, c] or a[i][r][c]")
                 steps.append(("comp", self.flat_component(t, idx, n)))
                 t = t._scalar
         return t, steps
