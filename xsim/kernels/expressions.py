@@ -217,11 +217,14 @@ class Expressions:
         raise self.err(node, f"{msg}. (This part of the value is a {what}, got {T.type_name(t)}.)",
                        WarpCodegenValueError)
 
-    def index_var(self, v: Var, node) -> Var:
-        if v.weak:
+    def index_var(self, v: Var, node, write: bool = False) -> Var:
+        """``v`` as an index (an integer; a literal becomes int32); ``write``: it indexes an array written to."""
+        if v.weak and not isinstance(v.const, float):
             v = self.convert(v, T.int32, node)
         if not T.is_int(v.type):
-            raise self.err(node, f"an index must be an integer, got {T.type_name(v.type)}")
+            what = "Array slot write indices must be integers" if write else "an index must be an integer"
+            raise self.err(node, f"{what}, got {'a float literal' if v.weak else T.type_name(v.type)}",
+                           WarpCodegenTypeError)
         return v
 
     def flat_component(self, t, idx, node) -> Var:
@@ -297,11 +300,11 @@ class Expressions:
             if isinstance(node, ast.Subscript):
                 base = self.expr(node.value) if _is_attr_chain(node.value) else None
                 if isinstance(base, Var) and isinstance(base.type, T.ArrayType):
-                    idx = [self.index_var(i, node) for i in self.subscript_indices(node)]
+                    idx = [self.index_var(i, node, True) for i in self.subscript_indices(node)]
                     path.reverse()
                     while len(idx) < base.type.ndim and path and path[0][0] == "index":  # a[i][j] = a[i, j]
                         sub = path.pop(0)[1]
-                        idx += [self.index_var(i, sub) for i in self.subscript_indices(sub)]
+                        idx += [self.index_var(i, sub, True) for i in self.subscript_indices(sub)]
                     path.reverse()
                     if len(idx) != base.type.ndim:
                         raise self.err(node, "Incorrect number of indices specified for array indexing: array "

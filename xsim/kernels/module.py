@@ -117,6 +117,18 @@ class Module:
             self._hash = h.hexdigest()
         return self._hash
 
+    def load(self, device=None, block_dim=None) -> bool:
+        """Build (or load from the cache) this module for ``device`` now, as Warp's ``Module.load``; raises the
+        CompileError of the first of its kernels the compiler refuses (``block_dim`` is accepted, unused)."""
+        from .. import config
+        from ..device import get_device
+        dev = get_device(device)
+        for k in self.kernels:
+            err = k.module_build(dev, config.mode == "debug").metas[k.symbol].compile_error(k)
+            if err is not None:
+                raise err
+        return True
+
     def hash_module(self) -> str:
         """Warp's name for :meth:`content_hash` (the same for the same kernel sources and struct layouts)."""
         return self.content_hash()
