@@ -42,6 +42,23 @@ def ctype(t) -> str:
 # a kernel parameter's field in the generated argument struct: prefixed, so that a parameter may have
 # any Python name, C++ keywords and the runtime's type names included (``signed``, ``int8_t``)
 PARAM_PREFIX = "p_"
+# a struct field named as a C++ keyword (new, this, union) is prefixed in C++; so is one that starts with
+# the prefix, which keeps the mapping one to one (array labels undo it). Other fields keep their names: the
+# native headers use those of the geometry query structs.
+FIELD_PREFIX = "f_"
+_CPP_RESERVED = frozenset("""
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t class
+compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield decltype
+default delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline
+int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public register
+reinterpret_cast requires return short signed sizeof static static_assert static_cast struct switch template
+this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile wchar_t
+while xor xor_eq""".split())
+
+
+def cfield(name: str) -> str:
+    """The C++ name of struct field ``name``."""
+    return FIELD_PREFIX + name if name in _CPP_RESERVED or name.startswith(FIELD_PREFIX) else name
 
 
 def is_diff(t) -> bool:
@@ -104,12 +121,12 @@ class KernelCodegen:
                         self.grad_expr[s.out.id] = f"xs::subarray({self.grad_expr[base.id]}, {ids})"
                 if s.kind == "field_get" and T.is_struct(s.out.type) and s.args[0].id in self.grad_expr:
                     # a nested struct of a parameter: the arrays inside it find their grads through it
-                    self.grad_expr[s.out.id] = f"{self.grad_expr[s.args[0].id]}.{s.attrs['field']}"
+                    self.grad_expr[s.out.id] = f"{self.grad_expr[s.args[0].id]}.{cfield(s.attrs['field'])}"
                 if s.kind == "field_get" and isinstance(s.out.type, T.ArrayType):
                     base = s.args[0]
-                    self.prim_expr[s.out.id] = f"{self.v(base)}.{s.attrs['field']}"
+                    self.prim_expr[s.out.id] = f"{self.v(base)}.{cfield(s.attrs['field'])}"
                     if base.id in self.grad_expr:
-                        self.grad_expr[s.out.id] = f"{self.grad_expr[base.id]}.{s.attrs['field']}"
+                        self.grad_expr[s.out.id] = f"{self.grad_expr[base.id]}.{cfield(s.attrs['field'])}"
         self.shared_params = self._shared_params(kir)
         self.strided_rows = self._strided_rows(kir)
 
@@ -125,7 +142,7 @@ class KernelCodegen:
         while arr.id in self.view_base:  # a view is labelled (and checked for read-after-write) as its array
             arr = self.view_base[arr.id]
         expr = self.prim_expr.get(arr.id, self.v(arr))
-        label = expr.removeprefix(f"P.{PARAM_PREFIX}")
+        label = expr.removeprefix(f"P.{PARAM_PREFIX}").replace(f".{FIELD_PREFIX}", ".")
         return label
 
     def array_id(self, arr: Var) -> int:
@@ -265,7 +282,7 @@ class KernelCodegen:
         it = iter(comps)
         for kind, name in op.attrs["path"]:
             if kind == "field":
-                expr = f"{expr}.{name}"
+                expr = f"{expr}.{cfield(name)}"
             else:
                 expr = f"xs::comp({expr}, {self.v(next(it))})"
         return expr
@@ -290,9 +307,9 @@ class KernelCodegen:
         elif k == "set_row":
             out.append(f"{ind}{v(o)} = {v(args[0])}; xs::set_row({v(o)}, {v(args[1])}, {v(args[2])});")
         elif k == "field_get":
-            out.append(f"{ind}{v(o)} = {v(args[0])}.{op.attrs['field']};")
+            out.append(f"{ind}{v(o)} = {v(args[0])}.{cfield(op.attrs['field'])};")
         elif k == "field_set":
-            out.append(f"{ind}{v(o)} = {v(args[0])}; {v(o)}.{op.attrs['field']} = {v(args[1])};")
+            out.append(f"{ind}{v(o)} = {v(args[0])}; {v(o)}.{cfield(op.attrs['field'])} = {v(args[1])};")
         elif k == "load":
             arr, idx = args[0], args[1:]
             out.append(f"{ind}{v(o)} = {self.access(arr, idx, o.type, op.line)};")
@@ -561,9 +578,9 @@ class KernelCodegen:
                            f"xs::accum({a(args[0])}, {a(o)});")
         elif k == "field_get":
             if is_diff(o.type):
-                out.append(f"{ind}xs::accum({a(args[0])}.{op.attrs['field']}, {a(o)});")
+                out.append(f"{ind}xs::accum({a(args[0])}.{cfield(op.attrs['field'])}, {a(o)});")
         elif k == "field_set":
-            f = op.attrs["field"]
+            f = cfield(op.attrs["field"])
             if is_diff(args[1].type):
                 out.append(f"{ind}xs::accum({a(args[1])}, {a(o)}.{f}); {a(o)}.{f} = {{}};")
             out.append(f"{ind}xs::accum({a(args[0])}, {a(o)});")
@@ -680,7 +697,8 @@ def struct_definition(t) -> str:
     fields = []
     accums = []
     atomics = []
-    for fname, ft in t._fields.items():
+    for name, ft in t._fields.items():
+        fname = cfield(name)
         fields.append(f"    {ctype(ft)} {fname};")
         if not isinstance(ft, T.ArrayType):
             accums.append(f"xs::accum(d.{fname}, s.{fname});")
