@@ -150,11 +150,6 @@ def kernel_returns_value(x: xsim.array(dtype=float)):
     return x[0]  # E:kernel_returns_value
 
 
-@bad("slices are not supported in kernels", "x[0:2]")
-def uses_slice(x: xsim.array(dtype=float)):
-    y = x[0:2]  # E:uses_slice  # noqa: F841
-
-
 @bad("only <, <=, >, >=, == and != comparisons are supported", "x[0] is")
 def unsupported_comparison_operator(x: xsim.array(dtype=float)):
     if x[0] is x[1]:  # E:unsupported_comparison_operator
@@ -170,6 +165,17 @@ def unsupported_operator_on_floats(x: xsim.array(dtype=float)):
      "x[0, 1]")
 def wrong_number_of_indices(x: xsim.array(dtype=float)):
     x[0] = x[0, 1]  # E:wrong_number_of_indices
+
+
+@bad("an array slice in a kernel takes rows only (a[lo:hi:step])", "x[0:2, 0]")
+def slice_mixed_with_an_index(x: xsim.array(dtype=float)):
+    x[0] = x[0:2, 0]  # E:slice_mixed_with_an_index
+
+
+@bad("an array slice step cannot be zero", "x[::0]")
+def zero_step_array_slice(x: xsim.array(dtype=float)):
+    y = x[::0]  # E:zero_step_array_slice
+    x[0] = y[0]
 
 
 @bad("an index must be an integer, got float32", "x[x[0]]")

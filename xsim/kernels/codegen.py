@@ -1,7 +1,8 @@
 """Codegen: typed SSA IR -> one C++ source per module, with a forward and an adjoint entry point
 per kernel, shared by the CPU and CUDA targets (only the entry-point wrappers differ). A
-``subarray`` op (``a[i]`` of an N-d array) is a view of the remaining dimensions; its gradient is the
-same view of the array's grad buffer.
+``subarray`` op (``a[i]`` of an N-d array) is a view of the remaining dimensions, a ``slice`` op
+(``a[lo:hi:step]``) a strided view of some rows; the gradient of a view is the same view of the array's
+grad buffer.
 
 The adjoint body first replays the forward (array stores and atomics are skipped: their effect is
 already in memory; those into an array read back after the write run again, into the tape's copy of it) and then walks the statements in reverse, accumulating ``a<id> += ...`` into
@@ -102,6 +103,7 @@ class KernelCodegen:
         self.prim_expr: dict[int, str] = {}
         self.tid_vars = []
         self.view_base: dict[int, Var] = {}  # a sub-array view -> the array it views
+        self.strided_views: set[int] = set()  # slice views (and views of them): never packed
         for p in kir.params:
             if isinstance(p.type, T.ArrayType) or T.is_struct(p.type):
                 self.prim_expr[p.var.id] = f"P.{PARAM_PREFIX}{p.name}"
@@ -113,6 +115,13 @@ class KernelCodegen:
                     self.defs[s.out.id] = s
                 if s.kind == "tid":
                     self.tid_vars.append(s.out)
+                if s.kind == "slice" or s.kind == "subarray" and s.args[0].id in self.strided_views:
+                    self.strided_views.add(s.out.id)
+                if s.kind == "slice":
+                    base = s.args[0]
+                    self.view_base[s.out.id] = base
+                    if base.id in self.grad_expr:
+                        self.grad_expr[s.out.id] = f"xs::slice_view({self.grad_expr[base.id]}, {self.slice_args(s)})"
                 if s.kind == "subarray":
                     base = s.args[0]
                     self.view_base[s.out.id] = base
@@ -155,6 +164,8 @@ class KernelCodegen:
         ct = ctype(elem_t)
         if self.debug:
             return f"xs::at_chk<{ct}>({d}, {self.array_id(arr)}, {line}, {ids})"
+        if arr.id in self.strided_views:  # a slice's rows are strided even when its array is packed
+            return f"xs::at<{ct}>({d}, {ids})"
         return f"xs::at_sel<XS_CONTIG, {ct}>({d}, {ids})"
 
     # -- declarations ---------------------------------------------------------------------------
@@ -277,6 +288,11 @@ class KernelCodegen:
             out.append(f"{inner}{self.v(o)} = {self.a(p)};")
         out.append(f"{ind}}}")
 
+    def slice_args(self, op: Op) -> str:
+        """The arguments of ``xs::slice_view`` after the array, for a ``slice`` op."""
+        return (", ".join(self.v(x) for x in op.args[1:]) +
+                f", {str(op.attrs['has_start']).lower()}, {str(op.attrs['has_stop']).lower()}")
+
     def path_expr(self, base: str, op: Op, comps: list[Var]) -> str:
         expr = base
         it = iter(comps)
@@ -330,6 +346,8 @@ class KernelCodegen:
                 operands, comps = f"{v(comps[0])}, {v(value)}", []
             target = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
             out.append(f"{ind}{v(o)} = xs::{op.attrs['fn']}(&({target}), {operands});")
+        elif k == "slice":
+            out.append(f"{ind}{v(o)} = xs::slice_view({v(args[0])}, {self.slice_args(op)});")
         elif k == "subarray":
             ids = ", ".join(f"(int64_t){v(i)}" for i in args[1:])
             if self.debug:
@@ -492,7 +510,7 @@ class KernelCodegen:
         params = {p.var.id for p in kir.params if isinstance(p.type, T.ArrayType)}
         out = set()
         for s in ir.walk(kir.body):
-            if isinstance(s, Op) and s.kind == "subarray" and s.args[0].id in params:
+            if isinstance(s, Op) and s.kind in ("subarray", "slice") and s.args[0].id in params:
                 out.add(s.args[0].id)  # a view reaches rows of other threads through its own indices
             elif isinstance(s, Op) and s.kind in ("load", "store", "atomic", "grad_add") and s.args \
                     and s.args[0].id in params:

@@ -150,8 +150,8 @@ class Expressions:
         s = node.slice
         elts = s.elts if isinstance(s, ast.Tuple) else [s]
         if any(isinstance(e, ast.Slice) for e in elts):
-            raise self.err(node, "array slices are not supported in kernels (slice vectors and matrices; index an "
-                                 "array with fewer indices for a view of its remaining dimensions)")
+            raise self.err(node, "an array slice in a kernel takes rows only (a[lo:hi:step]); index an array with "
+                                 "fewer indices for a view of its remaining dimensions")
         return [self.value(e) for e in elts]
 
     def composite_slice(self, t, node):
@@ -268,6 +268,8 @@ class Expressions:
                 raise self.err(node, f"{_describe(obj)} cannot be indexed in a kernel")
             base = self.single(base, node)  # a constant vector or matrix (of any scalar type, bool too)
         t = base.type
+        if isinstance(t, T.ArrayType) and isinstance(node.slice, ast.Slice):
+            return self.array_slice(base, node)
         if isinstance(t, T.ArrayType):
             idx = [self.index_var(i, node) for i in self.subscript_indices(node)]
             if len(idx) > t.ndim:
@@ -288,6 +290,21 @@ class Expressions:
             return self.emit("row", T.vector(t._shape[1], t._scalar), [base, i], node)
         return self.emit("extract", t._scalar, [base, self.flat_component(t, idx, node)], node)
 
+    def array_slice(self, base: Var, node):
+        """``a[start:stop:step]``: a view of the chosen rows of ``a`` (bounds clamped as Python clamps them,
+        at run time), named after the array it views; its gradient is the same view of the array's grad."""
+        if type(base.type) is not T.ArrayType:
+            raise self.err(node, "slice a plain array (an indexed array has no slice views)")
+        bounds = []
+        for part, default in ((node.slice.lower, 0), (node.slice.upper, 0), (node.slice.step, 1)):
+            bounds.append(self.index_var(self.value(part), part) if part is not None else self.const(default, T.int32))
+        if bounds[2].is_const and bounds[2].const == 0:
+            raise self.err(node, "an array slice step cannot be zero", WarpCodegenValueError)
+        view = self.emit("slice", base.type, [base, *bounds], node, has_start=node.slice.lower is not None,
+                         has_stop=node.slice.upper is not None)
+        view.hint = self.array_name(base)
+        return view
+
     def array_name(self, v: Var) -> str:
         return self.param_names.get(v.id, v.hint or f"%{v.id}")
 
@@ -298,7 +315,9 @@ class Expressions:
         node = target
         while isinstance(node, (ast.Attribute, ast.Subscript)):
             if isinstance(node, ast.Subscript):
-                base = self.expr(node.value) if _is_attr_chain(node.value) else None
+                sliced = isinstance(node.value, ast.Subscript) and isinstance(node.value.slice, ast.Slice) and \
+                    _is_attr_chain(node.value.value)  # a[lo:hi:step][i]: through a slice view
+                base = self.expr(node.value) if _is_attr_chain(node.value) or sliced else None
                 if isinstance(base, Var) and isinstance(base.type, T.ArrayType):
                     idx = [self.index_var(i, node, True) for i in self.subscript_indices(node)]
                     path.reverse()
