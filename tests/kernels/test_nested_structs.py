@@ -45,6 +45,7 @@ class Keywords:
     this: xsim.vec3d
     union: Joint
     f_new: F
+    int32_t: xsim.int32
 
 
 @xsim.struct
@@ -58,7 +59,8 @@ def keyword_fields(recs: xsim.array(dtype=Keywords), holder: KeywordHolder, out:
     i = xsim.tid()
     r = recs[i]
     r.this.z = r.new * holder.double
-    out[i] = r.new * r.this[1] + r.union.stiffness * r.f_new + holder.template[i] * r.this.x + r.this.z * r.this.z
+    out[i] = (r.new * r.this[1] + r.union.stiffness * r.f_new + holder.template[i] * r.this.x + r.this.z * r.this.z
+              + F(r.int32_t))
 
 
 @xsim.kernel(module="xsim_tests_nested_structs")
@@ -189,6 +191,7 @@ def test_struct_fields_named_as_cpp_keywords_compile_run_and_differentiate():
         recs[name] = RNG.uniform(-1.0, 1.0, N)
     recs["this"] = RNG.uniform(-1.0, 1.0, (N, 3))
     recs["union"]["stiffness"] = RNG.uniform(0.5, 2.0, N)
+    recs["int32_t"] = np.arange(N)
     template = RNG.uniform(-1.0, 1.0, N)
     arr, tmpl = xsim.array(recs, dtype=Keywords, requires_grad=True), xsim.array(template, dtype=F, requires_grad=True)
     holder = KeywordHolder(template=tmpl, double=1.5)
@@ -198,7 +201,7 @@ def test_struct_fields_named_as_cpp_keywords_compile_run_and_differentiate():
         xsim.launch(keyword_fields, N, inputs=[arr, holder, out])
     z = recs["new"] * 1.5
     np.testing.assert_allclose(out.numpy(), recs["new"] * recs["this"][:, 1] + recs["union"]["stiffness"] * recs["f_new"]
-                               + template * recs["this"][:, 0] + z * z, rtol=1e-12)
+                               + template * recs["this"][:, 0] + z * z + np.arange(N), rtol=1e-12)
     tape.backward(grads={out: xsim.ones(N, dtype=F)})
     g = arr.grad.numpy()
     np.testing.assert_allclose(g["new"], recs["this"][:, 1] + 2.0 * z * 1.5, rtol=1e-12)

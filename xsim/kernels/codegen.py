@@ -43,18 +43,24 @@ def ctype(t) -> str:
 # a kernel parameter's field in the generated argument struct: prefixed, so that a parameter may have
 # any Python name, C++ keywords and the runtime's type names included (``signed``, ``int8_t``)
 PARAM_PREFIX = "p_"
-# a struct field named as a C++ keyword (new, this, union) is prefixed in C++; so is one that starts with
+# a struct field named as a C++ keyword (new, this, union) or a scalar type is prefixed in C++; so is one that starts with
 # the prefix, which keeps the mapping one to one (array labels undo it). Other fields keep their names: the
 # native headers use those of the geometry query structs.
 FIELD_PREFIX = "f_"
-_CPP_RESERVED = frozenset("""
-alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t class
-compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield decltype
-default delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline
-int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public register
-reinterpret_cast requires return short signed sizeof static static_assert static_cast struct switch template
-this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile wchar_t
-while xor xor_eq""".split())
+_CPP_RESERVED = frozenset((
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case",
+    "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval",
+    "constexpr", "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype",
+    "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern",
+    "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new",
+    "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected", "public",
+    "register", "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static",
+    "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true",
+    "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
+    "wchar_t", "while", "xor", "xor_eq",
+    # the runtime's scalar type names: a member named as its own type changes that name's meaning
+    "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t",
+))
 
 
 def cfield(name: str) -> str:

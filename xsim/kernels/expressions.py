@@ -548,9 +548,9 @@ class Expressions:
         """The component group (see component_group) that the last step of ``path`` into ``dtype`` names, else None."""
         if not path:
             return None
-        if len(path) >= 2 and path[-2][0] == path[-1][0] == "index" and len(self.subscript_indices(path[-2][1])) == 1:
-            if T.is_matrix(self.resolve_path(dtype, path[:-2], node)[0]):
-                return None  # m[r][c]: one element
+        if len(path) >= 2 and path[-2][0] == path[-1][0] == "index" and len(
+                self.subscript_indices(path[-2][1])) == 1 and T.is_matrix(self.resolve_path(dtype, path[:-2], node)[0]):
+            return None  # m[r][c]: one element
         t, _ = self.resolve_path(dtype, path[:-1], node)
         return self.component_group(t, path[-1][1])
 
