@@ -298,4 +298,5 @@ def test_module_hash_ignores_a_redefined_struct_of_the_same_layout_and_sees_a_ch
 
 def test_a_kernels_module_attribute_names_its_python_module_as_in_warp():
     k = make_affine(xsim.float32)
-    assert k.__module__ == __name__ and k in xsim.get_module(k.__module__).kernels
+    assert k.__module__ == __name__ and xsim.get_module(k.__module__) is k.module
+    assert k.symbol in xsim.get_module(k.__module__).symbols()
