@@ -507,8 +507,15 @@ def float_write_index(y: xsim.array(dtype=xsim.vec3), at: xsim.array(dtype=float
     y[at[0]].x += 1.0
 
 
+@xsim.kernel(module="xsim_tests_bad_kernel_float_literal_write_index")
+def float_literal_write_index(y: xsim.array(dtype=xsim.vec3)):
+    y[0.0].x = 1.0
+
+
 def test_module_load_raises_the_error_of_a_refused_kernel_and_a_float_write_index_is_a_type_error():
     with pytest.raises(TypeError, match="Array slot write indices must be integers, got float32"):
         float_write_index.module.load(device="cpu")
+    with pytest.raises(TypeError, match="Array slot write indices must be integers, got a float literal"):
+        xsim.launch(float_literal_write_index, 1, inputs=[xsim.zeros(1, dtype=xsim.vec3)])
     assert component_store_mismatch.module is not float_write_index.module
     assert xsim.get_module("xsim_tests_bad_kernel_nothing_refused").load() is True  # no kernels: nothing to raise

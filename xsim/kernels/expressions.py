@@ -219,11 +219,12 @@ class Expressions:
 
     def index_var(self, v: Var, node, write: bool = False) -> Var:
         """``v`` as an index (an integer; a literal becomes int32); ``write``: it indexes an array written to."""
-        if v.weak and not isinstance(v.const, float):
+        float_literal = v.weak and isinstance(v.const, float)
+        if v.weak and not (write and float_literal):
             v = self.convert(v, T.int32, node)
-        if not T.is_int(v.type):
+        if float_literal or not T.is_int(v.type):
             what = "Array slot write indices must be integers" if write else "an index must be an integer"
-            raise self.err(node, f"{what}, got {'a float literal' if v.weak else T.type_name(v.type)}",
+            raise self.err(node, f"{what}, got {'a float literal' if float_literal else T.type_name(v.type)}",
                            WarpCodegenTypeError)
         return v
 
