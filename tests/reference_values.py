@@ -180,7 +180,10 @@ class _Array:
         return self.data is not None
 
     def _sub(self, idx):
-        """The view an index with fewer indices than dimensions gives (None when it reaches an element)."""
+        """The view an index with fewer indices than dimensions, or a slice of rows, gives (None when it
+        reaches an element)."""
+        if isinstance(idx, slice):
+            return type(self)(self.data[idx], self.dtype, self.ndim)
         k = len(idx) if isinstance(idx, tuple) else 1
         return type(self)(self.data[idx], self.dtype, self.ndim - k) if k < self.ndim else None
 

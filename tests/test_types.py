@@ -25,6 +25,11 @@ def test_scalar_call_converts_to_numpy_scalar_and_round_trips_numpy_dtype(t, np_
     assert t._np.itemsize == ctypes.sizeof(t._ctypes)
 
 
+def test_a_scalar_value_is_an_instance_of_its_own_scalar_type_only():
+    assert isinstance(T.uint8(1), T.uint8) and isinstance(np.float32(1.5), T.float32)
+    assert not isinstance(T.uint8(1), T.int8) and not isinstance(1.5, T.float32) and not isinstance(1, T.int32)
+
+
 def test_scalar_conversion_truncates_like_numpy():
     assert T.int32(3.7) == 3
     assert T.float32(0.1) == np.float32(0.1)
@@ -263,11 +268,47 @@ def test_struct_fields_default_to_zero_and_identity():
     assert b.part == Particle() and b.xform == [0, 0, 0, 0, 0, 0, 1] and b.inertia == np.zeros((3, 3))
 
 
-def test_struct_fields_convert_to_their_types():
+def test_struct_fields_keep_python_numbers_and_convert_other_values():
     p = Particle(mass=2, pos=[1, 2, 3], flags=7.0)
-    assert type(p.mass) is np.float32 and p.mass == 2.0
+    assert type(p.mass) is int and p.mass == 2          # a Python number stays one, as in Warp
     assert type(p.pos) is T.vec3 and p.pos == [1, 2, 3]
-    assert type(p.flags) is np.int32 and p.flags == 7
+    assert type(p.flags) is np.int32 and p.flags == 7   # a float would lose its kind in an int field
+    p.mass, p.flags = np.float64(1.5), 300
+    assert type(p.mass) is np.float32 and isinstance(p.mass, T.float32) and p.mass == 1.5
+    assert isinstance(p.flags, int) and p.flags == 300
+
+
+def test_struct_field_of_a_small_int_type_keeps_a_python_int_only_when_it_fits():
+    @T.struct
+    class Small:
+        u8: T.uint8
+
+    s = Small(u8=300)
+    assert isinstance(s.u8, T.uint8) and s.u8 == 44    # wrapped, as the kernel sees it
+    s.u8 = 7
+    assert type(s.u8) is int and s.u8 == 7
+
+
+def test_struct_composite_field_refuses_a_single_number():
+    for value in (123, 1.5, T.float32(1.5), T.int32(2)):
+        with pytest.raises(TypeError, match="Struct field 'pos' expects vec3f but got a single value of type"):
+            Particle(pos=value)
+    with pytest.warns(DeprecationWarning, match="type `bool`.*`vec3f`.*struct field 'pos'.*deprecated"):
+        p = Particle(pos=True)
+    assert p.pos == [1, 1, 1]
+    p.pos = None
+    assert p.pos == [0, 0, 0]
+
+
+def test_struct_deriving_from_a_struct_is_refused():
+    with pytest.raises(RuntimeError, match="Warp structs must be defined as base classes"):
+        @T.struct
+        class Heavier(Particle):
+            extra: float
+
+
+def test_struct_cls_is_the_class_of_its_instances():
+    assert Particle.cls is Particle and isinstance(Particle(), Particle.cls)
 
 
 def test_struct_rejects_unknown_fields():
@@ -309,8 +350,13 @@ def test_struct_array_field_checks_dtype_and_ndim():
     s = WithArray(values=FakeArray(), scale=2.0)
     assert isinstance(s.values, FakeArray)
     FakeArray.ndim = 2
-    with pytest.raises(TypeError, match="expects array\\(dtype=float32, ndim=1\\)"):
+    with pytest.raises(TypeError, match=r"Struct field 'values' expects an array with 1 dimension\(s\), got 2"):
         WithArray(values=FakeArray())
+    FakeArray.ndim, FakeArray.dtype = 1, T.int32
+    with pytest.raises(TypeError, match="Struct field 'values' expects dtype float32, got int32"):
+        WithArray(values=FakeArray())
+    with pytest.raises(TypeError, match="Struct field 'values' expects a Warp array, got list"):
+        WithArray(values=[1.0, 2.0])
 
 
 def test_struct_accepts_string_annotations_from_postponed_evaluation():

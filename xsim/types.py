@@ -19,6 +19,7 @@ import ctypes
 import functools
 import hashlib
 import inspect
+import warnings
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -27,7 +28,14 @@ import numpy as np
 # scalars
 
 
-class _Scalar:
+class _ScalarMeta(type):
+    """Makes ``isinstance(xsim.uint8(1), xsim.uint8)`` true: calling a scalar type gives its numpy scalar."""
+
+    def __instancecheck__(cls, value):
+        return type.__instancecheck__(cls, value) or (cls._np is not None and type(value) is cls._np.type)
+
+
+class _Scalar(metaclass=_ScalarMeta):
     """Base of the scalar type classes; calling one converts a Python number to its numpy scalar."""
 
     _kind = "scalar"
@@ -587,10 +595,17 @@ class _StructBase:
         if t is None:
             raise AttributeError(f"struct {type(self).__name__} has no field '{name}'")
         if isinstance(t, ArrayType):
-            if value is not None and not t.accepts(value):
-                raise TypeError(f"struct field {type(self).__name__}.{name} expects {t!r}, got {value!r}")
-        elif is_scalar(t) or not isinstance(value, t):
-            value = t(value)
+            if value is not None:
+                _check_array_field(name, t, value)
+        elif is_scalar(t):
+            converted = t(value)
+            # a Python number stays one (as in Warp), unless the field's type would change its kind
+            keep = (type(value) in (int, bool) and converted == value) or (type(value) is float and t in FLOAT_TYPES)
+            value = value if keep else converted
+        elif value is None:
+            value = t()
+        elif not isinstance(value, t):
+            value = _composite_field_value(name, t, value)
         object.__setattr__(self, name, value)
 
     def __eq__(self, other):
@@ -606,6 +621,33 @@ class _StructBase:
         return f"{type(self).__name__}({body})"
 
 
+def _check_array_field(name: str, t: ArrayType, value):
+    """A TypeError naming the field unless ``value`` is an array of ``t``'s kind, dtype and ndim."""
+    indexed = isinstance(t, IndexedArrayType)
+    if not (hasattr(value, "dtype") and hasattr(value, "ndim")) or bool(getattr(value, "is_indexed", False)) != indexed:
+        kind = "a Warp indexed array" if indexed else "a Warp array"
+        raise TypeError(f"Struct field '{name}' expects {kind}, got {type(value).__name__}")
+    if value.dtype is not t.dtype:
+        raise TypeError(f"Struct field '{name}' expects dtype {type_name(t.dtype)}, got {type_name(value.dtype)}")
+    if value.ndim != t.ndim:
+        raise TypeError(f"Struct field '{name}' expects an array with {t.ndim} dimension(s), got {value.ndim} "
+                        "dimension(s)")
+
+
+def _composite_field_value(name: str, t, value):
+    """``value`` as the vector/matrix/quat/transform (or struct) ``t`` of field ``name``. A single number
+    is refused, as Warp refuses it; a bool still fills every component, with a DeprecationWarning."""
+    if is_composite(t) and isinstance(value, (bool, np.bool_)):
+        warnings.warn(f"Implicit conversion from a value of type `{type(value).__name__}` to the composite type "
+                      f"`{type_name(t)}` for struct field '{name}' is deprecated. Construct the value explicitly, "
+                      f"e.g.: `{type_name(t)}(...)`.", DeprecationWarning, stacklevel=3)
+        return t(*([int(value)] * num_components(t)))
+    if is_composite(t) and not hasattr(value, "__len__"):
+        raise TypeError(f"Struct field '{name}' expects {type_name(t)} but got a single value of type "
+                        f"{type(value).__name__}. Construct the value explicitly, e.g.: {type_name(t)}(...)")
+    return t(value)
+
+
 def _struct_cname(cls, fields) -> str:
     """A C++ name unique to the struct's definition and the same in every process (the kernel
     cache key includes it)."""
@@ -619,6 +661,8 @@ def struct(cls: type) -> type:
     Fields come from the class annotations: scalars, vectors, matrices, quat, transform,
     other structs and ``array(...)`` references.
     """
+    if any(is_struct(b) for b in cls.__mro__[1:]):
+        raise RuntimeError("Warp structs must be defined as base classes")
     fields = {}
     for name, ann in inspect.get_annotations(cls, eval_str=True).items():
         t = resolve(_from_warp(ann))
@@ -642,6 +686,7 @@ def struct(cls: type) -> type:
         "_shape": (), "_py": cls, "__doc__": cls.__doc__, "__module__": cls.__module__,
     })
     out._scalar = out
+    out.cls = out  # Warp's Struct.cls: the class of the struct's instances
     return out
 
 

@@ -524,6 +524,22 @@ def read_after_write(x: A, y: A):
 
 
 @xsim.kernel
+def component_add_then_read(v: AV, s: A, out: A):
+    i = xsim.tid()
+    v[i].y += s[i]                    # an atomic add into a component, read back below
+    if s[i] > 0.0:
+        v[i].z = v[i].y * s[i]        # a store read back below, on one side of a branch
+    out[i] = v[i].y * v[i].z + v[i].x
+
+
+@xsim.kernel
+def read_after_write_in_a_loop(x: A, y: A, n: int):
+    i = xsim.tid()
+    for _ in range(n):                # a dynamic loop (a constant one is unrolled, and then replayed)
+        y[i] = y[i] * x[i] + 1.0      # each iteration reads what the previous one wrote
+
+
+@xsim.kernel
 def atomic_result_used(x: A, counter: A, y: A):
     i = xsim.tid()
     old = xsim.atomic_add(counter, 0, x[i])
@@ -557,15 +573,52 @@ def atomic_result_ignored(x: A, total: A):
     xsim.atomic_add(total, 0, x[i] * x[i])
 
 
-def test_a_read_after_write_of_one_array_is_refused_at_backward_time():
-    x = xsim.array(np.array([1.0]), dtype=F64, requires_grad=True)
+def test_a_value_read_back_after_the_kernel_wrote_it_gets_its_gradient():
+    x = xsim.array(np.array([1.0, -0.5]), dtype=F64, requires_grad=True)
+    y = xsim.zeros(2, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(read_after_write, 2, inputs=[x], outputs=[y])
+    np.testing.assert_array_equal(y.numpy(), [2.0, -1.0])   # y = 2 x, then x = y + 1
+    np.testing.assert_array_equal(x.numpy(), [3.0, 0.0])
+    # seeds: dL/dy = g_y and dL/dx(after) = g_x, so dL/dx(before) = 2 g_y + 2 g_x
+    tape.backward(grads={y: np.array([1.0, 3.0]), x: np.array([0.5, -1.0])})
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 4.0])
+    tape.zero()
+    tape.backward(grads={y: np.array([1.0, 3.0]), x: np.array([0.5, -1.0])})  # the tape's copy is intact
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 4.0])
+
+
+def test_components_written_then_read_match_numpy_and_finite_differences():
+    v0 = np.array([[1.0, 2.0, -1.0], [0.5, -1.5, 2.0], [2.0, 0.25, 3.0]])
+    s0 = np.array([0.75, -0.5, 1.25])
+    v, s, out = vec_inputs(v0), xsim.array(s0, dtype=F64, requires_grad=True), xsim.zeros(3, dtype=F64)
+    xsim.launch(component_add_then_read, 3, inputs=[v, s], outputs=[out])
+    want = v0.copy()
+    want[:, 1] += s0
+    want[s0 > 0, 2] = want[s0 > 0, 1] * s0[s0 > 0]
+    np.testing.assert_allclose(v.numpy(), want, rtol=1e-15)
+    np.testing.assert_allclose(out.numpy(), want[:, 1] * want[:, 2] + want[:, 0], rtol=1e-15)
+    v, s = vec_inputs(v0), xsim.array(s0, dtype=F64, requires_grad=True)
+    gradcheck(component_add_then_read, [v, s, xsim.zeros(3, dtype=F64, requires_grad=True)], outputs=["v", "out"],
+              wrt=["v", "s"], raise_on_failure=True)
+
+
+def test_a_read_after_write_inside_a_loop_is_refused_at_backward_time():
+    x = xsim.array(np.array([2.0]), dtype=F64, requires_grad=True)
     y = xsim.zeros(1, dtype=F64, requires_grad=True)
     with xsim.Tape() as tape:
-        xsim.launch(read_after_write, 1, inputs=[x], outputs=[y])
-    assert y.numpy()[0] == 2.0 and x.numpy()[0] == 3.0  # the forward still runs
-    with pytest.raises(xsim.CompileError, match=r"read_after_write.*test_warp_pitfalls.py:\d+: array 'y' is read "
-                                                r"after this kernel wrote it"):
+        xsim.launch(read_after_write_in_a_loop, 1, inputs=[x, y, 3])
+    assert y.numpy()[0] == 7.0  # the forward still runs: ((0 x + 1) x + 1) x + 1
+    with pytest.raises(xsim.CompileError, match=r"read_after_write_in_a_loop.*test_warp_pitfalls.py:\d+: array 'y' "
+                                                r"is read after this kernel wrote it, inside a loop"):
         tape.backward(grads={y: np.ones(1)})
+
+
+def test_an_adjoint_launch_of_a_kernel_that_rereads_its_writes_asks_for_a_tape():
+    x, y = xsim.array(np.array([1.0]), dtype=F64), xsim.zeros(1, dtype=F64)
+    with pytest.raises(RuntimeError, match="kernel 'read_after_write' reads an array after writing it.*Tape"):
+        xsim.launch(read_after_write, 1, inputs=[x], outputs=[y], adj_inputs=[xsim.zeros(1, dtype=F64)],
+                    adj_outputs=[xsim.ones(1, dtype=F64)], adjoint=True)
 
 
 def test_a_used_atomic_result_is_refused_at_backward_time():

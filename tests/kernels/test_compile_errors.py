@@ -150,11 +150,6 @@ def kernel_returns_value(x: xsim.array(dtype=float)):
     return x[0]  # E:kernel_returns_value
 
 
-@bad("slices are not supported in kernels", "x[0:2]")
-def uses_slice(x: xsim.array(dtype=float)):
-    y = x[0:2]  # E:uses_slice  # noqa: F841
-
-
 @bad("only <, <=, >, >=, == and != comparisons are supported", "x[0] is")
 def unsupported_comparison_operator(x: xsim.array(dtype=float)):
     if x[0] is x[1]:  # E:unsupported_comparison_operator
@@ -166,9 +161,21 @@ def unsupported_operator_on_floats(x: xsim.array(dtype=float)):
     x[2] = x[0] & x[1]  # E:unsupported_operator_on_floats
 
 
-@bad("array 'x' has 1 dimension(s) but is indexed with 2", "x[0, 1]")
+@bad("Incorrect number of indices specified for array indexing: array 'x' has 1 dimension(s) but is indexed with 2",
+     "x[0, 1]")
 def wrong_number_of_indices(x: xsim.array(dtype=float)):
     x[0] = x[0, 1]  # E:wrong_number_of_indices
+
+
+@bad("an array slice in a kernel takes rows only (a[lo:hi:step])", "x[0:2, 0]")
+def slice_mixed_with_an_index(x: xsim.array(dtype=float)):
+    x[0] = x[0:2, 0]  # E:slice_mixed_with_an_index
+
+
+@bad("an array slice step cannot be zero", "x[::0]")
+def zero_step_array_slice(x: xsim.array(dtype=float)):
+    y = x[::0]  # E:zero_step_array_slice
+    x[0] = y[0]
 
 
 @bad("an index must be an integer, got float32", "x[x[0]]")
@@ -471,3 +478,44 @@ def test_a_bad_kernel_keeps_failing_on_every_launch():
     for _ in range(2):
         with pytest.raises(xsim.CompileError, match="unknown name 'undefined_thing'"):
             xsim.launch(kernel, 1, inputs=[xsim.zeros(4, dtype=float)])
+
+
+@xsim.kernel(module="xsim_tests_bad_kernel_straddled_indices")
+def straddled_indices(m: xsim.array(dtype=xsim.mat44, ndim=2)):
+    m[0][2, 2] = 6.0  # one array index and two matrix indices for a 2-d array
+
+
+@xsim.kernel(module="xsim_tests_bad_kernel_component_store_mismatch")
+def component_store_mismatch(y: xsim.array(dtype=xsim.vec3), src: xsim.array(dtype=xsim.vec3)):
+    y[0].y = src[0]
+
+
+def test_indices_straddling_an_array_and_its_matrix_elements_are_refused_as_in_warp():
+    with pytest.raises(xsim.WarpCodegenError, match="Incorrect number of indices specified for array indexing: "
+                       r"array 'm' has 2 dimension\(s\) but is indexed with 3"):
+        xsim.launch(straddled_indices, 1, inputs=[xsim.zeros((1, 1), dtype=xsim.mat44)])
+
+
+def test_a_vector_stored_into_a_vector_component_is_a_type_error():
+    with pytest.raises(TypeError, match="Composite slot assignment expects value of type float32: cannot store vec3f "
+                       "into an 'y' element component"):
+        xsim.launch(component_store_mismatch, 1, inputs=[xsim.zeros(1, dtype=xsim.vec3)] * 2)
+
+
+@xsim.kernel(module="xsim_tests_bad_kernel_float_write_index")
+def float_write_index(y: xsim.array(dtype=xsim.vec3), at: xsim.array(dtype=float)):
+    y[at[0]].x += 1.0
+
+
+@xsim.kernel(module="xsim_tests_bad_kernel_float_literal_write_index")
+def float_literal_write_index(y: xsim.array(dtype=xsim.vec3)):
+    y[0.0].x = 1.0
+
+
+def test_module_load_raises_the_error_of_a_refused_kernel_and_a_float_write_index_is_a_type_error():
+    with pytest.raises(TypeError, match="Array slot write indices must be integers, got float32"):
+        float_write_index.module.load(device="cpu")
+    with pytest.raises(TypeError, match="Array slot write indices must be integers, got a float literal"):
+        xsim.launch(float_literal_write_index, 1, inputs=[xsim.zeros(1, dtype=xsim.vec3)])
+    assert component_store_mismatch.module is not float_write_index.module
+    assert xsim.get_module("xsim_tests_bad_kernel_nothing_refused").load() is True  # no kernels: nothing to raise

@@ -315,6 +315,32 @@ def test_a_func_grad_adds_into_struct_fields_and_their_components():
     assert {c.name for c in report.checks} == {"springs", "x"}
 
 
+@xsim.func
+def rest_sum(s: Spring):
+    return 2.0 * s.rest.x + s.rest.y
+
+
+@xsim.func_grad(rest_sum)
+def rest_sum_grad(s: Spring, adj: F64):
+    xsim.adjoint[s.rest].x += 2.0 * adj
+    xsim.adjoint[s.rest].y += 100.0 * adj  # replaced by the plain write below
+    xsim.adjoint[s.rest].y = adj
+
+
+@xsim.kernel
+def rest_sums(springs: xsim.array(dtype=Spring), e: A64):
+    i = xsim.tid()
+    e[i] = rest_sum(springs[i])
+
+
+def test_a_func_grad_writes_and_adds_into_components_of_a_field_adjoint():
+    springs = xsim.array([Spring(k=2.0, rest=xsim.vec3d(0.0, 1.0, 0.5)),
+                          Spring(k=0.5, rest=xsim.vec3d(-1.0, 0.0, 2.0))], dtype=Spring, requires_grad=True)
+    e = xsim.zeros(2, dtype=F64, requires_grad=True)
+    report = gradcheck(rest_sums, [springs, e])
+    assert report.passed, report
+
+
 # -- a func_grad of a func that writes arrays and returns nothing -----------------------------------
 
 

@@ -272,3 +272,31 @@ def test_unique_kernels_capturing_different_objects_stay_distinct():
     assert ones is not tens
     np.testing.assert_array_equal(run(ones, X), np.full(4, 3.0))
     np.testing.assert_array_equal(run(tens, X), np.full(4, 30.0))
+
+
+def make_hashed(field_type):
+    """A struct and a kernel over arrays of it, both defined anew at each call (Warp's redefinition pattern)."""
+    @xsim.struct
+    class Record:
+        i: field_type
+
+    @xsim.kernel(module="xsim_tests_module_hash")
+    def touch(a: xsim.array(dtype=Record)):
+        xsim.tid()
+    return touch
+
+
+def test_module_hash_ignores_a_redefined_struct_of_the_same_layout_and_sees_a_changed_one():
+    module = xsim.get_module("xsim_tests_module_hash")
+    keep = [make_hashed(int)]
+    first = module.hash_module()
+    keep.append(make_hashed(int))
+    assert module.hash_module() == first
+    keep.append(make_hashed(float))
+    assert module.hash_module() != first
+
+
+def test_a_kernels_module_attribute_names_its_python_module_as_in_warp():
+    k = make_affine(xsim.float32)
+    assert k.__module__ == __name__ and xsim.get_module(k.__module__) is k.module
+    assert k.symbol in xsim.get_module(k.__module__).symbols()

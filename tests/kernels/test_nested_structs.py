@@ -38,6 +38,31 @@ class Batch:
     gain: F
 
 
+@xsim.struct
+class Keywords:
+    """Fields named as C++ keywords (and one starting with the prefix xsim gives those in C++)."""
+    new: F
+    this: xsim.vec3d
+    union: Joint
+    f_new: F
+    int32_t: xsim.int32
+
+
+@xsim.struct
+class KeywordHolder:
+    template: xsim.array(dtype=F)
+    double: F
+
+
+@xsim.kernel(module="xsim_tests_nested_structs")
+def keyword_fields(recs: xsim.array(dtype=Keywords), holder: KeywordHolder, out: xsim.array(dtype=F)):
+    i = xsim.tid()
+    r = recs[i]
+    r.this.z = r.new * holder.double
+    out[i] = (r.new * r.this[1] + r.union.stiffness * r.f_new + holder.template[i] * r.this.x + r.this.z * r.this.z
+              + F(r.int32_t))
+
+
 @xsim.kernel(module="xsim_tests_nested_structs")
 def body_energy(bodies: xsim.array(dtype=Body), out: xsim.array(dtype=F)):
     i = xsim.tid()
@@ -64,6 +89,8 @@ def write_nested_fields(src: xsim.array(dtype=F), dst: xsim.array(dtype=Body)):
     dst[i].joint.axis = xsim.vec3d(s, s * s, 1.0)
     dst[i].mass += s * 3.0                           # an atomic add into a struct field
     dst[i].inertia[1, 1] = s - 1.0
+    dst[i].inertia[0][1] = s * s                     # m[r][c] is m[r, c]
+    dst[i].inertia[1][0] += s
 
 
 @xsim.kernel(module="xsim_tests_nested_structs")
@@ -125,6 +152,8 @@ def test_nested_fields_written_in_array_elements():
     np.testing.assert_allclose(got["mass"], recs["mass"] + 3.0 * s)
     np.testing.assert_allclose(got["inertia"][:, 1, 1], s - 1.0)
     np.testing.assert_allclose(got["inertia"][:, 0, 0], recs["inertia"][:, 0, 0])
+    np.testing.assert_allclose(got["inertia"][:, 0, 1], s * s)
+    np.testing.assert_allclose(got["inertia"][:, 1, 0], recs["inertia"][:, 1, 0] + s)
 
 
 def test_atomic_adds_of_whole_structs_and_nested_fields_match_numpy():
@@ -153,6 +182,35 @@ def test_atomic_adds_of_whole_structs_and_nested_fields_match_numpy():
 ], ids=["read", "local_writes", "element_writes", "atomic_adds"])
 def test_gradients_through_nested_struct_fields_match_finite_differences(kernel, make_args):
     report = gradcheck(kernel, make_args(), dim=N, atol=1e-7, rtol=1e-6)
+    assert report.passed, str(report)
+
+
+def test_struct_fields_named_as_cpp_keywords_compile_run_and_differentiate():
+    recs = np.zeros(N, dtype=Keywords._np)
+    for name in ("new", "f_new"):
+        recs[name] = RNG.uniform(-1.0, 1.0, N)
+    recs["this"] = RNG.uniform(-1.0, 1.0, (N, 3))
+    recs["union"]["stiffness"] = RNG.uniform(0.5, 2.0, N)
+    recs["int32_t"] = np.arange(N)
+    template = RNG.uniform(-1.0, 1.0, N)
+    arr, tmpl = xsim.array(recs, dtype=Keywords, requires_grad=True), xsim.array(template, dtype=F, requires_grad=True)
+    holder = KeywordHolder(template=tmpl, double=1.5)
+    out = xsim.zeros(N, dtype=F, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(keyword_fields, N, inputs=[arr, holder, out])
+    z = recs["new"] * 1.5
+    np.testing.assert_allclose(out.numpy(), recs["new"] * recs["this"][:, 1] + recs["union"]["stiffness"] * recs["f_new"]
+                               + template * recs["this"][:, 0] + z * z + np.arange(N), rtol=1e-12)
+    tape.backward(grads={out: xsim.ones(N, dtype=F)})
+    g = arr.grad.numpy()
+    np.testing.assert_allclose(g["new"], recs["this"][:, 1] + 2.0 * z * 1.5, rtol=1e-12)
+    np.testing.assert_allclose(g["f_new"], recs["union"]["stiffness"], rtol=1e-12)
+    np.testing.assert_allclose(g["this"][:, 0], template, rtol=1e-12)
+    np.testing.assert_allclose(g["this"][:, 2], 0.0)  # overwritten before it is read
+    np.testing.assert_allclose(tmpl.grad.numpy(), recs["this"][:, 0], rtol=1e-12)
+    report = gradcheck(keyword_fields, [xsim.array(recs, dtype=Keywords, requires_grad=True), holder,
+                                        xsim.zeros(N, dtype=F, requires_grad=True)], dim=N, wrt=["recs"])
     assert report.passed, str(report)
 
 

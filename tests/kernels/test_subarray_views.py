@@ -1,6 +1,7 @@
 """Indexing an N-d array with fewer indices inside a kernel gives a view of the remaining
 dimensions (Warp's semantics): read, written, accumulated into atomically, passed to funcs, with its
-shape; forward against numpy and gradients against float64 finite differences. One module."""
+shape; a slice ``a[lo:hi:step]`` gives a strided view of some rows. Forward against numpy and gradients
+against float64 finite differences. One module."""
 
 import numpy as np
 import pytest
@@ -48,6 +49,53 @@ def planes(v: xsim.array(dtype=xsim.vec2d, ndim=3), out: xsim.array(dtype=F, ndi
     for k in range(D):
         out[i][j][k] = plane[j, k][0] * line[k][1]   # chained indices read and write one element
     lens[i, j] = plane.shape[0] * 100 + plane.shape[1] * 10 + len(line)
+
+
+@xsim.kernel(module="xsim_tests_subarray_views")
+def sliced(x: xsim.array(dtype=xsim.vec3d), m: xsim.array(dtype=F, ndim=2), lo: int, hi: int, step: int,
+           src: xsim.array(dtype=F), out: xsim.array(dtype=F), lens: xsim.array(dtype=int)):
+    i = xsim.tid()
+    view = x[lo:hi:step]
+    lens[0] = view.shape[0] * 100 + m[1::2].shape[0] * 10 + m[::-1].shape[1]
+    if i < view.shape[0]:
+        x[lo:hi:step][i].x = src[i]                  # a component written through an inline slice
+        x[lo:hi:step][i][1] += src[i] * src[i]       # and added to
+        out[i] = view[i].z * src[i] + m[::-1][i % R, 0] + m[1::2][0][i % C]
+
+
+SLICES = [(0, 4, 2), (3, -5, -2), (1, 100, 1), (-2, 0, -1), (-100, 100, 3), (2, 2, 1)]
+
+
+def slice_args(lo, hi, step, grad=False):
+    x = RNG.uniform(-1.0, 1.0, (R, 3))
+    m = RNG.uniform(-1.0, 1.0, (R, C))
+    src = RNG.uniform(-1.0, 1.0, R)
+    return (x, m, src), [xsim.array(x, dtype=xsim.vec3d, requires_grad=grad), xsim.array(m, dtype=F, requires_grad=grad),
+                         lo, hi, step, xsim.array(src, dtype=F, requires_grad=grad),
+                         xsim.zeros(R, dtype=F, requires_grad=grad), xsim.zeros(1, dtype=int)]
+
+
+@pytest.mark.parametrize("lo,hi,step", SLICES)
+def test_array_slices_view_the_rows_python_would_take(lo, hi, step):
+    (x, m, src), args = slice_args(lo, hi, step)
+    xsim.launch(sliced, R, inputs=args)
+    rows = np.arange(R)[lo:hi:step]
+    k = len(rows)
+    want = x.copy()
+    want[rows, 0] = src[:k]
+    want[rows, 1] += src[:k] ** 2
+    np.testing.assert_allclose(args[0].numpy(), want, rtol=1e-15)
+    i = np.arange(k)
+    np.testing.assert_allclose(args[6].numpy()[:k], x[rows, 2] * src[:k] + m[::-1][i % R, 0] + m[1::2][0][i % C],
+                               rtol=1e-12)
+    assert args[7].numpy()[0] == k * 100 + len(m[1::2]) * 10 + C
+
+
+@pytest.mark.parametrize("lo,hi,step", SLICES[:2])
+def test_gradients_through_array_slices_match_finite_differences(lo, hi, step):
+    _, args = slice_args(lo, hi, step, grad=True)
+    report = gradcheck(sliced, args, dim=R, outputs=["x", "out"], wrt=["x", "m", "src"], atol=1e-7, rtol=1e-6)
+    assert report.passed, str(report)
 
 
 def test_rows_read_written_accumulated_and_passed_to_funcs_match_numpy():

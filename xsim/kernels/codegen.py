@@ -1,10 +1,11 @@
 """Codegen: typed SSA IR -> one C++ source per module, with a forward and an adjoint entry point
 per kernel, shared by the CPU and CUDA targets (only the entry-point wrappers differ). A
-``subarray`` op (``a[i]`` of an N-d array) is a view of the remaining dimensions; its gradient is the
-same view of the array's grad buffer.
+``subarray`` op (``a[i]`` of an N-d array) is a view of the remaining dimensions, a ``slice`` op
+(``a[lo:hi:step]``) a strided view of some rows; the gradient of a view is the same view of the array's
+grad buffer.
 
 The adjoint body first replays the forward (array stores and atomics are skipped: their effect is
-already in memory) and then walks the statements in reverse, accumulating ``a<id> += ...`` into
+already in memory; those into an array read back after the write run again, into the tape's copy of it) and then walks the statements in reverse, accumulating ``a<id> += ...`` into
 the adjoint of every value. Dynamic loops are reversed one iteration at a time; the values of the
 carried variables at iteration k are recovered in closed form (range induction variables, break
 flags) or by replaying the loop from its start, so no per-iteration storage is needed.
@@ -42,6 +43,29 @@ def ctype(t) -> str:
 # a kernel parameter's field in the generated argument struct: prefixed, so that a parameter may have
 # any Python name, C++ keywords and the runtime's type names included (``signed``, ``int8_t``)
 PARAM_PREFIX = "p_"
+# a struct field named as a C++ keyword (new, this, union) or a scalar type is prefixed in C++; so is one that starts with
+# the prefix, which keeps the mapping one to one (array labels undo it). Other fields keep their names: the
+# native headers use those of the geometry query structs.
+FIELD_PREFIX = "f_"
+_CPP_RESERVED = frozenset((
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case",
+    "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval",
+    "constexpr", "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype",
+    "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern",
+    "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new",
+    "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected", "public",
+    "register", "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static",
+    "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true",
+    "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
+    "wchar_t", "while", "xor", "xor_eq",
+    # the runtime's scalar type names: a member named as its own type changes that name's meaning
+    "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t",
+))
+
+
+def cfield(name: str) -> str:
+    """The C++ name of struct field ``name``."""
+    return FIELD_PREFIX + name if name in _CPP_RESERVED or name.startswith(FIELD_PREFIX) else name
 
 
 def is_diff(t) -> bool:
@@ -85,6 +109,7 @@ class KernelCodegen:
         self.prim_expr: dict[int, str] = {}
         self.tid_vars = []
         self.view_base: dict[int, Var] = {}  # a sub-array view -> the array it views
+        self.strided_views: set[int] = set()  # slice views (and views of them): never packed
         for p in kir.params:
             if isinstance(p.type, T.ArrayType) or T.is_struct(p.type):
                 self.prim_expr[p.var.id] = f"P.{PARAM_PREFIX}{p.name}"
@@ -96,6 +121,13 @@ class KernelCodegen:
                     self.defs[s.out.id] = s
                 if s.kind == "tid":
                     self.tid_vars.append(s.out)
+                if s.kind == "slice" or s.kind == "subarray" and s.args[0].id in self.strided_views:
+                    self.strided_views.add(s.out.id)
+                if s.kind == "slice":
+                    base = s.args[0]
+                    self.view_base[s.out.id] = base
+                    if base.id in self.grad_expr:
+                        self.grad_expr[s.out.id] = f"xs::slice_view({self.grad_expr[base.id]}, {self.slice_args(s)})"
                 if s.kind == "subarray":
                     base = s.args[0]
                     self.view_base[s.out.id] = base
@@ -104,12 +136,12 @@ class KernelCodegen:
                         self.grad_expr[s.out.id] = f"xs::subarray({self.grad_expr[base.id]}, {ids})"
                 if s.kind == "field_get" and T.is_struct(s.out.type) and s.args[0].id in self.grad_expr:
                     # a nested struct of a parameter: the arrays inside it find their grads through it
-                    self.grad_expr[s.out.id] = f"{self.grad_expr[s.args[0].id]}.{s.attrs['field']}"
+                    self.grad_expr[s.out.id] = f"{self.grad_expr[s.args[0].id]}.{cfield(s.attrs['field'])}"
                 if s.kind == "field_get" and isinstance(s.out.type, T.ArrayType):
                     base = s.args[0]
-                    self.prim_expr[s.out.id] = f"{self.v(base)}.{s.attrs['field']}"
+                    self.prim_expr[s.out.id] = f"{self.v(base)}.{cfield(s.attrs['field'])}"
                     if base.id in self.grad_expr:
-                        self.grad_expr[s.out.id] = f"{self.grad_expr[base.id]}.{s.attrs['field']}"
+                        self.grad_expr[s.out.id] = f"{self.grad_expr[base.id]}.{cfield(s.attrs['field'])}"
         self.shared_params = self._shared_params(kir)
         self.strided_rows = self._strided_rows(kir)
 
@@ -125,7 +157,7 @@ class KernelCodegen:
         while arr.id in self.view_base:  # a view is labelled (and checked for read-after-write) as its array
             arr = self.view_base[arr.id]
         expr = self.prim_expr.get(arr.id, self.v(arr))
-        label = expr.removeprefix(f"P.{PARAM_PREFIX}")
+        label = expr.removeprefix(f"P.{PARAM_PREFIX}").replace(f".{FIELD_PREFIX}", ".")
         return label
 
     def array_id(self, arr: Var) -> int:
@@ -138,6 +170,8 @@ class KernelCodegen:
         ct = ctype(elem_t)
         if self.debug:
             return f"xs::at_chk<{ct}>({d}, {self.array_id(arr)}, {line}, {ids})"
+        if arr.id in self.strided_views:  # a slice's rows are strided even when its array is packed
+            return f"xs::at<{ct}>({d}, {ids})"
         return f"xs::at_sel<XS_CONTIG, {ct}>({d}, {ids})"
 
     # -- declarations ---------------------------------------------------------------------------
@@ -260,12 +294,17 @@ class KernelCodegen:
             out.append(f"{inner}{self.v(o)} = {self.a(p)};")
         out.append(f"{ind}}}")
 
+    def slice_args(self, op: Op) -> str:
+        """The arguments of ``xs::slice_view`` after the array, for a ``slice`` op."""
+        return (", ".join(self.v(x) for x in op.args[1:]) +
+                f", {str(op.attrs['has_start']).lower()}, {str(op.attrs['has_stop']).lower()}")
+
     def path_expr(self, base: str, op: Op, comps: list[Var]) -> str:
         expr = base
         it = iter(comps)
         for kind, name in op.attrs["path"]:
             if kind == "field":
-                expr = f"{expr}.{name}"
+                expr = f"{expr}.{cfield(name)}"
             else:
                 expr = f"xs::comp({expr}, {self.v(next(it))})"
         return expr
@@ -290,21 +329,21 @@ class KernelCodegen:
         elif k == "set_row":
             out.append(f"{ind}{v(o)} = {v(args[0])}; xs::set_row({v(o)}, {v(args[1])}, {v(args[2])});")
         elif k == "field_get":
-            out.append(f"{ind}{v(o)} = {v(args[0])}.{op.attrs['field']};")
+            out.append(f"{ind}{v(o)} = {v(args[0])}.{cfield(op.attrs['field'])};")
         elif k == "field_set":
-            out.append(f"{ind}{v(o)} = {v(args[0])}; {v(o)}.{op.attrs['field']} = {v(args[1])};")
+            out.append(f"{ind}{v(o)} = {v(args[0])}; {v(o)}.{cfield(op.attrs['field'])} = {v(args[1])};")
         elif k == "load":
             arr, idx = args[0], args[1:]
             out.append(f"{ind}{v(o)} = {self.access(arr, idx, o.type, op.line)};")
         elif k == "store":
-            if replay:
+            if replay and not op.attrs.get("replayed"):  # a replayed one writes the tape's copy of the array
                 return
             n = op.attrs["ndim"]
             arr, idx, value, comps = args[0], args[1:1 + n], args[1 + n], args[2 + n:]
             target = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
             out.append(f"{ind}{target} = {v(value)};")
         elif k == "atomic":
-            if replay:
+            if replay and not op.attrs.get("replayed"):  # a replayed one writes the tape's copy of the array
                 return
             n = op.attrs["ndim"]
             arr, idx, value, comps = args[0], args[1:1 + n], args[1 + n], args[2 + n:]
@@ -313,6 +352,8 @@ class KernelCodegen:
                 operands, comps = f"{v(comps[0])}, {v(value)}", []
             target = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
             out.append(f"{ind}{v(o)} = xs::{op.attrs['fn']}(&({target}), {operands});")
+        elif k == "slice":
+            out.append(f"{ind}{v(o)} = xs::slice_view({v(args[0])}, {self.slice_args(op)});")
         elif k == "subarray":
             ids = ", ".join(f"(int64_t){v(i)}" for i in args[1:])
             if self.debug:
@@ -475,7 +516,7 @@ class KernelCodegen:
         params = {p.var.id for p in kir.params if isinstance(p.type, T.ArrayType)}
         out = set()
         for s in ir.walk(kir.body):
-            if isinstance(s, Op) and s.kind == "subarray" and s.args[0].id in params:
+            if isinstance(s, Op) and s.kind in ("subarray", "slice") and s.args[0].id in params:
                 out.add(s.args[0].id)  # a view reaches rows of other threads through its own indices
             elif isinstance(s, Op) and s.kind in ("load", "store", "atomic", "grad_add") and s.args \
                     and s.args[0].id in params:
@@ -561,9 +602,9 @@ class KernelCodegen:
                            f"xs::accum({a(args[0])}, {a(o)});")
         elif k == "field_get":
             if is_diff(o.type):
-                out.append(f"{ind}xs::accum({a(args[0])}.{op.attrs['field']}, {a(o)});")
+                out.append(f"{ind}xs::accum({a(args[0])}.{cfield(op.attrs['field'])}, {a(o)});")
         elif k == "field_set":
-            f = op.attrs["field"]
+            f = cfield(op.attrs["field"])
             if is_diff(args[1].type):
                 out.append(f"{ind}xs::accum({a(args[1])}, {a(o)}.{f}); {a(o)}.{f} = {{}};")
             out.append(f"{ind}xs::accum({a(args[0])}, {a(o)});")
@@ -680,7 +721,8 @@ def struct_definition(t) -> str:
     fields = []
     accums = []
     atomics = []
-    for fname, ft in t._fields.items():
+    for name, ft in t._fields.items():
+        fname = cfield(name)
         fields.append(f"    {ctype(ft)} {fname};")
         if not isinstance(ft, T.ArrayType):
             accums.append(f"xs::accum(d.{fname}, s.{fname});")

@@ -150,8 +150,8 @@ class Expressions:
         s = node.slice
         elts = s.elts if isinstance(s, ast.Tuple) else [s]
         if any(isinstance(e, ast.Slice) for e in elts):
-            raise self.err(node, "array slices are not supported in kernels (slice vectors and matrices; index an "
-                                 "array with fewer indices for a view of its remaining dimensions)")
+            raise self.err(node, "an array slice in a kernel takes rows only (a[lo:hi:step]); index an array with "
+                                 "fewer indices for a view of its remaining dimensions")
         return [self.value(e) for e in elts]
 
     def composite_slice(self, t, node):
@@ -217,11 +217,15 @@ class Expressions:
         raise self.err(node, f"{msg}. (This part of the value is a {what}, got {T.type_name(t)}.)",
                        WarpCodegenValueError)
 
-    def index_var(self, v: Var, node) -> Var:
-        if v.weak:
+    def index_var(self, v: Var, node, write: bool = False) -> Var:
+        """``v`` as an index (an integer; a literal becomes int32); ``write``: it indexes an array written to."""
+        float_literal = v.weak and isinstance(v.const, float)
+        if v.weak and not (write and float_literal):
             v = self.convert(v, T.int32, node)
-        if not T.is_int(v.type):
-            raise self.err(node, f"an index must be an integer, got {T.type_name(v.type)}")
+        if float_literal or not T.is_int(v.type):
+            what = "Array slot write indices must be integers" if write else "an index must be an integer"
+            raise self.err(node, f"{what}, got {'a float literal' if float_literal else T.type_name(v.type)}",
+                           WarpCodegenTypeError)
         return v
 
     def flat_component(self, t, idx, node) -> Var:
@@ -265,11 +269,13 @@ class Expressions:
                 raise self.err(node, f"{_describe(obj)} cannot be indexed in a kernel")
             base = self.single(base, node)  # a constant vector or matrix (of any scalar type, bool too)
         t = base.type
+        if isinstance(t, T.ArrayType) and isinstance(node.slice, ast.Slice):
+            return self.array_slice(base, node)
         if isinstance(t, T.ArrayType):
             idx = [self.index_var(i, node) for i in self.subscript_indices(node)]
             if len(idx) > t.ndim:
-                raise self.err(node, f"array '{self.array_name(base)}' has {t.ndim} dimension(s) but is "
-                                     f"indexed with {len(idx)}")
+                raise self.err(node, f"Incorrect number of indices specified for array indexing: array "
+                                     f"'{self.array_name(base)}' has {t.ndim} dimension(s) but is indexed with {len(idx)}")
             if len(idx) < t.ndim:  # a view of the remaining dimensions, named after the array it views
                 view = self.emit("subarray", t.view(t.ndim - len(idx)), [base, *idx], node)
                 view.hint = self.array_name(base)
@@ -285,6 +291,21 @@ class Expressions:
             return self.emit("row", T.vector(t._shape[1], t._scalar), [base, i], node)
         return self.emit("extract", t._scalar, [base, self.flat_component(t, idx, node)], node)
 
+    def array_slice(self, base: Var, node):
+        """``a[start:stop:step]``: a view of the chosen rows of ``a`` (bounds clamped as Python clamps them,
+        at run time), named after the array it views; its gradient is the same view of the array's grad."""
+        if type(base.type) is not T.ArrayType:
+            raise self.err(node, "slice a plain array (an indexed array has no slice views)")
+        bounds = []
+        for part, default in ((node.slice.lower, 0), (node.slice.upper, 0), (node.slice.step, 1)):
+            bounds.append(self.index_var(self.value(part), part) if part is not None else self.const(default, T.int32))
+        if bounds[2].is_const and bounds[2].const == 0:
+            raise self.err(node, "an array slice step cannot be zero", WarpCodegenValueError)
+        view = self.emit("slice", base.type, [base, *bounds], node, has_start=node.slice.lower is not None,
+                         has_stop=node.slice.upper is not None)
+        view.hint = self.array_name(base)
+        return view
+
     def array_name(self, v: Var) -> str:
         return self.param_names.get(v.id, v.hint or f"%{v.id}")
 
@@ -295,17 +316,20 @@ class Expressions:
         node = target
         while isinstance(node, (ast.Attribute, ast.Subscript)):
             if isinstance(node, ast.Subscript):
-                base = self.expr(node.value) if _is_attr_chain(node.value) else None
+                sliced = isinstance(node.value, ast.Subscript) and isinstance(node.value.slice, ast.Slice) and \
+                    _is_attr_chain(node.value.value)  # a[lo:hi:step][i]: through a slice view
+                base = self.expr(node.value) if _is_attr_chain(node.value) or sliced else None
                 if isinstance(base, Var) and isinstance(base.type, T.ArrayType):
-                    idx = [self.index_var(i, node) for i in self.subscript_indices(node)]
+                    idx = [self.index_var(i, node, True) for i in self.subscript_indices(node)]
                     path.reverse()
                     while len(idx) < base.type.ndim and path and path[0][0] == "index":  # a[i][j] = a[i, j]
                         sub = path.pop(0)[1]
-                        idx += [self.index_var(i, sub) for i in self.subscript_indices(sub)]
+                        idx += [self.index_var(i, sub, True) for i in self.subscript_indices(sub)]
                     path.reverse()
                     if len(idx) != base.type.ndim:
-                        raise self.err(node, f"array '{self.array_name(base)}' has {base.type.ndim} dimension(s) "
-                                             f"but is indexed with {len(idx)}")
+                        raise self.err(node, "Incorrect number of indices specified for array indexing: array "
+                                             f"'{self.array_name(base)}' has {base.type.ndim} dimension(s) but is "
+                                             f"indexed with {len(idx)}")
                     return base, idx, list(reversed(path))
                 path.append(("index", node))
             else:
@@ -313,22 +337,24 @@ class Expressions:
             node = node.value
         return None
 
-    def accumulate_adjoint(self, target, root, op, node):
-        """``adjoint[x] += e``, also into a part of x (``adjoint[x.f] += e``, ``adjoint[x.v][0] += e``):
-        the same update of the local ``$adj:x`` that holds x's adjoint (``root`` is the adjoint[...])."""
+    def accumulate_adjoint(self, target, root, op, node, value: Var):
+        """``adjoint[x] += e`` (``op`` "add") or ``= e`` (``op`` None), also into a part of x (``adjoint[x.f]``,
+        ``adjoint[x.v][0]``, ``adjoint[x.v].y``): the same update of the local ``$adj:x`` that holds x's adjoint
+        (``root`` is the adjoint[...]); for an array parameter, ``adjoint[a][i] += e`` adds into its gradient."""
         name = root.slice
         while isinstance(name, ast.Attribute):
             name = name.value
-        if op != "add" or not isinstance(name, ast.Name):
-            raise self.err(node, "write adjoint[x] += value, with x a parameter of the func (or a field or "
-                                 "component of one)")
+        if op not in ("add", None) or not isinstance(name, ast.Name):
+            raise self.err(node, "write adjoint[x] += value or adjoint[x] = value, with x a parameter of the func "
+                                 "(or a field or component of one)")
         arr = self.f.sym.get(name.id) if root.slice is name else None
         if isinstance(arr, Var) and isinstance(arr.type, T.ArrayType):  # adjoint[a][i] += e: into a's gradient
             steps = _steps_above(target, root)
-            idx = [self.index_var(i, node) for i in self.subscript_indices(steps[0])] if len(steps) == 1 else []
-            if len(idx) != arr.type.ndim:
+            idx = [self.index_var(i, node) for i in self.subscript_indices(steps[0])] \
+                if len(steps) == 1 and isinstance(steps[0], ast.Subscript) else []
+            if op is None or len(idx) != arr.type.ndim:
                 raise self.err(node, f"write adjoint[{name.id}][index] += value with {arr.type.ndim} index(es)")
-            value = self.value(node.value)
+            value = self.single(value, node)
             value = self.convert(value, arr.type.dtype, node) if value.weak else value
             if value.type is not arr.type.dtype:
                 raise self.err(node, f"adjoint[{name.id}] takes {T.type_name(arr.type.dtype)}, got "
@@ -339,8 +365,10 @@ class Expressions:
             raise self.err(target, f"'{name.id}' is not a differentiable parameter of the func")
         part = _renamed(root.slice, name, "$adj:" + name.id)
         for step in reversed(_steps_above(target, root)):
-            part = ast.copy_location(ast.Subscript(part, step.slice, ast.Load()), step)
-        self.assign(part, self.binop("add", self.value(part), self.value(node.value), node), node)
+            part = ast.copy_location(ast.Subscript(part, step.slice, ast.Load()) if isinstance(step, ast.Subscript)
+                                     else ast.Attribute(part, step.attr, ast.Load()), step)
+        value = self.single(value, node)
+        self.assign(part, value if op is None else self.binop("add", self.value(part), value, node), node)
 
     def expr_BinOp(self, node):
         op = _BINOPS.get(type(node.op))
@@ -457,8 +485,10 @@ class Expressions:
             raise self.err(node, "assign matrix rows of array elements one component at a time")
         value = self.convert(value, comp_t, node) if value.weak or value.type is comp_t else value
         if value.type is not comp_t:
-            raise self.err(node, f"cannot store {T.type_name(value.type)} into '{name}' element "
-                                 f"{'component ' if steps else ''}of type {T.type_name(comp_t)}")
+            what = (f"Composite slot assignment expects value of type {T.type_name(comp_t)}: cannot store "
+                    f"{T.type_name(value.type)} into an '{name}' element component" if steps else
+                    f"cannot store {T.type_name(value.type)} into '{name}' element of type {T.type_name(comp_t)}")
+            raise self.err(node, what, WarpCodegenTypeError)
         self.emit("store", None, [arr, *idx, value] + [s[1] for s in steps if s[0] == "comp"], node,
                   ndim=len(idx), path=[(s[0], s[1] if s[0] == "field" else None) for s in steps])
 
@@ -481,10 +511,7 @@ class Expressions:
     def element_group(self, arr: Var, path, value: Var, node):
         """For a write into a group of components of an array element (``a[i][1:] = v``, ``a[i].p =
         p``): the paths of the single components and the parts of ``value`` written there, else None."""
-        if not path:
-            return None
-        t, _ = self.resolve_path(arr.type.dtype, path[:-1], node)
-        group = self.component_group(t, path[-1][1])
+        group = self.path_group(arr.type.dtype, path, node)
         if group is None:
             return None
         out_t, flat = group
@@ -515,12 +542,18 @@ class Expressions:
 
     def target_type(self, arr: Var, path, node):
         """The type of the part of an element of ``arr`` that a write target names (see array_element_target)."""
-        if path:
-            t, _ = self.resolve_path(arr.type.dtype, path[:-1], node)
-            group = self.component_group(t, path[-1][1])
-            if group is not None:
-                return group[0]
-        return self.resolve_path(arr.type.dtype, path, node)[0]
+        group = self.path_group(arr.type.dtype, path, node)
+        return group[0] if group is not None else self.resolve_path(arr.type.dtype, path, node)[0]
+
+    def path_group(self, dtype, path, node):
+        """The component group (see component_group) that the last step of ``path`` into ``dtype`` names, else None."""
+        if not path:
+            return None
+        if len(path) >= 2 and path[-2][0] == path[-1][0] == "index" and len(
+                self.subscript_indices(path[-2][1])) == 1 and T.is_matrix(self.resolve_path(dtype, path[:-2], node)[0]):
+            return None  # m[r][c]: one element
+        t, _ = self.resolve_path(dtype, path[:-1], node)
+        return self.component_group(t, path[-1][1])
 
     @staticmethod
     def has_atomic(fn, t) -> bool:
@@ -546,7 +579,9 @@ class Expressions:
     def resolve_path(self, t, path, node):
         """Walk ``.field`` / ``[i]`` / ``.x`` steps into an element type: (component type, steps)."""
         steps = []
-        for kind, n in path:
+        path = list(path)
+        while path:
+            kind, n = path.pop(0)
             if kind == "flat":  # one component of a group (see element_group)
                 steps.append(("comp", self.const(n, T.int32)))
                 t = t._scalar
@@ -562,8 +597,10 @@ class Expressions:
                 t = t._scalar
             else:
                 idx = self.subscript_indices(n)
+                if T.is_matrix(t) and len(idx) == 1 and path and path[0][0] == "index":  # m[r][c] is m[r, c]
+                    idx = idx + self.subscript_indices(path.pop(0)[1])
                 if T.is_matrix(t) and len(idx) == 1:
-                    raise self.err(n, "write matrix elements of array items as a[i][r, c]")
+                    raise self.err(n, "write matrix elements of array items as a[i][r, c] or a[i][r][c]")
                 steps.append(("comp", self.flat_component(t, idx, n)))
                 t = t._scalar
         return t, steps

@@ -305,6 +305,10 @@ class Frontend(Expressions, Calls, Statics):
         if isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Call):
             node.value._xs_targets = len(node.targets[0].elts)
         value = self.expr(node.value)
+        root = self.adjoint_root(node.targets[0])
+        if root is not None:
+            self.accumulate_adjoint(node.targets[0], root, None, node, value)
+            return
         self.assign(node.targets[0], value, node)
 
     def stmt_AnnAssign(self, node):
@@ -318,6 +322,19 @@ class Frontend(Expressions, Calls, Statics):
         v = self.convert(v, t, node) if v.weak or v.type is t else self.cast_checked(v, t, node)
         self.assign(node.target, v, node)
 
+    def adjoint_root(self, target):
+        """The ``adjoint[...]`` under a write target's component steps (``adjoint[x.v][0]``, ``adjoint[x.v].y``),
+        else None."""
+        node = target
+        while isinstance(node, (ast.Subscript, ast.Attribute)):
+            inner = node.value
+            if isinstance(node, ast.Subscript) and _is_attr_chain(inner) and (
+                    getattr(inner, "attr", None) == "adjoint" or getattr(inner, "id", None) == "adjoint"):
+                marker = self.expr(inner)
+                return node if isinstance(marker, Ref) and marker.obj is _ADJOINT else None
+            node = inner
+        return None
+
     def cast_checked(self, v, t, node):
         if v.type is not t:
             raise self.err(node, f"type mismatch: annotated {T.type_name(t)}, got {T.type_name(v.type)}",
@@ -329,14 +346,10 @@ class Frontend(Expressions, Calls, Statics):
         if op is None:
             raise self.err(node, "unsupported in-place operator")
         target = node.target
-        root = target  # adjoint[x.f][i] += e: the adjoint[...] under the component steps
-        while isinstance(root, ast.Subscript) and isinstance(root.value, ast.Subscript):
-            root = root.value
-        if isinstance(root, ast.Subscript) and _is_attr_chain(root.value):
-            marker = self.expr(root.value)
-            if isinstance(marker, Ref) and marker.obj is _ADJOINT:
-                self.accumulate_adjoint(target, root, op, node)
-                return
+        root = self.adjoint_root(target)
+        if root is not None:
+            self.accumulate_adjoint(target, root, op, node, self.value(node.value))
+            return
         if isinstance(target, (ast.Subscript, ast.Attribute)):
             base = self.array_element_target(target)
             # as in Warp, += -= &= |= ^= on an array element are atomic, except where the element has no

@@ -246,6 +246,7 @@ class Kernel:
         else:
             self.module = get_module(module or pyfunc.__module__)
         self.module_name = self.module.name
+        self.__module__ = pyfunc.__module__  # as Warp's: get_module(k.__module__) is the module of its file
         self.module.add(self)
         if self.generic:  # (a specialisation is not generic)
             _LATEST_GENERIC[(pyfunc.__module__, pyfunc.__qualname__)] = self
@@ -317,6 +318,10 @@ class Kernel:
             self._hash = _hash_python(self.pyfunc, set()) + f"|backward={self.enable_backward}"
             if self.bound:
                 self._hash += "|" + ",".join(T.type_name(t) for _, t in self.params)
+            # a struct named in an annotation is not in the source's closure: its layout is part of the code
+            layouts = [getattr(t, "dtype", t)._ctype for _, t in self.params if T.is_struct(getattr(t, "dtype", t))]
+            if layouts:
+                self._hash += "|structs=" + ",".join(layouts)
         return self._hash
 
     @property

@@ -529,6 +529,10 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
     if not adjoint:
         check_writable(kernel, prep, values)
     if adjoint:
+        if prep.meta.replays_writes:
+            raise RuntimeError(f"kernel '{kernel.key}' reads an array after writing it: its adjoint replays those "
+                               "writes on the array as it was before the launch, which only a Tape keeps; record "
+                               "the launch on a Tape and call tape.backward()")
         adj = None
         if adj_inputs is not None or adj_outputs is not None:
             adj = list(adj_inputs or [None] * len(inputs)) + list(adj_outputs or [None] * len(outputs))

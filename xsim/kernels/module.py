@@ -47,6 +47,7 @@ class KernelMeta:
     skipped_funcs: list[str] = field(default_factory=list)  # funcs with differentiable=False (tape warns)
     refused: list | None = None  # (error class name, message, file, line, col, source line): not built
     handles: dict = field(default_factory=dict)  # parameter -> the geometry object kind its id must name
+    replays_writes: bool = False  # the adjoint replays some writes, on copies of the in-place arrays
 
     def compile_error(self, kernel) -> CompileError | None:
         """The error the compiler refused ``kernel`` with, or None when it was built. The metadata (maybe
@@ -116,6 +117,22 @@ class Module:
             self._hash = h.hexdigest()
         return self._hash
 
+    def load(self, device=None, block_dim=None) -> bool:
+        """Build (or load from the cache) this module for ``device`` now, as Warp's ``Module.load``; raises the
+        CompileError of the first of its kernels the compiler refuses (``block_dim`` is accepted, unused)."""
+        from .. import config
+        from ..device import get_device
+        dev = get_device(device)
+        for k in self.kernels:
+            err = k.module_build(dev, config.mode == "debug").metas[k.symbol].compile_error(k)
+            if err is not None:
+                raise err
+        return True
+
+    def hash_module(self) -> str:
+        """Warp's name for :meth:`content_hash` (the same for the same kernel sources and struct layouts)."""
+        return self.content_hash()
+
     def invalidate(self):
         """Forget built code and hashes (a func or constant the kernels use may have changed)."""
         for k in list(self._live):
@@ -146,9 +163,11 @@ class Module:
             if kir.adjoint_error is None:
                 kir.adjoint_error = adjoint_refusal(kir)
             inplace = sorted(kir.reads & kir.writes)
+            replays = kir.adjoint_error is None and any(
+                isinstance(s, Op) and s.attrs.get("replayed") for s in ir.walk(kir.body))
             metas[k.symbol] = KernelMeta(k.key, kir.tid_dims, kir.adjoint_error, [], sorted(kir.reads),
                                          sorted(kir.writes), inplace, kir.skipped_funcs,
-                                         handles=kir.handles)
+                                         handles=kir.handles, replays_writes=replays)
             irs.append(kir)
         source, labels = module_source(irs, structs, debug, target)
         for name, arrays in labels.items():
@@ -167,8 +186,8 @@ def _collect_structs(t, out: list):
 
 def adjoint_refusal(kir: ir.KernelIR) -> str | None:
     """Why this kernel's adjoint would be wrong, or None. The adjoint replays the forward without
-    its stores, so it cannot recover a value the kernel read back after writing it, nor a value
-    an atomic returned."""
+    its stores, so it cannot recover a value an atomic returned; an array the kernel reads back after
+    writing it has its writes replayed too (see ``_replay_writes``)."""
     from .codegen import KernelCodegen
     cg = KernelCodegen(kir)
     labels = cg.array_label
@@ -202,35 +221,67 @@ def adjoint_refusal(kir: ir.KernelIR) -> str | None:
                 getattr(s.out.type, "_scalar", s.out.type)):
             return (f"{kir.source_file}:{s.line}: the value returned by {s.attrs['fn']}() is used, and the backward "
                     "pass cannot replay it")
-    return _read_after_write(kir.body, labels, set(), kir.source_file)
+    return _replay_writes(kir, labels)
 
 
-def _read_after_write(block, label, written: set, file) -> str | None:
+def _replay_writes(kir: ir.KernelIR, label) -> str | None:
+    """Marks the stores and atomics the adjoint must replay (``attrs["replayed"]``): those into an array
+    the kernel reads back after writing it. The tape hands the adjoint a copy of such an array as it was
+    before the launch, so replaying every access in order gives each read its forward value. That holds
+    only where each access runs once in the replay: one inside a loop (whose adjoint replays iterations)
+    or a func with a custom adjoint refuses the kernel instead (file:line of the read)."""
+    reread: dict[str, int] = {}
+    _read_after_write(kir.body, label, set(), reread)
+    if not reread:
+        return None
+    nested = {label(s.args[0]) for s in _accesses_in_loops_or_customs(kir.body)}
+    for name, line in reread.items():
+        if name in nested:
+            return (f"{kir.source_file}:{line}: array '{name}' is read after this kernel wrote it, inside a loop "
+                    "or a func with a custom adjoint; the backward pass cannot replay those writes to recover "
+                    "the value read. Write the result to a separate array, or keep the value in a local variable")
+    for s in ir.walk(kir.body):
+        if isinstance(s, Op) and s.kind in ("store", "atomic") and label(s.args[0]) in reread:
+            s.attrs["replayed"] = True
+    return None
+
+
+def _accesses_in_loops_or_customs(block, nested: bool = False):
+    for s in block.stmts:
+        if isinstance(s, Op):
+            if nested and s.kind in ("load", "store", "atomic"):
+                yield s
+            if s.kind in ("custom", "grad_of"):
+                for key in ("fwd", "replay", "grad"):
+                    if s.attrs.get(key) is not None:
+                        yield from _accesses_in_loops_or_customs(s.attrs[key], True)
+        elif isinstance(s, If):
+            yield from _accesses_in_loops_or_customs(s.then, nested)
+            yield from _accesses_in_loops_or_customs(s.orelse, nested)
+        elif isinstance(s, Loop):
+            yield from _accesses_in_loops_or_customs(s.cond_block, True)
+            yield from _accesses_in_loops_or_customs(s.body, True)
+
+
+def _read_after_write(block, label, written: set, reread: dict):
+    """Collects into ``reread`` the arrays (label -> line of the first such read) read after a write."""
     for s in block.stmts:
         if isinstance(s, Op):
             if s.kind == "load" and label(s.args[0]) in written:
-                return (f"{file}:{s.line}: array '{label(s.args[0])}' is read after this kernel wrote it; the "
-                        "backward pass replays the kernel without its writes and would read the wrong value. "
-                        "Write the result to a separate array, or keep the value in a local variable")
+                reread.setdefault(label(s.args[0]), s.line)
             if s.kind in ("store", "atomic"):
                 written.add(label(s.args[0]))
             if s.kind == "custom":
-                msg = _read_after_write(s.attrs["fwd"], label, written, file)
-                if msg:
-                    return msg
+                _read_after_write(s.attrs["fwd"], label, written, reread)
         elif isinstance(s, If):
             w2 = set(written)
-            msg = _read_after_write(s.then, label, written, file) or _read_after_write(s.orelse, label, w2, file)
-            if msg:
-                return msg
+            _read_after_write(s.then, label, written, reread)
+            _read_after_write(s.orelse, label, w2, reread)
             written |= w2
         elif isinstance(s, Loop):
             # a loop body runs again after its own writes: scan it twice
             for _ in range(2):
-                msg = _read_after_write(s.body, label, written, file)
-                if msg:
-                    return msg
-    return None
+                _read_after_write(s.body, label, written, reread)
 
 
 def num_threads() -> int:

@@ -226,6 +226,28 @@ template <typename... I> XS_FUNC array_desc subarray(const array_desc& a, int64_
     return subarray(subarray(a, i), j, rest...);
 }
 
+// A[start:stop:step]: the view of those rows, the bounds clamped as Python's slice.indices clamps
+// them (a bound not given is the end the step walks from or to); step 0 gives an empty view.
+XS_FUNC array_desc slice_view(const array_desc& a, int64_t start, int64_t stop, int64_t step, bool has_start,
+                              bool has_stop) {
+    const int64_t n = a.shape[0];
+    int64_t len = 0;
+    if (step > 0) {
+        start = !has_start ? 0 : start < 0 ? (start + n < 0 ? 0 : start + n) : (start > n ? n : start);
+        stop = !has_stop ? n : stop < 0 ? (stop + n < 0 ? 0 : stop + n) : (stop > n ? n : stop);
+        len = stop > start ? (stop - start + step - 1) / step : 0;
+    } else if (step < 0) {
+        start = !has_start ? n - 1 : start < 0 ? (start + n < -1 ? -1 : start + n) : (start > n - 1 ? n - 1 : start);
+        stop = !has_stop ? -1 : stop < 0 ? (stop + n < -1 ? -1 : stop + n) : (stop > n - 1 ? n - 1 : stop);
+        len = start > stop ? (start - stop - step - 1) / -step : 0;
+    }
+    array_desc r = a;
+    r.data = a.data && len > 0 ? (void*)((char*)a.data + start * a.strides[0]) : nullptr;
+    r.shape[0] = len;
+    r.strides[0] = a.strides[0] * step;
+    return r;
+}
+
 // An indexed array (xsim.indexedarray): the data's pointer and byte strides, the indexed shape, and
 // per dimension an int32 index array (null: that dimension is taken as it is). Element (i, j) is
 // data[idx0[i], idx1[j]]; its gradient is the same indexed view of the data's grad buffer.
