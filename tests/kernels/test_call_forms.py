@@ -124,6 +124,10 @@ def derivatives(x: A, out: A, out_v: xsim.array(dtype=xsim.vec3d)):
     da, dv = xsim.grad(bumpy)(x[i], xsim.vec3d(F(1.0), x[i] * F(2.0), F(0.5)))
     out[i + 6] = da
     out_v[i] = dv
+    gy, gx = xsim.grad(xsim.atan2)(x[i], F(1.5))  # a math builtin: the adjoints of both arguments
+    out[i + 12] = gy
+    out[i + 18] = gx
+    out[i + 24] = xsim.grad(xsim.sqrt)(x[i] * x[i])
 
 
 def _bumpy(a, v):
@@ -132,7 +136,7 @@ def _bumpy(a, v):
 
 def test_grad_of_a_func_matches_float64_finite_differences():
     x = np.array([0.7, -1.3, 0.2, 1.9, -0.4, 2.5])
-    out, out_v = xsim.zeros(12, dtype=F), xsim.zeros(6, dtype=xsim.vec3d)
+    out, out_v = xsim.zeros(30, dtype=F), xsim.zeros(6, dtype=xsim.vec3d)
     xsim.launch(derivatives, 6, inputs=[xsim.array(x, dtype=F), out, out_v])
     h = 1e-6
     np.testing.assert_allclose(out.numpy()[:6], ((x + h) ** 3 - (x - h) ** 3) / (2 * h), rtol=1e-7)
@@ -142,6 +146,11 @@ def test_grad_of_a_func_matches_float64_finite_differences():
         dv = [(_bumpy(a, v + h * e) - _bumpy(a, v - h * e)) / (2 * h) for e in np.eye(3)]
         np.testing.assert_allclose(out.numpy()[6 + i], da, rtol=1e-7, atol=1e-9)
         np.testing.assert_allclose(out_v.numpy()[i], dv, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(out.numpy()[12:18], (np.arctan2(x + h, 1.5) - np.arctan2(x - h, 1.5)) / (2 * h),
+                               rtol=1e-7)
+    np.testing.assert_allclose(out.numpy()[18:24], (np.arctan2(x, 1.5 + h) - np.arctan2(x, 1.5 - h)) / (2 * h),
+                               rtol=1e-7)
+    np.testing.assert_allclose(out.numpy()[24:], (np.sqrt(x * x + h) - np.sqrt(x * x - h)) / (2 * h), rtol=1e-6)
 
 
 @xsim.kernel

@@ -86,8 +86,8 @@ class Expressions:
         if library is not None:
             return Ref(library)
         raise self.err(node, f"unknown name '{node.id}' (not a local, a parameter or a module global; a name "
-                             "assigned only in one branch or inside a loop is not defined after it)",
-                       WarpCodegenKeyError)
+                             "assigned only inside a loop is not defined after it): Referencing undefined symbol: "
+                             f"{node.id}", WarpCodegenKeyError)
 
     def global_value(self, obj, node):
         if isinstance(obj, (bool, int, float, np.generic)) and not isinstance(obj, np.ndarray):
