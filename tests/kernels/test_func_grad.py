@@ -410,13 +410,14 @@ def guarded_sqrt_all(x: A64, y: A64):
 def test_a_func_grad_may_take_grad_of_a_builtin():
     x = xsim.array(np.array([0.25, 1.0, 4.0, 9.5]), dtype=F64, requires_grad=True)
     y = xsim.zeros(4, dtype=F64, requires_grad=True)
-    report = gradcheck(guarded_sqrt_all, [x, y])
-    assert report.passed, report
     tape = xsim.Tape()
     with tape:
         xsim.launch(guarded_sqrt_all, 4, inputs=[x, y])
     tape.backward(grads={y: xsim.ones(4, dtype=F64)})
     np.testing.assert_allclose(x.grad.numpy(), 1.5 * np.sqrt(x.numpy()), rtol=1e-14)  # d(x^1.5)/dx
+    x.grad.zero_()
+    report = gradcheck(guarded_sqrt_all, [x, y])
+    assert report.passed, report
 
 
 @xsim.func
