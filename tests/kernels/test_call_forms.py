@@ -1,7 +1,7 @@
 """Call forms Warp's kernels use: a func or builtin bound to a local and called through it,
 builtins called with keyword arguments (Warp's parameter names), ``transformation(p=, q=)`` in a
-kernel, Warp's math constants, ``launch(block_dim=, max_blocks=)``, ``xsim.float(x)``, and ``grad(f)``
-(a func's derivative in the forward code). Forward against numpy, gradients against
+kernel, Warp's math constants, ``launch(block_dim=, max_blocks=)``, ``xsim.float(x)``, ``grad(f)``
+(a func's derivative in the forward code), and operators overloaded by funcs named ``add``/``mul``. Forward against numpy, gradients against
 float64 finite differences. One module."""
 
 import math
@@ -168,3 +168,48 @@ def test_parameters_may_take_names_that_are_cpp_keywords():
     report = gradcheck(cpp_named, [xsim.array(x, dtype=F, requires_grad=True), 1.5,
                                    xsim.zeros(5, dtype=F, requires_grad=True), 3], dim=5, atol=1e-7, rtol=1e-6)
     assert report.passed, str(report)
+
+
+@xsim.struct
+class Dual:
+    """A dual number v + d eps (eps^2 = 0): its operators are the funcs below."""
+    v: F
+    d: F
+
+
+@xsim.func
+def add(a: Dual, b: Dual):
+    return Dual(a.v + b.v, a.d + b.d)
+
+
+@xsim.func
+def mul(a: Dual, b: Dual):
+    return Dual(a.v * b.v, a.v * b.d + a.d * b.v)
+
+
+@xsim.kernel(module="xsim_tests_call_forms")
+def dual_polynomial(x: A, acc: xsim.array(dtype=Dual), y: A, dy: A):
+    # (x + 1) * x * x with dx = 1: the value and the derivative, through + and * on Dual values, and += on
+    # an array element (a func operator makes it read, combine and write back); float + stays the builtin
+    i = xsim.tid()
+    u = Dual(x[i], F(1.0))
+    p = (u + Dual(F(1.0), F(0.0))) * u * u
+    acc[i] += p
+    y[i] = p.v + F(0.5)
+    dy[i] = p.d
+
+
+def test_funcs_named_like_operators_overload_them_for_their_types():
+    x = np.array([0.5, -1.5, 2.0])
+    acc = xsim.array([Dual(v=10.0, d=0.0)] * 3, dtype=Dual)
+    y, dy = xsim.zeros(3, dtype=F), xsim.zeros(3, dtype=F)
+    xsim.launch(dual_polynomial, 3, inputs=[xsim.array(x, dtype=F), acc, y, dy])
+    np.testing.assert_allclose(y.numpy(), (x + 1) * x * x + 0.5, rtol=1e-15)
+    np.testing.assert_allclose(dy.numpy(), 3 * x * x + 2 * x, rtol=1e-15)
+    np.testing.assert_allclose(acc.numpy()["v"], 10.0 + (x + 1) * x * x, rtol=1e-15)
+    np.testing.assert_allclose(acc.numpy()["d"], 3 * x * x + 2 * x, rtol=1e-15)
+    xg = xsim.array(x, dtype=F, requires_grad=True)
+    acc = xsim.zeros(3, dtype=Dual, requires_grad=True)
+    outs = [xsim.zeros(3, dtype=F, requires_grad=True) for _ in range(2)]
+    report = gradcheck(dual_polynomial, [xg, acc, *outs], outputs=[2, 3], wrt=[0])
+    assert report.passed, report

@@ -348,7 +348,19 @@ class Expressions:
             raise self.err(node, "unsupported operator")
         return self.binop(op, self.value(node.left), self.value(node.right), node)
 
+    def user_operator(self, op: str, args: list, node):
+        """Warp's operator overloading: the func named like the operator (``add``, ``mul``...) that the
+        kernel's code can see, when one of its definitions takes ``args``; else None (the builtin)."""
+        from .kernel import Function
+        fn = self.f.src.names.get(op)
+        if isinstance(fn, Function) and fn.resolve(args, {}) is not None:
+            return fn
+        return None
+
     def binop(self, op, a: Var, b: Var, node) -> Var:
+        user = self.user_operator(op, [a, b], node)
+        if user is not None:
+            return self.inline_func(user, [a, b], {}, node)
         if op == "pow" and a.weak and b.weak:
             return self.const(a.const ** b.const)
         if op == "pow" and T.is_float(a.type) and b.is_const and b.weak and float(b.const) == 2.0:

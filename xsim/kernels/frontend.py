@@ -345,7 +345,12 @@ class Frontend(Expressions, Calls, Statics):
                     _AUGASSIGN_ATOMICS[op], self.target_type(base[0], base[2], node)):
                 arr, idx, path = base
                 value = self.value(node.value)
-                self.atomic(_AUGASSIGN_ATOMICS[op], arr, idx, path, value, node)
+                # a func named like the operator that takes these types (Warp's operator overloading) makes
+                # it read, combine and write back
+                if self.user_operator(op, [Var(self.target_type(arr, path, node)), value], node) is None:
+                    self.atomic(_AUGASSIGN_ATOMICS[op], arr, idx, path, value, node)
+                    return
+                self.assign(target, self.binop(op, self.value(target), value, node), node)
                 return
         if isinstance(target, ast.Name) and isinstance(self.f.sym.get(target.id), Ref) and _callable_in_kernel(
                 self.f.sym[target.id].obj):
