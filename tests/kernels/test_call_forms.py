@@ -213,3 +213,15 @@ def test_funcs_named_like_operators_overload_them_for_their_types():
     outs = [xsim.zeros(3, dtype=F, requires_grad=True) for _ in range(2)]
     report = gradcheck(dual_polynomial, [xg, acc, *outs], outputs=[2, 3], wrt=[0])
     assert report.passed, report
+
+
+def test_a_kernel_using_an_operator_func_is_rebuilt_when_that_func_changes():
+    # the kernel's code does not name `add`: its cache key must still cover it
+    def make(body):
+        ns = {"xsim": xsim, "F": F}
+        exec(compile("@xsim.func\ndef add(a: F, b: F):\n    return " + body + "\n\n"
+                     "@xsim.kernel(module='unique')\ndef k(x: xsim.array(dtype=F)):\n    x[0] = x[1] + x[2]\n",
+                     "operator_funcs.py", "exec"), ns)
+        return ns["k"]
+    assert make("xsim.mul(a, b)").content_hash() != make("xsim.sub(a, b)").content_hash()
+    assert make("xsim.mul(a, b)").content_hash() == make("xsim.mul(a, b)").content_hash()

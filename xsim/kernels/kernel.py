@@ -18,6 +18,7 @@ import numpy as np
 from .. import types as T
 from .ir import Var
 from .scope import (
+    _BINOPS,
     MAX_UNROLL,
     BuiltinRef,
     _resolve_annotation,
@@ -573,7 +574,9 @@ def _hash_python(pyfunc, seen: set) -> str:
             except ValueError:
                 pass
     tab = static_table(pyfunc)
-    for n in sorted(_code_names(pyfunc.__code__) - (tab.static_only if tab else set())):
+    # funcs named like an operator (add, mul...) overload it without the code naming them
+    operators = {n for n in set(_BINOPS.values()) if isinstance(names.get(n), Function)}
+    for n in sorted((_code_names(pyfunc.__code__) | operators) - (tab.static_only if tab else set())):
         if n in names:
             h.update(_hash_object(n, names[n], seen, _code_names(pyfunc.__code__)).encode())
     for v in pyfunc.__annotations__.values():
