@@ -4,6 +4,7 @@ kernel, Warp's math constants, ``launch(block_dim=, max_blocks=)``, ``xsim.float
 (a func's derivative in the forward code), and operators overloaded by funcs named ``add``/``mul``. Forward against numpy, gradients against
 float64 finite differences. One module."""
 
+import importlib.util
 import math
 
 import numpy as np
@@ -219,9 +220,40 @@ def test_a_kernel_using_an_operator_func_is_rebuilt_when_that_func_changes():
     # the kernel's code does not name `add`: its cache key must still cover it
     def make(body):
         ns = {"xsim": xsim, "F": F}
-        exec(compile("@xsim.func\ndef add(a: F, b: F):\n    return " + body + "\n\n"
+        exec(compile("@xsim.func\ndef add(a: F, b: F):\n    return " + body + "\n\n"  # noqa: S102
                      "@xsim.kernel(module='unique')\ndef k(x: xsim.array(dtype=F)):\n    x[0] = x[1] + x[2]\n",
                      "operator_funcs.py", "exec"), ns)
         return ns["k"]
     assert make("xsim.mul(a, b)").content_hash() != make("xsim.sub(a, b)").content_hash()
     assert make("xsim.mul(a, b)").content_hash() == make("xsim.mul(a, b)").content_hash()
+
+
+def test_an_array_element_update_through_an_operator_func_matches_finite_differences(tmp_path):
+    # a module whose add(float64, float64) is not addition: `+=` on an array element must use it and be
+    # differentiated through it (read, combine, write back)
+    path = tmp_path / "slot_operator.py"
+    path.write_text("import xsim\nF = xsim.float64\n\n\n@xsim.func\ndef add(a: F, b: F):\n"
+                    "    return xsim.add(xsim.mul(a, b), xsim.sin(a))\n\n\n@xsim.kernel(module='unique')\n"
+                    "def slot_operator_update(v: xsim.array(dtype=xsim.vec3d), r: xsim.array(dtype=F)):\n"
+                    "    i = xsim.tid()\n    v[i].x += r[i]\n")
+    spec = importlib.util.spec_from_file_location("slot_operator", path)
+    ns = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ns)
+    x0, r0 = np.array([[0.3, 1.0, 2.0], [1.2, -0.5, 0.7]]), np.array([0.4, -1.1])
+    v = xsim.array(x0, dtype=xsim.vec3d, requires_grad=True)
+    r = xsim.array(r0, dtype=F, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(ns.slot_operator_update, 2, inputs=[v, r])
+    np.testing.assert_allclose(v.numpy()[:, 0], x0[:, 0] * r0 + np.sin(x0[:, 0]), rtol=1e-15)
+    seed = RNG.uniform(0.5, 2.0, (2, 3))
+    tape.backward(grads={v: xsim.array(seed, dtype=xsim.vec3d)})
+
+    def out_x(x, rr):
+        return x * rr + np.sin(x)
+    h = 1e-6
+    fd_x = (out_x(x0[:, 0] + h, r0) - out_x(x0[:, 0] - h, r0)) / (2 * h)
+    fd_r = (out_x(x0[:, 0], r0 + h) - out_x(x0[:, 0], r0 - h)) / (2 * h)
+    np.testing.assert_allclose(v.grad.numpy()[:, 0], seed[:, 0] * fd_x, rtol=1e-8)
+    np.testing.assert_allclose(v.grad.numpy()[:, 1:], seed[:, 1:], rtol=1e-15)  # untouched components
+    np.testing.assert_allclose(r.grad.numpy(), seed[:, 0] * fd_r, rtol=1e-8)
