@@ -35,6 +35,12 @@ REFERENCE_EXCLUSIONS: dict[str, str] = {
     "native_calls": "calls func_native C++ snippets (the reference runs Python)",
     "native_without_adjoint": "calls a func_native C++ snippet (the reference runs Python)",
     "type_attributes": "reads .length/.dtype of vector types and values, which only kernels have (as in Warp)",
+    "dual_polynomial": "its + and * are funcs named add and mul (Warp's operator overloading), which Python's "
+                       "operators on host structs do not call",
+    "slot_operator_update": "its += is a func named add (Warp's operator overloading), which Python's += does "
+                            "not call",
+    "names_from_one_branch": "uses names assigned in one branch only: Python leaves them unbound on the other path, "
+                             "xsim gives them zero (test_control_flow_forward.py checks against numpy)",
 }
 
 

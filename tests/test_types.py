@@ -188,6 +188,12 @@ def test_matrix_times_vector_and_matrix():
     assert m * 2 == [[2, 4], [6, 8]]
 
 
+def test_a_product_of_matrices_of_two_scalar_types_is_refused_in_warps_words():
+    with pytest.raises(RuntimeError, match=r"^Couldn't find a function 'mul' compatible with the arguments "
+                                           r"'mat22f, mat22d'$"):
+        T.mat22f(1, 2, 3, 4) * T.mat22d(1, 2, 3, 4)
+
+
 def test_non_square_matrix_product_has_the_right_shape():
     a = T.matrix((2, 3), T.float32)(1, 2, 3, 4, 5, 6)
     b = T.matrix((3, 2), T.float32)(1, 0, 0, 1, 1, 1)
@@ -219,6 +225,41 @@ def test_transform_defaults_to_identity_and_splits_into_p_and_q():
     assert type(t.p) is T.vec3 and t.p == [1, 2, 3]
     assert type(t.q) is T.quat and t.q == [0, 0, 1, 0]
     assert T.transform._shape == (7,) and T.transformd._scalar is T.float64
+
+
+def _hamilton(a, b):
+    """The quaternion product written out component by component (x, y, z, w)."""
+    (x1, y1, z1, w1), (x2, y2, z2, w2) = a, b
+    return [w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2, w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2, w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2]
+
+
+def test_quaternion_and_transform_products_on_the_host():
+    a, b = [0.5, -1.0, 2.0, 0.25], [1.5, 0.5, -0.75, 2.0]
+    np.testing.assert_allclose(np.asarray(T.quatd(*a) * T.quatd(*b)), _hamilton(a, b), rtol=1e-15)
+    # a unit rotation: t * u maps a point as t(u(x)), checked against rotation matrices
+    rng = np.random.default_rng(3)
+    q1, q2 = (q / np.linalg.norm(q) for q in rng.normal(size=(2, 4)))
+    p1, p2, x = rng.normal(size=(3, 3))
+
+    def rot(q):
+        (i, j, k), w = q[:3], q[3]
+        return np.array([[1 - 2 * (j * j + k * k), 2 * (i * j - k * w), 2 * (i * k + j * w)],
+                         [2 * (i * j + k * w), 1 - 2 * (i * i + k * k), 2 * (j * k - i * w)],
+                         [2 * (i * k - j * w), 2 * (j * k + i * w), 1 - 2 * (i * i + j * j)]])
+    tu = np.asarray(T.transformd(p1, q1) * T.transformd(p2, q2))
+    np.testing.assert_allclose(rot(tu[3:]) @ x + tu[:3], rot(q1) @ (rot(q2) @ x + p2) + p1, rtol=1e-12)
+    np.testing.assert_allclose(tu[3:], _hamilton(q1, q2), rtol=1e-12)
+
+
+def test_transform_keywords_p_and_q_each_default_to_the_identity():
+    assert T.transform(p=(1, 2, 3)) == [1, 2, 3, 0, 0, 0, 1]
+    assert T.transform(q=(4, 5, 6, 7)) == [0, 0, 0, 4, 5, 6, 7]
+    assert T.transform((1, 2, 3), q=(4, 5, 6, 7)) == T.transform(q=(4, 5, 6, 7), p=(1, 2, 3))
+    with pytest.raises(TypeError, match="^got an unexpected keyword argument 'pos'$"):
+        T.transform(pos=T.vec3())
+    with pytest.raises(TypeError, match="got multiple values for argument 'q'"):
+        T.transform((1, 2, 3), (0, 0, 0, 1), q=(0, 0, 0, 1))
 
 
 def test_transform_from_seven_components():

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 
 class CompileError(Exception):
-    """A kernel or func the compiler refuses: names file:line:col, shows the line with a caret."""
+    """A kernel or func the compiler refuses: names file:line:col, shows the line with a caret, then the
+    message (last, as Warp and Python's SyntaxError put it, so a pattern anchored at the end matches it)."""
 
     def __init__(self, message: str, file: str = "", line: int = 0, col: int = 0, source_line: str = ""):
         self.message, self.file, self.line, self.col, self.source_line = message, file, line, col, source_line
-        where = f"{file}:{line}:{col + 1}: " if file else ""
-        text = f"{where}{message}"
+        text = f"{file}:{line}:{col + 1}: " if file else ""
         if source_line:
             stripped = source_line.rstrip("\n")
             indent = len(stripped) - len(stripped.lstrip())
             caret_col = max(col - indent, 0)
-            text += f"\n    {stripped.strip()}\n    {' ' * caret_col}^"
-        super().__init__(text)
+            text = f"{text.rstrip()}\n    {stripped.strip()}\n    {' ' * caret_col}^\n"
+        super().__init__(text + message)
 
 
 class WarpCodegenError(CompileError, RuntimeError):

@@ -307,6 +307,9 @@ class _Matrix(_Composite):
         return self._v[key]
 
     def __matmul__(self, o):
+        if isinstance(o, _Composite) and o._scalar is not self._scalar:
+            raise RuntimeError(f"Couldn't find a function 'mul' compatible with the arguments "
+                               f"'{type(self).__name__}, {type(o).__name__}'")
         r = self._v @ np.asarray(o)
         if isinstance(o, _Matrix):
             return matrix((self._shape[0], o._shape[1]), self._scalar)._wrap(r)
@@ -322,17 +325,53 @@ class _Quat(_Vector):
     _kind = "quat"
     __slots__ = ()
 
+    def __mul__(self, o):
+        """``q * r``: the Hamilton product (the rotation r, then q); a scalar scales the components."""
+        if isinstance(o, _Quat):
+            return self._same(_quat_product(self._v, o._v))
+        return super().__mul__(o)
+
+
+def _quat_product(a, b):
+    """The Hamilton product of two (x, y, z, w) quaternions, in their numpy dtype."""
+    va, wa, vb, wb = a[:3], a[3], b[:3], b[3]
+    return np.concatenate([wa * vb + wb * va + np.cross(va, vb), [wa * wb - va @ vb]]).astype(a.dtype)
+
+
+def _quat_rotate(q, x):
+    """``x`` rotated by the (x, y, z, w) quaternion ``q``, as the kernel builtin computes it (unnormalised q
+    scales as it does there)."""
+    v, w = q[:3], q[3]
+    return (x * (2.0 * w * w - 1.0) + np.cross(v, x) * w * 2.0 + v * (v @ x) * 2.0).astype(q.dtype)
+
 
 class _Transform(_Composite):
     _kind = "transform"
     __slots__ = ()
 
-    def __init__(self, *args):
-        if len(args) == 2:
-            args = (np.concatenate([np.ravel(np.asarray(args[0])), np.ravel(np.asarray(args[1]))]),)
+    def __init__(self, *args, **pq):
+        """``transform()`` (identity), ``transform(p, q)``, ``transform(p=..., q=...)`` (either may be left out),
+        seven components, or another transform."""
+        for k in pq:
+            if k not in ("p", "q"):
+                raise TypeError(f"got an unexpected keyword argument '{k}'")
+        if pq or len(args) == 2:
+            given = dict(zip(("p", "q"), args))
+            if given.keys() & pq.keys():
+                raise TypeError(f"got multiple values for argument '{(given.keys() & pq.keys()).pop()}'")
+            given.update(pq)
+            p, q = given.get("p", (0.0, 0.0, 0.0)), given.get("q", (0.0, 0.0, 0.0, 1.0))
+            args = (np.concatenate([np.ravel(np.asarray(p)), np.ravel(np.asarray(q))]),)
         elif len(args) == 0:
             args = (np.array([0, 0, 0, 0, 0, 0, 1.0]),)
         super().__init__(*args)
+
+    def __mul__(self, o):
+        """``a * b``: the transform b, then a (``transform_multiply``); a scalar scales the components."""
+        if isinstance(o, _Transform):
+            p = self._v[:3] + _quat_rotate(self._v[3:], o._v[:3])
+            return self._same(np.concatenate([p, _quat_product(self._v[3:], o._v[3:])]))
+        return super().__mul__(o)
 
     @property
     def p(self):

@@ -1,9 +1,10 @@
 """Call forms Warp's kernels use: a func or builtin bound to a local and called through it,
 builtins called with keyword arguments (Warp's parameter names), ``transformation(p=, q=)`` in a
-kernel, Warp's math constants, ``launch(block_dim=, max_blocks=)``, ``xsim.float(x)``, and ``grad(f)``
-(a func's derivative in the forward code). Forward against numpy, gradients against
+kernel, Warp's math constants, ``launch(block_dim=, max_blocks=)``, ``xsim.float(x)``, ``grad(f)``
+(a func's derivative in the forward code), and operators overloaded by funcs named ``add``/``mul``. Forward against numpy, gradients against
 float64 finite differences. One module."""
 
+import importlib.util
 import math
 
 import numpy as np
@@ -124,6 +125,10 @@ def derivatives(x: A, out: A, out_v: xsim.array(dtype=xsim.vec3d)):
     da, dv = xsim.grad(bumpy)(x[i], xsim.vec3d(F(1.0), x[i] * F(2.0), F(0.5)))
     out[i + 6] = da
     out_v[i] = dv
+    gy, gx = xsim.grad(xsim.atan2)(x[i], F(1.5))  # a math builtin: the adjoints of both arguments
+    out[i + 12] = gy
+    out[i + 18] = gx
+    out[i + 24] = xsim.grad(xsim.sqrt)(x[i] * x[i])
 
 
 def _bumpy(a, v):
@@ -132,7 +137,7 @@ def _bumpy(a, v):
 
 def test_grad_of_a_func_matches_float64_finite_differences():
     x = np.array([0.7, -1.3, 0.2, 1.9, -0.4, 2.5])
-    out, out_v = xsim.zeros(12, dtype=F), xsim.zeros(6, dtype=xsim.vec3d)
+    out, out_v = xsim.zeros(30, dtype=F), xsim.zeros(6, dtype=xsim.vec3d)
     xsim.launch(derivatives, 6, inputs=[xsim.array(x, dtype=F), out, out_v])
     h = 1e-6
     np.testing.assert_allclose(out.numpy()[:6], ((x + h) ** 3 - (x - h) ** 3) / (2 * h), rtol=1e-7)
@@ -142,6 +147,11 @@ def test_grad_of_a_func_matches_float64_finite_differences():
         dv = [(_bumpy(a, v + h * e) - _bumpy(a, v - h * e)) / (2 * h) for e in np.eye(3)]
         np.testing.assert_allclose(out.numpy()[6 + i], da, rtol=1e-7, atol=1e-9)
         np.testing.assert_allclose(out_v.numpy()[i], dv, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(out.numpy()[12:18], (np.arctan2(x + h, 1.5) - np.arctan2(x - h, 1.5)) / (2 * h),
+                               rtol=1e-7)
+    np.testing.assert_allclose(out.numpy()[18:24], (np.arctan2(x, 1.5 + h) - np.arctan2(x, 1.5 - h)) / (2 * h),
+                               rtol=1e-7)
+    np.testing.assert_allclose(out.numpy()[24:], (np.sqrt(x * x + h) - np.sqrt(x * x - h)) / (2 * h), rtol=1e-6)
 
 
 @xsim.kernel
@@ -159,3 +169,91 @@ def test_parameters_may_take_names_that_are_cpp_keywords():
     report = gradcheck(cpp_named, [xsim.array(x, dtype=F, requires_grad=True), 1.5,
                                    xsim.zeros(5, dtype=F, requires_grad=True), 3], dim=5, atol=1e-7, rtol=1e-6)
     assert report.passed, str(report)
+
+
+@xsim.struct
+class Dual:
+    """A dual number v + d eps (eps^2 = 0): its operators are the funcs below."""
+    v: F
+    d: F
+
+
+@xsim.func
+def add(a: Dual, b: Dual):
+    return Dual(a.v + b.v, a.d + b.d)
+
+
+@xsim.func
+def mul(a: Dual, b: Dual):
+    return Dual(a.v * b.v, a.v * b.d + a.d * b.v)
+
+
+@xsim.kernel(module="xsim_tests_call_forms")
+def dual_polynomial(x: A, acc: xsim.array(dtype=Dual), y: A, dy: A):
+    # (x + 1) * x * x with dx = 1: the value and the derivative, through + and * on Dual values, and += on
+    # an array element (a func operator makes it read, combine and write back); float + stays the builtin
+    i = xsim.tid()
+    u = Dual(x[i], F(1.0))
+    p = (u + Dual(F(1.0), F(0.0))) * u * u
+    acc[i] += p
+    y[i] = p.v + F(0.5)
+    dy[i] = p.d
+
+
+def test_funcs_named_like_operators_overload_them_for_their_types():
+    x = np.array([0.5, -1.5, 2.0])
+    acc = xsim.array([Dual(v=10.0, d=0.0)] * 3, dtype=Dual)
+    y, dy = xsim.zeros(3, dtype=F), xsim.zeros(3, dtype=F)
+    xsim.launch(dual_polynomial, 3, inputs=[xsim.array(x, dtype=F), acc, y, dy])
+    np.testing.assert_allclose(y.numpy(), (x + 1) * x * x + 0.5, rtol=1e-15)
+    np.testing.assert_allclose(dy.numpy(), 3 * x * x + 2 * x, rtol=1e-15)
+    np.testing.assert_allclose(acc.numpy()["v"], 10.0 + (x + 1) * x * x, rtol=1e-15)
+    np.testing.assert_allclose(acc.numpy()["d"], 3 * x * x + 2 * x, rtol=1e-15)
+    xg = xsim.array(x, dtype=F, requires_grad=True)
+    acc = xsim.zeros(3, dtype=Dual, requires_grad=True)
+    outs = [xsim.zeros(3, dtype=F, requires_grad=True) for _ in range(2)]
+    report = gradcheck(dual_polynomial, [xg, acc, *outs], outputs=[2, 3], wrt=[0])
+    assert report.passed, report
+
+
+def test_a_kernel_using_an_operator_func_is_rebuilt_when_that_func_changes():
+    # the kernel's code does not name `add`: its cache key must still cover it
+    def make(body):
+        ns = {"xsim": xsim, "F": F}
+        exec(compile("@xsim.func\ndef add(a: F, b: F):\n    return " + body + "\n\n"  # noqa: S102
+                     "@xsim.kernel(module='unique')\ndef k(x: xsim.array(dtype=F)):\n    x[0] = x[1] + x[2]\n",
+                     "operator_funcs.py", "exec"), ns)
+        return ns["k"]
+    assert make("xsim.mul(a, b)").content_hash() != make("xsim.sub(a, b)").content_hash()
+    assert make("xsim.mul(a, b)").content_hash() == make("xsim.mul(a, b)").content_hash()
+
+
+def test_an_array_element_update_through_an_operator_func_matches_finite_differences(tmp_path):
+    # a module whose add(float64, float64) is not addition: `+=` on an array element must use it and be
+    # differentiated through it (read, combine, write back)
+    path = tmp_path / "slot_operator.py"
+    path.write_text("import xsim\nF = xsim.float64\n\n\n@xsim.func\ndef add(a: F, b: F):\n"
+                    "    return xsim.add(xsim.mul(a, b), xsim.sin(a))\n\n\n@xsim.kernel(module='unique')\n"
+                    "def slot_operator_update(v: xsim.array(dtype=xsim.vec3d), r: xsim.array(dtype=F)):\n"
+                    "    i = xsim.tid()\n    v[i].x += r[i]\n")
+    spec = importlib.util.spec_from_file_location("slot_operator", path)
+    ns = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ns)
+    x0, r0 = np.array([[0.3, 1.0, 2.0], [1.2, -0.5, 0.7]]), np.array([0.4, -1.1])
+    v = xsim.array(x0, dtype=xsim.vec3d, requires_grad=True)
+    r = xsim.array(r0, dtype=F, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(ns.slot_operator_update, 2, inputs=[v, r])
+    np.testing.assert_allclose(v.numpy()[:, 0], x0[:, 0] * r0 + np.sin(x0[:, 0]), rtol=1e-15)
+    seed = RNG.uniform(0.5, 2.0, (2, 3))
+    tape.backward(grads={v: xsim.array(seed, dtype=xsim.vec3d)})
+
+    def out_x(x, rr):
+        return x * rr + np.sin(x)
+    h = 1e-6
+    fd_x = (out_x(x0[:, 0] + h, r0) - out_x(x0[:, 0] - h, r0)) / (2 * h)
+    fd_r = (out_x(x0[:, 0], r0 + h) - out_x(x0[:, 0], r0 - h)) / (2 * h)
+    np.testing.assert_allclose(v.grad.numpy()[:, 0], seed[:, 0] * fd_x, rtol=1e-8)
+    np.testing.assert_allclose(v.grad.numpy()[:, 1:], seed[:, 1:], rtol=1e-15)  # untouched components
+    np.testing.assert_allclose(r.grad.numpy(), seed[:, 0] * fd_r, rtol=1e-8)

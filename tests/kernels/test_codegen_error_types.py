@@ -66,6 +66,7 @@ def fine(x: F):
 
 @pytest.mark.parametrize("kernel,flavour,base,phrase", [
     (uses_undefined_name, xsim.WarpCodegenKeyError, KeyError, "unknown name 'not_defined_anywhere'"),
+    (uses_undefined_name, xsim.WarpCodegenKeyError, KeyError, "Referencing undefined symbol: not_defined_anywhere"),
     (adds_float_and_vector, xsim.WarpCodegenTypeError, TypeError, "no overload of 'add' takes (float32, vec3f)"),
     (returns_a_value, xsim.WarpCodegenTypeError, TypeError, "Warp kernels cannot return values"),
     (reads_a_missing_field, xsim.WarpCodegenAttributeError, AttributeError, "struct Body has no field 'volume'"),

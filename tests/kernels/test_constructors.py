@@ -198,6 +198,54 @@ def star_outside_a_call(x: xsim.array(dtype=xsim.vec2d)):
     x[1] = xsim.vec2d(a, b[0])
 
 
+@xsim.kernel(module=BAD)
+def vector_copy_of_another_length(x: xsim.array(dtype=F)):
+    x[0] = xsim.vec3d(xsim.vec2d(1.0, 2.0))[0]  # E:copy_length
+
+
+@xsim.kernel(module=BAD)
+def vector_with_too_few_values(x: xsim.array(dtype=F)):
+    x[0] = xsim.types.vector(x[0], x[1], length=5)[0]  # E:count
+
+
+@xsim.kernel(module=BAD)
+def zero_vector_without_length(x: xsim.array(dtype=F)):
+    v = xsim.types.vector()  # E:no_length
+    x[0] = v[0]
+
+
+@xsim.kernel(module=BAD)
+def vector_of_mixed_literals(x: xsim.array(dtype=F)):
+    x[0] = float(xsim.types.vector(1.0, 2)[0])  # E:mixed
+
+
+@xsim.kernel(module=BAD)
+def vec2_of_float64_values(x: xsim.array(dtype=F)):
+    x[0] = float(xsim.vec2(x[0], x[1])[0])  # E:dtype
+
+
+def test_refused_vector_constructors_end_with_warps_wording():
+    # Warp's tests match these phrases at the end of the message (pattern$): the message comes after the
+    # file:line and the source line
+    x = xsim.zeros(3, dtype=F)
+    copy_phrase = ("cannot build vec3d from vec2d: incompatible vector of length 3 given when copy constructing a "
+                   "vector of length 2")
+    cases = [(vector_copy_of_another_length, "copy_length", copy_phrase),
+             (vector_with_too_few_values, "count",
+              "incompatible number of values given (2) when constructing a vector of length 5"),
+             (zero_vector_without_length, "no_length",
+              "the `length` argument must be specified when zero-initializing a vector"),
+             (vector_of_mixed_literals, "mixed",
+              "all values given when constructing a vector must have the same type"),
+             (vec2_of_float64_values, "dtype",
+              "all values used to initialize this vector are expected to be of the type `float32`")]
+    for kernel, marker, phrase in cases:
+        assert_refused(kernel, [x], phrase, marker)
+        with pytest.raises(xsim.CompileError) as info:
+            xsim.launch(kernel, 1, inputs=[x])
+        assert str(info.value).endswith(phrase) and isinstance(info.value, RuntimeError)
+
+
 def test_refused_constructors_name_the_line():
     x = xsim.zeros(3, dtype=F)
     assert_refused(struct_with_too_many_values, [x], "struct Spring has 2 field(s), got 3 values", "too_many")

@@ -2,9 +2,10 @@
 variable names) equal plain Python running the same source, and the host reference (reference.py)."""
 
 import numpy as np
+from reference import run as reference_run
 
 import xsim
-from reference import run as reference_run
+from xsim.autodiff.gradcheck import gradcheck
 
 MODULE = "xsim_tests_control_flow_forward"
 
@@ -185,3 +186,25 @@ def test_reversed_range_loops_visit_the_elements_of_pythons_reversed_range():
         assert out.numpy()[t, :len(want)].tolist() == want
         assert counts.numpy()[t] == len(want) + 100 * len(range(a, b, 3)) + 10000 * len(range(a, b, -2))
         assert out.numpy()[t, 20:].tolist() == [2, 1, 0]
+
+
+@xsim.kernel(module=MODULE)
+def names_from_one_branch(x: xsim.array(dtype=xsim.float64), y: xsim.array(dtype=xsim.float64)):
+    i = xsim.tid()
+    if x[i] > 0.0:
+        s = x[i] * x[i]
+        v = xsim.vec2d(x[i], 3.0 * x[i])
+    else:
+        t = 2.0 * x[i]
+    y[i] = s + v[1] + t  # as in Warp, each name is defined after the if; the path that did not assign it
+    # sees its type's zero
+
+
+def test_a_name_assigned_in_one_branch_is_zero_on_the_other_path():
+    x = np.array([-1.5, 0.0, 0.5, 2.0])
+    y = xsim.zeros(4, dtype=xsim.float64)
+    xsim.launch(names_from_one_branch, 4, inputs=[xsim.array(x, dtype=xsim.float64), y])
+    np.testing.assert_allclose(y.numpy(), np.where(x > 0.0, x * x + 3.0 * x, 2.0 * x), rtol=1e-15)
+    xg = xsim.array(x[[0, 2, 3]], dtype=xsim.float64, requires_grad=True)  # away from the kink at 0
+    report = gradcheck(names_from_one_branch, [xg, xsim.zeros(3, dtype=xsim.float64, requires_grad=True)])
+    assert report.passed, report

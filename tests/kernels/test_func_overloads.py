@@ -92,3 +92,16 @@ def test_called_from_python_with_no_fitting_definition_a_func_says_so():
     with pytest.raises(RuntimeError, match=r"^Error calling function 'halve_double', no overload found for "
                                            r"arguments \(1\.0,\)$"):
         halve_double(1.0)
+
+
+def test_func_takes_warps_module_and_inline_options_and_declares_its_call_forms():
+    import typing
+
+    @xsim.func(module="unique", inline=True)
+    def plus_one(x: float):
+        return x + 1.0
+    assert plus_one(1.0) == 2.0
+    with pytest.raises(TypeError, match=r"func\(inline=...\) takes a bool or None, got 'yes'"):
+        xsim.func(inline="yes")
+    # @func and @func(...) are typing overloads, so type checkers see the decorated signature
+    assert len(typing.get_overloads(xsim.func)) == 2

@@ -167,6 +167,23 @@ def test_a_stub_that_replaced_its_kernels_name_still_declares_its_overload_and_m
         xsim.overload(returning)
 
 
+def test_overloads_is_warps_name_for_the_specialisations():
+    assert axpy.overloads is axpy.specializations and AXPY_F32 in axpy.overloads.values()
+
+
+def test_a_stub_for_one_function_made_into_kernels_under_two_names_is_ambiguous():
+    def twice_named(x: Any):
+        return
+
+    first = xsim.kernel(name="twice_named_a")(twice_named)
+    second = xsim.kernel(name="twice_named_b")(twice_named)
+    with pytest.raises(RuntimeError, match=r"Ambiguous kernel lookup for the @overload stub .*twice_named': the "
+                                           r"function was made into the kernels \['twice_named_a', 'twice_named_b'\]"):
+        @xsim.overload
+        def twice_named(x: float): ...
+    assert xsim.overload(first, [float]) in first.overloads.values() and not second.overloads
+
+
 def test_bad_overloads_are_refused_naming_the_parameter():
     msg = r"overload of kernel 'axpy' parameter 'x': array\(dtype=float32, ndim=2\) does not fit "
     with pytest.raises(TypeError, match=msg + r"array\(dtype=Any, ndim=1\)"):

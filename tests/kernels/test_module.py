@@ -176,7 +176,7 @@ def test_a_refused_kernel_does_not_stop_the_others_of_its_module():
 def test_a_refused_kernel_raises_its_compile_error_at_launch():
     line = refused.pyfunc.__code__.co_firstlineno + 3
     for _ in range(2):  # the same error again on a later launch
-        with pytest.raises(xsim.CompileError, match=rf"test_module\.py:{line}:.*unknown name 'no_such_name'"):
+        with pytest.raises(xsim.CompileError, match=rf"(?s)test_module\.py:{line}:.*unknown name 'no_such_name'"):
             run(refused, X)
 
 

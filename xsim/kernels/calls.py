@@ -345,6 +345,9 @@ class Calls:
                 kw[size_kw] = args[0].type._shape[0] if make is T.vector else args[0].type._shape  # a copy
             elif make is T.matrix:
                 raise self.err(node, "matrix() needs shape=(rows, cols) unless it is given a matrix")
+            elif not args:
+                raise self.err(node, "vector(): the `length` argument must be specified when zero-initializing a "
+                                     "vector")
             elif len(args) < 2:
                 raise self.err(node, "vector() needs length= unless it is given its components or a vector")
             else:
@@ -353,6 +356,10 @@ class Calls:
         if dtype is None:
             strong = next((a.type for a in args if not a.weak), None)
             dtype = getattr(strong, "_scalar", strong) or T.float32
+            if len(args) > 1 and _mixed_types(args):
+                given = ", ".join(T.type_name(a.type) for a in args)
+                raise self.err(node, f"{make.__name__}({given}) without dtype=: all values given when constructing "
+                                     f"a {make.__name__} must have the same type", WarpCodegenTypeError)
         try:
             t = make(kw[size_kw], dtype)
         except (TypeError, ValueError) as e:
@@ -406,23 +413,28 @@ class Calls:
         if len(args) == 1 and T.is_composite(args[0].type):
             a = args[0]
             if a.type._shape != t._shape:
-                raise self.err(node, f"cannot build {T.type_name(t)} from {T.type_name(a.type)}")
+                # Warp's wording, which names the lengths the other way round
+                what = (f": incompatible vector of length {t._shape[0]} given when copy constructing a vector of "
+                        f"length {a.type._shape[0]}") if t._kind == a.type._kind == "vector" else ""
+                raise self.err(node, f"cannot build {T.type_name(t)} from {T.type_name(a.type)}{what}")
             return a if a.type is t else self.emit("cast", t, [a], node)
         if len(args) == 1 and t._kind in ("vector", "matrix"):  # filled with one value
-            return self.emit("construct", t, [self.convert_or_cast(args[0], s, node)] * n, node)
+            return self.emit("construct", t, [self.convert_or_cast(args[0], s, node, t)] * n, node)
         if t._kind == "quat" and len(args) == 2 and T.is_vector(args[0].type):  # quat(ijk, real)
             ijk = args[0]
             if ijk.type is not T.vector(3, s):
                 raise self.err(node, f"{T.type_name(t)}(ijk, real) needs a {T.type_name(T.vector(3, s))}, got "
                                      f"{T.type_name(ijk.type)}", WarpCodegenTypeError)
             comps = [self.emit("extract", s, [ijk, self.const(i, T.int32)], node) for i in range(3)]
-            return self.emit("construct", t, comps + [self.convert_or_cast(args[1], s, node)], node)
+            return self.emit("construct", t, comps + [self.convert_or_cast(args[1], s, node, t)], node)
         if T.is_matrix(t) and len(args) == t._shape[0] and all(T.is_vector(a.type) for a in args):
             raise self.err(node, f"build a matrix from vectors with matrix_from_rows(...) or "
                                  f"matrix_from_cols(...), or pass {n} scalars to {T.type_name(t)}()")
         if len(args) != n:
-            raise self.err(node, f"{T.type_name(t)}() takes {n} components (or none), got {len(args)}")
-        return self.emit("construct", t, [self.convert_or_cast(a, s, node) for a in args], node)
+            what = (f": incompatible number of values given ({len(args)}) when constructing a vector of length {n}"
+                    if t._kind == "vector" else "")
+            raise self.err(node, f"{T.type_name(t)}() takes {n} components (or none), got {len(args)}{what}")
+        return self.emit("construct", t, [self.convert_or_cast(a, s, node, t) for a in args], node)
 
     def construct_struct(self, t, node) -> Var:
         """``S()`` (zeroed), ``S(a, b)`` (fields in declaration order), ``S(b=..., a=...)`` or both; fields
@@ -451,17 +463,20 @@ class Calls:
             v = self.set_field(v, name, val, node)
         return v
 
-    def convert_or_cast(self, v, s, node):
-        """A component of a constructor as the scalar type ``s``: a literal converts (an integer wraps into an
-        integer type, as Warp's constructors do: ``vec3ub(-1)``), any other value must be of type ``s``."""
+    def convert_or_cast(self, v, s, node, t=None):
+        """A component of a constructor (of type ``t``) as the scalar type ``s``: a literal converts (an integer
+        wraps into an integer type, as Warp's constructors do: ``vec3ub(-1)``), any other value must be of type
+        ``s``."""
         if v.type is s:
             return v
         if v.weak and T.is_int(s) and isinstance(v.const, int):
             return self.const(wrap_int(v.const, s), s, node)
         if v.weak:
             return self.convert(v, s, node)
-        raise self.err(node, f"component type mismatch: expected {T.type_name(s)}, got {T.type_name(v.type)}",
-                       WarpCodegenTypeError)
+        what = {"vector": "vector", "matrix": "matrix", "quat": "quaternion", "transform": "transformation"}.get(
+            getattr(t, "_kind", None), "value")
+        raise self.err(node, f"component type mismatch: got {T.type_name(v.type)}; all values used to initialize "
+                             f"this {what} are expected to be of the type `{T.type_name(s)}`", WarpCodegenTypeError)
 
     # ------------------------------------------------------------------------------------------
     # funcs: inlined at the call site
@@ -525,22 +540,24 @@ class Calls:
         return result
 
     def builtin_grad(self, node):
-        """``grad(f)``: the derivative of the func ``f``, called like it (Warp's ``wp.grad``)."""
+        """``grad(f)``: the derivative of the func or math builtin ``f``, called like it (Warp's ``wp.grad``)."""
         from .kernel import Function
         if len(node.args) != 1 or node.keywords:
             raise self.err(node, "grad() takes one func")
         f = self.expr(node.args[0])
-        if not (isinstance(f, Ref) and isinstance(f.obj, Function)):
-            raise self.err(node, "grad() takes an @xsim.func", WarpCodegenTypeError)
+        if not (isinstance(f, Ref) and (isinstance(f.obj, Function) or isinstance(f.obj, BuiltinRef)
+                                        and f.obj.name in BUILTINS)):
+            raise self.err(node, "grad() takes an @xsim.func or a math builtin (sqrt, atan2...)",
+                           WarpCodegenTypeError)
         return Ref(GradOf(f.obj, ast.unparse(node)))
 
     def call_grad_of(self, g: GradOf, node):
         """``grad(f)(x, y...)``: the adjoints of ``f``'s parameters at these arguments for a unit adjoint
         of its (float) result, one value per parameter (a tuple for several), computed in the forward code
         by the func's reverse pass."""
-        if self.options.get("enable_backward", True):
-            raise self.err(node, f"{g.text} in a kernel needs enable_backward=False on the kernel (the derivative "
-                                 "of a derivative is not generated)")
+        if self.options.get("enable_backward", True) and not self.grad_bodies:
+            raise self.err(node, f"{g.text} in a kernel needs enable_backward=False on the kernel, or a func_grad "
+                                 "body (the derivative of a derivative is not generated)")
         args = self.plain_args(node)
         params = []
         for a in args:
@@ -552,7 +569,8 @@ class Calls:
         outer, body = self.block, Block()
         self.block = body
         try:
-            result = self.inline_func(g.func, params, {}, node)
+            result = (self.call_builtin(g.func.name, list(params), node) if isinstance(g.func, BuiltinRef)
+                      else self.inline_func(g.func, params, {}, node))
         finally:
             self.block = outer
         if not (isinstance(result, Var) and T.is_float(result.type)):
@@ -679,6 +697,14 @@ class Calls:
 
     def adjoint_slot(self, node):
         raise self.err(node, "adjoint[...] can only be used as the target of += in a func_grad body")
+
+
+def _mixed_types(args: list) -> bool:
+    """Whether the components of a ``vector(...)``/``matrix(...)`` without ``dtype=`` disagree: two types, or a
+    literal of another kind (``vector(1.0, 2)``); a literal of the same kind takes the other components' type."""
+    def kind(t):
+        return "float" if T.is_float(t) else "int" if T.is_int(t) else T.type_name(t)
+    return len({a.type for a in args if not a.weak}) > 1 or len({kind(a.type) for a in args}) > 1
 
 
 def _falls_through(body: list):

@@ -86,8 +86,8 @@ class Expressions:
         if library is not None:
             return Ref(library)
         raise self.err(node, f"unknown name '{node.id}' (not a local, a parameter or a module global; a name "
-                             "assigned only in one branch or inside a loop is not defined after it)",
-                       WarpCodegenKeyError)
+                             "assigned only inside a loop is not defined after it): Referencing undefined symbol: "
+                             f"{node.id}", WarpCodegenKeyError)
 
     def global_value(self, obj, node):
         if isinstance(obj, (bool, int, float, np.generic)) and not isinstance(obj, np.ndarray):
@@ -376,7 +376,19 @@ class Expressions:
             raise self.err(node, "unsupported operator")
         return self.binop(op, self.value(node.left), self.value(node.right), node)
 
+    def user_operator(self, op: str, args: list, node):
+        """Warp's operator overloading: the func named like the operator (``add``, ``mul``...) that the
+        kernel's code can see, when one of its definitions takes ``args``; else None (the builtin)."""
+        from .kernel import Function
+        fn = self.f.src.names.get(op)
+        if isinstance(fn, Function) and fn.resolve(args, {}) is not None:
+            return fn
+        return None
+
     def binop(self, op, a: Var, b: Var, node) -> Var:
+        user = self.user_operator(op, [a, b], node)
+        if user is not None:
+            return self.inline_func(user, [a, b], {}, node)
         if op == "pow" and a.weak and b.weak:
             return self.const(a.const ** b.const)
         if op == "pow" and T.is_float(a.type) and b.is_const and b.weak and float(b.const) == 2.0:

@@ -358,7 +358,12 @@ class Frontend(Expressions, Calls, Statics):
                     _AUGASSIGN_ATOMICS[op], self.target_type(base[0], base[2], node)):
                 arr, idx, path = base
                 value = self.value(node.value)
-                self.atomic(_AUGASSIGN_ATOMICS[op], arr, idx, path, value, node)
+                # a func named like the operator that takes these types (Warp's operator overloading) makes
+                # it read, combine and write back
+                if self.user_operator(op, [Var(self.target_type(arr, path, node)), value], node) is None:
+                    self.atomic(_AUGASSIGN_ATOMICS[op], arr, idx, path, value, node)
+                    return
+                self.assign(target, self.binop(op, self.value(target), value, node), node)
                 return
         if isinstance(target, ast.Name) and isinstance(self.f.sym.get(target.id), Ref) and _callable_in_kernel(
                 self.f.sym[target.id].obj):
@@ -481,6 +486,13 @@ class Frontend(Expressions, Calls, Statics):
         for name in then_sym.keys() & else_sym.keys():
             a, b = then_sym[name], else_sym[name]
             merged[name] = self.merge(stmt, a, b, name, node)
+        for name in then_sym.keys() ^ else_sym.keys():
+            # assigned in one branch only: Warp keeps it defined after the if; on the other path xsim gives
+            # it the zero of its type (Warp leaves it uninitialised)
+            v = then_sym.get(name, else_sym.get(name))
+            if not name.startswith("$") and isinstance(v, Var) and T.is_value_type(v.type):
+                zero = self.zero_in(stmt.orelse if name in then_sym else stmt.then, v, node)
+                merged[name] = self.merge(stmt, *((v, zero) if name in then_sym else (zero, v)), name, node)
         if "$retval" in then_sym.keys() ^ else_sym.keys():
             # returned on one side only: the other side has not returned yet, so the return that
             # follows (guarded by the $ret flag) sets the value for it
@@ -510,6 +522,17 @@ class Frontend(Expressions, Calls, Statics):
         out = Var(a.type, hint=name if not name.startswith("$") else "")
         stmt.phis.append((out, a, b))
         return out
+
+    def zero_in(self, block: Block, v: Var, node) -> Var:
+        """The zero of ``v``'s type, built at the end of ``block``."""
+        if T.is_scalar(v.type):
+            return Var(v.type, const=False if v.type is T.bool_ else 0.0 if T.is_float(v.type) else 0,
+                       weak=v.weak)
+        outer, self.block = self.block, block
+        try:
+            return self.emit("construct", v.type, [], node)
+        finally:
+            self.block = outer
 
     def unify_weak_in(self, stmt: If, a, b, node):
         """Convert a weak literal on one side of a branch merge to the other side's type; the

@@ -8,14 +8,17 @@ import hashlib
 import inspect
 import sys
 import types as _pytypes
+import typing
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
 from .. import types as T
 from .ir import Var
 from .scope import (
+    _BINOPS,
     MAX_UNROLL,
     BuiltinRef,
     _resolve_annotation,
@@ -26,6 +29,9 @@ from .scope import (
 )
 from .static import fingerprint as static_fingerprint
 from .static import table as static_table
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class DeterministicMode(enum.IntEnum):
@@ -132,11 +138,26 @@ class Function:
                        for p in (o, o.custom_grad, o.replay) if p is not None)
 
 
-def func(pyfunc=None, *, differentiable: bool = True):
+@typing.overload
+def func(pyfunc: Callable[_P, _R]) -> Callable[_P, _R]: ...
+
+
+@typing.overload
+def func(pyfunc: None = None, *, differentiable: bool = True, module=None,
+         inline: bool | None = None) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]: ...
+
+
+def func(pyfunc=None, *, differentiable: bool = True, module=None, inline: bool | None = None):
     """Decorator: a function callable from kernels (inlined at each call). A definition whose name
     is already a func in the defining scope adds an overload chosen by argument types, or replaces
     the one with the same signature in a new func (kernels built on the old one keep it); in a
-    fresh scope (each call of a factory) it is a new func."""
+    fresh scope (each call of a factory) it is a new func. ``module`` and ``inline`` are accepted as
+    Warp takes them; a func is always inlined into the kernels that call it, so neither changes the code."""
+    from .module import Module
+    if not (module is None or isinstance(module, (str, Module))):
+        raise TypeError(f"func(module=...) takes a module, a module name or \"unique\", got {module!r}")
+    if inline is not None and not isinstance(inline, bool):
+        raise TypeError(f"func(inline=...) takes a bool or None, got {inline!r}")
     scope = inspect.currentframe().f_back.f_locals
 
     def wrap(f):
@@ -249,7 +270,10 @@ class Kernel:
         self.__module__ = pyfunc.__module__  # as Warp's: get_module(k.__module__) is the module of its file
         self.module.add(self)
         if self.generic:  # (a specialisation is not generic)
-            _LATEST_GENERIC[(pyfunc.__module__, pyfunc.__qualname__)] = self
+            name = (pyfunc.__module__, pyfunc.__qualname__)
+            latest = _LATEST_GENERIC.get(name)
+            same_def = latest is not None and latest[0].pyfunc is pyfunc
+            _LATEST_GENERIC[name] = (self, {**(latest[1] if same_def else {}), self.key: self})
 
     @property
     def adj(self):
@@ -280,6 +304,11 @@ class Kernel:
                                                         enable_backward=self.enable_backward,
                                                         param_types=list(types))
         return spec
+
+    @property
+    def overloads(self) -> dict:
+        """Its specialisations declared or launched so far, by parameter types (Warp's name)."""
+        return self.specializations
 
     def overload(self, arg_types: list | dict) -> Kernel:
         """The specialisation of this generic kernel for ``arg_types`` (a list in parameter order, or
@@ -399,8 +428,9 @@ def _bind_declared(kernel: Kernel, name: str, t, g):
 
 
 # the last generic kernel defined under each (module, qualname): a stub defined after it takes its name,
-# and overload(stub) must still find it (one per name, so kernel factories do not accumulate)
-_LATEST_GENERIC: dict[tuple[str, str], Kernel] = {}
+# and overload(stub) must still find it (one per name, so kernel factories do not accumulate); with it,
+# the kernels made from that same function under other keys (kernel(name=...)), which make a stub ambiguous
+_LATEST_GENERIC: dict[tuple[str, str], tuple[Kernel, dict[str, Kernel]]] = {}
 
 
 def overload(kernel, arg_types: list | dict | None = None) -> Kernel:
@@ -415,7 +445,10 @@ def overload(kernel, arg_types: list | dict | None = None) -> Kernel:
     found = caller.f_locals.get(stub.__name__, caller.f_globals.get(stub.__name__))
     del caller
     if not isinstance(found, Kernel):  # the stub's def replaced the kernel's name
-        found = _LATEST_GENERIC.get((stub.__module__, stub.__qualname__))
+        found, by_key = _LATEST_GENERIC.get((stub.__module__, stub.__qualname__), (None, {}))
+        if len(by_key) > 1:
+            raise RuntimeError(f"Ambiguous kernel lookup for the @overload stub '{stub.__qualname__}': the function "
+                               f"was made into the kernels {sorted(by_key)}; use overload(kernel, [types]) instead")
     if not isinstance(found, Kernel):
         raise RuntimeError(f"@overload: no kernel named '{stub.__name__}' is defined before this stub")
     ann = dict(annotations(stub))
@@ -546,7 +579,9 @@ def _hash_python(pyfunc, seen: set) -> str:
             except ValueError:
                 pass
     tab = static_table(pyfunc)
-    for n in sorted(_code_names(pyfunc.__code__) - (tab.static_only if tab else set())):
+    # funcs named like an operator (add, mul...) overload it without the code naming them
+    operators = {n for n in set(_BINOPS.values()) if isinstance(names.get(n), Function)}
+    for n in sorted((_code_names(pyfunc.__code__) | operators) - (tab.static_only if tab else set())):
         if n in names:
             h.update(_hash_object(n, names[n], seen, _code_names(pyfunc.__code__)).encode())
     for v in pyfunc.__annotations__.values():
