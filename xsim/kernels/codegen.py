@@ -827,19 +827,27 @@ def native_definitions(kernel_irs: list[ir.KernelIR]) -> list[str]:
     return out
 
 
-def module_source(kernel_irs: list[ir.KernelIR], structs: list, debug: bool,
-                  target: str) -> tuple[str, dict[str, list[str]]]:
-    """The whole C++ translation unit of one module for ``target`` ("cpu" or "cuda"), and for each
-    kernel the array labels by the ids its debug-mode bounds checks report."""
-    parts = [PRELUDE]
-    labels = {}
-    for t in structs:
-        parts.append(struct_definition(t))
-    parts.extend(native_definitions(kernel_irs))
+def module_sources(kernel_irs: list[ir.KernelIR], structs: list, debug: bool, target: str,
+                   part_chars: int) -> tuple[list[str], dict[str, list[str]]]:
+    """The C++ source of one module for ``target`` ("cpu" or "cuda") as translation units of about
+    ``part_chars`` characters of kernel code each (0: one unit), kernels kept whole and in order, each
+    unit with the prelude, structs and native funcs its kernels use; and for each kernel the array labels by the ids its debug-mode bounds checks report."""
+    labels, kernels = {}, []
     for kir in kernel_irs:
-        parts.append(param_struct(kir.name, kir.params))
         cg = KernelCodegen(kir, debug)
-        parts.append(cg.generate())
-        parts.append(entry_points(kir.name, kir.adjoint_error is None, target, cg.packed_variants(), debug))
+        kernels.append((kir, "\n\n".join([param_struct(kir.name, kir.params), cg.generate(),
+                                          entry_points(kir.name, kir.adjoint_error is None, target,
+                                                       cg.packed_variants(), debug)])))
         labels[kir.name] = sorted(cg.array_ids, key=cg.array_ids.get)
-    return "\n\n".join(parts) + "\n", labels
+    groups: list[list] = [[]]
+    size = 0
+    for kir, text in kernels:
+        if part_chars and groups[-1] and size + len(text) > part_chars:
+            groups.append([])
+            size = 0
+        groups[-1].append((kir, text))
+        size += len(text)
+    head = [PRELUDE] + [struct_definition(t) for t in structs]
+    sources = ["\n\n".join(head + native_definitions([k for k, _ in g]) + [t for _, t in g]) + "\n"
+               for g in groups]
+    return sources, labels
