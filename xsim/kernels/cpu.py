@@ -98,7 +98,8 @@ def compile_source(sources: list[str], out_dir: Path) -> Path:
     from concurrent.futures import ThreadPoolExecutor  # here, not at the top: see _which
     objs = [src.with_suffix(".o") for src in srcs]
     # threads only wait on the compiler processes; one per core this process may use
-    with ThreadPoolExecutor(min(len(srcs), len(os.sched_getaffinity(0)))) as pool:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    with ThreadPoolExecutor(min(len(srcs), cores)) as pool:
         list(pool.map(lambda so: _run([compiler(), *FLAGS, "-c", include, str(so[0]), "-o", str(so[1])]),
                       zip(srcs, objs)))
     _run([compiler(), *FLAGS, *map(str, objs), "-o", str(lib)])
