@@ -1,13 +1,14 @@
 """A module with more kernel code than ``cpu.PART_CHARS`` compiles as several translation units, in
 parallel, linked into one library: every kernel runs forward and backward as it does from one unit,
 the debug-mode error record is one for the whole library, the build is cached under a key that names
-the split and the flags, and a second build loads it without calling the compiler."""
+the split and the flags, and a second build loads it without calling the compiler. A library of many
+kernels gets no packed-array variants (they double g++'s work) and runs them strided."""
 
 import numpy as np
 import pytest
 
 import xsim
-from xsim.kernels import cpu
+from xsim.kernels import codegen, cpu
 
 pytestmark = pytest.mark.cpu_only("the split is the CPU backend's")
 
@@ -104,3 +105,18 @@ def test_the_cache_key_changes_with_the_split_and_the_flags(monkeypatch):
     monkeypatch.setattr(cpu, "FLAGS", [*cpu.FLAGS, "-fno-inline"])
     flags = cpu.target_id(False)
     assert len({base, split, flags}) == 3
+
+
+def test_a_library_of_many_kernels_gets_no_packed_variants_and_runs_them_strided(split_build, monkeypatch):
+    module = square.module
+    # the packed variant exists where the dispatch names (so instantiates) the range loop's <true>
+    assert any("_range<true>" in s for s in module.generate_parts("cpu", False, 0)[0])
+    monkeypatch.setattr(codegen, "PACKED_MODULE_MAX_KERNELS", 2)
+    monkeypatch.setattr(codegen, "PACKED_MODULE_MAX_CHARS", 0)
+    assert not any("_range<true>" in s for s in module.generate_parts("cpu", False, 0)[0])
+    x = np.linspace(-1.5, 2.0, 2000)  # above the serial grain: the OpenMP path runs too
+    got = run_all(x)
+    np.testing.assert_allclose(got["square"][0], x * x, rtol=1e-6)
+    np.testing.assert_allclose(got["square"][1], 2 * x, rtol=1e-6)
+    np.testing.assert_allclose(got["sine"][1], np.cos(x), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got["gather"][0], 3 * x[::-1], rtol=1e-6)

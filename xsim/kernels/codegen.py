@@ -28,6 +28,12 @@ from .ir import Block, If, Loop, Op, Var
 
 PACKED_FORWARD_MAX_OPS = 400
 PACKED_BACKWARD_MAX_OPS = 200
+# A library of many small kernels (more than PACKED_MODULE_MAX_KERNELS kernels whose bodies, entry points
+# aside, come to more than PACKED_MODULE_MAX_CHARS characters of C++: test files, Warp's among them) gets
+# no packed variants at all. They were 43% of g++'s time on xsim's 114-kernel, 588 kB gradient test module
+# (15.0 s CPU, 8.6 s without); a solver's modules (at most 5 kernels, up to 471 kB) keep theirs.
+PACKED_MODULE_MAX_CHARS = 150_000
+PACKED_MODULE_MAX_KERNELS = 32
 CHECKPOINTS = 32  # carried-value checkpoints per dynamic loop in the adjoint (per thread, on the stack)
 
 
@@ -832,13 +838,15 @@ def module_sources(kernel_irs: list[ir.KernelIR], structs: list, debug: bool, ta
     """The C++ source of one module for ``target`` ("cpu" or "cuda") as translation units of about
     ``part_chars`` characters of kernel code each (0: one unit), kernels kept whole and in order, each
     unit with the prelude, structs and native funcs its kernels use; and for each kernel the array labels by the ids its debug-mode bounds checks report."""
-    labels, kernels = {}, []
+    labels, bodies = {}, []
     for kir in kernel_irs:
         cg = KernelCodegen(kir, debug)
-        kernels.append((kir, "\n\n".join([param_struct(kir.name, kir.params), cg.generate(),
-                                          entry_points(kir.name, kir.adjoint_error is None, target,
-                                                       cg.packed_variants(), debug)])))
+        bodies.append((kir, cg, param_struct(kir.name, kir.params) + "\n\n" + cg.generate()))
         labels[kir.name] = sorted(cg.array_ids, key=cg.array_ids.get)
+    packed = len(bodies) <= PACKED_MODULE_MAX_KERNELS or sum(len(b) for *_, b in bodies) <= PACKED_MODULE_MAX_CHARS
+    kernels = [(kir, body + "\n\n" + entry_points(kir.name, kir.adjoint_error is None, target,
+                                                  cg.packed_variants() if packed else (False, False), debug))
+               for kir, cg, body in bodies]
     groups: list[list] = [[]]
     size = 0
     for kir, text in kernels:
