@@ -17,7 +17,7 @@ from .. import errors
 from .. import types as T
 from ..errors import CompileError
 from . import ir
-from .codegen import module_source
+from .codegen import module_sources
 from .frontend import Frontend
 from .ir import If, Loop, Op
 
@@ -144,6 +144,12 @@ class Module:
     def generate(self, target: str, debug: bool) -> tuple[str, dict[str, KernelMeta]]:
         """Run the frontend over every kernel and generate the module's source for ``target``. A
         kernel the frontend refuses is left out, its error kept in its metadata for its launch."""
+        sources, metas = self.generate_parts(target, debug, 0)
+        return sources[0], metas
+
+    def generate_parts(self, target: str, debug: bool, part_chars: int) -> tuple[list[str], dict[str, KernelMeta]]:
+        """``generate``, as translation units of about ``part_chars`` characters of kernel code (0: one
+        unit) that compile separately and link into one library."""
         irs, metas, structs = [], {}, []
         for k in self.kernels:
             try:
@@ -169,10 +175,10 @@ class Module:
                                          sorted(kir.writes), inplace, kir.skipped_funcs,
                                          handles=kir.handles, replays_writes=replays)
             irs.append(kir)
-        source, labels = module_source(irs, structs, debug, target)
+        sources, labels = module_sources(irs, structs, debug, target, part_chars)
         for name, arrays in labels.items():
             metas[name].arrays = arrays
-        return source, metas
+        return sources, metas
 
 
 def _collect_structs(t, out: list):

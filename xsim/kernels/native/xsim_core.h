@@ -21,7 +21,9 @@ typedef unsigned long long uintptr_t;
 #include <cstdint>
 #include <cstring>
 #define XS_FUNC inline __attribute__((always_inline))
-#define XS_GLOBAL_VAR __attribute__((visibility("default")))
+// inline: a big module compiles as several translation units linked into one library (cpu.py), each
+// including this header; the linker keeps one copy (used: emitted even where no code reads it)
+#define XS_GLOBAL_VAR inline __attribute__((visibility("default"), used))
 #endif
 
 namespace xs {
