@@ -35,6 +35,8 @@ REFERENCE_EXCLUSIONS: dict[str, str] = {
     "native_calls": "calls func_native C++ snippets (the reference runs Python)",
     "native_without_adjoint": "calls a func_native C++ snippet (the reference runs Python)",
     "type_attributes": "reads .length/.dtype of vector types and values, which only kernels have (as in Warp)",
+    **dict.fromkeys(("bf16_arithmetic", "bf16_atomics", "bf16_loss"),
+                    "computes in bfloat16, which numpy lacks; test_bfloat16.py checks float64 references"),
 }
 
 

@@ -151,7 +151,7 @@ def _struct_value(t, rec) -> Any:
 def _element_value(t, elem) -> Any:
     """One element as a Python value: a numpy scalar, or a copy as an xsim vector/matrix/.../struct."""
     if t._kind == "scalar":
-        return elem
+        return t._load(elem)[()] if t is types.bfloat16 else elem
     if t._kind == "struct":
         return _struct_value(t, elem)
     return t._wrap(np.array(elem))
@@ -209,12 +209,12 @@ def _host_from_data(data, dtype, shape, copy: bool) -> tuple[Any, np.ndarray, An
         if dtype is not None and types.is_struct(dtype):
             src = np.array(_record(data), dtype=dtype._np)
         elif dtype is not None:
-            src = np.asarray(data, dtype=dtype._np)
+            src = dtype._scalar._store(data)
         else:
             src = np.asarray(data)
             dtype = _python_scalar(src.dtype)
     if src.dtype != dtype._np:
-        src = src.astype(dtype._np, order="C")
+        src = np.asarray(dtype._scalar._store(src), order="C")
     host = _fit_shape(src, dtype, shape)
     if not _packed(host, dtype._shape):
         host = np.ascontiguousarray(host)
@@ -468,7 +468,9 @@ class array:
     def _host_value(self, value):
         if isinstance(value, array):
             return value.numpy()
-        return _record(value) if types.is_struct(self.dtype) else value
+        if types.is_struct(self.dtype):
+            return _record(value)
+        return self.dtype._scalar._store(value) if self.dtype._scalar is types.bfloat16 else value
 
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", threshold=64, prefix="array(")
@@ -879,7 +881,10 @@ def _creation_shape(shape, n: int | None) -> tuple[int, ...]:
 
 def _new(shape, dtype, device, requires_grad: bool, make) -> array:
     dtype = _resolve_dtype(dtype)
-    host = make(shape + dtype._shape, dtype._np)
+    if dtype._scalar is types.bfloat16:  # made as float32 numbers, held as bit patterns
+        host = dtype._scalar._store(make(shape + dtype._shape, np.float32))
+    else:
+        host = make(shape + dtype._shape, dtype._np)
     return array._from_host(host, dtype, get_device(device), None, requires_grad)
 
 

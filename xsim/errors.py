@@ -6,11 +6,15 @@ from __future__ import annotations
 class CompileError(Exception):
     """A kernel or func the compiler refuses: names file:line:col, shows the line with a caret."""
 
+    message_last = False  # the source line before the message, so that the text ends with the message
+
     def __init__(self, message: str, file: str = "", line: int = 0, col: int = 0, source_line: str = ""):
         self.message, self.file, self.line, self.col, self.source_line = message, file, line, col, source_line
         where = f"{file}:{line}:{col + 1}: " if file else ""
         text = f"{where}{message}"
-        if source_line:
+        if source_line and self.message_last:
+            text = f"{where}in `{source_line.strip()}`: {message}"
+        elif source_line:
             stripped = source_line.rstrip("\n")
             indent = len(stripped) - len(stripped.lstrip())
             caret_col = max(col - indent, 0)
@@ -27,6 +31,13 @@ class WarpCodegenError(CompileError, RuntimeError):
 
 class WarpCodegenTypeError(WarpCodegenError, TypeError):
     """A value of the wrong type: a mismatch, no overload for the argument types, a kernel returning."""
+
+
+class WarpCodegenDtypeError(WarpCodegenTypeError):
+    """An element type an operation has no implementation for, in Warp's words: the text ends with Warp's
+    message (Warp's tests match it to the end), after the place and the source line."""
+
+    message_last = True
 
 
 class WarpCodegenAttributeError(WarpCodegenError, AttributeError):
