@@ -148,6 +148,11 @@ def _struct_value(t, rec) -> Any:
     return t(**{f: _element_value(ft, rec[f]) for f, ft in t._fields.items()})
 
 
+def _array_math():
+    from .autodiff import array_math  # kernels sit above the array layer: imported when first used
+    return array_math
+
+
 def _element_value(t, elem) -> Any:
     """One element as a Python value: a numpy scalar, or a copy as an xsim vector/matrix/.../struct."""
     if t._kind == "scalar":
@@ -411,6 +416,79 @@ class array:
                     "is being written to but has already been read from")
         _warn_to_stderr(f"Array {self}{who} {what} in a previous launch. This may corrupt gradient computation "
                         "in the backward pass.")
+
+    # -- arithmetic, as Warp's arrays have it: element-wise kernels, recorded on the tape (autodiff/array_math.py)
+
+    __array_priority__ = 1000.0  # numpy scalars and arrays leave ``s * a`` to ``a.__rmul__``
+
+    def __add__(self, other):
+        return _array_math().apply("add", self, other)
+
+    def __radd__(self, other):
+        return _array_math().apply("add", self, other, reflected=True)
+
+    def __iadd__(self, other):
+        return _array_math().apply_in_place("add", self, other)
+
+    def __sub__(self, other):
+        return _array_math().apply("sub", self, other)
+
+    def __rsub__(self, other):
+        return _array_math().apply("sub", self, other, reflected=True)
+
+    def __isub__(self, other):
+        return _array_math().apply_in_place("sub", self, other)
+
+    def __mul__(self, other):
+        return _array_math().apply("mul", self, other)
+
+    def __rmul__(self, other):
+        return _array_math().apply("mul", self, other, reflected=True)
+
+    def __imul__(self, other):
+        return _array_math().apply_in_place("mul", self, other)
+
+    def __truediv__(self, other):
+        return _array_math().apply("div", self, other)
+
+    def __rtruediv__(self, other):
+        return _array_math().apply("div", self, other, reflected=True)
+
+    def __itruediv__(self, other):
+        return _array_math().apply_in_place("div", self, other)
+
+    def __floordiv__(self, other):
+        return _array_math().apply("floordiv", self, other)
+
+    def __rfloordiv__(self, other):
+        return _array_math().apply("floordiv", self, other, reflected=True)
+
+    def __ifloordiv__(self, other):
+        return _array_math().apply_in_place("floordiv", self, other)
+
+    def __mod__(self, other):
+        return _array_math().apply("mod", self, other)
+
+    def __rmod__(self, other):
+        return _array_math().apply("mod", self, other, reflected=True)
+
+    def __imod__(self, other):
+        return _array_math().apply_in_place("mod", self, other)
+
+    def __pow__(self, other):
+        return _array_math().apply("pow", self, other)
+
+    def __rpow__(self, other):
+        return _array_math().apply("pow", self, other, reflected=True)
+
+    def __ipow__(self, other):
+        return _array_math().apply_in_place("pow", self, other)
+
+    def __neg__(self):
+        return _array_math().apply("neg", self, unary=True)
+
+    def __pos__(self):
+        return _array_math().apply("pos", self, unary=True)
 
     # -- host access ----------------------------------------------------------------------------
 

@@ -90,7 +90,8 @@ class _BFloat16(_Scalar):
 
 
 def _scalar(name: str, np_dtype, ctype: str, c_type, base: type = _Scalar) -> type:
-    cls = type(name, (base,), {"_np": np.dtype(np_dtype), "_ctype": ctype, "_ctypes": c_type})
+    # _type_: Warp's spelling of the ctypes type (its tests wrap integers with ``t._type_(v).value``)
+    cls = type(name, (base,), {"_np": np.dtype(np_dtype), "_ctype": ctype, "_ctypes": c_type, "_type_": c_type})
     cls._scalar = cls
     cls.__module__ = __name__
     return cls
@@ -114,8 +115,9 @@ FLOAT_TYPES = (float16, bfloat16, float32, float64)
 INT_TYPES = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 SCALAR_TYPES = FLOAT_TYPES + INT_TYPES + (bool_,)
 
-# Warp-style short names
+# Warp-style short names, and Warp's names of the type groups
 half, float_, int_ = float16, float32, int32
+float_types, int_types, scalar_types = FLOAT_TYPES, INT_TYPES, SCALAR_TYPES
 
 
 def is_scalar(t) -> bool:
