@@ -15,9 +15,7 @@ def test_operators_with_a_value_match_numpy_in_the_arrays_type():
     np.testing.assert_array_equal((a + 2.0).numpy(), x + 2.0)
     np.testing.assert_array_equal((2.0 - a).numpy(), 2.0 - x)
     np.testing.assert_array_equal((np.float64(3.0) * a).numpy(), 3.0 * x)  # numpy scalars leave it to the array
-    np.testing.assert_array_equal((a / 4.0).numpy(), x / 4.0)
     np.testing.assert_array_equal((-a).numpy(), -x)
-    np.testing.assert_array_equal((+a).numpy(), x)
     np.testing.assert_allclose((a ** 2.0).numpy(), x ** 2, rtol=1e-15)
     h = xsim.array([1, 2, 3], dtype=xsim.float16)
     np.testing.assert_allclose((xsim.float16(5) / h).numpy(), np.float16(5) / np.array([1, 2, 3], np.float16),

@@ -119,3 +119,10 @@ def test_atomics_bfloat16_has_none_of_are_refused_in_warps_words():
                                                 r"float32, or float64 as the underlying scalar types, but got "
                                                 r"bfloat16 \(with scalar type bfloat16\)$"):
         build_ir(load_source(src, "bf16_bad").bad)
+
+
+def test_check_mode_scans_bfloat16_arrays_as_numbers():
+    from xsim.kernels.finite import first_non_finite
+    assert first_non_finite(xsim.array([1.0, 2.0], dtype=BF)) is None
+    suffix, at, value = first_non_finite(xsim.array([1.0, 2.0, float("inf")], dtype=BF))
+    assert (suffix, at, value) == ("", (2,), float("inf"))
