@@ -266,6 +266,16 @@ class _Composite:
     def __truediv__(self, o):
         return self._same(self._v / o)
 
+    def __rtruediv__(self, o):
+        return self._same(o / self._v)
+
+    # remainder with the dividend's sign (C's % and fmod), as a kernel's % computes it
+    def __mod__(self, o):
+        return self._same(np.fmod(self._v, np.asarray(o)))
+
+    def __rmod__(self, o):
+        return self._same(np.fmod(np.asarray(o), self._v))
+
     __radd__ = __add__
 
     # bit operations, component by component (integer vectors and matrices)
