@@ -436,6 +436,8 @@ def _snapshot(params, values):
 
     host = []
     for (name, t), v in zip(params, values):
+        if getattr(getattr(t, "dtype", t), "_scalar", None) is T.bfloat16:  # numpy has no bfloat16 arithmetic
+            raise ReferenceUnsupported(f"parameter '{name}' holds bfloat16, which numpy cannot compute in")
         if T.is_struct(t) and v is not None and any(isinstance(ft, T.ArrayType) for ft in t._fields.values()):
             s = copy.copy(v)
             for f, ft in t._fields.items():

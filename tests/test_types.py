@@ -525,3 +525,12 @@ def test_values_print_as_warps_lists_and_a_matrix_index_gives_its_row_vector():
     assert type(row) is xsim.vec3 and row == [3.0, 4.0, 5.0] and m[1, 2] == 5.0
     row[0] = 9.0  # a copy, as Warp's
     assert m[1, 0] == 3.0
+
+
+def test_vector_remainder_and_reflected_division_follow_c_as_kernels_do():
+    v = xsim.vec3i(7, -7, 6)
+    assert v % xsim.vec3i(3, 3, 4) == xsim.vec3i(1, -1, 2)  # the dividend's sign, as C's %
+    assert 24 / xsim.vec3i(2, 4, -5) == xsim.vec3i(12, 6, -4)  # truncated toward zero
+    h = xsim.vec3h(1.0, 2.0, 4.0)
+    np.testing.assert_array_equal(np.asarray(2.0 / h), np.array([2.0, 1.0, 0.5], np.float16))
+    np.testing.assert_array_equal(np.asarray(h % xsim.float16(1.5)), np.fmod([1.0, 2.0, 4.0], 1.5).astype(np.float16))

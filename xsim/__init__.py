@@ -6,6 +6,7 @@ The public namespace follows NVIDIA Warp's names (``xsim.kernel``, ``xsim.launch
 
 import importlib
 import math as _math
+from types import SimpleNamespace as _SimpleNamespace
 
 from . import config
 from .array import (
@@ -136,6 +137,8 @@ _LAYERS = ("sim", "solvers")
 def __getattr__(name: str):
     if name in _LAYERS:
         return importlib.import_module(f".{name}", __name__)
+    if name == "_src":  # Warp's tests reach its type lists as warp._src.types (xsim.types here)
+        return _SimpleNamespace(types=types)
     for path in _FUNC_MODULES:
         module = importlib.import_module(path, __name__)
         if name in module.__all__:

@@ -148,10 +148,15 @@ def _struct_value(t, rec) -> Any:
     return t(**{f: _element_value(ft, rec[f]) for f, ft in t._fields.items()})
 
 
+def _array_math():
+    from .autodiff import array_math  # kernels sit above the array layer: imported when first used
+    return array_math
+
+
 def _element_value(t, elem) -> Any:
     """One element as a Python value: a numpy scalar, or a copy as an xsim vector/matrix/.../struct."""
     if t._kind == "scalar":
-        return elem
+        return t._load(elem)[()] if t is types.bfloat16 else elem
     if t._kind == "struct":
         return _struct_value(t, elem)
     return t._wrap(np.array(elem))
@@ -209,12 +214,12 @@ def _host_from_data(data, dtype, shape, copy: bool) -> tuple[Any, np.ndarray, An
         if dtype is not None and types.is_struct(dtype):
             src = np.array(_record(data), dtype=dtype._np)
         elif dtype is not None:
-            src = np.asarray(data, dtype=dtype._np)
+            src = dtype._scalar._store(data)
         else:
             src = np.asarray(data)
             dtype = _python_scalar(src.dtype)
     if src.dtype != dtype._np:
-        src = src.astype(dtype._np, order="C")
+        src = np.asarray(dtype._scalar._store(src), order="C")
     host = _fit_shape(src, dtype, shape)
     if not _packed(host, dtype._shape):
         host = np.ascontiguousarray(host)
@@ -425,6 +430,79 @@ class array:
         _warn_to_stderr(f"Array {self}{who} {what} in a previous launch. This may corrupt gradient computation "
                         "in the backward pass.")
 
+    # -- arithmetic, as Warp's arrays have it: element-wise kernels, recorded on the tape (autodiff/array_math.py)
+
+    __array_priority__ = 1000.0  # numpy scalars and arrays leave ``s * a`` to ``a.__rmul__``
+
+    def __add__(self, other):
+        return _array_math().apply("add", self, other)
+
+    def __radd__(self, other):
+        return _array_math().apply("add", self, other, reflected=True)
+
+    def __iadd__(self, other):
+        return _array_math().apply_in_place("add", self, other)
+
+    def __sub__(self, other):
+        return _array_math().apply("sub", self, other)
+
+    def __rsub__(self, other):
+        return _array_math().apply("sub", self, other, reflected=True)
+
+    def __isub__(self, other):
+        return _array_math().apply_in_place("sub", self, other)
+
+    def __mul__(self, other):
+        return _array_math().apply("mul", self, other)
+
+    def __rmul__(self, other):
+        return _array_math().apply("mul", self, other, reflected=True)
+
+    def __imul__(self, other):
+        return _array_math().apply_in_place("mul", self, other)
+
+    def __truediv__(self, other):
+        return _array_math().apply("div", self, other)
+
+    def __rtruediv__(self, other):
+        return _array_math().apply("div", self, other, reflected=True)
+
+    def __itruediv__(self, other):
+        return _array_math().apply_in_place("div", self, other)
+
+    def __floordiv__(self, other):
+        return _array_math().apply("floordiv", self, other)
+
+    def __rfloordiv__(self, other):
+        return _array_math().apply("floordiv", self, other, reflected=True)
+
+    def __ifloordiv__(self, other):
+        return _array_math().apply_in_place("floordiv", self, other)
+
+    def __mod__(self, other):
+        return _array_math().apply("mod", self, other)
+
+    def __rmod__(self, other):
+        return _array_math().apply("mod", self, other, reflected=True)
+
+    def __imod__(self, other):
+        return _array_math().apply_in_place("mod", self, other)
+
+    def __pow__(self, other):
+        return _array_math().apply("pow", self, other)
+
+    def __rpow__(self, other):
+        return _array_math().apply("pow", self, other, reflected=True)
+
+    def __ipow__(self, other):
+        return _array_math().apply_in_place("pow", self, other)
+
+    def __neg__(self):
+        return _array_math().apply("neg", self, unary=True)
+
+    def __pos__(self):
+        return _array_math().apply("pos", self, unary=True)
+
     # -- host access ----------------------------------------------------------------------------
 
     def numpy(self) -> np.ndarray:
@@ -488,7 +566,9 @@ class array:
     def _host_value(self, value):
         if isinstance(value, array):
             return value.numpy()
-        return _record(value) if types.is_struct(self.dtype) else value
+        if types.is_struct(self.dtype):
+            return _record(value)
+        return self.dtype._scalar._store(value) if self.dtype._scalar is types.bfloat16 else value
 
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", threshold=64, prefix="array(")
@@ -899,7 +979,10 @@ def _creation_shape(shape, n: int | None) -> tuple[int, ...]:
 
 def _new(shape, dtype, device, requires_grad: bool, make) -> array:
     dtype = _resolve_dtype(dtype)
-    host = make(shape + dtype._shape, dtype._np)
+    if dtype._scalar is types.bfloat16:  # made as float32 numbers, held as bit patterns
+        host = dtype._scalar._store(make(shape + dtype._shape, np.float32))
+    else:
+        host = make(shape + dtype._shape, dtype._np)
     return array._from_host(host, dtype, get_device(device), None, requires_grad)
 
 

@@ -29,6 +29,10 @@ class WarpCodegenTypeError(WarpCodegenError, TypeError):
     """A value of the wrong type: a mismatch, no overload for the argument types, a kernel returning."""
 
 
+class WarpCodegenDtypeError(WarpCodegenTypeError):
+    """An element type an operation has no implementation for (an atomic on int8), in Warp's words."""
+
+
 class WarpCodegenAttributeError(WarpCodegenError, AttributeError):
     """An attribute, struct field or vector component that does not exist."""
 

@@ -46,26 +46,67 @@ class _Scalar(metaclass=_ScalarMeta):
 
     def __new__(cls, value=0):
         if isinstance(value, int) and cls._np.kind in "iu":
-            return _wrapped(value, cls._np)
+            if not -(1 << 63) <= value < 1 << 64:
+                raise OverflowError(f"Python integer {value} does not fit in 64 bits")
+            return cls._np.type(wrap_int(value, cls))
         return cls._np.type(value)
 
+    @classmethod
+    def _store(cls, values) -> np.ndarray:
+        """``values`` as this type's storage components (what arrays hold and kernels read)."""
+        return np.asarray(values, cls._np)
 
-def _wrapped(value: int, dt):
-    """The Python int ``value`` as the integer dtype ``dt``, wrapped (two's complement) as Warp's
-    ``uint32(-1)`` is; one no 64-bit integer holds is an OverflowError."""
+    @classmethod
+    def _load(cls, storage) -> np.ndarray:
+        """Storage components as numbers (the identity but for bfloat16's bit patterns)."""
+        return np.asarray(storage)
+
+
+def wrap_int(value: int, t) -> int:
+    """``value`` wrapped into the integer type ``t`` (two's complement, as a cast to it does: Warp's
+    ``uint32(-1)``); a value no 64-bit integer holds is left as it is, for the caller to refuse."""
     if not -(1 << 63) <= value < 1 << 64:
-        raise OverflowError(f"Python integer {value} does not fit in 64 bits")
-    return np.array(value, np.uint64 if value >= 1 << 63 else np.int64).astype(dt)[()]
+        return value
+    bits = t._np.itemsize * 8
+    value %= 1 << bits
+    return value - (1 << bits) if t._np.kind == "i" and value >= 1 << (bits - 1) else value
 
 
-def _scalar(name: str, np_dtype, ctype: str, c_type) -> type:
-    cls = type(name, (_Scalar,), {"_np": np.dtype(np_dtype), "_ctype": ctype, "_ctypes": c_type})
+class _BFloat16(_Scalar):
+    """bfloat16 (float32's 8-bit exponent, 7-bit mantissa): numpy has no such dtype, so arrays hold the
+    16-bit patterns (``numpy()`` gives them as uint16, as Warp does without ml_dtypes) and host values are
+    float32 numbers rounded to bfloat16."""
+
+    def __new__(cls, value=0.0):
+        return cls._load(cls._store(np.float32(value)))[()]
+
+    @classmethod
+    def _store(cls, values) -> np.ndarray:
+        """Floats -> bfloat16 bit patterns, rounded to nearest even (NaN stays NaN); uint16 input is taken
+        as bit patterns already, as Warp takes it."""
+        a = np.asarray(values)
+        if a.dtype == np.uint16:
+            return a
+        bits = np.asarray(a, np.float32).view(np.uint32)
+        nan = (bits & 0x7FFFFFFF) > 0x7F800000
+        rounded = (bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) >> 16
+        return np.where(nan, (bits >> 16) | 0x40, rounded).astype(np.uint16)
+
+    @classmethod
+    def _load(cls, storage) -> np.ndarray:
+        return (np.asarray(storage, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def _scalar(name: str, np_dtype, ctype: str, c_type, base: type = _Scalar) -> type:
+    # _type_: Warp's spelling of the ctypes type (its tests wrap integers with ``t._type_(v).value``)
+    cls = type(name, (base,), {"_np": np.dtype(np_dtype), "_ctype": ctype, "_ctypes": c_type, "_type_": c_type})
     cls._scalar = cls
     cls.__module__ = __name__
     return cls
 
 
 float16 = _scalar("float16", np.float16, "xs::half", ctypes.c_uint16)
+bfloat16 = _scalar("bfloat16", np.uint16, "xs::bfloat16", ctypes.c_uint16, _BFloat16)
 float32 = _scalar("float32", np.float32, "float", ctypes.c_float)
 float64 = _scalar("float64", np.float64, "double", ctypes.c_double)
 int8 = _scalar("int8", np.int8, "int8_t", ctypes.c_int8)
@@ -78,12 +119,13 @@ uint32 = _scalar("uint32", np.uint32, "uint32_t", ctypes.c_uint32)
 uint64 = _scalar("uint64", np.uint64, "uint64_t", ctypes.c_uint64)
 bool_ = _scalar("bool", np.bool_, "bool", ctypes.c_bool)
 
-FLOAT_TYPES = (float16, float32, float64)
+FLOAT_TYPES = (float16, bfloat16, float32, float64)
 INT_TYPES = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 SCALAR_TYPES = FLOAT_TYPES + INT_TYPES + (bool_,)
 
-# Warp-style short names
+# Warp-style short names, and Warp's names of the type groups
 half, float_, int_ = float16, float32, int32
+float_types, int_types, scalar_types = FLOAT_TYPES, INT_TYPES, SCALAR_TYPES
 
 
 def is_scalar(t) -> bool:
@@ -115,7 +157,7 @@ def resolve(t):
 def scalar_from_numpy(dt) -> type:
     dt = np.dtype(dt)
     for t in SCALAR_TYPES:
-        if t._np == dt:
+        if t._np == dt and t is not bfloat16:  # uint16 data are uint16; bfloat16 is only ever asked for
             return t
     raise TypeError(f"numpy dtype {dt} has no xsim scalar type")
 
@@ -147,7 +189,8 @@ class _Composite:
     __slots__ = ("__dict__", "_v")  # other attributes may be set on a value, as on Warp's ctypes-based ones
 
     def __init__(self, *args):
-        shape, dt = self._shape, self._scalar._np
+        # bfloat16 components are built as float32 numbers and held as their bit patterns
+        shape, dt = self._shape, (np.dtype(np.float32) if self._scalar is bfloat16 else self._scalar._np)
         if len(args) == 0:
             v = np.zeros(shape, dt)
         elif len(args) == 1 and np.ndim(args[0]) == 0:
@@ -158,13 +201,13 @@ class _Composite:
             try:
                 v = np.array(args, dt).reshape(shape)  # the common vec3(x, y, z): ~1 us instead of ~10
             except OverflowError:  # an int component out of an integer type's range wraps, as in Warp
-                v = np.array([_wrapped(a, dt) if type(a) is int else a for a in args], dt).reshape(shape)
+                v = np.array([wrap_int(a, self._scalar) if type(a) is int else a for a in args], dt).reshape(shape)
         else:
             flat = np.concatenate([np.ravel(np.asarray(a)) for a in args]).astype(dt)
             if flat.size != int(np.prod(shape)):
                 raise ValueError(f"{type(self).__name__} needs {int(np.prod(shape))} components, got {flat.size}")
             v = flat.reshape(shape)
-        object.__setattr__(self, "_v", v)
+        object.__setattr__(self, "_v", self._scalar._store(v) if self._scalar is bfloat16 else v)
 
     @classmethod
     def _wrap(cls, v):
@@ -230,6 +273,16 @@ class _Composite:
 
     def __truediv__(self, o):
         return self._same(self._v / o)
+
+    def __rtruediv__(self, o):
+        return self._same(o / self._v)
+
+    # remainder with the dividend's sign (C's % and fmod), as a kernel's % computes it
+    def __mod__(self, o):
+        return self._same(np.fmod(self._v, np.asarray(o)))
+
+    def __rmod__(self, o):
+        return self._same(np.fmod(np.asarray(o), self._v))
 
     __radd__ = __add__
 
@@ -382,7 +435,7 @@ class _Transform(_Composite):
         return quaternion(self._scalar)._wrap(self._v[3:])
 
 
-_SUFFIX = {float16: "h", float32: "f", float64: "d", int8: "i8", int16: "i16", int32: "i", int64: "l",
+_SUFFIX = {float16: "h", bfloat16: "bf", float32: "f", float64: "d", int8: "i8", int16: "i16", int32: "i", int64: "l",
            uint8: "ub", uint16: "us", uint32: "ui", uint64: "ul", bool_: "b"}
 
 
@@ -596,6 +649,29 @@ def types_equal(a, b) -> bool:
     return resolve(a) == resolve(b)
 
 
+_WARP_SUFFIX = {float16: "h", bfloat16: "bf", float32: "f", float64: "d", int8: "b", int16: "s", int32: "i",
+                int64: "l", uint8: "ub", uint16: "us", uint32: "ui", uint64: "ul"}
+
+
+def type_repr(t) -> str:
+    """Warp's ``types.type_repr``: a type as Warp's messages spell it (``vec3b`` for a vector of three int8,
+    ``mat22f``, ``vector(length=5, dtype=float32)``)."""
+    t = resolve(t)
+    if isinstance(t, ArrayType):
+        return f"array(ndim={t.ndim}, dtype={type_repr(t.dtype)})"
+    kind = getattr(t, "_kind", None)
+    if kind not in ("vector", "matrix", "quat", "transform"):
+        return type_name(t)
+    sn, shape = _WARP_SUFFIX.get(t._scalar), t._shape
+    if kind in ("quat", "transform"):
+        return f"{kind}{sn}" if sn else f"{kind}(dtype={type_repr(t._scalar)})"
+    if kind == "vector":
+        return f"vec{shape[0]}{sn}" if sn and shape[0] <= 4 else \
+            f"vector(length={shape[0]}, dtype={type_repr(t._scalar)})"
+    return f"mat{shape[0]}{shape[1]}{sn}" if sn and max(shape) <= 4 else \
+        f"matrix(shape={shape}, dtype={type_repr(t._scalar)})"
+
+
 def type_name(t) -> str:
     """A readable name for error messages."""
     if t is None:
@@ -614,6 +690,11 @@ class _StructBase:
 
     _kind = "struct"
     _fields: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def _store(cls, values) -> np.ndarray:
+        """``values`` as this struct's numpy records (the scalars' ``_store`` for structs)."""
+        return np.asarray(values, cls._np)
 
     def __init__(self, **values):
         for name, t in self._fields.items():

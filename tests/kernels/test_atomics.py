@@ -253,9 +253,13 @@ def test_exchange_on_a_float_array_is_refused_on_a_tape():
 
 
 @pytest.mark.parametrize("call, message", [
-    ("xsim.atomic_and(a, 0, 1.0)", r"atomic_and\(\) works on arrays of int32, uint32, int64, uint64 .* here is float32"),
-    ("xsim.atomic_min(h, 0, xsim.float16(1.0))", r"atomic_min\(\) works on .* element here is float16"),
-    ("xsim.atomic_add(b, 0, xsim.int8(1))", r"atomic_add\(\) works on .* element here is int8"),
+    ("xsim.atomic_and(a, 0, 1.0)", (r"atomic_and\(\) operations only work on arrays with \[u\]int32 or \[u\]int64 as "
+                                    r"the underlying scalar types, but got float32 \(with scalar type float32\)$")),
+    ("xsim.atomic_min(h, 0, xsim.float16(1.0))", (r"atomic_min\(\) operations only work on arrays with \[u\]int32, "
+     r"\[u\]int64, bfloat16, float32, or float64 as the underlying .* got float16 \(with scalar type float16\)$")),
+    ("xsim.atomic_add(b, 0, xsim.int8(1))", (r"atomics_bad_[0-9a-f]+\.py:6:5:\n +xsim.atomic_add\(b, 0, xsim.int8\(1\)\)\n +\^\n"
+     r"atomic_add\(\) operations only work on arrays with \[u\]int32, \[u\]int64, float16, bfloat16, float32, or "
+     r"float64 as the underlying scalar types, but got int8 \(with scalar type int8\)$")),
     ("xsim.atomic_cas(v, 0, xsim.vec3(), xsim.vec3())", r"atomic_cas\(\) needs scalar elements, got vec3"),
     ("xsim.atomic_cas(a, 0, 1.0)", r"atomic_cas\(array, index\.\.\., compare, value\)"),
 ])

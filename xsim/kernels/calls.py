@@ -27,7 +27,6 @@ from .scope import (
     _Frame,
     _resolve_annotation,
     annotations,
-    wrap_int,
 )
 
 
@@ -470,7 +469,7 @@ class Calls:
         if v.type is s:
             return v
         if v.weak and T.is_int(s) and isinstance(v.const, int):
-            return self.const(wrap_int(v.const, s), s, node)
+            return self.const(T.wrap_int(v.const, s), s, node)
         if v.weak:
             return self.convert(v, s, node)
         what = {"vector": "vector", "matrix": "matrix", "quat": "quaternion", "transform": "transformation"}.get(

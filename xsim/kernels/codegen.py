@@ -98,8 +98,8 @@ def literal(value, t) -> str:
         body = repr(float(np.float32(v))) + "f"
         if "e" not in body and "." not in body:
             body = body[:-1] + ".0f"
-    if t is T.float16:
-        return f"xs::half({body})"
+    if t is T.float16 or t is T.bfloat16:
+        return f"{t._ctype}({body})"
     return f"(({t._ctype}){body})" if t is T.float64 else body
 
 

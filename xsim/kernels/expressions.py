@@ -14,9 +14,9 @@ import numpy as np
 from .. import types as T
 from ..errors import (
     WarpCodegenAttributeError,
+    WarpCodegenDtypeError,
     WarpCodegenIndexError,
     WarpCodegenKeyError,
-    WarpCodegenTypeError,
     WarpCodegenValueError,
 )
 from .ir import Var
@@ -584,9 +584,9 @@ class Expressions:
             raise self.err(node, f"{fn}() needs scalar, vector or matrix elements, got struct {T.type_name(t)}")
         if fn in ("atomic_cas", "atomic_exch") and not T.is_scalar(t):
             raise self.err(node, f"{fn}() needs scalar elements, got {T.type_name(t)}")
-        names = ", ".join(T.type_name(s) for s in _ATOMIC_SCALARS[fn])
-        raise self.err(node, f"{fn}() works on arrays of {names} (or vectors and matrices of them), but the "
-                             f"element here is {T.type_name(t)}", WarpCodegenTypeError)
+        raise self.err(node, f"{fn}() operations only work on arrays with {_ATOMIC_WORDING[fn]} as the underlying "
+                             f"scalar types, but got {T.type_repr(t)} (with scalar type {T.type_repr(t._scalar)})",
+                       WarpCodegenDtypeError)
 
     def resolve_path(self, t, path, node):
         """Walk ``.field`` / ``[i]`` / ``.x`` steps into an element type: (component type, steps)."""
@@ -621,13 +621,20 @@ class Expressions:
 
 _WORDS = (T.int32, T.uint32, T.int64, T.uint64)  # the integer types with atomics on every target
 _ATOMIC_SCALARS = {
-    "atomic_add": (*_WORDS, T.float16, T.float32, T.float64, T.bool_),
-    "atomic_min": (*_WORDS, T.float32, T.float64),
+    "atomic_add": (*_WORDS, T.float16, T.bfloat16, T.float32, T.float64, T.bool_),
+    "atomic_min": (*_WORDS, T.bfloat16, T.float32, T.float64),
     "atomic_cas": (*_WORDS, T.float32, T.float64),
     "atomic_and": _WORDS,
 }
 _ATOMIC_SCALARS.update(atomic_sub=_ATOMIC_SCALARS["atomic_add"], atomic_max=_ATOMIC_SCALARS["atomic_min"],
                        atomic_exch=_ATOMIC_SCALARS["atomic_cas"], atomic_or=_WORDS, atomic_xor=_WORDS)
+# Warp's words for those sets (its refusal reads the same here)
+_ATOMIC_WORDING = {"atomic_add": "[u]int32, [u]int64, float16, bfloat16, float32, or float64",
+                   "atomic_min": "[u]int32, [u]int64, bfloat16, float32, or float64",
+                   "atomic_cas": "[u]int32, [u]int64, float32, or float64", "atomic_and": "[u]int32 or [u]int64"}
+_ATOMIC_WORDING.update(atomic_sub=_ATOMIC_WORDING["atomic_add"], atomic_max=_ATOMIC_WORDING["atomic_min"],
+                       atomic_exch=_ATOMIC_WORDING["atomic_cas"], atomic_or=_ATOMIC_WORDING["atomic_and"],
+                       atomic_xor=_ATOMIC_WORDING["atomic_and"])
 
 
 def _renamed(expr, name: ast.Name, new: str):

@@ -20,10 +20,11 @@ def first_non_finite(arr) -> tuple[str, tuple, float] | None:
     for integer arrays); the suffix names a struct field (".field") or is empty."""
     if arr is None or arr.size == 0:
         return None
-    kind = arr.dtype._np.kind if not T.is_struct(arr.dtype) else "V"
+    bf16 = arr.dtype._scalar is T.bfloat16  # held as bit patterns: scanned as the numbers they are
+    kind = "f" if bf16 else arr.dtype._np.kind if not T.is_struct(arr.dtype) else "V"
     if kind not in "fV":
         return None
-    host = arr.numpy()
+    host = T.bfloat16._load(arr.numpy()) if bf16 else arr.numpy()
     fields = [("", host)] if kind == "f" else [(f".{name}", host[name]) for name in host.dtype.names
                                                if host.dtype[name].base.kind == "f"]
     for suffix, values in fields:

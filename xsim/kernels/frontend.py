@@ -51,7 +51,6 @@ from .scope import (
     _resolve_annotation,
     _Source,
     annotations,
-    wrap_int,
 )
 from .static import Statics
 
@@ -185,7 +184,7 @@ class Frontend(Expressions, Calls, Statics):
             return self.typed(v, t, node)
         if v.is_const and T.is_scalar(t) and T.is_scalar(v.type):
             if T.is_int(t):  # an explicit conversion wraps, as C's and Warp's (uint32(-1) == 4294967295)
-                return self.const(wrap_int(int(v.const), t), t, node)
+                return self.const(T.wrap_int(int(v.const), t), t, node)
             return self.const(v.const if t is not T.bool_ else bool(v.const), t, node)
         if T.is_scalar(t) and T.is_scalar(v.type) or (
                 T.is_composite(t) and T.is_composite(v.type) and t._shape == v.type._shape):

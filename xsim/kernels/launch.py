@@ -37,8 +37,8 @@ def _args_struct(kernel) -> type:
 
 def _to_c(value, t):
     """A checked Python value of xsim type ``t`` as the ctypes value of its kernel argument."""
-    if T.is_scalar(t):
-        return _half_bits(value) if t is T.float16 else value
+    if T.is_scalar(t):  # 16-bit floats travel as their bit patterns (ctypes c_uint16)
+        return _bits16(t, value) if t is T.float16 or t is T.bfloat16 else value
     if T.is_struct(t):
         c = t._ctypes()
         for f, ft in t._fields.items():
@@ -49,14 +49,12 @@ def _to_c(value, t):
             else:
                 setattr(c, f, _to_c(fv, ft))
         return c
-    comps = np.asarray(value, dtype=t._np)
-    if t._scalar is T.float16:  # half components travel as their 16-bit patterns (ctypes c_uint16)
-        comps = comps.view(np.uint16)
+    comps = t._scalar._store(np.asarray(value)).view(t._ctypes._type_)
     return t._ctypes(*comps.ravel().tolist())
 
 
-def _half_bits(value) -> int:
-    return int(np.float16(value).view(np.uint16))
+def _bits16(t, value) -> int:
+    return int(t._store(value).view(np.uint16))
 
 
 def _grad_struct(value, t):
@@ -302,8 +300,8 @@ def _pack_item(kind, t, v):
     """One checked argument as the ``struct`` item of its field."""
     if kind == _ARRAY or kind == _OUT or kind == _INDEXED:
         return bytes(v._desc)
-    if kind == _VALUE:  # components in storage order, as numpy has them (float16 included)
-        return np.ascontiguousarray(v, dtype=t._np).tobytes()
+    if kind == _VALUE:  # components in storage order, as arrays hold them (16-bit floats as their bits)
+        return t._scalar._store(np.asarray(v)).tobytes()
     if kind == _STRUCT:
         return bytes(_to_c(v, t))
     return v

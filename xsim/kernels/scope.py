@@ -11,8 +11,6 @@ import textwrap
 import types as _pytypes
 from typing import Any
 
-import numpy as np
-
 from .. import types as T
 from ..errors import CompileError, WarpCodegenError
 from .builtins import OUTPUT_ARGS
@@ -229,13 +227,3 @@ _ADJOINT = _AdjointMarker()
 
 def _adjoint_marker():
     return _ADJOINT
-
-
-def wrap_int(value: int, t) -> int:
-    """``value`` wrapped into the integer type ``t`` (two's complement, as a cast to it does); a value no
-    64-bit integer holds is left as it is (the caller refuses it: no C literal is that wide)."""
-    if not -(1 << 63) <= value < 1 << 64:
-        return value
-    bits = t._np.itemsize * 8
-    value %= 1 << bits
-    return value - (1 << bits) if np.issubdtype(t._np, np.signedinteger) and value >= 1 << (bits - 1) else value

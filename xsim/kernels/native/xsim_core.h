@@ -103,6 +103,47 @@ XS_FUNC half& operator-=(half& a, half b) { a = a - b; return a; }
 XS_FUNC half& operator*=(half& a, half b) { a = a * b; return a; }
 XS_FUNC half& operator/=(half& a, half b) { a = a / b; return a; }
 
+// bfloat16: the upper 16 bits of a float, rounded to nearest even (NaN kept NaN); computed in float
+XS_FUNC float bfloat16_to_float(uint16_t b) {
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+#if defined(XS_CUDA)
+    f = __uint_as_float(bits);
+#else
+    std::memcpy(&f, &bits, 4);
+#endif
+    return f;
+}
+
+XS_FUNC uint16_t float_to_bfloat16(float f) {
+    uint32_t x;
+#if defined(XS_CUDA)
+    x = __float_as_uint(f);
+#else
+    std::memcpy(&x, &f, 4);
+#endif
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+struct bfloat16 {
+    uint16_t bits;
+    XS_FUNC bfloat16() : bits(0) {}
+    XS_FUNC bfloat16(float f) : bits(float_to_bfloat16(f)) {}
+    XS_FUNC bfloat16(double f) : bits(float_to_bfloat16((float)f)) {}
+    XS_FUNC bfloat16(int f) : bits(float_to_bfloat16((float)f)) {}
+    XS_FUNC operator float() const { return bfloat16_to_float(bits); }
+};
+XS_FUNC bfloat16 operator+(bfloat16 a, bfloat16 b) { return bfloat16(float(a) + float(b)); }
+XS_FUNC bfloat16 operator-(bfloat16 a, bfloat16 b) { return bfloat16(float(a) - float(b)); }
+XS_FUNC bfloat16 operator*(bfloat16 a, bfloat16 b) { return bfloat16(float(a) * float(b)); }
+XS_FUNC bfloat16 operator/(bfloat16 a, bfloat16 b) { return bfloat16(float(a) / float(b)); }
+XS_FUNC bfloat16 operator-(bfloat16 a) { return bfloat16(-float(a)); }
+XS_FUNC bfloat16& operator+=(bfloat16& a, bfloat16 b) { a = a + b; return a; }
+XS_FUNC bfloat16& operator-=(bfloat16& a, bfloat16 b) { a = a - b; return a; }
+XS_FUNC bfloat16& operator*=(bfloat16& a, bfloat16 b) { a = a * b; return a; }
+XS_FUNC bfloat16& operator/=(bfloat16& a, bfloat16 b) { a = a / b; return a; }
+
 // ------------------------------------------------------------------------------------------
 // composite value types; all are aggregates (brace-initialised, zeroed with {})
 
@@ -314,6 +355,21 @@ template <typename To> struct caster<To, half> {
 template <> struct caster<half, half> {
     XS_FUNC static half run(const half& x) { return x; }
 };
+template <typename From> struct caster<bfloat16, From> {
+    XS_FUNC static bfloat16 run(const From& x) { return bfloat16((float)x); }
+};
+template <typename To> struct caster<To, bfloat16> {
+    XS_FUNC static To run(const bfloat16& x) { return (To)(float)x; }
+};
+template <> struct caster<bfloat16, bfloat16> {
+    XS_FUNC static bfloat16 run(const bfloat16& x) { return x; }
+};
+template <> struct caster<half, bfloat16> {
+    XS_FUNC static half run(const bfloat16& x) { return half((float)x); }
+};
+template <> struct caster<bfloat16, half> {
+    XS_FUNC static bfloat16 run(const half& x) { return bfloat16((float)x); }
+};
 template <int N, typename To, typename From> struct caster<vec_t<N, To>, vec_t<N, From>> {
     XS_FUNC static vec_t<N, To> run(const vec_t<N, From>& x) {
         vec_t<N, To> r;
@@ -458,24 +514,30 @@ XS_FUNC uint64_t atomic_add(uint64_t* p, uint64_t v) { return atomicAdd((unsigne
 XS_FUNC int64_t atomic_add(int64_t* p, int64_t v) {
     return (int64_t)atomicAdd((unsigned long long*)p, (unsigned long long)v);
 }
-XS_FUNC half atomic_add(half* p, half v) {
-    // CAS on the enclosing aligned 32-bit word
+// 16-bit floats (half, bfloat16): CAS on the enclosing aligned 32-bit word
+template <typename T, typename F> XS_FUNC T atomic_update16(T* p, T v, F f) {
     uint32_t* base = (uint32_t*)((uintptr_t)p & ~(uintptr_t)3);
     uint32_t shift = ((uintptr_t)p & 2) ? 16 : 0;
     uint32_t old = *base, assumed;
     do {
         assumed = old;
-        half h; h.bits = (uint16_t)(assumed >> shift);
-        half n = h + v;
+        T h; h.bits = (uint16_t)(assumed >> shift);
+        T n = f(h, v);
         uint32_t next = (assumed & ~(0xffffu << shift)) | ((uint32_t)n.bits << shift);
         old = atomicCAS(base, assumed, next);
     } while (old != assumed);
-    half r; r.bits = (uint16_t)(old >> shift);
+    T r; r.bits = (uint16_t)(old >> shift);
     return r;
 }
+XS_FUNC half atomic_add(half* p, half v) { return atomic_update16(p, v, [](half a, half b) { return a + b; }); }
+XS_FUNC bfloat16 atomic_add(bfloat16* p, bfloat16 v) {
+    return atomic_update16(p, v, [](bfloat16 a, bfloat16 b) { return a + b; });
+}
 template <typename T, typename F> XS_FUNC T atomic_update(T* p, T v, F f) {
-    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomic min/max need 4 or 8 bytes");
-    if (sizeof(T) == 4) {
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "atomic min/max need 2, 4 or 8 bytes");
+    if constexpr (sizeof(T) == 2) {
+        return atomic_update16(p, v, f);
+    } else if constexpr (sizeof(T) == 4) {
         unsigned int* a = (unsigned int*)p;
         unsigned int old = *a, assumed;
         do {
@@ -517,22 +579,17 @@ template <typename T> XS_FUNC T atomic_cas(T* p, T compare, T v) {
 }
 #else
 template <typename T> XS_FUNC T atomic_add(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v, std::memory_order_relaxed); }
-XS_FUNC half atomic_add(half* p, half v) {
-    std::atomic_ref<uint16_t> r(p->bits);
-    uint16_t old = r.load(std::memory_order_relaxed);
-    half o, n;
-    do {
-        o.bits = old;
-        n = o + v;
-    } while (!r.compare_exchange_weak(old, n.bits, std::memory_order_relaxed));
-    return o;
-}
 XS_FUNC bool atomic_add(bool* p, bool v) { bool o = *p; *p = o || v; return o; }
 template <typename T, typename F> XS_FUNC T atomic_update(T* p, T v, F f) {
     std::atomic_ref<T> r(*p);
     T old = r.load(std::memory_order_relaxed);
     while (!r.compare_exchange_weak(old, f(old, v), std::memory_order_relaxed)) {}
     return old;
+}
+// 16-bit floats (half, bfloat16): a CAS loop on their bit pattern
+XS_FUNC half atomic_add(half* p, half v) { return atomic_update(p, v, [](half a, half b) { return a + b; }); }
+XS_FUNC bfloat16 atomic_add(bfloat16* p, bfloat16 v) {
+    return atomic_update(p, v, [](bfloat16 a, bfloat16 b) { return a + b; });
 }
 template <typename T> XS_FUNC T atomic_and(T* p, T v) { return std::atomic_ref<T>(*p).fetch_and(v, std::memory_order_relaxed); }
 template <typename T> XS_FUNC T atomic_or(T* p, T v) { return std::atomic_ref<T>(*p).fetch_or(v, std::memory_order_relaxed); }

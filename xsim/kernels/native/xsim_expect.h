@@ -14,6 +14,7 @@ namespace xs {
 XS_FUNC void print_scalar(float x) { printf("%g", (double)x); }
 XS_FUNC void print_scalar(double x) { printf("%g", x); }
 XS_FUNC void print_scalar(half x) { printf("%g", (double)float(x)); }
+XS_FUNC void print_scalar(bfloat16 x) { printf("%g", (double)float(x)); }
 XS_FUNC void print_scalar(bool x) { printf("%s", x ? "True" : "False"); }
 template <typename T> XS_FUNC void print_scalar(T x) {
     if (T(-1) < T(0)) printf("%lld", (long long)x);

@@ -42,6 +42,7 @@ template <typename T> struct is_float { static constexpr bool value = false; };
 template <> struct is_float<float> { static constexpr bool value = true; };
 template <> struct is_float<double> { static constexpr bool value = true; };
 template <> struct is_float<half> { static constexpr bool value = true; };
+template <> struct is_float<bfloat16> { static constexpr bool value = true; };
 
 // ------------------------------------------------------------------------------------------
 // libm: float and double spellings of the C math library (CUDA device functions under NVRTC)
@@ -330,21 +331,24 @@ template <typename T> XS_FUNC void adj_clamp(T x, T lo, T hi, T, T& adj_x, T& ad
 // ------------------------------------------------------------------------------------------
 // float16: each float function and its adjoint computed in float, rounded once at the end
 
-#define XS_HALF_UNARY(F)                                                                   \
-    XS_FUNC half F(half x) { return half(F(float(x))); }                                   \
-    XS_FUNC void adj_##F(half x, half ret, half& adj_x, half adj_ret) {                    \
+#define XS_SMALL_UNARY(H, F)                                                               \
+    XS_FUNC H F(H x) { return H(F(float(x))); }                                            \
+    XS_FUNC void adj_##F(H x, H ret, H& adj_x, H adj_ret) {                                \
         float ax = 0.0f;                                                                   \
         adj_##F(float(x), float(ret), ax, float(adj_ret));                                 \
-        adj_x += half(ax);                                                                 \
+        adj_x += H(ax);                                                                    \
     }
-#define XS_HALF_BINARY(F)                                                                  \
-    XS_FUNC half F(half a, half b) { return half(F(float(a), float(b))); }                 \
-    XS_FUNC void adj_##F(half a, half b, half ret, half& adj_a, half& adj_b, half adj_ret) { \
+#define XS_SMALL_BINARY(H, F)                                                              \
+    XS_FUNC H F(H a, H b) { return H(F(float(a), float(b))); }                             \
+    XS_FUNC void adj_##F(H a, H b, H ret, H& adj_a, H& adj_b, H adj_ret) {                 \
         float aa = 0.0f, ab = 0.0f;                                                        \
         adj_##F(float(a), float(b), float(ret), aa, ab, float(adj_ret));                   \
-        adj_a += half(aa);                                                                 \
-        adj_b += half(ab);                                                                 \
+        adj_a += H(aa);                                                                    \
+        adj_b += H(ab);                                                                    \
     }
+// float16 and bfloat16 alike
+#define XS_HALF_UNARY(F) XS_SMALL_UNARY(half, F) XS_SMALL_UNARY(bfloat16, F)
+#define XS_HALF_BINARY(F) XS_SMALL_BINARY(half, F) XS_SMALL_BINARY(bfloat16, F)
 XS_HALF_UNARY(sin) XS_HALF_UNARY(cos) XS_HALF_UNARY(tan) XS_HALF_UNARY(asin) XS_HALF_UNARY(acos)
 XS_HALF_UNARY(atan) XS_HALF_UNARY(sinh) XS_HALF_UNARY(cosh) XS_HALF_UNARY(tanh) XS_HALF_UNARY(sqrt)
 XS_HALF_UNARY(cbrt) XS_HALF_UNARY(exp) XS_HALF_UNARY(log) XS_HALF_UNARY(log2) XS_HALF_UNARY(log10)
@@ -356,5 +360,7 @@ XS_HALF_BINARY(atan2) XS_HALF_BINARY(pow) XS_HALF_BINARY(floordiv) XS_HALF_BINAR
 
 XS_FUNC bool isfinite(half x) { return isfinite(float(x)); }
 XS_FUNC bool isnan(half x) { return isnan(float(x)); }
+XS_FUNC bool isfinite(bfloat16 x) { return isfinite(float(x)); }
+XS_FUNC bool isnan(bfloat16 x) { return isnan(float(x)); }
 
 }  // namespace xs

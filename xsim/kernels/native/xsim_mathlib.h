@@ -154,6 +154,7 @@ template <typename T> XS_FUNC bool isinf(T x) {
     else return (float_bits(x) & 0x7fffffffffffffffull) == 0x7ff0000000000000ull;
 }
 XS_FUNC bool isinf(half x) { return isinf(float(x)); }
+XS_FUNC bool isinf(bfloat16 x) { return isinf(float(x)); }
 
 template <typename V> XS_FUNC bool visfinite(const V& v) {
     for (int i = 0; i < composite_traits<V>::size; ++i)
@@ -217,15 +218,11 @@ template <typename To, typename From> XS_FUNC To bitcast(const From& x) {
 // ------------------------------------------------------------------------------------------
 // float16: computed in float, rounded once
 
-#define XS_HALF_UNARY(F)                                                                   \
-    XS_FUNC half F(half x) { return half(F(float(x))); }                                   \
-    XS_FUNC void adj_##F(half x, half ret, half& adj_x, half adj_ret) {                    \
-        float ax = 0.0f;                                                                   \
-        adj_##F(float(x), float(ret), ax, float(adj_ret));                                 \
-        adj_x += half(ax);                                                                 \
-    }
+#define XS_HALF_UNARY(F) XS_SMALL_UNARY(half, F) XS_SMALL_UNARY(bfloat16, F)
 XS_HALF_UNARY(rint) XS_HALF_UNARY(frac) XS_HALF_UNARY(erf) XS_HALF_UNARY(erfc) XS_HALF_UNARY(erfinv)
 XS_HALF_UNARY(erfcinv)
 #undef XS_HALF_UNARY
+#undef XS_SMALL_UNARY
+#undef XS_SMALL_BINARY
 
 }  // namespace xs
