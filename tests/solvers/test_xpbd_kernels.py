@@ -8,7 +8,7 @@ import xsim
 from xsim.autodiff import gradcheck
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 from xsim.solvers.xpbd.kernels import UNROLLED_SLOTS, constraint_kernels, xpbd_kernels
-from xsim.solvers.xpbd.particle_contacts import bounce_particle_shapes, collide_particle_shapes
+from xsim.solvers.xpbd.particle_contacts import STATIC_SHAPES, bounce_particle_shapes, collide_particle_shapes
 
 K = xpbd_kernels(xsim.float64)
 CK = {damped: constraint_kernels(xsim.float64, damped) for damped in (False, True)}
@@ -151,7 +151,7 @@ def static_shape_args(x, x_start, kind, xform, size, mu, mesh_tri=-1, mesh=((), 
     return [x, x_start, scalars(np.ones(n)), scalars(np.full(n, radius)),
             ints(np.full(n, -1)), 1, ints([-1]), ints([kind]), xform, vecs(size), scalars([mu]), ints([-1]),
             ints(np.full(n, mesh_tri)), ints(np.reshape(tris, (-1, 3)), 3), vecs(np.reshape(verts, (-1, 3))),
-            ints(owner), *no_bodies(), vecs(np.zeros((n, 3))), xsim.empty(0, dtype=xsim.types.vector(8, F))]
+            ints(owner), *no_bodies(), STATIC_SHAPES, vecs(np.zeros((n, 3))), xsim.empty(0, dtype=xsim.types.vector(8, F))]
 
 
 def test_plane_velocity_pass_adjoint_with_restitution():
@@ -165,7 +165,7 @@ def test_plane_velocity_pass_adjoint_with_restitution():
             scalars([0.3]), scalars([0.5]), ints([-1]), ints([-1, -1]), ints(np.zeros((0, 3)), 3),
             vecs(np.zeros((0, 3))), ints([]), vecs([[0.0, 0.0, 0.02], [1.0, 0.0, 0.6]]), no_bodies()[0],
             xsim.empty(0, dtype=xsim.types.vector(6, F)), xsim.empty(0, dtype=xsim.types.vector(6, F)),
-            *no_bodies()[2:], vecs(np.zeros((2, 3))), vecs(np.zeros((2, 3))),
+            *no_bodies()[2:], STATIC_SHAPES, vecs(np.zeros((2, 3))), vecs(np.zeros((2, 3))),
             xsim.empty(0, dtype=xsim.types.vector(8, F))]
     xsim.launch(bounce_particle_shapes, 2, inputs=args[:-3], outputs=args[-3:])
     assert np.dot(args[-3].numpy()[0], normal) > 0.0  # particle 0 bounced off the plane

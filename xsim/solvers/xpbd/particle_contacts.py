@@ -9,7 +9,9 @@ position-level Coulomb friction, in a fixed order: static planes, the other stat
 the static mesh triangle found for it this substep (``find_mesh_contacts``), then the bodies'
 spheres, boxes and capsules. A static shape takes the whole correction (``push_out``); a body
 shares it with the particle by their (generalized, mass-split) inverse masses and receives its part
-in an accumulator, as described in ``rigid_solver.py``. After the substep ``bounce_particle_shapes``
+in an accumulator, as described in ``rigid_solver.py``. With bodies the kernels run twice, static
+shapes then body shapes (``passes``), since a body's mass split counts the particles touching it
+after the static contacts (``count_particle_contacts``). After the substep ``bounce_particle_shapes``
 runs the velocity pass (restitution and friction, ``bounce_impulse``) over the same shapes in the
 same order. A plane with restitution 0 leaves the velocity to the position pass (as the ground
 always has); every other shape's velocity pass runs whatever its restitution. Body meshes and
@@ -31,6 +33,7 @@ from .kernels import (
 )
 from .rigid_kernels import apply_impulse, apply_positional, generalized_inv_mass, split_mass, split_qd
 
+STATIC_SHAPES, BODY_SHAPES = 1, 2  # the ``passes`` of the contact kernels (3: both)
 Arr = xsim.array(dtype=Any)
 Ints = xsim.array(dtype=int)
 Ints2 = xsim.array(dtype=int, ndim=2)
@@ -132,7 +135,7 @@ def collide_particle_shapes(x: Arr, x_start: Arr, inv_mass: Arr, radius: Arr, pa
                             shape_body: Ints, shape_type: Ints, shape_xform: Arr, shape_size: Arr, shape_mu: Arr,
                             shape_world: Ints, mesh_tri: Ints, mesh_indices: Ints2, mesh_vertices: Arr,
                             mesh_shape: Ints, Xc: Arr, Xc_prev: Arr, body_inv_mass: Arr, body_inv_inertia: Arr,
-                            split: Arr, x_out: Arr, delta: Arr):
+                            split: Arr, passes: int, x_out: Arr, delta: Arr):
     """Project each dynamic particle out of the shapes of its world (see the module docstring for the
     order), with friction since the substep start ``x_start``. Static shapes take the whole correction.
     A body shape at the body's current pose ``Xc`` shares the depth between the particle's inverse mass
@@ -140,11 +143,12 @@ def collide_particle_shapes(x: Arr, x_start: Arr, inv_mass: Arr, radius: Arr, pa
     ``count_particle_contacts``), then friction acts against the motion of the body's surface since
     the substep start (``Xc_prev``: cancel the relative tangential displacement inside the cone
     mu * depth, else shorten it by mu * depth); the body's correction goes to ``delta`` with a count of
-    one, so the mean of its corrections applies every contact's impulse in full."""
+    one, so the mean of its corrections applies every contact's impulse in full. ``passes``: which shapes
+    (``STATIC_SHAPES``, ``BODY_SHAPES`` or both)."""
     i = xsim.tid()
     xi = x[i]
     wp = inv_mass[i]
-    if wp > 0.0:
+    if wp > 0.0 and passes % 2 == STATIC_SHAPES:
         x0 = x_start[i]
         r = radius[i]
         pw = particle_world[i]
@@ -161,6 +165,10 @@ def collide_particle_shapes(x: Arr, x_start: Arr, inv_mass: Arr, radius: Arr, pa
         if tri >= 0:
             n, pen, m = mesh_contact(xi, r, tri, mesh_indices, mesh_vertices, mesh_shape, shape_xform)
             xi = push_out(xi, x0, n, pen, shape_mu[m])
+    if wp > 0.0 and passes >= BODY_SHAPES:
+        x0 = x_start[i]
+        r = radius[i]
+        pw = particle_world[i]
         for s in range(num_shapes):
             b = shape_body[s]
             kind = shape_type[s]
@@ -220,23 +228,24 @@ def bounce_particle_shapes(x: Arr, v: Arr, v_start: Arr, inv_mass: Arr, radius: 
                            shape_type: Ints, shape_xform: Arr, shape_size: Arr, shape_mu: Arr, shape_restitution: Arr,
                            shape_world: Ints, mesh_tri: Ints, mesh_indices: Ints2, mesh_vertices: Arr, mesh_shape: Ints,
                            x_start: Arr, Xc: Arr, qd: Arr, qd_pre: Arr, body_inv_mass: Arr, body_inv_inertia: Arr,
-                           split: Arr, v_out: Arr, x_out: Arr, delta: Arr):
+                           split: Arr, passes: int, v_out: Arr, x_out: Arr, delta: Arr):
     """Velocity pass of the particles' contacts at the end of a substep (``bounce_impulse``): each shape
     of its world the particle touches at its final position ``x`` (within 0.1% of its radius), with the
     pre-solve velocity v_start + g h, in the order of the module docstring; a particle that bounces off a
     static shape ends where ``reflect`` puts it (shapes after a plane see it there). A body shape's
     velocity is that of its surface point (pre-solve: ``qd_pre``), the body's mass split by ``split``
     (its number of touching particles), its velocity change into ``delta`` (dv 0..2, dw 3..5) with a
-    count of one per touching contact, whether it bounces or not, as in the position pass."""
+    count of one per touching contact, whether it bounces or not, as in the position pass. ``passes``:
+    which shapes (``STATIC_SHAPES``, ``BODY_SHAPES`` or both)."""
     i = xsim.tid()
     vi = v[i]
     wp = inv_mass[i]
     xi = x[i]
     x_end = xi
-    if wp > 0.0:
-        r = radius[i]
-        pw = particle_world[i]
-        v_pre = v_start[i] + gravity * h
+    r = radius[i]
+    pw = particle_world[i]
+    v_pre = v_start[i] + gravity * h
+    if wp > 0.0 and passes % 2 == STATIC_SHAPES:
         tol = r * 0.001
         for s in range(num_shapes):
             e = shape_restitution[s]
@@ -258,6 +267,7 @@ def bounce_particle_shapes(x: Arr, v: Arr, v_start: Arr, inv_mass: Arr, radius: 
             n, pen, m = mesh_contact(xi, r, tri, mesh_indices, mesh_vertices, mesh_shape, shape_xform)
             vi, x_end = bounce_static(vi, x_end, xi, n, pen, tol, v_pre, wp, shape_restitution[m], shape_mu[m],
                                       bounce_speed, shape_xform[m].q, x_start[i], v_start[i], gravity, h)
+    if wp > 0.0 and passes >= BODY_SHAPES:
         for s in range(num_shapes):
             b = shape_body[s]
             kind = shape_type[s]

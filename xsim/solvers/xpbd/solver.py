@@ -117,6 +117,7 @@ class SolverXPBD:
         self._has_mesh = m.mesh_indices.shape[0] > 0
         # particles meet every shape, static and on bodies, in particle_contacts.py
         self._shapes = m.particle_count > 0 and m.shape_count > 0
+        self._static_shapes = bool((m.shape_body.numpy() < 0).any())
         # without bodies the contact kernels' body arguments are empty arrays of the right types
         v8 = T.vector(8, m.dtype)
         self._no_bodies = SimpleNamespace(xi=m.body_q, xc=m.body_q, qd_next=m.body_qd, qd_pre=m.body_qd,
@@ -236,6 +237,13 @@ class SolverXPBD:
         if bodies is not None:
             rigid.end(bodies)
 
+    def _passes(self, bodies) -> tuple[int, ...]:
+        """The contact kernels' launches (``particle_contacts.py``): the static shapes, then (with bodies)
+        the bodies' shapes, whose mass split counts the particles after the static contacts."""
+        if bodies is None:
+            return (pc.STATIC_SHAPES,)
+        return (pc.STATIC_SHAPES, pc.BODY_SHAPES) if self._static_shapes else (pc.BODY_SHAPES,)
+
     def _particle_iteration(self, x, xi, lam: dict, inv_h: float, mesh_tri, grad: bool, bodies):
         """One Jacobi iteration of the particles from ``xi`` (``x``: the substep start): constraints, then
         the contacts with every shape (``particle_contacts.py``; ``bodies``: the rigid step's working
@@ -249,15 +257,17 @@ class SolverXPBD:
         xsim.launch(k.apply_corrections, n, inputs=[
             xi, delta, self.constraints.slot_count, self.constraints.inv_count, m.particle_inv_mass], outputs=[x_next])
         if self._shapes:
-            b = self._no_bodies if bodies is None else bodies
-            split = self._no_bodies.split if bodies is None else self.rigid.particle_split(bodies, x_next, 0.0)
-            x_shapes = self._new("x", n, v3, grad, avoid=(x, xi, x_next))
-            xsim.launch(pc.collide_particle_shapes, n, inputs=[
-                x_next, x, m.particle_inv_mass, m.particle_radius, m.particle_world, m.shape_count, m.shape_body,
-                m.shape_type, m.shape_xform, m.shape_size, m.shape_mu, m.shape_world, mesh_tri, m.mesh_indices,
-                m.mesh_vertices, m.mesh_shape, b.xi, b.xc, m.body_inv_mass, m.body_inv_inertia, split],
-                outputs=[x_shapes, self._no_bodies.delta if bodies is None else bodies.pdelta])
-            x_next = x_shapes
+            for passes in self._passes(bodies):
+                b, split, delta = self._no_bodies, self._no_bodies.split, self._no_bodies.delta
+                if passes == pc.BODY_SHAPES:
+                    b, split, delta = bodies, self.rigid.particle_split(bodies, x_next, 0.0), bodies.pdelta
+                x_shapes = self._new("x", n, v3, grad, avoid=(x, xi, x_next))
+                xsim.launch(pc.collide_particle_shapes, n, inputs=[
+                    x_next, x, m.particle_inv_mass, m.particle_radius, m.particle_world, m.shape_count, m.shape_body,
+                    m.shape_type, m.shape_xform, m.shape_size, m.shape_mu, m.shape_world, mesh_tri, m.mesh_indices,
+                    m.mesh_vertices, m.mesh_shape, b.xi, b.xc, m.body_inv_mass, m.body_inv_inertia, split, passes],
+                    outputs=[x_shapes, delta])
+                x_next = x_shapes
         return x_next
 
     def _particle_velocities(self, x, x_start, v_start, h: float, mesh_tri, grad: bool, bodies, final):
@@ -275,20 +285,23 @@ class SolverXPBD:
         xsim.launch(k.update_velocities, n, inputs=[x, x_start, m.particle_inv_mass, self._gravity, h,
                                                     m.particle_damping], outputs=[v, xo])
         if shapes:
-            b = self._no_bodies if bodies is None else bodies
-            split, pdv = self._no_bodies.split, self._no_bodies.delta
-            if bodies is not None:
-                self.rigid.begin_particle_bounce(bodies)
-                split, pdv = self.rigid.particle_split(bodies, xo, 0.001), bodies.pdv
-            v_out = final.particle_qd if last else self._new("v", n, v3, grad, avoid=(v_start, v))
-            x_out = final.particle_q if last else self._new("x", n, v3, grad, avoid=(x, x_start, xo))
-            s = m.dtype
-            xsim.launch(pc.bounce_particle_shapes, n, inputs=[
-                xo, v, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, s(h), s(bounce),
-                m.particle_world, m.shape_count, m.shape_body, m.shape_type, m.shape_xform, m.shape_size, m.shape_mu,
-                m.shape_restitution, m.shape_world, mesh_tri, m.mesh_indices, m.mesh_vertices, m.mesh_shape, x_start,
-                b.xi, b.qd_next, b.qd_pre, m.body_inv_mass, m.body_inv_inertia, split], outputs=[v_out, x_out, pdv])
-            v, xo = v_out, x_out
+            passes = self._passes(bodies)
+            for j, p in enumerate(passes):
+                b, split, delta = self._no_bodies, self._no_bodies.split, self._no_bodies.delta
+                if p == pc.BODY_SHAPES:
+                    self.rigid.begin_particle_bounce(bodies)
+                    b, split, delta = bodies, self.rigid.particle_split(bodies, xo, 0.001), bodies.pdv
+                final_pass = last and j == len(passes) - 1
+                v_out = final.particle_qd if final_pass else self._new("v", n, v3, grad, avoid=(v_start, v))
+                x_out = final.particle_q if final_pass else self._new("x", n, v3, grad, avoid=(x, x_start, xo))
+                s = m.dtype
+                xsim.launch(pc.bounce_particle_shapes, n, inputs=[
+                    xo, v, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, s(h), s(bounce),
+                    m.particle_world, m.shape_count, m.shape_body, m.shape_type, m.shape_xform, m.shape_size,
+                    m.shape_mu, m.shape_restitution, m.shape_world, mesh_tri, m.mesh_indices, m.mesh_vertices,
+                    m.mesh_shape, x_start, b.xi, b.qd_next, b.qd_pre, m.body_inv_mass, m.body_inv_inertia, split, p],
+                    outputs=[v_out, x_out, delta])
+                v, xo = v_out, x_out
         return xo, v
 
 
