@@ -67,7 +67,7 @@ def test_scene_becomes_a_builder_holding_its_cloths_and_colliders(small_scene):
     np.testing.assert_allclose(mass[:20], 0.01)
     assert mass[20 + 12:].tolist() == [0.0] * 4 and np.all(mass[20:32] > 0)   # pinned top row
     assert [c.type for c in model.colliders] == ["sphere"] and model.ground
-    np.testing.assert_allclose(model.collider_restitution.numpy(), [0.4])
+    np.testing.assert_allclose(model.shape_restitution.numpy()[0], 0.4)  # the sphere: a static shape, first
 
 
 def test_a_scene_builder_can_be_edited_further_and_simulated(small_scene):
@@ -133,7 +133,7 @@ def test_a_replicated_scene_runs_its_copies_as_separate_worlds_side_by_side(tmp_
     path.write_text("replicate = 3\nspacing = [3.0, 0.0, 0.0]\n" + SMALL)
     scene = load_scene(path)
     model = scene.builder().finalize(device="cpu")
-    assert model.world_count == 3 and model.particle_count == 3 * 36 and model.collider_count == 3
+    assert model.world_count == 3 and model.particle_count == 3 * 36 and len(model.colliders) == 3
     assert [(p.name, p.first) for p in scene.parts][:3] == [("sheet_0", 0), ("hanging_0", 20), ("sheet_1", 36)]
     assert [c["name"] for c in scene.placed_colliders()] == ["ground1", "sphere0_0", "sphere0_1", "sphere0_2"]
     np.testing.assert_allclose([c["center"][0] for c in scene.placed_colliders()[1:]], [-3.0, 0.0, 3.0])

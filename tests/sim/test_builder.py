@@ -7,7 +7,7 @@ import trimesh
 import xsim
 from xsim.sim import Collider, ModelBuilder
 from xsim.sim.cloth import edges_and_stencils, grid_triangles, isometric_bending_weights
-from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_SPHERE
+from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 
 
 def test_add_particle_returns_indices_and_zero_mass_pins():
@@ -119,11 +119,16 @@ def test_colliders_are_described_and_packed_with_normalized_rotations():
     m = b.finalize(requires_grad=True)
     assert [c.type for c in m.colliders] == ["sphere", "box", "capsule", "mesh"]
     assert isinstance(m.colliders[0], Collider) and m.colliders[1].rot == (0.0, 0.0, 1.0, 0.0)
-    np.testing.assert_array_equal(m.collider_type.numpy(), [SHAPE_SPHERE, SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH])
-    np.testing.assert_allclose(m.collider_size.numpy(), [[0.5, 0, 0], [0.1, 0.2, 0.3], [0.05, 0.4, 0], [0, 0, 0]])
-    np.testing.assert_array_equal(m.mesh_collider.numpy(), [3])
-    assert m.ground and m.ground_mu == 0.3 and m.ground_restitution == 0.2
-    assert m.collider_pos.requires_grad and not m.collider_type.requires_grad
+    # each collider is a shape on body -1, the ground a plane shape after them
+    np.testing.assert_array_equal(m.shape_type.numpy(), [SHAPE_SPHERE, SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH,
+                                                         SHAPE_PLANE])
+    np.testing.assert_array_equal(m.shape_body.numpy(), [-1] * 5)
+    np.testing.assert_allclose(m.shape_size.numpy(), [[0.5, 0, 0], [0.1, 0.2, 0.3], [0.05, 0.4, 0], [0, 0, 0],
+                                                      [0, 0, 0]])
+    np.testing.assert_allclose(m.shape_xform.numpy()[1, 3:], [0.0, 0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(m.mesh_shape.numpy(), [3])
+    assert m.ground and m.shape_mu.numpy()[4] == pytest.approx(0.3) and m.shape_restitution.numpy()[4] == pytest.approx(0.2)
+    assert m.shape_xform.requires_grad and not m.shape_type.requires_grad
 
 
 def test_state_copies_the_initial_values_and_takes_requires_grad():

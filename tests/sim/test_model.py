@@ -80,7 +80,7 @@ def test_state_and_control_fields_hold_the_declared_dtypes():
 
 def test_float64_models_hold_float64_arrays():
     _, model = _scene(xsim.float64)
-    for name in ("particle_q", "body_q", "body_qd", "body_inertia", "joint_limit", "collider_rot"):
+    for name in ("particle_q", "body_q", "body_qd", "body_inertia", "joint_limit", "shape_xform"):
         dtype = getattr(model, name).dtype
         assert xsim.types.type_name(dtype).endswith("d") or dtype is xsim.float64, name
 
@@ -90,13 +90,13 @@ def test_rigid_counts_are_real_fields_and_unknown_names_are_errors():
     b.add_particle((0.0, 0.0, 1.0))
     b.add_ground_plane()
     model = b.finalize()
-    assert (model.body_count, model.shape_count, model.joint_count) == (0, 0, 0)
+    assert (model.body_count, model.shape_count, model.joint_count) == (0, 1, 0)  # the ground is a shape
     assert not model.has_rigid and model.body_q.shape == (0,) and model.joint_type.shape == (0,)
     for unknown in ("foo_count", "soft_contact_mu", "rigid"):
         with pytest.raises(AttributeError, match=unknown):
             getattr(model, unknown)
     _, model = _scene()
-    assert (model.body_count, model.shape_count, model.joint_count) == (1, 2, 1)  # the box and the ground
+    assert (model.body_count, model.shape_count, model.joint_count) == (1, 4, 1)  # two colliders, the box, the ground
     assert model.has_rigid
     np.testing.assert_allclose(model.body_q.numpy()[0], [0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 1.0])
 

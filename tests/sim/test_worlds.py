@@ -7,6 +7,7 @@ import pytest
 
 import xsim
 from xsim.sim import ModelBuilder
+from xsim.sim.shapes import SHAPE_PLANE
 from xsim.sim.worlds import world_offsets
 from xsim.solvers import SolverXPBD
 
@@ -69,6 +70,11 @@ def world_values(k: int, n_particles: int) -> dict:
             "collider_pos": np.array([[0.1, -0.2 + 0.04 * k, 0.9 + 0.01 * k], [0.0, -0.02 * k, 0.93 + 0.005 * k]])}
 
 
+def collider_rows(model) -> np.ndarray:
+    """The shapes of the static colliders (body -1, not the ground plane), in the order added."""
+    return np.flatnonzero((model.shape_body.numpy() < 0) & (model.shape_type.numpy() != SHAPE_PLANE))
+
+
 def rollout(model, values: list[dict], weights: tuple[np.ndarray, np.ndarray]):
     """Set each world's ``values`` (stacked in world order), run STEPS steps on a Tape; returns the
     final state as numpy and the loss's gradients with respect to the initial velocities, the
@@ -77,7 +83,9 @@ def rollout(model, values: list[dict], weights: tuple[np.ndarray, np.ndarray]):
     for name in ("particle_qd", "body_qd"):
         setattr(state, name, xsim.array(np.concatenate([v[name] for v in values]), dtype=getattr(state, name).dtype,
                                         requires_grad=True))
-    model.collider_pos.assign(xsim.array(np.concatenate([v["collider_pos"] for v in values]), dtype=xsim.vec3d))
+    xform = model.shape_xform.numpy()
+    xform[collider_rows(model), :3] = np.concatenate([v["collider_pos"] for v in values])
+    model.shape_xform.assign(xsim.array(xform, dtype=xsim.transformd))
     solver = SolverXPBD(model, substeps=4, iterations=2)
     tape = xsim.Tape()
     start = state
@@ -97,7 +105,7 @@ def rollout(model, values: list[dict], weights: tuple[np.ndarray, np.ndarray]):
             "body_q": state.body_q.numpy(), "body_qd": state.body_qd.numpy(),
             "d_particle_qd": start.particle_qd.grad.numpy(), "d_body_qd": start.body_qd.grad.numpy(),
             "d_spring_compliance": model.spring_compliance.grad.numpy(),
-            "d_collider_pos": model.collider_pos.grad.numpy()}
+            "d_collider_pos": model.shape_xform.grad.numpy()[collider_rows(model), :3]}
 
 
 def test_a_batch_of_worlds_steps_and_differentiates_like_separate_rollouts():
@@ -113,9 +121,9 @@ def test_a_batch_of_worlds_steps_and_differentiates_like_separate_rollouts():
     assert model.world_count == WORLDS
     np.testing.assert_array_equal(model.particle_world.numpy(), np.repeat(np.arange(WORLDS), n))
     np.testing.assert_array_equal(model.body_world.numpy(), np.repeat(np.arange(WORLDS), nb))
-    np.testing.assert_array_equal(model.shape_world.numpy(), np.append(np.repeat(np.arange(WORLDS), 2), -1))
+    # per world two capsules and two colliders (static shapes), then the global ground
+    np.testing.assert_array_equal(model.shape_world.numpy(), np.append(np.repeat(np.arange(WORLDS), 4), -1))
     np.testing.assert_array_equal(model.joint_world.numpy(), np.repeat(np.arange(WORLDS), 2))
-    np.testing.assert_array_equal(model.collider_world.numpy(), np.repeat(np.arange(WORLDS), 2))
 
     rng = np.random.default_rng(5)
     wp, wb = rng.normal(size=(WORLDS, n, 3)), rng.normal(size=(WORLDS, nb, 3))
@@ -141,7 +149,9 @@ def final_state(model, values: list[dict], steps: int = 12):
     for name in ("particle_qd", "body_qd"):
         getattr(state, name).assign(xsim.array(np.concatenate([v[name] for v in values]),
                                                dtype=getattr(state, name).dtype))
-    model.collider_pos.assign(xsim.array(np.concatenate([v["collider_pos"] for v in values]), dtype=xsim.vec3d))
+    xform = model.shape_xform.numpy()
+    xform[collider_rows(model), :3] = np.concatenate([v["collider_pos"] for v in values])
+    model.shape_xform.assign(xsim.array(xform, dtype=xsim.transformd))
     solver = SolverXPBD(model, substeps=4, iterations=2)
     for _ in range(steps):
         nxt = model.state()
@@ -180,8 +190,9 @@ def test_replicate_places_copies_on_newtons_grid_and_add_builder_moves_a_copy_ri
     x = m.particle_q.numpy()
     np.testing.assert_allclose(x[n:] - x[:n], np.tile([2.0, 0.0, 0.0], (n, 1)), atol=1e-15)
     np.testing.assert_allclose(m.body_q.numpy()[2:, :3] - m.body_q.numpy()[:2, :3], [[2.0, 0.0, 0.0]] * 2)
-    np.testing.assert_allclose(m.collider_pos.numpy()[2:] - m.collider_pos.numpy()[:2], [[2.0, 0.0, 0.0]] * 2)
-    assert m.ground and m.shape_count == 5  # 4 capsules and one shared ground
+    colliders = m.shape_xform.numpy()[collider_rows(m), :3]
+    np.testing.assert_allclose(colliders[2:] - colliders[:2], [[2.0, 0.0, 0.0]] * 2)
+    assert m.ground and m.shape_count == 9  # 4 capsules, 4 colliders and one shared ground
     cloth_only = ModelBuilder()
     cloth_only.add_world(xsim_cloth_only())
     m = cloth_only.finalize()
@@ -199,7 +210,7 @@ def test_replicate_places_copies_on_newtons_grid_and_add_builder_moves_a_copy_ri
     np.testing.assert_allclose(m.particle_qd.numpy()[0], [0.0, 0.0, -0.5], atol=1e-15)
     np.testing.assert_allclose(m.body_q.numpy()[1, :3], moved((0.75, 0.0, 1.0)), atol=1e-15)
     np.testing.assert_allclose(m.joint_X_p.numpy()[0, :3], moved((0.0, 0.0, 1.0)), atol=1e-15)
-    np.testing.assert_allclose(m.collider_pos.numpy()[0], moved((0.1, -0.2, 0.9)), atol=1e-15)
+    np.testing.assert_allclose(m.shape_xform.numpy()[collider_rows(m)[0], :3], moved((0.1, -0.2, 0.9)), atol=1e-15)
     # the joints still hold: the initial joint coordinates are those of the unmoved arm
     np.testing.assert_allclose(m.joint_q.numpy(), base.finalize(dtype=xsim.float64).joint_q.numpy(), atol=1e-12)
 

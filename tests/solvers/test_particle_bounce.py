@@ -105,10 +105,7 @@ def test_restitution_and_friction_gradients_match_finite_differences(kind):
     loss, model, s, states = bouncing_loss(kind, v0, e, mu, tape)
     assert states[-1].particle_qd.numpy()[0][0] < 0.2 * v0[0]  # it hit the wall
     tape.backward(loss)
-    if kind == "body":
-        g_e, g_mu = model.shape_restitution.grad.numpy()[0], model.shape_mu.grad.numpy()[0]
-    else:
-        g_e, g_mu = model.collider_restitution.grad.numpy()[0], model.collider_mu.grad.numpy()[0]
+    g_e, g_mu = model.shape_restitution.grad.numpy()[0], model.shape_mu.grad.numpy()[0]  # a collider is a shape
     analytic = np.concatenate([s.particle_qd.grad.numpy()[0], [g_e, g_mu]])
 
     def f(p):

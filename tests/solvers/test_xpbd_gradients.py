@@ -93,7 +93,7 @@ def test_the_rollout_touches_ground_and_sphere(problem):
     model, _, _, _, states = problem
     z = np.stack([s.particle_q.numpy()[:, 2] for s in states])
     assert z.min() < 0.0105 and (z[-1] < 0.0105).sum() >= 2  # resting on the ground (radius 0.01)
-    centre = model.collider_pos.numpy()[0]
+    centre = model.shape_xform.numpy()[0, :3]  # the sphere collider: shape 0 (the ground is the last)
     d = np.linalg.norm(states[-1].particle_q.numpy() - centre, axis=1)
     assert d.min() < 0.07 + 0.0105
 
@@ -118,11 +118,11 @@ def test_gradient_wrt_a_stretch_compliance_matches_finite_differences(problem):
 
 def test_gradient_wrt_the_collider_position_matches_finite_differences(problem):
     model, weights, qd0, _, _ = problem
-    g = model.collider_pos.grad.numpy()
+    g = model.shape_xform.grad.numpy()[0, :3]  # the sphere collider's position
     scale = np.abs(g).max()
     assert scale > 1e-3
     for c in range(3):
-        assert_close(g[0, c], fd(model, weights, qd0, model.collider_pos, 0, c), scale)
+        assert_close(g[c], fd(model, weights, qd0, model.shape_xform, 0, c), scale)
 
 
 def test_mesh_collider_rollout_gradient_matches_finite_differences():
@@ -151,9 +151,9 @@ def test_mesh_collider_rollout_gradient_matches_finite_differences():
         loss, states = loss_of()
     tape.backward(loss)
     assert states[-1].particle_q.numpy()[0, 2] < 0.1  # it did land on the slab
-    g = model.collider_pos.grad.numpy()[0].copy()
+    g = model.shape_xform.grad.numpy()[0, :3].copy()  # the slab's position
     assert np.abs(g).max() > 0.1
-    host = model.collider_pos.numpy()
+    host = model.shape_xform.numpy()
     for c in range(3):
         values = []
         for sign in (1.0, -1.0):

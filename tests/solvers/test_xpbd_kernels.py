@@ -6,12 +6,12 @@ import pytest
 
 import xsim
 from xsim.autodiff import gradcheck
-from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_SPHERE
-from xsim.solvers.xpbd.kernels import UNROLLED_SLOTS, collider_kernels, constraint_kernels, xpbd_kernels
+from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
+from xsim.solvers.xpbd.kernels import UNROLLED_SLOTS, constraint_kernels, xpbd_kernels
+from xsim.solvers.xpbd.particle_contacts import STATIC_SHAPES, bounce_particle_shapes, collide_particle_shapes
 
 K = xpbd_kernels(xsim.float64)
 CK = {damped: constraint_kernels(xsim.float64, damped) for damped in (False, True)}
-C = collider_kernels(xsim.float64)
 V = xsim.vec3d
 F = xsim.float64
 EPS = 1e-7
@@ -84,14 +84,19 @@ def test_area_constraint_adjoint(damping):
     check(CK[damping > 0].solve_area, args, 2)
 
 
-def test_apply_corrections_adjoint_with_ground_friction():
+def test_apply_corrections_adjoint():
+    x = vecs([[0.0, 0.0, 0.004], [1.0, 0.0, 0.009], [2.0, 0.0, 0.5]])
+    delta = xsim.array(RNG.normal(size=(3, 2, 3)) * 1e-3, dtype=V, requires_grad=True)
+    args = [x, delta, ints([2, 1, 1]), scalars([0.5, 1.0, 1.0]), scalars([1.0, 1.0, 1.0]), vecs(np.zeros((3, 3)))]
+    check(K.apply_corrections, args, 3)
+
+
+def test_ground_plane_contact_adjoint_with_friction():
     # particle 0 sinks into the ground and slides (dynamic friction), 1 sticks (static), 2 is free
     x = vecs([[0.0, 0.0, 0.004], [1.0, 0.0, 0.009], [2.0, 0.0, 0.5]])
     x0 = vecs([[-0.2, 0.1, 0.02], [1.0005, 0.0, 0.02], [2.0, 0.0, 0.6]])
-    delta = xsim.array(RNG.normal(size=(3, 2, 3)) * 1e-3, dtype=V, requires_grad=True)
-    args = [x, x0, delta, ints([2, 1, 1]), scalars([0.5, 1.0, 1.0]),
-            scalars([1.0, 1.0, 1.0]), scalars([0.01, 0.01, 0.01]), 1, 0.0, 0.4, vecs(np.zeros((3, 3)))]
-    check(K.apply_corrections, args, 3)
+    check(collide_particle_shapes, static_shape_args(x, x0, SHAPE_PLANE, xforms((0.0, 0.0, 0.0)), np.zeros(3), 0.4,
+                                                     radius=0.01), 3)
 
 
 def test_apply_corrections_sums_every_slot_and_gives_each_the_mean_s_gradient():
@@ -105,9 +110,8 @@ def test_apply_corrections_sums_every_slot_and_gives_each_the_mean_s_gradient():
     out = vecs(np.zeros((n, 3)))
     tape = xsim.Tape()
     with tape:
-        xsim.launch(K.apply_corrections, n, inputs=[x, vecs(np.zeros((n, 3))), delta, ints(counts),
-                                                     scalars(inv_count), scalars(np.ones(n)), scalars(np.zeros(n)), 0,
-                                                     0.0, 0.0], outputs=[out])
+        xsim.launch(K.apply_corrections, n, inputs=[x, delta, ints(counts), scalars(inv_count), scalars(np.ones(n))],
+                    outputs=[out])
     seed = RNG.normal(size=(n, 3))
     tape.backward(grads={out: seed})
     used = np.arange(width)[None, :] < counts[:, None]
@@ -129,12 +133,43 @@ def test_gather_entries_writes_split_inverse_masses_and_its_adjoint():
     check(K.gather_entries, args, 5)
 
 
-def test_velocity_update_adjoint_with_restitution():
-    x = vecs([[0.0, 0.0, 0.01], [1.0, 0.0, 0.5]])
+def xforms(pos, rot=(0.0, 0.0, 0.0, 1.0), grad=True):
+    """A (1,) array(transformd): one static shape's world frame."""
+    return xsim.array(np.array([np.r_[pos, rot]]), dtype=xsim.transformd, requires_grad=grad)
+
+
+def no_bodies():
+    """The body arguments of the particle contact kernels for a model without bodies."""
+    return [xsim.empty(0, dtype=xsim.transformd), xsim.empty(0, dtype=xsim.transformd), scalars([], False),
+            xsim.empty(0, dtype=xsim.mat33d), scalars([], False)]
+
+
+def static_shape_args(x, x_start, kind, xform, size, mu, mesh_tri=-1, mesh=((), (), ()), radius=0.08):
+    """``collide_particle_shapes`` arguments for particles ``x`` of ``radius`` and one static shape (world -1)."""
+    n = x.shape[0]
+    tris, verts, owner = mesh
+    return [x, x_start, scalars(np.ones(n)), scalars(np.full(n, radius)),
+            ints(np.full(n, -1)), 1, ints([-1]), ints([kind]), xform, vecs(size), scalars([mu]), ints([-1]),
+            ints(np.full(n, mesh_tri)), ints(np.reshape(tris, (-1, 3)), 3), vecs(np.reshape(verts, (-1, 3))),
+            ints(owner), *no_bodies(), STATIC_SHAPES, vecs(np.zeros((n, 3))), xsim.empty(0, dtype=xsim.types.vector(8, F))]
+
+
+def test_plane_velocity_pass_adjoint_with_restitution():
+    """The velocity pass off a tilted plane with restitution: one particle bouncing, one in the air."""
+    normal = np.array([0.0, -0.3, 1.0]) / np.linalg.norm([0.0, -0.3, 1.0])
+    q = np.r_[np.cross([0.0, 0.0, 1.0], normal), 1.0 + normal[2]]
+    x = vecs([normal * 0.01, [1.0, 0.0, 0.5]])
     args = [x, vecs([[0.0, 0.1, 0.02], [1.0, 0.1, 0.6]]), vecs([[0.0, 0.0, -3.0], [0.0, 0.0, -1.0]]),
-            scalars([1.0, 1.0]), scalars([0.01, 0.01]), V(0.0, 0.0, -9.81), 0.01, 0.5, 1, 0.0, 0.3, 0.5, 0.1,
-            vecs(np.zeros((2, 3))), vecs(np.zeros((2, 3)))]
-    check(K.update_velocities, args, 2)
+            scalars([1.0, 1.0]), scalars([0.01, 0.01]), V(0.0, 0.0, -9.81), F(0.01), F(0.1), ints([-1, -1]), 1,
+            ints([-1]), ints([SHAPE_PLANE]), xforms((0.0, 0.0, 0.0), q / np.linalg.norm(q)), vecs([0.0, 0.0, 0.0]),
+            scalars([0.3]), scalars([0.5]), ints([-1]), ints([-1, -1]), ints(np.zeros((0, 3)), 3),
+            vecs(np.zeros((0, 3))), ints([]), vecs([[0.0, 0.0, 0.02], [1.0, 0.0, 0.6]]), no_bodies()[0],
+            xsim.empty(0, dtype=xsim.types.vector(6, F)), xsim.empty(0, dtype=xsim.types.vector(6, F)),
+            *no_bodies()[2:], STATIC_SHAPES, vecs(np.zeros((2, 3))), vecs(np.zeros((2, 3))),
+            xsim.empty(0, dtype=xsim.types.vector(8, F))]
+    xsim.launch(bounce_particle_shapes, 2, inputs=args[:-3], outputs=args[-3:])
+    assert np.dot(args[-3].numpy()[0], normal) > 0.0  # particle 0 bounced off the plane
+    check(bounce_particle_shapes, args, 2)
 
 
 @pytest.mark.parametrize("kind, size, pos", [
@@ -149,24 +184,20 @@ def test_static_collider_adjoint(kind, size, pos):
     centre = np.array([0.1, 0.2, -0.1])
     world = centre + _rotate(rot, np.array(pos, dtype=float))
     x = vecs(world)
-    args = [x, vecs(world + [0.004, -0.003, 0.02]), scalars([1.0]), scalars([0.08]), 1, ints([kind]),
-            vecs(centre), xsim.array(np.array([rot]), dtype=xsim.quatd, requires_grad=True), vecs(size),
-            scalars([0.3]), ints([-1]), ints(np.zeros((0, 3)), 3), vecs(np.zeros((0, 3))), ints([]), ints([-1]),
-            ints([-1]), vecs(np.zeros((1, 3)))]
-    out = args[-1]
-    xsim.launch(C.collide_static, 1, inputs=args[:-1], outputs=[out])
-    assert not np.allclose(out.numpy(), x.numpy())  # the particle was in contact and moved
-    check(C.collide_static, args, 1)
+    args = static_shape_args(x, vecs(world + [0.004, -0.003, 0.02]), kind, xforms(centre, rot), size, 0.3)
+    xsim.launch(collide_particle_shapes, 1, inputs=args[:-2], outputs=args[-2:])
+    assert not np.allclose(args[-2].numpy(), x.numpy())  # the particle was in contact and moved
+    check(collide_particle_shapes, args, 1)
 
 
 def test_mesh_collider_adjoint():
     verts = vecs([[-1.0, -1.0, 0.0], [1.0, -1.0, 0.0], [0.0, 1.0, 0.0]])
     x = vecs([[0.1, 0.05, 0.01]])
-    args = [x, vecs([[0.12, 0.04, 0.03]]), scalars([1.0]), scalars([0.02]), 1, ints([SHAPE_MESH]), vecs([[0.0, 0.0, -0.005]]),
-            xsim.array(np.array([[0.05, 0.0, 0.0, 1.0]]) / np.sqrt(1.0025), dtype=xsim.quatd, requires_grad=True),
-            vecs(np.zeros((1, 3))), scalars([0.5]), ints([0]), ints([[0, 1, 2]], 3), verts, ints([0]), ints([-1]),
-            ints([-1]), vecs(np.zeros((1, 3)))]
-    check(C.collide_static, args, 1)
+    args = static_shape_args(x, vecs([[0.12, 0.04, 0.03]]), SHAPE_MESH,
+                             xforms((0.0, 0.0, -0.005), np.array([0.05, 0.0, 0.0, 1.0]) / np.sqrt(1.0025)),
+                             np.zeros(3), 0.5, mesh_tri=0, mesh=([[0, 1, 2]], verts.numpy(), [0]), radius=0.02)
+    args[14] = verts
+    check(collide_particle_shapes, args, 1)
 
 
 def _rotate(q, v):
@@ -193,14 +224,12 @@ def test_box_contact_gradient_is_exact_for_a_particle_a_rounding_error_outside_a
 
     def tape_grad(px):
         x = vecs([[px, 0.05, 0.03]])
-        args = [x, vecs([[px - 0.01, 0.04, 0.03]]), scalars([1.0]), scalars([0.08]), 1, ints([SHAPE_BOX]),
-                vecs([[0.0, 0.0, 0.0]]), xsim.array(np.array([[0.0, 0.0, 0.0, 1.0]]), dtype=xsim.quatd),
-                vecs([[0.2, 0.2, 0.2]]), scalars([0.3]), ints([-1]), ints(np.zeros((0, 3)), 3),
-                vecs(np.zeros((0, 3))), ints([]), ints([-1]), ints([-1]), vecs(np.zeros((1, 3)))]
+        args = static_shape_args(x, vecs([[px - 0.01, 0.04, 0.03]]), SHAPE_BOX, xforms((0.0, 0.0, 0.0), grad=False),
+                                 (0.2, 0.2, 0.2), 0.3)
         tape = xsim.Tape()
         with tape:
-            xsim.launch(C.collide_static, 1, inputs=args[:-1], outputs=[args[-1]])
-        args[-1].grad.numpy()[0] = [1.0, 0.7, 0.3]
+            xsim.launch(collide_particle_shapes, 1, inputs=args[:-2], outputs=args[-2:])
+        args[-2].grad.numpy()[0] = [1.0, 0.7, 0.3]
         tape.backward()
         return x.grad.numpy()[0]
 

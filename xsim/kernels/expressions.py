@@ -17,6 +17,7 @@ from ..errors import (
     WarpCodegenDtypeError,
     WarpCodegenIndexError,
     WarpCodegenKeyError,
+    WarpCodegenTypeError,
     WarpCodegenValueError,
 )
 from .ir import Var

@@ -14,7 +14,7 @@ from .. import types as T
 from ..array import array
 from ..device import get_device
 from . import cloth, validate
-from .collide import BOX, CAPSULE, MESH, SPHERE, Collider, mesh_arrays, pack_colliders
+from .collide import BOX, CAPSULE, MESH, SPHERE, Collider, mesh_arrays
 from .declared import Declared
 from .model import Model
 from .rigid import RigidBuilderMixin
@@ -76,9 +76,7 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin):
     tri_indices: list[tuple[int, int, int]]
     """Cloth triangles (rendered and exported)"""
     colliders: list[Collider]
-    """Static colliders"""
-    collider_world: list[int]
-    """World of each static collider"""
+    """Descriptions of the static colliders (``add_collider_*``; each is also a shape on body -1)"""
     ground: dict | None
     """The ground plane's height, mu and restitution (None: no ground)"""
 
@@ -103,7 +101,6 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin):
         self.area_damping = []
         self.tri_indices = []
         self.colliders = []
-        self.collider_world = []
         self.ground = None
         self._init_worlds()
         self._init_rigid()
@@ -276,51 +273,57 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin):
                                             damping=material["bend_damping"])
         return start
 
-    # -- colliders ------------------------------------------------------------------------------------
+    # -- colliders: static shapes (body -1) ---------------------------------------------------------
 
     def add_ground_plane(self, mu: float = 0.5, restitution: float = 0.0, height: float = 0.0) -> None:
-        """The plane z = ``height`` (m), with friction coefficient ``mu`` and ``restitution``."""
+        """The plane z = ``height`` (m), with friction coefficient ``mu`` and ``restitution``: a plane
+        shape shared by every world (the model's last shape; ``add_shape_plane`` adds any other plane)."""
         validate.args("add_ground_plane", mu=mu, restitution=restitution, height=height)
         self.ground = {"mu": float(mu), "restitution": float(restitution), "height": float(height)}
 
     def add_collider_sphere(self, center, radius: float, mu: float = 0.5, restitution: float = 0.0) -> int:
-        """A static sphere (m). ``restitution``: particles that hit a collider leave it at this fraction of
-        their approach speed (0..1; as for every collider). Returns the collider index."""
+        """A static sphere (m): ``add_shape_sphere(-1, ...)``, also described in ``colliders`` for export.
+        ``restitution``: particles that hit it leave at this fraction of their approach speed (0..1).
+        Returns the shape index."""
         validate.args("add_collider_sphere", center=center, radius=radius, mu=mu, restitution=restitution)
-        return self._add_collider(Collider(SPHERE, pos=tuple(center), mu=mu, restitution=restitution,
-                                           radius=float(radius)))
+        c = self._add_collider(Collider(SPHERE, pos=tuple(center), mu=mu, restitution=restitution,
+                                        radius=float(radius)))
+        return self.add_shape_sphere(-1, (c.pos, c.rot), radius=c.radius, mu=c.mu, restitution=c.restitution)
 
     def add_collider_box(self, center, half_extents, rot=(0.0, 0.0, 0.0, 1.0), mu: float = 0.5,
                          restitution: float = 0.0) -> int:
-        """A static box with ``half_extents`` (m) along its local axes. Returns the collider index."""
+        """A static box with ``half_extents`` (m) along its local axes: ``add_shape_box(-1, ...)``.
+        Returns the shape index."""
         validate.args("add_collider_box", center=center, half_extents=half_extents, rot=rot, mu=mu,
                       restitution=restitution)
-        return self._add_collider(Collider(BOX, pos=tuple(center), rot=tuple(rot), mu=mu,
-                                           restitution=restitution,
-                                           half_extents=tuple(float(h) for h in half_extents)))
+        c = self._add_collider(Collider(BOX, pos=tuple(center), rot=tuple(rot), mu=mu, restitution=restitution,
+                                        half_extents=tuple(float(h) for h in half_extents)))
+        return self.add_shape_box(-1, (c.pos, c.rot), *c.half_extents, mu=c.mu, restitution=c.restitution)
 
     def add_collider_capsule(self, center, radius: float, half_height: float, rot=(0.0, 0.0, 0.0, 1.0),
                              mu: float = 0.5, restitution: float = 0.0) -> int:
         """A static capsule along its local z axis: a segment of half length ``half_height`` (m)
-        swept by ``radius``. Returns the collider index."""
+        swept by ``radius``: ``add_shape_capsule(-1, ...)``. Returns the shape index."""
         validate.args("add_collider_capsule", center=center, radius=radius, half_height=half_height, rot=rot,
                       mu=mu, restitution=restitution)
-        return self._add_collider(Collider(CAPSULE, pos=tuple(center), rot=tuple(rot), mu=mu,
-                                           restitution=restitution, radius=float(radius),
-                                           half_height=float(half_height)))
+        c = self._add_collider(Collider(CAPSULE, pos=tuple(center), rot=tuple(rot), mu=mu, restitution=restitution,
+                                        radius=float(radius), half_height=float(half_height)))
+        return self.add_shape_capsule(-1, (c.pos, c.rot), radius=c.radius, half_height=c.half_height, mu=c.mu,
+                                      restitution=c.restitution)
 
     def add_collider_mesh(self, mesh, pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), mu: float = 0.5,
                           restitution: float = 0.0) -> int:
         """A static triangle mesh (a ``trimesh.Trimesh`` or ``(vertices, indices)``) placed at
-        ``pos``/``rot``. Triangles should wind counter-clockwise seen from outside: a particle
-        behind a face is pushed out to its front. Returns the collider index."""
+        ``pos``/``rot``: ``add_shape_mesh(-1, ...)``. Triangles should wind counter-clockwise seen from
+        outside: a particle behind a face is pushed out to its front. Returns the shape index."""
         validate.args("add_collider_mesh", mesh=mesh, pos=pos, rot=rot, mu=mu, restitution=restitution)
         v, f = mesh_arrays(*mesh) if isinstance(mesh, tuple) else mesh_arrays(mesh, None)
-        return self._add_collider(Collider(MESH, pos=tuple(pos), rot=tuple(rot), mu=mu,
-                                           restitution=restitution,
-                                           vertices=v, indices=f))
+        c = self._add_collider(Collider(MESH, pos=tuple(pos), rot=tuple(rot), mu=mu, restitution=restitution,
+                                        vertices=v, indices=f))
+        return self.add_shape_mesh(-1, (v, f), (c.pos, c.rot), mu=c.mu, restitution=c.restitution)
 
-    def _add_collider(self, c: Collider) -> int:
+    def _add_collider(self, c: Collider) -> Collider:
+        """Record the description of a static collider (for USD export and previews), its pose normalized."""
         c.pos = tuple(float(p) for p in c.pos)
         rot = np.asarray(c.rot, dtype=np.float64)
         c.rot = tuple(float(q) for q in rot / np.linalg.norm(rot))  # tolerate rounded quaternions
@@ -329,8 +332,7 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin):
         if not 0.0 <= c.restitution <= 1.0:
             raise ValueError(f"add_collider_{c.type}: restitution must be in [0, 1], got {c.restitution}")
         self.colliders.append(c)
-        self.collider_world.append(self.current_world)
-        return len(self.colliders) - 1
+        return c
 
     # -- finalize -------------------------------------------------------------------------------------
 
@@ -361,13 +363,10 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin):
         # the energy 3/(A0+A1) |C|^2 / (2 alpha) of a vector constraint C of compliance alpha*(A0+A1)/3
         bend_compliance = np.asarray(self.bending_compliance, dtype=np.float64) * bend_area / 3.0
         bend_damping = np.asarray(self.bending_damping, dtype=np.float64) * 3.0 / np.maximum(bend_area, 1e-300)
-        packed = pack_colliders(self.colliders)
-        ground = self.ground or {"mu": 0.0, "restitution": 0.0, "height": 0.0}
         worlds = self._world_arrays()
         return Model(
             device=get_device(device), dtype=dtype, requires_grad=requires_grad, gravity=self.gravity,
             world_count=max(1, self.world_count), particle_world=arr(worlds["particle_world"], int, shape=n),
-            collider_world=arr(worlds["collider_world"], int, shape=len(self.colliders)),
             particle_damping=float(self.particle_damping), particle_count=n,
             particle_q=arr(x, v3, shape=n), particle_qd=arr(np.asarray(self.particle_qd).reshape(n, 3), v3, shape=n),
             particle_mass=arr(mass, dtype, True, shape=n), particle_inv_mass=arr(inv_mass, dtype, True, shape=n),
@@ -385,17 +384,8 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin):
             area_compliance=arr(self.area_compliance, dtype, True, shape=len(areas)),
             area_damping=arr(self.area_damping, dtype, any(self.area_damping), shape=len(areas)),
             tri_indices=np.asarray(self.tri_indices, dtype=np.int32).reshape(-1, 3),
-            ground=self.ground is not None, ground_height=ground["height"], ground_mu=ground["mu"],
-            ground_restitution=ground["restitution"], colliders=list(self.colliders),
-            collider_type=arr(packed["collider_type"], int, shape=len(self.colliders)),
-            collider_pos=arr(packed["collider_pos"], v3, True, shape=len(self.colliders)),
-            collider_rot=arr(packed["collider_rot"], qt, True, shape=len(self.colliders)),
-            collider_size=arr(packed["collider_size"], v3, True, shape=len(self.colliders)),
-            collider_mu=arr(packed["collider_mu"], dtype, True, shape=len(self.colliders)),
-            collider_restitution=arr(packed["collider_restitution"], dtype, True, shape=len(self.colliders)),
-            mesh_indices=ints(packed["mesh_indices"], 3),
-            mesh_vertices=arr(packed["mesh_vertices"], v3, True, shape=len(packed["mesh_vertices"])),
-            mesh_collider=arr(packed["mesh_collider"], int, shape=len(packed["mesh_collider"])),
+            ground=self.ground is not None, ground_height=self.ground["height"] if self.ground else 0.0,
+            colliders=list(self.colliders),
             **self._finalize_rigid(device, dtype, requires_grad, self.ground, worlds),
         )
 

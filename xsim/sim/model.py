@@ -2,7 +2,7 @@
 (inputs). Units are SI throughout: metres, seconds, kilograms; z is up.
 
 A ``Model`` comes from ``ModelBuilder.finalize``. Its arrays are the solver's inputs; those that
-make sense to optimize (masses, compliances, rest values, collider poses) are created with
+make sense to optimize (masses, compliances, rest values, shape poses) are created with
 ``requires_grad`` when the model is, so a Tape carries gradients to them.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 from .. import types as T
 from ..array import array, zeros
 from ..device import Device
-from ..types import float32, int32, mat33, quat, spatial_vector, transform, vec2, vec3, vec4
+from ..types import float32, int32, mat33, spatial_vector, transform, vec2, vec3, vec4
 from .collide import Collider
 from .declared import Declared
 from .kinematics import _layout, eval_ik
@@ -144,43 +144,19 @@ class Model(Declared):
     tri_indices: np.ndarray
     """Cloth triangles for rendering and export (numpy int32), shape [triangle_count, 3]"""
 
-    # -- the ground and static colliders (particles only)
+    # -- descriptions of the ground and the static colliders (for export; their shapes are below)
     ground: bool
-    """Whether the model has a ground plane"""
+    """Whether the model has a ground plane (``add_ground_plane``: its last shape)"""
     ground_height: float
     """Height of the ground plane z = height [m]"""
-    ground_mu: float
-    """Friction coefficient of the ground"""
-    ground_restitution: float
-    """Fraction of the approach speed a particle leaves the ground with"""
     colliders: list[Collider]
-    """The static colliders as described to the builder (for export and previews)"""
-    collider_world: array(dtype=int32)
-    """World of each static collider (-1: global), shape [collider_count]"""
-    collider_type: array(dtype=int32)
-    """Shape code of each collider (``SHAPE_*`` of ``xsim.sim.shapes``), shape [collider_count]"""
-    collider_pos: array(dtype=vec3)
-    """Collider positions [m], shape [collider_count]"""
-    collider_rot: array(dtype=quat)
-    """Collider rotations (quaternion xyzw), shape [collider_count]"""
-    collider_size: array(dtype=vec3)
-    """Sphere (r, 0, 0), box half extents, capsule (r, half height, 0) [m], shape [collider_count]"""
-    collider_mu: array(dtype=float32)
-    """Friction coefficients, shape [collider_count]"""
-    collider_restitution: array(dtype=float32)
-    """Fraction of the approach speed a particle leaves with, shape [collider_count]"""
-    mesh_indices: array(dtype=int32, ndim=2)
-    """Triangles of all mesh colliders (indices into ``mesh_vertices``), shape [mesh_triangle_count, 3]"""
-    mesh_vertices: array(dtype=vec3)
-    """Mesh collider vertices in collider coordinates [m], shape [mesh_vertex_count]"""
-    mesh_collider: array(dtype=int32)
-    """Collider of each mesh triangle, shape [mesh_triangle_count]"""
+    """The static colliders as described to the builder (for export and previews); each is a shape on body -1"""
 
-    # -- rigid bodies, their shapes and joints (xsim.sim.rigid)
+    # -- rigid bodies, shapes (static ones on body -1: colliders, planes, the ground) and joints (xsim.sim.rigid)
     body_count: int
     """Number of rigid bodies"""
     shape_count: int
-    """Number of rigid shapes, the ground plane among them when there are bodies or shapes"""
+    """Number of shapes, static (the ground, colliders, planes) and on bodies"""
     joint_count: int
     """Number of joints"""
     body_linear_damping: float
@@ -206,13 +182,14 @@ class Model(Declared):
     body_inv_inertia: array(dtype=mat33)
     """Inverse inertia [1/(kg m^2)], shape [body_count]"""
     shape_world: array(dtype=int32)
-    """World of each shape (the ground: -1), shape [shape_count]"""
+    """World of each shape (-1: global, as the ground), shape [shape_count]"""
     shape_body: array(dtype=int32)
     """Owning body of each shape (-1: static), shape [shape_count]"""
     shape_type: array(dtype=int32)
     """Shape code (``SHAPE_*`` of ``xsim.sim.shapes``), shape [shape_count]"""
     shape_xform: array(dtype=transform)
-    """Shape frame in its body's com frame [m, xyzw], shape [shape_count]"""
+    """Shape frame in its body's com frame, static shapes in the world [m, xyzw] (a plane's normal is its
+    local z), shape [shape_count]"""
     shape_size: array(dtype=vec3)
     """Sphere (r, 0, 0), box half extents, capsule (r, half height, 0) [m], shape [shape_count]"""
     shape_radius: array(dtype=float32)
@@ -257,6 +234,12 @@ class Model(Declared):
     """Drive damping [N m s/rad or N s/m], shape [joint_count]"""
     joint_drive_velocity: bool
     """Whether any joint has drive damping (the solver then runs a velocity pass over joints)"""
+    mesh_indices: array(dtype=int32, ndim=2)
+    """Triangles of all static mesh shapes (indices into ``mesh_vertices``), shape [mesh_triangle_count, 3]"""
+    mesh_vertices: array(dtype=vec3)
+    """Static mesh vertices in their shapes' frames [m], shape [mesh_vertex_count]"""
+    mesh_shape: array(dtype=int32)
+    """Shape of each static mesh triangle, shape [mesh_triangle_count]"""
 
     # -- made on first use
     _kinematics: tuple | None = field(default=None, repr=False, compare=False)
@@ -266,13 +249,8 @@ class Model(Declared):
 
     @property
     def has_rigid(self) -> bool:
-        """Whether the model has bodies or shapes (the solver then steps them)."""
-        return self.body_count > 0 or self.shape_count > 0
-
-    @property
-    def collider_count(self) -> int:
-        """Number of static colliders."""
-        return len(self.colliders)
+        """Whether the model has bodies (the solver then steps them)."""
+        return self.body_count > 0
 
     @property
     def edge_count(self) -> int:

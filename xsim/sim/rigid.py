@@ -13,8 +13,11 @@ SI units; z up; quaternions (x, y, z, w); capsules and the default joint axis ru
 
 A body gets its mass, centre of mass and inertia from its shapes (density, default 1000 kg/m^3)
 unless ``mass``/``com``/``inertia`` are given; ``mass=0`` makes a body kinematic (it moves at its
-own velocity and is not pushed). A shape on body -1 is static (part of the world). Dynamic mesh
-shapes use their convex hull for mass and contact points; static meshes use all vertices.
+own velocity and is not pushed). A shape on body -1 is static (part of the world), as in Newton:
+the static colliders (``add_collider_*``) and the ground are such shapes, and particles and bodies
+meet every shape through the same contact kernels. Planes (``add_shape_plane``) are static, with
+any normal and offset. Dynamic mesh shapes use their convex hull for mass and contact points;
+static meshes use all vertices (against bodies) and their triangles (against particles).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ BOX_EDGE_PAIRS = 144  # contacts of a box-box pair beyond its corners: one per p
 SEGMENT_CONTACTS = {(S.SHAPE_BOX, S.SHAPE_BOX): BOX_EDGE_PAIRS, (S.SHAPE_BOX, S.SHAPE_CAPSULE): 12,
                     (S.SHAPE_CAPSULE, S.SHAPE_BOX): 12, (S.SHAPE_CAPSULE, S.SHAPE_CAPSULE): 1}
 _IDENTITY = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
+_KIND_NAMES = {S.SHAPE_PLANE: "plane", S.SHAPE_SPHERE: "sphere", S.SHAPE_BOX: "box", S.SHAPE_CAPSULE: "capsule",
+               S.SHAPE_MESH: "mesh"}
 
 
 def _xform(x) -> tuple[np.ndarray, np.ndarray]:
@@ -98,8 +103,11 @@ class RigidBuilderMixin:
 
     def _add_shape(self, body: int, kind: int, xform, size, radius: float, points: np.ndarray, mass_fn,
                    density, mu: float, restitution: float, mesh=None) -> int:
+        where = f"add_shape_{_KIND_NAMES[kind]}"
         if not -1 <= body < len(self.bodies):
-            raise IndexError(f"add_shape: body {body} out of range (there are {len(self.bodies)} bodies)")
+            raise IndexError(f"{where}: body {body} out of range (-1: static; there are {len(self.bodies)} bodies)")
+        if not 0.0 <= restitution <= 1.0:
+            raise ValueError(f"{where}: restitution must be in [0, 1], got {restitution}")
         p, q = _xform(xform)
         if density is None:
             density = self.bodies[body]["density"] if body >= 0 else None
@@ -110,6 +118,19 @@ class RigidBuilderMixin:
                             "restitution": float(restitution), "mesh": mesh,
                             "world": self.bodies[body]["world"] if body >= 0 else self.current_world})
         return len(self.shapes) - 1
+
+    def add_shape_plane(self, plane=(0.0, 0.0, 1.0, 0.0), xform=None, body: int = -1, mu: float = DEFAULT_MU,
+                        restitution: float = 0.0) -> int:
+        """A static plane (Newton's convention): ``plane`` = (a, b, c, d) is a x + b y + c z + d = 0, the
+        normal (a, b, c) pointing out of the solid side (any length but zero), or ``xform`` places it
+        directly (its local z is the normal). Planes are static: ``body`` must be -1. Returns its index."""
+        validate.args("add_shape_plane", xform=xform, mu=mu, restitution=restitution)
+        if body != -1:
+            raise ValueError(f"add_shape_plane: planes are static; body must be -1, got {body}")
+        if xform is None:
+            xform = plane_xform(plane)
+        return self._add_shape(-1, S.SHAPE_PLANE, xform, (0.0, 0.0, 0.0), 0.0, np.zeros((0, 3)), None, None, mu,
+                               restitution)
 
     def add_shape_sphere(self, body: int, xform=None, radius: float = 0.5, density: float | None = None,
                          mu: float = DEFAULT_MU, restitution: float = 0.0) -> int:
@@ -240,8 +261,8 @@ class RigidBuilderMixin:
     # -- finalize ------------------------------------------------------------------------------------
 
     def _finalize_rigid(self, device, dtype, requires_grad: bool, ground: dict | None, worlds: dict) -> dict:
-        """The ``Model`` fields of the bodies, shapes and joints (empty arrays without bodies or shapes;
-        the ground joins the shapes only beside them); ``worlds``: the entities' world indices
+        """The ``Model`` fields of the bodies, shapes and joints (empty arrays without them; the ground
+        is the last shape) and the static meshes' triangles; ``worlds``: the entities' world indices
         (``WorldBuilderMixin._world_arrays``)."""
         nb = len(self.bodies)
         mass, com, inertia = _body_mass_properties(self.bodies, self.shapes)
@@ -249,11 +270,12 @@ class RigidBuilderMixin:
         inv_inertia = np.stack([np.linalg.inv(i) if m > 0.0 else np.zeros((3, 3)) for m, i in zip(mass, inertia)]) \
             if nb else np.zeros((0, 3, 3))
         shapes = list(self.shapes)
-        if ground is not None and (self.bodies or self.shapes):
+        if ground is not None:
             shapes.append({"body": -1, "type": S.SHAPE_PLANE, "p": np.array([0.0, 0.0, ground["height"]]),
                            "q": np.array([0.0, 0.0, 0.0, 1.0]), "size": (0.0, 0.0, 0.0), "radius": 0.0,
                            "points": np.zeros((0, 3)), "mu": ground["mu"], "restitution": ground["restitution"],
                            "world": -1})
+        mesh_v, mesh_f, mesh_shape = _static_mesh_triangles(shapes)
         com_of = (lambda b: com[b] if b >= 0 else np.zeros(3))
         # shapes and joint frames are kept relative to the body's centre-of-mass frame (the body frame
         # moved to the com), which is the frame the solver integrates
@@ -312,7 +334,40 @@ class RigidBuilderMixin:
             joint_target_ke=arr([j["ke"] for j in joints], s, True, nj),
             joint_target_kd=arr([j["kd"] for j in joints], s, True, nj),
             joint_drive_velocity=any(j["kd"] > 0.0 for j in joints),
+            mesh_indices=arr(mesh_f, int, n=(len(mesh_f), 3)), mesh_vertices=arr(mesh_v, v3, True, len(mesh_v)),
+            mesh_shape=arr(mesh_shape, int, n=len(mesh_shape)),
         )
+
+
+def plane_xform(plane) -> tuple[np.ndarray, np.ndarray]:
+    """(point (3,), quaternion (4,) turning z onto the unit normal) of the plane a x + b y + c z + d = 0."""
+    a = np.asarray(plane, dtype=np.float64).reshape(-1)
+    if a.shape != (4,) or not np.all(np.isfinite(a)):
+        raise ValueError(f"add_shape_plane: plane must be 4 finite numbers (a, b, c, d), got {plane!r}")
+    length = float(np.linalg.norm(a[:3]))
+    if length == 0.0:
+        raise ValueError(f"add_shape_plane: the plane's normal (a, b, c) must not be zero, got {plane!r}")
+    n = a[:3] / length
+    if n[2] < -0.5:  # z onto -z has no unique axis: half a turn about x, then -z onto n
+        q = S.quat_multiply((n[1], -n[0], 0.0, 1.0 - n[2]), (1.0, 0.0, 0.0, 0.0))
+    else:
+        q = np.array([-n[1], n[0], 0.0, 1.0 + n[2]])  # (z x n, 1 + z . n): half the angle from z to n
+    return n * (-a[3] / length), q / np.linalg.norm(q)
+
+
+def _static_mesh_triangles(shapes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(vertices (n, 3) in their shapes' frames, triangles (m, 3) indexing them, shape of each triangle)
+    of the static mesh shapes: what particles collide with."""
+    verts, tris, owner = [np.zeros((0, 3))], [np.zeros((0, 3), dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+    base = 0
+    for k, sh in enumerate(shapes):
+        if sh["type"] == S.SHAPE_MESH and sh["body"] < 0:
+            v, f = sh["mesh"]
+            verts.append(v)
+            tris.append(np.asarray(f, dtype=np.int64) + base)
+            owner.append(np.full(len(f), k, dtype=np.int64))
+            base += len(v)
+    return np.concatenate(verts), np.concatenate(tris), np.concatenate(owner)
 
 
 def _body_mass_properties(bodies, shapes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

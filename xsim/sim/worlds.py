@@ -139,8 +139,7 @@ class WorldBuilderMixin:
             pos, moved.rot = frame(c.pos, c.rot)
             moved.pos = tuple(pos.tolist())
             moved.rot = tuple(moved.rot.tolist())
-            self.colliders.append(moved)
-            self.collider_world.append(world)
+            self.colliders.append(moved)  # the description; its shape moves with the shapes below
         self._adopt_ground(other.ground)
 
         body_base = self.body_count
@@ -190,9 +189,8 @@ class WorldBuilderMixin:
         return found.pop() if found else -1
 
     def _world_arrays(self) -> dict[str, np.ndarray]:
-        """World index (int32 numpy) of each particle, static collider, body, shape and joint."""
+        """World index (int32 numpy) of each particle, body, shape and joint."""
         return {"particle_world": np.asarray(self.particle_world, dtype=np.int32).reshape(-1),
-                "collider_world": np.asarray(self.collider_world, dtype=np.int32).reshape(-1),
                 "body_world": np.asarray([b["world"] for b in self.bodies], dtype=np.int32).reshape(-1),
                 "shape_world": np.asarray([s["world"] for s in self.shapes], dtype=np.int32).reshape(-1),
                 "joint_world": np.asarray([j["world"] for j in self.joints], dtype=np.int32).reshape(-1)}

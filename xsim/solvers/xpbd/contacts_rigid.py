@@ -1,6 +1,6 @@
 """Rigid contacts of the XPBD solver: pair detection, the position pass (non-penetration and
 friction within the cone) and the velocity pass (dynamic friction and restitution) of Mueller et al. 2020, sec. 3.5
-and 3.6; and the two-way coupling of particles (cloth) with bodies.
+and 3.6. Particles meet the bodies' shapes in ``particle_contacts.py``.
 
 A contact is a *point with a radius* of one shape against the *surface* of another: sphere centres
 (radius r), the two ends of capsule axes (r), slightly rounded box corners and mesh (hull)
@@ -32,9 +32,9 @@ from types import SimpleNamespace
 
 import xsim
 from xsim import types as T
-from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_SPHERE
+from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE
 
-from .kernels import bounce_impulse, surface_contact, worlds_meet
+from .kernels import surface_contact
 from .rigid_kernels import (
     apply_impulse,
     apply_positional,
@@ -43,8 +43,6 @@ from .rigid_kernels import (
     generalized_inv_mass,
     relative_point_velocity,
     split_body_loader,
-    split_mass,
-    split_qd,
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -814,144 +812,7 @@ def contact_kernels(scalar=T.float32) -> SimpleNamespace:
             dw = wb - wb_in
             add_delta(delta, bb, dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0)
 
-    @xsim.kernel(module=module, enable_backward=False)
-    def count_particle_contacts(x: Vec3s, inv_mass: Scalars, radius: Scalars, Xc: Tfs, body_inv_mass: Scalars,
-                                shape_body: Ints, shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s,
-                                particle_world: Ints, shape_world: Ints, num_shapes: int, slack: scalar,
-                                split: Scalars):
-        """Add one to ``split`` of each dynamic body per particle ``x[tid]`` that touches one of its
-        spheres, boxes or capsules at the poses ``Xc`` (depth above ``-slack`` times its radius): the
-        body's number of constraints (mass splitting) in ``collide_particles_bodies`` (slack 0) or
-        ``bounce_particles_bodies`` (slack 0.001), found with their test."""
-        i = xsim.tid()
-        xi = x[i]
-        if inv_mass[i] > 0.0:
-            for s in range(num_shapes):
-                b = shape_body[s]
-                kind = shape_type[s]
-                wb = slack - slack
-                if b >= 0:
-                    wb = body_inv_mass[b]
-                if wb > 0.0 and (kind == SHAPE_SPHERE or kind == SHAPE_BOX or kind == SHAPE_CAPSULE) and \
-                        worlds_meet(particle_world[i], shape_world[s]):
-                    pose = Xc[b]
-                    sx = shape_xform[s]
-                    qs = pose.q * sx.q
-                    ps = pose.p + xsim.quat_rotate(pose.q, sx.p)
-                    n, pen = surface_contact(kind, xsim.quat_rotate_inv(qs, xi - ps), shape_size[s], radius[i])
-                    if pen > -slack * radius[i] and xsim.dot(n, n) > 0.0:
-                        xsim.atomic_add(split, b, 1.0)
-
-    @xsim.kernel(module=module)
-    def collide_particles_bodies(x: Vec3s, x_start: Vec3s, inv_mass: Scalars, radius: Scalars, Xc: Tfs,
-                                 Xc_prev: Tfs, body_inv_mass: Scalars, body_inv_inertia: Mats, split: Scalars,
-                                 shape_body: Ints, shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s,
-                                 shape_mu: Scalars, particle_world: Ints, shape_world: Ints, num_shapes: int,
-                                 x_out: Vec3s, delta: Vec8s):
-        """Two-way particle-body contacts (``rigid_solver.py``): push each particle out of the
-        bodies' spheres, boxes and capsules at their current poses ``Xc``, sharing the depth between
-        the particle's inverse mass and the body's generalized inverse mass at the contact point, with
-        the body's mass split by ``split`` (its number of particle contacts, ``count_particle_contacts``),
-        then friction against the motion of the body's surface since the substep start (``Xc_prev``:
-        cancel the relative tangential displacement inside the cone mu * depth, else shorten it by
-        mu * depth). The bodies' corrections go to ``delta`` with a count of one each, so the mean of
-        a body's corrections applies every contact's impulse in full (momentum is conserved)."""
-        i = xsim.tid()
-        xi = x[i]
-        wp = inv_mass[i]
-        if wp > 0.0:
-            r = radius[i]
-            for s in range(num_shapes):
-                b = shape_body[s]
-                kind = shape_type[s]
-                if b >= 0 and (kind == SHAPE_SPHERE or kind == SHAPE_BOX or kind == SHAPE_CAPSULE) and \
-                        worlds_meet(particle_world[i], shape_world[s]):
-                    pose = Xc[b]
-                    sx = shape_xform[s]
-                    qs = pose.q * sx.q
-                    ps = pose.p + xsim.quat_rotate(pose.q, sx.p)
-                    n_local, pen = surface_contact(kind, xsim.quat_rotate_inv(qs, xi - ps), shape_size[s], r)
-                    if pen > 0.0:
-                        n = xsim.quat_rotate(qs, n_local)
-                        imb, iib = split_mass(b, body_inv_mass[b], body_inv_inertia[b], split)
-                        arm = xi - n * (r - pen) - pose.p  # the body's surface point under the particle
-                        wb = generalized_inv_mass(pose.q, imb, iib, arm, n)
-                        dlam = pen / (wp + wb)
-                        xi = xi + n * (wp * dlam)
-                        xb, qb = apply_positional(pose.p, pose.q, imb, iib, arm, n * (-dlam))
-                        # friction: the particle's motion since the substep start relative to the body's
-                        # surface point (carried from its start pose)
-                        local = xsim.quat_rotate_inv(pose.q, arm)
-                        prev = Xc_prev[b]
-                        moved = (pose.p + arm) - (prev.p + xsim.quat_rotate(prev.q, local))
-                        d = xi - x_start[i] - moved
-                        dt = d - n * xsim.dot(d, n)
-                        lt2 = xsim.dot(dt, dt)
-                        if lt2 > 0.0:
-                            lt = xsim.sqrt(lt2)
-                            t = dt / lt
-                            c = xsim.min(lt, shape_mu[s] * pen)
-                            wtb = generalized_inv_mass(pose.q, imb, iib, arm, t)
-                            dlam_t = c / (wp + wtb)
-                            xi = xi - t * (wp * dlam_t)
-                            xb, qb = apply_positional(xb, qb, imb, iib, arm, t * dlam_t)
-                        if wb > 0.0:
-                            dx = xb - pose.p
-                            dq = qb - pose.q
-                            xsim.atomic_add(delta, b, v8(dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3], 1.0))
-        x_out[i] = xi
-
-    @xsim.kernel(module=module)
-    def bounce_particles_bodies(x: Vec3s, v: Vec3s, v_start: Vec3s, inv_mass: Scalars, radius: Scalars,
-                                gravity: v3, h: scalar, bounce_speed: scalar, Xc: Tfs, qd: Vec6s, qd_pre: Vec6s,
-                                body_inv_mass: Scalars, body_inv_inertia: Mats, split: Scalars, shape_body: Ints,
-                                shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s, shape_mu: Scalars,
-                                shape_restitution: Scalars, particle_world: Ints, shape_world: Ints, num_shapes: int,
-                                v_out: Vec3s, delta: Vec8s):
-        """Velocity pass of the particle-body contacts at the end of a substep (``bounce_impulse``):
-        each body sphere, box or capsule that the particle touches at its final position (within 0.1%
-        of its radius), against the velocity of the body's surface point (pre-solve: ``qd_pre`` and
-        v_start + g h), the body's mass split by ``split`` (its number of touching particles). The
-        bodies' velocity changes go to ``delta`` (dv 0..2, dw 3..5) with a count of one per touching
-        contact, whether it bounces or not, as in the position pass."""
-        i = xsim.tid()
-        vi = v[i]
-        wp = inv_mass[i]
-        if wp > 0.0:
-            xi = x[i]
-            r = radius[i]
-            v_pre = v_start[i] + gravity * h
-            for s in range(num_shapes):
-                b = shape_body[s]
-                kind = shape_type[s]
-                if b >= 0 and (kind == SHAPE_SPHERE or kind == SHAPE_BOX or kind == SHAPE_CAPSULE) and \
-                        worlds_meet(particle_world[i], shape_world[s]):
-                    pose = Xc[b]
-                    sx = shape_xform[s]
-                    qs = pose.q * sx.q
-                    ps = pose.p + xsim.quat_rotate(pose.q, sx.p)
-                    n_local, pen = surface_contact(kind, xsim.quat_rotate_inv(qs, xi - ps), shape_size[s], r)
-                    if pen > -0.001 * r and xsim.dot(n_local, n_local) > 0.0:
-                        n = xsim.quat_rotate(qs, n_local)
-                        imb, iib = split_mass(b, body_inv_mass[b], body_inv_inertia[b], split)
-                        arm = xi - n * (r - pen) - pose.p
-                        vb, wb = split_qd(qd[b], xi)
-                        vb0, wb0 = split_qd(qd_pre[b], xi)
-                        p = bounce_impulse(vi - vb - xsim.cross(wb, arm), v_pre - vb0 - xsim.cross(wb0,
-                                                                                                   arm), n,
-                                           shape_restitution[s], shape_mu[s], bounce_speed, wp, pose.q, imb, iib, arm)
-                        vi = vi + p * wp
-                        vb1, wb1 = apply_impulse(vb, wb, pose.q, imb, iib, arm, -p)
-                        if imb > 0.0:
-                            dv = vb1 - vb
-                            dw = wb1 - wb
-                            xsim.atomic_add(delta, b, v8(dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0, 1.0))
-        v_out[i] = vi
-
     return SimpleNamespace(contact_depths=contact_depths, box_edges_near=box_edges_near, contact_anchors=contact_anchors,
                            solve_contact_positions=solve_contact_positions,
                            measure_contacts=measure_contacts, count_velocity_pairs=count_velocity_pairs,
-                           solve_pair_velocities=solve_pair_velocities,
-                           count_particle_contacts=count_particle_contacts,
-                           collide_particles_bodies=collide_particles_bodies,
-                           bounce_particles_bodies=bounce_particles_bodies, module=module)
+                           solve_pair_velocities=solve_pair_velocities, module=module)

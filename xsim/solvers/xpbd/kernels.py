@@ -12,7 +12,8 @@ Data flow of one iteration (Jacobi, see ``solver.py``):
 2. each constraint kernel reads its own entries and its Lagrange multiplier, writes the new
    multiplier and one position correction per constraint end into ``delta``, whose row p holds
    particle p's corrections (one column per constraint of p);
-3. ``apply_corrections`` sums its particle's own ``delta`` row, averages and resolves contacts.
+3. ``apply_corrections`` sums its particle's own ``delta`` row and averages; contacts with shapes
+   follow (``particle_contacts.py``).
 
 Every kernel reads only rows indexed by its own thread id where data meet (entry rows, ``delta``
 rows), so its generated adjoint adds gradients with plain adds instead of atomics (a CPU atomic
@@ -26,7 +27,7 @@ from types import SimpleNamespace
 
 import xsim
 from xsim import types as T
-from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
+from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
 
 from .rigid_kernels import generalized_inv_mass
 
@@ -243,7 +244,6 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
     scalar = T.resolve(scalar)
     v3 = T.vector(3, scalar)
     v4 = T.vector(4, scalar)
-    qt, m33 = T.quaternion(scalar), T.matrix((3, 3), scalar)
     Scalars = xsim.array(dtype=scalar)
     Vec3s = xsim.array(dtype=v3)
     Vec4s = xsim.array(dtype=v4)
@@ -293,46 +293,29 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
             entries[entry_index[i, k]] = e
 
     @xsim.kernel(module=module)
-    def apply_corrections(x: Vec3s, x_start: Vec3s, delta: Vec3s2, slot_count: Ints, inv_count: Scalars,
-                          inv_mass: Scalars, radius: Scalars, ground: int, ground_height: scalar,
-                          ground_mu: scalar, x_out: Vec3s):
+    def apply_corrections(x: Vec3s, delta: Vec3s2, slot_count: Ints, inv_count: Scalars, inv_mass: Scalars,
+                          x_out: Vec3s):
         """Jacobi step for one particle: x += the mean of its slot corrections (each computed with
-        its mass split by the count, so the mean is the full XPBD correction); then project it out
-        of the ground, with friction."""
+        its mass split by the count, so the mean is the full XPBD correction). Contacts follow
+        (``particle_contacts.py``)."""
         i = xsim.tid()
         xi = x[i]
         if inv_mass[i] > 0.0:
             xi = xi + slot_sum(delta, i, slot_count[i], xi - xi) * inv_count[i]
-            if ground != 0:
-                up = xi - xi
-                up[2] = 1.0
-                xi = push_out(xi, x_start[i], up, radius[i] - (xi[2] - ground_height), ground_mu)
         x_out[i] = xi
 
     @xsim.kernel(module=module)
-    def update_velocities(x: Vec3s, x_start: Vec3s, v_start: Vec3s, inv_mass: Scalars, radius: Scalars,
-                          gravity: v3, h: scalar, damping: scalar, ground: int, ground_height: scalar,
-                          ground_mu: scalar, restitution: scalar, bounce_speed: scalar, v_out: Vec3s, x_out: Vec3s):
+    def update_velocities(x: Vec3s, x_start: Vec3s, inv_mass: Scalars, gravity: v3, h: scalar, damping: scalar,
+                          v_out: Vec3s, x_out: Vec3s):
         """End-of-substep velocity of a dynamic particle: (x - x_start) / h, damped implicitly,
         plus g h / 2 (the mean velocity over the substep plus the half substep of gravity left,
-        which makes free flight exact). Then ground restitution (Macklin et al. 2019): a particle
-        that hit the ground faster than ``bounce_speed`` leaves it at ``restitution`` times its
-        approach speed, with Coulomb friction (``bounce_impulse``), from where it would be had it
-        bounced at the moment of impact (``reflect``)."""
+        which makes free flight exact); the positions are copied to ``x_out`` (the step's output
+        when no contact pass follows; restitution is ``particle_contacts.py``'s)."""
         i = xsim.tid()
         xi = x[i]
         vi = (xi - x_start[i]) * (1.0 / h)
         if inv_mass[i] > 0.0:
             vi = vi * (1.0 / (1.0 + damping * h)) + gravity * (0.5 * h)
-            if ground != 0 and restitution > 0.0 and xi[2] - ground_height <= radius[i] * 1.001:
-                up = xi - xi
-                up[2] = 1.0
-                wp = inv_mass[i]
-                p = bounce_impulse(vi, v_start[i] + gravity * h, up, restitution, ground_mu, bounce_speed, wp,
-                                   qt(0.0, 0.0, 0.0, 1.0), wp - wp, m33(), up)
-                if xsim.dot(p, p) > 0.0:
-                    vi = vi + p * wp
-                    xi = reflect(xi, x_start[i], v_start[i], gravity, h, up, restitution)
         v_out[i] = vi
         x_out[i] = xi
 
@@ -340,39 +323,6 @@ def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
                            gather_entries=gather_entries,
                            apply_corrections=apply_corrections, update_velocities=update_velocities,
                            module=module)
-
-
-@xsim.func
-def collider_contact(kind: int, xi, pos, q, size, r):
-    """Contact of a particle of radius ``r`` at ``xi`` with a sphere, box or capsule collider at
-    (``pos``, ``q``): (world outward normal, penetration depth)."""
-    n, pen = surface_contact(kind, xsim.quat_rotate_inv(q, xi - pos), size, r)
-    return xsim.quat_rotate(q, n), pen
-
-
-@xsim.func
-def mesh_contact(xi, r, tri: int, mesh_indices, mesh_vertices, mesh_collider, collider_pos, collider_rot):
-    """Contact of a particle of radius ``r`` at ``xi`` with mesh triangle ``tri``: (world normal out of
-    the front of the face, penetration depth, collider index). Behind the face counts as inside."""
-    m = mesh_collider[tri]
-    q = collider_rot[m]
-    t = collider_pos[m]
-    a = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 0]]) + t
-    b = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 1]]) + t
-    cc = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 2]]) + t
-    face = xsim.cross(b - a, cc - a)
-    d = xi - closest_point_on_triangle(xi, a, b, cc)
-    dist2 = xsim.dot(d, d)
-    n = xsim.normalize(face)
-    pen = r
-    if dist2 > 0.0:
-        dist = xsim.sqrt(dist2)
-        side = xsim.sign(xsim.dot(d, face))
-        if side == 0.0:
-            side = 1.0
-        n = d * (side / dist)
-        pen = r - side * dist
-    return n, pen, m
 
 
 @xsim.func
@@ -644,120 +594,3 @@ def constraint_kernels(scalar=T.float32, damped: bool = False) -> SimpleNamespac
 
     return SimpleNamespace(solve_distance=solve_distance, solve_bending=solve_bending, solve_area=solve_area,
                            module=module)
-
-
-@functools.cache
-def collider_kernels(scalar=T.float32) -> SimpleNamespace:
-    """Contacts with static colliders for ``scalar``: a module of its own, compiled only for
-    scenes that have colliders."""
-    scalar = T.resolve(scalar)
-    v3 = T.vector(3, scalar)
-    qt = T.quaternion(scalar)
-    m33 = T.matrix((3, 3), scalar)
-    Scalars = xsim.array(dtype=scalar)
-    Vec3s = xsim.array(dtype=v3)
-    Quats = xsim.array(dtype=qt)
-    Ints = xsim.array(dtype=int)
-    Ints2 = xsim.array(dtype=int, ndim=2)
-    module = f"xsim.solvers.xpbd.colliders_{T.type_name(scalar)}"
-
-    @xsim.kernel(module=module)
-    def collide_static(x: Vec3s, x_start: Vec3s, inv_mass: Scalars, radius: Scalars, num_colliders: int,
-                       collider_type: Ints, collider_pos: Vec3s, collider_rot: Quats, collider_size: Vec3s,
-                       collider_mu: Scalars, mesh_tri: Ints, mesh_indices: Ints2, mesh_vertices: Vec3s,
-                       mesh_collider: Ints, particle_world: Ints, collider_world: Ints, x_out: Vec3s):
-        """Project a particle out of the sphere, box and capsule colliders of its world and out of the
-        mesh triangle found for it this substep, each with friction."""
-        i = xsim.tid()
-        xi = x[i]
-        if inv_mass[i] > 0.0:
-            x0 = x_start[i]
-            r = radius[i]
-            for c in range(num_colliders):
-                kind = collider_type[c]
-                if kind != SHAPE_MESH and worlds_meet(particle_world[i], collider_world[c]):
-                    n, pen = collider_contact(kind, xi, collider_pos[c], collider_rot[c], collider_size[c], r)
-                    xi = push_out(xi, x0, n, pen, collider_mu[c])
-            tri = mesh_tri[i]
-            if tri >= 0:
-                n, pen, m = mesh_contact(xi, r, tri, mesh_indices, mesh_vertices, mesh_collider, collider_pos,
-                                         collider_rot)
-                xi = push_out(xi, x0, n, pen, collider_mu[m])
-        x_out[i] = xi
-
-    @xsim.kernel(module=module)
-    def bounce_static(x: Vec3s, v: Vec3s, v_start: Vec3s, inv_mass: Scalars, radius: Scalars, gravity: v3,
-                      h: scalar, bounce_speed: scalar, num_colliders: int, collider_type: Ints, collider_pos: Vec3s,
-                      collider_rot: Quats, collider_size: Vec3s, collider_mu: Scalars, collider_restitution: Scalars,
-                      mesh_tri: Ints, mesh_indices: Ints2, mesh_vertices: Vec3s, mesh_collider: Ints,
-                      x_start: Vec3s, particle_world: Ints, collider_world: Ints, v_out: Vec3s, x_out: Vec3s):
-        """Velocity pass of the static colliders at the end of a substep (``bounce_impulse``): each
-        collider of its world the particle touches at its final position ``x`` (within 0.1% of its radius), with
-        the pre-solve velocity v_start + g h; a particle that bounces ends where ``reflect`` puts it."""
-        i = xsim.tid()
-        vi = v[i]
-        wp = inv_mass[i]
-        xi = x[i]
-        x_end = xi
-        if wp > 0.0:
-            r = radius[i]
-            v_pre = v_start[i] + gravity * h
-            tol = r * 0.001
-            q0 = qt(0.0, 0.0, 0.0, 1.0)
-            zero = m33()
-            w0 = wp - wp
-            for c in range(num_colliders):
-                kind = collider_type[c]
-                if kind != SHAPE_MESH and worlds_meet(particle_world[i], collider_world[c]):
-                    n, pen = collider_contact(kind, xi, collider_pos[c], collider_rot[c], collider_size[c], r)
-                    if pen > -tol and xsim.dot(n, n) > 0.0:
-                        p = bounce_impulse(vi, v_pre, n, collider_restitution[c], collider_mu[c],
-                                           bounce_speed, wp,
-                                           q0, w0, zero, n)
-                        if xsim.dot(p, p) > 0.0:
-                            vi = vi + p * wp
-                            x_end = reflect(x_end, x_start[i], v_start[i], gravity, h, n,
-                                            collider_restitution[c])
-            tri = mesh_tri[i]
-            if tri >= 0:
-                n, pen, m = mesh_contact(xi, r, tri, mesh_indices, mesh_vertices, mesh_collider, collider_pos,
-                                         collider_rot)
-                if pen > -tol:
-                    p = bounce_impulse(vi, v_pre, n, collider_restitution[m], collider_mu[m], bounce_speed,
-                                       wp, q0,
-                                       w0, zero, n)
-                    if xsim.dot(p, p) > 0.0:
-                        vi = vi + p * wp
-                        x_end = reflect(x_end, x_start[i], v_start[i], gravity, h, n, collider_restitution[m])
-        v_out[i] = vi
-        x_out[i] = x_end
-
-    @xsim.kernel(module=module, enable_backward=False)
-    def find_mesh_contacts(x: Vec3s, x_pred: Vec3s, radius: Scalars, mesh_indices: Ints2,
-                           mesh_vertices: Vec3s, mesh_collider: Ints, collider_pos: Vec3s, collider_rot: Quats,
-                           particle_world: Ints, collider_world: Ints, mesh_tri: Ints):
-        """Contact detection for mesh colliders (once per substep, not differentiated): the
-        triangle of the particle's world closest to each predicted position within its reach, or -1."""
-        i = xsim.tid()
-        p = x_pred[i]
-        reach = radius[i] * 2.0 + xsim.length(p - x[i])
-        best = reach * reach
-        found = -1
-        for tri in range(mesh_indices.shape[0]):
-            m = mesh_collider[tri]
-            if not worlds_meet(particle_world[i], collider_world[m]):
-                continue
-            q = collider_rot[m]
-            t = collider_pos[m]
-            a = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 0]]) + t
-            b = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 1]]) + t
-            c = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 2]]) + t
-            d = p - closest_point_on_triangle(p, a, b, c)
-            dist2 = xsim.dot(d, d)
-            if dist2 < best:
-                best = dist2
-                found = tri
-        mesh_tri[i] = found
-
-    return SimpleNamespace(collide_static=collide_static, bounce_static=bounce_static,
-                           find_mesh_contacts=find_mesh_contacts, module=module)

@@ -33,11 +33,12 @@ targets/stiffnesses.
 Coupling with particles is two-way. ``SolverXPBD.step`` runs the bodies' stages (``begin``,
 ``begin_substep``, ``solve``, ``apply``, ``end_substep``, ``end``) interleaved with the particles':
 in every iteration, after the particles' own constraints, each particle is pushed out of the
-bodies' spheres, boxes and capsules at the bodies' current poses (``collide_particles``), as a
+bodies' spheres, boxes and capsules at the bodies' current poses (``particle_contacts.py``, with the
+static shapes), as a
 contact between the particle's inverse mass and the body's generalized inverse mass at the contact
 point, with position-level static/dynamic friction against the body surface's motion. These
 contacts split the body's mass too: each sees the body's inverse mass and inertia times its number
-of particle contacts (``count_particle_contacts``, with the contacts' own test, just before) and
+of particle contacts (``particle_split``, with the contacts' own test, just before) and
 adds its correction, with a count of one, to a second accumulator, ``pdelta``. A body then moves
 by the mean of its rigid corrections plus the mean of its particle corrections, so every
 particle's impulse reaches the body in full and momentum is conserved (n particles of mass m
@@ -47,7 +48,7 @@ pushes together with the rigid constraints, or splitting the body's mass by a we
 differs from the divisor, gave the body a smaller impulse than the particles took: a resting
 cloth was pushed off its body every substep, and a damped sprung body under cloth kept a limit
 cycle (tests/solvers/test_coupling.py). Kinematic bodies (mass 0) are not pushed. After the substep
-the particles' velocity pass against the bodies (``bounce_particles``: restitution and friction)
+the particles' velocity pass against the bodies (restitution and friction)
 splits the body's mass by its number of touching particles in the same way, into ``pdv``, which
 ``apply_velocity_deltas`` averages likewise.
 """
@@ -66,6 +67,7 @@ from xsim.sim.rigid import JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 from .broad_phase import BroadPhase
 from .contacts_rigid import contact_kernels
 from .joint_kernels import joint_kernels
+from .particle_contacts import count_particle_contacts
 from .rigid_kernels import rigid_kernels
 
 
@@ -308,41 +310,24 @@ class RigidStepper:
         a.copy_from_untracked(base)
         return a
 
-    def collide_particles(self, st, x, x_start, x_out) -> None:
-        """Two-way particle contacts: push particles ``x`` (``x_start``: at the substep start) out of
-        the bodies at their current poses into ``x_out``, and the bodies back (into ``st.pdelta``)."""
-        m, r = self.model, self.rigid
-        split = self._particle_split(st, x, 0.0)
-        xsim.launch(self.kc.collide_particles_bodies, m.particle_count, inputs=[
-            x, x_start, m.particle_inv_mass, m.particle_radius, st.xi, st.xc, r.body_inv_mass, r.body_inv_inertia,
-            split, r.shape_body, r.shape_type, r.shape_xform, r.shape_size, r.shape_mu, m.particle_world, r.shape_world,
-            r.shape_count],
-            outputs=[x_out, st.pdelta])
-
-    def _particle_split(self, st, x, slack: float):
-        """Mass splitting of the particle-body contacts: each body's number of particles ``x`` touching
-        it (depth above ``-slack`` times the particle's radius), counted with the contacts' own test;
-        new when gradients are recorded (the contact kernels that read it are on the tape)."""
+    def particle_split(self, st, x, slack: float):
+        """Mass splitting of the particle-body contacts (``particle_contacts.py``): each body's number of
+        particles ``x`` touching it (depth above ``-slack`` times the particle's radius), counted with the
+        contacts' own test; new when gradients are recorded (the contact kernels that read it are on the
+        tape). The bodies' accumulators of this pass are ``st.pdelta`` and ``st.pdv``."""
         m, r = self.model, self.rigid
         split = xsim.zeros(r.body_count, dtype=m.dtype, device=m.device) if st.grad else \
             self._new("psplit", r.body_count, m.dtype, False, zero=True)
-        xsim.launch(self.kc.count_particle_contacts, m.particle_count, inputs=[
+        xsim.launch(count_particle_contacts, m.particle_count, inputs=[
             x, m.particle_inv_mass, m.particle_radius, st.xi, r.body_inv_mass, r.shape_body, r.shape_type,
-            r.shape_xform, r.shape_size, m.particle_world, r.shape_world, r.shape_count, slack], outputs=[split],
-            record_tape=False)
+            r.shape_xform, r.shape_size, m.particle_world, r.shape_world, r.shape_count, m.dtype(slack)],
+            outputs=[split], record_tape=False)
         return split
 
-    def bounce_particles(self, st, x, v_start, v, v_out) -> None:
-        """The particle-body velocity pass (restitution and friction) of the particles at their final
-        positions ``x`` (velocities ``v``; ``v_start`` at the substep start) into ``v_out``, the bodies'
-        share into ``st.pdv``; after the last ``apply`` of the substep, before ``end_substep``."""
-        m, r = self.model, self.rigid
-        st.pdv = self._new("pdv", r.body_count, self.v8, st.grad, zero=True)
-        split = self._particle_split(st, x, 0.001)
-        xsim.launch(self.kc.bounce_particles_bodies, m.particle_count, inputs=[
-            x, v, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, st.h, st.bounce, st.xi, st.qd_next,
-            st.qd_pre, r.body_inv_mass, r.body_inv_inertia, split, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
-            r.shape_mu, r.shape_restitution, m.particle_world, r.shape_world, r.shape_count], outputs=[v_out, st.pdv])
+    def begin_particle_bounce(self, st):
+        """A new accumulator ``st.pdv`` for the particles' velocity pass against the bodies (after the last
+        ``apply`` of the substep, before ``end_substep``)."""
+        st.pdv = self._new("pdv", self.rigid.body_count, self.v8, st.grad, zero=True)
 
     def apply(self, st, it: int) -> None:
         """Move the bodies by their averaged corrections and take velocities from the pose change."""

@@ -71,8 +71,10 @@ from __future__ import annotations
 
 import collections
 import sys
+from types import SimpleNamespace
 
 import xsim
+from xsim import types as T
 from xsim.array import intermediate
 from xsim.errors import NonFiniteError
 from xsim.kernels import recording
@@ -80,7 +82,8 @@ from xsim.kernels.finite import check_arrays
 
 from ...sim import validate
 from ...sim.model import Control, Model, State
-from .kernels import collider_kernels, xpbd_kernels
+from . import particle_contacts as pc
+from .kernels import xpbd_kernels
 from .particle_constraints import ParticleConstraints
 from .rigid_solver import RigidStepper
 
@@ -110,12 +113,18 @@ class SolverXPBD:
         self.steps_taken = 0  # step() calls, named by check mode's errors
         m = model
         self.constraints = ParticleConstraints(m, self.kernels)
-        self.collider_kernels = collider_kernels(model.dtype) if m.collider_count else None
         self._mesh_tri_none = xsim.full(m.particle_count, -1, dtype=int, device=m.device)
         self._has_mesh = m.mesh_indices.shape[0] > 0
+        # particles meet every shape, static and on bodies, in particle_contacts.py
+        self._shapes = m.particle_count > 0 and m.shape_count > 0
+        self._static_shapes = bool((m.shape_body.numpy() < 0).any())
+        # without bodies the contact kernels' body arguments are empty arrays of the right types
+        v8 = T.vector(8, m.dtype)
+        self._no_bodies = SimpleNamespace(xi=m.body_q, xc=m.body_q, qd_next=m.body_qd, qd_pre=m.body_qd,
+                                          split=m.body_inv_mass, delta=xsim.empty(0, dtype=v8, device=m.device))
         # rigid bodies, contacts and joints: see rigid_solver.py
         self.rigid = RigidStepper(self) if m.has_rigid else None
-        self._body_collide = self.rigid is not None and m.particle_count > 0 and m.body_count > 0
+        self._body_collide = self.rigid is not None and m.particle_count > 0
 
     # -- buffers ---------------------------------------------------------------------------------------
 
@@ -207,10 +216,9 @@ class SolverXPBD:
                     # detection only chooses a triangle (no gradient): kept off the tape, but a new
                     # array in grad mode, since this substep's contact kernels record reading it
                     mesh_tri = self._new("mesh_tri", n, int, grad)
-                    xsim.launch(self.collider_kernels.find_mesh_contacts, n, inputs=[
-                        x, x_pred, m.particle_radius, m.mesh_indices, m.mesh_vertices, m.mesh_collider,
-                        m.collider_pos, m.collider_rot, m.particle_world, m.collider_world], outputs=[mesh_tri],
-                        record_tape=False)
+                    xsim.launch(pc.find_mesh_contacts, n, inputs=[
+                        x, x_pred, m.particle_radius, m.mesh_indices, m.mesh_vertices, m.mesh_shape, m.shape_xform,
+                        m.particle_world, m.shape_world], outputs=[mesh_tri], record_tape=False)
                 lam = dict(self.constraints.zero_lambda)
                 xi = x_pred
             for it in range(self.iterations):
@@ -230,10 +238,17 @@ class SolverXPBD:
         if bodies is not None:
             rigid.end(bodies)
 
+    def _passes(self, bodies) -> tuple[int, ...]:
+        """The contact kernels' launches (``particle_contacts.py``): the static shapes, then (with bodies)
+        the bodies' shapes, whose mass split counts the particles after the static contacts."""
+        if bodies is None:
+            return (pc.STATIC_SHAPES,)
+        return (pc.STATIC_SHAPES, pc.BODY_SHAPES) if self._static_shapes else (pc.BODY_SHAPES,)
+
     def _particle_iteration(self, x, xi, lam: dict, inv_h: float, mesh_tri, grad: bool, bodies):
-        """One Jacobi iteration of the particles from ``xi`` (``x``: the substep start): constraints,
-        ground, static colliders, then the bodies (``bodies``: the rigid step's working state, None
-        without coupling). Updates ``lam`` in place; returns the new positions."""
+        """One Jacobi iteration of the particles from ``xi`` (``x``: the substep start): constraints, then
+        the contacts with every shape (``particle_contacts.py``; ``bodies``: the rigid step's working
+        state, None without bodies). Updates ``lam`` in place; returns the new positions."""
         m, k = self.model, self.kernels
         n, v3 = m.particle_count, m.vec3()
         delta = self._new("delta", (n, self.constraints.width), v3, grad)
@@ -241,52 +256,53 @@ class SolverXPBD:
                                             xi, x, lam, inv_h, self.relaxation, delta))
         x_next = self._new("x", n, v3, grad, avoid=(x, xi))
         xsim.launch(k.apply_corrections, n, inputs=[
-            xi, x, delta, self.constraints.slot_count, self.constraints.inv_count, m.particle_inv_mass,
-            m.particle_radius, int(m.ground), m.ground_height, m.ground_mu], outputs=[x_next])
-        if m.collider_count:
-            x_coll = self._new("x", n, v3, grad, avoid=(x, xi, x_next))
-            xsim.launch(self.collider_kernels.collide_static, n, inputs=[
-                x_next, x, m.particle_inv_mass, m.particle_radius, m.collider_count, m.collider_type,
-                m.collider_pos, m.collider_rot, m.collider_size, m.collider_mu, mesh_tri, m.mesh_indices,
-                m.mesh_vertices, m.mesh_collider, m.particle_world, m.collider_world], outputs=[x_coll])
-            x_next = x_coll
-        if bodies is not None:  # particles against the moving bodies, both ways (rigid_solver.py)
-            x_body = self._new("x", n, v3, grad, avoid=(x, xi, x_next))
-            self.rigid.collide_particles(bodies, x_next, x, x_body)
-            x_next = x_body
+            xi, delta, self.constraints.slot_count, self.constraints.inv_count, m.particle_inv_mass], outputs=[x_next])
+        if self._shapes:
+            for passes in self._passes(bodies):
+                b, split, delta = self._no_bodies, self._no_bodies.split, self._no_bodies.delta
+                if passes == pc.BODY_SHAPES:
+                    b, split, delta = bodies, self.rigid.particle_split(bodies, x_next, 0.0), bodies.pdelta
+                x_shapes = self._new("x", n, v3, grad, avoid=(x, xi, x_next))
+                xsim.launch(pc.collide_particle_shapes, n, inputs=[
+                    x_next, x, m.particle_inv_mass, m.particle_radius, m.particle_world, m.shape_count, m.shape_body,
+                    m.shape_type, m.shape_xform, m.shape_size, m.shape_mu, m.shape_world, mesh_tri, m.mesh_indices,
+                    m.mesh_vertices, m.mesh_shape, b.xi, b.xc, m.body_inv_mass, m.body_inv_inertia, split, passes],
+                    outputs=[x_shapes, delta])
+                x_next = x_shapes
         return x_next
 
     def _particle_velocities(self, x, x_start, v_start, h: float, mesh_tri, grad: bool, bodies, final):
         """End-of-substep particle positions and velocities from the solved positions ``x``
-        (``x_start``, ``v_start``: at the substep start): the velocity update with the ground's
-        restitution, then the velocity pass of the static colliders and of the bodies (restitution and
-        friction; ``bodies``: None without coupling). Bounces move the positions too (``reflect``).
-        Returns (positions, velocities), into the State ``final`` if given."""
+        (``x_start``, ``v_start``: at the substep start): the velocity update, then the velocity pass of
+        the shapes (restitution and friction, ``particle_contacts.py``; ``bodies``: None without bodies).
+        Bounces move the positions too (``reflect``). Returns (positions, velocities), into the State
+        ``final`` if given."""
         m, k = self.model, self.kernels
         n, v3 = m.particle_count, m.vec3()
         bounce = self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(m.gravity) * h
-        colliders, coupled = m.collider_count > 0, bodies is not None
-        last = final is not None
-        v = final.particle_qd if last and not (colliders or coupled) else self._new("v", n, v3, grad,
-                                                                                    avoid=(v_start,))
-        xo = final.particle_q if last and not colliders else self._new("x", n, v3, grad, avoid=(x, x_start))
-        xsim.launch(k.update_velocities, n, inputs=[
-            x, x_start, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, h, m.particle_damping,
-            int(m.ground), m.ground_height, m.ground_mu, m.ground_restitution, bounce], outputs=[v, xo])
-        if colliders:
-            v_coll = final.particle_qd if last and not coupled else self._new("v", n, v3, grad,
-                                                                              avoid=(v_start, v))
-            x_coll = final.particle_q if last else self._new("x", n, v3, grad, avoid=(x, x_start, xo))
-            xsim.launch(self.collider_kernels.bounce_static, n, inputs=[
-                xo, v, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, h, bounce, m.collider_count,
-                m.collider_type, m.collider_pos, m.collider_rot, m.collider_size, m.collider_mu,
-                m.collider_restitution, mesh_tri, m.mesh_indices, m.mesh_vertices, m.mesh_collider, x_start,
-                m.particle_world, m.collider_world], outputs=[v_coll, x_coll])
-            v, xo = v_coll, x_coll
-        if coupled:
-            v_body = final.particle_qd if last else self._new("v", n, v3, grad, avoid=(v_start, v))
-            self.rigid.bounce_particles(bodies, xo, v_start, v, v_body)
-            v = v_body
+        shapes, last = self._shapes, final is not None
+        v = final.particle_qd if last and not shapes else self._new("v", n, v3, grad, avoid=(v_start,))
+        xo = final.particle_q if last and not shapes else self._new("x", n, v3, grad, avoid=(x, x_start))
+        xsim.launch(k.update_velocities, n, inputs=[x, x_start, m.particle_inv_mass, self._gravity, h,
+                                                    m.particle_damping], outputs=[v, xo])
+        if shapes:
+            passes = self._passes(bodies)
+            for j, p in enumerate(passes):
+                b, split, delta = self._no_bodies, self._no_bodies.split, self._no_bodies.delta
+                if p == pc.BODY_SHAPES:
+                    self.rigid.begin_particle_bounce(bodies)
+                    b, split, delta = bodies, self.rigid.particle_split(bodies, xo, 0.001), bodies.pdv
+                final_pass = last and j == len(passes) - 1
+                v_out = final.particle_qd if final_pass else self._new("v", n, v3, grad, avoid=(v_start, v))
+                x_out = final.particle_q if final_pass else self._new("x", n, v3, grad, avoid=(x, x_start, xo))
+                s = m.dtype
+                xsim.launch(pc.bounce_particle_shapes, n, inputs=[
+                    xo, v, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, s(h), s(bounce),
+                    m.particle_world, m.shape_count, m.shape_body, m.shape_type, m.shape_xform, m.shape_size,
+                    m.shape_mu, m.shape_restitution, m.shape_world, mesh_tri, m.mesh_indices, m.mesh_vertices,
+                    m.mesh_shape, x_start, b.xi, b.qd_next, b.qd_pre, m.body_inv_mass, m.body_inv_inertia, split, p],
+                    outputs=[v_out, x_out, delta])
+                v, xo = v_out, x_out
         return xo, v
 
 
