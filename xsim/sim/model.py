@@ -9,6 +9,7 @@ make sense to optimize (masses, compliances, rest values, collider poses) are cr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -38,7 +39,7 @@ class State(Declared):
     """Joint coordinates [m or rad], shape [joint_coord_count] (layout: ``Model.joint_q_start``)"""
     joint_qd: array(dtype=float32) | None
     """Joint velocities [m/s or rad/s], shape [joint_dof_count] (layout: ``Model.joint_qd_start``)"""
-    body_contacts: object | None
+    body_contacts: SimpleNamespace | None
     """What the solver step that wrote this state leaves for the next step from it (``SolverXPBD``:
     the rigid contacts whose static friction held, with their anchors); None before any step. A copy
     of the state (``copy.copy``, a checkpoint) shares it, so a step from the copy is the same step"""
