@@ -9,7 +9,10 @@ and runs that tape's backward. At any time only the checkpoints plus one segment
 alive: about ``n / k + k`` states, smallest at ``k = sqrt(n)``.
 
 Arrays read by every step (model parameters, controls) are never zeroed between segments, so
-their gradients accumulate over the whole rollout exactly as with one plain tape.
+their gradients accumulate over the whole rollout exactly as with one plain tape. What a step leaves
+on its state for the next step in a non-array attribute (``State.body_contacts``: the static-friction
+anchors) is shared by the checkpoint (``copy.copy``), and its arrays' gradients are carried between
+segments like the state's own.
 """
 
 from __future__ import annotations
@@ -106,9 +109,12 @@ def checkpointed_rollout(step_fn: StepFn, state0: Any, num_steps: int, loss_fn: 
         if stop == num_steps:
             tape.backward(loss=loss)
         else:
-            tape.backward(grads={getattr(last, a): g for a, g in carried.items()})
+            inner = _inner_arrays(last)
+            tape.backward(grads={(inner[a] if isinstance(a, tuple) else getattr(last, a)): g
+                                 for a, g in carried.items() if not isinstance(a, tuple) or a in inner})
         # Not tape.reset(): it would zero the gradients of parameters that later segments add to.
         carried = {a: getattr(first, a).grad for a in grad_attrs if getattr(first, a).grad is not None}
+        carried.update({k: arr.grad for k, arr in _inner_arrays(first).items() if arr.grad is not None})
         del tape, last, first
     return RolloutResult(loss=float(loss.numpy().reshape(-1)[0]), loss_array=loss, final_state=final_state,
                          segment=k, num_segments=len(starts), checkpoint_bytes=checkpoint_bytes,
@@ -118,6 +124,16 @@ def checkpointed_rollout(step_fn: StepFn, state0: Any, num_steps: int, loss_fn: 
 def array_attributes(state: Any) -> list[str]:
     """The names of ``state``'s attributes that hold xsim arrays (what gets checkpointed by default)."""
     return [name for name, v in vars(state).items() if isinstance(v, Array)]
+
+
+def _inner_arrays(state: Any) -> dict[tuple[str, str], Array]:
+    """The arrays with gradients that ``state``'s non-array attributes hold (one level down, e.g. the
+    anchors in ``State.body_contacts``), by (attribute, name)."""
+    out = {}
+    for name, v in vars(state).items():
+        if v is not None and not isinstance(v, Array) and hasattr(v, "__dict__"):
+            out.update({(name, k): a for k, a in vars(v).items() if isinstance(a, Array) and a.requires_grad})
+    return out
 
 
 def _forward(step_fn: StepFn, state0: Any, starts: list[int], factory, attrs) -> dict[int, Any]:

@@ -9,6 +9,7 @@ make sense to optimize (masses, compliances, rest values, shape poses) are creat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -38,6 +39,10 @@ class State(Declared):
     """Joint coordinates [m or rad], shape [joint_coord_count] (layout: ``Model.joint_q_start``)"""
     joint_qd: array(dtype=float32) | None
     """Joint velocities [m/s or rad/s], shape [joint_dof_count] (layout: ``Model.joint_qd_start``)"""
+    body_contacts: SimpleNamespace | None
+    """What the solver step that wrote this state leaves for the next step from it (``SolverXPBD``:
+    the rigid contacts whose static friction held, with their anchors); None before any step. A copy
+    of the state (``copy.copy``, a checkpoint) shares it, so a step from the copy is the same step"""
 
     def __init__(self, particle_q, particle_qd, body_q=None, body_qd=None, joint_q=None, joint_qd=None):
         self.particle_q = particle_q
@@ -46,6 +51,7 @@ class State(Declared):
         self.body_qd = body_qd
         self.joint_q = joint_q
         self.joint_qd = joint_qd
+        self.body_contacts = None
 
     @property
     def particle_count(self) -> int:

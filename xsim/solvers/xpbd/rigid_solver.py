@@ -92,7 +92,6 @@ class RigidStepper:
         self._broad = BroadPhase(r)
         self._uploads: dict = {}  # reused host-written buffers of the contact search (_put)
         self.contact_count = 0  # contacts the last step solved (after the broad phase and pruning)
-        self._last = None  # the last step's contacts, for the static-friction anchors (``_anchor``)
         self._no_anchor = xsim.empty(1, dtype=self.tf, device=m.device)
         # contact keys: (shape a, shape b, index in the pair), index below a pair's most points + 144 edge pairs
         self._max_index = 2 * int(r.shape_point_count.numpy().max(initial=0)) + 144
@@ -171,7 +170,7 @@ class RigidStepper:
         xc = st.xc.numpy()
         pairs, reach, spin = self._broad.find_pairs(xc, st.qd.numpy(), r.shape_xform.numpy(),
                                                     r.shape_size.numpy(), dt)
-        last, self._last = self._last, None
+        last = getattr(state_in, "body_contacts", None)
         if not len(pairs):
             return
         s, put = self.model.dtype, self._put
@@ -213,22 +212,24 @@ class RigidStepper:
 
     def _anchor(self, st, state_in, body_q, last) -> None:
         """Static friction holds each contact where it was when it began to stick: a contact that held
-        at the end of the last step (``last``, the step whose output is ``state_in``) keeps its anchors,
+        at the end of the step that wrote ``state_in`` (``last``, its ``body_contacts``) keeps its anchors,
         any other is anchored at the step start (``contact_anchors``). Anchored at each step start, the
         slip that Jacobi leaves in a step was kept every step: a 36-box pyramid spread at 5 mm/s for
-        ever (at each substep start, 4 cm/s). ``body_q``: ``state_in.body_q`` on the host, if at hand."""
+        ever (at each substep start, 4 cm/s). The carry rides on the state, not the solver, so a step
+        from a copy of a state (a checkpointed segment recomputed) is the step from the state itself.
+        ``body_q``: ``state_in.body_q`` on the host, if at hand."""
         n, taped = st.n_contacts, st.grad
         carry = np.full(n, -1, dtype=np.int64)
-        if last is not None and state_in.body_q is last.body_q_array:
+        if last is not None:
             if body_q is None:
                 body_q = state_in.body_q.numpy()
             if np.array_equal(body_q, last.body_q):  # not changed in place since that step
                 pos = np.minimum(np.searchsorted(last.keys, st.keys), len(last.keys) - 1)
-                held = last.held.numpy()[:len(last.keys)]
-                carry = np.where((last.keys[pos] == st.keys) & (held[pos] != 0), pos, -1)
+                carry = np.where((last.keys[pos] == st.keys) & (last.held[pos] != 0), pos, -1)
         prev = (last.anchor_p, last.anchor_s) if last is not None else (self._no_anchor, self._no_anchor)
-        st.anchor_p = self._new("c:anchor_p", n, self.tf, taped, avoid=prev)
-        st.anchor_s = self._new("c:anchor_s", n, self.tf, taped, avoid=prev)
+        # new arrays: a state keeps them (``end``) for as long as it lives, not one step as a reused buffer would
+        st.anchor_p = xsim.empty(n, dtype=self.tf, device=self.model.device, requires_grad=taped)
+        st.anchor_s = xsim.empty(n, dtype=self.tf, device=self.model.device, requires_grad=taped)
         r = self.rigid
         xsim.launch(self.kc.contact_anchors, n, inputs=[
             st.xc, r.shape_body, r.shape_point_count, st.pairs, st.contact_pair, st.contact_index,
@@ -386,6 +387,7 @@ class RigidStepper:
             xsim.launch(self.k.com_to_body_frame, r.body_count, inputs=[st.xc, r.body_com], outputs=[out.body_q])
         if r.joint_count and out.joint_q is not None:
             eval_ik(m, out)
-        if st.n_contacts:  # what the next step needs to carry the anchors of the contacts that held
-            self._last = SimpleNamespace(body_q_array=out.body_q, body_q=out.body_q.numpy().copy(), keys=st.keys,
-                                         held=st.held, anchor_p=st.anchor_p, anchor_s=st.anchor_s)
+        # what the next step from ``out`` needs to carry the anchors of the contacts that held (``_anchor``)
+        out.body_contacts = SimpleNamespace(
+            body_q=out.body_q.numpy().copy(), keys=st.keys, held=st.held.numpy()[:st.n_contacts].copy(),
+            anchor_p=st.anchor_p, anchor_s=st.anchor_s) if st.n_contacts else None
