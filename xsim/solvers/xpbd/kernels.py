@@ -316,8 +316,8 @@ def update_velocities(x: Vec3s, x_start: Vec3s, v_start: Vec3s, inv_mass: Floats
             up = type(xi)(0.0, 0.0, 1.0)
             wp = inv_mass[i]
             p = bounce_impulse(vi, v_start[i] + gravity * h, up, restitution, ground_mu, bounce_speed, wp,
-                               xsim.quat_identity(dtype=type(h)), type(h)(0.0),
-                               T.matrix(shape=(3, 3), dtype=type(h)), up)
+                               xsim.quat_identity(dtype=inv_mass.dtype), inv_mass.dtype(0.0), xsim.diag(type(up)()),
+                               up)
             if xsim.dot(p, p) > 0.0:
                 vi = vi + p * wp
                 xi = reflect(xi, x_start[i], v_start[i], gravity, h, up, restitution)

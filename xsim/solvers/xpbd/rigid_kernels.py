@@ -12,7 +12,6 @@ Corrections are accumulated per body in a ``vector(8)`` row (dx: 0..2, dq: 3..6,
 """
 
 import xsim
-from xsim import types as T
 
 from .generic import Float, Floats, Mat33s, Transforms, Vec3, Vec3s, Vec6s, Vec8s
 
@@ -24,17 +23,14 @@ from .generic import Float, Floats, Mat33s, Transforms, Vec3, Vec3s, Vec6s, Vec8
 def load_body(b: int, Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s):
     """(com position, rotation, inverse mass, inverse inertia) of body ``b``; the world (-1) is a
     static body at the origin. One definition for every kernel family (contacts, joints)."""
-    x = T.vector(length=3, dtype=inv_mass.dtype)
-    q = xsim.quat_identity(dtype=inv_mass.dtype)
+    pose = xsim.transform_identity(dtype=inv_mass.dtype)
     im = inv_mass.dtype(0.0)
     ii = inv_inertia.dtype()
     if b >= 0:
         pose = Xc[b]
-        x = pose.p
-        q = pose.q
         im = inv_mass[b]
         ii = inv_inertia[b]
-    return x, q, im, ii
+    return pose.p, pose.q, im, ii
 
 
 @xsim.func
