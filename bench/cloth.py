@@ -121,11 +121,10 @@ def bench_xsim(repeat: int, clock=time.perf_counter) -> dict:
 def cold_compile_seconds() -> tuple[float, float]:
     """(wall, CPU) seconds to build the solver's kernels with an empty cache, in a subprocess."""
     code = ("import time, resource, xsim\n"
-            "from xsim.solvers.xpbd.kernels import constraint_kernels, xpbd_kernels\n"
-            "k, c = xpbd_kernels(xsim.float32), constraint_kernels(xsim.float32)\n"
+            "from xsim.solvers.xpbd.generic import specialized\n"
+            "k = specialized('xsim.solvers.xpbd.kernels', xsim.float32)\n"
             "t = time.perf_counter()\n"
             "k.integrate_particles.module_build(xsim.get_device('cpu'), False)\n"
-            "c.solve_distance.module_build(xsim.get_device('cpu'), False)\n"
             "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
             "print(time.perf_counter() - t, ru.ru_utime + ru.ru_stime)\n")
     with tempfile.TemporaryDirectory() as cache:

@@ -515,9 +515,19 @@ class GenericComposite:
         return hash((self.kind, self.shape, self.dtype))
 
     def __repr__(self):
+        if self.kind in ("quat", "transform"):
+            return f"{'quaternion' if self.kind == 'quat' else 'transformation'}(dtype={_param_name(self.dtype)})"
         size = "length" if self.kind == "vector" else "shape"
         shape = self.shape[0] if self.kind == "vector" else self.shape
         return f"{self.kind}({size}={_param_name(shape)}, dtype={_param_name(self.dtype)})"
+
+    def concrete(self, dtype) -> type:
+        """These vectors or matrices with scalar ``dtype`` (their sizes must be fixed)."""
+        if any(is_type_parameter(n) for n in self.shape):
+            raise TypeError(f"{self!r} has no fixed size to make a concrete type of")
+        make = {"vector": lambda: vector(self.shape[0], dtype), "matrix": lambda: matrix(self.shape, dtype),
+                "quat": lambda: quaternion(dtype), "transform": lambda: transformation(dtype)}[self.kind]
+        return make()
 
     @property
     def __name__(self):  # type_name() reads it
@@ -538,13 +548,21 @@ def _param_name(x) -> str:
 
 
 def quaternion(dtype=float32) -> type:
-    """Quaternion ``(x, y, z, w)`` with scalar ``dtype``."""
-    return _quaternion(resolve(dtype))
+    """Quaternion ``(x, y, z, w)`` with scalar ``dtype``; with ``Any`` or a type variable, a generic
+    parameter type (bound at launch, as Warp's ``quaternion(dtype=Any)``)."""
+    dtype = resolve(dtype)
+    if is_type_parameter(dtype):
+        return GenericComposite("quat", (4,), dtype)
+    return _quaternion(dtype)
 
 
 def transformation(dtype=float32) -> type:
-    """Rigid transform ``(p, q)``: translation vec3 then rotation quat, 7 components."""
-    return _transformation(resolve(dtype))
+    """Rigid transform ``(p, q)``: translation vec3 then rotation quat, 7 components; with ``Any`` or a
+    type variable for ``dtype``, a generic parameter type (bound at launch)."""
+    dtype = resolve(dtype)
+    if is_type_parameter(dtype):
+        return GenericComposite("transform", (7,), dtype)
+    return _transformation(dtype)
 
 
 # The public constructors canonicalise their arguments before these caches, so that equal types are one

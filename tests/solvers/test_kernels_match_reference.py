@@ -22,11 +22,10 @@ from xsim.optim import SGD, Adam, losses, updates
 from xsim.sim import ModelBuilder
 from xsim.sim.kinematics import eval_fk, eval_ik, kinematics_kernels
 from xsim.solvers import SolverXPBD
-from xsim.solvers.xpbd import particle_contacts
+from xsim.solvers.xpbd import joint_kernels, particle_contacts, rigid_kernels
+from xsim.solvers.xpbd import kernels as particle_kernels
 from xsim.solvers.xpbd.contacts_rigid import contact_kernels
-from xsim.solvers.xpbd.joint_kernels import joint_kernels
-from xsim.solvers.xpbd.kernels import constraint_kernels, xpbd_kernels
-from xsim.solvers.xpbd.rigid_kernels import rigid_kernels
+from xsim.solvers.xpbd.generic import specialized
 
 F64 = xsim.float64
 Q0 = (0.0, 0.0, 0.0, 1.0)
@@ -41,9 +40,8 @@ EXCLUSIONS: dict[str, str] = {}
 
 def kernel_sets() -> dict[str, xsim.Kernel]:
     """Every kernel of the solver, kinematics and optimizer modules, by module-qualified name."""
-    namespaces = [xpbd_kernels(F64), constraint_kernels(F64, False), constraint_kernels(F64, True),
-                  particle_contacts, rigid_kernels(F64), joint_kernels(F64), contact_kernels(F64),
-                  kinematics_kernels(F64), losses, updates]
+    namespaces = [*(specialized(m.__name__, F64) for m in (particle_kernels, rigid_kernels, joint_kernels)),
+                  particle_contacts, contact_kernels(F64), kinematics_kernels(F64), losses, updates]
     return {f"{k.module_name}.{k.key}": k for ns in namespaces for k in vars(ns).values()
             if isinstance(k, xsim.Kernel)}
 

@@ -7,11 +7,12 @@ import pytest
 import xsim
 from xsim.autodiff import gradcheck
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
-from xsim.solvers.xpbd.kernels import UNROLLED_SLOTS, constraint_kernels, xpbd_kernels
+from xsim.solvers.xpbd import kernels as particle_kernels
+from xsim.solvers.xpbd.generic import specialized
+from xsim.solvers.xpbd.kernels import UNROLLED_SLOTS
 from xsim.solvers.xpbd.particle_contacts import STATIC_SHAPES, bounce_particle_shapes, collide_particle_shapes
 
-K = xpbd_kernels(xsim.float64)
-CK = {damped: constraint_kernels(xsim.float64, damped) for damped in (False, True)}
+K = specialized(particle_kernels.__name__, xsim.float64)  # the solver's float64 kernels
 V = xsim.vec3d
 F = xsim.float64
 EPS = 1e-7
@@ -61,8 +62,8 @@ def test_distance_constraint_adjoint(damping):
     pairs = [[0, 1], [1, 2], [3, 4]]
     args = [entries(pairs), ints(pairs, 2), ints([[0, 0], [1, 0], [0, 0]], 2), scalars([0.2, 0.5, 0.3]),
             scalars([1e-3, 0.0, 2e-2]), scalars([damping, damping, 0.5 * damping]), lam, X_START, 60.0, 1.0,
-            scalars(np.zeros(3)), rows(5, 2)]
-    check(CK[damping > 0].solve_distance, args, 3)
+            damping > 0, scalars(np.zeros(3)), rows(5, 2)]
+    check(K.solve_distance, args, 3)
 
 
 @pytest.mark.parametrize("damping", [0.0, 3.0])
@@ -71,8 +72,8 @@ def test_bending_constraint_adjoint(damping):
     quads = [[0, 1, 2, 3], [1, 2, 3, 4]]
     args = [entries(quads), ints(quads, 4), ints([[0, 0, 0, 0], [1, 1, 1, 0]], 4), w, scalars([0.5, 0.01]),
             scalars([damping, 2.0 * damping]), vecs(RNG.normal(size=(2, 3)) * 1e-3), X_START, 60.0, 1.0,
-            vecs(np.zeros((2, 3))), rows(5, 2)]
-    check(CK[damping > 0].solve_bending, args, 2)
+            damping > 0, vecs(np.zeros((2, 3))), rows(5, 2)]
+    check(K.solve_bending, args, 2)
 
 
 @pytest.mark.parametrize("damping", [0.0, 20.0])
@@ -80,8 +81,8 @@ def test_area_constraint_adjoint(damping):
     tris = [[0, 1, 2], [2, 3, 4]]
     args = [entries(tris), ints(tris, 3), ints([[0, 0, 0], [1, 0, 0]], 3), scalars([0.05, 0.1]),
             scalars([1e-2, 0.0]), scalars([damping, damping]), scalars([0.0, 1e-3]), X_START, 60.0, 1.3,
-            scalars(np.zeros(2)), rows(5, 2)]
-    check(CK[damping > 0].solve_area, args, 2)
+            damping > 0, scalars(np.zeros(2)), rows(5, 2)]
+    check(K.solve_area, args, 2)
 
 
 def test_apply_corrections_adjoint():
@@ -206,15 +207,22 @@ def _rotate(q, v):
     return v + w * t + np.cross(u, t)
 
 
-def test_one_distance_update_is_exact_for_a_single_free_particle():
-    ends = xsim.array(np.array([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.3, 2.0]]), dtype=xsim.vec4d)
-    lam_out, delta = scalars([0.0], grad=False), rows(2, 1, grad=False)
-    xsim.launch(CK[False].solve_distance, 1, inputs=[ends, ints([[0, 1]], 2), ints([[0, 0]], 2), scalars([1.0], False),
-                                             scalars([0.0], False), scalars([0.0], False), scalars([0.0], False),
-                                             vecs(np.zeros((2, 3)), False), 60.0, 1.0],
-                outputs=[lam_out, delta])
-    np.testing.assert_allclose(delta.numpy()[:, 0], [[0.0, 0.0, 0.0], [0.0, 0.0, 0.3]], atol=1e-15)
-    assert lam_out.numpy()[0] == pytest.approx(-0.3 / 2.0)
+@pytest.mark.parametrize("scalar, vec4, vec3", [(xsim.float32, xsim.vec4, xsim.vec3), (xsim.float64, xsim.vec4d, V)])
+def test_one_distance_update_is_exact_for_a_single_free_particle_in_either_precision(scalar, vec4, vec3):
+    """The module-level generic kernel itself, launched with float32 or float64 arrays and scalars."""
+    ends = xsim.array(np.array([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.3, 2.0]]), dtype=vec4)
+
+    def zeros(*shape, dtype=scalar):
+        return xsim.zeros(shape, dtype=dtype)
+    lam_out, delta = zeros(1), zeros(2, 1, dtype=vec3)
+    rest = xsim.array([1.0], dtype=scalar)
+    xsim.launch(particle_kernels.solve_distance, 1, inputs=[
+        ends, ints([[0, 1]], 2), ints([[0, 0]], 2), rest, zeros(1), zeros(1), zeros(1), zeros(2, dtype=vec3),
+        scalar(60.0), scalar(1.0), False], outputs=[lam_out, delta])
+    assert delta.dtype is vec3 and lam_out.dtype is scalar
+    np.testing.assert_allclose(delta.numpy()[:, 0], [[0.0, 0.0, 0.0], [0.0, 0.0, 0.3]],
+                               atol=1e-15 if scalar is F else 1e-6)
+    assert lam_out.numpy()[0] == pytest.approx(-0.3 / 2.0, rel=1e-15 if scalar is F else 1e-6)
 
 
 def test_box_contact_gradient_is_exact_for_a_particle_a_rounding_error_outside_a_face():

@@ -5,7 +5,8 @@ import numpy as np
 
 import xsim
 from xsim.sim import ModelBuilder
-from xsim.solvers.xpbd.kernels import xpbd_kernels
+from xsim.solvers.xpbd import kernels as particle_kernels
+from xsim.solvers.xpbd.generic import specialized
 from xsim.solvers.xpbd.particle_constraints import KINDS, ParticleConstraints
 
 
@@ -14,7 +15,7 @@ def test_each_particle_gets_one_slot_and_one_entry_per_constraint_end():
     b.add_cloth_grid(pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=2, dim_y=2,
                      cell_x=0.1, cell_y=0.1, mass=1.0, area_compliance=0.0)
     m = b.finalize()
-    pc = ParticleConstraints(m, xpbd_kernels(m.dtype))
+    pc = ParticleConstraints(m, specialized(particle_kernels.__name__, m.dtype))
     assert [k.name for k in pc.kinds] == [k.name for k in KINDS]
     counts = pc.slot_count.numpy()
     owners = np.concatenate([getattr(m, f"{k.name}_indices").numpy().ravel() for k in pc.kinds])
@@ -42,13 +43,13 @@ def test_kinds_without_constraints_are_left_out_and_damping_is_read_only_where_s
     b.add_particle((0.0, 0.0, -2.0))
     b.add_spring(0, 1, compliance=1e-3)
     b.add_spring(1, 2, compliance=1e-3, damping=2.0)
-    pc = ParticleConstraints(b.finalize(dtype=xsim.float64), xpbd_kernels(xsim.float64))
+    pc = ParticleConstraints(b.finalize(dtype=xsim.float64), specialized(particle_kernels.__name__, xsim.float64))
     assert [k.name for k in pc.kinds] == ["spring"] and pc.damped == {"spring": True}
     np.testing.assert_array_equal(pc.slot_count.numpy(), [1, 2, 1])
     b.spring_damping[1] = 0.0
-    assert ParticleConstraints(b.finalize(), xpbd_kernels(xsim.float32)).damped == {"spring": False}
+    assert ParticleConstraints(b.finalize(), specialized(particle_kernels.__name__, xsim.float32)).damped == {"spring": False}
     model = b.finalize(requires_grad=True)
     assert not model.spring_damping.requires_grad  # all zero: its gradient is not tracked...
-    assert ParticleConstraints(model, xpbd_kernels(xsim.float32)).damped == {"spring": False}
+    assert ParticleConstraints(model, specialized(particle_kernels.__name__, xsim.float32)).damped == {"spring": False}
     model.spring_damping.requires_grad = True  # ...unless asked for, and then the damping term is kept
-    assert ParticleConstraints(model, xpbd_kernels(xsim.float32)).damped == {"spring": True}
+    assert ParticleConstraints(model, specialized(particle_kernels.__name__, xsim.float32)).damped == {"spring": True}

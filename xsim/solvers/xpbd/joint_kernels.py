@@ -22,14 +22,11 @@ hard rows are solved together with the attachment point (``align_points``), so t
 point does not undo them.
 """
 
-import functools
-from types import SimpleNamespace
-
 import xsim
-from xsim import types as T
 from xsim.sim.kinematics import hinge_angle
 from xsim.sim.rigid import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
+from .generic import Float, Floats, Ints, Mat33s, Transforms, Vec2s, Vec3s, Vec6s, Vec8s
 from .rigid_kernels import (
     angular_inv_mass,
     apply_impulse,
@@ -37,9 +34,9 @@ from .rigid_kernels import (
     body_velocity,
     generalized_inv_mass,
     inv_inertia_mul,
+    load_split_body,
     relative_point_velocity,
     rotate_by,
-    split_body_loader,
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -56,10 +53,7 @@ def world_inv_inertia(q, inv_inertia):
 @xsim.func
 def point_inv_mass(q, inv_mass, inv_inertia, r):
     """K = E/m - [r]x I^-1 [r]x: the velocity change at the arm ``r`` per unit impulse (3x3)."""
-    d = r - r
-    d[0] = inv_mass
-    d[1] = inv_mass
-    d[2] = inv_mass
+    d = type(r)(inv_mass, inv_mass, inv_mass)
     s = xsim.skew(r)
     return xsim.diag(d) - s * world_inv_inertia(q, inv_inertia) * s
 
@@ -106,7 +100,7 @@ def align_points(xa, qa, ima, iia, ra, xb, qb, imb, iib, rb, corr, n1, c1, n2, c
         e1 = c1 - xsim.dot(g1, kinv * corr)
         e2 = c2 - xsim.dot(g2, kinv * corr)
         det = s11 * s22 - s12 * s12
-        torque = n1 - n1
+        torque = type(n1)()
         if det > 0.0:
             torque = n1 * ((e1 * s22 - e2 * s12) / det) + n2 * ((e2 * s11 - e1 * s12) / det)
         p = kinv * (corr - ct * torque)
@@ -123,7 +117,7 @@ def rotate_along(qa, iia, qb, iib, n, c, lam, alpha):
     with compliance ``alpha`` (divided by h^2) and multiplier ``lam`` so far. Returns (qa, qb,
     multiplier increment)."""
     w = angular_inv_mass(qa, iia, n) + angular_inv_mass(qb, iib, n)
-    dlam = c - c
+    dlam = type(c)(0.0)
     if w + alpha > 0.0:
         dlam = (c - alpha * lam) / (w + alpha)
         qb = rotate_by(qb, inv_inertia_mul(qb, iib, n * dlam))
@@ -136,7 +130,7 @@ def move_along(xa, qa, ima, iia, ra, xb, qb, imb, iib, rb, n, c, lam, alpha):
     """Scalar positional constraint along the unit vector ``n``: move b's attachment point
     relative to a's by ``c`` (m), compliance ``alpha`` / h^2. Returns (xa, qa, xb, qb, dlam)."""
     w = generalized_inv_mass(qa, ima, iia, ra, n) + generalized_inv_mass(qb, imb, iib, rb, n)
-    dlam = c - c
+    dlam = type(c)(0.0)
     if w + alpha > 0.0:
         dlam = (c - alpha * lam) / (w + alpha)
         xb, qb = apply_positional(xb, qb, imb, iib, rb, n * dlam)
@@ -161,7 +155,7 @@ def twist_angle(qjp, qjc, axis):
 @xsim.func
 def limit_violation(value, lower, upper):
     """How far ``value`` must move to enter [lower, upper] (0 inside)."""
-    out = value - value
+    out = type(value)(0.0)
     if value < lower:
         out = lower - value
     elif value > upper:
@@ -170,175 +164,160 @@ def limit_violation(value, lower, upper):
 
 
 # -------------------------------------------------------------------------------------------------
-# kernels
+# kernels (generic over the scalar type; the solver takes them from ``generic.specialized``)
 
 
-@functools.cache
-def joint_kernels(scalar=T.float32) -> SimpleNamespace:
-    """The joint kernels for ``scalar``, compiled together."""
-    scalar = T.resolve(scalar)
-    v2, v3, tf = T.vector(2, scalar), T.vector(3, scalar), T.transformation(scalar)
-    v6, v8, m33 = T.vector(6, scalar), T.vector(8, scalar), T.matrix((3, 3), scalar)
-    Scalars, Vec2s, Vec3s, Tfs = (xsim.array(dtype=scalar), xsim.array(dtype=v2), xsim.array(dtype=v3),
-                                  xsim.array(dtype=tf))
-    Vec6s, Vec8s, Mats, Ints = (xsim.array(dtype=v6), xsim.array(dtype=v8), xsim.array(dtype=m33),
-                                xsim.array(dtype=int))
-    module = f"xsim.solvers.xpbd.joint_kernels_{T.type_name(scalar)}"
+@xsim.func
+def add_pose_delta(delta: Vec8s, b: int, dx, dq):
+    """Add body ``b``'s position change ``dx`` and rotation change ``dq`` to its accumulator row, counted once."""
+    if b >= 0:
+        xsim.atomic_add(delta, b, delta.dtype(dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3], 1.0))
 
-    load_joint_body = split_body_loader(scalar)
 
-    @xsim.func
-    def add_pose_delta(delta: Vec8s, b: int, dx, dq):
-        if b >= 0:
-            xsim.atomic_add(delta, b, v8(dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3], 1.0))
-
-    @xsim.kernel(module=module)
-    def solve_joints(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, joint_type: Ints, joint_parent: Ints,
-                     joint_child: Ints, joint_X_p: Tfs, joint_X_c: Tfs, joint_axis: Vec3s, joint_limit: Vec2s,
-                     joint_cone_limit: Scalars, target_q: Scalars, target_ke: Scalars, lam: Scalars, inv_h2: scalar,
-                     split: Scalars, lam_out: Scalars, delta: Vec8s):
-        """Position pass of one joint (module docstring); ``lam``: the drive multipliers so far;
-        ``split``: each body's number of constraints in this pass (``split_mass``)."""
-        j = xsim.tid()
-        kind = joint_type[j]
-        lam_j = lam[j]
-        dlam = lam_j - lam_j
-        if kind != JOINT_FREE:
-            bp = joint_parent[j]
-            bc = joint_child[j]
-            xp, qp, imp, iip = load_joint_body(bp, Xc, inv_mass, inv_inertia, split)
-            xc, qc, imc, iic = load_joint_body(bc, Xc, inv_mass, inv_inertia, split)
-            xp_in = xp
-            qp_in = qp
-            xc_in = xc
-            qc_in = qc
-            jp = joint_X_p[j]
-            jc = joint_X_c[j]
-            axis = joint_axis[j]
-            lim = joint_limit[j]
-            ke = target_ke[j]
-            alpha = ke - ke
-            if ke > 0.0:
-                alpha = inv_h2 / ke
-            # angular constraints (one inlined copy of each solve serves every joint type: smaller code)
-            if kind != JOINT_BALL:
-                qjp = qp * jp.q
-                qjc = qc * jc.q
-                dq = qjp * xsim.quat_inverse(qjc)
-                corr = v3(dq[0], dq[1], dq[2]) * 2.0  # fixed, prismatic: align the whole frame
-                if dq[3] < 0.0:
-                    corr = -corr
-                if kind == JOINT_REVOLUTE:  # align the hinge axes only
-                    corr = xsim.cross(xsim.quat_rotate(qjc, axis), xsim.quat_rotate(qjp, axis))
-                qp, qc = align_rotation(qp, iip, qc, iic, corr)
-            if kind == JOINT_REVOLUTE:
-                theta, a = hinge_angle(qp * jp.q, qc * jc.q, axis)
-                over = limit_violation(theta, lim[0], lim[1])
-                if over != 0.0 or ke > 0.0:
-                    # the limit when it is violated (hard), else the drive (compliant)
-                    c_ang = over
-                    lam0 = lam_j - lam_j
-                    alpha_used = alpha - alpha
-                    if over == 0.0:
-                        c_ang = target_q[j] - theta
-                        lam0 = lam_j
-                        alpha_used = alpha
-                    qp, qc, dl = rotate_along(qp, iip, qc, iic, a, c_ang, lam0, alpha_used)
-                    if over == 0.0:
-                        dlam = dl
-            # positional constraints between the attachment points
+@xsim.kernel
+def solve_joints(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, joint_type: Ints, joint_parent: Ints,
+                 joint_child: Ints, joint_X_p: Transforms, joint_X_c: Transforms, joint_axis: Vec3s, joint_limit: Vec2s,
+                 joint_cone_limit: Floats, target_q: Floats, target_ke: Floats, lam: Floats, inv_h2: Float,
+                 split: Floats, lam_out: Floats, delta: Vec8s):
+    """Position pass of one joint (module docstring); ``lam``: the drive multipliers so far;
+    ``split``: each body's number of constraints in this pass (``split_mass``)."""
+    j = xsim.tid()
+    kind = joint_type[j]
+    lam_j = lam[j]
+    dlam = type(lam_j)(0.0)
+    if kind != JOINT_FREE:
+        bp = joint_parent[j]
+        bc = joint_child[j]
+        xp, qp, imp, iip = load_split_body(bp, Xc, inv_mass, inv_inertia, split)
+        xc, qc, imc, iic = load_split_body(bc, Xc, inv_mass, inv_inertia, split)
+        xp_in = xp
+        qp_in = qp
+        xc_in = xc
+        qc_in = qc
+        jp = joint_X_p[j]
+        jc = joint_X_c[j]
+        axis = joint_axis[j]
+        lim = joint_limit[j]
+        ke = target_ke[j]
+        alpha = type(ke)(0.0)
+        if ke > 0.0:
+            alpha = inv_h2 / ke
+        # angular constraints (one inlined copy of each solve serves every joint type: smaller code)
+        if kind != JOINT_BALL:
+            qjp = qp * jp.q
+            qjc = qc * jc.q
+            dq = qjp * xsim.quat_inverse(qjc)
+            corr = type(xp)(dq[0], dq[1], dq[2]) * 2.0  # fixed, prismatic: align the whole frame
+            if dq[3] < 0.0:
+                corr = -corr
+            if kind == JOINT_REVOLUTE:  # align the hinge axes only
+                corr = xsim.cross(xsim.quat_rotate(qjc, axis), xsim.quat_rotate(qjp, axis))
+            qp, qc = align_rotation(qp, iip, qc, iic, corr)
+        if kind == JOINT_REVOLUTE:
+            theta, a = hinge_angle(qp * jp.q, qc * jc.q, axis)
+            over = limit_violation(theta, lim[0], lim[1])
+            if over != 0.0 or ke > 0.0:
+                # the limit when it is violated (hard), else the drive (compliant)
+                c_ang = over
+                lam0 = type(lam_j)(0.0)
+                alpha_used = type(alpha)(0.0)
+                if over == 0.0:
+                    c_ang = target_q[j] - theta
+                    lam0 = lam_j
+                    alpha_used = alpha
+                qp, qc, dl = rotate_along(qp, iip, qc, iic, a, c_ang, lam0, alpha_used)
+                if over == 0.0:
+                    dlam = dl
+        # positional constraints between the attachment points
+        r_p = xsim.quat_rotate(qp, jp.p)
+        r_c = xsim.quat_rotate(qc, jc.p)
+        d = xc + r_c - xp - r_p
+        corr = -d
+        over = type(lam_j)(0.0)
+        n1 = type(d)()
+        n2 = type(d)()
+        c1 = over
+        c2 = over
+        if kind == JOINT_BALL:  # swing and twist limits, solved together with the attachment
+            qjp = qp * jp.q
+            qjc = qc * jc.q
+            a_p = xsim.quat_rotate(qjp, axis)
+            a_c = xsim.quat_rotate(qjc, axis)
+            n = xsim.cross(a_p, a_c)
+            sn = xsim.length(n)
+            cone = joint_cone_limit[j]
+            swing = xsim.atan2(sn, xsim.dot(a_p, a_c))
+            if swing > cone and sn > 0.0:  # a relative rotation about a_p x a_c turns the swing at rate 1
+                n1 = n / sn
+                c1 = cone - swing
+            # a relative rotation e about the axes' bisector leaves the swing alone (to first
+            # order) and turns the twist by e / cos(swing / 2) (Mueller et al. 2020, 3.4.1)
+            half = (a_p + a_c) * 0.5
+            cos_half = xsim.length(half)
+            if cos_half > 1.0e-6:
+                twist_over = limit_violation(twist_angle(qjp, qjc, axis), lim[0], lim[1])
+                if twist_over != 0.0:
+                    n2 = half / cos_half
+                    c2 = twist_over * cos_half
+        if kind == JOINT_PRISMATIC:  # free along the axis, inside the limits
+            a = xsim.quat_rotate(qp * jp.q, axis)
+            s = xsim.dot(d, a)
+            over = limit_violation(s, lim[0], lim[1])
+            corr = a * (s + over) - d
+        xp, qp, xc, qc = align_points(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, corr, n1, c1, n2, c2)
+        if kind == JOINT_PRISMATIC and ke > 0.0 and over == 0.0:
             r_p = xsim.quat_rotate(qp, jp.p)
             r_c = xsim.quat_rotate(qc, jc.p)
-            d = xc + r_c - xp - r_p
-            corr = -d
-            over = d[0] - d[0]
-            n1 = v3()
-            n2 = v3()
-            c1 = over
-            c2 = over
-            if kind == JOINT_BALL:  # swing and twist limits, solved together with the attachment
-                qjp = qp * jp.q
-                qjc = qc * jc.q
-                a_p = xsim.quat_rotate(qjp, axis)
-                a_c = xsim.quat_rotate(qjc, axis)
-                n = xsim.cross(a_p, a_c)
-                sn = xsim.length(n)
-                cone = joint_cone_limit[j]
-                swing = xsim.atan2(sn, xsim.dot(a_p, a_c))
-                if swing > cone and sn > 0.0:  # a relative rotation about a_p x a_c turns the swing at rate 1
-                    n1 = n / sn
-                    c1 = cone - swing
-                # a relative rotation e about the axes' bisector leaves the swing alone (to first
-                # order) and turns the twist by e / cos(swing / 2) (Mueller et al. 2020, 3.4.1)
-                half = (a_p + a_c) * 0.5
-                cos_half = xsim.length(half)
-                if cos_half > 1.0e-6:
-                    twist_over = limit_violation(twist_angle(qjp, qjc, axis), lim[0], lim[1])
-                    if twist_over != 0.0:
-                        n2 = half / cos_half
-                        c2 = twist_over * cos_half
-            if kind == JOINT_PRISMATIC:  # free along the axis, inside the limits
-                a = xsim.quat_rotate(qp * jp.q, axis)
-                s = xsim.dot(d, a)
-                over = limit_violation(s, lim[0], lim[1])
-                corr = a * (s + over) - d
-            xp, qp, xc, qc = align_points(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, corr, n1, c1, n2, c2)
-            if kind == JOINT_PRISMATIC and ke > 0.0 and over == 0.0:
-                r_p = xsim.quat_rotate(qp, jp.p)
-                r_c = xsim.quat_rotate(qc, jc.p)
-                a = xsim.quat_rotate(qp * jp.q, axis)
-                s = xsim.dot(xc + r_c - xp - r_p, a)
-                xp, qp, xc, qc, dlam = move_along(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, a,
-                                                  target_q[j] - s, lam_j, alpha)
-            add_pose_delta(delta, bp, xp - xp_in, qp - qp_in)
-            add_pose_delta(delta, bc, xc - xc_in, qc - qc_in)
-        lam_out[j] = lam_j + dlam
+            a = xsim.quat_rotate(qp * jp.q, axis)
+            s = xsim.dot(xc + r_c - xp - r_p, a)
+            xp, qp, xc, qc, dlam = move_along(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, a,
+                                              target_q[j] - s, lam_j, alpha)
+        add_pose_delta(delta, bp, xp - xp_in, qp - qp_in)
+        add_pose_delta(delta, bc, xc - xc_in, qc - qc_in)
+    lam_out[j] = lam_j + dlam
 
-    @xsim.kernel(module=module)
-    def solve_joint_velocities(Xc: Tfs, qd: Vec6s, inv_mass: Scalars, inv_inertia: Mats, joint_type: Ints,
-                               joint_parent: Ints, joint_child: Ints, joint_X_p: Tfs, joint_X_c: Tfs,
-                               joint_axis: Vec3s, target_qd: Scalars, target_kd: Scalars, h: scalar,
-                               split: Scalars, delta: Vec8s):
-        """Velocity drives: implicit damping of the joint's relative speed towards ``target_qd``,
-        an impulse kd h (target - speed) / (1 + kd h w); changes go to ``delta``; ``split``: each
-        body's number of constraints in the velocity pass (``split_mass``)."""
-        j = xsim.tid()
-        kd = target_kd[j]
-        kind = joint_type[j]
-        if kd > 0.0 and (kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC):
-            bp = joint_parent[j]
-            bc = joint_child[j]
-            xp, qp, imp, iip = load_joint_body(bp, Xc, inv_mass, inv_inertia, split)
-            xc, qc, imc, iic = load_joint_body(bc, Xc, inv_mass, inv_inertia, split)
-            vp, wp = body_velocity(bp, qd, xp)
-            vc, wc = body_velocity(bc, qd, xc)
-            vp_in = vp
-            wp_in = wp
-            vc_in = vc
-            wc_in = wc
-            jp = joint_X_p[j]
-            a = xsim.quat_rotate(qp * jp.q, joint_axis[j])
-            if kind == JOINT_REVOLUTE:
-                w = angular_inv_mass(qp, iip, a) + angular_inv_mass(qc, iic, a)
-                speed = xsim.dot(wc - wp, a)
-                impulse = kd * h * (target_qd[j] - speed) / (1.0 + kd * h * w)
-                wc = wc + inv_inertia_mul(qc, iic, a * impulse)
-                wp = wp - inv_inertia_mul(qp, iip, a * impulse)
-            else:
-                r_p = xsim.quat_rotate(qp, jp.p)
-                r_c = xsim.quat_rotate(qc, joint_X_c[j].p)
-                w = generalized_inv_mass(qp, imp, iip, r_p, a) + generalized_inv_mass(qc, imc, iic, r_c, a)
-                speed = xsim.dot(relative_point_velocity(vc, wc, r_c, vp, wp, r_p), a)
-                impulse = kd * h * (target_qd[j] - speed) / (1.0 + kd * h * w)
-                vc, wc = apply_impulse(vc, wc, qc, imc, iic, r_c, a * impulse)
-                vp, wp = apply_impulse(vp, wp, qp, imp, iip, r_p, a * (-impulse))
-            if bp >= 0:
-                dv = vp - vp_in
-                dw = wp - wp_in
-                xsim.atomic_add(delta, bp, v8(dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0, 1.0))
-            dv = vc - vc_in
-            dw = wc - wc_in
-            xsim.atomic_add(delta, bc, v8(dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0, 1.0))
-
-    return SimpleNamespace(solve_joints=solve_joints, solve_joint_velocities=solve_joint_velocities,
-                           module=module)
+@xsim.kernel
+def solve_joint_velocities(Xc: Transforms, qd: Vec6s, inv_mass: Floats, inv_inertia: Mat33s, joint_type: Ints,
+                           joint_parent: Ints, joint_child: Ints, joint_X_p: Transforms, joint_X_c: Transforms,
+                           joint_axis: Vec3s, target_qd: Floats, target_kd: Floats, h: Float,
+                           split: Floats, delta: Vec8s):
+    """Velocity drives: implicit damping of the joint's relative speed towards ``target_qd``,
+    an impulse kd h (target - speed) / (1 + kd h w); changes go to ``delta``; ``split``: each
+    body's number of constraints in the velocity pass (``split_mass``)."""
+    j = xsim.tid()
+    kd = target_kd[j]
+    kind = joint_type[j]
+    if kd > 0.0 and (kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC):
+        bp = joint_parent[j]
+        bc = joint_child[j]
+        xp, qp, imp, iip = load_split_body(bp, Xc, inv_mass, inv_inertia, split)
+        xc, qc, imc, iic = load_split_body(bc, Xc, inv_mass, inv_inertia, split)
+        vp, wp = body_velocity(bp, qd, xp)
+        vc, wc = body_velocity(bc, qd, xc)
+        vp_in = vp
+        wp_in = wp
+        vc_in = vc
+        wc_in = wc
+        jp = joint_X_p[j]
+        a = xsim.quat_rotate(qp * jp.q, joint_axis[j])
+        if kind == JOINT_REVOLUTE:
+            w = angular_inv_mass(qp, iip, a) + angular_inv_mass(qc, iic, a)
+            speed = xsim.dot(wc - wp, a)
+            impulse = kd * h * (target_qd[j] - speed) / (1.0 + kd * h * w)
+            wc = wc + inv_inertia_mul(qc, iic, a * impulse)
+            wp = wp - inv_inertia_mul(qp, iip, a * impulse)
+        else:
+            r_p = xsim.quat_rotate(qp, jp.p)
+            r_c = xsim.quat_rotate(qc, joint_X_c[j].p)
+            w = generalized_inv_mass(qp, imp, iip, r_p, a) + generalized_inv_mass(qc, imc, iic, r_c, a)
+            speed = xsim.dot(relative_point_velocity(vc, wc, r_c, vp, wp, r_p), a)
+            impulse = kd * h * (target_qd[j] - speed) / (1.0 + kd * h * w)
+            vc, wc = apply_impulse(vc, wc, qc, imc, iic, r_c, a * impulse)
+            vp, wp = apply_impulse(vp, wp, qp, imp, iip, r_p, a * (-impulse))
+        if bp >= 0:
+            dv = vp - vp_in
+            dw = wp - wp_in
+            xsim.atomic_add(delta, bp, delta.dtype(dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0, 1.0))
+        dv = vc - vc_in
+        dw = wc - wc_in
+        xsim.atomic_add(delta, bc, delta.dtype(dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0, 1.0))

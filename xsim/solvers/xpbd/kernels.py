@@ -1,8 +1,9 @@
 """The XPBD solver's kernels, written in xsim's kernel language.
 
-Kernels are typed, so ``xpbd_kernels(scalar)`` builds one set per scalar type (float32 for speed,
-float64 for gradient checks); each set is one xsim module, compiled in one compiler call and
-cached. The ``@xsim.func`` helpers are generic: they are inlined with their arguments' types.
+Kernels are defined once, generic over the scalar type (``generic.py``'s ``Float``, ``Vec3s``...):
+launched with float32 arrays (speed) or float64 arrays (gradient checks) they run in that precision;
+the solver binds them up front (``generic.specialized``), one compiler call per scalar type. The
+``@xsim.func`` helpers are generic too: they are inlined with their arguments' types.
 
 Data flow of one iteration (Jacobi, see ``solver.py``):
 
@@ -22,13 +23,11 @@ writes' adjoints are plain reads. Every kernel writes arrays it does not read, w
 a Tape record a rollout.
 """
 
-import functools
-from types import SimpleNamespace
 
 import xsim
-from xsim import types as T
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
 
+from .generic import Float, Floats, Ints, Ints2, Vec3, Vec3s, Vec3s2, Vec4s
 from .rigid_kernels import generalized_inv_mass
 
 UNROLLED_SLOTS = 32  # slots a particle gathers in straight-line code (a cloth vertex has 18: 6 + 12)
@@ -235,94 +234,76 @@ def surface_contact(kind: int, p, size, r):
 
 
 # -------------------------------------------------------------------------------------------------
-# kernels, one set per scalar type
+# kernels (generic over the scalar type; the solver takes them from ``specialized``)
 
 
-@functools.cache
-def xpbd_kernels(scalar=T.float32) -> SimpleNamespace:
-    """The solver's kernels for ``scalar`` (xsim.float32 or xsim.float64), compiled together."""
-    scalar = T.resolve(scalar)
-    v3 = T.vector(3, scalar)
-    v4 = T.vector(4, scalar)
-    Scalars = xsim.array(dtype=scalar)
-    Vec3s = xsim.array(dtype=v3)
-    Vec4s = xsim.array(dtype=v4)
-    Ints = xsim.array(dtype=int)
-    Ints2 = xsim.array(dtype=int, ndim=2)
-    Vec3s2 = xsim.array(dtype=v3, ndim=2)
-    module = f"xsim.solvers.xpbd.kernels_{T.type_name(scalar)}"
+@xsim.kernel
+def integrate_particles(x: Vec3s, v: Vec3s, inv_mass: Floats, gravity: Vec3, h: Float, x_pred: Vec3s):
+    """Predict positions: x + v h + g h^2 / 2 for dynamic particles (exact free flight),
+    x + v h for pinned ones (they move at their own velocity: that is how kinematic
+    particles are driven)."""
+    i = xsim.tid()
+    xp = x[i] + v[i] * h
+    if inv_mass[i] > 0.0:
+        xp = xp + gravity * (0.5 * h * h)
+    x_pred[i] = xp
 
-    @xsim.kernel(module=module)
-    def integrate_particles(x: Vec3s, v: Vec3s, inv_mass: Scalars, gravity: v3, h: scalar, x_pred: Vec3s):
-        """Predict positions: x + v h + g h^2 / 2 for dynamic particles (exact free flight),
-        x + v h for pinned ones (they move at their own velocity: that is how kinematic
-        particles are driven)."""
-        i = xsim.tid()
-        xp = x[i] + v[i] * h
-        if inv_mass[i] > 0.0:
-            xp = xp + gravity * (0.5 * h * h)
-        x_pred[i] = xp
 
-    @xsim.kernel(module=module)
-    def kinematic_velocities(x: Vec3s, target: Vec3s, inv_mass: Scalars, v: Vec3s, inv_dt: scalar,
-                             v_out: Vec3s):
-        """Pinned particles get the velocity that reaches their target at the end of the step."""
-        i = xsim.tid()
-        vi = v[i]
-        if inv_mass[i] == 0.0:
-            vi = (target[i] - x[i]) * inv_dt
-        v_out[i] = vi
+@xsim.kernel
+def kinematic_velocities(x: Vec3s, target: Vec3s, inv_mass: Floats, v: Vec3s, inv_dt: Float, v_out: Vec3s):
+    """Pinned particles get the velocity that reaches their target at the end of the step."""
+    i = xsim.tid()
+    vi = v[i]
+    if inv_mass[i] == 0.0:
+        vi = (target[i] - x[i]) * inv_dt
+    v_out[i] = vi
 
-    @xsim.kernel(module=module)
-    def gather_entries(x: Vec3s, inv_mass: Scalars, split: Scalars, slot_count: Ints, entry_index: Ints2,
-                       entries: Vec4s):
-        """Copy each particle's (position, inverse mass times its constraint count: mass splitting)
-        into its entries of the constraint-major entry array, so the constraint kernels read their
-        own rows (and their adjoints add gradients without atomics)."""
-        i = xsim.tid()
-        p = x[i]
-        e = v4(p[0], p[1], p[2], inv_mass[i] * split[i])
-        count = slot_count[i]
-        for k in range(16):
-            if k < count:
-                entries[entry_index[i, k]] = e
-        for k in range(16, UNROLLED_SLOTS):
-            if k < count:
-                entries[entry_index[i, k]] = e
-        for k in range(UNROLLED_SLOTS, count):
+
+@xsim.kernel
+def gather_entries(x: Vec3s, inv_mass: Floats, split: Floats, slot_count: Ints, entry_index: Ints2, entries: Vec4s):
+    """Copy each particle's (position, inverse mass times its constraint count: mass splitting)
+    into its entries of the constraint-major entry array, so the constraint kernels read their
+    own rows (and their adjoints add gradients without atomics)."""
+    i = xsim.tid()
+    p = x[i]
+    e = entries.dtype(p[0], p[1], p[2], inv_mass[i] * split[i])
+    count = slot_count[i]
+    for k in range(16):
+        if k < count:
             entries[entry_index[i, k]] = e
+    for k in range(16, UNROLLED_SLOTS):
+        if k < count:
+            entries[entry_index[i, k]] = e
+    for k in range(UNROLLED_SLOTS, count):
+        entries[entry_index[i, k]] = e
 
-    @xsim.kernel(module=module)
-    def apply_corrections(x: Vec3s, delta: Vec3s2, slot_count: Ints, inv_count: Scalars, inv_mass: Scalars,
-                          x_out: Vec3s):
-        """Jacobi step for one particle: x += the mean of its slot corrections (each computed with
-        its mass split by the count, so the mean is the full XPBD correction). Contacts follow
-        (``particle_contacts.py``)."""
-        i = xsim.tid()
-        xi = x[i]
-        if inv_mass[i] > 0.0:
-            xi = xi + slot_sum(delta, i, slot_count[i], xi - xi) * inv_count[i]
-        x_out[i] = xi
 
-    @xsim.kernel(module=module)
-    def update_velocities(x: Vec3s, x_start: Vec3s, inv_mass: Scalars, gravity: v3, h: scalar, damping: scalar,
-                          v_out: Vec3s, x_out: Vec3s):
-        """End-of-substep velocity of a dynamic particle: (x - x_start) / h, damped implicitly,
-        plus g h / 2 (the mean velocity over the substep plus the half substep of gravity left,
-        which makes free flight exact); the positions are copied to ``x_out`` (the step's output
-        when no contact pass follows; restitution is ``particle_contacts.py``'s)."""
-        i = xsim.tid()
-        xi = x[i]
-        vi = (xi - x_start[i]) * (1.0 / h)
-        if inv_mass[i] > 0.0:
-            vi = vi * (1.0 / (1.0 + damping * h)) + gravity * (0.5 * h)
-        v_out[i] = vi
-        x_out[i] = xi
+@xsim.kernel
+def apply_corrections(x: Vec3s, delta: Vec3s2, slot_count: Ints, inv_count: Floats, inv_mass: Floats, x_out: Vec3s):
+    """Jacobi step for one particle: x += the mean of its slot corrections (each computed with
+    its mass split by the count, so the mean is the full XPBD correction). Contacts follow
+    (``particle_contacts.py``)."""
+    i = xsim.tid()
+    xi = x[i]
+    if inv_mass[i] > 0.0:
+        xi = xi + slot_sum(delta, i, slot_count[i], type(xi)()) * inv_count[i]
+    x_out[i] = xi
 
-    return SimpleNamespace(integrate_particles=integrate_particles, kinematic_velocities=kinematic_velocities,
-                           gather_entries=gather_entries,
-                           apply_corrections=apply_corrections, update_velocities=update_velocities,
-                           module=module)
+
+@xsim.kernel
+def update_velocities(x: Vec3s, x_start: Vec3s, inv_mass: Floats, gravity: Vec3, h: Float, damping: Float,
+                      v_out: Vec3s, x_out: Vec3s):
+    """End-of-substep velocity of a dynamic particle: (x - x_start) / h, damped implicitly,
+    plus g h / 2 (the mean velocity over the substep plus the half substep of gravity left,
+    which makes free flight exact); the positions are copied to ``x_out`` (the step's output
+    when no contact pass follows; restitution is ``particle_contacts.py``'s)."""
+    i = xsim.tid()
+    xi = x[i]
+    vi = (xi - x_start[i]) * (1.0 / h)
+    if inv_mass[i] > 0.0:
+        vi = vi * (1.0 / (1.0 + damping * h)) + gravity * (0.5 * h)
+    v_out[i] = vi
+    x_out[i] = xi
 
 
 @xsim.func
@@ -349,9 +330,9 @@ def distance_update(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, dampe
     ``wi``, ``wj``: their split inverse masses; ``alpha``, ``gamma``: compliance / h^2 and XPBD's
     damping factor; ``lc``: the multiplier; ``motion``: the ends' relative motion since the substep
     start, read when ``damped``): (multiplier change, correction of i, correction of j)."""
-    dl = lc - lc
-    di = d - d
-    dj = d - d
+    dl = type(lc)(0.0)
+    di = type(d)()
+    dj = type(d)()
     if distance_active(d, wi, wj, alpha):
         _length, n, num, den = distance_terms(d, wi, wj, rest, alpha, gamma, lc, motion, damped)
         dl = num * (relaxation / den)
@@ -395,10 +376,7 @@ def bending_terms(e0, e1, e2, e3, k, alpha, gamma, lc, cs, damped: bool):
     """The bending update's forward intermediates, shared by the update and its chain rule: (C = sum_m
     k_m x_m, C with the damping term, q = sum_m k_m^2 w_m, the denominator q (1 + gamma) + alpha)."""
     sum4 = e0 * k[0] + e1 * k[1] + e2 * k[2] + e3 * k[3]
-    cv = lc - lc
-    cv[0] = sum4[0]
-    cv[1] = sum4[1]
-    cv[2] = sum4[2]
+    cv = type(lc)(sum4[0], sum4[1], sum4[2])
     cvd = cv
     if damped:
         cvd = cv + (cv - cs) * gamma
@@ -413,7 +391,7 @@ def bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: 
     compliance / h^2 and XPBD's damping factor; ``lc``: the multiplier (vec3); ``cs``: C at the
     substep start, read when ``damped``): (multiplier change, the four vertices' corrections)."""
     _cv, cvd, _q, denom = bending_terms(e0, e1, e2, e3, k, alpha, gamma, lc, cs, damped)
-    dl = lc - lc
+    dl = type(lc)()
     if denom > 0.0:
         dl = (cvd + lc * alpha) * (-relaxation / denom)
     return dl, dl * (k[0] * e0[3]), dl * (k[1] * e1[3]), dl * (k[2] * e2[3]), dl * (k[3] * e3[3])
@@ -452,13 +430,13 @@ def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, dam
             xsim.adjoint[cs] += a_r * (-gamma)
             xsim.adjoint[gamma] += xsim.dot(a_r, cv - cs)
         # C = sum_m k_m x_m and q = sum_m k_m^2 w_m
-        a_k = k - k
+        a_k = type(k)()
         a_k[0] = w0 * g0 + a_q * (2.0 * k[0] * w0) + (a_cv[0] * e0[0] + a_cv[1] * e0[1] + a_cv[2] * e0[2])
         a_k[1] = w1 * g1 + a_q * (2.0 * k[1] * w1) + (a_cv[0] * e1[0] + a_cv[1] * e1[1] + a_cv[2] * e1[2])
         a_k[2] = w2 * g2 + a_q * (2.0 * k[2] * w2) + (a_cv[0] * e2[0] + a_cv[1] * e2[1] + a_cv[2] * e2[2])
         a_k[3] = w3 * g3 + a_q * (2.0 * k[3] * w3) + (a_cv[0] * e3[0] + a_cv[1] * e3[1] + a_cv[2] * e3[2])
         xsim.adjoint[k] += a_k
-        a_e = k - k
+        a_e = type(k)()
         a_e[0] = a_cv[0]
         a_e[1] = a_cv[1]
         a_e[2] = a_cv[2]
@@ -472,125 +450,112 @@ def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, dam
         xsim.adjoint[e3] += a_e * k[3]
 
 
-@functools.cache
-def constraint_kernels(scalar=T.float32, damped: bool = False) -> SimpleNamespace:
-    """The particle constraint kernels for ``scalar``, one module per (scalar, ``damped``): the
-    damping term reads the substep-start positions (whose adjoints are atomic adds), so undamped
-    models compile it away (``DAMPED`` is a compile-time constant)."""
-    scalar = T.resolve(scalar)
-    v3 = T.vector(3, scalar)
-    v4 = T.vector(4, scalar)
-    Scalars = xsim.array(dtype=scalar)
-    Vec3s = xsim.array(dtype=v3)
-    Vec4s = xsim.array(dtype=v4)
-    Ints2 = xsim.array(dtype=int, ndim=2)
-    Vec3s2 = xsim.array(dtype=v3, ndim=2)
-    DAMPED = bool(damped)
-    module = f"xsim.solvers.xpbd.constraints_{T.type_name(scalar)}{'_damped' if damped else ''}"
+# The damping term reads the substep-start positions (whose adjoints are atomic adds): ``damped`` is
+# False for constraint kinds without damping, and the reads are skipped.
 
-    @xsim.kernel(module=module)
-    def solve_distance(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Scalars, compliance: Scalars,
-                       damping: Scalars, lam: Scalars, x_start: Vec3s, inv_h: scalar, relaxation: scalar,
-                       lam_out: Scalars, delta: Vec3s2):
-        """C = |xi - xj| - rest with compliance and damping (XPBD's gamma = alpha beta / h on the
-        constraint's motion since the substep start); one multiplier update per constraint
-        (``entries[2c + k]``: position and split inverse mass of end k)."""
-        c = xsim.tid()
-        i = indices[c, 0]
-        j = indices[c, 1]
-        ei = entries[2 * c]
-        ej = entries[2 * c + 1]
-        wi = ei[3]
-        wj = ej[3]
-        d = v3(ei[0] - ej[0], ei[1] - ej[1], ei[2] - ej[2])
-        alpha = compliance[c] * inv_h * inv_h
-        gamma = compliance[c] * damping[c] * inv_h
-        lc = lam[c]
-        motion = d - d
-        if DAMPED:
-            xi = v3(ei[0], ei[1], ei[2])
-            xj = v3(ej[0], ej[1], ej[2])
-            motion = xi - x_start[i] - xj + x_start[j]
-        dl, di, dj = distance_update(d, wi, wj, rest[c], alpha, gamma, lc, relaxation, motion, DAMPED)
-        lam_out[c] = lc + dl
-        delta[i, slot[c, 0]] = di
-        delta[j, slot[c, 1]] = dj
 
-    @xsim.kernel(module=module)
-    def solve_bending(entries: Vec4s, indices: Ints2, slot: Ints2, weights: Vec4s, compliance: Scalars,
-                      damping: Scalars, lam: Vec3s, x_start: Vec3s, inv_h: scalar, relaxation: scalar,
-                      lam_out: Vec3s, delta: Vec3s2):
-        """Isometric bending: the vector constraint C = sum_k K_k x_k (K: cotangent weights of the
-        edge stencil, zero on the flat rest shape); linear in x, so one update is exact."""
-        c = xsim.tid()
-        i0 = indices[c, 0]
-        i1 = indices[c, 1]
-        i2 = indices[c, 2]
-        i3 = indices[c, 3]
-        k = weights[c]
-        e0 = entries[4 * c]
-        e1 = entries[4 * c + 1]
-        e2 = entries[4 * c + 2]
-        e3 = entries[4 * c + 3]
-        alpha = compliance[c] * inv_h * inv_h
-        gamma = compliance[c] * damping[c] * inv_h
-        lc = lam[c]
-        cs = lc - lc
-        if DAMPED:
-            cs = x_start[i0] * k[0] + x_start[i1] * k[1] + x_start[i2] * k[2] + x_start[i3] * k[3]
-        dl, d0, d1, d2, d3 = bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, DAMPED)
-        lam_out[c] = lc + dl
-        delta[i0, slot[c, 0]] = d0
-        delta[i1, slot[c, 1]] = d1
-        delta[i2, slot[c, 2]] = d2
-        delta[i3, slot[c, 3]] = d3
+@xsim.kernel
+def solve_distance(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, compliance: Floats, damping: Floats,
+                   lam: Floats, x_start: Vec3s, inv_h: Float, relaxation: Float, damped: bool, lam_out: Floats,
+                   delta: Vec3s2):
+    """C = |xi - xj| - rest with compliance and damping (XPBD's gamma = alpha beta / h on the
+    constraint's motion since the substep start); one multiplier update per constraint
+    (``entries[2c + k]``: position and split inverse mass of end k)."""
+    c = xsim.tid()
+    i = indices[c, 0]
+    j = indices[c, 1]
+    ei = entries[2 * c]
+    ej = entries[2 * c + 1]
+    wi = ei[3]
+    wj = ej[3]
+    d = x_start.dtype(ei[0] - ej[0], ei[1] - ej[1], ei[2] - ej[2])
+    alpha = compliance[c] * inv_h * inv_h
+    gamma = compliance[c] * damping[c] * inv_h
+    lc = lam[c]
+    motion = type(d)()
+    if damped:
+        xi = type(d)(ei[0], ei[1], ei[2])
+        xj = type(d)(ej[0], ej[1], ej[2])
+        motion = xi - x_start[i] - xj + x_start[j]
+    dl, di, dj = distance_update(d, wi, wj, rest[c], alpha, gamma, lc, relaxation, motion, damped)
+    lam_out[c] = lc + dl
+    delta[i, slot[c, 0]] = di
+    delta[j, slot[c, 1]] = dj
 
-    @xsim.kernel(module=module)
-    def solve_area(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Scalars, compliance: Scalars,
-                   damping: Scalars, lam: Scalars, x_start: Vec3s, inv_h: scalar, relaxation: scalar,
-                   lam_out: Scalars, delta: Vec3s2):
-        """Triangle area: C = |(x1 - x0) x (x2 - x0)| / 2 - rest."""
-        c = xsim.tid()
-        i0 = indices[c, 0]
-        i1 = indices[c, 1]
-        i2 = indices[c, 2]
-        e0 = entries[3 * c]
-        e1 = entries[3 * c + 1]
-        e2 = entries[3 * c + 2]
-        w0 = e0[3]
-        w1 = e1[3]
-        w2 = e2[3]
-        p0 = v3(e0[0], e0[1], e0[2])
-        p1 = v3(e1[0], e1[1], e1[2])
-        p2 = v3(e2[0], e2[1], e2[2])
-        u = p1 - p0
-        v = p2 - p0
-        cr = xsim.cross(u, v)
-        alpha = compliance[c] * inv_h * inv_h
-        gamma = compliance[c] * damping[c] * inv_h
-        lc = lam[c]
-        dl = lc - lc
-        g0 = u - u
-        g1 = u - u
-        g2 = u - u
-        a2 = xsim.dot(cr, cr)
-        if a2 > 0.0:
-            a = xsim.sqrt(a2)
-            n = cr / a
-            g1 = xsim.cross(v, n) * 0.5
-            g2 = xsim.cross(n, u) * 0.5
-            g0 = -(g1 + g2)
-            num = rest[c] - 0.5 * a - alpha * lc
-            if DAMPED:
-                num = num - gamma * (xsim.dot(g0, p0 - x_start[i0]) + xsim.dot(g1, p1 - x_start[i1])
-                                     + xsim.dot(g2, p2 - x_start[i2]))
-            denom = (w0 * xsim.dot(g0, g0) + w1 * xsim.dot(g1, g1) + w2 * xsim.dot(g2, g2)) * (1.0 + gamma) + alpha
-            if denom > 0.0:
-                dl = num * (relaxation / denom)
-        lam_out[c] = lc + dl
-        delta[i0, slot[c, 0]] = g0 * (w0 * dl)
-        delta[i1, slot[c, 1]] = g1 * (w1 * dl)
-        delta[i2, slot[c, 2]] = g2 * (w2 * dl)
 
-    return SimpleNamespace(solve_distance=solve_distance, solve_bending=solve_bending, solve_area=solve_area,
-                           module=module)
+@xsim.kernel
+def solve_bending(entries: Vec4s, indices: Ints2, slot: Ints2, weights: Vec4s, compliance: Floats, damping: Floats,
+                  lam: Vec3s, x_start: Vec3s, inv_h: Float, relaxation: Float, damped: bool, lam_out: Vec3s,
+                  delta: Vec3s2):
+    """Isometric bending: the vector constraint C = sum_k K_k x_k (K: cotangent weights of the
+    edge stencil, zero on the flat rest shape); linear in x, so one update is exact."""
+    c = xsim.tid()
+    i0 = indices[c, 0]
+    i1 = indices[c, 1]
+    i2 = indices[c, 2]
+    i3 = indices[c, 3]
+    k = weights[c]
+    e0 = entries[4 * c]
+    e1 = entries[4 * c + 1]
+    e2 = entries[4 * c + 2]
+    e3 = entries[4 * c + 3]
+    alpha = compliance[c] * inv_h * inv_h
+    gamma = compliance[c] * damping[c] * inv_h
+    lc = lam[c]
+    cs = type(lc)()
+    if damped:
+        cs = x_start[i0] * k[0] + x_start[i1] * k[1] + x_start[i2] * k[2] + x_start[i3] * k[3]
+    dl, d0, d1, d2, d3 = bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped)
+    lam_out[c] = lc + dl
+    delta[i0, slot[c, 0]] = d0
+    delta[i1, slot[c, 1]] = d1
+    delta[i2, slot[c, 2]] = d2
+    delta[i3, slot[c, 3]] = d3
+
+
+@xsim.kernel
+def solve_area(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, compliance: Floats, damping: Floats,
+               lam: Floats, x_start: Vec3s, inv_h: Float, relaxation: Float, damped: bool, lam_out: Floats,
+               delta: Vec3s2):
+    """Triangle area: C = |(x1 - x0) x (x2 - x0)| / 2 - rest."""
+    c = xsim.tid()
+    i0 = indices[c, 0]
+    i1 = indices[c, 1]
+    i2 = indices[c, 2]
+    e0 = entries[3 * c]
+    e1 = entries[3 * c + 1]
+    e2 = entries[3 * c + 2]
+    w0 = e0[3]
+    w1 = e1[3]
+    w2 = e2[3]
+    p0 = x_start.dtype(e0[0], e0[1], e0[2])
+    p1 = x_start.dtype(e1[0], e1[1], e1[2])
+    p2 = x_start.dtype(e2[0], e2[1], e2[2])
+    u = p1 - p0
+    v = p2 - p0
+    cr = xsim.cross(u, v)
+    alpha = compliance[c] * inv_h * inv_h
+    gamma = compliance[c] * damping[c] * inv_h
+    lc = lam[c]
+    dl = type(lc)(0.0)
+    g0 = type(u)()
+    g1 = type(u)()
+    g2 = type(u)()
+    a2 = xsim.dot(cr, cr)
+    if a2 > 0.0:
+        a = xsim.sqrt(a2)
+        n = cr / a
+        g1 = xsim.cross(v, n) * 0.5
+        g2 = xsim.cross(n, u) * 0.5
+        g0 = -(g1 + g2)
+        num = rest[c] - 0.5 * a - alpha * lc
+        if damped:
+            num = num - gamma * (xsim.dot(g0, p0 - x_start[i0]) + xsim.dot(g1, p1 - x_start[i1])
+                                 + xsim.dot(g2, p2 - x_start[i2]))
+        denom = (w0 * xsim.dot(g0, g0) + w1 * xsim.dot(g1, g1) + w2 * xsim.dot(g2, g2)) * (1.0 + gamma) + alpha
+        if denom > 0.0:
+            dl = num * (relaxation / denom)
+    lam_out[c] = lc + dl
+    delta[i0, slot[c, 0]] = g0 * (w0 * dl)
+    delta[i1, slot[c, 1]] = g1 * (w1 * dl)
+    delta[i2, slot[c, 2]] = g2 * (w2 * dl)

@@ -3,9 +3,9 @@ constraint kind, and the slot layout the solver builds from the Model's plain co
 
 A kind ``name`` is described by the Model's ``{name}_count``, ``{name}_indices`` (count, arity)
 and its parameter arrays; its kernel takes
-``(entries, indices, slot, *params, lam, x_start, inv_h, relaxation) -> (lam_out, delta)``;
-its last parameter is its damping (a kind with none compiles the damping term away: see
-``kernels.constraint_kernels``).
+``(entries, indices, slot, *params, lam, x_start, inv_h, relaxation, damped) -> (lam_out, delta)``;
+its last parameter is its damping (a kind with none skips the damping term, ``damped`` False:
+see ``kernels.solve_distance``).
 Adding a kind means: the builder and the Model's arrays, a kernel, and one row of ``KINDS``.
 
 Layout. Every constraint end is one entry: kind blocks follow each other in ``KINDS`` order, and
@@ -30,13 +30,11 @@ import numpy as np
 import xsim
 from xsim import types as T
 
-from .kernels import constraint_kernels
-
 
 @dataclass(frozen=True)
 class ConstraintKind:
     """One kind of particle constraint: the Model's arrays are ``{name}_count``,
-    ``{name}_indices`` (count, ``arity``) and ``params``; ``kernel`` names it in ``constraint_kernels``;
+    ``{name}_indices`` (count, ``arity``) and ``params``; ``kernel`` names its kernel in ``kernels.py``;
     its multiplier has ``lam_size`` components (1: scalar, 3: vec3)."""
 
     name: str
@@ -121,10 +119,9 @@ class ParticleConstraints:
             count = getattr(m, f"{kind.name}_count")
             lam_out = new("lam_" + kind.name, count, lam[kind.name].dtype, avoid=(lam[kind.name],))
             params = [getattr(m, p) for p in kind.params]
-            kernel = getattr(constraint_kernels(m.dtype, self.damped[kind.name]), kind.kernel)
-            xsim.launch(kernel, count, inputs=[
+            xsim.launch(getattr(k, kind.kernel), count, inputs=[
                 self._view(entries, kind.name), getattr(m, f"{kind.name}_indices"), self.slots[kind.name], *params,
-                lam[kind.name], x_start, inv_h, relaxation], outputs=[lam_out, delta])
+                lam[kind.name], x_start, inv_h, relaxation, self.damped[kind.name]], outputs=[lam_out, delta])
             out[kind.name] = lam_out
         return out
 

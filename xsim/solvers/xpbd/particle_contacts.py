@@ -23,6 +23,7 @@ from typing import Any
 import xsim
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 
+from .generic import Ints, Ints2
 from .kernels import (
     bounce_impulse,
     closest_point_on_triangle,
@@ -35,8 +36,6 @@ from .rigid_kernels import apply_impulse, apply_positional, generalized_inv_mass
 
 STATIC_SHAPES, BODY_SHAPES = 1, 2  # the ``passes`` of the contact kernels (3: both)
 Arr = xsim.array(dtype=Any)
-Ints = xsim.array(dtype=int)
-Ints2 = xsim.array(dtype=int, ndim=2)
 
 
 @xsim.func

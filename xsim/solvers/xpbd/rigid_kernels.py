@@ -11,39 +11,26 @@ Corrections are accumulated per body in a ``vector(8)`` row (dx: 0..2, dq: 3..6,
 ``atomic_add``; see ``rigid_solver.py`` for why (Jacobi with averaging).
 """
 
-import functools
-from types import SimpleNamespace
-
 import xsim
-from xsim import types as T
+
+from .generic import Float, Floats, Mat33s, Transforms, Vec3, Vec3s, Vec6s, Vec8s
 
 # -------------------------------------------------------------------------------------------------
 # generic helpers (inlined with their arguments' types, so one definition serves float32/float64)
 
 
-@functools.cache
-def body_loader(scalar):
-    """``load_body(b, Xc, inv_mass, inv_inertia)`` for ``scalar`` models: (com position, rotation,
-    inverse mass, inverse inertia) of body ``b``; the world (-1) is a static body at the origin.
-    One definition for every kernel family (contacts, joints); each precision is an overload."""
-    v3, qt, m33 = T.vector(3, scalar), T.quaternion(scalar), T.matrix((3, 3), scalar)
-    Tfs, Scalars, Mats = (xsim.array(dtype=T.transformation(scalar)), xsim.array(dtype=scalar),
-                          xsim.array(dtype=m33))
-
-    @xsim.func
-    def load_body(b: int, Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats):
-        x = v3()
-        q = qt(0.0, 0.0, 0.0, 1.0)
-        im = scalar(0.0)
-        ii = m33()
-        if b >= 0:
-            pose = Xc[b]
-            x = pose.p
-            q = pose.q
-            im = inv_mass[b]
-            ii = inv_inertia[b]
-        return x, q, im, ii
-    return load_body
+@xsim.func
+def load_body(b: int, Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s):
+    """(com position, rotation, inverse mass, inverse inertia) of body ``b``; the world (-1) is a
+    static body at the origin. One definition for every kernel family (contacts, joints)."""
+    pose = xsim.transform_identity(dtype=inv_mass.dtype)
+    im = inv_mass.dtype(0.0)
+    ii = inv_inertia.dtype()
+    if b >= 0:
+        pose = Xc[b]
+        im = inv_mass[b]
+        ii = inv_inertia[b]
+    return pose.p, pose.q, im, ii
 
 
 @xsim.func
@@ -53,26 +40,29 @@ def split_mass(b: int, inv_mass, inv_inertia, split):
     body. Summing the constraints' corrections and dividing by that number (``apply_body_deltas``)
     then applies every constraint's impulse to the whole body: momentum is conserved between two
     bodies with different numbers of constraints (without it a double pendulum gains energy)."""
-    s = inv_mass - inv_mass + 1.0
+    s = type(inv_mass)(1.0)
     if b >= 0:
         s = xsim.max(split[b], s)
     return inv_mass * s, inv_inertia * s
 
 
-@functools.cache
-def split_body_loader(scalar):
-    """``load_split_body(b, Xc, inv_mass, inv_inertia, split)``: ``body_loader``'s ``load_body`` with
-    the inverse mass and inertia split by ``split`` (``split_mass``), as every constraint solve
-    sees its bodies."""
-    load_body = body_loader(scalar)
-    Tfs, Scalars, Mats = (xsim.array(dtype=T.transformation(scalar)), xsim.array(dtype=scalar),
-                          xsim.array(dtype=T.matrix((3, 3), scalar)))
+@xsim.func
+def load_split_body(b: int, Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, split: Floats):
+    """``load_body`` with the inverse mass and inertia split by ``split`` (``split_mass``), as every
+    constraint solve sees its bodies."""
+    x, q, im, ii = load_body(b, Xc, inv_mass, inv_inertia)
+    im, ii = split_mass(b, im, ii, split)
+    return x, q, im, ii
 
-    @xsim.func
-    def load_split_body(b: int, Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, split: Scalars):
-        x, q, im, ii = load_body(b, Xc, inv_mass, inv_inertia)
-        im, ii = split_mass(b, im, ii, split)
-        return x, q, im, ii
+
+def body_loader(scalar):
+    """``load_body`` (generic; ``scalar`` is not needed any more): for the callers written for the
+    per-scalar loaders."""
+    return load_body
+
+
+def split_body_loader(scalar):
+    """``load_split_body`` (generic; ``scalar`` is not needed any more), as ``body_loader``."""
     return load_split_body
 
 
@@ -86,11 +76,7 @@ def relative_point_velocity(va, wa, ra, vb, wb, rb):
 @xsim.func
 def quat_from_vector(q_like, v):
     """The pure quaternion (v, 0), of the type of ``q_like``."""
-    z = q_like - q_like
-    z[0] = v[0]
-    z[1] = v[1]
-    z[2] = v[2]
-    return z
+    return type(q_like)(v[0], v[1], v[2], 0.0)
 
 
 @xsim.func
@@ -135,119 +121,104 @@ def apply_impulse(v, w, q, inv_mass, inv_inertia, r, p):
 @xsim.func
 def split_qd(qd, v_like):
     """(linear, angular) velocities from a spatial vector (linear first, Newton's convention)."""
-    v = v_like - v_like
-    w = v_like - v_like
-    for k in range(3):
-        v[k] = qd[k]
-        w[k] = qd[k + 3]
-    return v, w
+    return type(v_like)(qd[0], qd[1], qd[2]), type(v_like)(qd[3], qd[4], qd[5])
 
 
 @xsim.func
 def body_velocity(b: int, qd, x_like):
     """(linear, angular) velocity of body ``b`` from the spatial velocities ``qd``; zero for the
     world (-1). ``x_like``: a vec3 of the wanted type."""
-    v = x_like - x_like
-    w = x_like - x_like
+    v = type(x_like)()
+    w = type(x_like)()
     if b >= 0:
         v, w = split_qd(qd[b], x_like)
     return v, w
 
 
 # -------------------------------------------------------------------------------------------------
-# kernels, one set per scalar type
+# kernels (generic over the scalar type; the solver takes them from ``generic.specialized``)
 
 
-@functools.cache
-def rigid_kernels(scalar=T.float32) -> SimpleNamespace:
-    """The body kernels for ``scalar`` (xsim.float32 or xsim.float64), compiled together."""
-    scalar = T.resolve(scalar)
-    v3, qt, tf = T.vector(3, scalar), T.quaternion(scalar), T.transformation(scalar)
-    v6, v8, m33 = T.vector(6, scalar), T.vector(8, scalar), T.matrix((3, 3), scalar)
-    Scalars, Vec3s, Tfs = xsim.array(dtype=scalar), xsim.array(dtype=v3), xsim.array(dtype=tf)
-    Vec6s, Vec8s, Mats = xsim.array(dtype=v6), xsim.array(dtype=v8), xsim.array(dtype=m33)
-    module = f"xsim.solvers.xpbd.rigid_kernels_{T.type_name(scalar)}"
+@xsim.kernel
+def integrate_bodies(Xc: Transforms, qd: Vec6s, inv_mass: Floats, inertia: Mat33s, inv_inertia: Mat33s,
+                     gravity: Vec3, h: Float, Xc_pred: Transforms, qd_pred: Vec6s):
+    """Explicit substep prediction (Mueller et al. 2020, alg. 2): v += g h, x += v h,
+    w += h I^-1 (-w x I w) (gyroscopic term, body frame), q += h (w, 0) q / 2. ``qd_pred``:
+    the predicted velocities (the pre-solve velocities of restitution)."""
+    i = xsim.tid()
+    pose = Xc[i]
+    q = pose.q
+    x = pose.p
+    v, w = split_qd(qd[i], x)
+    if inv_mass[i] > 0.0:
+        v = v + gravity * h
+        wb = xsim.quat_rotate_inv(q, w)
+        wb = wb - inv_inertia[i] * xsim.cross(wb, inertia[i] * wb) * h
+        w = xsim.quat_rotate(q, wb)
+    x = x + v * h
+    q = rotate_by(q, w * h)
+    Xc_pred[i] = xsim.transformation(x, q)
+    qd_pred[i] = qd.dtype(v[0], v[1], v[2], w[0], w[1], w[2])
 
-    @xsim.kernel(module=module)
-    def integrate_bodies(Xc: Tfs, qd: Vec6s, inv_mass: Scalars, inertia: Mats, inv_inertia: Mats,
-                         gravity: v3, h: scalar, Xc_pred: Tfs, qd_pred: Vec6s):
-        """Explicit substep prediction (Mueller et al. 2020, alg. 2): v += g h, x += v h,
-        w += h I^-1 (-w x I w) (gyroscopic term, body frame), q += h (w, 0) q / 2. ``qd_pred``:
-        the predicted velocities (the pre-solve velocities of restitution)."""
-        i = xsim.tid()
-        pose = Xc[i]
-        q = pose.q
-        x = pose.p
-        v, w = split_qd(qd[i], x)
-        if inv_mass[i] > 0.0:
-            v = v + gravity * h
-            wb = xsim.quat_rotate_inv(q, w)
-            wb = wb - inv_inertia[i] * xsim.cross(wb, inertia[i] * wb) * h
-            w = xsim.quat_rotate(q, wb)
-        x = x + v * h
-        q = rotate_by(q, w * h)
-        Xc_pred[i] = tf(x, q)
-        qd_pred[i] = v6(v[0], v[1], v[2], w[0], w[1], w[2])
 
-    @xsim.kernel(module=module)
-    def apply_body_deltas(Xc: Tfs, delta: Vec8s, pdelta: Vec8s, coupled: int, Xc_prev: Tfs, relaxation: scalar,
-                          inv_h: scalar, lin_damping: scalar, ang_damping: scalar, Xc_out: Tfs, qd_out: Vec6s):
-        """Move each body by the mean of its accumulated corrections, divided by max(1, count), plus
-        with ``coupled`` the mean of the particles' in ``pdelta`` (times ``relaxation``; see
-        ``rigid_solver.py``), then take its velocities from the pose change since the substep
-        start: v = (x - x_prev)/h, w = 2 vec(q q_prev^-1)/h (sign chosen for the short way), with
-        implicit damping."""
-        i = xsim.tid()
-        pose = Xc[i]
-        x = pose.p
-        q = pose.q
-        d = delta[i]
-        if d[7] > 0.0 or coupled != 0:
-            d = d * (relaxation / xsim.max(d[7], 1.0))
-            if coupled != 0:
-                e = pdelta[i]
-                d = d + e * (relaxation / xsim.max(e[7], 1.0))
-            x = x + v3(d[0], d[1], d[2])
-            q = xsim.normalize(q + qt(d[3], d[4], d[5], d[6]))
-        prev = Xc_prev[i]
-        v = (x - prev.p) * (inv_h / (1.0 + lin_damping / inv_h))
-        dq = q * xsim.quat_inverse(prev.q)
-        w = v3(dq[0], dq[1], dq[2]) * (2.0 * inv_h / (1.0 + ang_damping / inv_h))
-        if dq[3] < 0.0:
-            w = -w
-        Xc_out[i] = tf(x, q)
-        qd_out[i] = v6(v[0], v[1], v[2], w[0], w[1], w[2])
-
-    @xsim.kernel(module=module)
-    def apply_velocity_deltas(qd: Vec6s, delta: Vec8s, pdelta: Vec8s, coupled: int, qd_out: Vec6s):
-        """Add to each body's velocities the mean of its accumulated velocity corrections (dv: 0..2,
-        dw: 3..5, count: 7), plus with ``coupled`` the mean of the particles' in ``pdelta``, as
-        ``apply_body_deltas`` does with positions."""
-        i = xsim.tid()
-        d = delta[i] * (1.0 / xsim.max(delta[i][7], 1.0))
+@xsim.kernel
+def apply_body_deltas(Xc: Transforms, delta: Vec8s, pdelta: Vec8s, coupled: int, Xc_prev: Transforms,
+                      relaxation: Float, inv_h: Float, lin_damping: Float, ang_damping: Float, Xc_out: Transforms,
+                      qd_out: Vec6s):
+    """Move each body by the mean of its accumulated corrections, divided by max(1, count), plus
+    with ``coupled`` the mean of the particles' in ``pdelta`` (times ``relaxation``; see
+    ``rigid_solver.py``), then take its velocities from the pose change since the substep
+    start: v = (x - x_prev)/h, w = 2 vec(q q_prev^-1)/h (sign chosen for the short way), with
+    implicit damping."""
+    i = xsim.tid()
+    pose = Xc[i]
+    x = pose.p
+    q = pose.q
+    d = delta[i]
+    if d[7] > 0.0 or coupled != 0:
+        d = d * (relaxation / xsim.max(d[7], 1.0))
         if coupled != 0:
             e = pdelta[i]
-            d = d + e * (1.0 / xsim.max(e[7], 1.0))
-        out = qd[i]
-        for k in range(6):
-            out[k] = out[k] + d[k]
-        qd_out[i] = out
+            d = d + e * (relaxation / xsim.max(e[7], 1.0))
+        x = x + type(x)(d[0], d[1], d[2])
+        q = xsim.normalize(q + type(q)(d[3], d[4], d[5], d[6]))
+    prev = Xc_prev[i]
+    v = (x - prev.p) * (inv_h / (1.0 + lin_damping / inv_h))
+    dq = q * xsim.quat_inverse(prev.q)
+    w = type(x)(dq[0], dq[1], dq[2]) * (2.0 * inv_h / (1.0 + ang_damping / inv_h))
+    if dq[3] < 0.0:
+        w = -w
+    Xc_out[i] = xsim.transformation(x, q)
+    qd_out[i] = qd_out.dtype(v[0], v[1], v[2], w[0], w[1], w[2])
 
-    @xsim.kernel(module=module)
-    def body_to_com_frame(X: Tfs, com: Vec3s, Xc_out: Tfs):
-        """Com frames from body frames: x_com = p + R com."""
-        i = xsim.tid()
-        pose = X[i]
-        Xc_out[i] = tf(pose.p + xsim.quat_rotate(pose.q, com[i]), pose.q)
 
-    @xsim.kernel(module=module)
-    def com_to_body_frame(Xc: Tfs, com: Vec3s, X_out: Tfs):
-        """Body frames from com frames: p = x_com - R com."""
-        i = xsim.tid()
-        pose = Xc[i]
-        X_out[i] = tf(pose.p - xsim.quat_rotate(pose.q, com[i]), pose.q)
+@xsim.kernel
+def apply_velocity_deltas(qd: Vec6s, delta: Vec8s, pdelta: Vec8s, coupled: int, qd_out: Vec6s):
+    """Add to each body's velocities the mean of its accumulated velocity corrections (dv: 0..2,
+    dw: 3..5, count: 7), plus with ``coupled`` the mean of the particles' in ``pdelta``, as
+    ``apply_body_deltas`` does with positions."""
+    i = xsim.tid()
+    d = delta[i] * (1.0 / xsim.max(delta[i][7], 1.0))
+    if coupled != 0:
+        e = pdelta[i]
+        d = d + e * (1.0 / xsim.max(e[7], 1.0))
+    out = qd[i]
+    for k in range(6):
+        out[k] = out[k] + d[k]
+    qd_out[i] = out
 
-    return SimpleNamespace(integrate_bodies=integrate_bodies, apply_body_deltas=apply_body_deltas,
-                           apply_velocity_deltas=apply_velocity_deltas, com_to_body_frame=com_to_body_frame,
-                           body_to_com_frame=body_to_com_frame,
-                           module=module)
+
+@xsim.kernel
+def body_to_com_frame(X: Transforms, com: Vec3s, Xc_out: Transforms):
+    """Com frames from body frames: x_com = p + R com."""
+    i = xsim.tid()
+    pose = X[i]
+    Xc_out[i] = xsim.transformation(pose.p + xsim.quat_rotate(pose.q, com[i]), pose.q)
+
+
+@xsim.kernel
+def com_to_body_frame(Xc: Transforms, com: Vec3s, X_out: Transforms):
+    """Body frames from com frames: p = x_com - R com."""
+    i = xsim.tid()
+    pose = Xc[i]
+    X_out[i] = xsim.transformation(pose.p - xsim.quat_rotate(pose.q, com[i]), pose.q)

@@ -82,8 +82,9 @@ from xsim.kernels.finite import check_arrays
 
 from ...sim import validate
 from ...sim.model import Control, Model, State
+from . import kernels as particle_kernels
 from . import particle_contacts as pc
-from .kernels import xpbd_kernels
+from .generic import specialized
 from .particle_constraints import ParticleConstraints
 from .rigid_solver import RigidStepper
 
@@ -106,7 +107,7 @@ class SolverXPBD:
         self.iterations = int(iterations)
         self.relaxation = float(relaxation)
         self.bounce_speed = bounce_speed
-        self.kernels = xpbd_kernels(model.dtype)
+        self.kernels = specialized(particle_kernels.__name__, model.dtype)
         self._gravity = model.vec3()(*model.gravity)
         self._scratch: dict = {}
         self._rings: dict = {}  # (key, shape, dtype) -> the arrays recorded rollouts used (``_recorded``)

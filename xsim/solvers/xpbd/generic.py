@@ -1,0 +1,72 @@
+"""The solver kernels' generic types, and the kernels for one scalar type: each solver file defines
+its kernels once, at module level, generic over the scalar (``Float``, ``Vec3``, ``Floats``... below),
+and ``specialized`` binds every one of them to float32 or float64 up front.
+
+Why up front rather than at each launch: a launch of a generic kernel binds its arguments' types
+first and takes the general launch path (binding solve_distance's 13 arguments took 0.6 ms on a busy
+2-core machine, against a few us for a specialisation's whole launch), and a specialisation made at a
+first launch joins its module after the others were compiled, which rebuilds the module. Bound together here, a file's kernels for one scalar type compile in one
+compiler call, into a module of their own (``<file's module>_<scalar>``), as when each file had a
+factory per scalar type; the generic kernels stay importable and launchable for any scalar type.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from types import SimpleNamespace
+from typing import TypeVar
+
+import xsim
+from xsim import types as T
+from xsim.types import Float
+
+# the parameter types of the solver kernels, generic over the scalar type Float
+Vec2 = T.vector(2, Float)
+Vec3 = T.vector(3, Float)
+Vec4 = T.vector(4, Float)
+Vec6 = T.vector(6, Float)
+Vec8 = T.vector(8, Float)
+Mat33 = T.matrix((3, 3), Float)
+Transform = T.transformation(Float)
+Floats = xsim.array(dtype=Float)
+Vec2s = xsim.array(dtype=Vec2)
+Vec3s = xsim.array(dtype=Vec3)
+Vec4s = xsim.array(dtype=Vec4)
+Vec6s = xsim.array(dtype=Vec6)
+Vec8s = xsim.array(dtype=Vec8)
+Mat33s = xsim.array(dtype=Mat33)
+Transforms = xsim.array(dtype=Transform)
+Quats = xsim.array(dtype=T.quaternion(Float))
+Ints = xsim.array(dtype=int)
+Ints2 = xsim.array(dtype=int, ndim=2)
+Vec3s2 = xsim.array(dtype=Vec3, ndim=2)
+
+
+def bind_scalar(t, scalar):
+    """The parameter type ``t`` with its scalar type variable (``Float``, ``Scalar``) set to ``scalar``."""
+    if isinstance(t, T.ArrayType):
+        return type(t)(bind_scalar(t.dtype, scalar), t.ndim)
+    if isinstance(t, TypeVar):
+        if not T.bind(t, scalar):
+            raise TypeError(f"{T.type_name(scalar)} is not one of the types {T.type_name(t)} stands for")
+        return scalar
+    if isinstance(t, T.GenericComposite):
+        return t.concrete(bind_scalar(t.dtype, scalar))
+    if T.is_type_parameter(t):
+        raise TypeError(f"a solver kernel parameter typed {T.type_name(t)} has no scalar type to bind; use Float")
+    return t
+
+
+@functools.cache
+def specialized(module_name: str, scalar) -> SimpleNamespace:
+    """Every generic kernel defined in the Python module ``module_name``, bound to ``scalar``
+    (xsim.float32 or xsim.float64), under its own name; compiled together on first launch."""
+    scalar = T.resolve(scalar)
+    target = xsim.get_module(f"{module_name}_{T.type_name(scalar)}")
+    kernels = {}
+    for name, k in vars(sys.modules[module_name]).items():
+        if isinstance(k, xsim.Kernel) and k.generic and k.pyfunc.__module__ == module_name:
+            kernels[name] = xsim.Kernel(k.pyfunc, k.key, target, enable_backward=k.options.get("enable_backward"),
+                                        param_types=[bind_scalar(t, scalar) for _, t in k.params])
+    return SimpleNamespace(**kernels)
