@@ -39,9 +39,9 @@ Arr = xsim.array(dtype=Any)
 
 
 @xsim.func
-def static_contact(kind: int, xi, sx, size, r):
-    """Contact of a particle of radius ``r`` at ``xi`` with a static plane, sphere, box or capsule of
-    world frame ``sx``: (world outward normal, penetration depth)."""
+def shape_contact(kind: int, xi, sx, size, r):
+    """Contact of a particle of radius ``r`` at ``xi`` with a plane, sphere, box or capsule of world
+    frame ``sx`` (a body's shape: its pose times the shape's frame): (world outward normal, depth)."""
     n, pen = surface_contact(kind, xsim.quat_rotate_inv(sx.q, xi - sx.p), size, r)
     return xsim.quat_rotate(sx.q, n), pen
 
@@ -120,11 +120,7 @@ def count_particle_contacts(x: Arr, inv_mass: Arr, radius: Arr, Xc: Arr, body_in
             if b >= 0:
                 wb = body_inv_mass[b]
             if wb > 0.0 and meets_body(kind, b) and worlds_meet(particle_world[i], shape_world[s]):
-                pose = Xc[b]
-                sx = shape_xform[s]
-                qs = pose.q * sx.q
-                ps = pose.p + xsim.quat_rotate(pose.q, sx.p)
-                n, pen = surface_contact(kind, xsim.quat_rotate_inv(qs, xi - ps), shape_size[s], radius[i])
+                n, pen = shape_contact(kind, xi, Xc[b] * shape_xform[s], shape_size[s], radius[i])
                 if pen > -slack * radius[i] and xsim.dot(n, n) > 0.0:
                     xsim.atomic_add(split, b, 1.0)
 
@@ -153,12 +149,12 @@ def collide_particle_shapes(x: Arr, x_start: Arr, inv_mass: Arr, radius: Arr, pa
         pw = particle_world[i]
         for s in range(num_shapes):
             if shape_body[s] < 0 and shape_type[s] == SHAPE_PLANE and worlds_meet(pw, shape_world[s]):
-                n, pen = static_contact(SHAPE_PLANE, xi, shape_xform[s], shape_size[s], r)
+                n, pen = shape_contact(SHAPE_PLANE, xi, shape_xform[s], shape_size[s], r)
                 xi = push_out(xi, x0, n, pen, shape_mu[s])
         for s in range(num_shapes):
             kind = shape_type[s]
             if shape_body[s] < 0 and kind != SHAPE_PLANE and kind != SHAPE_MESH and worlds_meet(pw, shape_world[s]):
-                n, pen = static_contact(kind, xi, shape_xform[s], shape_size[s], r)
+                n, pen = shape_contact(kind, xi, shape_xform[s], shape_size[s], r)
                 xi = push_out(xi, x0, n, pen, shape_mu[s])
         tri = mesh_tri[i]
         if tri >= 0:
@@ -173,12 +169,8 @@ def collide_particle_shapes(x: Arr, x_start: Arr, inv_mass: Arr, radius: Arr, pa
             kind = shape_type[s]
             if meets_body(kind, b) and worlds_meet(pw, shape_world[s]):
                 pose = Xc[b]
-                sx = shape_xform[s]
-                qs = pose.q * sx.q
-                ps = pose.p + xsim.quat_rotate(pose.q, sx.p)
-                n_local, pen = surface_contact(kind, xsim.quat_rotate_inv(qs, xi - ps), shape_size[s], r)
+                n, pen = shape_contact(kind, xi, pose * shape_xform[s], shape_size[s], r)
                 if pen > 0.0:
-                    n = xsim.quat_rotate(qs, n_local)
                     imb, iib = split_mass(b, body_inv_mass[b], body_inv_inertia[b], split)
                     arm = xi - n * (r - pen) - pose.p  # the body's surface point under the particle
                     wb = generalized_inv_mass(pose.q, imb, iib, arm, n)
@@ -250,7 +242,7 @@ def bounce_particle_shapes(x: Arr, v: Arr, v_start: Arr, inv_mass: Arr, radius: 
             e = shape_restitution[s]
             if shape_body[s] < 0 and shape_type[s] == SHAPE_PLANE and e > 0.0 and worlds_meet(pw, shape_world[s]):
                 sx = shape_xform[s]
-                n, pen = static_contact(SHAPE_PLANE, xi, sx, shape_size[s], r)
+                n, pen = shape_contact(SHAPE_PLANE, xi, sx, shape_size[s], r)
                 vi, xi = bounce_static(vi, xi, xi, n, pen, tol, v_pre, wp, e, shape_mu[s], bounce_speed, sx.q,
                                        x_start[i], v_start[i], gravity, h)
         x_end = xi
@@ -258,7 +250,7 @@ def bounce_particle_shapes(x: Arr, v: Arr, v_start: Arr, inv_mass: Arr, radius: 
             kind = shape_type[s]
             if shape_body[s] < 0 and kind != SHAPE_PLANE and kind != SHAPE_MESH and worlds_meet(pw, shape_world[s]):
                 sx = shape_xform[s]
-                n, pen = static_contact(kind, xi, sx, shape_size[s], r)
+                n, pen = shape_contact(kind, xi, sx, shape_size[s], r)
                 vi, x_end = bounce_static(vi, x_end, xi, n, pen, tol, v_pre, wp, shape_restitution[s], shape_mu[s],
                                           bounce_speed, sx.q, x_start[i], v_start[i], gravity, h)
         tri = mesh_tri[i]
@@ -272,12 +264,8 @@ def bounce_particle_shapes(x: Arr, v: Arr, v_start: Arr, inv_mass: Arr, radius: 
             kind = shape_type[s]
             if meets_body(kind, b) and worlds_meet(pw, shape_world[s]):
                 pose = Xc[b]
-                sx = shape_xform[s]
-                qs = pose.q * sx.q
-                ps = pose.p + xsim.quat_rotate(pose.q, sx.p)
-                n_local, pen = surface_contact(kind, xsim.quat_rotate_inv(qs, x_end - ps), shape_size[s], r)
-                if pen > -0.001 * r and xsim.dot(n_local, n_local) > 0.0:
-                    n = xsim.quat_rotate(qs, n_local)
+                n, pen = shape_contact(kind, x_end, pose * shape_xform[s], shape_size[s], r)
+                if pen > -0.001 * r and xsim.dot(n, n) > 0.0:
                     imb, iib = split_mass(b, body_inv_mass[b], body_inv_inertia[b], split)
                     arm = x_end - n * (r - pen) - pose.p
                     vb, wb = split_qd(qd[b], x_end)
