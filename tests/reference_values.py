@@ -141,8 +141,11 @@ def struct_ctor(t):
 
 
 def dtype_of(v):
-    """``x.dtype``: an array's element type, a vector's or matrix's component type."""
-    return v._scalar if isinstance(v, T._Composite) else v.dtype
+    """``x.dtype``: an array's element type, a vector's or matrix's component type (of a value or of
+    its type: ``array.dtype.dtype``)."""
+    if isinstance(v, T._Composite) or isinstance(v, type) and issubclass(v, T._Composite):
+        return v._scalar
+    return v.dtype
 
 
 def val(v):

@@ -19,13 +19,12 @@ from reference import checked_launches
 
 import xsim
 from xsim.optim import SGD, Adam, losses, updates
-from xsim.sim import ModelBuilder
-from xsim.sim.kinematics import eval_fk, eval_ik, kinematics_kernels
+from xsim.sim import ModelBuilder, kinematics
+from xsim.sim.generic import specialized
+from xsim.sim.kinematics import eval_fk, eval_ik
 from xsim.solvers import SolverXPBD
-from xsim.solvers.xpbd import joint_kernels, particle_contacts, rigid_kernels
+from xsim.solvers.xpbd import contacts_rigid, joint_kernels, particle_contacts, rigid_kernels
 from xsim.solvers.xpbd import kernels as particle_kernels
-from xsim.solvers.xpbd.contacts_rigid import contact_kernels
-from xsim.solvers.xpbd.generic import specialized
 
 F64 = xsim.float64
 Q0 = (0.0, 0.0, 0.0, 1.0)
@@ -40,8 +39,9 @@ EXCLUSIONS: dict[str, str] = {}
 
 def kernel_sets() -> dict[str, xsim.Kernel]:
     """Every kernel of the solver, kinematics and optimizer modules, by module-qualified name."""
-    namespaces = [*(specialized(m.__name__, F64) for m in (particle_kernels, rigid_kernels, joint_kernels)),
-                  particle_contacts, contact_kernels(F64), kinematics_kernels(F64), losses, updates]
+    namespaces = [*(specialized(m.__name__, F64) for m in (particle_kernels, rigid_kernels, joint_kernels,
+                                                           contacts_rigid, kinematics)),
+                  particle_contacts, losses, updates]
     return {f"{k.module_name}.{k.key}": k for ns in namespaces for k in vars(ns).values()
             if isinstance(k, xsim.Kernel)}
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import xsim
+from xsim.sim.generic import specialized
 from xsim.solvers.xpbd import kernels as particle_kernels
-from xsim.solvers.xpbd.generic import specialized
 
 V3, V4 = xsim.vec3d, xsim.vec4d
 Scalars, Vec3s, Vec4s = xsim.array(dtype=xsim.float64), xsim.array(dtype=V3), xsim.array(dtype=V4)

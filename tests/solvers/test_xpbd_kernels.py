@@ -6,9 +6,9 @@ import pytest
 
 import xsim
 from xsim.autodiff import gradcheck
+from xsim.sim.generic import specialized
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 from xsim.solvers.xpbd import kernels as particle_kernels
-from xsim.solvers.xpbd.generic import specialized
 from xsim.solvers.xpbd.kernels import UNROLLED_SLOTS
 from xsim.solvers.xpbd.particle_contacts import STATIC_SHAPES, bounce_particle_shapes, collide_particle_shapes
 

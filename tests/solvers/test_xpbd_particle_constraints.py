@@ -5,8 +5,8 @@ import numpy as np
 
 import xsim
 from xsim.sim import ModelBuilder
+from xsim.sim.generic import specialized
 from xsim.solvers.xpbd import kernels as particle_kernels
-from xsim.solvers.xpbd.generic import specialized
 from xsim.solvers.xpbd.particle_constraints import KINDS, ParticleConstraints
 
 

@@ -25,7 +25,6 @@ an initial configuration set through ``eval_fk`` backpropagates. ``SolverXPBD`` 
 """
 
 
-import functools
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -34,6 +33,7 @@ import numpy as np
 import xsim
 from xsim import types as T
 
+from .generic import Floats, Ints, Transforms, Vec3s, Vec6s, specialized
 from .rigid import JOINT_BALL, JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 # coordinates per joint type (Newton's counts): JOINT_* code -> (joint_q entries, joint_qd entries)
@@ -104,167 +104,158 @@ def hinge_angle(qjp, qjc, axis):
 
 
 # -------------------------------------------------------------------------------------------------
-# kernels, one set per scalar type
+# kernels (generic over the scalar type; the entry points take them from ``generic.specialized``)
 
 
-@functools.cache
-def kinematics_kernels(scalar=T.float32) -> SimpleNamespace:
-    """The eval_ik / eval_fk kernels for ``scalar``, compiled together."""
-    scalar = T.resolve(scalar)
-    v3, qt, tf, v6 = T.vector(3, scalar), T.quaternion(scalar), T.transformation(scalar), T.vector(6, scalar)
-    Scalars, Vec3s, Vec6s, Tfs = (xsim.array(dtype=scalar), xsim.array(dtype=v3), xsim.array(dtype=v6),
-                                  xsim.array(dtype=tf))
-    Ints = xsim.array(dtype=int)
-    module = f"xsim.sim.kinematics_{T.type_name(scalar)}"
+@xsim.func
+def com_frame(b: int, body_q: Transforms, body_com: Vec3s):
+    """Body ``b``'s com frame (com position, rotation); the world (-1) is the identity."""
+    out = xsim.transform_identity(dtype=body_com.dtype.dtype)
+    if b >= 0:
+        pose = body_q[b]
+        out = xsim.transformation(pose.p + xsim.quat_rotate(pose.q, body_com[b]), pose.q)
+    return out
 
-    @xsim.func
-    def com_frame(b: int, body_q: Tfs, body_com: Vec3s):
-        """Body ``b``'s com frame (com position, rotation); the world (-1) is the identity."""
-        out = tf(v3(), qt(0.0, 0.0, 0.0, 1.0))
-        if b >= 0:
-            pose = body_q[b]
-            out = tf(pose.p + xsim.quat_rotate(pose.q, body_com[b]), pose.q)
-        return out
 
-    @xsim.func
-    def com_twist(b: int, body_qd: Vec6s):
-        """(linear velocity of the com, angular velocity) of body ``b``, world; zero for the world."""
-        v = v3()
-        w = v3()
-        if b >= 0:
-            qd = body_qd[b]
-            v = v3(qd[0], qd[1], qd[2])
-            w = v3(qd[3], qd[4], qd[5])
-        return v, w
+@xsim.func
+def com_twist(b: int, body_qd: Vec6s, body_com: Vec3s):
+    """(linear velocity of the com, angular velocity) of body ``b``, world; zero for the world."""
+    v = body_com.dtype()
+    w = body_com.dtype()
+    if b >= 0:
+        qd = body_qd[b]
+        v = body_com.dtype(qd[0], qd[1], qd[2])
+        w = body_com.dtype(qd[3], qd[4], qd[5])
+    return v, w
 
-    @xsim.kernel(module=module)
-    def eval_ik_kernel(body_q: Tfs, body_qd: Vec6s, body_com: Vec3s, joint_type: Ints, joint_parent: Ints,
-                       joint_child: Ints, joint_X_p: Tfs, joint_X_c: Tfs, joint_axis: Vec3s, q_start: Ints,
-                       qd_start: Ints, joint_q: Scalars, joint_qd: Scalars):
-        """Coordinates of joint ``tid`` from its bodies' poses and velocities (module docstring)."""
-        j = xsim.tid()
-        kind = joint_type[j]
-        bp = joint_parent[j]
-        bc = joint_child[j]
-        xp = com_frame(bp, body_q, body_com)
-        xc = com_frame(bc, body_q, body_com)
-        vp, wp = com_twist(bp, body_qd)
-        vc, wc = com_twist(bc, body_qd)
-        jp = xp * joint_X_p[j]
-        jc = xc * joint_X_c[j]
-        qs = q_start[j]
-        ds = qd_start[j]
-        axis = joint_axis[j]
-        if kind == JOINT_REVOLUTE:
-            angle, a = hinge_angle(jp.q, jc.q, axis)
-            joint_q[qs] = angle
-            joint_qd[ds] = xsim.dot(wc - wp, a)
-        elif kind == JOINT_PRISMATIC:
-            a = xsim.quat_rotate(jp.q, axis)
-            d = jc.p - jp.p
-            joint_q[qs] = xsim.dot(d, a)
-            # d/dt (d . a) with a turning with the parent: (vc_pt - vp_pt) . a + d . (wp x a)
-            rate = vc + xsim.cross(wc, jc.p - xc.p) - vp - xsim.cross(wp, jp.p - xp.p)
-            joint_qd[ds] = xsim.dot(rate, a) + xsim.dot(d, xsim.cross(wp, a))
-        elif kind == JOINT_BALL or kind == JOINT_FREE:
-            rel = xsim.transform_inverse(jp) * jc
-            r = rel.q
-            if r[3] < 0.0:  # one of the two quaternions of a rotation: w >= 0
-                r = -r
-            k = qs
-            if kind == JOINT_FREE:
-                for c in range(3):
-                    joint_q[qs + c] = rel.p[c]
-                k = qs + 3
-            for c in range(4):
-                joint_q[k + c] = r[c]
-            w_rel = xsim.quat_rotate_inv(jp.q, wc - wp)
-            k = ds
-            if kind == JOINT_FREE:
-                v_rel = xsim.quat_rotate_inv(jp.q, vc - vp - xsim.cross(wp, xc.p - xp.p))
-                for c in range(3):
-                    joint_qd[ds + c] = v_rel[c]
-                k = ds + 3
+
+@xsim.kernel
+def eval_ik_kernel(body_q: Transforms, body_qd: Vec6s, body_com: Vec3s, joint_type: Ints, joint_parent: Ints,
+                   joint_child: Ints, joint_X_p: Transforms, joint_X_c: Transforms, joint_axis: Vec3s, q_start: Ints,
+                   qd_start: Ints, joint_q: Floats, joint_qd: Floats):
+    """Coordinates of joint ``tid`` from its bodies' poses and velocities (module docstring)."""
+    j = xsim.tid()
+    kind = joint_type[j]
+    bp = joint_parent[j]
+    bc = joint_child[j]
+    xp = com_frame(bp, body_q, body_com)
+    xc = com_frame(bc, body_q, body_com)
+    vp, wp = com_twist(bp, body_qd, body_com)
+    vc, wc = com_twist(bc, body_qd, body_com)
+    jp = xp * joint_X_p[j]
+    jc = xc * joint_X_c[j]
+    qs = q_start[j]
+    ds = qd_start[j]
+    axis = joint_axis[j]
+    if kind == JOINT_REVOLUTE:
+        angle, a = hinge_angle(jp.q, jc.q, axis)
+        joint_q[qs] = angle
+        joint_qd[ds] = xsim.dot(wc - wp, a)
+    elif kind == JOINT_PRISMATIC:
+        a = xsim.quat_rotate(jp.q, axis)
+        d = jc.p - jp.p
+        joint_q[qs] = xsim.dot(d, a)
+        # d/dt (d . a) with a turning with the parent: (vc_pt - vp_pt) . a + d . (wp x a)
+        rate = vc + xsim.cross(wc, jc.p - xc.p) - vp - xsim.cross(wp, jp.p - xp.p)
+        joint_qd[ds] = xsim.dot(rate, a) + xsim.dot(d, xsim.cross(wp, a))
+    elif kind == JOINT_BALL or kind == JOINT_FREE:
+        rel = xsim.transform_inverse(jp) * jc
+        r = rel.q
+        if r[3] < 0.0:  # one of the two quaternions of a rotation: w >= 0
+            r = -r
+        k = qs
+        if kind == JOINT_FREE:
             for c in range(3):
-                joint_qd[k + c] = w_rel[c]
+                joint_q[qs + c] = rel.p[c]
+            k = qs + 3
+        for c in range(4):
+            joint_q[k + c] = r[c]
+        w_rel = xsim.quat_rotate_inv(jp.q, wc - wp)
+        k = ds
+        if kind == JOINT_FREE:
+            v_rel = xsim.quat_rotate_inv(jp.q, vc - vp - xsim.cross(wp, xc.p - xp.p))
+            for c in range(3):
+                joint_qd[ds + c] = v_rel[c]
+            k = ds + 3
+        for c in range(3):
+            joint_qd[k + c] = w_rel[c]
 
-    @xsim.kernel(module=module)
-    def eval_fk_kernel(joint_q: Scalars, joint_qd: Scalars, root_q: Tfs, root_qd: Vec6s, body_com: Vec3s,
-                       joint_type: Ints, joint_parent: Ints, joint_child: Ints, joint_X_p: Tfs, joint_X_c: Tfs,
-                       joint_axis: Vec3s, q_start: Ints, qd_start: Ints, tree: Ints, body_joint: Ints,
-                       body_q: Tfs, body_qd: Vec6s):
-        """Pose and velocity of the child of tree joint ``tid`` from the coordinates of the joints
-        above it: walks up the chain composing each joint's transform (child com frame in parent com
-        frame) and accumulating the joints' relative twists in the frame reached so far, then places
-        the result on the chain's root (the world or a body no joint places, read from ``root_q``)."""
-        j = xsim.tid()
-        if tree[j] != 0:
-            pose = tf(v3(), qt(0.0, 0.0, 0.0, 1.0))  # child com frame in the current frame
-            w = v3()  # accumulated relative twist, current frame: angular velocity
-            v = v3()  # and the velocity of the point at the current frame's origin
-            k = j
-            top = joint_parent[j]
-            while k >= 0:
-                kind = joint_type[k]
-                axis = joint_axis[k]
-                xjp = joint_X_p[k]
-                qs = q_start[k]
-                ds = qd_start[k]
-                # the joint's own motion: child joint frame in the parent joint frame, and its rate
-                rel = tf(v3(), qt(0.0, 0.0, 0.0, 1.0))
-                jw = v3()  # parent joint frame
-                jv = v3()  # velocity of the child com relative to the parent's motion (free joint)
-                if kind == JOINT_REVOLUTE:
-                    rel = tf(v3(), xsim.quat_from_axis_angle(axis, joint_q[qs]))
-                    jw = axis * joint_qd[ds]
-                elif kind == JOINT_PRISMATIC:
-                    rel = tf(axis * joint_q[qs], qt(0.0, 0.0, 0.0, 1.0))
-                    jv = axis * joint_qd[ds]
-                elif kind == JOINT_BALL:
-                    rel = tf(v3(), xsim.normalize(qt(joint_q[qs], joint_q[qs + 1], joint_q[qs + 2],
-                                                     joint_q[qs + 3])))
-                    jw = v3(joint_qd[ds], joint_qd[ds + 1], joint_qd[ds + 2])
-                elif kind == JOINT_FREE:
-                    rel = tf(v3(joint_q[qs], joint_q[qs + 1], joint_q[qs + 2]),
-                             xsim.normalize(qt(joint_q[qs + 3], joint_q[qs + 4], joint_q[qs + 5],
-                                               joint_q[qs + 6])))
-                    jv = v3(joint_qd[ds], joint_qd[ds + 1], joint_qd[ds + 2])
-                    jw = v3(joint_qd[ds + 3], joint_qd[ds + 4], joint_qd[ds + 5])
-                step = xjp * rel * xsim.transform_inverse(joint_X_c[k])  # child com frame in parent com frame
-                # carry the accumulated twist from the child's com frame into the parent's
-                w_up = xsim.quat_rotate(step.q, w)
-                v = xsim.quat_rotate(step.q, v) + xsim.cross(step.p, w_up)
-                w = w_up
-                # add this joint's twist, parent com frame: rotation about the joint point, and the
-                # linear rate (prismatic: everything below slides; free: the child's com moves)
-                jw = xsim.quat_rotate(xjp.q, jw)
-                jv = xsim.quat_rotate(xjp.q, jv)
-                w = w + jw
-                anchor = xjp.p
-                if kind == JOINT_FREE:
-                    anchor = step.p  # the free joint's linear rate is the child com's
-                v = v + jv - xsim.cross(jw, anchor)
-                pose = step * pose
-                top = joint_parent[k]
-                k = -1
-                if top >= 0:
-                    k = body_joint[top]
-            # the chain's root: the world, or a body whose pose and velocity are read
-            base = com_frame(top, root_q, body_com)
-            vb, wb = com_twist(top, root_qd)
-            w = xsim.quat_rotate(base.q, w)
-            v = xsim.quat_rotate(base.q, v) + xsim.cross(base.p, w)
-            # the root's own motion as a twist at the world origin
-            v = v + vb - xsim.cross(wb, base.p)
-            w = w + wb
-            pose = base * pose
-            bc = joint_child[j]
-            x = pose.p
-            vc = v + xsim.cross(w, x)
-            body_q[bc] = tf(x - xsim.quat_rotate(pose.q, body_com[bc]), pose.q)
-            body_qd[bc] = v6(vc[0], vc[1], vc[2], w[0], w[1], w[2])
 
-    return SimpleNamespace(eval_ik=eval_ik_kernel, eval_fk=eval_fk_kernel, module=module)
+@xsim.kernel
+def eval_fk_kernel(joint_q: Floats, joint_qd: Floats, root_q: Transforms, root_qd: Vec6s, body_com: Vec3s,
+                   joint_type: Ints, joint_parent: Ints, joint_child: Ints, joint_X_p: Transforms,
+                   joint_X_c: Transforms, joint_axis: Vec3s, q_start: Ints, qd_start: Ints, tree: Ints,
+                   body_joint: Ints, body_q: Transforms, body_qd: Vec6s):
+    """Pose and velocity of the child of tree joint ``tid`` from the coordinates of the joints
+    above it: walks up the chain composing each joint's transform (child com frame in parent com
+    frame) and accumulating the joints' relative twists in the frame reached so far, then places
+    the result on the chain's root (the world or a body no joint places, read from ``root_q``)."""
+    j = xsim.tid()
+    if tree[j] != 0:
+        pose = xsim.transform_identity(dtype=joint_q.dtype)  # child com frame in the current frame
+        w = body_com.dtype()  # accumulated relative twist, current frame: angular velocity
+        v = body_com.dtype()  # and the velocity of the point at the current frame's origin
+        k = j
+        top = joint_parent[j]
+        while k >= 0:
+            kind = joint_type[k]
+            axis = joint_axis[k]
+            xjp = joint_X_p[k]
+            qs = q_start[k]
+            ds = qd_start[k]
+            # the joint's own motion: child joint frame in the parent joint frame, and its rate
+            rel = xsim.transform_identity(dtype=joint_q.dtype)
+            jw = body_com.dtype()  # parent joint frame
+            jv = body_com.dtype()  # velocity of the child com relative to the parent's motion (free joint)
+            if kind == JOINT_REVOLUTE:
+                rel = xsim.transformation(body_com.dtype(), xsim.quat_from_axis_angle(axis, joint_q[qs]))
+                jw = axis * joint_qd[ds]
+            elif kind == JOINT_PRISMATIC:
+                rel = xsim.transformation(axis * joint_q[qs], xsim.quat_identity(dtype=joint_q.dtype))
+                jv = axis * joint_qd[ds]
+            elif kind == JOINT_BALL:
+                rel = xsim.transformation(body_com.dtype(), xsim.normalize(type(xjp.q)(
+                    joint_q[qs], joint_q[qs + 1], joint_q[qs + 2], joint_q[qs + 3])))
+                jw = body_com.dtype(joint_qd[ds], joint_qd[ds + 1], joint_qd[ds + 2])
+            elif kind == JOINT_FREE:
+                rel = xsim.transformation(body_com.dtype(joint_q[qs], joint_q[qs + 1], joint_q[qs + 2]),
+                                          xsim.normalize(type(xjp.q)(joint_q[qs + 3], joint_q[qs + 4],
+                                                                     joint_q[qs + 5], joint_q[qs + 6])))
+                jv = body_com.dtype(joint_qd[ds], joint_qd[ds + 1], joint_qd[ds + 2])
+                jw = body_com.dtype(joint_qd[ds + 3], joint_qd[ds + 4], joint_qd[ds + 5])
+            step = xjp * rel * xsim.transform_inverse(joint_X_c[k])  # child com frame in parent com frame
+            # carry the accumulated twist from the child's com frame into the parent's
+            w_up = xsim.quat_rotate(step.q, w)
+            v = xsim.quat_rotate(step.q, v) + xsim.cross(step.p, w_up)
+            w = w_up
+            # add this joint's twist, parent com frame: rotation about the joint point, and the
+            # linear rate (prismatic: everything below slides; free: the child's com moves)
+            jw = xsim.quat_rotate(xjp.q, jw)
+            jv = xsim.quat_rotate(xjp.q, jv)
+            w = w + jw
+            anchor = xjp.p
+            if kind == JOINT_FREE:
+                anchor = step.p  # the free joint's linear rate is the child com's
+            v = v + jv - xsim.cross(jw, anchor)
+            pose = step * pose
+            top = joint_parent[k]
+            k = -1
+            if top >= 0:
+                k = body_joint[top]
+        # the chain's root: the world, or a body whose pose and velocity are read
+        base = com_frame(top, root_q, body_com)
+        vb, wb = com_twist(top, root_qd, body_com)
+        w = xsim.quat_rotate(base.q, w)
+        v = xsim.quat_rotate(base.q, v) + xsim.cross(base.p, w)
+        # the root's own motion as a twist at the world origin
+        v = v + vb - xsim.cross(wb, base.p)
+        w = w + wb
+        pose = base * pose
+        bc = joint_child[j]
+        x = pose.p
+        vc = v + xsim.cross(w, x)
+        body_q[bc] = xsim.transformation(x - xsim.quat_rotate(pose.q, body_com[bc]), pose.q)
+        body_qd[bc] = body_qd.dtype(vc[0], vc[1], vc[2], w[0], w[1], w[2])
 
 
 # -------------------------------------------------------------------------------------------------
@@ -299,8 +290,7 @@ def eval_ik(model, state, joint_q=None, joint_qd=None, record_tape: bool = True)
     joint_qd = state.joint_qd if joint_qd is None else joint_qd
     _check("eval_ik: joint_q", joint_q, int(lay.q_start[-1]), model)
     _check("eval_ik: joint_qd", joint_qd, int(lay.qd_start[-1]), model)
-    k = kinematics_kernels(model.dtype)
-    xsim.launch(k.eval_ik, r.joint_count, inputs=[
+    xsim.launch(specialized(__name__, model.dtype).eval_ik_kernel, r.joint_count, inputs=[
         state.body_q, state.body_qd, r.body_com, r.joint_type, r.joint_parent, r.joint_child, r.joint_X_p,
         r.joint_X_c, r.joint_axis, dev.q_start, dev.qd_start], outputs=[joint_q, joint_qd], record_tape=record_tape)
 
@@ -314,8 +304,7 @@ def eval_fk(model, joint_q, joint_qd, state) -> None:
     root_q, root_qd = state.body_q, state.body_qd
     if lay.reads_roots:  # roots are read from copies, so the kernel never reads what it writes
         root_q, root_qd = xsim.clone(root_q), xsim.clone(root_qd)
-    k = kinematics_kernels(model.dtype)
-    xsim.launch(k.eval_fk, r.joint_count, inputs=[
+    xsim.launch(specialized(__name__, model.dtype).eval_fk_kernel, r.joint_count, inputs=[
         joint_q, joint_qd, root_q, root_qd, r.body_com, r.joint_type, r.joint_parent, r.joint_child, r.joint_X_p,
         r.joint_X_c, r.joint_axis, dev.q_start, dev.qd_start, dev.tree, dev.body_joint],
         outputs=[state.body_q, state.body_qd])

@@ -27,22 +27,19 @@ friction, whether restitution applies -- are branches whose outcome is a constan
 the branch taken (exact while the contact set does not change, one-sided where it switches).
 """
 
-import functools
-from types import SimpleNamespace
-
 import xsim
-from xsim import types as T
+from xsim.sim.generic import Float, Floats, Ints, Ints2, Mat33s, Transforms, Vec3s, Vec6s, Vec8s
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE
 
 from .kernels import surface_contact
 from .rigid_kernels import (
     apply_impulse,
     apply_positional,
-    body_loader,
     body_velocity,
     generalized_inv_mass,
+    load_body,
+    load_split_body,
     relative_point_velocity,
-    split_body_loader,
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -388,431 +385,424 @@ def friction_update(xa, qa, va, wa, ima, iia, xb, qb, vb, wb, imb, iib, n, ca, c
 
 
 # -------------------------------------------------------------------------------------------------
-# kernels, one set per scalar type
+# kernels (generic over the scalar type; the solver takes them from ``generic.specialized``)
 
 
-@functools.cache
-def contact_kernels(scalar=T.float32) -> SimpleNamespace:
-    """The rigid contact kernels for ``scalar``, compiled together."""
-    scalar = T.resolve(scalar)
-    v3, qt, tf = T.vector(3, scalar), T.quaternion(scalar), T.transformation(scalar)
-    v6, v8, m33 = T.vector(6, scalar), T.vector(8, scalar), T.matrix((3, 3), scalar)
-    Scalars, Vec3s, Tfs = xsim.array(dtype=scalar), xsim.array(dtype=v3), xsim.array(dtype=tf)
-    Vec6s, Vec8s, Mats = xsim.array(dtype=v6), xsim.array(dtype=v8), xsim.array(dtype=m33)
-    Ints, Ints2 = xsim.array(dtype=int), xsim.array(dtype=int, ndim=2)
-    module = f"xsim.solvers.xpbd.contacts_rigid_{T.type_name(scalar)}"
+@xsim.func
+def contact_roles(c: int, k: int, pairs: Ints2, shape_body: Ints, shape_point_count: Ints):
+    """(point shape, surface shape, their bodies, point index in its shape, segment contact) of
+    contact ``k`` of pair ``c``: the first points are a's against b's surface, the next b's against
+    a's, then the pair's segment contacts (``SEGMENT_CONTACTS``; a as the "point" shape, -1 for
+    point contacts): a box-box pair's 12 x 12 edge pairs (12 i + j is a's edge i with b's edge
+    j), a box-capsule pair's 12 box edges against the capsule's axis, a capsule pair's one."""
+    sp = pairs[c, 0]
+    ss = pairs[c, 1]
+    kp = k
+    edge = -1
+    na = shape_point_count[sp] * pairs[c, 2]
+    nb = shape_point_count[ss] * pairs[c, 3]
+    if k >= na + nb:
+        edge = k - na - nb
+    elif k >= na:
+        sp = pairs[c, 1]
+        ss = pairs[c, 0]
+        kp = k - na
+    return sp, ss, shape_body[sp], shape_body[ss], kp, edge
 
-    load_body = body_loader(scalar)
-    load_split_body = split_body_loader(scalar)
 
-    @xsim.func
-    def contact_roles(c: int, k: int, pairs: Ints2, shape_body: Ints, shape_point_count: Ints):
-        """(point shape, surface shape, their bodies, point index in its shape, segment contact) of
-        contact ``k`` of pair ``c``: the first points are a's against b's surface, the next b's against
-        a's, then the pair's segment contacts (``SEGMENT_CONTACTS``; a as the "point" shape, -1 for
-        point contacts): a box-box pair's 12 x 12 edge pairs (12 i + j is a's edge i with b's edge
-        j), a box-capsule pair's 12 box edges against the capsule's axis, a capsule pair's one."""
-        sp = pairs[c, 0]
-        ss = pairs[c, 1]
-        kp = k
-        edge = -1
-        na = shape_point_count[sp] * pairs[c, 2]
-        nb = shape_point_count[ss] * pairs[c, 3]
-        if k >= na + nb:
-            edge = k - na - nb
-        elif k >= na:
-            sp = pairs[c, 1]
-            ss = pairs[c, 0]
-            kp = k - na
-        return sp, ss, shape_body[sp], shape_body[ss], kp, edge
-
-    @xsim.func
-    def pair_contact_geometry(xp: v3, qp: qt, xs: v3, qs: qt, sp: int, ss: int, kp: int, edge: int,
-                              shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars,
-                              shape_point_start: Ints, shape_points: Vec3s):
-        """Geometry (normal from s to p, depth, contact point on p, on s) of a point contact or, for
-        ``edge`` >= 0, of a segment contact: a box-box edge pair (corner roundings as the
-        tolerance), a box's edge against a capsule's axis (either shape first), or two capsules' axes."""
-        n = v3()
-        pen = scalar(0.0)
-        ca = v3()
-        cb = v3()
-        if edge >= 0:
-            tp = shape_type[sp]
-            ts = shape_type[ss]
-            if tp == SHAPE_BOX and ts == SHAPE_BOX:
-                n, pen, ca, cb = edge_contact_geometry(
-                    xp, qp, shape_xform[sp], shape_size[sp], edge // 12, xs, qs, shape_xform[ss], shape_size[ss],
-                    edge % 12, shape_radius[sp] + shape_radius[ss])
-            else:
-                # a capsule and a capsule or a box, in either order: solve with the capsule first (one
-                # inlined copy of the geometry), then turn the result round
-                flip = tp != SHAPE_CAPSULE
-                xc = xp
-                qc = qp
-                sc = sp
-                xo = xs
-                qo = qs
-                so = ss
-                if flip:
-                    xc = xs
-                    qc = qs
-                    sc = ss
-                    xo = xp
-                    qo = qp
-                    so = sp
-                n, pen, ca, cb = capsule_segment_geometry(xc, qc, shape_xform[sc], shape_size[sc], xo, qo,
-                                                          shape_xform[so], shape_type[so], shape_size[so], edge)
-                if flip:
-                    n = -n
-                    c = ca
-                    ca = cb
-                    cb = c
+@xsim.func
+def pair_contact_geometry(xp, qp, xs, qs, sp: int, ss: int, kp: int, edge: int,
+                          shape_type: Ints, shape_xform: Transforms, shape_size: Vec3s, shape_radius: Floats,
+                          shape_point_start: Ints, shape_points: Vec3s):
+    """Geometry (normal from s to p, depth, contact point on p, on s) of a point contact or, for
+    ``edge`` >= 0, of a segment contact: a box-box edge pair (corner roundings as the
+    tolerance), a box's edge against a capsule's axis (either shape first), or two capsules' axes."""
+    n = shape_size.dtype()
+    pen = shape_radius.dtype(0.0)
+    ca = shape_size.dtype()
+    cb = shape_size.dtype()
+    if edge >= 0:
+        tp = shape_type[sp]
+        ts = shape_type[ss]
+        if tp == SHAPE_BOX and ts == SHAPE_BOX:
+            n, pen, ca, cb = edge_contact_geometry(
+                xp, qp, shape_xform[sp], shape_size[sp], edge // 12, xs, qs, shape_xform[ss], shape_size[ss],
+                edge % 12, shape_radius[sp] + shape_radius[ss])
         else:
-            n, pen, ca, cb = contact_geometry(
-                xp, qp, shape_xform[sp], shape_points[shape_point_start[sp] + kp], shape_radius[sp], xs, qs,
-                shape_xform[ss], shape_type[ss], shape_size[ss])
-        return n, pen, ca, cb
+            # a capsule and a capsule or a box, in either order: solve with the capsule first (one
+            # inlined copy of the geometry), then turn the result round
+            flip = tp != SHAPE_CAPSULE
+            xc = xp
+            qc = qp
+            sc = sp
+            xo = xs
+            qo = qs
+            so = ss
+            if flip:
+                xc = xs
+                qc = qs
+                sc = ss
+                xo = xp
+                qo = qp
+                so = sp
+            n, pen, ca, cb = capsule_segment_geometry(xc, qc, shape_xform[sc], shape_size[sc], xo, qo,
+                                                      shape_xform[so], shape_type[so], shape_size[so], edge)
+            if flip:
+                n = -n
+                c = ca
+                ca = cb
+                cb = c
+    else:
+        n, pen, ca, cb = contact_geometry(
+            xp, qp, shape_xform[sp], shape_points[shape_point_start[sp] + kp], shape_radius[sp], xs, qs,
+            shape_xform[ss], shape_type[ss], shape_size[ss])
+    return n, pen, ca, cb
 
-    @xsim.func
-    def contact_segments(xp: v3, qp: qt, xs: v3, qs: qt, sp: int, ss: int, edge: int, shape_type: Ints,
-                         shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars):
-        """The two world segments of segment contact ``edge`` (as ``pair_contact_geometry`` reads it):
-        (start, end minus start, radius) of p's, then of s's; a box edge's radius is its corner rounding."""
-        a0 = v3()
-        da = v3()
-        b0 = v3()
-        db = v3()
-        ra = scalar(0.0)
-        rb = scalar(0.0)
-        for side in range(2):
-            sh = sp
-            x = xp
-            q = qp
-            e = edge // 12
-            if side == 1:
-                sh = ss
-                x = xs
-                q = qs
-                e = edge % 12
-            sx = shape_xform[sh]
-            size = shape_size[sh]
-            c0 = v3()
-            dc = v3()
-            rc = shape_radius[sh]
-            if shape_type[sh] == SHAPE_CAPSULE:
-                c0, dc = capsule_axis(x, q, sx, size)
-            else:
-                if shape_type[sp] != SHAPE_BOX or shape_type[ss] != SHAPE_BOX:
-                    e = edge  # a box's edge against a capsule's axis
-                c0, dc, _f1, _f2 = box_edge(e, size)
-                qsh = q * sx.q
-                c0 = x + xsim.quat_rotate(q, sx.p) + xsim.quat_rotate(qsh, c0)
-                dc = xsim.quat_rotate(qsh, dc)
-            if side == 0:
-                a0 = c0
-                da = dc
-                ra = rc
-            else:
-                b0 = c0
-                db = dc
-                rb = rc
-        return a0, da, ra, b0, db, rb
 
-    @xsim.kernel(module=module, enable_backward=False)
-    def box_edges_near(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints, shape_xform: Tfs,
-                       shape_size: Vec3s, shape_radius: Scalars, pairs: Ints2, reach: Scalars, near: Ints):
-        """Once per step (not differentiated), for box-box pair ``tid // 24``: whether edge ``tid % 12``
-        of its box ``(tid // 12) % 2`` (a, then b) can come within the other box grown by both corner
-        roundings (an edge contact's closest point must lie inside it, ``edge_contact_geometry``) and
-        twice the pair's ``reach`` (m): its ends' box in the other box's frame overlaps that box."""
-        k = xsim.tid()
-        p = k // 24
-        side = (k // 12) % 2
-        s = pairs[p, side]
-        o = pairs[p, 1 - side]
-        xs, qs, _ims, _iis = load_body(shape_body[s], Xc, inv_mass, inv_inertia)
-        xo, qo, _imo, _iio = load_body(shape_body[o], Xc, inv_mass, inv_inertia)
-        sx = shape_xform[s]
-        ox = shape_xform[o]
-        c0, d, _f1, _f2 = box_edge(k % 12, shape_size[s])
-        qw = qs * sx.q
-        qow = qo * ox.q
-        po = xo + xsim.quat_rotate(qo, ox.p)
-        e0 = xsim.quat_rotate_inv(qow, xs + xsim.quat_rotate(qs, sx.p) + xsim.quat_rotate(qw, c0) - po)
-        e1 = e0 + xsim.quat_rotate_inv(qow, xsim.quat_rotate(qw, d))
-        half = shape_size[o]
-        g = shape_radius[s] + shape_radius[o] + 2.0 * reach[p]
-        ok = 1
-        for j in range(3):
-            if xsim.min(e0[j], e1[j]) > half[j] + g or xsim.max(e0[j], e1[j]) < -half[j] - g:
-                ok = 0
-        near[k] = ok
-
-    @xsim.kernel(module=module, enable_backward=False)
-    def contact_depths(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints, shape_type: Ints,
-                       shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars, shape_point_start: Ints,
-                       shape_point_count: Ints, shape_points: Vec3s, pairs: Ints2, contact_pair: Ints,
-                       contact_index: Ints, reach: Scalars, spin: Scalars, depth: Scalars):
-        """Narrow phase, once per step (not differentiated): the depth (m, < 0: apart) of candidate
-        contact ``tid`` at the poses ``Xc`` of the step start, from which the solver keeps those that
-        can touch during the step. A point: its depth below the other shape's surface. Segments (box
-        edges, capsule axes): their radii minus their distance, or, where they are within twice the
-        pair's ``reach`` (m) of that, the contact's own depth if larger (edges that crossed lie close
-        however deep they went); -1e30 for parallel ones that the pair cannot turn (``spin``, rad in
-        the step) out of parallel (segment contacts need lines 0.01 rad apart,
-        ``line_closest_parameters``). Two boxes offer 144 edge pairs; one resting on the other keeps
-        a few."""
-        t = xsim.tid()
-        c = contact_pair[t]
-        sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
-        xp, qp, _imp, _iip = load_body(bp, Xc, inv_mass, inv_inertia)
-        xs, qs, _ims, _iis = load_body(bs, Xc, inv_mass, inv_inertia)
-        pen = scalar(-1.0e30)
-        if edge >= 0:
-            a0, da, ra, b0, db, rb = contact_segments(xp, qp, xs, qs, sp, ss, edge, shape_type, shape_xform,
-                                                      shape_size, shape_radius)
-            dist, sin2 = segment_distance(a0, da, b0, db)
-            sin_ab = xsim.sqrt(sin2)
-            # the lines' closest points must come inside both segments: moving the lines by ``reach``
-            # moves them along the lines by up to reach / sin(angle)
-            u, v, _crossing = line_closest_parameters(a0, da, b0, db)
-            ext = reach[c] / xsim.max(sin_ab, 0.009)
-            la = xsim.length(da)
-            lb = xsim.length(db)
-            end = ra + rb  # box edges: no contact within the corner rounding of an end
+@xsim.func
+def contact_segments(xp, qp, xs, qs, sp: int, ss: int, edge: int, shape_type: Ints,
+                     shape_xform: Transforms, shape_size: Vec3s, shape_radius: Floats):
+    """The two world segments of segment contact ``edge`` (as ``pair_contact_geometry`` reads it):
+    (start, end minus start, radius) of p's, then of s's; a box edge's radius is its corner rounding."""
+    a0 = shape_size.dtype()
+    da = shape_size.dtype()
+    b0 = shape_size.dtype()
+    db = shape_size.dtype()
+    ra = shape_radius.dtype(0.0)
+    rb = shape_radius.dtype(0.0)
+    for side in range(2):
+        sh = sp
+        x = xp
+        q = qp
+        e = edge // 12
+        if side == 1:
+            sh = ss
+            x = xs
+            q = qs
+            e = edge % 12
+        sx = shape_xform[sh]
+        size = shape_size[sh]
+        c0 = shape_size.dtype()
+        dc = shape_size.dtype()
+        rc = shape_radius[sh]
+        if shape_type[sh] == SHAPE_CAPSULE:
+            c0, dc = capsule_axis(x, q, sx, size)
+        else:
             if shape_type[sp] != SHAPE_BOX or shape_type[ss] != SHAPE_BOX:
-                end = end - end
-            inside = u * la > end - ext and u * la < la - end + ext and v * lb > end - ext and v * lb < lb - end + ext
-            if sin_ab + spin[c] > 0.009 and (inside or sin_ab < 0.05):
-                pen = ra + rb - dist
-                if pen > -2.0 * reach[c]:
-                    _n, seg_pen, _ca, _cb = pair_contact_geometry(
-                        xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform, shape_size, shape_radius,
-                        shape_point_start, shape_points)
-                    pen = xsim.max(pen, seg_pen)
+                e = edge  # a box's edge against a capsule's axis
+            c0, dc, _f1, _f2 = box_edge(e, size)
+            qsh = q * sx.q
+            c0 = x + xsim.quat_rotate(q, sx.p) + xsim.quat_rotate(qsh, c0)
+            dc = xsim.quat_rotate(qsh, dc)
+        if side == 0:
+            a0 = c0
+            da = dc
+            ra = rc
         else:
-            _n, pen, _ca, _cb = contact_geometry(
-                xp, qp, shape_xform[sp], shape_points[shape_point_start[sp] + kp], shape_radius[sp], xs, qs,
-                shape_xform[ss], shape_type[ss], shape_size[ss])
-        depth[t] = pen
+            b0 = c0
+            db = dc
+            rb = rc
+    return a0, da, ra, b0, db, rb
 
-    @xsim.func
-    def pair_mean(values: Scalars, pairs: Ints2, c: int):
-        """A pair's material value (friction, restitution): the mean of its two shapes'."""
-        return (values[pairs[c, 0]] + values[pairs[c, 1]]) * 0.5
 
-    @xsim.func
-    def add_delta(delta: Vec8s, b: int, d0, d1, d2, d3, d4, d5, d6):
-        if b >= 0:
-            xsim.atomic_add(delta, b, v8(d0, d1, d2, d3, d4, d5, d6, 1.0))
+@xsim.kernel(enable_backward=False)
+def box_edges_near(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, shape_body: Ints, shape_xform: Transforms,
+                   shape_size: Vec3s, shape_radius: Floats, pairs: Ints2, reach: Floats, near: Ints):
+    """Once per step (not differentiated), for box-box pair ``tid // 24``: whether edge ``tid % 12``
+    of its box ``(tid // 12) % 2`` (a, then b) can come within the other box grown by both corner
+    roundings (an edge contact's closest point must lie inside it, ``edge_contact_geometry``) and
+    twice the pair's ``reach`` (m): its ends' box in the other box's frame overlaps that box."""
+    k = xsim.tid()
+    p = k // 24
+    side = (k // 12) % 2
+    s = pairs[p, side]
+    o = pairs[p, 1 - side]
+    xs, qs, _ims, _iis = load_body(shape_body[s], Xc, inv_mass, inv_inertia)
+    xo, qo, _imo, _iio = load_body(shape_body[o], Xc, inv_mass, inv_inertia)
+    sx = shape_xform[s]
+    ox = shape_xform[o]
+    c0, d, _f1, _f2 = box_edge(k % 12, shape_size[s])
+    qw = qs * sx.q
+    qow = qo * ox.q
+    po = xo + xsim.quat_rotate(qo, ox.p)
+    e0 = xsim.quat_rotate_inv(qow, xs + xsim.quat_rotate(qs, sx.p) + xsim.quat_rotate(qw, c0) - po)
+    e1 = e0 + xsim.quat_rotate_inv(qow, xsim.quat_rotate(qw, d))
+    half = shape_size[o]
+    g = shape_radius[s] + shape_radius[o] + 2.0 * reach[p]
+    ok = 1
+    for j in range(3):
+        if xsim.min(e0[j], e1[j]) > half[j] + g or xsim.max(e0[j], e1[j]) < -half[j] - g:
+            ok = 0
+    near[k] = ok
 
-    @xsim.kernel(module=module)
-    def measure_contacts(Xc: Tfs, inv_mass: Scalars, inv_inertia: Mats, shape_body: Ints, shape_type: Ints,
-                         shape_xform: Tfs, shape_size: Vec3s, shape_radius: Scalars, shape_point_start: Ints,
-                         shape_point_count: Ints, shape_points: Vec3s, pairs: Ints2, contact_pair: Ints,
-                         contact_index: Ints, pass_n: Vec3s, pass_pen: Scalars, pass_ca: Vec3s, pass_cb: Vec3s,
-                         split: Scalars):
-        """Geometry of candidate contact ``tid`` at the current poses (``pair_contact_geometry``: normal,
-        depth, contact points) into ``pass_*``, for ``solve_contact_positions`` to read (once per contact
-        and pass; the gradient reaches the poses through this kernel), and one added to ``split`` of both
-        bodies where it penetrates: the contacts that pass will apply (a count, not differentiated)."""
-        t = xsim.tid()
-        c = contact_pair[t]
-        sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
-        xp, qp, _imp, _iip = load_body(bp, Xc, inv_mass, inv_inertia)
-        xs, qs, _ims, _iis = load_body(bs, Xc, inv_mass, inv_inertia)
-        n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
-                                               shape_size, shape_radius, shape_point_start, shape_points)
-        pass_n[t] = n
-        pass_pen[t] = pen
-        pass_ca[t] = ca
-        pass_cb[t] = cb
-        if pen > 0.0:
-            if bp >= 0:
-                xsim.atomic_add(split, bp, 1.0)
-            if bs >= 0:
-                xsim.atomic_add(split, bs, 1.0)
 
-    @xsim.func
-    def contact_poses(t: int, Xc: Tfs, shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
-                      contact_index: Ints):
-        """The poses ``Xc`` of contact ``t``'s point body and surface body (``contact_roles``); the
-        world's is the identity."""
-        _sp, _ss, bp, bs, _kp, _edge = contact_roles(contact_pair[t], contact_index[t], pairs, shape_body,
-                                                     shape_point_count)
-        ap = tf(v3(), qt(0.0, 0.0, 0.0, 1.0))
-        as_ = ap
+@xsim.kernel(enable_backward=False)
+def contact_depths(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, shape_body: Ints, shape_type: Ints,
+                   shape_xform: Transforms, shape_size: Vec3s, shape_radius: Floats, shape_point_start: Ints,
+                   shape_point_count: Ints, shape_points: Vec3s, pairs: Ints2, contact_pair: Ints,
+                   contact_index: Ints, reach: Floats, spin: Floats, depth: Floats):
+    """Narrow phase, once per step (not differentiated): the depth (m, < 0: apart) of candidate
+    contact ``tid`` at the poses ``Xc`` of the step start, from which the solver keeps those that
+    can touch during the step. A point: its depth below the other shape's surface. Segments (box
+    edges, capsule axes): their radii minus their distance, or, where they are within twice the
+    pair's ``reach`` (m) of that, the contact's own depth if larger (edges that crossed lie close
+    however deep they went); -1e30 for parallel ones that the pair cannot turn (``spin``, rad in
+    the step) out of parallel (segment contacts need lines 0.01 rad apart,
+    ``line_closest_parameters``). Two boxes offer 144 edge pairs; one resting on the other keeps
+    a few."""
+    t = xsim.tid()
+    c = contact_pair[t]
+    sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
+    xp, qp, _imp, _iip = load_body(bp, Xc, inv_mass, inv_inertia)
+    xs, qs, _ims, _iis = load_body(bs, Xc, inv_mass, inv_inertia)
+    pen = depth.dtype(-1.0e30)
+    if edge >= 0:
+        a0, da, ra, b0, db, rb = contact_segments(xp, qp, xs, qs, sp, ss, edge, shape_type, shape_xform,
+                                                  shape_size, shape_radius)
+        dist, sin2 = segment_distance(a0, da, b0, db)
+        sin_ab = xsim.sqrt(sin2)
+        # the lines' closest points must come inside both segments: moving the lines by ``reach``
+        # moves them along the lines by up to reach / sin(angle)
+        u, v, _crossing = line_closest_parameters(a0, da, b0, db)
+        ext = reach[c] / xsim.max(sin_ab, 0.009)
+        la = xsim.length(da)
+        lb = xsim.length(db)
+        end = ra + rb  # box edges: no contact within the corner rounding of an end
+        if shape_type[sp] != SHAPE_BOX or shape_type[ss] != SHAPE_BOX:
+            end = end - end
+        inside = u * la > end - ext and u * la < la - end + ext and v * lb > end - ext and v * lb < lb - end + ext
+        if sin_ab + spin[c] > 0.009 and (inside or sin_ab < 0.05):
+            pen = ra + rb - dist
+            if pen > -2.0 * reach[c]:
+                _n, seg_pen, _ca, _cb = pair_contact_geometry(
+                    xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform, shape_size, shape_radius,
+                    shape_point_start, shape_points)
+                pen = xsim.max(pen, seg_pen)
+    else:
+        _n, pen, _ca, _cb = contact_geometry(
+            xp, qp, shape_xform[sp], shape_points[shape_point_start[sp] + kp], shape_radius[sp], xs, qs,
+            shape_xform[ss], shape_type[ss], shape_size[ss])
+    depth[t] = pen
+
+
+@xsim.func
+def pair_mean(values: Floats, pairs: Ints2, c: int):
+    """A pair's material value (friction, restitution): the mean of its two shapes'."""
+    return (values[pairs[c, 0]] + values[pairs[c, 1]]) * 0.5
+
+
+@xsim.func
+def add_delta(delta: Vec8s, b: int, d0, d1, d2, d3, d4, d5, d6):
+    if b >= 0:
+        xsim.atomic_add(delta, b, delta.dtype(d0, d1, d2, d3, d4, d5, d6, 1.0))
+
+
+@xsim.kernel
+def measure_contacts(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, shape_body: Ints, shape_type: Ints,
+                     shape_xform: Transforms, shape_size: Vec3s, shape_radius: Floats, shape_point_start: Ints,
+                     shape_point_count: Ints, shape_points: Vec3s, pairs: Ints2, contact_pair: Ints,
+                     contact_index: Ints, pass_n: Vec3s, pass_pen: Floats, pass_ca: Vec3s, pass_cb: Vec3s,
+                     split: Floats):
+    """Geometry of candidate contact ``tid`` at the current poses (``pair_contact_geometry``: normal,
+    depth, contact points) into ``pass_*``, for ``solve_contact_positions`` to read (once per contact
+    and pass; the gradient reaches the poses through this kernel), and one added to ``split`` of both
+    bodies where it penetrates: the contacts that pass will apply (a count, not differentiated)."""
+    t = xsim.tid()
+    c = contact_pair[t]
+    sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
+    xp, qp, _imp, _iip = load_body(bp, Xc, inv_mass, inv_inertia)
+    xs, qs, _ims, _iis = load_body(bs, Xc, inv_mass, inv_inertia)
+    n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
+                                           shape_size, shape_radius, shape_point_start, shape_points)
+    pass_n[t] = n
+    pass_pen[t] = pen
+    pass_ca[t] = ca
+    pass_cb[t] = cb
+    if pen > 0.0:
         if bp >= 0:
-            ap = Xc[bp]
+            xsim.atomic_add(split, bp, 1.0)
         if bs >= 0:
-            as_ = Xc[bs]
-        return ap, as_
+            xsim.atomic_add(split, bs, 1.0)
 
-    @xsim.kernel(module=module)
-    def contact_anchors(Xc: Tfs, shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
-                        contact_index: Ints, carry: Ints, prev_p: Tfs, prev_s: Tfs, anchor_p: Tfs, anchor_s: Tfs):
-        """A step's static-friction anchors of contact ``tid``: the poses of its point body and surface
-        body from which its tangential motion counts. A contact that held by static friction at the end
-        of the last step keeps that step's anchors (``carry[tid]``: its row in ``prev_*``; -1: none); any
-        other starts from the poses ``Xc`` of the step start."""
-        t = xsim.tid()
-        k = carry[t]
-        if k >= 0:
-            anchor_p[t] = prev_p[k]
-            anchor_s[t] = prev_s[k]
-        else:
-            ap, as_ = contact_poses(t, Xc, shape_body, shape_point_count, pairs, contact_pair, contact_index)
-            anchor_p[t] = ap
-            anchor_s[t] = as_
 
-    @xsim.kernel(module=module)
-    def solve_contact_positions(Xc: Tfs, anchor_p: Tfs, anchor_s: Tfs, inv_mass: Scalars, inv_inertia: Mats,
-                                shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
-                                contact_index: Ints, pass_n: Vec3s, pass_pen: Scalars, pass_ca: Vec3s,
-                                pass_cb: Vec3s, shape_mu: Scalars, lam: Scalars, lam_t: Scalars, split: Scalars, held_in: Ints,
-                                lam_out: Scalars, lam_t_out: Scalars, delta: Vec8s, geom_n: Vec3s, geom_ra: Vec3s,
-                                geom_rb: Vec3s, held_out: Ints):
-        """Position pass of candidate contact ``tid`` (non-penetration, then static friction against
-        the motion since its anchors ``anchor_*``, ``contact_anchors``) from the current poses and its
-        geometry at them (``pass_*``, ``measure_contacts``), with
-        the bodies' masses split by ``split`` (their numbers of constraints in this pass,
-        ``measure_contacts``); its corrections of both bodies go to ``delta`` with a count of one each,
-        its multipliers (normal, tangential) of the substep so far to ``lam_out``, ``lam_t_out``.
-        Its geometry goes to ``geom_*`` for the velocity pass: the normal (from the pair's shape b to
-        a) and the contact points as arms in the bodies' frames (a's, b's). ``held_out``: 1 where the
-        contact touched in this pass and static friction held, or did not touch but had earlier in the
-        substep (``lam`` > 0) and held then (``held_in``); else 0."""
-        t = xsim.tid()
-        c = contact_pair[t]
-        sp, _ss, bp, bs, _kp, _edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
-        xp, qp, imp, iip = load_split_body(bp, Xc, inv_mass, inv_inertia, split)
-        xs, qs, ims, iis = load_split_body(bs, Xc, inv_mass, inv_inertia, split)
-        ap = anchor_p[t]
-        as_ = anchor_s[t]
-        n = pass_n[t]
-        pen = pass_pen[t]
-        ca = pass_ca[t]
-        cb = pass_cb[t]
-        ra = xsim.quat_rotate_inv(qp, ca - xp)
-        rb = xsim.quat_rotate_inv(qs, cb - xs)
-        if sp == pairs[c, 0]:
-            geom_n[t] = n
-            geom_ra[t] = ra
-            geom_rb[t] = rb
-        else:
-            geom_n[t] = -n
-            geom_ra[t] = rb
-            geom_rb[t] = ra
-        xp1, qp1, xs1, qs1, dl, dlt, held = contact_position_update(
-            xp, qp, ap.p, ap.q, imp, iip, xs, qs, as_.p, as_.q, ims, iis, n, pen, ca, cb, pair_mean(shape_mu, pairs, c),
-            lam[t], lam_t[t])
-        if pen <= 0.0 and lam[t] > 0.0:
-            held = held_in[t]
-        held_out[t] = held
-        if dl > 0.0:
-            dx = xp1 - xp
-            dq = qp1 - qp
-            add_delta(delta, bp, dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3])
-            dx = xs1 - xs
-            dq = qs1 - qs
-            add_delta(delta, bs, dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3])
-        lam_out[t] = lam[t] + dl
-        lam_t_out[t] = lam_t[t] + dlt
+@xsim.func
+def contact_poses(t: int, Xc: Transforms, shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
+                  contact_index: Ints):
+    """The poses ``Xc`` of contact ``t``'s point body and surface body (``contact_roles``); the
+    world's is the identity."""
+    _sp, _ss, bp, bs, _kp, _edge = contact_roles(contact_pair[t], contact_index[t], pairs, shape_body,
+                                                 shape_point_count)
+    ap = xsim.transform_identity(dtype=Xc.dtype.dtype)
+    as_ = ap
+    if bp >= 0:
+        ap = Xc[bp]
+    if bs >= 0:
+        as_ = Xc[bs]
+    return ap, as_
 
-    @xsim.kernel(module=module, enable_backward=False)
-    def count_velocity_pairs(shape_body: Ints, pairs: Ints2, contact_pair: Ints, pair_first: Ints,
-                             lam: Scalars, split: Scalars):
-        """Add one to ``split`` of both bodies of each pair that ``solve_pair_velocities`` applies (a
-        contact with multiplier > 0)."""
-        k = xsim.tid()
-        first = pair_first[k]
-        active = 0
-        for t in range(first, pair_first[k + 1]):
-            if lam[t] > 0.0:
-                active = 1
-        if active != 0:
-            c = contact_pair[first]
-            for side in range(2):
-                b = shape_body[pairs[c, side]]
-                if b >= 0:
-                    xsim.atomic_add(split, b, 1.0)
 
-    @xsim.kernel(module=module)
-    def solve_pair_velocities(Xc: Tfs, qd: Vec6s, qd_pre: Vec6s, inv_mass: Scalars, inv_inertia: Mats,
-                              shape_body: Ints, shape_type: Ints, shape_xform: Tfs, shape_size: Vec3s,
-                              shape_radius: Scalars, shape_point_start: Ints, shape_point_count: Ints,
-                              shape_points: Vec3s, pairs: Ints2, contact_pair: Ints, contact_index: Ints,
-                              shape_mu: Scalars, shape_restitution: Scalars, pair_first: Ints,
-                              lam: Scalars, lam_t: Scalars, geom_n: Vec3s, geom_ra: Vec3s, geom_rb: Vec3s, inv_h: scalar,
-                              bounce_speed: scalar, split: Scalars, delta: Vec8s):
-        """Velocity pass of active pair ``tid`` (its candidate contacts are ``pair_first[tid]`` up to
-        ``pair_first[tid + 1]``; those with multiplier > 0 were active in the position pass, whose last
-        iteration left their normals and arms in ``geom_*``), masses split by ``split``: restitution
-        once for the pair, at its centre of pressure (contact points and normals weighted by their
-        multipliers), so that a box landing flat on four corners bounces straight (four restitution
-        impulses, each turning the box, mostly cancel in the mean: it did not bounce at all); then
-        dynamic friction contact by contact (each resists the sliding of its own point, so a spinning
-        box slows; up to what the position pass left of its cone, ``lam_t``), one after the other on
-        the pair's local velocities. Velocity changes go to
-        ``delta`` (dv 0..2, dw 3..5, count 7)."""
-        k = xsim.tid()
-        first = pair_first[k]
-        last = pair_first[k + 1]
+@xsim.kernel
+def contact_anchors(Xc: Transforms, shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
+                    contact_index: Ints, carry: Ints, prev_p: Transforms, prev_s: Transforms, anchor_p: Transforms, anchor_s: Transforms):
+    """A step's static-friction anchors of contact ``tid``: the poses of its point body and surface
+    body from which its tangential motion counts. A contact that held by static friction at the end
+    of the last step keeps that step's anchors (``carry[tid]``: its row in ``prev_*``; -1: none); any
+    other starts from the poses ``Xc`` of the step start."""
+    t = xsim.tid()
+    k = carry[t]
+    if k >= 0:
+        anchor_p[t] = prev_p[k]
+        anchor_s[t] = prev_s[k]
+    else:
+        ap, as_ = contact_poses(t, Xc, shape_body, shape_point_count, pairs, contact_pair, contact_index)
+        anchor_p[t] = ap
+        anchor_s[t] = as_
+
+
+@xsim.kernel
+def solve_contact_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transforms, inv_mass: Floats, inv_inertia: Mat33s,
+                            shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
+                            contact_index: Ints, pass_n: Vec3s, pass_pen: Floats, pass_ca: Vec3s,
+                            pass_cb: Vec3s, shape_mu: Floats, lam: Floats, lam_t: Floats, split: Floats, held_in: Ints,
+                            lam_out: Floats, lam_t_out: Floats, delta: Vec8s, geom_n: Vec3s, geom_ra: Vec3s,
+                            geom_rb: Vec3s, held_out: Ints):
+    """Position pass of candidate contact ``tid`` (non-penetration, then static friction against
+    the motion since its anchors ``anchor_*``, ``contact_anchors``) from the current poses and its
+    geometry at them (``pass_*``, ``measure_contacts``), with
+    the bodies' masses split by ``split`` (their numbers of constraints in this pass,
+    ``measure_contacts``); its corrections of both bodies go to ``delta`` with a count of one each,
+    its multipliers (normal, tangential) of the substep so far to ``lam_out``, ``lam_t_out``.
+    Its geometry goes to ``geom_*`` for the velocity pass: the normal (from the pair's shape b to
+    a) and the contact points as arms in the bodies' frames (a's, b's). ``held_out``: 1 where the
+    contact touched in this pass and static friction held, or did not touch but had earlier in the
+    substep (``lam`` > 0) and held then (``held_in``); else 0."""
+    t = xsim.tid()
+    c = contact_pair[t]
+    sp, _ss, bp, bs, _kp, _edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
+    xp, qp, imp, iip = load_split_body(bp, Xc, inv_mass, inv_inertia, split)
+    xs, qs, ims, iis = load_split_body(bs, Xc, inv_mass, inv_inertia, split)
+    ap = anchor_p[t]
+    as_ = anchor_s[t]
+    n = pass_n[t]
+    pen = pass_pen[t]
+    ca = pass_ca[t]
+    cb = pass_cb[t]
+    ra = xsim.quat_rotate_inv(qp, ca - xp)
+    rb = xsim.quat_rotate_inv(qs, cb - xs)
+    if sp == pairs[c, 0]:
+        geom_n[t] = n
+        geom_ra[t] = ra
+        geom_rb[t] = rb
+    else:
+        geom_n[t] = -n
+        geom_ra[t] = rb
+        geom_rb[t] = ra
+    xp1, qp1, xs1, qs1, dl, dlt, held = contact_position_update(
+        xp, qp, ap.p, ap.q, imp, iip, xs, qs, as_.p, as_.q, ims, iis, n, pen, ca, cb, pair_mean(shape_mu, pairs, c),
+        lam[t], lam_t[t])
+    if pen <= 0.0 and lam[t] > 0.0:
+        held = held_in[t]
+    held_out[t] = held
+    if dl > 0.0:
+        dx = xp1 - xp
+        dq = qp1 - qp
+        add_delta(delta, bp, dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3])
+        dx = xs1 - xs
+        dq = qs1 - qs
+        add_delta(delta, bs, dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3])
+    lam_out[t] = lam[t] + dl
+    lam_t_out[t] = lam_t[t] + dlt
+
+
+@xsim.kernel(enable_backward=False)
+def count_velocity_pairs(shape_body: Ints, pairs: Ints2, contact_pair: Ints, pair_first: Ints,
+                         lam: Floats, split: Floats):
+    """Add one to ``split`` of both bodies of each pair that ``solve_pair_velocities`` applies (a
+    contact with multiplier > 0)."""
+    k = xsim.tid()
+    first = pair_first[k]
+    active = 0
+    for t in range(first, pair_first[k + 1]):
+        if lam[t] > 0.0:
+            active = 1
+    if active != 0:
         c = contact_pair[first]
-        ba = shape_body[pairs[c, 0]]
-        bb = shape_body[pairs[c, 1]]
-        xa, qa, ima, iia = load_split_body(ba, Xc, inv_mass, inv_inertia, split)
-        xb, qb, imb, iib = load_split_body(bb, Xc, inv_mass, inv_inertia, split)
-        va, wa = body_velocity(ba, qd, xa)
-        va0, wa0 = body_velocity(ba, qd_pre, xa)
-        vb, wb = body_velocity(bb, qd, xb)
-        vb0, wb0 = body_velocity(bb, qd_pre, xb)
-        va_in = va
-        wa_in = wa
-        vb_in = vb
-        wb_in = wb
-        # the centre of pressure: contact points and normals weighted by their multipliers
-        total = scalar(0.0)
-        pa = v3()
-        pb = v3()
-        nsum = v3()
+        for side in range(2):
+            b = shape_body[pairs[c, side]]
+            if b >= 0:
+                xsim.atomic_add(split, b, 1.0)
+
+
+@xsim.kernel
+def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, inv_mass: Floats, inv_inertia: Mat33s,
+                          shape_body: Ints, shape_type: Ints, shape_xform: Transforms, shape_size: Vec3s,
+                          shape_radius: Floats, shape_point_start: Ints, shape_point_count: Ints,
+                          shape_points: Vec3s, pairs: Ints2, contact_pair: Ints, contact_index: Ints,
+                          shape_mu: Floats, shape_restitution: Floats, pair_first: Ints,
+                          lam: Floats, lam_t: Floats, geom_n: Vec3s, geom_ra: Vec3s, geom_rb: Vec3s, inv_h: Float,
+                          bounce_speed: Float, split: Floats, delta: Vec8s):
+    """Velocity pass of active pair ``tid`` (its candidate contacts are ``pair_first[tid]`` up to
+    ``pair_first[tid + 1]``; those with multiplier > 0 were active in the position pass, whose last
+    iteration left their normals and arms in ``geom_*``), masses split by ``split``: restitution
+    once for the pair, at its centre of pressure (contact points and normals weighted by their
+    multipliers), so that a box landing flat on four corners bounces straight (four restitution
+    impulses, each turning the box, mostly cancel in the mean: it did not bounce at all); then
+    dynamic friction contact by contact (each resists the sliding of its own point, so a spinning
+    box slows; up to what the position pass left of its cone, ``lam_t``), one after the other on
+    the pair's local velocities. Velocity changes go to
+    ``delta`` (dv 0..2, dw 3..5, count 7)."""
+    k = xsim.tid()
+    first = pair_first[k]
+    last = pair_first[k + 1]
+    c = contact_pair[first]
+    ba = shape_body[pairs[c, 0]]
+    bb = shape_body[pairs[c, 1]]
+    xa, qa, ima, iia = load_split_body(ba, Xc, inv_mass, inv_inertia, split)
+    xb, qb, imb, iib = load_split_body(bb, Xc, inv_mass, inv_inertia, split)
+    va, wa = body_velocity(ba, qd, xa)
+    va0, wa0 = body_velocity(ba, qd_pre, xa)
+    vb, wb = body_velocity(bb, qd, xb)
+    vb0, wb0 = body_velocity(bb, qd_pre, xb)
+    va_in = va
+    wa_in = wa
+    vb_in = vb
+    wb_in = wb
+    # the centre of pressure: contact points and normals weighted by their multipliers
+    total = inv_mass.dtype(0.0)
+    pa = shape_size.dtype()
+    pb = shape_size.dtype()
+    nsum = shape_size.dtype()
+    for t in range(first, last):
+        lk = lam[t]
+        if lk > 0.0:
+            n = geom_n[t]
+            cp = xa + xsim.quat_rotate(qa, geom_ra[t])
+            cs = xb + xsim.quat_rotate(qb, geom_rb[t])
+            total = total + lk
+            pa = pa + cp * lk
+            pb = pb + cs * lk
+            nsum = nsum + n * lk
+    if total > 0.0:
+        pn = total - total
+        mu = pair_mean(shape_mu, pairs, c)
+        if xsim.dot(nsum, nsum) > 0.0:
+            va, wa, vb, wb, pn = restitution_update(xa, qa, va, wa, va0, wa0, ima, iia, xb, qb, vb, wb, vb0, wb0,
+                                                imb, iib, xsim.normalize(nsum), pa / total, pb / total,
+                                                pair_mean(shape_restitution, pairs, c), bounce_speed)
         for t in range(first, last):
             lk = lam[t]
             if lk > 0.0:
-                n = geom_n[t]
                 cp = xa + xsim.quat_rotate(qa, geom_ra[t])
                 cs = xb + xsim.quat_rotate(qb, geom_rb[t])
-                total = total + lk
-                pa = pa + cp * lk
-                pb = pb + cs * lk
-                nsum = nsum + n * lk
-        if total > 0.0:
-            pn = total - total
-            mu = pair_mean(shape_mu, pairs, c)
-            if xsim.dot(nsum, nsum) > 0.0:
-                va, wa, vb, wb, pn = restitution_update(xa, qa, va, wa, va0, wa0, ima, iia, xb, qb, vb, wb, vb0, wb0,
-                                                    imb, iib, xsim.normalize(nsum), pa / total, pb / total,
-                                                    pair_mean(shape_restitution, pairs, c), bounce_speed)
-            for t in range(first, last):
-                lk = lam[t]
-                if lk > 0.0:
-                    cp = xa + xsim.quat_rotate(qa, geom_ra[t])
-                    cs = xb + xsim.quat_rotate(qb, geom_rb[t])
-                    # Coulomb against the contact's whole normal impulse: its multiplier (position pass) and
-                    # its share of the pair's restitution impulse (which carries the load while a landing
-                    # box's penetration is still being resolved), less the friction the position pass gave
-                    limit = xsim.max(mu * (lk * inv_h + xsim.max(pn, 0.0) * lk / total) - lam_t[t] * inv_h, 0.0)
-                    va, wa, vb, wb = friction_update(xa, qa, va, wa, ima, iia, xb, qb, vb, wb, imb, iib, geom_n[t],
-                                                     cp, cs, limit)
-            dv = va - va_in
-            dw = wa - wa_in
-            add_delta(delta, ba, dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0)
-            dv = vb - vb_in
-            dw = wb - wb_in
-            add_delta(delta, bb, dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0)
-
-    return SimpleNamespace(contact_depths=contact_depths, box_edges_near=box_edges_near, contact_anchors=contact_anchors,
-                           solve_contact_positions=solve_contact_positions,
-                           measure_contacts=measure_contacts, count_velocity_pairs=count_velocity_pairs,
-                           solve_pair_velocities=solve_pair_velocities, module=module)
+                # Coulomb against the contact's whole normal impulse: its multiplier (position pass) and
+                # its share of the pair's restitution impulse (which carries the load while a landing
+                # box's penetration is still being resolved), less the friction the position pass gave
+                limit = xsim.max(mu * (lk * inv_h + xsim.max(pn, 0.0) * lk / total) - lam_t[t] * inv_h, 0.0)
+                va, wa, vb, wb = friction_update(xa, qa, va, wa, ima, iia, xb, qb, vb, wb, imb, iib, geom_n[t],
+                                                 cp, cs, limit)
+        dv = va - va_in
+        dw = wa - wa_in
+        add_delta(delta, ba, dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0)
+        dv = vb - vb_in
+        dw = wb - wb_in
+        add_delta(delta, bb, dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0)

@@ -23,10 +23,10 @@ point does not undo them.
 """
 
 import xsim
+from xsim.sim.generic import Float, Floats, Ints, Mat33s, Transforms, Vec2s, Vec3s, Vec6s, Vec8s
 from xsim.sim.kinematics import hinge_angle
 from xsim.sim.rigid import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
-from .generic import Float, Floats, Ints, Mat33s, Transforms, Vec2s, Vec3s, Vec6s, Vec8s
 from .rigid_kernels import (
     angular_inv_mass,
     apply_impulse,

@@ -1,6 +1,6 @@
 """The XPBD solver's kernels, written in xsim's kernel language.
 
-Kernels are defined once, generic over the scalar type (``generic.py``'s ``Float``, ``Vec3s``...):
+Kernels are defined once, generic over the scalar type (``xsim.sim.generic``'s ``Float``, ``Vec3s``...):
 launched with float32 arrays (speed) or float64 arrays (gradient checks) they run in that precision;
 the solver binds them up front (``generic.specialized``), one compiler call per scalar type. The
 ``@xsim.func`` helpers are generic too: they are inlined with their arguments' types.
@@ -25,9 +25,9 @@ a Tape record a rollout.
 
 
 import xsim
+from xsim.sim.generic import Float, Floats, Ints, Ints2, Vec3, Vec3s, Vec3s2, Vec4s
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
 
-from .generic import Float, Floats, Ints, Ints2, Vec3, Vec3s, Vec3s2, Vec4s
 from .rigid_kernels import generalized_inv_mass
 
 UNROLLED_SLOTS = 32  # slots a particle gathers in straight-line code (a cloth vertex has 18: 6 + 12)

@@ -21,9 +21,9 @@ planes on bodies do not meet particles.
 from typing import Any
 
 import xsim
+from xsim.sim.generic import Ints, Ints2
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 
-from .generic import Ints, Ints2
 from .kernels import (
     bounce_impulse,
     closest_point_on_triangle,

@@ -12,8 +12,7 @@ Corrections are accumulated per body in a ``vector(8)`` row (dx: 0..2, dq: 3..6,
 """
 
 import xsim
-
-from .generic import Float, Floats, Mat33s, Transforms, Vec3, Vec3s, Vec6s, Vec8s
+from xsim.sim.generic import Float, Floats, Mat33s, Transforms, Vec3, Vec3s, Vec6s, Vec8s
 
 # -------------------------------------------------------------------------------------------------
 # generic helpers (inlined with their arguments' types, so one definition serves float32/float64)
@@ -53,17 +52,6 @@ def load_split_body(b: int, Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33
     x, q, im, ii = load_body(b, Xc, inv_mass, inv_inertia)
     im, ii = split_mass(b, im, ii, split)
     return x, q, im, ii
-
-
-def body_loader(scalar):
-    """``load_body`` (generic; ``scalar`` is not needed any more): for the callers written for the
-    per-scalar loaders."""
-    return load_body
-
-
-def split_body_loader(scalar):
-    """``load_split_body`` (generic; ``scalar`` is not needed any more), as ``body_loader``."""
-    return load_split_body
 
 
 @xsim.func

@@ -61,13 +61,12 @@ import numpy as np
 
 import xsim
 from xsim import types as T
+from xsim.sim.generic import specialized
 from xsim.sim.kinematics import eval_ik
 from xsim.sim.rigid import JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
-from . import joint_kernels, rigid_kernels
+from . import contacts_rigid, joint_kernels, rigid_kernels
 from .broad_phase import BroadPhase
-from .contacts_rigid import contact_kernels
-from .generic import specialized
 from .particle_contacts import count_particle_contacts
 
 
@@ -81,8 +80,7 @@ class RigidStepper:
         self.model = m
         self.rigid = r
         s = m.dtype
-        self.k, self.kc, self.kj = (specialized(rigid_kernels.__name__, s), contact_kernels(s),
-                                    specialized(joint_kernels.__name__, s))
+        self.k, self.kc, self.kj = (specialized(m.__name__, s) for m in (rigid_kernels, contacts_rigid, joint_kernels))
         self.v3, self.v6, self.v8 = T.vector(3, s), T.vector(6, s), T.vector(8, s)
         self.tf = T.transformation(s)
         self._gravity = self.v3(*m.gravity)  # built once per solver, not per substep

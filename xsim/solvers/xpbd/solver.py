@@ -79,12 +79,12 @@ from xsim.array import intermediate
 from xsim.errors import NonFiniteError
 from xsim.kernels import recording
 from xsim.kernels.finite import check_arrays
+from xsim.sim.generic import specialized
 
 from ...sim import validate
 from ...sim.model import Control, Model, State
 from . import kernels as particle_kernels
 from . import particle_contacts as pc
-from .generic import specialized
 from .particle_constraints import ParticleConstraints
 from .rigid_solver import RigidStepper
 

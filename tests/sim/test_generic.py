@@ -1,4 +1,4 @@
-"""The solver kernels' generic types and their binding to one scalar type (``xsim.solvers.xpbd.generic``):
+"""The solver kernels' generic types and their binding to one scalar type (``xsim.sim.generic``):
 every parameter comes out concrete, one module per (file, scalar type), and a parameter that names no
 scalar type variable is refused with its type named. No kernel is compiled here."""
 
@@ -8,9 +8,10 @@ import pytest
 
 import xsim
 from xsim import types as T
-from xsim.solvers.xpbd import joint_kernels, rigid_kernels
+from xsim.sim import kinematics
+from xsim.sim.generic import Transform, Vec3s2, bind_scalar, specialized
+from xsim.solvers.xpbd import contacts_rigid, joint_kernels, rigid_kernels
 from xsim.solvers.xpbd import kernels as particle_kernels
-from xsim.solvers.xpbd.generic import Transform, Vec3s2, bind_scalar, specialized
 
 
 def test_generic_quaternion_and_transformation_types_bind_to_their_scalar():
@@ -32,7 +33,7 @@ def test_bind_scalar_makes_every_part_of_a_type_concrete():
         bind_scalar(Any, xsim.float64)
 
 
-@pytest.mark.parametrize("module", [particle_kernels, rigid_kernels, joint_kernels])
+@pytest.mark.parametrize("module", [particle_kernels, rigid_kernels, joint_kernels, contacts_rigid, kinematics])
 def test_specialized_binds_every_generic_kernel_of_a_file_into_one_module_per_scalar_type(module):
     generic = {name: k for name, k in vars(module).items() if isinstance(k, xsim.Kernel) and k.generic}
     assert generic, "the file defines its kernels at module level"

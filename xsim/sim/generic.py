@@ -1,6 +1,7 @@
-"""The solver kernels' generic types, and the kernels for one scalar type: each solver file defines
-its kernels once, at module level, generic over the scalar (``Float``, ``Vec3``, ``Floats``... below),
-and ``specialized`` binds every one of them to float32 or float64 up front.
+"""The simulation kernels' generic types, and the kernels for one scalar type: each solver file (and
+``kinematics.py``) defines its kernels once, at module level, generic over the scalar (``Float``,
+``Vec3``, ``Floats``... below), and ``specialized`` binds every one of them to float32 or float64 up
+front. It sits in ``xsim.sim`` so that the model layer's kernels use it without importing the solvers.
 
 Why up front rather than at each launch: a launch of a generic kernel binds its arguments' types
 first and takes the general launch path (binding solve_distance's 13 arguments took 0.6 ms on a busy
@@ -17,9 +18,11 @@ import sys
 from types import SimpleNamespace
 from typing import TypeVar
 
-import xsim
-from xsim import types as T
-from xsim.types import Float
+from .. import types as T
+from ..array import array
+from ..kernels.kernel import Kernel
+from ..kernels.module import get_module
+from ..types import Float
 
 # the parameter types of the solver kernels, generic over the scalar type Float
 Vec2 = T.vector(2, Float)
@@ -29,18 +32,18 @@ Vec6 = T.vector(6, Float)
 Vec8 = T.vector(8, Float)
 Mat33 = T.matrix((3, 3), Float)
 Transform = T.transformation(Float)
-Floats = xsim.array(dtype=Float)
-Vec2s = xsim.array(dtype=Vec2)
-Vec3s = xsim.array(dtype=Vec3)
-Vec4s = xsim.array(dtype=Vec4)
-Vec6s = xsim.array(dtype=Vec6)
-Vec8s = xsim.array(dtype=Vec8)
-Mat33s = xsim.array(dtype=Mat33)
-Transforms = xsim.array(dtype=Transform)
-Quats = xsim.array(dtype=T.quaternion(Float))
-Ints = xsim.array(dtype=int)
-Ints2 = xsim.array(dtype=int, ndim=2)
-Vec3s2 = xsim.array(dtype=Vec3, ndim=2)
+Floats = array(dtype=Float)
+Vec2s = array(dtype=Vec2)
+Vec3s = array(dtype=Vec3)
+Vec4s = array(dtype=Vec4)
+Vec6s = array(dtype=Vec6)
+Vec8s = array(dtype=Vec8)
+Mat33s = array(dtype=Mat33)
+Transforms = array(dtype=Transform)
+Quats = array(dtype=T.quaternion(Float))
+Ints = array(dtype=int)
+Ints2 = array(dtype=int, ndim=2)
+Vec3s2 = array(dtype=Vec3, ndim=2)
 
 
 def bind_scalar(t, scalar):
@@ -61,12 +64,12 @@ def bind_scalar(t, scalar):
 @functools.cache
 def specialized(module_name: str, scalar) -> SimpleNamespace:
     """Every generic kernel defined in the Python module ``module_name``, bound to ``scalar``
-    (xsim.float32 or xsim.float64), under its own name; compiled together on first launch."""
+    (float32 or float64), under its own name; compiled together on first launch."""
     scalar = T.resolve(scalar)
-    target = xsim.get_module(f"{module_name}_{T.type_name(scalar)}")
+    target = get_module(f"{module_name}_{T.type_name(scalar)}")
     kernels = {}
     for name, k in vars(sys.modules[module_name]).items():
-        if isinstance(k, xsim.Kernel) and k.generic and k.pyfunc.__module__ == module_name:
-            kernels[name] = xsim.Kernel(k.pyfunc, k.key, target, enable_backward=k.options.get("enable_backward"),
+        if isinstance(k, Kernel) and k.generic and k.pyfunc.__module__ == module_name:
+            kernels[name] = Kernel(k.pyfunc, k.key, target, enable_backward=k.options.get("enable_backward"),
                                         param_types=[bind_scalar(t, scalar) for _, t in k.params])
     return SimpleNamespace(**kernels)
