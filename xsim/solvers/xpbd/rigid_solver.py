@@ -55,6 +55,7 @@ splits the body's mass by its number of touching particles in the same way, into
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import numpy as np
@@ -63,11 +64,55 @@ import xsim
 from xsim import types as T
 from xsim.sim.generic import specialized
 from xsim.sim.kinematics import eval_ik
+from xsim.sim.model import State
 from xsim.sim.rigid import JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 from . import contacts_rigid, joint_kernels, rigid_kernels
 from .broad_phase import BroadPhase
 from .particle_contacts import count_particle_contacts
+
+
+@dataclass(eq=False, slots=True)
+class RigidStep:
+    """The working state of one step of the bodies: ``RigidStepper.begin`` makes it, the stages that
+    ``SolverXPBD.step`` drives update it. Arrays hold one row per body (``[body_count]``), per joint or
+    per kept contact (``[n_contacts]``, the first rows of a pooled buffer); poses are com frames."""
+
+    state_out: State  # where the step ends
+    h: float  # s, the substep
+    grad: bool  # gradients recorded: every array the step writes is new (``_new``)
+    substeps: int
+    iterations: int  # position passes per substep
+    target_q: xsim.array  # joint drive targets (rad or m), [joint_count]
+    target_qd: xsim.array  # joint velocity drive targets (rad/s or m/s), [joint_count]
+    bounce: float  # m/s, the approach speed below which contacts do not bounce
+    xc: xsim.array  # com frames at the substep start, transform [body_count]
+    qd: xsim.array  # velocities at the substep start (linear, angular; m/s, rad/s), spatial vector [body_count]
+    sub: int = 0  # the current substep
+    velocity_pass: bool = False  # whether substeps run the velocity pass (contacts, velocity drives, particles)
+    # the step's contacts (``_find_contacts``): kept candidates grouped by shape pair
+    n_contacts: int = 0
+    n_pairs: int = 0
+    pairs: xsim.array | None = None  # the pairs with kept contacts: (shape a, shape b, a's points, b's), int [n_pairs, 4]
+    contact_pair: xsim.array | None = None  # each contact's row in ``pairs``, int [n_contacts]
+    contact_index: xsim.array | None = None  # each contact's index in its pair (``contact_roles``), int [n_contacts]
+    pair_first: xsim.array | None = None  # each pair's first contact, then n_contacts: int [n_pairs + 1]
+    keys: np.ndarray | None = None  # each contact's (shape a, shape b, index) key, host int64 [n_contacts]
+    anchor_p: xsim.array | None = None  # static-friction anchors: point body's pose, transform [n_contacts]
+    anchor_s: xsim.array | None = None  # and surface body's pose
+    held: xsim.array | None = None  # 1 where static friction held (``solve_contact_positions``), int [n_contacts]
+    # the current substep
+    x_pred: xsim.array | None = None  # predicted com frames, transform [body_count]
+    qd_pre: xsim.array | None = None  # predicted velocities (restitution's pre-solve ones), [body_count]
+    xi: xsim.array | None = None  # com frames of the current position pass, transform [body_count]
+    qd_next: xsim.array | None = None  # velocities from the last pose change, [body_count]
+    lam_c: xsim.array | None = None  # contacts' normal multipliers of the substep so far, [n_contacts]
+    lam_t: xsim.array | None = None  # and tangential ones
+    lam_j: xsim.array | None = None  # joints' drive multipliers, [joint_count]
+    delta: xsim.array | None = None  # this pass's accumulated rigid corrections, vector(8) [body_count]
+    pdelta: xsim.array | None = None  # and the particles' (None without particle coupling)
+    pdv: xsim.array | None = None  # the particles' velocity-pass corrections, vector(8) [body_count]
+    geom: list = field(default_factory=list)  # contact normals, arms on a, on b (velocity pass), vec3 [n_contacts]
 
 
 class RigidStepper:
@@ -133,7 +178,8 @@ class RigidStepper:
 
     # -- stepping: SolverXPBD.step drives these stages, interleaved with the particles' ----------------
 
-    def begin(self, state_in, state_out, control, dt: float, substeps: int, iterations: int, grad: bool):
+    def begin(self, state_in, state_out, control, dt: float, substeps: int, iterations: int,
+              grad: bool) -> RigidStep | None:
         """Start a step of ``dt``: com frames, joint targets, the broad phase. Returns the step's
         working state (None without bodies)."""
         r = self.rigid
@@ -146,12 +192,12 @@ class RigidStepper:
         target_q = getattr(control, "joint_target_q", None) if control is not None else None
         target_qd = getattr(control, "joint_target_qd", None) if control is not None else None
         bounce = self.solver.bounce_speed
-        st = SimpleNamespace(
-            state_out=state_out, h=h, grad=grad, substeps=substeps, iterations=iterations, sub=0,
+        st = RigidStep(
+            state_out=state_out, h=h, grad=grad, substeps=substeps, iterations=iterations,
             target_q=r.joint_target_q if target_q is None else target_q,
             target_qd=r.joint_target_qd if target_qd is None else target_qd,
             bounce=2.0 * self._g_norm * h if bounce is None else bounce,
-            xc=state_in.body_q, qd=state_in.body_qd, n_contacts=0, pdelta=None, pdv=None)
+            xc=state_in.body_q, qd=state_in.body_qd)
         if self._has_com:
             st.xc = self._new("Xstart", nb, self.tf, grad)
             xsim.launch(self.k.body_to_com_frame, nb, inputs=[state_in.body_q, r.body_com], outputs=[st.xc])
@@ -160,7 +206,7 @@ class RigidStepper:
         st.velocity_pass = st.n_contacts > 0 or r.joint_drive_velocity or self.solver._body_collide
         return st
 
-    def _find_contacts(self, st, state_in, dt: float) -> None:
+    def _find_contacts(self, st: RigidStep, state_in, dt: float) -> None:
         """The step's contacts into ``st``: the broad phase's candidates (host), measured by
         ``contact_depths`` and kept where within reach, grouped by shape pair (the velocity pass runs
         over pairs), and their static-friction anchors (``_anchor``). Not on the tape: which contacts
@@ -209,7 +255,7 @@ class RigidStepper:
         st.keys = (a * r.shape_count + b) * self._max_index + index[kept]
         self._anchor(st, state_in, xc if state_in.body_q is st.xc else None, last)
 
-    def _anchor(self, st, state_in, body_q, last) -> None:
+    def _anchor(self, st: RigidStep, state_in, body_q, last) -> None:
         """Static friction holds each contact where it was when it began to stick: a contact that held
         at the end of the step that wrote ``state_in`` (``last``, its ``body_contacts``) keeps its anchors,
         any other is anchored at the step start (``contact_anchors``). Anchored at each step start, the
@@ -250,7 +296,7 @@ class RigidStepper:
         buf.numpy()[:len(data)] = data  # on the CPU a view of the buffer
         return buf
 
-    def begin_substep(self, st, sub: int) -> None:
+    def begin_substep(self, st: RigidStep, sub: int) -> None:
         """Predict the bodies' poses for substep ``sub`` (gravity, gyroscopic term)."""
         r = self.rigid
         nb = r.body_count
@@ -263,7 +309,7 @@ class RigidStepper:
         st.lam_c, st.lam_t, st.lam_j = self._lam_contacts, self._lam_contacts, self._lam_joints
         st.xi = st.x_pred
 
-    def solve(self, st) -> None:
+    def solve(self, st: RigidStep) -> None:
         """One position pass of the contacts and joints at the current poses ``st.xi``: their
         corrections go to a new accumulator ``st.delta`` (and particles' to ``st.pdelta``)."""
         m, r = self.model, self.rigid
@@ -310,7 +356,7 @@ class RigidStepper:
         a.copy_from_untracked(base)
         return a
 
-    def particle_split(self, st, x, slack: float):
+    def particle_split(self, st: RigidStep, x, slack: float):
         """Mass splitting of the particle-body contacts (``particle_contacts.py``): each body's number of
         particles ``x`` touching it (depth above ``-slack`` times the particle's radius), counted with the
         contacts' own test; new when gradients are recorded (the contact kernels that read it are on the
@@ -324,12 +370,12 @@ class RigidStepper:
             outputs=[split], record_tape=False)
         return split
 
-    def begin_particle_bounce(self, st):
+    def begin_particle_bounce(self, st: RigidStep):
         """A new accumulator ``st.pdv`` for the particles' velocity pass against the bodies (after the last
         ``apply`` of the substep, before ``end_substep``)."""
         st.pdv = self._new("pdv", self.rigid.body_count, self.v8, st.grad, zero=True)
 
-    def apply(self, st, it: int) -> None:
+    def apply(self, st: RigidStep, it: int) -> None:
         """Move the bodies by their averaged corrections and take velocities from the pose change."""
         r = self.rigid
         nb, grad = r.body_count, st.grad
@@ -346,7 +392,7 @@ class RigidStepper:
             1.0 / st.h, r.body_linear_damping, r.body_angular_damping], outputs=[x_next, st.qd_next])
         st.xi = x_next
 
-    def end_substep(self, st) -> None:
+    def end_substep(self, st: RigidStep) -> None:
         """The velocity pass (restitution, dynamic friction, joint velocity drives); the substep's
         end state becomes the next one's start."""
         r = self.rigid
@@ -378,7 +424,7 @@ class RigidStepper:
             st.qd_next = qd_final
         st.xc, st.qd = xi, st.qd_next
 
-    def end(self, st) -> None:
+    def end(self, st: RigidStep) -> None:
         """Body frames (from com frames) and joint coordinates into ``state_out``."""
         m, r = self.model, self.rigid
         out = st.state_out
