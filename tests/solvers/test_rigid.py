@@ -356,6 +356,55 @@ def test_cloth_on_a_moving_box_moves_with_it():
 # -- gradients -------------------------------------------------------------------------------------------
 
 
+def test_a_solver_reuses_a_dead_tapes_body_arrays_never_a_live_ones_and_gets_the_same_gradients():
+    # the particle and rigid steppers share one buffer pool (solvers/xpbd/buffers.py): a taped rollout
+    # takes the pose, velocity and multiplier arrays of a tape that is gone, never those of a live one
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.5, restitution=0.3)
+    box = b.add_body(((0.0, 0.0, 0.12), (0.0, 0.0, 0.0, 1.0)), lin_vel=(0.5, 0.0, -1.0))
+    b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1)
+    link = b.add_body(((1.0, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_capsule(link, radius=0.05, half_height=0.2)
+    b.add_joint_revolute(-1, link, parent_xform=((1.0, 0.0, 1.2), (0.0, 0.0, 0.0, 1.0)),
+                         child_xform=((0.0, 0.0, 0.2), (0.0, 0.0, 0.0, 1.0)), axis=(1.0, 0.0, 0.0), target_q=0.3,
+                         target_ke=20.0)
+    b.add_particle((0.0, 0.0, 0.27), vel=(0.0, 0.0, -1.0), mass=0.05, radius=0.02)  # on the box: coupled
+    model = b.finalize(dtype=xsim.float64)
+    solver = SolverXPBD(model, substeps=2, iterations=2)
+    weights = xsim.array(np.random.default_rng(4).normal(size=(2, 7)), dtype=xsim.transformd)
+
+    def record():
+        qd = xsim.clone(model.body_qd, requires_grad=True)
+        tape = xsim.Tape()
+        with tape:
+            s = model.state(requires_grad=True)
+            s.body_qd = qd
+            for _ in range(4):
+                out = model.state(requires_grad=True)
+                solver.step(s, out, None, 1.0 / 60.0)
+                s = out
+            loss = xsim.zeros(1, dtype=xsim.float64, requires_grad=True)
+            xsim.launch(weighted_pose, 2, inputs=[s.body_q, weights], outputs=[loss])
+        return tape, qd, loss
+
+    def backward(tape, qd, loss):
+        tape.backward(loss)
+        return qd.grad.numpy().copy()
+
+    def pooled():
+        return sum(len(r) for r in solver.buffers._rings.values())
+
+    first = backward(*record())  # its tape is dropped here
+    arrays = pooled()
+    assert {"X", "qd", "Xpred", "lam_j", "x"} <= {key for key, _, _ in solver.buffers._rings}  # bodies' and particles'
+    live = record()
+    assert pooled() == arrays  # all reused
+    third = backward(*record())  # the live tape's arrays are taken: new ones
+    assert pooled() == 2 * arrays
+    assert np.abs(first).max() > 0.1
+    np.testing.assert_array_equal(backward(*live), first)
+    np.testing.assert_array_equal(third, first)
+
 def rollout_loss(model, qd0, weights, steps, dt, substeps=5, control=None):
     """Loss = weights . final body_q after ``steps`` steps from velocities ``qd0``; returns (loss, states)."""
     solver = SolverXPBD(model, substeps=substeps, iterations=1)

@@ -225,11 +225,11 @@ def test_a_solver_reuses_a_dead_tapes_arrays_and_never_a_live_ones():
         return states[0].particle_qd.grad.numpy().copy()
 
     first = backward(*record())  # its tape and states are dropped here
-    arrays = sum(len(r) for r in solver._rings.values())
+    arrays = sum(len(r) for r in solver.buffers._rings.values())
     live_tape, live_states = record()
-    assert sum(len(r) for r in solver._rings.values()) == arrays  # all reused
+    assert sum(len(r) for r in solver.buffers._rings.values()) == arrays  # all reused
     third = backward(*record())  # the live tape's arrays are taken: new ones
-    assert sum(len(r) for r in solver._rings.values()) == 2 * arrays
+    assert sum(len(r) for r in solver.buffers._rings.values()) == 2 * arrays
     np.testing.assert_array_equal(backward(live_tape, live_states), first)
     np.testing.assert_array_equal(third, first)
 
@@ -239,12 +239,12 @@ def test_the_unzeroed_gradient_pool_gives_the_gradients_of_the_zeroed_one(monkey
     buffers without zeroing them; with the promise withdrawn (every reused buffer zeroed) the
     gradients are the same to the bit."""
     from xsim.array import intermediate
-    from xsim.solvers.xpbd import solver as solver_module
+    from xsim.solvers.xpbd import buffers as buffers_module
 
     grads = []
     for written_first in (True, False):
         rng = np.random.default_rng(5)
-        monkeypatch.setattr(solver_module, "intermediate",
+        monkeypatch.setattr(buffers_module, "intermediate",
                             lambda shape, dtype, device, written_first=False, keep=written_first:
                             intermediate(shape, dtype, device, written_first=keep))
         model = make_model()

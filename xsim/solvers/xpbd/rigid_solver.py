@@ -25,8 +25,8 @@ counted by ``measure_contacts`` just before, which also measures each contact's 
 constraint's impulse reaches both of its bodies in full and momentum is conserved between bodies
 with different numbers of constraints (without it a double pendulum gained energy and a free chain
 lost momentum). Atomics make float sums order-dependent in the last bit; that is far below what finite differences in float64 see.
-Because every accumulator, multiplier and pose array of a step is new when gradients are
-recorded (a Tape, or a model/state that requires grad), a rollout backpropagates to the initial
+Because no accumulator, multiplier or pose array of a step is one that a tape holds when gradients
+are recorded (a Tape, or a model/state that requires grad; ``buffers.py``), a rollout backpropagates to the initial
 ``body_q``/``body_qd``, masses, inertias, shape poses and sizes, friction, restitution and joint
 targets/stiffnesses.
 
@@ -80,7 +80,7 @@ class RigidStep:
 
     state_out: State  # where the step ends
     h: float  # s, the substep
-    grad: bool  # gradients recorded: every array the step writes is new (``_new``)
+    grad: bool  # gradients recorded: no array the step writes is one a tape holds (``BufferPool.get``)
     substeps: int
     iterations: int  # position passes per substep
     target_q: xsim.array  # joint drive targets (rad or m), [joint_count]
@@ -130,7 +130,7 @@ class RigidStepper:
         self.tf = T.transformation(s)
         self._gravity = self.v3(*m.gravity)  # built once per solver, not per substep
         self._g_norm = float(np.linalg.norm(m.gravity))
-        self._pool: dict = {}
+        self.buffers = solver.buffers  # shared with the particles' stepping
         self._lam_contacts = xsim.zeros(0, dtype=s, device=m.device)  # grown to the most contacts of a step
         self._lam_joints = xsim.zeros(r.joint_count, dtype=s, device=m.device)
         self._broad = BroadPhase(r)
@@ -152,29 +152,6 @@ class RigidStepper:
                     counts[1, b] += float(kd[j] > 0.0 and kinds[j] in (JOINT_REVOLUTE, JOINT_PRISMATIC))
         self._joint_split = xsim.array(counts[0], dtype=s, device=m.device)
         self._joint_vsplit = xsim.array(counts[1], dtype=s, device=m.device)
-
-    # -- buffers ---------------------------------------------------------------------------------------
-
-    def _new(self, key: str, shape: int, dtype, grad: bool, zero: bool = False, avoid=()):
-        """A fresh array when gradients are recorded (float arrays then require grad); otherwise a
-        reusable buffer for ``key`` that is none of ``avoid``, of ``shape`` or, for the per-contact
-        arrays (keys ``c:...``, whose count changes every step), of the next power of two."""
-        dev = self.model.device
-        if grad:
-            make = xsim.zeros if zero else xsim.empty
-            return make(shape, dtype=dtype, device=dev, requires_grad=dtype is not int)
-        if key.startswith("c:"):
-            shape = 1 << max(shape - 1, 0).bit_length()
-        pool = self._pool.setdefault((key, shape), [])
-        for a in pool:
-            if not any(a is b for b in avoid):
-                break
-        else:
-            a = xsim.empty(shape, dtype=dtype, device=dev)
-            pool.append(a)
-        if zero:
-            a.zero_untracked()
-        return a
 
     # -- stepping: SolverXPBD.step drives these stages, interleaved with the particles' ----------------
 
@@ -199,7 +176,7 @@ class RigidStepper:
             bounce=2.0 * self._g_norm * h if bounce is None else bounce,
             xc=state_in.body_q, qd=state_in.body_qd)
         if self._has_com:
-            st.xc = self._new("Xstart", nb, self.tf, grad)
+            st.xc = self.buffers.get("Xstart", nb, self.tf, grad)
             xsim.launch(self.k.body_to_com_frame, nb, inputs=[state_in.body_q, r.body_com], outputs=[st.xc])
         self._find_contacts(st, state_in, dt)
         self.contact_count = st.n_contacts
@@ -222,14 +199,14 @@ class RigidStepper:
         pairs_dev, reach_dev = put("pairs", pairs, int), put("reach", reach, s)
 
         def edges_near(box_pairs):
-            near = self._new("c:near", 24 * len(box_pairs), int, False)
+            near = self.buffers.get("c:near", 24 * len(box_pairs), int, False)
             xsim.launch(self.kc.box_edges_near, 24 * len(box_pairs), inputs=[
                 st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_xform, r.shape_size, r.shape_radius,
                 put("box_pairs", pairs[box_pairs], int), put("box_reach", reach[box_pairs], s)], outputs=[near],
                 record_tape=False)
             return near.numpy()[:24 * len(box_pairs)].reshape(len(box_pairs), 2, 12).astype(bool)
         pair, index = self._broad.candidate_contacts(pairs, edges_near)
-        depth = self._new("c:depth", len(pair), s, False)  # off the tape
+        depth = self.buffers.get("c:depth", len(pair), s, False)  # off the tape
         xsim.launch(self.kc.contact_depths, len(pair), inputs=[
             st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
             r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, pairs_dev,
@@ -279,7 +256,7 @@ class RigidStepper:
         xsim.launch(self.kc.contact_anchors, n, inputs=[
             st.xc, r.shape_body, r.shape_point_count, st.pairs, st.contact_pair, st.contact_index,
             self._put("carry", carry, int, taped), *prev], outputs=[st.anchor_p, st.anchor_s])
-        st.held = self._new("c:held", n, int, taped, zero=True)
+        st.held = self.buffers.get("c:held", n, int, taped, zero=True)
 
     def _put(self, key: str, data: np.ndarray, dtype, fresh: bool = False):
         """Host ``data`` (rows) on the model's device for this step's kernels, which read its first
@@ -301,8 +278,8 @@ class RigidStepper:
         r = self.rigid
         nb = r.body_count
         st.sub = sub
-        st.x_pred = self._new("Xpred", nb, self.tf, st.grad)
-        st.qd_pre = self._new("qd_pre", nb, self.v6, st.grad)
+        st.x_pred = self.buffers.get("Xpred", nb, self.tf, st.grad)
+        st.qd_pre = self.buffers.get("qd_pre", nb, self.v6, st.grad)
         xsim.launch(self.k.integrate_bodies, nb, inputs=[st.xc, st.qd, r.body_inv_mass, r.body_inertia,
                                                          r.body_inv_inertia, self._gravity, st.h],
                     outputs=[st.x_pred, st.qd_pre])
@@ -314,31 +291,31 @@ class RigidStepper:
         corrections go to a new accumulator ``st.delta`` (and particles' to ``st.pdelta``)."""
         m, r = self.model, self.rigid
         nb, grad, xi = r.body_count, st.grad, st.xi
-        st.delta = self._new("delta", nb, self.v8, grad, zero=True)
-        st.pdelta = self._new("pdelta", nb, self.v8, grad, zero=True) if self.solver._body_collide else None
+        st.delta = self.buffers.get("body_delta", nb, self.v8, grad, zero=True)
+        st.pdelta = self.buffers.get("pdelta", nb, self.v8, grad, zero=True) if self.solver._body_collide else None
         split = self._joint_split
         if st.n_contacts:
             # mass splitting: each body's constraints in this pass, the penetrating contacts counted first,
             # with the contacts' geometry at these poses
             split = self._counts("split", self._joint_split, grad, taped=True)
             n, v3 = st.n_contacts, self.v3
-            geom = [self._new("c:pass_n", n, v3, grad), self._new("c:pass_pen", n, m.dtype, grad),
-                    self._new("c:pass_ca", n, v3, grad), self._new("c:pass_cb", n, v3, grad)]
+            geom = [self.buffers.get("c:pass_n", n, v3, grad), self.buffers.get("c:pass_pen", n, m.dtype, grad),
+                    self.buffers.get("c:pass_ca", n, v3, grad), self.buffers.get("c:pass_cb", n, v3, grad)]
             xsim.launch(self.kc.measure_contacts, n, inputs=[
                 xi, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
                 r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, st.pairs,
                 st.contact_pair, st.contact_index], outputs=[*geom, split])
-            lam_out = self._new("c:lam", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t))
-            lam_t_out = self._new("c:lam_t", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t, lam_out))
-            held = self._new("c:held", st.n_contacts, int, grad, avoid=(st.held,))
-            st.geom = [self._new(f"c:geom{k}", st.n_contacts, self.v3, grad) for k in range(3)]
+            lam_out = self.buffers.get("c:lam", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t))
+            lam_t_out = self.buffers.get("c:lam_t", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t, lam_out))
+            held = self.buffers.get("c:held", st.n_contacts, int, grad, avoid=(st.held,))
+            st.geom = [self.buffers.get(f"c:geom{k}", st.n_contacts, self.v3, grad) for k in range(3)]
             xsim.launch(self.kc.solve_contact_positions, st.n_contacts, inputs=[
                 xi, st.anchor_p, st.anchor_s, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_point_count,
                 st.pairs, st.contact_pair, st.contact_index, *geom, r.shape_mu, st.lam_c, st.lam_t, split, st.held],
                 outputs=[lam_out, lam_t_out, st.delta, *st.geom, held])
             st.lam_c, st.lam_t, st.held = lam_out, lam_t_out, held
         if r.joint_count:
-            lam_out = self._new("lam_j", r.joint_count, m.dtype, grad, avoid=(st.lam_j,))
+            lam_out = self.buffers.get("lam_j", r.joint_count, m.dtype, grad, avoid=(st.lam_j,))
             xsim.launch(self.kj.solve_joints, r.joint_count, inputs=[
                 xi, r.body_inv_mass, r.body_inv_inertia, r.joint_type, r.joint_parent, r.joint_child,
                 r.joint_X_p, r.joint_X_c, r.joint_axis, r.joint_limit, r.joint_cone_limit, st.target_q,
@@ -352,7 +329,7 @@ class RigidStepper:
         carries a grad buffer so that the tape sees the chain whole."""
         n = base.shape[0]
         a = xsim.empty(n, dtype=base.dtype, device=self.model.device, requires_grad=taped) if grad else \
-            self._new(key, n, base.dtype, False)
+            self.buffers.get(key, n, base.dtype, False)
         a.copy_from_untracked(base)
         return a
 
@@ -363,7 +340,7 @@ class RigidStepper:
         tape). The bodies' accumulators of this pass are ``st.pdelta`` and ``st.pdv``."""
         m, r = self.model, self.rigid
         split = xsim.zeros(r.body_count, dtype=m.dtype, device=m.device) if st.grad else \
-            self._new("psplit", r.body_count, m.dtype, False, zero=True)
+            self.buffers.get("psplit", r.body_count, m.dtype, False, zero=True)
         xsim.launch(count_particle_contacts, m.particle_count, inputs=[
             x, m.particle_inv_mass, m.particle_radius, st.xi, r.body_inv_mass, r.shape_body, r.shape_type,
             r.shape_xform, r.shape_size, m.particle_world, r.shape_world, r.shape_count, m.dtype(slack)],
@@ -373,7 +350,7 @@ class RigidStepper:
     def begin_particle_bounce(self, st: RigidStep):
         """A new accumulator ``st.pdv`` for the particles' velocity pass against the bodies (after the last
         ``apply`` of the substep, before ``end_substep``)."""
-        st.pdv = self._new("pdv", self.rigid.body_count, self.v8, st.grad, zero=True)
+        st.pdv = self.buffers.get("pdv", self.rigid.body_count, self.v8, st.grad, zero=True)
 
     def apply(self, st: RigidStep, it: int) -> None:
         """Move the bodies by their averaged corrections and take velocities from the pose change."""
@@ -383,9 +360,9 @@ class RigidStepper:
         if last_it and not self._has_com:
             x_next = st.state_out.body_q
         else:
-            x_next = self._new("X", nb, self.tf, grad, avoid=(st.xi, st.xc))
+            x_next = self.buffers.get("X", nb, self.tf, grad, avoid=(st.xi, st.xc))
         st.qd_next = st.state_out.body_qd if last_it and not st.velocity_pass else \
-            self._new("qd", nb, self.v6, grad, avoid=(st.qd,))
+            self.buffers.get("qd", nb, self.v6, grad, avoid=(st.qd,))
         coupled = st.pdelta is not None
         xsim.launch(self.k.apply_body_deltas, nb, inputs=[
             st.xi, st.delta, st.pdelta if coupled else st.delta, int(coupled), st.xc, self.solver.relaxation,
@@ -398,7 +375,7 @@ class RigidStepper:
         r = self.rigid
         nb, grad, xi, h = r.body_count, st.grad, st.xi, st.h
         if st.velocity_pass:
-            dv = self._new("dv", nb, self.v8, grad, zero=True)
+            dv = self.buffers.get("dv", nb, self.v8, grad, zero=True)
             vsplit = self._joint_vsplit
             if st.n_contacts:
                 vsplit = self._counts("vsplit", self._joint_vsplit, grad)
@@ -416,7 +393,7 @@ class RigidStepper:
                     r.joint_child, r.joint_X_p, r.joint_X_c, r.joint_axis, st.target_qd, r.joint_target_kd, h,
                     vsplit], outputs=[dv])
             last_sub = st.sub == st.substeps - 1
-            qd_final = st.state_out.body_qd if last_sub else self._new("qd", nb, self.v6, grad,
+            qd_final = st.state_out.body_qd if last_sub else self.buffers.get("qd", nb, self.v6, grad,
                                                                        avoid=(st.qd, st.qd_next))
             coupled = st.pdv is not None
             xsim.launch(self.k.apply_velocity_deltas, nb, inputs=[st.qd_next, dv, st.pdv if coupled else dv,

@@ -69,13 +69,10 @@ What is not differentiable, and what the gradient means there:
 
 from __future__ import annotations
 
-import collections
-import sys
 from types import SimpleNamespace
 
 import xsim
 from xsim import types as T
-from xsim.array import intermediate
 from xsim.errors import NonFiniteError
 from xsim.kernels import recording
 from xsim.kernels.finite import check_arrays
@@ -85,6 +82,7 @@ from ...sim import validate
 from ...sim.model import Control, Model, State
 from . import kernels as particle_kernels
 from . import particle_contacts as pc
+from .buffers import BufferPool
 from .particle_constraints import ParticleConstraints
 from .rigid_solver import RigidStepper
 
@@ -109,8 +107,7 @@ class SolverXPBD:
         self.bounce_speed = bounce_speed
         self.kernels = specialized(particle_kernels.__name__, model.dtype)
         self._gravity = model.vec3()(*model.gravity)
-        self._scratch: dict = {}
-        self._rings: dict = {}  # (key, shape, dtype) -> the arrays recorded rollouts used (``_recorded``)
+        self.buffers = BufferPool(model.device)  # the arrays its steps write, particles' and bodies'
         self.steps_taken = 0  # step() calls, named by check mode's errors
         m = model
         self.constraints = ParticleConstraints(m, self.kernels)
@@ -126,38 +123,6 @@ class SolverXPBD:
         # rigid bodies, contacts and joints: see rigid_solver.py
         self.rigid = RigidStepper(self) if m.has_rigid else None
         self._body_collide = self.rigid is not None and m.particle_count > 0
-
-    # -- buffers ---------------------------------------------------------------------------------------
-
-    def _new(self, key: str, shape: int, dtype, grad: bool, avoid=()):
-        """A fresh array when gradients are recorded (``_recorded``); otherwise a scratch buffer for
-        ``key`` that is none of the arrays in ``avoid`` (still in use)."""
-        if grad:
-            return self._recorded(key, shape, dtype)
-        pool = self._scratch.setdefault(key, [])
-        for a in pool:
-            if not any(a is b for b in avoid):
-                return a
-        a = xsim.empty(shape, dtype=dtype, device=self.model.device)
-        pool.append(a)
-        return a
-
-    def _recorded(self, key: str, shape, dtype):
-        """An array no tape or caller references any more (the tape of an earlier rollout is gone),
-        else a new one; an intermediate (``xsim.array.intermediate``) unless it holds ints, written
-        first: a launch writes every element the solver later reads. A rollout on a fresh tape so
-        reuses the arrays of the last one instead of allocating them again."""
-        ring = self._rings.setdefault((key, shape, dtype), collections.deque())
-        for _ in range(min(2, len(ring))):  # the oldest first; two tries keep a busy ring O(1)
-            a = ring[0]
-            ring.rotate(-1)
-            if sys.getrefcount(a) == 3:  # the ring, `a` and getrefcount's argument: nobody else
-                a._grad = None  # its gradient is spent: pending (zeros) again
-                return a
-        a = xsim.empty(shape, dtype=dtype, device=self.model.device) if dtype is int else \
-            intermediate(shape, dtype, self.model.device, written_first=True)
-        ring.append(a)
-        return a
 
     def _grad_mode(self, state_in: State) -> bool:
         return recording.is_recording() or state_in.requires_grad or self.model.requires_grad
@@ -199,7 +164,7 @@ class SolverXPBD:
         gravity = self._gravity
         x, v = state_in.particle_q, state_in.particle_qd
         if n and control is not None and control.particle_target is not None:
-            v_kin = self._new("v", n, v3, grad, avoid=(v,))
+            v_kin = self.buffers.get("v", n, v3, grad, avoid=(v,))
             xsim.launch(k.kinematic_velocities, n, inputs=[x, control.particle_target, m.particle_inv_mass, v,
                                                            1.0 / dt], outputs=[v_kin])
             v = v_kin
@@ -209,14 +174,14 @@ class SolverXPBD:
             if bodies is not None:
                 rigid.begin_substep(bodies, sub)
             if n:
-                x_pred = self._new("x", n, v3, grad, avoid=(x,))
+                x_pred = self.buffers.get("x", n, v3, grad, avoid=(x,))
                 xsim.launch(k.integrate_particles, n, inputs=[x, v, m.particle_inv_mass, gravity, h],
                             outputs=[x_pred])
                 mesh_tri = self._mesh_tri_none
                 if self._has_mesh:
                     # detection only chooses a triangle (no gradient): kept off the tape, but a new
                     # array in grad mode, since this substep's contact kernels record reading it
-                    mesh_tri = self._new("mesh_tri", n, int, grad)
+                    mesh_tri = self.buffers.get("mesh_tri", n, int, grad)
                     xsim.launch(pc.find_mesh_contacts, n, inputs=[
                         x, x_pred, m.particle_radius, m.mesh_indices, m.mesh_vertices, m.mesh_shape, m.shape_xform,
                         m.particle_world, m.shape_world], outputs=[mesh_tri], record_tape=False)
@@ -252,10 +217,10 @@ class SolverXPBD:
         state, None without bodies). Updates ``lam`` in place; returns the new positions."""
         m, k = self.model, self.kernels
         n, v3 = m.particle_count, m.vec3()
-        delta = self._new("delta", (n, self.constraints.width), v3, grad)
-        lam.update(self.constraints.project(lambda key, shape, dtype, avoid=(): self._new(key, shape, dtype, grad, avoid),
+        delta = self.buffers.get("delta", (n, self.constraints.width), v3, grad)
+        lam.update(self.constraints.project(lambda key, shape, dtype, avoid=(): self.buffers.get(key, shape, dtype, grad, avoid=avoid),
                                             xi, x, lam, inv_h, self.relaxation, delta))
-        x_next = self._new("x", n, v3, grad, avoid=(x, xi))
+        x_next = self.buffers.get("x", n, v3, grad, avoid=(x, xi))
         xsim.launch(k.apply_corrections, n, inputs=[
             xi, delta, self.constraints.slot_count, self.constraints.inv_count, m.particle_inv_mass], outputs=[x_next])
         if self._shapes:
@@ -263,7 +228,7 @@ class SolverXPBD:
                 b, split, delta = self._no_bodies, self._no_bodies.split, self._no_bodies.delta
                 if passes == pc.BODY_SHAPES:
                     b, split, delta = bodies, self.rigid.particle_split(bodies, x_next, 0.0), bodies.pdelta
-                x_shapes = self._new("x", n, v3, grad, avoid=(x, xi, x_next))
+                x_shapes = self.buffers.get("x", n, v3, grad, avoid=(x, xi, x_next))
                 xsim.launch(pc.collide_particle_shapes, n, inputs=[
                     x_next, x, m.particle_inv_mass, m.particle_radius, m.particle_world, m.shape_count, m.shape_body,
                     m.shape_type, m.shape_xform, m.shape_size, m.shape_mu, m.shape_world, mesh_tri, m.mesh_indices,
@@ -282,8 +247,8 @@ class SolverXPBD:
         n, v3 = m.particle_count, m.vec3()
         bounce = self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(m.gravity) * h
         shapes, last = self._shapes, final is not None
-        v = final.particle_qd if last and not shapes else self._new("v", n, v3, grad, avoid=(v_start,))
-        xo = final.particle_q if last and not shapes else self._new("x", n, v3, grad, avoid=(x, x_start))
+        v = final.particle_qd if last and not shapes else self.buffers.get("v", n, v3, grad, avoid=(v_start,))
+        xo = final.particle_q if last and not shapes else self.buffers.get("x", n, v3, grad, avoid=(x, x_start))
         xsim.launch(k.update_velocities, n, inputs=[x, x_start, m.particle_inv_mass, self._gravity, h,
                                                     m.particle_damping], outputs=[v, xo])
         if shapes:
@@ -294,8 +259,8 @@ class SolverXPBD:
                     self.rigid.begin_particle_bounce(bodies)
                     b, split, delta = bodies, self.rigid.particle_split(bodies, xo, 0.001), bodies.pdv
                 final_pass = last and j == len(passes) - 1
-                v_out = final.particle_qd if final_pass else self._new("v", n, v3, grad, avoid=(v_start, v))
-                x_out = final.particle_q if final_pass else self._new("x", n, v3, grad, avoid=(x, x_start, xo))
+                v_out = final.particle_qd if final_pass else self.buffers.get("v", n, v3, grad, avoid=(v_start, v))
+                x_out = final.particle_q if final_pass else self.buffers.get("x", n, v3, grad, avoid=(x, x_start, xo))
                 s = m.dtype
                 xsim.launch(pc.bounce_particle_shapes, n, inputs=[
                     xo, v, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, s(h), s(bounce),
