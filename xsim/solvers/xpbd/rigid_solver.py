@@ -125,7 +125,7 @@ class RigidStepper:
         self.model = m
         self.rigid = r
         s = m.dtype
-        self.k, self.kc, self.kj = (specialized(m.__name__, s) for m in (rigid_kernels, contacts_rigid, joint_kernels))
+        self.k, self.kc, self.kj = (specialized(f.__name__, s) for f in (rigid_kernels, contacts_rigid, joint_kernels))
         self.v3, self.v6, self.v8 = T.vector(3, s), T.vector(6, s), T.vector(8, s)
         self.tf = T.transformation(s)
         self._gravity = self.v3(*m.gravity)  # built once per solver, not per substep
