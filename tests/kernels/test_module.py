@@ -255,6 +255,33 @@ def test_redeclaring_a_unique_kernel_with_the_same_content_gives_the_same_kernel
     np.testing.assert_array_equal(run(two, X), np.full(4, 4.0))
 
 
+KF_SOURCE = "import xsim\n\n\ndef kf(a: xsim.array(dtype=float)):\n    a[xsim.tid()] = {}\n"
+
+
+def test_unique_module_is_named_by_content_so_an_edited_definition_never_shares_its_build(tmp_path):
+    path = tmp_path / "kf_source.py"
+
+    def define(value):
+        path.write_text(KF_SOURCE.format(value))
+        ns = {}
+        exec(compile(path.read_text(), str(path), "exec"), ns)  # noqa: S102
+        return xsim.kernel(ns["kf"], module="unique")
+
+    first, edited, again = define(1.0), define(42.25), define(42.25)
+    assert "1.0" in first.adj.source and "42.25" in edited.adj.source
+    assert first.module.name != edited.module.name
+    assert edited.module.name == again.module.name
+
+
+def test_warp_user_modules_is_the_registry_of_modules_by_name():
+    registry = xsim._src.context.user_modules
+    module = xsim.get_module("xsim_tests_registry")
+    assert registry["xsim_tests_registry"] is module
+    del registry["xsim_tests_registry"]  # as Warp's tests drop a module that must not load again
+    assert "xsim_tests_registry" not in registry
+    assert xsim.get_module("xsim_tests_registry") is not module
+
+
 def make_looped(fn):
     """A unique-module kernel whose static() calls ``fn`` with its loop variable (resolved at the build)."""
     @xsim.kernel(module="unique")
