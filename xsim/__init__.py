@@ -137,8 +137,10 @@ _LAYERS = ("sim", "solvers")
 def __getattr__(name: str):
     if name in _LAYERS:
         return importlib.import_module(f".{name}", __name__)
-    if name == "_src":  # Warp's tests reach its type lists as warp._src.types (xsim.types here)
-        return _SimpleNamespace(types=types)
+    if name == "_src":  # Warp's tests reach its type lists as warp._src.types (xsim.types here) and its
+        # registry of modules by name as warp._src.context.user_modules (xsim's registry, the same dict)
+        from .kernels.module import _MODULES
+        return _SimpleNamespace(types=types, context=_SimpleNamespace(user_modules=_MODULES))
     for path in _FUNC_MODULES:
         module = importlib.import_module(path, __name__)
         if name in module.__all__:
