@@ -171,7 +171,10 @@ def port(text: str, engine: str) -> str:
     text = text.replace("from warp.tests.unittest_utils import", "from unittest_utils import")
     text = re.sub(r"^from warp\.tests\.(aux_\w+) import", r"from \1 import", text, flags=re.MULTILINE)
     text = re.sub(r"^from warp\.tests\.(\w+)\.utils import", r"from \1_utils import", text, flags=re.MULTILINE)
-    return re.sub(r"^from warp\.tests import (aux_\w+) as", r"import \1 as", text, flags=re.MULTILINE)
+    text = re.sub(r"^from warp\.tests import (aux_\w+) as", r"import \1 as", text, flags=re.MULTILINE)
+    # the aux modules are staged beside the test: importlib.import_module("warp.tests.aux_x") and the module
+    # name as a key (user_modules, sys.modules) become "aux_x"
+    return re.sub(r"([\"'])warp\.tests\.(aux_\w+)\1", r"\1\2\1", text)
 
 
 def stage(names: list[str], engine: str, out: Path) -> None:

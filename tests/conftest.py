@@ -39,6 +39,7 @@ REFERENCE_EXCLUSIONS: dict[str, str] = {
                        "operators on host structs do not call",
     "slot_operator_update": "its += is a func named add (Warp's operator overloading), which Python's += does "
                             "not call",
+    "literal_operands": "its + is a func named add (Warp's operator overloading), which Python's + does not call",
     "names_from_one_branch": "uses names assigned in one branch only: Python leaves them unbound on the other path, "
                              "xsim gives them zero (test_control_flow_forward.py checks against numpy)",
     **dict.fromkeys(("bf16_arithmetic", "bf16_atomics", "bf16_loss"),

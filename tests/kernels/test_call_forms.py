@@ -257,3 +257,19 @@ def test_an_array_element_update_through_an_operator_func_matches_finite_differe
     np.testing.assert_allclose(v.grad.numpy()[:, 0], seed[:, 0] * fd_x, rtol=1e-8)
     np.testing.assert_allclose(v.grad.numpy()[:, 1:], seed[:, 1:], rtol=1e-15)  # untouched components
     np.testing.assert_allclose(r.grad.numpy(), seed[:, 0] * fd_r, rtol=1e-8)
+
+
+def test_an_operator_func_takes_literals_as_warp_types_them(tmp_path):
+    # with add(float32, float32) in scope, `k = 0 ... k + 1` stays int addition (Warp's literals are int32
+    # and float32, so the func does not take two ints) while `1.5 + 2.0` and float32 + literal use the func
+    path = tmp_path / "literal_operator.py"
+    path.write_text("import xsim\n\n\n@xsim.func\ndef add(a: xsim.float32, b: xsim.float32):\n    return a - b\n\n\n"
+                    "@xsim.kernel(module='unique')\ndef literal_operands(n: int, out: xsim.array(dtype=float)):\n"
+                    "    k = 0\n    while k < n:\n        k = k + 1\n    out[0] = float(k)\n"
+                    "    out[1] = 1.5 + 2.0\n    out[2] = out[0] + 2.0\n")
+    spec = importlib.util.spec_from_file_location("literal_operator", path)
+    ns = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ns)
+    out = xsim.zeros(3, dtype=float)
+    xsim.launch(ns.literal_operands, 1, inputs=[3, out])
+    np.testing.assert_array_equal(out.numpy(), [3.0, 1.5 - 2.0, 3.0 - 2.0])

@@ -45,3 +45,22 @@ def test_kernel_only_builtins_and_bad_arguments_are_refused_with_the_name():
         xsim.cross(xsim.vec3(1.0, 0.0, 0.0), 2.0)
     with pytest.raises(TypeError, match="xsim.sin: argument 0 \\('a'\\) is not a number or an xsim value"):
         xsim.sin("a")
+
+
+def test_builtin_giving_several_values_returns_a_tuple_on_host():
+    a = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 10.0]])
+    u, sigma, v = xsim.svd3(xsim.mat33(*a.ravel()))
+    assert (type(u), type(sigma), type(v)) == (xsim.mat33, xsim.vec3, xsim.mat33)
+    # U and V are rotations (as in Warp), so the smallest singular value carries the sign of det(a)
+    np.testing.assert_allclose(np.abs(np.array(sigma)), np.linalg.svd(a)[1], rtol=1e-5)
+    np.testing.assert_allclose(np.array(u) @ np.diag(np.array(sigma)) @ np.array(v).T, a, atol=1e-4)
+
+
+def test_library_func_runs_on_host_as_in_a_kernel_keeping_the_scalar_type():
+    # quat_to_axis_angle is written in the kernel language (xsim.vector(x, y, z) inside): on the host it
+    # runs as a one-thread kernel, so a half-precision quaternion gives a vec3h axis and a float16 angle
+    q = np.array([1.0, 2.0, 3.0, 4.0])
+    axis, angle = xsim.quat_to_axis_angle(xsim.quath(*q))
+    assert type(axis) is xsim.vec3h and isinstance(angle, float)
+    np.testing.assert_allclose(np.array(axis, dtype=np.float64), q[:3] / np.linalg.norm(q[:3]), atol=2e-3)
+    assert abs(angle - 2.0 * math.atan2(np.linalg.norm(q[:3]), q[3])) < 2e-3

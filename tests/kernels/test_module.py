@@ -6,6 +6,7 @@ computed with numpy.
 """
 
 import linecache
+import types
 
 import numpy as np
 import pytest
@@ -253,6 +254,72 @@ def test_redeclaring_a_unique_kernel_with_the_same_content_gives_the_same_kernel
     assert make_doubler(1.0) is one
     np.testing.assert_array_equal(run(one, X), np.full(4, 2.0))
     np.testing.assert_array_equal(run(two, X), np.full(4, 4.0))
+
+
+KF_SOURCE = "import xsim\n\n\ndef kf(a: xsim.array(dtype=float)):\n    a[xsim.tid()] = {}\n"
+
+
+def test_unique_module_is_named_by_content_so_an_edited_definition_never_shares_its_build(tmp_path):
+    path = tmp_path / "kf_source.py"
+
+    def define(value):
+        path.write_text(KF_SOURCE.format(value))
+        ns = {}
+        exec(compile(path.read_text(), str(path), "exec"), ns)  # noqa: S102
+        return xsim.kernel(ns["kf"], module="unique")
+
+    first, edited, again = define(1.0), define(42.25), define(42.25)
+    assert "1.0" in first.adj.source and "42.25" in edited.adj.source
+    assert first.module.name != edited.module.name
+    assert edited.module.name == again.module.name
+
+
+REF_SCALE = 3.0
+REF_SHADOWED = 5.0
+
+
+@xsim.struct
+class RefPair:
+    a: float
+
+
+@xsim.func
+def ref_double(x: float):
+    return 2.0 * x
+
+
+@xsim.func
+def ref_square(x: float):
+    return x * x
+
+
+REF_CFG = types.SimpleNamespace(n=4, f=ref_square)
+
+
+def test_definition_references_list_the_constants_types_and_user_funcs_the_body_takes_from_outside():
+    @xsim.kernel(module="unique")
+    def refs(out: xsim.array(dtype=float)):
+        p = RefPair()
+        g = xsim.static(REF_CFG.f)
+        REF_SHADOWED = 1.0  # a local: not a reference
+        v = xsim.vec3(1.0, 2.0, REF_SHADOWED)
+        out[0] = ref_double(REF_SCALE) + float(REF_CFG.n) + xsim.length(v) + g(p.a) + xsim.quat_twist_angle(
+            xsim.vec3(0.0, 0.0, 1.0), xsim.quat_identity())
+
+    constants, used_types, funcs = refs.adj.get_references()
+    assert constants == {"REF_SCALE": 3.0, "REF_CFG.n": 4}
+    assert set(used_types) == {RefPair, xsim.vec3}
+    assert set(funcs) == {ref_double, ref_square}  # not the library func quat_twist_angle, nor builtins
+    assert xsim._src.context.builtin_functions["length"] is xsim.length
+
+
+def test_warp_user_modules_is_the_registry_of_modules_by_name():
+    registry = xsim._src.context.user_modules
+    module = xsim.get_module("xsim_tests_registry")
+    assert registry["xsim_tests_registry"] is module
+    del registry["xsim_tests_registry"]  # as Warp's tests drop a module that must not load again
+    assert "xsim_tests_registry" not in registry
+    assert xsim.get_module("xsim_tests_registry") is not module
 
 
 def make_looped(fn):

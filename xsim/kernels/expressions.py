@@ -382,9 +382,14 @@ class Expressions:
         kernel's code can see, when one of its definitions takes ``args``; else None (the builtin)."""
         from .kernel import Function
         fn = self.f.src.names.get(op)
-        if isinstance(fn, Function) and fn.resolve(args, {}) is not None:
-            return fn
-        return None
+        if not isinstance(fn, Function):
+            return None
+        if all(a.weak for a in args):
+            # literals alone have no operand to adopt the type of: they are what Warp types them (int32,
+            # float32, bool), so `k = 0 ... k + 1` never becomes a float func's call
+            args = [Var(T.bool_ if isinstance(a.const, bool) else T.int32 if isinstance(a.const, int) else T.float32)
+                    for a in args]
+        return fn if fn.resolve(args, {}) is not None else None
 
     def binop(self, op, a: Var, b: Var, node) -> Var:
         user = self.user_operator(op, [a, b], node)

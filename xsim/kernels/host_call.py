@@ -7,11 +7,14 @@ computes exactly what the same call computes inside a kernel (overloads, convers
 
 from __future__ import annotations
 
+import ast
+
 import numpy as np
 
 from .. import types as T
+from .frontend import Frontend
 from .generated import load_source
-from .ir import Op, walk
+from .ir import Var
 from .scope import ATOMICS
 
 _KERNELS: dict[tuple, tuple] = {}  # (name, argument types) -> (kernel, result type)
@@ -26,24 +29,45 @@ def _host_type(value, name: str, k: int):
 
 
 def _source(name: str, arg_types: list, result) -> str:
+    """A one-thread kernel calling ``xsim.<name>`` with parameters ``a0, a1...``: with ``result`` None, a
+    probe binding the call to ``r``; else writing each value of the result (a type, or a tuple of types
+    for a call giving several values) to its own one-element array ``out0, out1...``."""
     params = "".join(f"a{k}: xsim.{T.type_name(t)}, " for k, t in enumerate(arg_types))
     call = f"xsim.{name}({', '.join(f'a{k}' for k in range(len(arg_types)))})"
-    out = "out: xsim.array(dtype=xsim.bool_)" if result is None else f"out: xsim.array(dtype=xsim.{T.type_name(result)})"
-    body = f"    out[0] = {call}\n" if result is not None else f"    r = {call}\n"
-    return f"import xsim\n\n\n@xsim.kernel\ndef host_{name}({params}{out}):\n{body}"
+    if result is None:
+        outs, body = "", f"    r = {call}\n"
+    else:
+        results = result if isinstance(result, tuple) else (result,)
+        outs = ", ".join(f"out{k}: xsim.array(dtype=xsim.{T.type_name(t)})" for k, t in enumerate(results))
+        names = ", ".join(f"r{k}" for k in range(len(results)))
+        body = f"    {names} = {call}\n" + "".join(f"    out{k}[0] = r{k}\n" for k in range(len(results)))
+    return f"import xsim\n\n\n@xsim.kernel\ndef host_{name}({params}{outs}):\n{body}"
+
+
+class _ResultProbe(Frontend):
+    """The frontend, noting the value bound to ``r`` (a tuple of values for a call giving several)."""
+
+    result = None
+
+    def assign(self, target, value, node):
+        if isinstance(target, ast.Name) and target.id == "r":
+            self.result = value
+        super().assign(target, value, node)
 
 
 def _kernel_for(name: str, arg_types: list):
     key = (name, tuple(arg_types))
     found = _KERNELS.get(key)
     if found is None:
-        from .module import build_ir
-        # a probe kernel gives the result type: the value of the last operation it emits
+        from .module import frontend_for
         probe = getattr(load_source(_source(name, arg_types, None), f"host_{name}"), f"host_{name}")
-        ops = [s for s in walk(build_ir(probe).body) if isinstance(s, Op) and s.out is not None]
-        result = ops[-1].out.type if ops else None
-        if result is None or isinstance(result, T.ArrayType):
+        front = frontend_for(probe, _ResultProbe)
+        front.build_kernel(probe.symbol)
+        value = front.result
+        values = value if isinstance(value, tuple) else (value,)
+        if not all(isinstance(v, Var) and not isinstance(v.type, T.ArrayType) for v in values):
             raise TypeError(f"xsim.{name} gives no value that can be returned to Python")
+        result = tuple(v.type for v in values) if isinstance(value, tuple) else value.type
         kernel = getattr(load_source(_source(name, arg_types, result), f"host_{name}"), f"host_{name}")
         found = _KERNELS[key] = (kernel, result)
     return found
@@ -70,7 +94,8 @@ def call_on_host(name: str, args: tuple, kwargs: dict):
     except CompileError as e:
         given = ", ".join(T.type_name(t) for t in arg_types)
         raise TypeError(f"xsim.{name}({given}) called from Python: {e.message}") from None
-    out = zeros(1, dtype=result, device="cpu")
-    launch(kernel, 1, inputs=[*args, out], device="cpu")
-    value = out.list()[0]
-    return value.item() if isinstance(value, np.generic) else value
+    outs = [zeros(1, dtype=t, device="cpu") for t in (result if isinstance(result, tuple) else (result,))]
+    launch(kernel, 1, inputs=[*args, *outs], device="cpu")
+    values = [out.list()[0] for out in outs]
+    values = [v.item() if isinstance(v, np.generic) else v for v in values]
+    return tuple(values) if isinstance(result, tuple) else values[0]

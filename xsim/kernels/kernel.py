@@ -97,6 +97,10 @@ class FuncOverload:
         return generic, converted, untyped
 
 
+# the modules of xsim's library funcs, reached as xsim.<name>
+_LIBRARY_MODULES = ("xsim.kernels.funcs_math", "xsim.kernels.funcs_transform")
+
+
 class Function:
     """An ``@xsim.func``: inlined into the kernels that call it."""
 
@@ -127,7 +131,11 @@ class Function:
 
     def __call__(self, *args, **kwargs):
         """Called from Python (e.g. in a static() expression), a func runs as the Python function it is:
-        the definition chosen as in a kernel, a Python float being a float32 and an int an int32."""
+        the definition chosen as in a kernel, a Python float being a float32 and an int an int32. xsim's
+        library funcs (Warp's builtins) are written in the kernel language, so they run as a kernel does."""
+        if self.module in _LIBRARY_MODULES:
+            from .host_call import call_on_host
+            return call_on_host(self.__name__, args, kwargs)
         found = self.resolve([_python_arg(a) for a in args], {k: _python_arg(v) for k, v in kwargs.items()})
         if found is None:
             raise RuntimeError(f"Error calling function '{self.key}', no overload found for arguments {args!r}")
@@ -263,7 +271,11 @@ class Kernel:
         if isinstance(module, Module):
             self.module = module
         elif module == "unique":
-            self.module = Module(f"{pyfunc.__module__}.{pyfunc.__qualname__}" + (f".{key}" if key else ""))
+            # named by its content too (as Warp's are): two definitions of one function with different
+            # source (a file edited between them) get modules of different names, so they never share a build
+            digest = hashlib.blake2b(_hash_python(pyfunc, set()).encode(), digest_size=4).hexdigest()
+            self.module = Module(f"{pyfunc.__module__}.{pyfunc.__qualname__}" + (f".{key}" if key else "")
+                                 + f"_{digest}")
         else:
             self.module = get_module(module or pyfunc.__module__)
         self.module_name = self.module.name

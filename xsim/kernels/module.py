@@ -65,12 +65,16 @@ class KernelMeta:
         return cls(*self.refused[1:])
 
 
+def frontend_for(kernel, cls: type[Frontend] = Frontend) -> Frontend:
+    """A frontend (of class ``cls``) set up to build ``kernel`` with its module's options."""
+    from .kernel import get_module_options
+    return cls(kernel.pyfunc, {"max_unroll": get_module_options(kernel.module_name)["max_unroll"],
+                               "enable_backward": kernel.enable_backward})
+
+
 def build_ir(kernel) -> ir.KernelIR:
     """The frontend's IR of ``kernel`` (a CompileError where it refuses it)."""
-    from .kernel import get_module_options
-    options = {"max_unroll": get_module_options(kernel.module_name)["max_unroll"],
-               "enable_backward": kernel.enable_backward}
-    return Frontend(kernel.pyfunc, options).build_kernel(kernel.symbol, dict(kernel.params) if kernel.bound else None)
+    return frontend_for(kernel).build_kernel(kernel.symbol, dict(kernel.params) if kernel.bound else None)
 
 
 class Module:

@@ -189,6 +189,46 @@ class Definition:
                  if is_static_call(c, src.names) and len(c.args) == 1}
         self.resolved_static_expressions = {texts[k]: v for k, v in (tab.values.items() if tab else ()) if k in texts}
         self.has_unresolved_static_expressions = bool(tab and tab.deferred)
+        self._src = src
+
+    def get_references(self) -> tuple[dict, dict, dict]:
+        """(constants, types, functions) the body takes from outside it, as Warp's ``adj.get_references()``:
+        constant values by name (``"cfg.n"`` for an attribute path), the value and struct types it names,
+        and the user funcs it calls, directly or through a resolved ``static()`` (xsim's builtins and
+        library funcs are not user funcs)."""
+        from .kernel import _LIBRARY_MODULES, Function
+        tree, names = self._src.tree, self._src.names
+        local = {a.arg for a in ast.walk(tree.args) if isinstance(a, ast.arg)} | {
+            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        constants, types, functions = {}, {}, {}
+
+        def note(path: str, obj):
+            if isinstance(obj, Function):
+                if obj.module not in _LIBRARY_MODULES:
+                    functions[obj] = None
+            elif isinstance(obj, type) and (T.is_value_type(obj) or T.is_struct(obj)):
+                types[obj] = None
+            elif isinstance(obj, (bool, int, float, np.generic)) or T.is_composite(type(obj)):
+                constants[path] = obj
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local:
+                if node.id in names:
+                    note(node.id, names[node.id])
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                path, base = [node.attr], node.value
+                while isinstance(base, ast.Attribute):
+                    path.insert(0, base.attr)
+                    base = base.value
+                if isinstance(base, ast.Name) and base.id not in local and base.id in names:
+                    obj = names[base.id]
+                    for part in path:
+                        obj = getattr(obj, part, None)
+                    note(".".join([base.id, *path]), obj)
+        for value in self.resolved_static_expressions.values():
+            if isinstance(value, Function):
+                note("", value)
+        return constants, types, functions
 
 
 _NO_ARRAY = "a Warp array cannot be created inside Warp kernels"  # (xsim's arrays are Warp's)
