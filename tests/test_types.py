@@ -125,6 +125,19 @@ def test_vector_arithmetic_keeps_the_type():
         assert r == expected
 
 
+def test_numpy_scalar_on_the_left_keeps_the_type_and_arrays_stay_numpy():
+    q, m = T.quath(1, -2, 3, -4), T.mat22(1, 2, 3, 4)
+    for r, expected in ((np.float16(2) * q, [2, -4, 6, -8]), (np.float64(1) - q, [0, 3, -2, 5]),
+                        (np.float16(1) + q, [2, -1, 4, -3]), (np.float16(12) / q, [12, -6, 4, -3])):
+        assert type(r) is T.quath and r == expected
+    assert type(np.float32(2) * m) is T.mat22 and np.float32(2) * m == [[2, 4], [6, 8]]
+    # arrays and ufuncs still compute on the components and give numpy arrays, as before
+    rows = np.ones((2, 4)) - q
+    assert type(rows) is np.ndarray and rows.tolist() == [[0, 3, -2, 5]] * 2
+    assert (np.ones(4) == q).tolist() == [True, False, False, False]
+    assert type(np.abs(q)) is np.ndarray and np.abs(q).tolist() == [1, 2, 3, 4]
+
+
 def test_vector_compares_as_a_whole_value():
     assert T.vec3(1, 2, 3) == T.vec3(1, 2, 3)
     assert T.vec3(1, 2, 3) != T.vec3(1, 2, 4)

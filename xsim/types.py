@@ -218,6 +218,15 @@ class _Composite:
     def __array__(self, dtype=None, copy=None):
         return self._v.astype(dtype) if dtype is not None else self._v.copy()
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """numpy meeting a value: ``np.float32(2) * v`` is the value's own ``2 * v`` (as Warp's ctypes values
+        give), anything else computes on the components and returns numpy's array."""
+        if method == "__call__" and not kwargs and len(inputs) == 2 and ufunc in _REFLECTED:
+            a, b = inputs
+            if b is self and np.ndim(a) == 0:
+                return getattr(self, _REFLECTED[ufunc])(a)
+        return getattr(ufunc, method)(*(x._v if isinstance(x, _Composite) else x for x in inputs), **kwargs)
+
     def __len__(self):
         return self._shape[0]
 
@@ -313,6 +322,11 @@ class _Composite:
         if self._v.ndim == 1:
             return str(self._v.tolist())
         return "[" + ",\n ".join(str(row) for row in self._v.tolist()) + "]"
+
+
+# the reflected operator a numpy scalar on the left defers to (see _Composite.__array_ufunc__)
+_REFLECTED = {np.add: "__radd__", np.subtract: "__rsub__", np.multiply: "__rmul__", np.true_divide: "__rtruediv__",
+              np.remainder: "__rmod__"}
 
 
 class _Vector(_Composite):

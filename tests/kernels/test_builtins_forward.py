@@ -130,6 +130,7 @@ def _cases() -> list[Case]:
         C("div", "a0 / a1", "F V3", lambda s, v: s[:, None] / v, "V3", a1="nonzero"),
         C("div", "a0 / a1", "M33 F", lambda m, s: m / s[:, None, None], "M33", a1="nonzero"),
         C("div", "a0 / a1", "Q F", lambda q, s: q / s[:, None], "Q", a1="nonzero"),
+        C("div", "a0 / a1", "F Q", lambda s, q: s[:, None] / q, "Q", a1="nonzero"),
         C("floordiv", "a0 // a1", "F F", np.floor_divide, "F", a1="nonzero"),
         C("mod", "a0 % a1", "F F", np.fmod, "F", a1="nonzero"),
         C("", "a0 // a1", "I I", np.floor_divide, "I", a1="nonzero"),

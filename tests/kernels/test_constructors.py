@@ -224,6 +224,25 @@ def vec2_of_float64_values(x: xsim.array(dtype=F)):
     x[0] = float(xsim.vec2(x[0], x[1])[0])  # E:dtype
 
 
+@xsim.kernel(module=BAD)
+def quaternion_with_a_length(x: xsim.array(dtype=F)):
+    x[0] = xsim.types.quaternion(x[0], x[1], x[2], x[0], length=4)[0]  # E:quat_kw
+
+
+@xsim.kernel(module=BAD)
+def axis_angle_into_one_output(x: xsim.array(dtype=F)):
+    axis = xsim.vec3d()
+    xsim.quat_to_axis_angle(xsim.quatd(x[0], x[1], x[2], x[0]), axis)  # E:one_output
+    x[0] = axis[0]
+
+
+@xsim.kernel(module=BAD)
+def axis_angle_into_an_array_element(x: xsim.array(dtype=F)):
+    axis = xsim.vec3d()
+    xsim.quat_to_axis_angle(xsim.quatd(x[0], x[1], x[2], x[0]), axis, x[1])  # E:element
+    x[0] = axis[0]
+
+
 def test_refused_vector_constructors_end_with_warps_wording():
     # Warp's tests match these phrases at the end of the message (pattern$): the message comes after the
     # file:line and the source line
@@ -253,5 +272,9 @@ def test_refused_constructors_name_the_line():
     assert_refused(star_of_a_scalar, [x], "Starred expressions are only supported for", "star_scalar")
     assert_refused(star_of_open_array_slice, [x], "*array[i:j] requires explicit upper bound", "open_slice")
     assert_refused(matrix_fill_without_shape, [x], "matrix() needs shape=(rows, cols)", "no_shape")
+    assert_refused(quaternion_with_a_length, [x], "quaternion() takes only the keyword dtype=", "quat_kw")
+    assert_refused(axis_angle_into_one_output, [x], "quat_to_axis_angle() with output arguments takes 1 input(s) "
+                   "and 2 output variable(s), got 2 arguments", "one_output")
+    assert_refused(axis_angle_into_an_array_element, [x], "which must be a local variable name", "element")
     assert_refused(star_outside_a_call, [xsim.zeros(1, dtype=xsim.vec2d)], "star expressions are supported only as call arguments",
                    "outside")

@@ -28,6 +28,18 @@ def test_vector_and_quaternion_builtins_match_their_formulas():
     assert xsim.transform_identity() == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
 
 
+def test_dtype_keywords_and_library_funcs_run_on_host_values():
+    assert type(xsim.quat_identity(dtype=xsim.float64)) is xsim.quatd
+    assert xsim.quat_identity(dtype=np.float16) == (0.0, 0.0, 0.0, 1.0)
+    assert type(xsim.quat_identity(dtype=np.float16)) is xsim.quath
+    # quat_rpy is a library func: run as Python, its builtins (quat_identity(dtype=...)) as host calls
+    from scipy.spatial.transform import Rotation
+    got = xsim.quat_rpy(np.float64(0.1), np.float64(-0.2), np.float64(0.3))
+    np.testing.assert_allclose(np.array(got), Rotation.from_euler("xyz", [0.1, -0.2, 0.3]).as_quat(), atol=1e-12)
+    with pytest.raises(TypeError, match="xsim.quat_identity: keyword dtype=3 called from Python must be a scalar"):
+        xsim.quat_identity(dtype=3)
+
+
 def test_user_func_runs_on_host_scalars():
     @xsim.func
     def hypot(x: float, y: float):

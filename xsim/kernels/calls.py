@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from .. import types as T
 from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError, WarpCodegenValueError
-from .builtins import ARG_NAMES, BUILTINS, SPECIAL_FORMS
+from .builtins import ARG_NAMES, BUILTINS, SPECIAL_FORMS, store_to_arguments
 from .builtins_random import DEFAULTS, SAMPLERS, STATEFUL
 from .codegen import is_diff
 from .ir import Block, Loop, Op, Var
@@ -62,6 +62,8 @@ class Calls:
             return self.generic_composite(obj, node)
         if obj is T.transformation:
             return self.transformation_value(node)
+        if obj is T.quaternion:
+            return self.quaternion_value(node)
         if obj in (float, int, bool):
             args = self.plain_args(node)
             if len(args) != 1:
@@ -375,11 +377,24 @@ class Calls:
         args = self.arg_values(node) + [self.value(kw[k].value) for k in ("p", "q") if k in kw]
         if not args:
             raise self.err(node, "transformation() in a kernel needs p and q (or use transform_identity())")
-        dtype = self.eval_static(kw["dtype"].value) if "dtype" in kw else None
-        if dtype is None:
-            strong = next((a.type for a in args if not a.weak), T.float32)
-            dtype = getattr(strong, "_scalar", strong)
-        return self.construct(T.transformation(dtype), node, args)
+        return self.construct(T.transformation(self.dtype_of(kw.get("dtype"), args)), node, args)
+
+    def quaternion_value(self, node):
+        """Warp's ``quaternion(x, y, z, w)``, ``quaternion(ijk, real)``, ``quaternion(q, dtype=float16)`` (a
+        cast) and ``quaternion(dtype=...)`` (zero) in a kernel."""
+        kw = {k.arg: k for k in node.keywords}
+        if set(kw) - {"dtype"}:
+            raise self.err(node, "quaternion() takes only the keyword dtype=", WarpCodegenTypeError)
+        args = self.arg_values(node)
+        return self.construct(T.quaternion(self.dtype_of(kw.get("dtype"), args)), node, args)
+
+    def dtype_of(self, dtype_kw, args) -> type:
+        """The scalar type of a generic constructor: its ``dtype=`` keyword (an ``ast.keyword`` or None),
+        else that of its first typed argument, else float32 (bare literals)."""
+        if dtype_kw is not None:
+            return T.resolve(self.eval_static(dtype_kw.value))
+        strong = next((a.type for a in args if not a.weak), T.float32)
+        return getattr(strong, "_scalar", strong)
 
     def construct(self, t, node, args=None):
         """``vec3(x, y, z)``, ``vec3(s)``, ``vec3()``, ``vec3d(v)``, ``mat22(a, b, c, d)``,
@@ -481,6 +496,17 @@ class Calls:
     # funcs: inlined at the call site
 
     def call_func(self, func, node):
+        n_in = func.outputs_after
+        if n_in is not None and len(node.args) > n_in and not node.keywords:
+            # Warp's output-argument form, ``quat_to_axis_angle(q, axis, angle)``: the trailing arguments
+            # are local variables that receive the parts of the result
+            result = self.inline_func(func, [self.value(a) for a in node.args[:n_in]], {}, node)
+            parts = result if isinstance(result, tuple) else (result,)
+            if len(node.args) - n_in != len(parts):
+                raise self.err(node, f"{func.key}() with output arguments takes {n_in} input(s) and "
+                                     f"{len(parts)} output variable(s), got {len(node.args)} arguments")
+            store_to_arguments(self, node, node.args[n_in:], list(parts))
+            return _false()
         args = self.arg_values(node, tuples=True)
         kw = {k.arg: self.value(k.value) for k in node.keywords}
         return self.inline_func(func, args, kw, node)

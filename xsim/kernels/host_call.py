@@ -25,26 +25,37 @@ def _host_type(value, name: str, k: int):
         raise TypeError(f"xsim.{name}: argument {k} ({value!r}) is not a number or an xsim value") from None
 
 
-def _source(name: str, arg_types: list, result) -> str:
+def _host_dtype(value, name: str, key: str):
+    """A keyword argument of a host call, which must be a scalar type (``dtype=float64``, also numpy's)."""
+    t = T.resolve(value)
+    if not T.is_scalar(t):
+        try:
+            t = T.scalar_from_numpy(value)
+        except TypeError:
+            raise TypeError(f"xsim.{name}: keyword {key}={value!r} called from Python must be a scalar type") from None
+    return t
+
+
+def _source(name: str, arg_types: list, result, kw_types: tuple = ()) -> str:
     params = "".join(f"a{k}: xsim.{T.type_name(t)}, " for k, t in enumerate(arg_types))
-    call = f"xsim.{name}({', '.join(f'a{k}' for k in range(len(arg_types)))})"
+    call = f"xsim.{name}({', '.join([f'a{k}' for k in range(len(arg_types))] + [f'{k}=xsim.{T.type_name(t)}' for k, t in kw_types])})"
     out = "out: xsim.array(dtype=xsim.bool_)" if result is None else f"out: xsim.array(dtype=xsim.{T.type_name(result)})"
     body = f"    out[0] = {call}\n" if result is not None else f"    r = {call}\n"
     return f"import xsim\n\n\n@xsim.kernel\ndef host_{name}({params}{out}):\n{body}"
 
 
-def _kernel_for(name: str, arg_types: list):
-    key = (name, tuple(arg_types))
+def _kernel_for(name: str, arg_types: list, kw_types: tuple = ()):
+    key = (name, tuple(arg_types), kw_types)
     found = _KERNELS.get(key)
     if found is None:
         from .module import build_ir
         # a probe kernel gives the result type: the value of the last operation it emits
-        probe = getattr(load_source(_source(name, arg_types, None), f"host_{name}"), f"host_{name}")
+        probe = getattr(load_source(_source(name, arg_types, None, kw_types), f"host_{name}"), f"host_{name}")
         ops = [s for s in walk(build_ir(probe).body) if isinstance(s, Op) and s.out is not None]
         result = ops[-1].out.type if ops else None
         if result is None or isinstance(result, T.ArrayType):
             raise TypeError(f"xsim.{name} gives no value that can be returned to Python")
-        kernel = getattr(load_source(_source(name, arg_types, result), f"host_{name}"), f"host_{name}")
+        kernel = getattr(load_source(_source(name, arg_types, result, kw_types), f"host_{name}"), f"host_{name}")
         found = _KERNELS[key] = (kernel, result)
     return found
 
@@ -61,12 +72,11 @@ def call_on_host(name: str, args: tuple, kwargs: dict):
     if name in _KERNEL_ONLY or name in SAMPLERS:
         why = _KERNEL_ONLY.get(name, "advances a random state")
         raise TypeError(f"xsim.{name} {why}: it can only be called inside an @xsim.kernel or @xsim.func")
-    if kwargs:
-        raise TypeError(f"xsim.{name}: keyword arguments are not supported when called from Python")
+    kw_types = tuple(sorted((k, _host_dtype(v, name, k)) for k, v in kwargs.items()))
     arg_types = [_host_type(a, name, k) for k, a in enumerate(args)]
     args = [a if T.is_scalar(t) else t(a) for a, t in zip(args, arg_types)]
     try:
-        kernel, result = _kernel_for(name, arg_types)
+        kernel, result = _kernel_for(name, arg_types, kw_types)
     except CompileError as e:
         given = ", ".join(T.type_name(t) for t in arg_types)
         raise TypeError(f"xsim.{name}({given}) called from Python: {e.message}") from None
