@@ -1,6 +1,7 @@
 """Specification of the Python side of xsim's value types (xsim/types.py)."""
 
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -271,12 +272,34 @@ def test_transform_keywords_p_and_q_each_default_to_the_identity():
     assert T.transform((1, 2, 3), q=(4, 5, 6, 7)) == T.transform(q=(4, 5, 6, 7), p=(1, 2, 3))
     with pytest.raises(TypeError, match="^got an unexpected keyword argument 'pos'$"):
         T.transform(pos=T.vec3())
-    with pytest.raises(TypeError, match="got multiple values for argument 'q'"):
+    with pytest.raises(TypeError, match="^multiple values for argument 'q'$"):  # Warp's wording
         T.transform((1, 2, 3), (0, 0, 0, 1), q=(0, 0, 0, 1))
+    with pytest.raises(TypeError, match="^multiple values for argument 'q'$"):
+        T.transform(1, 2, 3, 0, 0, 0, 1, q=(0, 0, 0, 1))
 
 
-def test_transform_from_seven_components():
+def test_transform_from_seven_components_one_fill_value_or_its_translation():
     assert T.transform(1, 2, 3, 0, 0, 0, 1).p == [1, 2, 3]
+    assert T.transformh(np.float32(1.5)) == [1.5] * 7 and T.transformd(True) == [1.0] * 7
+    assert T.transform((1, 2, 3)) == [1, 2, 3, 0, 0, 0, 1]
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    ((object(),), {}, "Invalid argument in transformation constructor: expected a scalar value, got object"),
+    ((1.5, 2.5), {}, "Invalid argument 'p' in transformation constructor: expected a sequence, got float"),
+    (((1, 2, 3), 1.0), {}, "Invalid argument 'q' in transformation constructor: expected a sequence, got float"),
+    ((), {"q": 1.0}, "Invalid argument 'q' in transformation constructor: expected a sequence, got float"),
+])
+def test_transform_constructor_refuses_what_cannot_fill_it_with_warps_wording(args, kwargs, message):
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        T.transformf(*args, **kwargs)
+
+
+def test_transform_parts_can_be_assigned():
+    t = T.transformd()
+    t.p = T.vec3d(1, 2, 3)
+    t.q = (0.0, 0.0, 1.0, 0.0)
+    assert t == [1, 2, 3, 0, 0, 1, 0] and type(t.p) is T.vec3d
 
 
 def test_composite_predicates_and_component_counts():

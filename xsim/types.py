@@ -417,20 +417,28 @@ class _Transform(_Composite):
     __slots__ = ()
 
     def __init__(self, *args, **pq):
-        """``transform()`` (identity), ``transform(p, q)``, ``transform(p=..., q=...)`` (either may be left out),
-        seven components, or another transform."""
+        """``transform()`` (identity), ``transform(p, q)``, ``transform(p)``, ``transform(p=..., q=...)`` (either
+        may be left out: p zero, q the identity), seven components, one scalar for all, or another transform."""
         for k in pq:
             if k not in ("p", "q"):
                 raise TypeError(f"got an unexpected keyword argument '{k}'")
-        if pq or len(args) == 2:
+        if pq or len(args) == 2 or len(args) == 1 and np.ndim(args[0]) > 0 and np.size(args[0]) == 3:
             given = dict(zip(("p", "q"), args))
-            if given.keys() & pq.keys():
-                raise TypeError(f"got multiple values for argument '{(given.keys() & pq.keys()).pop()}'")
-            given.update(pq)
+            clash = given.keys() & pq.keys()
+            if clash or len(args) > 2:  # seven components and a part by keyword
+                raise TypeError(f"multiple values for argument '{(clash or set(pq)).pop()}'")
+            given |= pq
+            for k, v in given.items():
+                if np.ndim(v) == 0:
+                    raise TypeError(f"Invalid argument '{k}' in transformation constructor: expected a sequence, "
+                                    f"got {type(v).__name__}")
             p, q = given.get("p", (0.0, 0.0, 0.0)), given.get("q", (0.0, 0.0, 0.0, 1.0))
             args = (np.concatenate([np.ravel(np.asarray(p)), np.ravel(np.asarray(q))]),)
         elif len(args) == 0:
             args = (np.array([0, 0, 0, 0, 0, 0, 1.0]),)
+        elif len(args) == 1 and np.ndim(args[0]) == 0 and not isinstance(args[0], (int, float, np.number, np.bool_)):
+            raise TypeError(f"Invalid argument in transformation constructor: expected a scalar value, got "
+                            f"{type(args[0]).__name__}")
         super().__init__(*args)
 
     def __mul__(self, o):
@@ -444,9 +452,17 @@ class _Transform(_Composite):
     def p(self):
         return vector(3, self._scalar)._wrap(self._v[:3])
 
+    @p.setter
+    def p(self, value):
+        self._v[:3] = np.asarray(value)
+
     @property
     def q(self):
         return quaternion(self._scalar)._wrap(self._v[3:])
+
+    @q.setter
+    def q(self, value):
+        self._v[3:] = np.asarray(value)
 
 
 _SUFFIX = {float16: "h", bfloat16: "bf", float32: "f", float64: "d", int8: "i8", int16: "i16", int32: "i", int64: "l",

@@ -118,6 +118,8 @@ def _cases() -> list[Case]:
         C("mul", "a0 * a1", "F V2", lambda s, v: v * s[:, None], "V2"),
         C("mul", "a0 * a1", "M33 F", lambda m, s: m * s[:, None, None], "M33"),
         C("mul", "a0 * a1", "F M22", lambda s, m: m * s[:, None, None], "M22"),
+        C("mul", "a0 * a1", "X F", lambda x, s: x * s[:, None], "X"),
+        C("mul", "a0 * a1", "F X", lambda s, x: x * s[:, None], "X"),
         C("mul", "a0 * a1", "Q F", lambda q, s: q * s[:, None], "Q"),
         C("mul", "a0 * a1", "F Q", lambda s, q: q * s[:, None], "Q"),
         C("mul", "a0 * a1", "M23 V3", lambda m, v: np.einsum("nij,nj->ni", m, v), "V2"),

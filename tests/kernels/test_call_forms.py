@@ -1,6 +1,6 @@
 """Call forms Warp's kernels use: a func or builtin bound to a local and called through it,
-builtins called with keyword arguments (Warp's parameter names), ``transformation(p=, q=)`` and
-``quaternion(..., dtype=)`` in a kernel, Warp's math constants, ``launch(block_dim=, max_blocks=)``, ``xsim.float(x)``, ``grad(f)``
+builtins called with keyword arguments (Warp's parameter names), ``transformation(p=, q=)``, ``transform(p=, q=)``,
+``transform(s)`` and ``quaternion(..., dtype=)`` in a kernel, Warp's math constants, ``launch(block_dim=, max_blocks=)``, ``xsim.float(x)``, ``grad(f)``
 (a func's derivative in the forward code), and operators overloaded by funcs named ``add``/``mul``. Forward against numpy, gradients against
 float64 finite differences. One module."""
 
@@ -107,6 +107,29 @@ def test_transformation_builds_a_transform_from_keywords_and_constants_are_warps
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-12)
     assert (xsim.half_pi, xsim.e, xsim.ln2, xsim.log10e) == (math.pi / 2, math.e, math.log(2), 1 / math.log(10))
     assert math.isinf(xsim.inf) and math.isnan(xsim.nan)
+
+
+@xsim.kernel(module="xsim_tests_call_forms")
+def transform_forms(x: A, out: xsim.array(dtype=xsim.transformd, ndim=2)):
+    i = xsim.tid()
+    out[i, 0] = xsim.transformd(p=xsim.vec3d(x[i], F(2.0), F(3.0)), q=xsim.quatd(F(0.0), x[i], F(0.0), F(1.0)))
+    out[i, 1] = xsim.transformd(p=xsim.vec3d(F(1.0), x[i], F(0.0)))  # q: the identity
+    out[i, 2] = xsim.transformd(q=xsim.quatd(x[i], F(0.0), F(0.0), F(1.0)))  # p: zero
+    out[i, 3] = xsim.transformd(x[i])  # every component
+    out[i, 4] = xsim.transformd(xsim.vec3d(x[i], F(0.0), F(0.0)), q=xsim.quat_identity(dtype=F))
+
+
+def test_transform_types_take_warps_keyword_and_fill_forms():
+    x = RNG.uniform(-1.0, 1.0, 3)
+    out = xsim.zeros((3, 5), dtype=xsim.transformd)
+    xsim.launch(transform_forms, 3, inputs=[xsim.array(x, dtype=F), out])
+    z, o = np.zeros_like(x), np.ones_like(x)
+    want = np.stack([np.stack([x, 2 * o, 3 * o, z, x, z, o], 1), np.stack([o, x, z, z, z, z, o], 1),
+                     np.stack([z, z, z, x, z, z, o], 1), np.tile(x[:, None], 7), np.stack([x, z, z, z, z, z, o], 1)], 1)
+    np.testing.assert_array_equal(out.numpy(), want)
+    args = [xsim.array(x, dtype=F, requires_grad=True), xsim.zeros((3, 5), dtype=xsim.transformd, requires_grad=True)]
+    report = gradcheck(transform_forms, args, dim=3, atol=1e-7, rtol=1e-6)
+    assert report.passed, str(report)
 
 
 def _quaternion_args(requires_grad=False):

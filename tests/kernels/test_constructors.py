@@ -243,6 +243,21 @@ def axis_angle_into_an_array_element(x: xsim.array(dtype=F)):
     x[0] = axis[0]
 
 
+@xsim.kernel(module=BAD)
+def transform_of_two_values(x: xsim.array(dtype=F)):
+    x[0] = xsim.transformd(x[0], x[1])[0]  # E:two_values
+
+
+@xsim.kernel(module=BAD)
+def transform_copy_of_another_dtype(x: xsim.array(dtype=F)):
+    x[0] = float(xsim.transformd(xsim.transform(1.0))[0])  # E:copy_dtype
+
+
+@xsim.kernel(module=BAD)
+def transform_with_position_and_p(x: xsim.array(dtype=F)):
+    x[0] = xsim.transformd(xsim.vec3d(), p=xsim.vec3d())[0]  # E:twice_p
+
+
 def test_refused_vector_constructors_end_with_warps_wording():
     # Warp's tests match these phrases at the end of the message (pattern$): the message comes after the
     # file:line and the source line
@@ -250,6 +265,12 @@ def test_refused_vector_constructors_end_with_warps_wording():
     copy_phrase = ("cannot build vec3d from vec2d: incompatible vector of length 3 given when copy constructing a "
                    "vector of length 2")
     cases = [(vector_copy_of_another_length, "copy_length", copy_phrase),
+             (transform_of_two_values, "two_values",
+              "incompatible number of values given (2) when constructing a transform; expected 0, 1, or 7"),
+             (transform_copy_of_another_dtype, "copy_dtype",
+              "copy constructing a transform requires matching source and target dtypes, got `float32` and "
+              "`float64`"),
+             (transform_with_position_and_p, "twice_p", "multiple values for argument 'p'"),
              (vector_with_too_few_values, "count",
               "incompatible number of values given (2) when constructing a vector of length 5"),
              (zero_vector_without_length, "no_length",

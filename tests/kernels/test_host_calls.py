@@ -40,6 +40,17 @@ def test_dtype_keywords_and_library_funcs_run_on_host_values():
         xsim.quat_identity(dtype=3)
 
 
+def test_transform_setters_change_the_host_transform_in_place():
+    t = xsim.transform_identity()
+    xsim.transform_set_translation(t, xsim.vec3(1.0, 2.0, 3.0))
+    xsim.transform_set_rotation(t, xsim.quat(0.0, 0.0, 1.0, 0.0))
+    assert t == (1.0, 2.0, 3.0, 0.0, 0.0, 1.0, 0.0)
+    with pytest.raises(TypeError, match="xsim.transform_set_rotation\\(\\) needs 4 components for the new part"):
+        xsim.transform_set_rotation(t, xsim.vec3())
+    with pytest.raises(TypeError, match="xsim.transform_set_translation\\(xform, value\\) needs a transform, got vec3f"):
+        xsim.transform_set_translation(xsim.vec3(), xsim.vec3())
+
+
 def test_user_func_runs_on_host_scalars():
     @xsim.func
     def hypot(x: float, y: float):

@@ -65,6 +65,12 @@ OUTPUT_ARGS: dict[str, Callable[[int], Iterable[int]]] = {}
 SPECIAL_FORMS: dict[str, Callable] = {}
 
 
+# Special forms that Warp also runs from Python scope where a one-thread kernel cannot serve, because they
+# change their host argument in place (``transform_set_translation(t, p)`` on a host transform): name -> the
+# Python function doing it.
+HOST_FORMS: dict[str, Callable] = {}
+
+
 def special_form(name: str):
     """Register the decorated function as the special form of builtin ``name``."""
     def register(fn):
@@ -202,6 +208,8 @@ builtin("mul", ["Mat", "Scalar"], "M")
 builtin("mul", ["Scalar", "Mat"], "M")
 builtin("mul", ["Quat", "Scalar"], "Q")
 builtin("mul", ["Scalar", "Quat"], "Q")
+builtin("mul", ["Transform", "Scalar"], "X")
+builtin("mul", ["Scalar", "Transform"], "X")
 builtin("mul", ["Mat", "Vec"], _mat_vec, native="mat_vec")
 builtin("mul", ["Vec", "Mat"], _vec_mat, native="vec_mat")
 builtin("mul", ["Quat", "Quat"], "Q", native="quat_mul")

@@ -56,6 +56,8 @@ class Calls:
             return self.call_native(obj, node)
         if isinstance(obj, BuiltinRef):
             return self.call_named_builtin(obj.name, node)
+        if isinstance(obj, type) and getattr(obj, "_kind", None) == "transform" and node.keywords:
+            return self.transformation_value(node, obj)
         if isinstance(obj, type) and (T.is_value_type(obj)):
             return self.construct(obj, node)
         if obj is T.vector or obj is T.matrix:
@@ -367,17 +369,32 @@ class Calls:
             raise self.err(node, f"{make.__name__}(): {e}") from None
         return self.construct(t, node, args)
 
-    def transformation_value(self, node):
-        """Warp's ``transformation(p, q, dtype=...)`` (also by keyword, or seven components) in a kernel:
-        a transform value whose scalar type is ``dtype``, else that of its arguments."""
+    def transformation_value(self, node, t=None):
+        """Warp's ``transformation(p, q, dtype=...)`` (also by keyword, or seven components) in a kernel, and
+        a transform type's ``transform(p=..., q=...)`` (``t``): the scalar type is ``t``'s, else ``dtype``, else
+        that of the arguments; a part given by keyword alone leaves the other zero (p) or the identity (q)."""
         kw = {k.arg: k for k in node.keywords}
-        bad = set(kw) - {"p", "q", "dtype"}
+        allowed = ("p", "q") if t is not None else ("p", "q", "dtype")
+        bad = set(kw) - set(allowed)
         if bad:
-            raise self.err(kw[bad.pop()], "transformation() takes p=, q= and dtype= keywords", WarpCodegenTypeError)
-        args = self.arg_values(node) + [self.value(kw[k].value) for k in ("p", "q") if k in kw]
-        if not args:
+            raise self.err(kw[bad.pop()], f"{'transformation' if t is None else T.type_name(t)}() takes the "
+                                          f"keywords {', '.join(k + '=' for k in allowed)}", WarpCodegenTypeError)
+        args = self.arg_values(node)
+        parts = {k: self.value(kw[k].value) for k in ("p", "q") if k in kw}
+        clash = [k for k in parts if len(args) > 2 or k in ("p", "q")[:len(args)]]
+        if clash:
+            raise self.err(node, f"multiple values for argument '{clash[0]}'", WarpCodegenTypeError)
+        given = args + list(parts.values())
+        if not given:
             raise self.err(node, "transformation() in a kernel needs p and q (or use transform_identity())")
-        return self.construct(T.transformation(self.dtype_of(kw.get("dtype"), args)), node, args)
+        t = t or T.transformation(self.dtype_of(kw.get("dtype"), given))
+        if parts:
+            s = t._scalar
+            zero, one = self.const(0.0, s), self.const(1.0, s)
+            p = args[0] if args else parts.get("p") or self.emit("construct", T.vector(3, s), [zero] * 3, node)
+            q = parts.get("q") or self.emit("construct", T.quaternion(s), [zero, zero, zero, one], node)
+            given = [p, q]
+        return self.construct(t, node, given)
 
     def quaternion_value(self, node):
         """Warp's ``quaternion(x, y, z, w)``, ``quaternion(ijk, real)``, ``quaternion(q, dtype=float16)`` (a
@@ -411,7 +428,7 @@ class Calls:
         s = t._scalar
         if not args:
             return self.emit("construct", t, [], node)
-        if t._kind == "transform" and len(args) == 2:
+        if t._kind == "transform" and len(args) == 2 and T.is_composite(args[0].type):
             p = self.convert(args[0], T.vector(3, s), node) if args[0].weak else args[0]
             q = args[1]
             if p.type is not T.vector(3, s) or q.type is not T.quaternion(s):
@@ -426,13 +443,17 @@ class Calls:
                                               for a in args for i in range(3)], node)
         if len(args) == 1 and T.is_composite(args[0].type):
             a = args[0]
+            if t._kind == "transform" and a.type is not t:  # Warp's: vectors cast, transforms do not
+                raise self.err(node, f"copy constructing a transform requires matching source and target dtypes, "
+                                     f"got `{T.type_name(a.type._scalar)}` and `{T.type_name(s)}`",
+                               WarpCodegenTypeError)
             if a.type._shape != t._shape:
                 # Warp's wording, which names the lengths the other way round
                 what = (f": incompatible vector of length {t._shape[0]} given when copy constructing a vector of "
                         f"length {a.type._shape[0]}") if t._kind == a.type._kind == "vector" else ""
                 raise self.err(node, f"cannot build {T.type_name(t)} from {T.type_name(a.type)}{what}")
             return a if a.type is t else self.emit("cast", t, [a], node)
-        if len(args) == 1 and t._kind in ("vector", "matrix"):  # filled with one value
+        if len(args) == 1 and t._kind in ("vector", "matrix", "transform"):  # filled with one value
             return self.emit("construct", t, [self.convert_or_cast(args[0], s, node, t)] * n, node)
         if t._kind == "quat" and len(args) == 2 and T.is_vector(args[0].type):  # quat(ijk, real)
             ijk = args[0]
@@ -445,8 +466,10 @@ class Calls:
             raise self.err(node, f"build a matrix from vectors with matrix_from_rows(...) or "
                                  f"matrix_from_cols(...), or pass {n} scalars to {T.type_name(t)}()")
         if len(args) != n:
-            what = (f": incompatible number of values given ({len(args)}) when constructing a vector of length {n}"
-                    if t._kind == "vector" else "")
+            what = {"vector": f": incompatible number of values given ({len(args)}) when constructing a vector of "
+                              f"length {n}",
+                    "transform": f": incompatible number of values given ({len(args)}) when constructing a "
+                                 f"transform; expected 0, 1, or 7"}.get(t._kind, "")
             raise self.err(node, f"{T.type_name(t)}() takes {n} components (or none), got {len(args)}{what}")
         return self.emit("construct", t, [self.convert_or_cast(a, s, node, t) for a in args], node)
 

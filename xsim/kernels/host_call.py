@@ -67,8 +67,11 @@ def call_on_host(name: str, args: tuple, kwargs: dict):
     """``xsim.<name>(*args)`` evaluated on the CPU; a scalar result comes back as a Python number."""
     from ..array import zeros
     from ..errors import CompileError
+    from .builtins import HOST_FORMS
     from .builtins_random import SAMPLERS
     from .launch import launch
+    if name in HOST_FORMS:
+        return HOST_FORMS[name](*args, **kwargs)
     if name in _KERNEL_ONLY or name in SAMPLERS:
         why = _KERNEL_ONLY.get(name, "advances a random state")
         raise TypeError(f"xsim.{name} {why}: it can only be called inside an @xsim.kernel or @xsim.func")
