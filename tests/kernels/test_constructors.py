@@ -268,8 +268,8 @@ def test_refused_vector_constructors_end_with_warps_wording():
              (transform_of_two_values, "two_values",
               "incompatible number of values given (2) when constructing a transform; expected 0, 1, or 7"),
              (transform_copy_of_another_dtype, "copy_dtype",
-              "copy constructing a transform requires matching source and target dtypes, got `float32` and "
-              "`float64`"),
+              ("copy constructing a transform requires matching source and target dtypes, got `float32` and "
+               "`float64`")),
              (transform_with_position_and_p, "twice_p", "multiple values for argument 'p'"),
              (vector_with_too_few_values, "count",
               "incompatible number of values given (2) when constructing a vector of length 5"),
