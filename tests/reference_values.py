@@ -422,11 +422,15 @@ def _x_parts(t):
 
 
 def _transform_point(t, x):
+    if isinstance(t, T._Matrix):  # a 4x4 matrix on the point (x, 1)
+        return _vec3(t, (_f64(t) @ np.append(_f64(x), 1.0))[:3])
     p, q = _x_parts(t)
     return _vec3(t, p + _q_rotate(q, _f64(x)))
 
 
 def _transform_vector(t, x):
+    if isinstance(t, T._Matrix):  # a 4x4 matrix on the direction (x, 0)
+        return _vec3(t, _f64(t)[:3, :3] @ _f64(x))
     return _vec3(t, _q_rotate(_x_parts(t)[1], _f64(x)))
 
 

@@ -139,6 +139,15 @@ def test_numpy_scalar_on_the_left_keeps_the_type_and_arrays_stay_numpy():
     assert type(np.abs(q)) is np.ndarray and np.abs(q).tolist() == [1, 2, 3, 4]
 
 
+def test_row_vector_times_matrix_on_the_host():
+    m, v = T.mat33d((-1, 2, 3), (4, -5, 6), (7, 8, -9)), T.vec3d(5, 5, 5)
+    for r in (v * m, v @ m):
+        assert type(r) is T.vec3d and r == [50, 25, 0]
+    assert m * v == [20, 25, 30] and m @ v == [20, 25, 30]
+    with pytest.raises(RuntimeError, match="Couldn't find a function 'mul' compatible with the arguments 'vec3f, mat33d'"):
+        T.vec3(1, 2, 3) @ m
+
+
 def test_vector_compares_as_a_whole_value():
     assert T.vec3(1, 2, 3) == T.vec3(1, 2, 3)
     assert T.vec3(1, 2, 3) != T.vec3(1, 2, 4)

@@ -387,6 +387,18 @@ class _Matrix(_Composite):
             return self.__matmul__(o)
         return super().__mul__(o)
 
+    def __rmatmul__(self, o):
+        """``v @ m`` and ``v * m``: the row vector ``v`` times the matrix, as in Warp."""
+        if not isinstance(o, _Vector):
+            return NotImplemented
+        if o._scalar is not self._scalar:
+            raise RuntimeError(f"Couldn't find a function 'mul' compatible with the arguments "
+                               f"'{type(o).__name__}, {type(self).__name__}'")
+        return vector(self._shape[1], self._scalar)._wrap(o._v @ self._v)
+
+    def __rmul__(self, o):
+        return self.__rmatmul__(o) if isinstance(o, _Vector) else super().__rmul__(o)
+
 
 class _Quat(_Vector):
     _kind = "quat"

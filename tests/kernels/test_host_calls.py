@@ -40,6 +40,12 @@ def test_dtype_keywords_and_library_funcs_run_on_host_values():
         xsim.quat_identity(dtype=3)
 
 
+def test_host_calls_on_shapes_without_an_alias():
+    m = xsim.matrix_from_cols(xsim.vec2(1.0, 2.0), xsim.vec2(3.0, 4.0), xsim.vec2(5.0, 6.0))
+    assert type(m) is xsim.types.matrix((2, 3), xsim.float32) and m == [[1, 3, 5], [2, 4, 6]]
+    assert xsim.transpose(m) == [[1, 2], [3, 4], [5, 6]]
+
+
 def test_transform_setters_change_the_host_transform_in_place():
     t = xsim.transform_identity()
     xsim.transform_set_translation(t, xsim.vec3(1.0, 2.0, 3.0))

@@ -36,10 +36,22 @@ def _host_dtype(value, name: str, key: str):
     return t
 
 
+def _type_expr(t) -> str:
+    """``t`` as the kernel source spells it: its alias (``xsim.vec3f``), else its constructor (a mat23f has no
+    alias)."""
+    import xsim
+    name = T.type_name(t)
+    if getattr(xsim, name, None) is t:
+        return f"xsim.{name}"
+    if T.is_vector(t):
+        return f"xsim.types.vector({t._length}, xsim.{T.type_name(t._scalar)})"
+    return f"xsim.types.matrix({t._shape}, xsim.{T.type_name(t._scalar)})"
+
+
 def _source(name: str, arg_types: list, result, kw_types: tuple = ()) -> str:
-    params = "".join(f"a{k}: xsim.{T.type_name(t)}, " for k, t in enumerate(arg_types))
+    params = "".join(f"a{k}: {_type_expr(t)}, " for k, t in enumerate(arg_types))
     call = f"xsim.{name}({', '.join([f'a{k}' for k in range(len(arg_types))] + [f'{k}=xsim.{T.type_name(t)}' for k, t in kw_types])})"
-    out = "out: xsim.array(dtype=xsim.bool_)" if result is None else f"out: xsim.array(dtype=xsim.{T.type_name(result)})"
+    out = f"out: xsim.array(dtype={_type_expr(T.bool_ if result is None else result)})"
     body = f"    out[0] = {call}\n" if result is not None else f"    r = {call}\n"
     return f"import xsim\n\n\n@xsim.kernel\ndef host_{name}({params}{out}):\n{body}"
 
