@@ -119,12 +119,27 @@ def _by_keyword(name, f):
     return call
 
 
+def _dtype_of(args, dtype):
+    """A generic constructor's scalar type: ``dtype``, else that of its first typed argument, else float32."""
+    if dtype is not None:
+        return T.resolve(dtype)
+    for a in args:
+        if isinstance(a, np.generic):
+            return T.scalar_from_numpy(a.dtype)
+        if hasattr(type(a), "_scalar"):
+            return type(a)._scalar
+    return T.float32
+
+
 def _transformation(*args, p=None, q=None, dtype=None):
     """Warp's ``transformation(p, q, dtype=...)`` in a kernel: a transform value."""
     args = [*args, *(a for a in (p, q) if a is not None)]
-    if dtype is None:
-        dtype = getattr(type(args[0]), "_scalar", T.float32)
-    return T.transformation(dtype)(*args)
+    return T.transformation(_dtype_of(args, dtype))(*args)
+
+
+def _quaternion(*args, dtype=None):
+    """Warp's ``quaternion(x, y, z, w)``, ``quaternion(ijk, real)``, ``quaternion(q, dtype=...)`` in a kernel."""
+    return T.quaternion(_dtype_of(args, dtype))(*args)
 
 
 def _atomic_cas(arr, *args):
@@ -146,7 +161,8 @@ def _make_shim(state) -> _Shim:
         setattr(s, name, _by_keyword(name, f))
     for name in ("pi", "e", "tau", "inf", "nan", "half_pi", "phi", "log2e", "log10e", "ln2", "ln10"):
         setattr(s, name, getattr(xsim, name))
-    s.transformation = _transformation
+    s.transformation = s.types.transformation = _transformation
+    s.quaternion = s.types.quaternion = _quaternion
     s.float, s.int = (lambda x: T.float32(float(x))), (lambda x: T.int32(int(x)))  # Warp's casts xsim.float(x)
     s.rand_init = _rand_init
     s.noise = lambda state, x: _perlin(state, x)
@@ -293,7 +309,8 @@ def _called(call: ast.Call) -> str | None:
 
 
 _SETTERS = {"transform_set_translation", "transform_set_rotation"}
-OUTPUT_FORMS = {"svd2", "svd3", "qr3", "eig3"}  # ``svd3(A, U, sigma, V)``: factors into the variables
+# ``svd3(A, U, sigma, V)``: factors into the variables (one input)
+OUTPUT_FORMS = {"svd2", "svd3", "qr3", "eig3", "quat_to_axis_angle"}
 
 
 class Reference:

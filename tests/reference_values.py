@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-import scipy.spatial.transform
 import scipy.special
 
 from xsim import types as T
@@ -426,11 +425,15 @@ def _x_parts(t):
 
 
 def _transform_point(t, x):
+    if isinstance(t, T._Matrix):  # a 4x4 matrix on the point (x, 1)
+        return _vec3(t, (_f64(t) @ np.append(_f64(x), 1.0))[:3])
     p, q = _x_parts(t)
     return _vec3(t, p + _q_rotate(q, _f64(x)))
 
 
 def _transform_vector(t, x):
+    if isinstance(t, T._Matrix):  # a 4x4 matrix on the direction (x, 0)
+        return _vec3(t, _f64(t)[:3, :3] @ _f64(x))
     return _vec3(t, _q_rotate(_x_parts(t)[1], _f64(x)))
 
 
@@ -618,13 +621,22 @@ def _quat_to_euler(q, i, j, k):
 
 
 def _quat_from_matrix(m):
-    """The rotation of a 3x3 matrix (or a 4x4's top-left block), signed as Shepperd's method picks it: the
-    component led by the largest of trace and the diagonal is positive."""
+    """Shepperd's method on a 3x3 matrix (or a 4x4's top-left block), led by the largest of trace and the
+    diagonal, normalised (Warp's: a matrix that is not a rotation still gives a unit quaternion)."""
     r = _f64(m)[:3, :3]
-    q = scipy.spatial.transform.Rotation.from_matrix(r).as_quat()
-    d = np.diag(r)
-    lead = 3 if np.trace(r) >= 0 else 1 if d[1] > d[0] and d[1] >= d[2] else 2 if d[2] > d[0] and d[2] > d[1] else 0
-    return T.quaternion(m._scalar)._wrap(q if q[lead] >= 0 else -q)
+    d, tr = np.diag(r), np.trace(r)
+    lead = 3 if tr >= 0 else 1 if d[1] > d[0] and d[1] >= d[2] else 2 if d[2] > d[0] and d[2] > d[1] else 0
+    q = np.zeros(4)
+    q[lead] = 0.5 * np.sqrt((tr if lead == 3 else 2 * d[lead] - tr) + 1.0)
+    s = 0.25 / q[lead]
+    a = r - r.T  # the antisymmetric part gives w's partners, the symmetric part the other pairs
+    if lead == 3:
+        q[:3] = np.array([a[2, 1], a[0, 2], a[1, 0]]) * s
+    else:
+        j, k = (lead + 1) % 3, (lead + 2) % 3
+        q[j], q[k] = (r[lead, j] + r[j, lead]) * s, (r[lead, k] + r[k, lead]) * s
+        q[3] = a[k, j] * s
+    return T.quaternion(m._scalar)._wrap(q / np.linalg.norm(q))
 
 
 def _quat_slerp(a, b, t):

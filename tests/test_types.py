@@ -1,6 +1,7 @@
 """Specification of the Python side of xsim's value types (xsim/types.py)."""
 
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -123,6 +124,28 @@ def test_vector_arithmetic_keeps_the_type():
                         (a * 2, [2, 4, 6]), (b / 2, [2, 2.5, 3]), ([1, 1, 1] - a, [0, -1, -2])):
         assert type(r) is T.vec3
         assert r == expected
+
+
+def test_numpy_scalar_on_the_left_keeps_the_type_and_arrays_stay_numpy():
+    q, m = T.quath(1, -2, 3, -4), T.mat22(1, 2, 3, 4)
+    for r, expected in ((np.float16(2) * q, [2, -4, 6, -8]), (np.float64(1) - q, [0, 3, -2, 5]),
+                        (np.float16(1) + q, [2, -1, 4, -3]), (np.float16(12) / q, [12, -6, 4, -3])):
+        assert type(r) is T.quath and r == expected
+    assert type(np.float32(2) * m) is T.mat22 and np.float32(2) * m == [[2, 4], [6, 8]]
+    # arrays and ufuncs still compute on the components and give numpy arrays, as before
+    rows = np.ones((2, 4)) - q
+    assert type(rows) is np.ndarray and rows.tolist() == [[0, 3, -2, 5]] * 2
+    assert (np.ones(4) == q).tolist() == [True, False, False, False]
+    assert type(np.abs(q)) is np.ndarray and np.abs(q).tolist() == [1, 2, 3, 4]
+
+
+def test_row_vector_times_matrix_on_the_host():
+    m, v = T.mat33d((-1, 2, 3), (4, -5, 6), (7, 8, -9)), T.vec3d(5, 5, 5)
+    for r in (v * m, v @ m):
+        assert type(r) is T.vec3d and r == [50, 25, 0]
+    assert m * v == [20, 25, 30] and m @ v == [20, 25, 30]
+    with pytest.raises(RuntimeError, match="Couldn't find a function 'mul' compatible with the arguments 'vec3f, mat33d'"):
+        T.vec3(1, 2, 3) @ m
 
 
 def test_vector_compares_as_a_whole_value():
@@ -258,12 +281,34 @@ def test_transform_keywords_p_and_q_each_default_to_the_identity():
     assert T.transform((1, 2, 3), q=(4, 5, 6, 7)) == T.transform(q=(4, 5, 6, 7), p=(1, 2, 3))
     with pytest.raises(TypeError, match="^got an unexpected keyword argument 'pos'$"):
         T.transform(pos=T.vec3())
-    with pytest.raises(TypeError, match="got multiple values for argument 'q'"):
+    with pytest.raises(TypeError, match="^multiple values for argument 'q'$"):  # Warp's wording
         T.transform((1, 2, 3), (0, 0, 0, 1), q=(0, 0, 0, 1))
+    with pytest.raises(TypeError, match="^multiple values for argument 'q'$"):
+        T.transform(1, 2, 3, 0, 0, 0, 1, q=(0, 0, 0, 1))
 
 
-def test_transform_from_seven_components():
+def test_transform_from_seven_components_one_fill_value_or_its_translation():
     assert T.transform(1, 2, 3, 0, 0, 0, 1).p == [1, 2, 3]
+    assert T.transformh(np.float32(1.5)) == [1.5] * 7 and T.transformd(True) == [1.0] * 7
+    assert T.transform((1, 2, 3)) == [1, 2, 3, 0, 0, 0, 1]
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    ((object(),), {}, "Invalid argument in transformation constructor: expected a scalar value, got object"),
+    ((1.5, 2.5), {}, "Invalid argument 'p' in transformation constructor: expected a sequence, got float"),
+    (((1, 2, 3), 1.0), {}, "Invalid argument 'q' in transformation constructor: expected a sequence, got float"),
+    ((), {"q": 1.0}, "Invalid argument 'q' in transformation constructor: expected a sequence, got float"),
+])
+def test_transform_constructor_refuses_what_cannot_fill_it_with_warps_wording(args, kwargs, message):
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        T.transformf(*args, **kwargs)
+
+
+def test_transform_parts_can_be_assigned():
+    t = T.transformd()
+    t.p = T.vec3d(1, 2, 3)
+    t.q = (0.0, 0.0, 1.0, 0.0)
+    assert t == [1, 2, 3, 0, 0, 1, 0] and type(t.p) is T.vec3d
 
 
 def test_composite_predicates_and_component_counts():

@@ -218,6 +218,15 @@ class _Composite:
     def __array__(self, dtype=None, copy=None):
         return self._v.astype(dtype) if dtype is not None else self._v.copy()
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """numpy meeting a value: ``np.float32(2) * v`` is the value's own ``2 * v`` (as Warp's ctypes values
+        give), anything else computes on the components and returns numpy's array."""
+        if method == "__call__" and not kwargs and len(inputs) == 2 and ufunc in _REFLECTED:
+            a, b = inputs
+            if b is self and np.ndim(a) == 0:
+                return getattr(self, _REFLECTED[ufunc])(a)
+        return getattr(ufunc, method)(*(x._v if isinstance(x, _Composite) else x for x in inputs), **kwargs)
+
     def __len__(self):
         return self._shape[0]
 
@@ -315,6 +324,11 @@ class _Composite:
         return "[" + ",\n ".join(str(row) for row in self._v.tolist()) + "]"
 
 
+# the reflected operator a numpy scalar on the left defers to (see _Composite.__array_ufunc__)
+_REFLECTED = {np.add: "__radd__", np.subtract: "__rsub__", np.multiply: "__rmul__", np.true_divide: "__rtruediv__",
+              np.remainder: "__rmod__"}
+
+
 class _Vector(_Composite):
     _kind = "vector"
     __slots__ = ()
@@ -373,6 +387,18 @@ class _Matrix(_Composite):
             return self.__matmul__(o)
         return super().__mul__(o)
 
+    def __rmatmul__(self, o):
+        """``v @ m`` and ``v * m``: the row vector ``v`` times the matrix, as in Warp."""
+        if not isinstance(o, _Vector):
+            return NotImplemented
+        if o._scalar is not self._scalar:
+            raise RuntimeError(f"Couldn't find a function 'mul' compatible with the arguments "
+                               f"'{type(o).__name__}, {type(self).__name__}'")
+        return vector(self._shape[1], self._scalar)._wrap(o._v @ self._v)
+
+    def __rmul__(self, o):
+        return self.__rmatmul__(o) if isinstance(o, _Vector) else super().__rmul__(o)
+
 
 class _Quat(_Vector):
     _kind = "quat"
@@ -403,20 +429,28 @@ class _Transform(_Composite):
     __slots__ = ()
 
     def __init__(self, *args, **pq):
-        """``transform()`` (identity), ``transform(p, q)``, ``transform(p=..., q=...)`` (either may be left out),
-        seven components, or another transform."""
+        """``transform()`` (identity), ``transform(p, q)``, ``transform(p)``, ``transform(p=..., q=...)`` (either
+        may be left out: p zero, q the identity), seven components, one scalar for all, or another transform."""
         for k in pq:
             if k not in ("p", "q"):
                 raise TypeError(f"got an unexpected keyword argument '{k}'")
-        if pq or len(args) == 2:
+        if pq or len(args) == 2 or len(args) == 1 and np.ndim(args[0]) > 0 and np.size(args[0]) == 3:
             given = dict(zip(("p", "q"), args))
-            if given.keys() & pq.keys():
-                raise TypeError(f"got multiple values for argument '{(given.keys() & pq.keys()).pop()}'")
-            given.update(pq)
+            clash = given.keys() & pq.keys()
+            if clash or len(args) > 2:  # seven components and a part by keyword
+                raise TypeError(f"multiple values for argument '{(clash or set(pq)).pop()}'")
+            given |= pq
+            for k, v in given.items():
+                if np.ndim(v) == 0:
+                    raise TypeError(f"Invalid argument '{k}' in transformation constructor: expected a sequence, "
+                                    f"got {type(v).__name__}")
             p, q = given.get("p", (0.0, 0.0, 0.0)), given.get("q", (0.0, 0.0, 0.0, 1.0))
             args = (np.concatenate([np.ravel(np.asarray(p)), np.ravel(np.asarray(q))]),)
         elif len(args) == 0:
             args = (np.array([0, 0, 0, 0, 0, 0, 1.0]),)
+        elif len(args) == 1 and np.ndim(args[0]) == 0 and not isinstance(args[0], (int, float, np.number, np.bool_)):
+            raise TypeError(f"Invalid argument in transformation constructor: expected a scalar value, got "
+                            f"{type(args[0]).__name__}")
         super().__init__(*args)
 
     def __mul__(self, o):
@@ -430,9 +464,17 @@ class _Transform(_Composite):
     def p(self):
         return vector(3, self._scalar)._wrap(self._v[:3])
 
+    @p.setter
+    def p(self, value):
+        self._v[:3] = np.asarray(value)
+
     @property
     def q(self):
         return quaternion(self._scalar)._wrap(self._v[3:])
+
+    @q.setter
+    def q(self, value):
+        self._v[3:] = np.asarray(value)
 
 
 _SUFFIX = {float16: "h", bfloat16: "bf", float32: "f", float64: "d", int8: "i8", int16: "i16", int32: "i", int64: "l",

@@ -32,7 +32,7 @@ CANDIDATES = {
     "Float": [F64], "Scalar": [F64], "Int": [T.int32], "Bool": [T.bool_],
     "Vec": [T.vec3d, T.vec2d, T.vec4d], "Vec'": [T.vec2d, T.vec3d, T.vec4d],
     "Vec2": [T.vec2d], "Vec3": [T.vec3d], "Vec4": [T.vec4d],
-    "Mat": [M23, T.mat33d], "Mat'": [M32, T.mat33d], "SqMat": [T.mat33d, T.mat22d], "Mat33": [T.mat33d],
+    "Mat": [M23, T.mat33d], "Mat'": [M32, T.mat33d], "SqMat": [T.mat33d, T.mat22d], "Mat33": [T.mat33d], "Mat44": [T.mat44d],
     "Quat": [T.quatd], "Transform": [T.transformd],
 }
 

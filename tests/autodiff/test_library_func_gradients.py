@@ -46,7 +46,10 @@ def quats(e: xsim.array(dtype=xsim.vec3d), q: xsim.array(dtype=xsim.quatd), b: x
     out_v[i, 1] = xsim.quat_to_euler(q[i], 1, 0, 1)
     out_v[i, 2] = xsim.quat_to_rpy(q[i])
     axis, angle = xsim.quat_to_axis_angle(q[i])
-    out_v[i, 3] = axis * angle
+    axis_b = xsim.vec3d()
+    angle_b = xsim.float64(0.0)
+    xsim.quat_to_axis_angle(b[i], axis_b, angle_b)  # the output-argument form
+    out_v[i, 3] = axis * angle + axis_b * (xsim.float64(0.5) * angle_b)
     out_s[i] = xsim.quat_twist_angle(xsim.normalize(e[i]), q[i]) + xsim.float64(0.5) * xsim.quat_twist_angle_signed(
         xsim.normalize(e[i]), b[i])
 
@@ -80,7 +83,8 @@ def from_matrix(m: xsim.array(dtype=xsim.mat33d), m4: xsim.array(dtype=xsim.mat4
 
 def test_quat_from_matrix_gradients_in_every_branch():
     from scipy.spatial.transform import Rotation
-    m = Rotation.from_rotvec(np.vstack([[0.2, -0.1, 0.3], 2.8 * np.eye(3)])).as_matrix()
+    # scaled: the normalisation of a matrix that is not a rotation is differentiated too
+    m = Rotation.from_rotvec(np.vstack([[0.2, -0.1, 0.3], 2.8 * np.eye(3)])).as_matrix() * 1.3
     m4 = np.tile(np.eye(4), (N, 1, 1))
     m4[:, :3, :3] = m
     m4[:, :3, 3] = RNG.normal(size=(N, 3))

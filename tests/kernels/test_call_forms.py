@@ -1,6 +1,6 @@
 """Call forms Warp's kernels use: a func or builtin bound to a local and called through it,
-builtins called with keyword arguments (Warp's parameter names), ``transformation(p=, q=)`` in a
-kernel, Warp's math constants, ``launch(block_dim=, max_blocks=)``, ``xsim.float(x)``, ``grad(f)``
+builtins called with keyword arguments (Warp's parameter names), ``transformation(p=, q=)``, ``transform(p=, q=)``,
+``transform(s)`` and ``quaternion(..., dtype=)`` in a kernel, Warp's math constants, ``launch(block_dim=, max_blocks=)``, ``xsim.float(x)``, ``grad(f)``
 (a func's derivative in the forward code), and operators overloaded by funcs named ``add``/``mul``. Forward against numpy, gradients against
 float64 finite differences. One module."""
 
@@ -53,6 +53,16 @@ def transforms(p: xsim.array(dtype=xsim.vec3d), q: xsim.array(dtype=xsim.quatd),
               + xsim.vec3d(F(xsim.tau) + F(n)))
 
 
+@xsim.kernel(module="xsim_tests_call_forms")
+def quaternions(x: A, out: xsim.array(dtype=xsim.quatd, ndim=2), out_f: xsim.array(dtype=xsim.quatf)):
+    i = xsim.tid()
+    out[i, 0] = xsim.quaternion(x[i], F(2.0), x[i] * x[i], F(4.0))           # dtype from the components
+    out[i, 1] = xsim.quaternion(xsim.vector(x[i], F(1.0), F(0.5)), F(3.0) * x[i])  # (imaginary, real)
+    h = xsim.quaternion(xsim.quaternion(1.5, -2.25, 3.0, 0.5, dtype=F), dtype=xsim.float16)  # a cast
+    out[i, 2] = xsim.quaternion(h, dtype=F) + xsim.quaternion(dtype=F) * x[i]
+    out_f[i] = xsim.quaternion(1.0, 2.0, 3.0, 4.0)                          # literals: float32
+
+
 def test_funcs_and_builtins_bound_to_locals_run_as_direct_calls():
     x = RNG.uniform(-1.0, 1.0, 8)
     y = xsim.zeros(8, dtype=F)
@@ -97,6 +107,52 @@ def test_transformation_builds_a_transform_from_keywords_and_constants_are_warps
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-12)
     assert (xsim.half_pi, xsim.e, xsim.ln2, xsim.log10e) == (math.pi / 2, math.e, math.log(2), 1 / math.log(10))
     assert math.isinf(xsim.inf) and math.isnan(xsim.nan)
+
+
+@xsim.kernel(module="xsim_tests_call_forms")
+def transform_forms(x: A, out: xsim.array(dtype=xsim.transformd, ndim=2)):
+    i = xsim.tid()
+    out[i, 0] = xsim.transformd(p=xsim.vec3d(x[i], F(2.0), F(3.0)), q=xsim.quatd(F(0.0), x[i], F(0.0), F(1.0)))
+    out[i, 1] = xsim.transformd(p=xsim.vec3d(F(1.0), x[i], F(0.0)))  # q: the identity
+    out[i, 2] = xsim.transformd(q=xsim.quatd(x[i], F(0.0), F(0.0), F(1.0)))  # p: zero
+    out[i, 3] = xsim.transformd(x[i])  # every component
+    out[i, 4] = xsim.transformd(xsim.vec3d(x[i], F(0.0), F(0.0)), q=xsim.quat_identity(dtype=F))
+
+
+def test_transform_types_take_warps_keyword_and_fill_forms():
+    x = RNG.uniform(-1.0, 1.0, 3)
+    out = xsim.zeros((3, 5), dtype=xsim.transformd)
+    xsim.launch(transform_forms, 3, inputs=[xsim.array(x, dtype=F), out])
+    z, o = np.zeros_like(x), np.ones_like(x)
+    want = np.stack([np.stack([x, 2 * o, 3 * o, z, x, z, o], 1), np.stack([o, x, z, z, z, z, o], 1),
+                     np.stack([z, z, z, x, z, z, o], 1), np.tile(x[:, None], 7), np.stack([x, z, z, z, z, z, o], 1)], 1)
+    np.testing.assert_array_equal(out.numpy(), want)
+    args = [xsim.array(x, dtype=F, requires_grad=True), xsim.zeros((3, 5), dtype=xsim.transformd, requires_grad=True)]
+    report = gradcheck(transform_forms, args, dim=3, atol=1e-7, rtol=1e-6)
+    assert report.passed, str(report)
+
+
+def _quaternion_args(requires_grad=False):
+    x = RNG.uniform(-1.0, 1.0, 4)
+    return [xsim.array(x, dtype=F, requires_grad=requires_grad),
+            xsim.zeros((4, 3), dtype=xsim.quatd, requires_grad=requires_grad),
+            xsim.zeros(4, dtype=xsim.quatf)]
+
+
+def test_quaternion_builds_a_quat_from_components_parts_and_casts_as_warps():
+    args = _quaternion_args()
+    xsim.launch(quaternions, 4, inputs=args)
+    x, out, out_f = (a.numpy() for a in args)
+    one = np.ones_like(x)
+    np.testing.assert_array_equal(out[:, 0], np.stack([x, 2 * one, x * x, 4 * one], 1))
+    np.testing.assert_array_equal(out[:, 1], np.stack([x, one, 0.5 * one, 3 * x], 1))
+    np.testing.assert_array_equal(out[:, 2], np.tile([1.5, -2.25, 3.0, 0.5], (4, 1)))
+    assert args[2].dtype is xsim.quatf and (out_f == [1.0, 2.0, 3.0, 4.0]).all()
+
+
+def test_quaternion_constructor_gradients_match_finite_differences():
+    report = gradcheck(quaternions, _quaternion_args(requires_grad=True), dim=4, atol=1e-7, rtol=1e-6)
+    assert report.passed, str(report)
 
 
 def test_launch_accepts_warps_block_dim_and_max_blocks_and_refuses_bad_ones():

@@ -201,3 +201,6 @@ def test_refused_slices_name_the_line():
     assert_refused(empty_slice, [x], "this slice of vec4f is empty", "empty")
     assert_refused(transform_p_of_wrong_type, [xsim.zeros(1, dtype=xsim.transform)],
                    "The provided vector is expected to be of length 3 with dtype float32", "p_type")
+    with pytest.raises(xsim.CompileError) as info:  # Warp's wording ends the message: its tests match the end
+        xsim.launch(transform_p_of_wrong_type, 1, inputs=[xsim.zeros(1, dtype=xsim.transform)])
+    assert str(info.value).endswith("got vec3d: The provided vector is expected to be of length 3 with dtype float32.")

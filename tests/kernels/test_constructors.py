@@ -224,6 +224,40 @@ def vec2_of_float64_values(x: xsim.array(dtype=F)):
     x[0] = float(xsim.vec2(x[0], x[1])[0])  # E:dtype
 
 
+@xsim.kernel(module=BAD)
+def quaternion_with_a_length(x: xsim.array(dtype=F)):
+    x[0] = xsim.types.quaternion(x[0], x[1], x[2], x[0], length=4)[0]  # E:quat_kw
+
+
+@xsim.kernel(module=BAD)
+def axis_angle_into_one_output(x: xsim.array(dtype=F)):
+    axis = xsim.vec3d()
+    xsim.quat_to_axis_angle(xsim.quatd(x[0], x[1], x[2], x[0]), axis)  # E:one_output
+    x[0] = axis[0]
+
+
+@xsim.kernel(module=BAD)
+def axis_angle_into_an_array_element(x: xsim.array(dtype=F)):
+    axis = xsim.vec3d()
+    xsim.quat_to_axis_angle(xsim.quatd(x[0], x[1], x[2], x[0]), axis, x[1])  # E:element
+    x[0] = axis[0]
+
+
+@xsim.kernel(module=BAD)
+def transform_of_two_values(x: xsim.array(dtype=F)):
+    x[0] = xsim.transformd(x[0], x[1])[0]  # E:two_values
+
+
+@xsim.kernel(module=BAD)
+def transform_copy_of_another_dtype(x: xsim.array(dtype=F)):
+    x[0] = float(xsim.transformd(xsim.transform(1.0))[0])  # E:copy_dtype
+
+
+@xsim.kernel(module=BAD)
+def transform_with_position_and_p(x: xsim.array(dtype=F)):
+    x[0] = xsim.transformd(xsim.vec3d(), p=xsim.vec3d())[0]  # E:twice_p
+
+
 def test_refused_vector_constructors_end_with_warps_wording():
     # Warp's tests match these phrases at the end of the message (pattern$): the message comes after the
     # file:line and the source line
@@ -231,6 +265,12 @@ def test_refused_vector_constructors_end_with_warps_wording():
     copy_phrase = ("cannot build vec3d from vec2d: incompatible vector of length 3 given when copy constructing a "
                    "vector of length 2")
     cases = [(vector_copy_of_another_length, "copy_length", copy_phrase),
+             (transform_of_two_values, "two_values",
+              "incompatible number of values given (2) when constructing a transform; expected 0, 1, or 7"),
+             (transform_copy_of_another_dtype, "copy_dtype",
+              ("copy constructing a transform requires matching source and target dtypes, got `float32` and "
+               "`float64`")),
+             (transform_with_position_and_p, "twice_p", "multiple values for argument 'p'"),
              (vector_with_too_few_values, "count",
               "incompatible number of values given (2) when constructing a vector of length 5"),
              (zero_vector_without_length, "no_length",
@@ -253,5 +293,9 @@ def test_refused_constructors_name_the_line():
     assert_refused(star_of_a_scalar, [x], "Starred expressions are only supported for", "star_scalar")
     assert_refused(star_of_open_array_slice, [x], "*array[i:j] requires explicit upper bound", "open_slice")
     assert_refused(matrix_fill_without_shape, [x], "matrix() needs shape=(rows, cols)", "no_shape")
+    assert_refused(quaternion_with_a_length, [x], "quaternion() takes only the keyword dtype=", "quat_kw")
+    assert_refused(axis_angle_into_one_output, [x], "quat_to_axis_angle() with output arguments takes 1 input(s) "
+                   "and 2 output variable(s), got 2 arguments", "one_output")
+    assert_refused(axis_angle_into_an_array_element, [x], "which must be a local variable name", "element")
     assert_refused(star_outside_a_call, [xsim.zeros(1, dtype=xsim.vec2d)], "star expressions are supported only as call arguments",
                    "outside")

@@ -61,6 +61,16 @@ def test_expect_near_refuses_integer_values_naming_the_line():
     assert f"{__file__}:{bad.pyfunc.__code__.co_firstlineno + 2}" in str(info.value)
 
 
+def test_expect_eq_of_two_types_is_refused_with_warps_wording():
+    @xsim.kernel(module="lib15_bad_expect")
+    def mixed(k: xsim.array(dtype=xsim.int32)):
+        xsim.expect_neq(xsim.vec3f(0.0, 0.0, 0.0), xsim.vec2f(0.0, 0.0))
+
+    with pytest.raises(xsim.CompileError, match=r"got vec3f and vec2f: Can't test equality for objects with "
+                                                r"different types$"):
+        xsim.launch(mixed, 1, inputs=[xsim.zeros(1, dtype=xsim.int32)])
+
+
 COPY = """
 import xsim
 

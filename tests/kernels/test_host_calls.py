@@ -28,6 +28,30 @@ def test_vector_and_quaternion_builtins_match_their_formulas():
     assert xsim.transform_identity() == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
 
 
+def test_dtype_keywords_of_host_calls_take_xsim_and_numpy_types():
+    # one compiled kernel (cold cost): both spellings are float64
+    assert type(xsim.quat_identity(dtype=xsim.float64)) is xsim.quatd
+    assert xsim.quat_identity(dtype=np.float64) == (0.0, 0.0, 0.0, 1.0)
+    with pytest.raises(TypeError, match="xsim.quat_identity: keyword dtype=3 called from Python must be a scalar"):
+        xsim.quat_identity(dtype=3)
+
+
+def test_host_calls_on_shapes_without_an_alias():
+    m = xsim.matrix_from_cols(xsim.vec2(1.0, 2.0), xsim.vec2(3.0, 4.0), xsim.vec2(5.0, 6.0))
+    assert type(m) is xsim.types.matrix((2, 3), xsim.float32) and m == [[1, 3, 5], [2, 4, 6]]
+
+
+def test_transform_setters_change_the_host_transform_in_place():
+    t = xsim.transform_identity()
+    xsim.transform_set_translation(t, xsim.vec3(1.0, 2.0, 3.0))
+    xsim.transform_set_rotation(t, xsim.quat(0.0, 0.0, 1.0, 0.0))
+    assert t == (1.0, 2.0, 3.0, 0.0, 0.0, 1.0, 0.0)
+    with pytest.raises(TypeError, match="xsim.transform_set_rotation\\(\\) needs 4 components for the new part"):
+        xsim.transform_set_rotation(t, xsim.vec3())
+    with pytest.raises(TypeError, match="xsim.transform_set_translation\\(xform, value\\) needs a transform, got vec3f"):
+        xsim.transform_set_translation(xsim.vec3(), xsim.vec3())
+
+
 def test_user_func_runs_on_host_scalars():
     @xsim.func
     def hypot(x: float, y: float):

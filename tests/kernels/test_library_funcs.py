@@ -149,14 +149,22 @@ def test_quat_to_euler_round_trips_at_gimbal_lock():
 def rotations(a: xsim.array(dtype=xsim.quatd), b: xsim.array(dtype=xsim.quatd), t: xsim.array(dtype=F64),
               m: xsim.array(dtype=xsim.mat33d), m4: xsim.array(dtype=xsim.mat44d),
               axis: xsim.array(dtype=xsim.vec3d), angle: xsim.array(dtype=F64), slerp: xsim.array(dtype=xsim.quatd),
-              from_m: xsim.array(dtype=xsim.quatd), from_m4: xsim.array(dtype=xsim.quatd)):
+              from_m: xsim.array(dtype=xsim.quatd), from_m4: xsim.array(dtype=xsim.quatd),
+              axis_b: xsim.array(dtype=xsim.vec3d), angle_b: xsim.array(dtype=F64),
+              from_scaled: xsim.array(dtype=xsim.quatd)):
     i = xsim.tid()
     ax, an = xsim.quat_to_axis_angle(a[i])
     axis[i] = ax
     angle[i] = an
+    ax = xsim.vec3d()
+    an = F64(0.0)
+    xsim.quat_to_axis_angle(b[i], ax, an)  # Warp's output-argument form
+    axis_b[i] = ax
+    angle_b[i] = an
     slerp[i] = xsim.quat_slerp(a[i], b[i], t[i])
     from_m[i] = xsim.quat_from_matrix(m[i])
     from_m4[i] = xsim.quat_from_matrix(m4[i])
+    from_scaled[i] = xsim.quat_from_matrix(F64(2.5) * m[i])  # not a rotation: still a unit quaternion (Warp's)
 
 
 def test_axis_angle_slerp_and_from_matrix_match_scipy():
@@ -170,12 +178,15 @@ def test_axis_angle_slerp_and_from_matrix_match_scipy():
     m4[:, :3, :3] = m
     m4[:, :3, 3] = RNG.normal(size=(N, 3))
     t = RNG.uniform(0, 1, N)
-    outs = [xsim.zeros(N, dtype=ty) for ty in (xsim.vec3d, F64, xsim.quatd, xsim.quatd, xsim.quatd)]
+    outs = [xsim.zeros(N, dtype=ty) for ty in (xsim.vec3d, F64, xsim.quatd, xsim.quatd, xsim.quatd, xsim.vec3d, F64,
+                                               xsim.quatd)]
     xsim.launch(rotations, N, inputs=[xsim.array(a, dtype=xsim.quatd), xsim.array(b, dtype=xsim.quatd),
                                       xsim.array(t, dtype=F64), xsim.array(m, dtype=xsim.mat33d),
                                       xsim.array(m4, dtype=xsim.mat44d), *outs])
-    axis, angle, slerp, from_m, from_m4 = (o.numpy() for o in outs)
+    axis, angle, slerp, from_m, from_m4, axis_b, angle_b, from_scaled = (o.numpy() for o in outs)
     np.testing.assert_allclose(axis * angle[:, None], Rotation.from_quat(a).as_rotvec(), atol=1e-12)
+    np.testing.assert_allclose(axis_b * angle_b[:, None], Rotation.from_quat(b).as_rotvec(), atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(from_scaled, axis=1), 1.0, rtol=1e-14)
     assert np.all((angle >= 0) & (angle <= np.pi))
     want = np.stack([Slerp([0, 1], Rotation.from_quat([a[n], b[n]]))(t[n]).as_quat() for n in range(N)])
     same_rotation(slerp, want)

@@ -12,7 +12,7 @@ Type patterns (all patterns of one overload share one component scalar type ``T`
 
 ``Float`` ``Int`` ``Scalar`` ``Bool``; ``Vec`` (any vector, and every ``Vec`` of the overload is
 the same type), ``Vec2`` ``Vec3`` ``Vec4``, ``Vec'`` (a second, independent vector length);
-``Mat`` (any matrix, every ``Mat`` the same type), ``SqMat`` (square), ``Mat33``; ``Quat``;
+``Mat`` (any matrix, every ``Mat`` the same type), ``SqMat`` (square), ``Mat33``, ``Mat44``; ``Quat``;
 ``Transform``. A leading ``F`` (``FVec``, ``FMat``, ``FSqMat``) asks for float components.
 """
 
@@ -63,6 +63,12 @@ OUTPUT_ARGS: dict[str, Callable[[int], Iterable[int]]] = {}
 # Builtins whose arguments are not all values (a type, an output variable, a default): each is a
 # function ``(frontend, call_node) -> Var`` that builds the call itself.
 SPECIAL_FORMS: dict[str, Callable] = {}
+
+
+# Special forms that Warp also runs from Python scope where a one-thread kernel cannot serve, because they
+# change their host argument in place (``transform_set_translation(t, p)`` on a host transform): name -> the
+# Python function doing it.
+HOST_FORMS: dict[str, Callable] = {}
 
 
 def special_form(name: str):
@@ -118,11 +124,11 @@ def _match_one(pattern: str, t, env: dict) -> bool:
                 return False
             if env.setdefault(key, t) is not t:
                 return False
-        elif base.rstrip("'") in ("Mat", "SqMat", "Mat33"):
+        elif base.rstrip("'") in ("Mat", "SqMat", "Mat33", "Mat44"):
             if kind != "matrix":
                 return False
             r, c = t._shape
-            if base == "SqMat" and r != c or base == "Mat33" and (r, c) != (3, 3):
+            if base == "SqMat" and r != c or base in ("Mat33", "Mat44") and (r, c) != (int(base[3]),) * 2:
                 return False
             if env.setdefault("M'" if base.endswith("'") else "M", t) is not t:
                 return False
@@ -202,6 +208,8 @@ builtin("mul", ["Mat", "Scalar"], "M")
 builtin("mul", ["Scalar", "Mat"], "M")
 builtin("mul", ["Quat", "Scalar"], "Q")
 builtin("mul", ["Scalar", "Quat"], "Q")
+builtin("mul", ["Transform", "Scalar"], "X")
+builtin("mul", ["Scalar", "Transform"], "X")
 builtin("mul", ["Mat", "Vec"], _mat_vec, native="mat_vec")
 builtin("mul", ["Vec", "Mat"], _vec_mat, native="vec_mat")
 builtin("mul", ["Quat", "Quat"], "Q", native="quat_mul")
@@ -211,6 +219,8 @@ builtin("div", ["Vec", "Scalar"], "V")
 builtin("div", ["Scalar", "Vec"], "V")
 builtin("div", ["Mat", "Scalar"], "M")
 builtin("div", ["Quat", "Scalar"], "Q")
+builtin("div", ["Scalar", "Quat"], "Q")
+builtin("div", ["Scalar", "Mat"], "M")
 builtin("floordiv", ["Scalar", "Scalar"], "T")
 builtin("mod", ["Scalar", "Scalar"], "T")
 builtin("neg", ["Scalar"], "T")
@@ -290,6 +300,8 @@ builtin("quat_inverse", ["Quat"], "Q")
 builtin("quat_to_matrix", ["Quat"], "Mat33")
 builtin("transform_point", ["Transform", "Vec3"], "V")
 builtin("transform_vector", ["Transform", "Vec3"], "V")
+builtin("transform_point", ["Mat44", "Vec3"], "V")
+builtin("transform_vector", ["Mat44", "Vec3"], "V")
 builtin("transform_multiply", ["Transform", "Transform"], "X")
 builtin("transform_inverse", ["Transform"], "X")
 builtin("transform_get_translation", ["Transform"], "Vec3")

@@ -26,7 +26,8 @@ def _operands(fe, node, name: str, n_max: int):
         a, b = fe.convert(a, a.type, node), fe.convert(b, a.type, node)
     if a.type is not b.type or not (T.is_scalar(a.type) or T.is_composite(a.type)):
         raise fe.err(node, f"{name}() compares two values of one scalar, vector, matrix, quaternion or transform "
-                           f"type, got {T.type_name(a.type)} and {T.type_name(b.type)}", WarpCodegenTypeError)
+                           f"type, got {T.type_name(a.type)} and {T.type_name(b.type)}: Can't test equality for "
+                           f"objects with different types", WarpCodegenTypeError)  # Warp's wording ends it
     return a, b, args[2:]
 
 

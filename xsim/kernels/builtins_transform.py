@@ -1,11 +1,14 @@
 """Builtins registry, transforms: Warp's in-place setters ``transform_set_translation(t, p)`` and
-``transform_set_rotation(t, q)``, which rebind the local transform ``t`` (as ``t.p = p`` would)."""
+``transform_set_rotation(t, q)``, which rebind the local transform ``t`` (as ``t.p = p`` would) in a kernel
+and change the host transform ``t`` itself from Python scope."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import types as T
 from ..errors import WarpCodegenTypeError
-from .builtins import special_form, store_to_arguments
+from .builtins import HOST_FORMS, special_form, store_to_arguments
 
 
 def _set_part(fe, node, name: str, first: int, size: int):
@@ -37,3 +40,17 @@ def transform_set_translation(fe, node):
 def transform_set_rotation(fe, node):
     """``transform_set_rotation(t, q)``: the local transform ``t`` gets rotation ``q``."""
     return _set_part(fe, node, "transform_set_rotation", 3, 4)
+
+
+def _set_part_on_host(name: str, first: int, size: int):
+    def set_part(xform, part) -> None:
+        if getattr(type(xform), "_kind", None) != "transform":
+            raise TypeError(f"xsim.{name}(xform, value) needs a transform, got {type(xform).__name__}")
+        if np.shape(part) != (size,):
+            raise TypeError(f"xsim.{name}() needs {size} components for the new part, got {part!r}")
+        xform[first:first + size] = part
+    return set_part
+
+
+HOST_FORMS["transform_set_translation"] = _set_part_on_host("transform_set_translation", 0, 3)
+HOST_FORMS["transform_set_rotation"] = _set_part_on_host("transform_set_rotation", 3, 4)

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from .. import types as T
 from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError, WarpCodegenValueError
-from .builtins import ARG_NAMES, BUILTINS, SPECIAL_FORMS
+from .builtins import ARG_NAMES, BUILTINS, SPECIAL_FORMS, store_to_arguments
 from .builtins_random import DEFAULTS, SAMPLERS, STATEFUL
 from .codegen import is_diff
 from .ir import Block, Loop, Op, Var
@@ -56,12 +56,16 @@ class Calls:
             return self.call_native(obj, node)
         if isinstance(obj, BuiltinRef):
             return self.call_named_builtin(obj.name, node)
+        if isinstance(obj, type) and getattr(obj, "_kind", None) == "transform" and node.keywords:
+            return self.transformation_value(node, obj)
         if isinstance(obj, type) and (T.is_value_type(obj)):
             return self.construct(obj, node)
         if obj is T.vector or obj is T.matrix:
             return self.generic_composite(obj, node)
         if obj is T.transformation:
             return self.transformation_value(node)
+        if obj is T.quaternion:
+            return self.quaternion_value(node)
         if obj in (float, int, bool):
             args = self.plain_args(node)
             if len(args) != 1:
@@ -365,21 +369,49 @@ class Calls:
             raise self.err(node, f"{make.__name__}(): {e}") from None
         return self.construct(t, node, args)
 
-    def transformation_value(self, node):
-        """Warp's ``transformation(p, q, dtype=...)`` (also by keyword, or seven components) in a kernel:
-        a transform value whose scalar type is ``dtype``, else that of its arguments."""
+    def transformation_value(self, node, t=None):
+        """Warp's ``transformation(p, q, dtype=...)`` (also by keyword, or seven components) in a kernel, and
+        a transform type's ``transform(p=..., q=...)`` (``t``): the scalar type is ``t``'s, else ``dtype``, else
+        that of the arguments; a part given by keyword alone leaves the other zero (p) or the identity (q)."""
         kw = {k.arg: k for k in node.keywords}
-        bad = set(kw) - {"p", "q", "dtype"}
+        allowed = ("p", "q") if t is not None else ("p", "q", "dtype")
+        bad = set(kw) - set(allowed)
         if bad:
-            raise self.err(kw[bad.pop()], "transformation() takes p=, q= and dtype= keywords", WarpCodegenTypeError)
-        args = self.arg_values(node) + [self.value(kw[k].value) for k in ("p", "q") if k in kw]
-        if not args:
+            raise self.err(kw[bad.pop()], f"{'transformation' if t is None else T.type_name(t)}() takes the "
+                                          f"keywords {', '.join(k + '=' for k in allowed)}", WarpCodegenTypeError)
+        args = self.arg_values(node)
+        parts = {k: self.value(kw[k].value) for k in ("p", "q") if k in kw}
+        clash = [k for k in parts if len(args) > 2 or k in ("p", "q")[:len(args)]]
+        if clash:
+            raise self.err(node, f"multiple values for argument '{clash[0]}'", WarpCodegenTypeError)
+        given = args + list(parts.values())
+        if not given:
             raise self.err(node, "transformation() in a kernel needs p and q (or use transform_identity())")
-        dtype = self.eval_static(kw["dtype"].value) if "dtype" in kw else None
-        if dtype is None:
-            strong = next((a.type for a in args if not a.weak), T.float32)
-            dtype = getattr(strong, "_scalar", strong)
-        return self.construct(T.transformation(dtype), node, args)
+        t = t or T.transformation(self.dtype_of(kw.get("dtype"), given))
+        if parts:
+            s = t._scalar
+            zero, one = self.const(0.0, s), self.const(1.0, s)
+            p = args[0] if args else parts.get("p") or self.emit("construct", T.vector(3, s), [zero] * 3, node)
+            q = parts.get("q") or self.emit("construct", T.quaternion(s), [zero, zero, zero, one], node)
+            given = [p, q]
+        return self.construct(t, node, given)
+
+    def quaternion_value(self, node):
+        """Warp's ``quaternion(x, y, z, w)``, ``quaternion(ijk, real)``, ``quaternion(q, dtype=float16)`` (a
+        cast) and ``quaternion(dtype=...)`` (zero) in a kernel."""
+        kw = {k.arg: k for k in node.keywords}
+        if set(kw) - {"dtype"}:
+            raise self.err(node, "quaternion() takes only the keyword dtype=", WarpCodegenTypeError)
+        args = self.arg_values(node)
+        return self.construct(T.quaternion(self.dtype_of(kw.get("dtype"), args)), node, args)
+
+    def dtype_of(self, dtype_kw, args) -> type:
+        """The scalar type of a generic constructor: its ``dtype=`` keyword (an ``ast.keyword`` or None),
+        else that of its first typed argument, else float32 (bare literals)."""
+        if dtype_kw is not None:
+            return T.resolve(self.eval_static(dtype_kw.value))
+        strong = next((a.type for a in args if not a.weak), T.float32)
+        return getattr(strong, "_scalar", strong)
 
     def construct(self, t, node, args=None):
         """``vec3(x, y, z)``, ``vec3(s)``, ``vec3()``, ``vec3d(v)``, ``mat22(a, b, c, d)``,
@@ -396,7 +428,7 @@ class Calls:
         s = t._scalar
         if not args:
             return self.emit("construct", t, [], node)
-        if t._kind == "transform" and len(args) == 2:
+        if t._kind == "transform" and len(args) == 2 and T.is_composite(args[0].type):
             p = self.convert(args[0], T.vector(3, s), node) if args[0].weak else args[0]
             q = args[1]
             if p.type is not T.vector(3, s) or q.type is not T.quaternion(s):
@@ -411,13 +443,17 @@ class Calls:
                                               for a in args for i in range(3)], node)
         if len(args) == 1 and T.is_composite(args[0].type):
             a = args[0]
+            if t._kind == "transform" and a.type is not t:  # Warp's: vectors cast, transforms do not
+                raise self.err(node, f"copy constructing a transform requires matching source and target dtypes, "
+                                     f"got `{T.type_name(a.type._scalar)}` and `{T.type_name(s)}`",
+                               WarpCodegenTypeError)
             if a.type._shape != t._shape:
                 # Warp's wording, which names the lengths the other way round
                 what = (f": incompatible vector of length {t._shape[0]} given when copy constructing a vector of "
                         f"length {a.type._shape[0]}") if t._kind == a.type._kind == "vector" else ""
                 raise self.err(node, f"cannot build {T.type_name(t)} from {T.type_name(a.type)}{what}")
             return a if a.type is t else self.emit("cast", t, [a], node)
-        if len(args) == 1 and t._kind in ("vector", "matrix"):  # filled with one value
+        if len(args) == 1 and t._kind in ("vector", "matrix", "transform"):  # filled with one value
             return self.emit("construct", t, [self.convert_or_cast(args[0], s, node, t)] * n, node)
         if t._kind == "quat" and len(args) == 2 and T.is_vector(args[0].type):  # quat(ijk, real)
             ijk = args[0]
@@ -430,8 +466,10 @@ class Calls:
             raise self.err(node, f"build a matrix from vectors with matrix_from_rows(...) or "
                                  f"matrix_from_cols(...), or pass {n} scalars to {T.type_name(t)}()")
         if len(args) != n:
-            what = (f": incompatible number of values given ({len(args)}) when constructing a vector of length {n}"
-                    if t._kind == "vector" else "")
+            what = {"vector": f": incompatible number of values given ({len(args)}) when constructing a vector of "
+                              f"length {n}",
+                    "transform": f": incompatible number of values given ({len(args)}) when constructing a "
+                                 f"transform; expected 0, 1, or 7"}.get(t._kind, "")
             raise self.err(node, f"{T.type_name(t)}() takes {n} components (or none), got {len(args)}{what}")
         return self.emit("construct", t, [self.convert_or_cast(a, s, node, t) for a in args], node)
 
@@ -481,6 +519,17 @@ class Calls:
     # funcs: inlined at the call site
 
     def call_func(self, func, node):
+        n_in = func.outputs_after
+        if n_in is not None and len(node.args) > n_in and not node.keywords:
+            # Warp's output-argument form, ``quat_to_axis_angle(q, axis, angle)``: the trailing arguments
+            # are local variables that receive the parts of the result
+            result = self.inline_func(func, [self.value(a) for a in node.args[:n_in]], {}, node)
+            parts = result if isinstance(result, tuple) else (result,)
+            if len(node.args) - n_in != len(parts):
+                raise self.err(node, f"{func.key}() with output arguments takes {n_in} input(s) and "
+                                     f"{len(parts)} output variable(s), got {len(node.args)} arguments")
+            store_to_arguments(self, node, node.args[n_in:], list(parts))
+            return _false()
         args = self.arg_values(node, tuples=True)
         kw = {k.arg: self.value(k.value) for k in node.keywords}
         return self.inline_func(func, args, kw, node)

@@ -215,8 +215,8 @@ class Expressions:
             msg = f"The length of the provided vector ({t._length}) isn't compatible with the given slice (expected {n})"
         else:
             msg = f"The provided vector is expected to be of length {n} with dtype {T.type_name(out_t._scalar)}"
-        raise self.err(node, f"{msg}. (This part of the value is a {what}, got {T.type_name(t)}.)",
-                       WarpCodegenValueError)
+        # Warp's wording ends the message (its tests match the end)
+        raise self.err(node, f"this part of the value is a {what}, got {T.type_name(t)}: {msg}.", WarpCodegenValueError)
 
     def index_var(self, v: Var, node, write: bool = False) -> Var:
         """``v`` as an index (an integer; a literal becomes int32); ``write``: it indexes an array written to."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import xsim  # resolved when a kernel calling these compiles, after xsim is fully imported
 
+from .builtins import OUTPUT_ARGS
 from .kernel import func
 
 __all__ = [
@@ -153,6 +154,10 @@ def quat_to_axis_angle(q):
     return axis, 2.0 * xsim.atan2(xsim.length(v), xsim.abs(q[3]))
 
 
+quat_to_axis_angle.outputs_after = 1  # also quat_to_axis_angle(q, axis, angle), as in Warp
+OUTPUT_ARGS["quat_to_axis_angle"] = lambda n: range(1, n)
+
+
 @func
 def quat_slerp(a, b, t):
     """Spherical interpolation from rotation ``a`` (t = 0) to ``b`` (t = 1) along the shorter arc."""
@@ -163,23 +168,26 @@ def quat_slerp(a, b, t):
 @func
 def quat_from_matrix(m):
     """The rotation of a 3x3 rotation matrix (or of the top-left block of a 4x4 one); Shepperd's method,
-    taking the square root of the largest of 1 + trace and the diagonal-led sums."""
+    taking the square root of the largest of 1 + trace and the diagonal-led sums, normalised (as Warp's, so a
+    matrix that is not quite a rotation still gives a unit quaternion)."""
     tr = m[0, 0] + m[1, 1] + m[2, 2]
     if tr >= 0.0:
         h = xsim.sqrt(tr + 1.0)
         s = 0.5 / h
-        return _quat_of((m[2, 1] - m[1, 2]) * s, (m[0, 2] - m[2, 0]) * s, (m[1, 0] - m[0, 1]) * s, 0.5 * h)
-    if m[1, 1] > m[0, 0] and m[1, 1] >= m[2, 2]:
+        q = _quat_of((m[2, 1] - m[1, 2]) * s, (m[0, 2] - m[2, 0]) * s, (m[1, 0] - m[0, 1]) * s, 0.5 * h)
+    elif m[1, 1] > m[0, 0] and m[1, 1] >= m[2, 2]:
         h = xsim.sqrt(m[1, 1] - (m[2, 2] + m[0, 0]) + 1.0)
         s = 0.5 / h
-        return _quat_of((m[0, 1] + m[1, 0]) * s, 0.5 * h, (m[1, 2] + m[2, 1]) * s, (m[0, 2] - m[2, 0]) * s)
-    if m[2, 2] > m[0, 0] and m[2, 2] > m[1, 1]:
+        q = _quat_of((m[0, 1] + m[1, 0]) * s, 0.5 * h, (m[1, 2] + m[2, 1]) * s, (m[0, 2] - m[2, 0]) * s)
+    elif m[2, 2] > m[0, 0] and m[2, 2] > m[1, 1]:
         h = xsim.sqrt(m[2, 2] - (m[0, 0] + m[1, 1]) + 1.0)
         s = 0.5 / h
-        return _quat_of((m[2, 0] + m[0, 2]) * s, (m[1, 2] + m[2, 1]) * s, 0.5 * h, (m[1, 0] - m[0, 1]) * s)
-    h = xsim.sqrt(m[0, 0] - (m[1, 1] + m[2, 2]) + 1.0)
-    s = 0.5 / h
-    return _quat_of(0.5 * h, (m[0, 1] + m[1, 0]) * s, (m[2, 0] + m[0, 2]) * s, (m[2, 1] - m[1, 2]) * s)
+        q = _quat_of((m[2, 0] + m[0, 2]) * s, (m[1, 2] + m[2, 1]) * s, 0.5 * h, (m[1, 0] - m[0, 1]) * s)
+    else:
+        h = xsim.sqrt(m[0, 0] - (m[1, 1] + m[2, 2]) + 1.0)
+        s = 0.5 / h
+        q = _quat_of(0.5 * h, (m[0, 1] + m[1, 0]) * s, (m[2, 0] + m[0, 2]) * s, (m[2, 1] - m[1, 2]) * s)
+    return xsim.normalize(q)
 
 
 @func

@@ -104,6 +104,10 @@ _LIBRARY_MODULES = ("xsim.kernels.funcs_math", "xsim.kernels.funcs_transform")
 class Function:
     """An ``@xsim.func``: inlined into the kernels that call it."""
 
+    # a library func returning a tuple that Warp also offers in output-argument form: the number of inputs,
+    # after which further arguments are local variables receiving the parts (None: no such form)
+    outputs_after: int | None = None
+
     def __init__(self, overload: FuncOverload, others: list[FuncOverload] = ()):
         pyfunc = overload.pyfunc
         self.key = pyfunc.__qualname__

@@ -185,8 +185,11 @@ template <typename T> XS_FUNC scalar_ret<T, bool> ne(T a, T b) { return a != b; 
 template <typename T> XS_FUNC T bit_and(T a, T b) { return a & b; }
 template <typename T> XS_FUNC T bit_or(T a, T b) { return a | b; }
 template <typename T> XS_FUNC T bit_xor(T a, T b) { return a ^ b; }
-template <typename T> XS_FUNC T lshift(T a, T b) { return a << b; }
-template <typename T> XS_FUNC T rshift(T a, T b) { return a >> b; }
+// A shift by a negative count or by the width or more is undefined in C++ (x86 masks the count, its vector
+// units give 0, so the answer would follow inlining); it gives numpy's answer: 0, or -1 for >> of a negative.
+template <typename T> XS_FUNC bool shift_in_range(T b) { return !(b < T(0)) && b < T(sizeof(T) * 8); }
+template <typename T> XS_FUNC T lshift(T a, T b) { return shift_in_range(b) ? T(a << b) : T(0); }
+template <typename T> XS_FUNC T rshift(T a, T b) { return shift_in_range(b) ? T(a >> b) : a < T(0) ? T(-1) : T(0); }
 template <typename T> XS_FUNC T invert(T a) { return ~a; }
 
 // ------------------------------------------------------------------------------------------

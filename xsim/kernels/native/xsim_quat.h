@@ -156,6 +156,43 @@ XS_FUNC void adj_transform_vector(const transform_t<T>& t, const vec_t<3, T>& v,
     adj_rotate_signed(t.q, v, T(1), adj_t.q, adj_v, adj_ret);
 }
 
+// A 4x4 matrix on a point (w = 1) or a direction (w = 0): the first three rows of m (x, w), column vectors,
+// no perspective divide (Warp's transform_point/transform_vector on a mat44).
+template <typename T> XS_FUNC vec_t<3, T> mat44_apply(const mat_t<4, 4, T>& m, const vec_t<3, T>& x, T w) {
+    vec_t<3, T> r{};
+    for (int i = 0; i < 3; ++i) r.c[i] = m.c[i][0] * x.c[0] + m.c[i][1] * x.c[1] + m.c[i][2] * x.c[2] + m.c[i][3] * w;
+    return r;
+}
+template <typename T>
+XS_FUNC void adj_mat44_apply(const mat_t<4, 4, T>& m, const vec_t<3, T>& x, T w, mat_t<4, 4, T>& adj_m,
+                             vec_t<3, T>& adj_x, const vec_t<3, T>& adj_ret) {
+    for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 3; ++j) {
+            adj_m.c[i][j] += adj_ret.c[i] * x.c[j];
+            adj_x.c[j] += m.c[i][j] * adj_ret.c[i];
+        }
+        adj_m.c[i][3] += adj_ret.c[i] * w;
+    }
+}
+
+template <typename T> XS_FUNC vec_t<3, T> transform_point(const mat_t<4, 4, T>& m, const vec_t<3, T>& x) {
+    return mat44_apply(m, x, T(1));
+}
+template <typename T>
+XS_FUNC void adj_transform_point(const mat_t<4, 4, T>& m, const vec_t<3, T>& x, const vec_t<3, T>&,
+                                 mat_t<4, 4, T>& adj_m, vec_t<3, T>& adj_x, const vec_t<3, T>& adj_ret) {
+    adj_mat44_apply(m, x, T(1), adj_m, adj_x, adj_ret);
+}
+
+template <typename T> XS_FUNC vec_t<3, T> transform_vector(const mat_t<4, 4, T>& m, const vec_t<3, T>& v) {
+    return mat44_apply(m, v, T(0));
+}
+template <typename T>
+XS_FUNC void adj_transform_vector(const mat_t<4, 4, T>& m, const vec_t<3, T>& v, const vec_t<3, T>&,
+                                  mat_t<4, 4, T>& adj_m, vec_t<3, T>& adj_v, const vec_t<3, T>& adj_ret) {
+    adj_mat44_apply(m, v, T(0), adj_m, adj_v, adj_ret);
+}
+
 // a * b: apply b, then a
 template <typename T> XS_FUNC transform_t<T> transform_multiply(const transform_t<T>& a, const transform_t<T>& b) {
     return {transform_point(a, b.p), quat_mul(a.q, b.q)};

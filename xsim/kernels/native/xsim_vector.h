@@ -85,6 +85,23 @@ XS_FUNC composite_ret<V, void> adj_div(const V&, scalar_of<V> s, const V& ret, V
     }
 }
 
+// scalar / vector or quaternion, componentwise
+template <typename V> XS_FUNC composite_ret<V> div(scalar_of<V> s, const V& v) {
+    V r{};
+    for (int i = 0; i < composite_traits<V>::size; ++i) comp(r, i) = div(s, comp(v, i));
+    return r;
+}
+template <typename V>
+XS_FUNC composite_ret<V, void> adj_div(scalar_of<V>, const V& v, const V& ret, scalar_of<V>& adj_s, V& adj_v,
+                                       const V& adj_ret) {
+    if constexpr (is_float<scalar_of<V>>::value) {
+        for (int i = 0; i < composite_traits<V>::size; ++i) {
+            adj_s += comp(adj_ret, i) / comp(v, i);
+            comp(adj_v, i) -= comp(adj_ret, i) * comp(ret, i) / comp(v, i);
+        }
+    }
+}
+
 template <typename V> XS_FUNC composite_ret<V, bool> eq(const V& a, const V& b) {
     for (int i = 0; i < composite_traits<V>::size; ++i)
         if (!(comp(a, i) == comp(b, i))) return false;
@@ -141,22 +158,6 @@ XS_FUNC composite_ret<V, void> adj_normalize(const V& a, const V& ret, V& adj_a,
 // ------------------------------------------------------------------------------------------
 // vectors
 
-// scalar / vector, componentwise
-template <int N, typename T> XS_FUNC vec_t<N, T> div(T s, const vec_t<N, T>& v) {
-    vec_t<N, T> r{};
-    for (int i = 0; i < N; ++i) r.c[i] = div(s, v.c[i]);
-    return r;
-}
-template <int N, typename T>
-XS_FUNC void adj_div(T, const vec_t<N, T>& v, const vec_t<N, T>& ret, T& adj_s, vec_t<N, T>& adj_v,
-                     const vec_t<N, T>& adj_ret) {
-    if constexpr (is_float<T>::value) {
-        for (int i = 0; i < N; ++i) {
-            adj_s += adj_ret.c[i] / v.c[i];
-            adj_v.c[i] -= adj_ret.c[i] * ret.c[i] / v.c[i];
-        }
-    }
-}
 
 template <typename T> XS_FUNC vec_t<3, T> cross(const vec_t<3, T>& a, const vec_t<3, T>& b) {
     return {{a.c[1] * b.c[2] - a.c[2] * b.c[1], a.c[2] * b.c[0] - a.c[0] * b.c[2], a.c[0] * b.c[1] - a.c[1] * b.c[0]}};
