@@ -221,12 +221,13 @@ class SolverXPBD:
                         x, x_pred, m.particle_radius, m.mesh_indices, m.mesh_vertices, m.mesh_shape, m.shape_xform,
                         m.particle_world, m.shape_world], outputs=[mesh_tri], record_tape=False)
                 lam = dict(self.constraints.zero_lambda)
+                start = self.constraints.substep_start(self._allocator(grad), x)
                 xi = x_pred
             for it in range(self.iterations):
                 if bodies is not None:
                     rigid.solve(bodies)
                 if n:
-                    xi = self._particle_iteration(x, xi, lam, 1.0 / h, mesh_tri, grad,
+                    xi = self._particle_iteration(x, start, xi, lam, 1.0 / h, mesh_tri, grad,
                                                   bodies if body_collide else None)
                 if bodies is not None:
                     rigid.apply(bodies, it)
@@ -246,15 +247,19 @@ class SolverXPBD:
             return (pc.STATIC_SHAPES,)
         return (pc.STATIC_SHAPES, pc.BODY_SHAPES) if self._static_shapes else (pc.BODY_SHAPES,)
 
-    def _particle_iteration(self, x, xi, lam: dict, inv_h: float, mesh_tri, grad: bool, bodies):
-        """One Jacobi iteration of the particles from ``xi`` (``x``: the substep start): constraints, then
+    def _allocator(self, grad: bool):
+        """``_new`` for ``grad`` as ``new(key, shape, dtype, avoid=())``, the form ``ParticleConstraints`` takes."""
+        return lambda key, shape, dtype, avoid=(): self._new(key, shape, dtype, grad, avoid)
+
+    def _particle_iteration(self, x, start, xi, lam: dict, inv_h: float, mesh_tri, grad: bool, bodies):
+        """One Jacobi iteration of the particles from ``xi`` (``x``: the substep start, ``start`` its
+        entries, ``ParticleConstraints.substep_start``): constraints, then
         the contacts with every shape (``particle_contacts.py``; ``bodies``: the rigid step's working
         state, None without bodies). Updates ``lam`` in place; returns the new positions."""
         m, k = self.model, self.kernels
         n, v3 = m.particle_count, m.vec3()
         delta = self._new("delta", (n, self.constraints.width), v3, grad)
-        lam.update(self.constraints.project(lambda key, shape, dtype, avoid=(): self._new(key, shape, dtype, grad, avoid),
-                                            xi, x, lam, inv_h, self.relaxation, delta))
+        lam.update(self.constraints.project(self._allocator(grad), xi, start, lam, inv_h, self.relaxation, delta))
         x_next = self._new("x", n, v3, grad, avoid=(x, xi))
         xsim.launch(k.apply_corrections, n, inputs=[
             xi, delta, self.constraints.slot_count, self.constraints.inv_count, m.particle_inv_mass], outputs=[x_next])
