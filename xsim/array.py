@@ -268,6 +268,7 @@ class array:
     # pass gives its buffer back once no earlier record needs it: `_requires_grad` with `_grad` None.
     _intermediate = False
     _written_first = False  # an intermediate whose elements are all written on a tape before being read
+    _scratch = False  # an intermediate whose values no adjoint reads: later launches may overwrite it
     _grad_source = None   # a view of an intermediate whose grad is pending: (parent, key)
     _is_read = False      # read by a launch or op a Tape recorded (``config.verify_autograd_array_access``)
     """A typed array on a device (``xsim.array(data, dtype, shape, device, requires_grad)``).
@@ -1007,7 +1008,7 @@ def empty(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
 
 
 def intermediate(shape: int | tuple[int, ...], dtype: Any, device: str | Device | None = None,
-                 written_first: bool = False) -> array:
+                 written_first: bool = False, scratch: bool = False) -> array:
     """An uninitialised array that requires grad, for a solver's intermediate results: its gradient
     is allocated when a backward pass first needs it, and ``Tape.backward`` reuses that buffer for
     other intermediates once no earlier record reads it (its values are then spent: the array's
@@ -1015,10 +1016,14 @@ def intermediate(shape: int | tuple[int, ...], dtype: Any, device: str | Device 
     pass's gradients few and cache-warm. ``written_first``: the caller promises that a recording
     launch writes every element before anything on the tape reads it (or accumulates into it); the
     adjoints of those writes then leave the gradient zero, so its buffer is reused without zeroing
-    (debug mode checks the promise and raises naming the array)."""
+    (debug mode checks the promise and raises naming the array). ``scratch``: the caller promises that
+    no recorded launch's adjoint needs its values (it is only read linearly, e.g. summed, and written),
+    so one array serves every step of a rollout: the tape does not keep its reads' versions, and later
+    launches may overwrite it without storing a new array per launch."""
     out = empty(shape, dtype, device)
     out._requires_grad = out._intermediate = True
     out._written_first = bool(written_first)
+    out._scratch = bool(scratch)
     return out
 
 

@@ -245,8 +245,8 @@ def test_the_unzeroed_gradient_pool_gives_the_gradients_of_the_zeroed_one(monkey
     for written_first in (True, False):
         rng = np.random.default_rng(5)
         monkeypatch.setattr(buffers_module, "intermediate",
-                            lambda shape, dtype, device, written_first=False, keep=written_first:
-                            intermediate(shape, dtype, device, written_first=keep))
+                            lambda shape, dtype, device, written_first=False, scratch=False, keep=written_first:
+                            intermediate(shape, dtype, device, written_first=keep, scratch=scratch))
         model = make_model()
         n = model.particle_count
         weights = [xsim.array(np.random.default_rng(7).normal(size=(n, 3)), dtype=xsim.vec3d),

@@ -46,14 +46,15 @@ X = vecs(RNG.normal(size=(5, 3)) * 0.3)
 W = np.array([1.0, 0.5, 2.0, 0.0, 1.5])
 
 
-def entries(rows):
-    """The constraint-major entries (position, inverse mass) of particles ``rows`` (m, k), flattened."""
-    rows = np.asarray(rows)
-    e = np.concatenate([X.numpy()[rows], W[rows][..., None]], axis=-1).reshape(-1, 4)
-    return xsim.array(e, dtype=xsim.vec4d, requires_grad=True)
-
-
 X_START = vecs(X.numpy() + RNG.normal(size=(5, 3)) * 0.01)
+
+
+def entries(rows, x=X):
+    """The constraint-major entries (position, inverse mass) of particles ``rows`` (m, k), flattened
+    (``x``: the positions; X_START for the substep start's entries)."""
+    rows = np.asarray(rows)
+    e = np.concatenate([x.numpy()[rows], W[rows][..., None]], axis=-1).reshape(-1, 4)
+    return xsim.array(e, dtype=xsim.vec4d, requires_grad=True)
 
 
 @pytest.mark.parametrize("damping", [0.0, 40.0])
@@ -61,7 +62,7 @@ def test_distance_constraint_adjoint(damping):
     lam = scalars([0.01, -0.02, 0.0])
     pairs = [[0, 1], [1, 2], [3, 4]]
     args = [entries(pairs), ints(pairs, 2), ints([[0, 0], [1, 0], [0, 0]], 2), scalars([0.2, 0.5, 0.3]),
-            scalars([1e-3, 0.0, 2e-2]), scalars([damping, damping, 0.5 * damping]), lam, X_START, 60.0, 1.0,
+            scalars([1e-3, 0.0, 2e-2]), scalars([damping, damping, 0.5 * damping]), lam, entries(pairs, X_START), 60.0, 1.0,
             damping > 0, scalars(np.zeros(3)), rows(5, 2)]
     check(K.solve_distance, args, 3)
 
@@ -71,7 +72,7 @@ def test_bending_constraint_adjoint(damping):
     w = xsim.array(RNG.normal(size=(2, 4)), dtype=xsim.vec4d, requires_grad=True)
     quads = [[0, 1, 2, 3], [1, 2, 3, 4]]
     args = [entries(quads), ints(quads, 4), ints([[0, 0, 0, 0], [1, 1, 1, 0]], 4), w, scalars([0.5, 0.01]),
-            scalars([damping, 2.0 * damping]), vecs(RNG.normal(size=(2, 3)) * 1e-3), X_START, 60.0, 1.0,
+            scalars([damping, 2.0 * damping]), vecs(RNG.normal(size=(2, 3)) * 1e-3), entries(quads, X_START), 60.0, 1.0,
             damping > 0, vecs(np.zeros((2, 3))), rows(5, 2)]
     check(K.solve_bending, args, 2)
 
@@ -80,7 +81,7 @@ def test_bending_constraint_adjoint(damping):
 def test_area_constraint_adjoint(damping):
     tris = [[0, 1, 2], [2, 3, 4]]
     args = [entries(tris), ints(tris, 3), ints([[0, 0, 0], [1, 0, 0]], 3), scalars([0.05, 0.1]),
-            scalars([1e-2, 0.0]), scalars([damping, damping]), scalars([0.0, 1e-3]), X_START, 60.0, 1.3,
+            scalars([1e-2, 0.0]), scalars([damping, damping]), scalars([0.0, 1e-3]), entries(tris, X_START), 60.0, 1.3,
             damping > 0, scalars(np.zeros(2)), rows(5, 2)]
     check(K.solve_area, args, 2)
 
@@ -217,7 +218,7 @@ def test_one_distance_update_is_exact_for_a_single_free_particle_in_either_preci
     lam_out, delta = zeros(1), zeros(2, 1, dtype=vec3)
     rest = xsim.array([1.0], dtype=scalar)
     xsim.launch(particle_kernels.solve_distance, 1, inputs=[
-        ends, ints([[0, 1]], 2), ints([[0, 0]], 2), rest, zeros(1), zeros(1), zeros(1), zeros(2, dtype=vec3),
+        ends, ints([[0, 1]], 2), ints([[0, 0]], 2), rest, zeros(1), zeros(1), zeros(1), zeros(2, dtype=vec4),
         scalar(60.0), scalar(1.0), False], outputs=[lam_out, delta])
     assert delta.dtype is vec3 and lam_out.dtype is scalar
     np.testing.assert_allclose(delta.numpy()[:, 0], [[0.0, 0.0, 0.0], [0.0, 0.0, 0.3]],

@@ -236,8 +236,9 @@ class Tape:
         for _, arr in written:
             arr._version += 1
             arr._last_writer = key
+        # a scratch intermediate's values are never read by an adjoint: overwriting it later is harmless
         reads = [(label, arr, arr._version) for label, arr in _launch.labelled_arrays(prep.read_slots, kernel.params,
-                                                                                         values)]
+                                                                                         values) if not arr._scratch]
         self._track_grad_path(key, reads, written)
         if config.verify_autograd_array_access:
             code = kernel.pyfunc.__code__

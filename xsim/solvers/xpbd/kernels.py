@@ -450,17 +450,19 @@ def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, dam
         xsim.adjoint[e3] += a_e * k[3]
 
 
-# The damping term reads the substep-start positions (whose adjoints are atomic adds): ``damped`` is
-# False for constraint kinds without damping, and the reads are skipped.
+# The damping term reads the substep-start positions from ``start``, gathered like ``entries`` once per
+# substep (own rows: plain adds in the adjoint, where reading x_start[i] made 6 to 12 atomic float adds
+# per constraint and iteration); ``damped`` is False for kinds without damping, and the reads are skipped.
 
 
 @xsim.kernel
 def solve_distance(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, compliance: Floats, damping: Floats,
-                   lam: Floats, x_start: Vec3s, inv_h: Float, relaxation: Float, damped: bool, lam_out: Floats,
+                   lam: Floats, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool, lam_out: Floats,
                    delta: Vec3s2):
     """C = |xi - xj| - rest with compliance and damping (XPBD's gamma = alpha beta / h on the
     constraint's motion since the substep start); one multiplier update per constraint
-    (``entries[2c + k]``: position and split inverse mass of end k)."""
+    (``entries[2c + k]``: position and split inverse mass of end k; ``start``: the same entries at the
+    substep start, read when ``damped``)."""
     c = xsim.tid()
     i = indices[c, 0]
     j = indices[c, 1]
@@ -468,15 +470,17 @@ def solve_distance(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, co
     ej = entries[2 * c + 1]
     wi = ei[3]
     wj = ej[3]
-    d = x_start.dtype(ei[0] - ej[0], ei[1] - ej[1], ei[2] - ej[2])
+    d = delta.dtype(ei[0] - ej[0], ei[1] - ej[1], ei[2] - ej[2])
     alpha = compliance[c] * inv_h * inv_h
     gamma = compliance[c] * damping[c] * inv_h
     lc = lam[c]
     motion = type(d)()
     if damped:
+        si = start[2 * c]
+        sj = start[2 * c + 1]
         xi = type(d)(ei[0], ei[1], ei[2])
         xj = type(d)(ej[0], ej[1], ej[2])
-        motion = xi - x_start[i] - xj + x_start[j]
+        motion = xi - type(d)(si[0], si[1], si[2]) - xj + type(d)(sj[0], sj[1], sj[2])
     dl, di, dj = distance_update(d, wi, wj, rest[c], alpha, gamma, lc, relaxation, motion, damped)
     lam_out[c] = lc + dl
     delta[i, slot[c, 0]] = di
@@ -485,7 +489,7 @@ def solve_distance(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, co
 
 @xsim.kernel
 def solve_bending(entries: Vec4s, indices: Ints2, slot: Ints2, weights: Vec4s, compliance: Floats, damping: Floats,
-                  lam: Vec3s, x_start: Vec3s, inv_h: Float, relaxation: Float, damped: bool, lam_out: Vec3s,
+                  lam: Vec3s, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool, lam_out: Vec3s,
                   delta: Vec3s2):
     """Isometric bending: the vector constraint C = sum_k K_k x_k (K: cotangent weights of the
     edge stencil, zero on the flat rest shape); linear in x, so one update is exact."""
@@ -504,7 +508,8 @@ def solve_bending(entries: Vec4s, indices: Ints2, slot: Ints2, weights: Vec4s, c
     lc = lam[c]
     cs = type(lc)()
     if damped:
-        cs = x_start[i0] * k[0] + x_start[i1] * k[1] + x_start[i2] * k[2] + x_start[i3] * k[3]
+        cs4 = start[4 * c] * k[0] + start[4 * c + 1] * k[1] + start[4 * c + 2] * k[2] + start[4 * c + 3] * k[3]
+        cs = type(lc)(cs4[0], cs4[1], cs4[2])
     dl, d0, d1, d2, d3 = bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped)
     lam_out[c] = lc + dl
     delta[i0, slot[c, 0]] = d0
@@ -515,7 +520,7 @@ def solve_bending(entries: Vec4s, indices: Ints2, slot: Ints2, weights: Vec4s, c
 
 @xsim.kernel
 def solve_area(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, compliance: Floats, damping: Floats,
-               lam: Floats, x_start: Vec3s, inv_h: Float, relaxation: Float, damped: bool, lam_out: Floats,
+               lam: Floats, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool, lam_out: Floats,
                delta: Vec3s2):
     """Triangle area: C = |(x1 - x0) x (x2 - x0)| / 2 - rest."""
     c = xsim.tid()
@@ -528,9 +533,9 @@ def solve_area(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, compli
     w0 = e0[3]
     w1 = e1[3]
     w2 = e2[3]
-    p0 = x_start.dtype(e0[0], e0[1], e0[2])
-    p1 = x_start.dtype(e1[0], e1[1], e1[2])
-    p2 = x_start.dtype(e2[0], e2[1], e2[2])
+    p0 = delta.dtype(e0[0], e0[1], e0[2])
+    p1 = delta.dtype(e1[0], e1[1], e1[2])
+    p2 = delta.dtype(e2[0], e2[1], e2[2])
     u = p1 - p0
     v = p2 - p0
     cr = xsim.cross(u, v)
@@ -550,8 +555,12 @@ def solve_area(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, compli
         g0 = -(g1 + g2)
         num = rest[c] - 0.5 * a - alpha * lc
         if damped:
-            num = num - gamma * (xsim.dot(g0, p0 - x_start[i0]) + xsim.dot(g1, p1 - x_start[i1])
-                                 + xsim.dot(g2, p2 - x_start[i2]))
+            s0 = start[3 * c]
+            s1 = start[3 * c + 1]
+            s2 = start[3 * c + 2]
+            num = num - gamma * (xsim.dot(g0, p0 - type(p0)(s0[0], s0[1], s0[2]))
+                                 + xsim.dot(g1, p1 - type(p0)(s1[0], s1[1], s1[2]))
+                                 + xsim.dot(g2, p2 - type(p0)(s2[0], s2[1], s2[2])))
         denom = (w0 * xsim.dot(g0, g0) + w1 * xsim.dot(g1, g1) + w2 * xsim.dot(g2, g2)) * (1.0 + gamma) + alpha
         if denom > 0.0:
             dl = num * (relaxation / denom)

@@ -3,7 +3,8 @@ constraint kind, and the slot layout the solver builds from the Model's plain co
 
 A kind ``name`` is described by the Model's ``{name}_count``, ``{name}_indices`` (count, arity)
 and its parameter arrays; its kernel takes
-``(entries, indices, slot, *params, lam, x_start, inv_h, relaxation, damped) -> (lam_out, delta)``;
+``(entries, indices, slot, *params, lam, start, inv_h, relaxation, damped) -> (lam_out, delta)``
+(``start``: the entries at the substep start, see ``substep_start``);
 its last parameter is its damping (a kind with none skips the damping term, ``damped`` False:
 see ``kernels.solve_distance``).
 Adding a kind means: the builder and the Model's arrays, a kernel, and one row of ``KINDS``.
@@ -95,7 +96,7 @@ class ParticleConstraints:
         for k, g in zip(self.kinds, groups):
             self.blocks[k.name] = (at, at + g.size)
             at += g.size
-        # the damping term reads x_start (atomic adjoints): left out for kinds without damping, unless
+        # the damping term reads the substep start's entries: left out for kinds without damping, unless
         # their damping array requires grad (then the gradient with respect to a zero damping is exact)
         self.damped = {}
         for k in self.kinds:
@@ -104,16 +105,30 @@ class ParticleConstraints:
         self.zero_lambda = {k.name: xsim.zeros(getattr(m, f"{k.name}_count"),
                                                dtype=m.dtype if k.lam_size == 1 else T.vector(3, m.dtype),
                                                device=m.device) for k in self.kinds}
+        self.any_damped = any(self.damped.values())
+        self._no_start = xsim.empty(0, dtype=T.vector(4, m.dtype), device=m.device)
         self._views: dict = {}
 
-    def project(self, new, x, x_start, lam: dict, inv_h: float, relaxation: float, delta) -> dict:
-        """One Jacobi pass of every kind at positions ``x`` (``x_start``: the substep start):
+    def gather(self, new, key: str, x):
+        """``x``'s entries (position, split inverse mass) in a new array from ``new(key, shape, dtype)``."""
+        m = self.model
+        entries = new(key, self.entry_count, T.vector(4, m.dtype))
+        xsim.launch(self.kernels.gather_entries, m.particle_count, inputs=[
+            x, m.particle_inv_mass, self.split, self.slot_count, self.entry_index], outputs=[entries])
+        return entries
+
+    def substep_start(self, new, x_start):
+        """The entries at the substep start ``x_start``, which the damping terms read: gathered once per
+        substep, so the constraint kernels read their own rows (plain adds in their adjoints) instead of
+        x_start's (atomic adds); an empty array when no kind is damped."""
+        return self.gather(new, "start_entries", x_start) if self.any_damped else self._no_start
+
+    def project(self, new, x, start, lam: dict, inv_h: float, relaxation: float, delta) -> dict:
+        """One Jacobi pass of every kind at positions ``x`` (``start``: ``substep_start``'s entries):
         corrections into ``delta`` (n, width); returns the new multipliers. ``new(key, shape,
         dtype)`` gives the output arrays (the solver's fresh-or-scratch allocator)."""
         m, k = self.model, self.kernels
-        entries = new("entries", self.entry_count, T.vector(4, m.dtype))
-        xsim.launch(k.gather_entries, m.particle_count, inputs=[x, m.particle_inv_mass, self.split, self.slot_count,
-                                                                self.entry_index], outputs=[entries])
+        entries = self.gather(new, "entries", x)
         out = {}
         for kind in self.kinds:
             count = getattr(m, f"{kind.name}_count")
@@ -121,7 +136,8 @@ class ParticleConstraints:
             params = [getattr(m, p) for p in kind.params]
             xsim.launch(getattr(k, kind.kernel), count, inputs=[
                 self._view(entries, kind.name), getattr(m, f"{kind.name}_indices"), self.slots[kind.name], *params,
-                lam[kind.name], x_start, inv_h, relaxation, self.damped[kind.name]], outputs=[lam_out, delta])
+                lam[kind.name], self._view(start, kind.name) if start.shape[0] else start, inv_h, relaxation,
+                self.damped[kind.name]], outputs=[lam_out, delta])
             out[kind.name] = lam_out
         return out
 

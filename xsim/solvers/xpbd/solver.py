@@ -124,6 +124,19 @@ class SolverXPBD:
         self.rigid = RigidStepper(self) if m.has_rigid else None
         self._body_collide = self.rigid is not None and m.particle_count > 0
 
+    def _allocator(self, grad: bool):
+        """The pool for ``grad`` as ``new(key, shape, dtype, avoid=())``, the form ``ParticleConstraints`` takes."""
+        return lambda key, shape, dtype, avoid=(): self.buffers.get(key, shape, dtype, grad, avoid=avoid)
+
+    def _delta(self, grad: bool):
+        """The constraint corrections' array (n, width). Under a tape, one scratch intermediate for every
+        iteration of every rollout: its values reach the positions only through ``apply_corrections``'s
+        sum, whose adjoint needs no value, and the constraint kernels' writes, whose adjoints read only
+        gradients; a fresh array per iteration (0.9 MB for a 64x64 cloth) made a taped rollout stream
+        hundreds of MB through memory, where the plain one stays in cache."""
+        shape, dtype = (self.model.particle_count, self.constraints.width), self.model.vec3()
+        return self.buffers.scratch("delta", shape, dtype) if grad else self.buffers.get("delta", shape, dtype, grad)
+
     def _grad_mode(self, state_in: State) -> bool:
         return recording.is_recording() or state_in.requires_grad or self.model.requires_grad
 
@@ -186,12 +199,13 @@ class SolverXPBD:
                         x, x_pred, m.particle_radius, m.mesh_indices, m.mesh_vertices, m.mesh_shape, m.shape_xform,
                         m.particle_world, m.shape_world], outputs=[mesh_tri], record_tape=False)
                 lam = dict(self.constraints.zero_lambda)
+                start = self.constraints.substep_start(self._allocator(grad), x)
                 xi = x_pred
             for it in range(self.iterations):
                 if bodies is not None:
                     rigid.solve(bodies)
                 if n:
-                    xi = self._particle_iteration(x, xi, lam, 1.0 / h, mesh_tri, grad,
+                    xi = self._particle_iteration(x, start, xi, lam, 1.0 / h, mesh_tri, grad,
                                                   bodies if body_collide else None)
                 if bodies is not None:
                     rigid.apply(bodies, it)
@@ -211,15 +225,15 @@ class SolverXPBD:
             return (pc.STATIC_SHAPES,)
         return (pc.STATIC_SHAPES, pc.BODY_SHAPES) if self._static_shapes else (pc.BODY_SHAPES,)
 
-    def _particle_iteration(self, x, xi, lam: dict, inv_h: float, mesh_tri, grad: bool, bodies):
-        """One Jacobi iteration of the particles from ``xi`` (``x``: the substep start): constraints, then
+    def _particle_iteration(self, x, start, xi, lam: dict, inv_h: float, mesh_tri, grad: bool, bodies):
+        """One Jacobi iteration of the particles from ``xi`` (``x``: the substep start, ``start`` its
+        entries, ``ParticleConstraints.substep_start``): constraints, then
         the contacts with every shape (``particle_contacts.py``; ``bodies``: the rigid step's working
         state, None without bodies). Updates ``lam`` in place; returns the new positions."""
         m, k = self.model, self.kernels
         n, v3 = m.particle_count, m.vec3()
-        delta = self.buffers.get("delta", (n, self.constraints.width), v3, grad)
-        lam.update(self.constraints.project(lambda key, shape, dtype, avoid=(): self.buffers.get(key, shape, dtype, grad, avoid=avoid),
-                                            xi, x, lam, inv_h, self.relaxation, delta))
+        delta = self._delta(grad)
+        lam.update(self.constraints.project(self._allocator(grad), xi, start, lam, inv_h, self.relaxation, delta))
         x_next = self.buffers.get("x", n, v3, grad, avoid=(x, xi))
         xsim.launch(k.apply_corrections, n, inputs=[
             xi, delta, self.constraints.slot_count, self.constraints.inv_count, m.particle_inv_mass], outputs=[x_next])
