@@ -179,6 +179,11 @@ def dtype_to_numpy(dtype) -> np.dtype:
 # vectors, matrices, quaternions, transforms: values with numpy storage
 
 
+# numpy's names of the operators whose reflected form a composite value defines
+_REFLECTED_UFUNCS = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__", "divide": "__rtruediv__",
+                     "remainder": "__rmod__"}
+
+
 class _Composite:
     """Base of vector/matrix/quat/transform values: a fixed-shape numpy array of components."""
 
@@ -217,6 +222,17 @@ class _Composite:
 
     def __array__(self, dtype=None, copy=None):
         return self._v.astype(dtype) if dtype is not None else self._v.copy()
+
+    # xsim's host scalars are numpy scalars, whose operators hand an unknown right operand to this hook:
+    # ``float32(2) * v`` goes to the value's own reflected operator (a vector, as in Warp); anything else
+    # (``ndarray * v``, ``np.sin(v)``) stays numpy's, on the components
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        reflected = _REFLECTED_UFUNCS.get(ufunc.__name__)
+        if (reflected and method == "__call__" and not kwargs and len(inputs) == 2 and inputs[1] is self
+                and isinstance(inputs[0], np.generic)):
+            return getattr(self, reflected)(inputs[0])
+        plain = [np.asarray(x) if isinstance(x, _Composite) else x for x in inputs]
+        return getattr(ufunc, method)(*plain, **kwargs)
 
     def __len__(self):
         return self._shape[0]
