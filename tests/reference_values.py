@@ -514,10 +514,12 @@ def _norm_huber(v, delta=1.0):
 
 
 def _lower_bound(arr, *args):
-    """The first index in [begin, end) (default the whole 1-d array) whose element is >= value."""
+    """The first index in [begin, end) (default the whole 1-d array) whose element is >= value; end - 1
+    if none (begin for an empty range), as Warp answers."""
     *span, value = args
     begin, end = (int(span[0]), int(span[1])) if span else (0, len(arr))
-    return np.int32(begin + np.searchsorted(arr.data[begin:end], value, side="left"))
+    found = begin + np.searchsorted(arr.data[begin:end], value, side="left")
+    return np.int32(max(begin, min(found, end - 1)))
 
 
 def _axis_quat(axis: int, angle) -> np.ndarray:

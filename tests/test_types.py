@@ -148,6 +148,22 @@ def test_row_vector_times_matrix_on_the_host():
         T.vec3(1, 2, 3) @ m
 
 
+def test_a_host_scalar_on_the_left_keeps_the_composite_type_and_numpy_arrays_stay_numpy():
+    v, m = T.vec3(1, 2, 4), T.mat22(1, 2, 3, 4)
+    i8 = T.vector(3, T.int8)(1, 2, 3)
+    for r, expected in ((T.float32(2) * v, [2, 4, 8]), (T.float32(2) - v, [1, 0, -2]),
+                        (T.float32(2) + v, [3, 4, 6]), (T.float32(2) / v, [2, 1, 0.5]),
+                        (T.float32(-5) % v, np.fmod(-5, [1, 2, 4])), (T.int8(3) * i8, [3, 6, 9]),
+                        (T.float32(2) * m, [[2, 4], [6, 8]])):
+        assert isinstance(r, T._Composite)
+        np.testing.assert_array_equal(np.asarray(r), expected)
+    assert type(T.int8(3) * i8) is type(i8) and type(T.float32(2) * m) is T.mat22
+    for r, expected in ((np.ones(3) * v, [1, 2, 4]), (np.sin(v), np.sin(np.float32([1, 2, 4]))),
+                        (np.ones(3) == v, [True, False, False])):
+        assert type(r) is np.ndarray
+        np.testing.assert_array_equal(r, expected)
+
+
 def test_vector_compares_as_a_whole_value():
     assert T.vec3(1, 2, 3) == T.vec3(1, 2, 3)
     assert T.vec3(1, 2, 3) != T.vec3(1, 2, 4)

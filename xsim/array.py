@@ -74,7 +74,7 @@ def _outer_shape(shape) -> tuple[int, ...]:
     shape = (operator.index(shape),) if np.ndim(shape) == 0 else tuple(operator.index(s) for s in shape)
     _check_ndim(shape)
     if any(s < 0 for s in shape):
-        raise ValueError(f"array shape must not have negative dims, got {shape}")
+        raise ValueError(f"Array shapes must be non-negative, got {shape}")
     return shape
 
 

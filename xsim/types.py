@@ -179,6 +179,7 @@ def dtype_to_numpy(dtype) -> np.dtype:
 # vectors, matrices, quaternions, transforms: values with numpy storage
 
 
+# numpy's names of the operators whose reflected form a composite value defines
 class _Composite:
     """Base of vector/matrix/quat/transform values: a fixed-shape numpy array of components."""
 

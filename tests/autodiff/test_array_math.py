@@ -9,11 +9,14 @@ import xsim
 pytestmark = pytest.mark.cpu_only
 
 
+# Each distinct (operator, operand types, dimension count) compiles a module of its own (~3 s cold), so the
+# tests share them: float64 1-D arrays throughout, each other case once.
+
+
 def test_operators_with_a_value_match_numpy_in_the_arrays_type():
     x = np.array([1.0, 2.5, -3.0])
     a = xsim.array(x, dtype=xsim.float64)
     np.testing.assert_array_equal((a + 2.0).numpy(), x + 2.0)
-    np.testing.assert_array_equal((2.0 - a).numpy(), 2.0 - x)
     np.testing.assert_array_equal((np.float64(3.0) * a).numpy(), 3.0 * x)  # numpy scalars leave it to the array
     np.testing.assert_array_equal((-a).numpy(), -x)
     np.testing.assert_allclose((a ** 2.0).numpy(), x ** 2, rtol=1e-15)
@@ -21,30 +24,28 @@ def test_operators_with_a_value_match_numpy_in_the_arrays_type():
     np.testing.assert_allclose((xsim.float16(5) / h).numpy(), np.float16(5) / np.array([1, 2, 3], np.float16),
                                rtol=5e-3)
     i8 = xsim.array([1, 2, 3], dtype=xsim.int8)
-    out = i8 - xsim.int8(5)
+    out = xsim.int8(5) % i8
     assert out.dtype is xsim.int8
-    np.testing.assert_array_equal(out.numpy(), np.array([-4, -3, -2], np.int8))
-    np.testing.assert_array_equal((xsim.int8(5) % i8).numpy(), [0, 1, 2])
+    np.testing.assert_array_equal(out.numpy(), np.array([0, 1, 2], np.int8))
 
 
-def test_operators_between_arrays_and_on_vectors_keep_the_shape():
-    x = np.arange(6.0).reshape(2, 3)
-    a, b = xsim.array(x, dtype=float), xsim.array(x + 1.0, dtype=float)
-    np.testing.assert_array_equal((a * b).numpy(), (x * (x + 1.0)).astype(np.float32))
+def test_operators_between_arrays_keep_the_shape_and_the_vector_type():
+    x = np.arange(12.0).reshape(2, 2, 3)
     v = xsim.array(x, dtype=xsim.vec3)
-    w = v * 2.0
-    assert w.dtype is xsim.vec3 and w.shape == (2,)
-    np.testing.assert_array_equal(w.numpy(), 2.0 * x)
+    s = xsim.array(np.array([[1.0, -2.0], [0.5, 3.0]]), dtype=float)
+    w = v * s
+    assert w.dtype is xsim.vec3 and w.shape == (2, 2)
+    np.testing.assert_array_equal(w.numpy(), x * s.numpy()[..., None])
 
 
 def test_in_place_operators_write_into_the_array_and_the_tape_refuses_a_read_array_overwritten():
-    a = xsim.array([1.0, 2.0], dtype=float)
+    a = xsim.array([1.0, 2.0], dtype=xsim.float64)
     same = a
     a += 1.5
-    a *= xsim.array([2.0, -1.0], dtype=float)
+    a *= xsim.array([2.0, -1.0], dtype=xsim.float64)
     assert a is same
     np.testing.assert_array_equal(a.numpy(), [5.0, -3.5])
-    x = xsim.array([1.0, 2.0], dtype=float, requires_grad=True)
+    x = xsim.array([1.0, 2.0], dtype=xsim.float64, requires_grad=True)
     tape = xsim.Tape()
     with tape:
         x += 1.0  # reads x, then overwrites it: the gradient of that read would be wrong
@@ -92,3 +93,5 @@ def test_array_arithmetic_refuses_what_warp_refuses_with_the_reason():
     f = xsim.array([1.0, 2.0], dtype=float)
     with pytest.raises(TypeError, match=r"array \*=: the result is vec3f, which an array of float32 cannot hold"):
         f *= xsim.vec3(1.0, 2.0, 3.0)
+    with pytest.raises(TypeError, match=r"array \+= numpy array: .* pass xsim.array\(...\) instead"):
+        f += np.ones(2)

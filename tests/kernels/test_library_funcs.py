@@ -81,13 +81,14 @@ def searches(arr: xsim.array(dtype=F64), values: xsim.array(dtype=F64), out: xsi
     out[i, 1] = xsim.lower_bound(arr, 2, 7, values[i])
 
 
-def test_lower_bound_matches_searchsorted():
+def test_lower_bound_matches_searchsorted_clamped_to_the_last_index_as_in_warp():
     arr = np.sort(RNG.integers(0, 6, 10).astype(float))  # with repeated values
     values = np.concatenate([np.unique(arr), [-1.0, 2.5, 9.0]])
     out = xsim.zeros((len(values), 2), dtype=xsim.int32)
     xsim.launch(searches, len(values), inputs=[xsim.array(arr, dtype=F64), xsim.array(values, dtype=F64), out])
-    np.testing.assert_array_equal(out.numpy()[:, 0], np.searchsorted(arr, values, side="left"))
-    np.testing.assert_array_equal(out.numpy()[:, 1], 2 + np.searchsorted(arr[2:7], values, side="left"))
+    np.testing.assert_array_equal(out.numpy()[:, 0], np.minimum(np.searchsorted(arr, values, side="left"), 9))
+    np.testing.assert_array_equal(out.numpy()[:, 1], 2 + np.minimum(np.searchsorted(arr[2:7], values, side="left"), 4))
+    assert out.numpy()[-1].tolist() == [9, 6]  # 9.0 is past every element: the last index of the range
 
 
 # ---------------------------------------------------------------------------------------------

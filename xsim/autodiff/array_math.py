@@ -22,7 +22,8 @@ _NUMPY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": 
           "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow}
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%", "pow": "**",
            "neg": "-", "pos": "+"}
-_KERNELS: dict[tuple, object] = {}  # (op, left type, right type, ndim) -> kernel
+_RESULTS: dict[tuple, object] = {}  # (op, left operand, right operand, ndim) -> result type
+_KERNELS: dict[tuple, object] = {}  # (op, left operand, right operand, ndim) -> kernel
 _INDEX = ["i", "j", "k", "l"]
 
 
@@ -61,9 +62,11 @@ def _source(op: str, left, right, ndim: int, out) -> str:
             f"    {idx} = xsim.tid()\n    {body}\n")
 
 
-def _kernel(op: str, left, right, ndim: int):
+def _result_type(op: str, left, right, ndim: int):
+    """The type ``left <op> right`` gives, as a kernel's frontend types it (no compile); TypeError naming
+    the operands where the kernel language has no such operation."""
     key = (op, left, right, ndim)
-    found = _KERNELS.get(key)
+    found = _RESULTS.get(key)
     if found is None:
         from ..errors import CompileError
         from ..kernels.generated import load_source
@@ -72,13 +75,23 @@ def _kernel(op: str, left, right, ndim: int):
         try:
             probe = getattr(load_source(_source(op, left, right, ndim, None), f"array_{op}"), f"array_{op}")
             ops = [s for s in walk(build_ir(probe).body) if isinstance(s, Op) and s.out is not None]
-            result = ops[-1].out.type
-            kernel = getattr(load_source(_source(op, left, right, ndim, result), f"array_{op}"), f"array_{op}")
         except CompileError as e:
             given = (f"{SYMBOLS[op]}{_describe(left)}" if right is None else
                      f"{_describe(left)} {SYMBOLS[op]} {_describe(right)}")
             raise TypeError(f"array arithmetic {given}: {e.message}") from None
-        found = _KERNELS[key] = (kernel, result)
+        found = _RESULTS[key] = ops[-1].out.type
+    return found
+
+
+def _kernel(op: str, left, right, ndim: int):
+    """The kernel writing ``left <op> right`` into an array of its result type (compiled on first launch)."""
+    key = (op, left, right, ndim)
+    found = _KERNELS.get(key)
+    if found is None:
+        from ..kernels.generated import load_source
+        result = _result_type(op, left, right, ndim)
+        kernel = getattr(load_source(_source(op, left, right, ndim, result), f"array_{op}"), f"array_{op}")
+        found = _KERNELS[key] = kernel
     return found
 
 
@@ -110,36 +123,49 @@ def _operand(value, like):
     return None
 
 
-def apply(op: str, x, y=None, *, reflected: bool = False, unary: bool = False):
-    """``x <op> y`` (``y <op> x`` when ``reflected``; ``<op> x`` when ``unary``) for the array ``x``: a new
-    array, recorded on the current tape; NotImplemented for an operand it does not take."""
+def _operands(x, y, reflected: bool, unary: bool):
+    """[(value, (type, is_array)), ...] in operator order; None for an operand array arithmetic does not take."""
+    if unary:
+        return [(x, (x.dtype, True))]
+    other = _operand(y, x)
+    if other is None:
+        return None
+    return [other, (x, (x.dtype, True))] if reflected else [(x, (x.dtype, True)), other]
+
+
+def _launch(op: str, x, operands):
+    """A new array holding the operation on ``operands``, launched over ``x``'s shape."""
     from ..array import empty
     from ..kernels.launch import launch
-    if unary:
-        operands = [(x, (x.dtype, True))]
-    elif isinstance(y, np.ndarray):  # with a numpy array: numpy's arithmetic on the host values, as before
-        return _NUMPY[op](y, x.numpy()) if reflected else _NUMPY[op](x.numpy(), y)
-    else:
-        other = _operand(y, x)
-        if other is None:
-            return NotImplemented
-        operands = [(x, (x.dtype, True)), other]
-        if reflected:
-            operands.reverse()
-    kernel, result = _kernel(op, operands[0][1], operands[1][1] if len(operands) > 1 else None, x.ndim)
+    types = [t for _, t in operands] + [None]
+    kernel = _kernel(op, types[0], types[1], x.ndim)
     grad = any(isinstance(v, type(x)) and v.requires_grad for v, _ in operands)
-    out = empty(x.shape, result, x.device, requires_grad=grad)
+    out = empty(x.shape, _result_type(op, types[0], types[1], x.ndim), x.device, requires_grad=grad)
     launch(kernel, x.shape, inputs=[v for v, _ in operands], outputs=[out], device=x.device)
     return out
 
 
+def apply(op: str, x, y=None, *, reflected: bool = False, unary: bool = False):
+    """``x <op> y`` (``y <op> x`` when ``reflected``; ``<op> x`` when ``unary``) for the array ``x``: a new
+    array, recorded on the current tape; NotImplemented for an operand it does not take."""
+    if not unary and isinstance(y, np.ndarray):  # with a numpy array: numpy's arithmetic on the host values
+        return _NUMPY[op](y, x.numpy()) if reflected else _NUMPY[op](x.numpy(), y)
+    operands = _operands(x, y, reflected, unary)
+    return NotImplemented if operands is None else _launch(op, x, operands)
+
+
 def apply_in_place(op: str, x, y):
-    """``x <op>= y``: the result written back into ``x`` (through ``assign``, which the tape records)."""
-    result = apply(op, x, y)
-    if result is NotImplemented:
+    """``x <op>= y``: the result written back into ``x`` (through ``assign``, which the tape records); a
+    result type ``x`` cannot hold is refused before anything is compiled."""
+    if isinstance(y, np.ndarray):
+        raise TypeError(f"array {SYMBOLS[op]}= numpy array: arithmetic with a numpy array is numpy's, on the host "
+                        f"values, so it cannot write into the array; pass xsim.array(...) instead")
+    operands = _operands(x, y, False, False)
+    if operands is None:
         return NotImplemented
-    if result.dtype is not x.dtype:
-        raise TypeError(f"array {SYMBOLS[op]}=: the result is {T.type_name(result.dtype)}, which an array of "
+    result = _result_type(op, operands[0][1], operands[1][1], x.ndim)
+    if result is not x.dtype:
+        raise TypeError(f"array {SYMBOLS[op]}=: the result is {T.type_name(result)}, which an array of "
                         f"{T.type_name(x.dtype)} cannot hold")
-    x.assign(result)
+    x.assign(_launch(op, x, operands))
     return x

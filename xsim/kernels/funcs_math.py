@@ -48,16 +48,18 @@ def smooth_normalize(v, delta=1.0):
 
 @func
 def lower_bound(arr, value):
-    """The first index of the sorted 1-d array ``arr`` whose element is >= ``value`` (its length if none)."""
+    """The first index of the sorted 1-d array ``arr`` whose element is >= ``value`` (the last index if
+    none, as in Warp)."""
     return lower_bound(arr, 0, len(arr), value)
 
 
 @func
 def lower_bound(arr, arr_begin: int, arr_end: int, value):  # noqa: F811 - the range overload
-    """The first index in [arr_begin, arr_end) of the sorted array ``arr`` whose element is >= ``value``
-    (``arr_end`` if none)."""
+    """The first index in [arr_begin, arr_end) of the sorted array ``arr`` whose element is >= ``value``;
+    ``arr_end - 1`` if none (Warp's answer: an index into the range, never past it; ``arr_begin`` for an
+    empty range)."""
     lo = arr_begin
-    hi = arr_end
+    hi = arr_end - 1
     while lo < hi:
         mid = lo + (hi - lo) // 2
         if arr[mid] < value:

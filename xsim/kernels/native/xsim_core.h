@@ -85,24 +85,6 @@ XS_FUNC uint16_t float_to_half(float f) {
     return (uint16_t)h;
 }
 
-struct half {
-    uint16_t bits;
-    XS_FUNC half() : bits(0) {}
-    XS_FUNC half(float f) : bits(float_to_half(f)) {}
-    XS_FUNC half(double f) : bits(float_to_half((float)f)) {}
-    XS_FUNC half(int f) : bits(float_to_half((float)f)) {}
-    XS_FUNC operator float() const { return half_to_float(bits); }
-};
-XS_FUNC half operator+(half a, half b) { return half(float(a) + float(b)); }
-XS_FUNC half operator-(half a, half b) { return half(float(a) - float(b)); }
-XS_FUNC half operator*(half a, half b) { return half(float(a) * float(b)); }
-XS_FUNC half operator/(half a, half b) { return half(float(a) / float(b)); }
-XS_FUNC half operator-(half a) { return half(-float(a)); }
-XS_FUNC half& operator+=(half& a, half b) { a = a + b; return a; }
-XS_FUNC half& operator-=(half& a, half b) { a = a - b; return a; }
-XS_FUNC half& operator*=(half& a, half b) { a = a * b; return a; }
-XS_FUNC half& operator/=(half& a, half b) { a = a / b; return a; }
-
 // bfloat16: the upper 16 bits of a float, rounded to nearest even (NaN kept NaN); computed in float
 XS_FUNC float bfloat16_to_float(uint16_t b) {
     uint32_t bits = (uint32_t)b << 16;
@@ -126,23 +108,39 @@ XS_FUNC uint16_t float_to_bfloat16(float f) {
     return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
-struct bfloat16 {
-    uint16_t bits;
-    XS_FUNC bfloat16() : bits(0) {}
-    XS_FUNC bfloat16(float f) : bits(float_to_bfloat16(f)) {}
-    XS_FUNC bfloat16(double f) : bits(float_to_bfloat16((float)f)) {}
-    XS_FUNC bfloat16(int f) : bits(float_to_bfloat16((float)f)) {}
-    XS_FUNC operator float() const { return bfloat16_to_float(bits); }
+// half and bfloat16 alike: 16 bits stored, arithmetic in float; a format gives the two conversions
+struct half_format {
+    XS_FUNC static float decode(uint16_t b) { return half_to_float(b); }
+    XS_FUNC static uint16_t encode(float f) { return float_to_half(f); }
 };
-XS_FUNC bfloat16 operator+(bfloat16 a, bfloat16 b) { return bfloat16(float(a) + float(b)); }
-XS_FUNC bfloat16 operator-(bfloat16 a, bfloat16 b) { return bfloat16(float(a) - float(b)); }
-XS_FUNC bfloat16 operator*(bfloat16 a, bfloat16 b) { return bfloat16(float(a) * float(b)); }
-XS_FUNC bfloat16 operator/(bfloat16 a, bfloat16 b) { return bfloat16(float(a) / float(b)); }
-XS_FUNC bfloat16 operator-(bfloat16 a) { return bfloat16(-float(a)); }
-XS_FUNC bfloat16& operator+=(bfloat16& a, bfloat16 b) { a = a + b; return a; }
-XS_FUNC bfloat16& operator-=(bfloat16& a, bfloat16 b) { a = a - b; return a; }
-XS_FUNC bfloat16& operator*=(bfloat16& a, bfloat16 b) { a = a * b; return a; }
-XS_FUNC bfloat16& operator/=(bfloat16& a, bfloat16 b) { a = a / b; return a; }
+struct bfloat16_format {
+    XS_FUNC static float decode(uint16_t b) { return bfloat16_to_float(b); }
+    XS_FUNC static uint16_t encode(float f) { return float_to_bfloat16(f); }
+};
+template <typename Format> struct float16_t {
+    uint16_t bits;
+    XS_FUNC float16_t() : bits(0) {}
+    XS_FUNC float16_t(float f) : bits(Format::encode(f)) {}
+    XS_FUNC float16_t(double f) : bits(Format::encode((float)f)) {}
+    XS_FUNC float16_t(int f) : bits(Format::encode((float)f)) {}
+    XS_FUNC operator float() const { return Format::decode(bits); }
+};
+typedef float16_t<half_format> half;
+typedef float16_t<bfloat16_format> bfloat16;
+// the right side of a compound assignment converts (h += 1.0f), as it did for a plain overload
+template <typename T> struct non_deduced { typedef T type; };
+#define XS_FLOAT16_OP(OP)                                                                               \
+    template <typename F> XS_FUNC float16_t<F> operator OP(float16_t<F> a, float16_t<F> b) {          \
+        return float16_t<F>(float(a) OP float(b));                                                    \
+    }                                                                                                 \
+    template <typename F>                                                                             \
+    XS_FUNC float16_t<F>& operator OP##=(float16_t<F>& a, typename non_deduced<float16_t<F>>::type b) { \
+        a = a OP b;                                                                                   \
+        return a;                                                                                     \
+    }
+XS_FLOAT16_OP(+) XS_FLOAT16_OP(-) XS_FLOAT16_OP(*) XS_FLOAT16_OP(/)
+#undef XS_FLOAT16_OP
+template <typename F> XS_FUNC float16_t<F> operator-(float16_t<F> a) { return float16_t<F>(-float(a)); }
 
 // ------------------------------------------------------------------------------------------
 // composite value types; all are aggregates (brace-initialised, zeroed with {})
@@ -346,29 +344,18 @@ struct launch_dims {
 template <typename To, typename From> struct caster {
     XS_FUNC static To run(const From& x) { return (To)x; }
 };
-template <typename From> struct caster<half, From> {
-    XS_FUNC static half run(const From& x) { return half((float)x); }
+// 16-bit floats convert through float; to their own format they are copied as they are
+template <typename F, typename From> struct caster<float16_t<F>, From> {
+    XS_FUNC static float16_t<F> run(const From& x) { return float16_t<F>((float)x); }
 };
-template <typename To> struct caster<To, half> {
-    XS_FUNC static To run(const half& x) { return (To)(float)x; }
+template <typename To, typename F> struct caster<To, float16_t<F>> {
+    XS_FUNC static To run(const float16_t<F>& x) { return (To)(float)x; }
 };
-template <> struct caster<half, half> {
-    XS_FUNC static half run(const half& x) { return x; }
+template <typename F, typename G> struct caster<float16_t<F>, float16_t<G>> {
+    XS_FUNC static float16_t<F> run(const float16_t<G>& x) { return float16_t<F>((float)x); }
 };
-template <typename From> struct caster<bfloat16, From> {
-    XS_FUNC static bfloat16 run(const From& x) { return bfloat16((float)x); }
-};
-template <typename To> struct caster<To, bfloat16> {
-    XS_FUNC static To run(const bfloat16& x) { return (To)(float)x; }
-};
-template <> struct caster<bfloat16, bfloat16> {
-    XS_FUNC static bfloat16 run(const bfloat16& x) { return x; }
-};
-template <> struct caster<half, bfloat16> {
-    XS_FUNC static half run(const bfloat16& x) { return half((float)x); }
-};
-template <> struct caster<bfloat16, half> {
-    XS_FUNC static bfloat16 run(const half& x) { return bfloat16((float)x); }
+template <typename F> struct caster<float16_t<F>, float16_t<F>> {
+    XS_FUNC static float16_t<F> run(const float16_t<F>& x) { return x; }
 };
 template <int N, typename To, typename From> struct caster<vec_t<N, To>, vec_t<N, From>> {
     XS_FUNC static vec_t<N, To> run(const vec_t<N, From>& x) {
@@ -529,9 +516,8 @@ template <typename T, typename F> XS_FUNC T atomic_update16(T* p, T v, F f) {
     T r; r.bits = (uint16_t)(old >> shift);
     return r;
 }
-XS_FUNC half atomic_add(half* p, half v) { return atomic_update16(p, v, [](half a, half b) { return a + b; }); }
-XS_FUNC bfloat16 atomic_add(bfloat16* p, bfloat16 v) {
-    return atomic_update16(p, v, [](bfloat16 a, bfloat16 b) { return a + b; });
+template <typename F> XS_FUNC float16_t<F> atomic_add(float16_t<F>* p, float16_t<F> v) {
+    return atomic_update16(p, v, [](float16_t<F> a, float16_t<F> b) { return a + b; });
 }
 template <typename T, typename F> XS_FUNC T atomic_update(T* p, T v, F f) {
     static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "atomic min/max need 2, 4 or 8 bytes");
@@ -587,9 +573,8 @@ template <typename T, typename F> XS_FUNC T atomic_update(T* p, T v, F f) {
     return old;
 }
 // 16-bit floats (half, bfloat16): a CAS loop on their bit pattern
-XS_FUNC half atomic_add(half* p, half v) { return atomic_update(p, v, [](half a, half b) { return a + b; }); }
-XS_FUNC bfloat16 atomic_add(bfloat16* p, bfloat16 v) {
-    return atomic_update(p, v, [](bfloat16 a, bfloat16 b) { return a + b; });
+template <typename F> XS_FUNC float16_t<F> atomic_add(float16_t<F>* p, float16_t<F> v) {
+    return atomic_update(p, v, [](float16_t<F> a, float16_t<F> b) { return a + b; });
 }
 template <typename T> XS_FUNC T atomic_and(T* p, T v) { return std::atomic_ref<T>(*p).fetch_and(v, std::memory_order_relaxed); }
 template <typename T> XS_FUNC T atomic_or(T* p, T v) { return std::atomic_ref<T>(*p).fetch_or(v, std::memory_order_relaxed); }
