@@ -278,9 +278,9 @@ class Kernel:
 
     @property
     def adj(self):
-        """Its definition as Warp's ``kernel.adj`` shows it (source, name, file, resolved statics)."""
+        """Its definition as Warp's ``kernel.adj`` shows it (source, name, file, resolved statics, args)."""
         from .static import Definition
-        return Definition(self.pyfunc)
+        return Definition(self.pyfunc, self)
 
     @property
     def options(self) -> dict:
