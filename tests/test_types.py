@@ -595,3 +595,14 @@ def test_vector_remainder_and_reflected_division_follow_c_as_kernels_do():
     h = xsim.vec3h(1.0, 2.0, 4.0)
     np.testing.assert_array_equal(np.asarray(2.0 / h), np.array([2.0, 1.0, 0.5], np.float16))
     np.testing.assert_array_equal(np.asarray(h % xsim.float16(1.5)), np.fmod([1.0, 2.0, 4.0], 1.5).astype(np.float16))
+
+
+def test_warp_type_groups_scalar_types_without_bool_and_vector_types_of_every_named_family():
+    assert xsim.bool not in xsim.types.scalar_types and xsim.bool in xsim.types.scalar_and_bool_types
+    assert set(xsim.types.scalar_types) == set(xsim.types.int_types) | set(xsim.types.float_types)
+    assert all(t._length_ == 1 for t in xsim.types.scalar_and_bool_types)
+    groups = xsim.types.vector_types
+    assert len(groups) == len(set(groups)) == 54
+    for t in (xsim.vec2ub, xsim.vec3f, xsim.vec4d, xsim.mat33h, xsim.quatd, xsim.transformf, xsim.spatial_matrixd):
+        assert t in groups
+    assert [t._length_ for t in (xsim.vec3f, xsim.mat33f, xsim.transformf, xsim.spatial_matrixd)] == [3, 9, 7, 36]

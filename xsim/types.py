@@ -99,7 +99,9 @@ class _BFloat16(_Scalar):
 
 def _scalar(name: str, np_dtype, ctype: str, c_type, base: type = _Scalar) -> type:
     # _type_: Warp's spelling of the ctypes type (its tests wrap integers with ``t._type_(v).value``)
-    cls = type(name, (base,), {"_np": np.dtype(np_dtype), "_ctype": ctype, "_ctypes": c_type, "_type_": c_type})
+    # _length_: one component, as a vector's _length_ counts its own (Warp's)
+    cls = type(name, (base,), {"_np": np.dtype(np_dtype), "_ctype": ctype, "_ctypes": c_type, "_type_": c_type,
+                               "_length_": 1})
     cls._scalar = cls
     cls.__module__ = __name__
     return cls
@@ -125,7 +127,8 @@ SCALAR_TYPES = FLOAT_TYPES + INT_TYPES + (bool_,)
 
 # Warp-style short names, and Warp's names of the type groups
 half, float_, int_ = float16, float32, int32
-float_types, int_types, scalar_types = FLOAT_TYPES, INT_TYPES, SCALAR_TYPES
+float_types, int_types = FLOAT_TYPES, INT_TYPES
+scalar_types, scalar_and_bool_types = INT_TYPES + FLOAT_TYPES, SCALAR_TYPES  # Warp's groups: bool is apart
 
 
 def is_scalar(t) -> bool:
@@ -680,6 +683,12 @@ spatial_vector: type
 spatial_vectord: type
 spatial_matrix: type
 spatial_matrixd: type
+
+# Warp's group of the concrete (named) vector-like types, by family, each of every scalar type it comes in
+vector_types = tuple(globals()[f"vec{n}{s}"] for n in (2, 3, 4) for s in ("b", "ub", "s", "us", "i", "ui", "l", "ul",
+                                                                         "h", "f", "d")) + tuple(
+    globals()[f"{family}{s}"] for family in ("mat22", "mat33", "mat44", "quat", "transform", "spatial_vector",
+                                             "spatial_matrix") for s in "hfd")
 
 
 def is_vector(t) -> bool:

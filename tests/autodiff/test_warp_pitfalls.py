@@ -524,6 +524,12 @@ def read_after_write(x: A, y: A):
 
 
 @xsim.kernel
+def component_scaled_in_place(v: AV, s: A):
+    i = xsim.tid()
+    v[i].x *= s[i]  # Warp refuses this with backward on; xsim differentiates it (d/ds = old x, d/dx = s)
+
+
+@xsim.kernel
 def component_add_then_read(v: AV, s: A, out: A):
     i = xsim.tid()
     v[i].y += s[i]                    # an atomic add into a component, read back below
@@ -601,6 +607,20 @@ def test_components_written_then_read_match_numpy_and_finite_differences():
     v, s = vec_inputs(v0), xsim.array(s0, dtype=F64, requires_grad=True)
     gradcheck(component_add_then_read, [v, s, xsim.zeros(3, dtype=F64, requires_grad=True)], outputs=["v", "out"],
               wrt=["v", "s"], raise_on_failure=True)
+
+
+def test_a_component_scaled_in_place_in_an_array_matches_numpy_and_finite_differences():
+    v0 = np.array([[1.0, 2.0, -1.0], [0.5, -1.5, 2.0]])
+    s0 = np.array([0.75, -2.0])
+    v, s = vec_inputs(v0), xsim.array(s0, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(component_scaled_in_place, 2, inputs=[v, s])
+    tape.backward(grads={v: np.ones((2, 3))})
+    np.testing.assert_allclose(v.numpy(), v0 * np.array([[0.75, 1, 1], [-2.0, 1, 1]]), rtol=1e-15)
+    np.testing.assert_allclose(s.grad.numpy(), v0[:, 0], rtol=1e-15)
+    np.testing.assert_allclose(v.grad.numpy(), [[0.75, 1, 1], [-2.0, 1, 1]], rtol=1e-15)  # d(x*s)/dx = s
+    v, s = vec_inputs(v0), xsim.array(s0, dtype=F64, requires_grad=True)
+    gradcheck(component_scaled_in_place, [v, s], outputs=["v"], wrt=["v", "s"], raise_on_failure=True)
 
 
 def test_a_read_after_write_inside_a_loop_is_refused_at_backward_time():

@@ -113,6 +113,13 @@ def test_atomic_and_or_xor_return_the_old_value_and_store_the_combination():
     np.testing.assert_array_equal(arrs[2].numpy(), c ^ v)
 
 
+def test_kernel_adj_args_say_which_arrays_a_built_kernel_reads_and_writes_atomics_included():
+    xsim.get_module(bitwise_returning_old.module_name).load("cpu")
+    args = {a.label: (a.is_read, a.is_write) for a in bitwise_returning_old.adj.args}
+    assert args == {"a": (False, True), "b": (False, True), "c": (False, True), "v": (True, False),
+                    "old": (False, True)}
+
+
 def test_bitwise_atomics_and_in_place_operators_are_exact_under_threads(four_threads):
     words = xsim.zeros(64, dtype=xsim.uint32)
     mask = xsim.full(64, 0xFFFFFFFF, dtype=xsim.uint32)

@@ -216,7 +216,7 @@ def bad_vector_component(x: xsim.array(dtype=float)):
     x[0] = v.w  # E:bad_vector_component
 
 
-@bad("struct Body has no field 'velocity'", "b.velocity")
+@bad("`velocity` is not an attribute of 'b' (", "b.velocity")
 def bad_struct_field(x: xsim.array(dtype=float)):
     b = Body()
     x[0] = b.velocity  # E:bad_struct_field

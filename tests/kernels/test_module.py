@@ -363,6 +363,37 @@ def test_module_hash_ignores_a_redefined_struct_of_the_same_layout_and_sees_a_ch
     assert module.hash_module() != first
 
 
+HASHED_SOURCE = """
+import xsim
+
+@xsim.func
+def f():
+    return {value}
+
+@xsim.kernel
+def k(out: xsim.array(dtype=float)):
+    out[0] = f()
+"""
+
+
+def load_source_as_module(path, name, value):
+    """``HASHED_SOURCE`` written to ``path`` and imported as Python module ``name``; its xsim module."""
+    import importlib.util
+    path.write_text(HASHED_SOURCE.format(value=value))
+    spec = importlib.util.spec_from_file_location(name, path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    return xsim.get_module(name)
+
+
+def test_module_hash_is_the_same_for_the_same_source_in_another_file_but_the_cache_key_is_not(tmp_path):
+    one = load_source_as_module(tmp_path / "one.py", "xsim_tests_hash_one", 1.5)
+    same = load_source_as_module(tmp_path / "same.py", "xsim_tests_hash_same", 1.5)
+    other = load_source_as_module(tmp_path / "other.py", "xsim_tests_hash_other", 2.5)
+    assert one.hash_module() == same.hash_module()
+    assert one.hash_module() != other.hash_module()  # a func the kernel calls changed
+    assert one.content_hash() != same.content_hash()  # the cached code names its file in its errors
+
+
 def test_a_kernels_module_attribute_names_its_python_module_as_in_warp():
     k = make_affine(xsim.float32)
     assert k.__module__ == __name__ and xsim.get_module(k.__module__) is k.module

@@ -126,8 +126,9 @@ class Expressions:
         if T.is_struct(t):
             ft = t._fields.get(node.attr)
             if ft is None:
-                raise self.err(node, f"struct {t.__name__} has no field '{node.attr}'",
-                               WarpCodegenAttributeError)
+                # Warp's wording: the name as written and the struct's full name
+                raise self.err(node, f"`{node.attr}` is not an attribute of '{ast.unparse(node.value)}' "
+                                     f"({t.__module__}.{t.__qualname__})", WarpCodegenAttributeError)
             held = self.struct_fields.get(base.id, {}).get(node.attr)
             if held is not None:
                 return held

@@ -271,6 +271,7 @@ class Kernel:
         self.bound = param_types is not None  # a specialisation: its types are not its annotations
         self.launch_cache = None  # filled by launch.py: packing info per built module
         self._hash: str | None = None
+        self._files: list[str] = []  # the files of the sources in _hash (set with it)
         from .module import Module, get_module
         if isinstance(module, Module):
             self.module = module
@@ -293,9 +294,9 @@ class Kernel:
 
     @property
     def adj(self):
-        """Its definition as Warp's ``kernel.adj`` shows it (source, name, file, resolved statics)."""
+        """Its definition as Warp's ``kernel.adj`` shows it (source, name, file, resolved statics, args)."""
         from .static import Definition
-        return Definition(self.pyfunc)
+        return Definition(self.pyfunc, self)
 
     @property
     def options(self) -> dict:
@@ -357,10 +358,13 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         raise TypeError(f"kernel '{self.key}' is run with xsim.launch({self.key}, dim, inputs=[...])")
 
-    def content_hash(self) -> str:
-        """What this kernel's generated code depends on (cached until its module is invalidated)."""
+    def code_hash(self) -> str:
+        """What this kernel's code depends on but for the files its sources came from: the same for the same
+        source in another file (Warp's module hash); cached until its module is invalidated."""
         if self._hash is None:
-            self._hash = _hash_python(self.pyfunc, set()) + f"|backward={self.enable_backward}"
+            seen: set = set()
+            self._hash = _hash_python(self.pyfunc, seen) + f"|backward={self.enable_backward}"
+            self._files = sorted(s[1] for s in seen if isinstance(s, tuple))
             if self.bound:
                 self._hash += "|" + ",".join(T.type_name(t) for _, t in self.params)
             # a struct named in an annotation is not in the source's closure: its layout is part of the code
@@ -368,6 +372,12 @@ class Kernel:
             if layouts:
                 self._hash += "|structs=" + ",".join(layouts)
         return self._hash
+
+    def content_hash(self) -> str:
+        """What this kernel's generated code depends on, the files of its sources included: expect_*() print
+        them, refusals and adjoint errors name them, so the same source elsewhere (another checkout) must
+        not load this one's cached code."""
+        return self.code_hash() + "|files=" + ",".join(self._files)
 
     @property
     def symbol(self) -> str:
@@ -579,10 +589,8 @@ def _hash_python(pyfunc, seen: set) -> str:
     if id(pyfunc) in seen:
         return ""
     seen.add(id(pyfunc))
+    seen.add(("file", pyfunc.__code__.co_filename))  # kept apart: Kernel.content_hash adds the files
     h = hashlib.blake2b(digest_size=16)
-    # the file is part of what is built: expect_*() print it, refusals and adjoint errors name it, so a
-    # copy of the same source elsewhere (another checkout) must not load this one's cached code
-    h.update(pyfunc.__code__.co_filename.encode())
     try:
         h.update(_source_text(pyfunc).encode())
     except OSError:

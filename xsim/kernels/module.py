@@ -134,8 +134,13 @@ class Module:
         return True
 
     def hash_module(self) -> str:
-        """Warp's name for :meth:`content_hash` (the same for the same kernel sources and struct layouts)."""
-        return self.content_hash()
+        """Warp's module hash: the same for the same kernel sources, funcs, constants and struct layouts, in
+        whatever files they are (the cache key, :meth:`content_hash`, also holds the files)."""
+        h = hashlib.blake2b(digest_size=20)
+        for k in self.kernels:
+            h.update(k.key.encode())
+            h.update(k.code_hash().encode())
+        return h.hexdigest()
 
     def invalidate(self):
         """Forget built code and hashes (a func or constant the kernels use may have changed)."""

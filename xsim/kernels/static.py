@@ -15,6 +15,7 @@ import ast
 import copy
 import enum
 import types as _pytypes
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -180,7 +181,8 @@ class Definition:
     file, and its ``static()`` expressions resolved at declaration (by expression text) and whether some
     wait for the build (they read loop variables or constant locals)."""
 
-    def __init__(self, pyfunc):
+    def __init__(self, pyfunc, kernel=None):
+        self._kernel = kernel
         src = _Source(pyfunc)
         self.fun_name, self.filename = pyfunc.__name__, src.file
         self.source = "".join(src.lines)
@@ -229,6 +231,26 @@ class Definition:
             if isinstance(value, Function):
                 note("", value)
         return constants, types, functions
+
+    @property
+    def args(self) -> list[Arg]:
+        """The kernel's parameters (Warp's ``adj.args``), each saying whether the kernel reads or writes it
+        (an array, atomics included) as its last build found; both False before it is built."""
+        k = self._kernel
+        meta = None if k is None else next((b.metas[k.symbol] for b in k.module.builds.values()
+                                            if k.symbol in b.metas), None)
+        reads, writes = (set(meta.reads), set(meta.writes)) if meta is not None else (set(), set())
+        return [Arg(n, t, n in reads, n in writes) for n, t in (k.params if k is not None else [])]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One kernel parameter as Warp's ``adj.args`` lists it."""
+
+    label: str
+    type: object
+    is_read: bool
+    is_write: bool
 
 
 _NO_ARRAY = "a Warp array cannot be created inside Warp kernels"  # (xsim's arrays are Warp's)
