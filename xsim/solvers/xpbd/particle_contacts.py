@@ -13,9 +13,10 @@ in an accumulator, as described in ``rigid_solver.py``. With bodies the kernels 
 shapes then body shapes (``passes``), since a body's mass split counts the particles touching it
 after the static contacts (``count_particle_contacts``). After the substep ``bounce_particle_shapes``
 runs the velocity pass (restitution and friction, ``bounce_impulse``) over the same shapes in the
-same order. A plane with restitution 0 leaves the velocity to the position pass (as the ground
-always has); every other shape's velocity pass runs whatever its restitution. Body meshes and
-planes on bodies do not meet particles.
+same order, for every shape whatever its restitution (a particle landing with restitution 0 leaves
+the substep with zero normal velocity and Coulomb's tangential one, on a plane as on a box). A shape
+frame's rotation is its quaternion normalized (``shape_rotation``). Body meshes and planes on bodies
+do not meet particles.
 """
 
 from typing import Any
@@ -39,11 +40,22 @@ Arr = xsim.array(dtype=Any)
 
 
 @xsim.func
+def shape_rotation(sx):
+    """The rotation of shape frame ``sx``: its quaternion normalized. The rotation formulas assume a
+    unit quaternion; with a scaled one a push-out along the normal no longer resolves the depth the
+    next iteration measures, so the rollout had a kink along the scale (its gradient there disagreed
+    with finite differences). Normalized, a frame's scale does nothing and its gradient is zero."""
+    return xsim.normalize(sx.q)
+
+
+@xsim.func
 def shape_contact(kind: int, xi, sx, size, r):
     """Contact of a particle of radius ``r`` at ``xi`` with a plane, sphere, box or capsule of world
-    frame ``sx`` (a body's shape: its pose times the shape's frame): (world outward normal, depth)."""
-    n, pen = surface_contact(kind, xsim.quat_rotate_inv(sx.q, xi - sx.p), size, r)
-    return xsim.quat_rotate(sx.q, n), pen
+    frame ``sx`` (a body's shape: its pose times the shape's frame): (world outward normal, depth).
+    The frame's rotation is its quaternion normalized (``shape_rotation``)."""
+    q = shape_rotation(sx)
+    n, pen = surface_contact(kind, xsim.quat_rotate_inv(q, xi - sx.p), size, r)
+    return xsim.quat_rotate(q, n), pen
 
 
 @xsim.func
@@ -58,9 +70,10 @@ def mesh_contact(xi, r, tri: int, mesh_indices, mesh_vertices, mesh_shape, shape
     out of the front of the face, penetration depth, shape index). Behind the face counts as inside."""
     m = mesh_shape[tri]
     sx = shape_xform[m]
-    a = xsim.quat_rotate(sx.q, mesh_vertices[mesh_indices[tri, 0]]) + sx.p
-    b = xsim.quat_rotate(sx.q, mesh_vertices[mesh_indices[tri, 1]]) + sx.p
-    cc = xsim.quat_rotate(sx.q, mesh_vertices[mesh_indices[tri, 2]]) + sx.p
+    q = shape_rotation(sx)
+    a = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 0]]) + sx.p
+    b = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 1]]) + sx.p
+    cc = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 2]]) + sx.p
     face = xsim.cross(b - a, cc - a)
     d = xi - closest_point_on_triangle(xi, a, b, cc)
     dist2 = xsim.dot(d, d)
@@ -91,9 +104,10 @@ def find_mesh_contacts(x: Arr, x_pred: Arr, radius: Arr, mesh_indices: Ints2, me
         if not worlds_meet(particle_world[i], shape_world[m]):
             continue
         sx = shape_xform[m]
-        a = xsim.quat_rotate(sx.q, mesh_vertices[mesh_indices[tri, 0]]) + sx.p
-        b = xsim.quat_rotate(sx.q, mesh_vertices[mesh_indices[tri, 1]]) + sx.p
-        c = xsim.quat_rotate(sx.q, mesh_vertices[mesh_indices[tri, 2]]) + sx.p
+        q = shape_rotation(sx)
+        a = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 0]]) + sx.p
+        b = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 1]]) + sx.p
+        c = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 2]]) + sx.p
         d = p - closest_point_on_triangle(p, a, b, c)
         dist2 = xsim.dot(d, d)
         if dist2 < best:
@@ -239,12 +253,11 @@ def bounce_particle_shapes(x: Arr, v: Arr, v_start: Arr, inv_mass: Arr, radius: 
     if wp > 0.0 and passes % 2 == STATIC_SHAPES:
         tol = r * 0.001
         for s in range(num_shapes):
-            e = shape_restitution[s]
-            if shape_body[s] < 0 and shape_type[s] == SHAPE_PLANE and e > 0.0 and worlds_meet(pw, shape_world[s]):
+            if shape_body[s] < 0 and shape_type[s] == SHAPE_PLANE and worlds_meet(pw, shape_world[s]):
                 sx = shape_xform[s]
                 n, pen = shape_contact(SHAPE_PLANE, xi, sx, shape_size[s], r)
-                vi, xi = bounce_static(vi, xi, xi, n, pen, tol, v_pre, wp, e, shape_mu[s], bounce_speed, sx.q,
-                                       x_start[i], v_start[i], gravity, h)
+                vi, xi = bounce_static(vi, xi, xi, n, pen, tol, v_pre, wp, shape_restitution[s], shape_mu[s],
+                                       bounce_speed, sx.q, x_start[i], v_start[i], gravity, h)
         x_end = xi
         for s in range(num_shapes):
             kind = shape_type[s]
