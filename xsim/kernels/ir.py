@@ -47,7 +47,7 @@ class Var:
 
 @dataclass(eq=False)
 class Op:
-    """``out = kind(args; attrs)``. Kinds and their attrs are documented in ``codegen.py``."""
+    """``out = kind(args; attrs)``. Kinds and their attrs are documented in ``codegen_ops.py``."""
 
     kind: str
     out: Var | None
