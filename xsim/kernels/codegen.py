@@ -19,7 +19,7 @@ from __future__ import annotations
 from .. import types as T
 from . import ir
 from .codegen_ops import op_code
-from .cpp import FIELD_PREFIX, PARAM_PREFIX, cfield, ctype, is_diff, literal, native_name
+from .cpp import PARAM_PREFIX, cfield, ctype, is_diff, literal, native_name
 from .ir import Block, If, Loop, Op, Var
 
 PACKED_FORWARD_MAX_OPS = 400
@@ -41,14 +41,12 @@ class KernelCodegen:
         self.debug = debug
         self.name = kir.name
         self.array_ids: dict[str, int] = {}
-        self.grad_expr: dict[int, str] = {}
-        self.prim_expr: dict[int, str] = {}
+        self.labels = ir.ArrayLabels(kir)
+        self.grad_expr: dict[int, str] = {}  # a traced array or struct -> the C++ of its gradient
         self.tid_vars = []
-        self.view_base: dict[int, Var] = {}  # a sub-array view -> the array it views
         self.strided_views: set[int] = set()  # slice views (and views of them): never packed
         for p in kir.params:
-            if isinstance(p.type, T.ArrayType) or T.is_struct(p.type):
-                self.prim_expr[p.var.id] = f"P.{PARAM_PREFIX}{p.name}"
+            if p.var.id in self.labels.traced:
                 self.grad_expr[p.var.id] = f"G.{PARAM_PREFIX}{p.name}"
         self.defs = {}
         for s in ir.walk(kir.body):
@@ -59,25 +57,8 @@ class KernelCodegen:
                     self.tid_vars.append(s.out)
                 if s.kind == "slice" or s.kind == "subarray" and s.args[0].id in self.strided_views:
                     self.strided_views.add(s.out.id)
-                if s.kind == "slice":
-                    base = s.args[0]
-                    self.view_base[s.out.id] = base
-                    if base.id in self.grad_expr:
-                        self.grad_expr[s.out.id] = f"xs::slice_view({self.grad_expr[base.id]}, {self.slice_args(s)})"
-                if s.kind == "subarray":
-                    base = s.args[0]
-                    self.view_base[s.out.id] = base
-                    if base.id in self.grad_expr:
-                        ids = ", ".join(f"(int64_t){self.v(i)}" for i in s.args[1:])
-                        self.grad_expr[s.out.id] = f"xs::subarray({self.grad_expr[base.id]}, {ids})"
-                if s.kind == "field_get" and T.is_struct(s.out.type) and s.args[0].id in self.grad_expr:
-                    # a nested struct of a parameter: the arrays inside it find their grads through it
-                    self.grad_expr[s.out.id] = f"{self.grad_expr[s.args[0].id]}.{cfield(s.attrs['field'])}"
-                if s.kind == "field_get" and isinstance(s.out.type, T.ArrayType):
-                    base = s.args[0]
-                    self.prim_expr[s.out.id] = f"{self.v(base)}.{cfield(s.attrs['field'])}"
-                    if base.id in self.grad_expr:
-                        self.grad_expr[s.out.id] = f"{self.grad_expr[base.id]}.{cfield(s.attrs['field'])}"
+                if s.out is not None and s.out.id in self.labels.traced:
+                    self.grad_expr[s.out.id] = self.grad_of_part(s)
         self.shared_params = self._shared_params(kir)
         self.strided_rows = self._strided_rows(kir)
 
@@ -89,16 +70,17 @@ class KernelCodegen:
     def a(self, var: Var) -> str:
         return f"a{var.id}"
 
-    def array_label(self, arr: Var) -> str:
-        while arr.id in self.view_base:  # a view is labelled (and checked for read-after-write) as its array
-            arr = self.view_base[arr.id]
-        expr = self.prim_expr.get(arr.id, self.v(arr))
-        label = expr.removeprefix(f"P.{PARAM_PREFIX}").replace(f".{FIELD_PREFIX}", ".")
-        return label
+    def grad_of_part(self, op: Op) -> str:
+        """The C++ of the gradient of a traced view or field (``op.out``): the same part of its base's."""
+        g = self.grad_expr[op.args[0].id]
+        if op.kind == "slice":
+            return f"xs::slice_view({g}, {self.slice_args(op)})"
+        if op.kind == "subarray":
+            return f"xs::subarray({g}, {', '.join(f'(int64_t){self.v(i)}' for i in op.args[1:])})"
+        return f"{g}.{cfield(op.attrs['field'])}"
 
     def array_id(self, arr: Var) -> int:
-        label = self.array_label(arr)
-        return self.array_ids.setdefault(label, len(self.array_ids))
+        return self.array_ids.setdefault(self.labels.label(arr), len(self.array_ids))
 
     def access(self, arr: Var, idx: list[Var], elem_t, line: int, desc: str | None = None, contig=True) -> str:
         d = desc or self.v(arr)
@@ -318,7 +300,7 @@ class KernelCodegen:
         leading indices are this thread's own tid (``a[i]``, or a row ``a[i, k]`` of a 1-d launch)
         and, for a parameter, every access of ``arr`` is so indexed. Never through a sub-array view:
         its indices are not the array's leading ones."""
-        if arr.id in self.view_base:
+        if arr.id in self.labels.view_base:
             return False
         if arr.id in self.strided_rows:
             return True

@@ -24,7 +24,7 @@ def ctype(t) -> str:
 # any Python name, C++ keywords and the runtime's type names included (``signed``, ``int8_t``)
 PARAM_PREFIX = "p_"
 # a struct field named as a C++ keyword (new, this, union) or a scalar type is prefixed in C++; so is one that starts with
-# the prefix, which keeps the mapping one to one (array labels undo it). Other fields keep their names: the
+# the prefix, which keeps the mapping one to one (array labels use the Python name). Other fields keep their names: the
 # native headers use those of the geometry query structs.
 FIELD_PREFIX = "f_"
 _CPP_RESERVED = frozenset((
