@@ -10,21 +10,16 @@ the adjoint of every value. Dynamic loops are reversed one iteration at a time; 
 carried variables at iteration k are recovered in closed form (range induction variables, break
 flags) or by replaying the loop from its start, so no per-iteration storage is needed.
 
-Op kinds (see ``ir.Op``): call, construct, cast, extract, insert, row, set_row, field_get,
-field_set, load, store, atomic, tid, shape, select, and, or, identity, custom, grad_add (a func_grad
-body's ``adjoint[arr][i] += v``: adds into the array's gradient; only in grad blocks, which run backward),
-grad_of (``grad(f)(x)``: the func's derivative computed in the forward code; kernels without an adjoint).
+Each op kind's forward and adjoint code sits in ``codegen_ops.py``; this file walks the blocks, loops
+and branches around them and assembles the kernel's entry points.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
-
-import numpy as np
-
 from .. import types as T
 from . import ir
+from .codegen_ops import op_code
+from .cpp import PARAM_PREFIX, cfield, ctype, is_diff, literal, native_name
 from .ir import Block, If, Loop, Op, Var
 
 PACKED_FORWARD_MAX_OPS = 400
@@ -38,71 +33,6 @@ PACKED_MODULE_MAX_KERNELS = 32
 CHECKPOINTS = 32  # carried-value checkpoints per dynamic loop in the adjoint (per thread, on the stack)
 
 
-def ctype(t) -> str:
-    if isinstance(t, T.IndexedArrayType):
-        return "xs::indexed_desc"
-    if isinstance(t, T.ArrayType):
-        return "xs::array_desc"
-    return t._ctype
-
-
-# a kernel parameter's field in the generated argument struct: prefixed, so that a parameter may have
-# any Python name, C++ keywords and the runtime's type names included (``signed``, ``int8_t``)
-PARAM_PREFIX = "p_"
-# a struct field named as a C++ keyword (new, this, union) or a scalar type is prefixed in C++; so is one that starts with
-# the prefix, which keeps the mapping one to one (array labels undo it). Other fields keep their names: the
-# native headers use those of the geometry query structs.
-FIELD_PREFIX = "f_"
-_CPP_RESERVED = frozenset((
-    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case",
-    "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval",
-    "constexpr", "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype",
-    "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern",
-    "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new",
-    "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected", "public",
-    "register", "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static",
-    "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true",
-    "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
-    "wchar_t", "while", "xor", "xor_eq",
-    # the runtime's scalar type names: a member named as its own type changes that name's meaning
-    "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t",
-))
-
-
-def cfield(name: str) -> str:
-    """The C++ name of struct field ``name``."""
-    return FIELD_PREFIX + name if name in _CPP_RESERVED or name.startswith(FIELD_PREFIX) else name
-
-
-def is_diff(t) -> bool:
-    """Whether values of type ``t`` carry adjoints (float scalars, float composites, structs)."""
-    if isinstance(t, T.ArrayType) or t is None:
-        return False
-    if T.is_struct(t):
-        return True
-    s = t._scalar if not T.is_scalar(t) else t
-    return T.is_float(s)
-
-
-def literal(value, t) -> str:
-    if t is T.bool_:
-        return "true" if value else "false"
-    if T.is_int(t):
-        return f"(({t._ctype}){int(value)}{'ll' if t in (T.int64, T.uint64) else ''})"
-    v = float(value)
-    if math.isinf(v) or math.isnan(v):
-        body = f"xs::special_float<{'double' if t is T.float64 else 'float'}>({0 if math.isnan(v) else (1 if v > 0 else -1)})"
-    elif t is T.float64:
-        body = repr(v)
-    else:
-        body = repr(float(np.float32(v))) + "f"
-        if "e" not in body and "." not in body:
-            body = body[:-1] + ".0f"
-    if t is T.float16 or t is T.bfloat16:
-        return f"{t._ctype}({body})"
-    return f"(({t._ctype}){body})" if t is T.float64 else body
-
-
 class KernelCodegen:
     """Generates the C++ of one kernel from its IR."""
 
@@ -111,14 +41,12 @@ class KernelCodegen:
         self.debug = debug
         self.name = kir.name
         self.array_ids: dict[str, int] = {}
-        self.grad_expr: dict[int, str] = {}
-        self.prim_expr: dict[int, str] = {}
+        self.labels = ir.ArrayLabels(kir)
+        self.grad_expr: dict[int, str] = {}  # a traced array or struct -> the C++ of its gradient
         self.tid_vars = []
-        self.view_base: dict[int, Var] = {}  # a sub-array view -> the array it views
         self.strided_views: set[int] = set()  # slice views (and views of them): never packed
         for p in kir.params:
-            if isinstance(p.type, T.ArrayType) or T.is_struct(p.type):
-                self.prim_expr[p.var.id] = f"P.{PARAM_PREFIX}{p.name}"
+            if p.var.id in self.labels.traced:
                 self.grad_expr[p.var.id] = f"G.{PARAM_PREFIX}{p.name}"
         self.defs = {}
         for s in ir.walk(kir.body):
@@ -129,25 +57,8 @@ class KernelCodegen:
                     self.tid_vars.append(s.out)
                 if s.kind == "slice" or s.kind == "subarray" and s.args[0].id in self.strided_views:
                     self.strided_views.add(s.out.id)
-                if s.kind == "slice":
-                    base = s.args[0]
-                    self.view_base[s.out.id] = base
-                    if base.id in self.grad_expr:
-                        self.grad_expr[s.out.id] = f"xs::slice_view({self.grad_expr[base.id]}, {self.slice_args(s)})"
-                if s.kind == "subarray":
-                    base = s.args[0]
-                    self.view_base[s.out.id] = base
-                    if base.id in self.grad_expr:
-                        ids = ", ".join(f"(int64_t){self.v(i)}" for i in s.args[1:])
-                        self.grad_expr[s.out.id] = f"xs::subarray({self.grad_expr[base.id]}, {ids})"
-                if s.kind == "field_get" and T.is_struct(s.out.type) and s.args[0].id in self.grad_expr:
-                    # a nested struct of a parameter: the arrays inside it find their grads through it
-                    self.grad_expr[s.out.id] = f"{self.grad_expr[s.args[0].id]}.{cfield(s.attrs['field'])}"
-                if s.kind == "field_get" and isinstance(s.out.type, T.ArrayType):
-                    base = s.args[0]
-                    self.prim_expr[s.out.id] = f"{self.v(base)}.{cfield(s.attrs['field'])}"
-                    if base.id in self.grad_expr:
-                        self.grad_expr[s.out.id] = f"{self.grad_expr[base.id]}.{cfield(s.attrs['field'])}"
+                if s.out is not None and s.out.id in self.labels.traced:
+                    self.grad_expr[s.out.id] = self.grad_of_part(s)
         self.shared_params = self._shared_params(kir)
         self.strided_rows = self._strided_rows(kir)
 
@@ -159,16 +70,17 @@ class KernelCodegen:
     def a(self, var: Var) -> str:
         return f"a{var.id}"
 
-    def array_label(self, arr: Var) -> str:
-        while arr.id in self.view_base:  # a view is labelled (and checked for read-after-write) as its array
-            arr = self.view_base[arr.id]
-        expr = self.prim_expr.get(arr.id, self.v(arr))
-        label = expr.removeprefix(f"P.{PARAM_PREFIX}").replace(f".{FIELD_PREFIX}", ".")
-        return label
+    def grad_of_part(self, op: Op) -> str:
+        """The C++ of the gradient of a traced view or field (``op.out``): the same part of its base's."""
+        g = self.grad_expr[op.args[0].id]
+        if op.kind == "slice":
+            return f"xs::slice_view({g}, {self.slice_args(op)})"
+        if op.kind == "subarray":
+            return f"xs::subarray({g}, {', '.join(f'(int64_t){self.v(i)}' for i in op.args[1:])})"
+        return f"{g}.{cfield(op.attrs['field'])}"
 
     def array_id(self, arr: Var) -> int:
-        label = self.array_label(arr)
-        return self.array_ids.setdefault(label, len(self.array_ids))
+        return self.array_ids.setdefault(self.labels.label(arr), len(self.array_ids))
 
     def access(self, arr: Var, idx: list[Var], elem_t, line: int, desc: str | None = None, contig=True) -> str:
         d = desc or self.v(arr)
@@ -244,7 +156,7 @@ class KernelCodegen:
     def forward(self, block: Block, replay: bool, out: list[str], ind: str):
         for s in block.stmts:
             if isinstance(s, Op):
-                self.forward_op(s, replay, out, ind)
+                op_code(s.kind).forward(self, s, replay, out, ind)
             elif isinstance(s, If):
                 out.append(f"{ind}if ({self.v(s.cond)}) {{")
                 self.forward(s.then, replay, out, ind + "    ")
@@ -281,25 +193,6 @@ class KernelCodegen:
         out.append(f"{inner}}}")
         out.append(f"{ind}}}")
 
-    def forward_grad_of(self, op: Op, out, ind):
-        """``grad(f)(args)``: the func's body and its reverse run right here, in a scope of their own whose
-        adjoints start at zero (the result's at one); the outputs are the adjoints of the parameters."""
-        params, body = op.attrs["params"], op.attrs["fwd"]
-        inner = ind + "    "
-        out.append(f"{ind}{{")
-        ids = {p.id for p in params}
-        for var in [*params, *(x for x in self.all_vars(body) if x.id not in ids)]:
-            if is_diff(var.type):
-                out.append(f"{inner}{ctype(var.type)} {self.a(var)} = {{}};")
-        for p, x in zip(params, op.args):
-            out.append(f"{inner}{self.v(p)} = {self.v(x)};")
-        self.forward(body, False, out, inner)
-        out.append(f"{inner}{self.a(op.attrs['result'])} = 1;")
-        self.reverse(body, out, inner)
-        for p, o in zip(params, op.attrs["outs"]):
-            out.append(f"{inner}{self.v(o)} = {self.a(p)};")
-        out.append(f"{ind}}}")
-
     def slice_args(self, op: Op) -> str:
         """The arguments of ``xs::slice_view`` after the array, for a ``slice`` op."""
         return (", ".join(self.v(x) for x in op.args[1:]) +
@@ -315,110 +208,12 @@ class KernelCodegen:
                 expr = f"xs::comp({expr}, {self.v(next(it))})"
         return expr
 
-    def forward_op(self, op: Op, replay: bool, out, ind):
-        k, o, args = op.kind, op.out, op.args
-        v = self.v
-        if k == "call":
-            if self.debug and op.attrs["overload"].name in ("div", "floordiv", "mod") and T.is_int(args[-1].type):
-                out.append(f"{ind}xs::check_divisor({v(args[-1])}, {op.line});")
-            out.append(f"{ind}{v(o)} = xs::{op.attrs['overload'].native}({', '.join(v(a) for a in args)});")
-        elif k == "construct":
-            out.append(f"{ind}{v(o)} = {self.construct_expr(o.type, args)};")
-        elif k == "cast":
-            out.append(f"{ind}{v(o)} = xs::cast_to<{ctype(o.type)}>({v(args[0])});")
-        elif k == "extract":
-            out.append(f"{ind}{v(o)} = xs::comp({v(args[0])}, {v(args[1])});")
-        elif k == "insert":
-            out.append(f"{ind}{v(o)} = {v(args[0])}; xs::comp({v(o)}, {v(args[1])}) = {v(args[2])};")
-        elif k == "row":
-            out.append(f"{ind}{v(o)} = xs::row({v(args[0])}, {v(args[1])});")
-        elif k == "set_row":
-            out.append(f"{ind}{v(o)} = {v(args[0])}; xs::set_row({v(o)}, {v(args[1])}, {v(args[2])});")
-        elif k == "field_get":
-            out.append(f"{ind}{v(o)} = {v(args[0])}.{cfield(op.attrs['field'])};")
-        elif k == "field_set":
-            out.append(f"{ind}{v(o)} = {v(args[0])}; {v(o)}.{cfield(op.attrs['field'])} = {v(args[1])};")
-        elif k == "load":
-            arr, idx = args[0], args[1:]
-            out.append(f"{ind}{v(o)} = {self.access(arr, idx, o.type, op.line)};")
-        elif k == "store":
-            if replay and not op.attrs.get("replayed"):  # a replayed one writes the tape's copy of the array
-                return
-            n = op.attrs["ndim"]
-            arr, idx, value, comps = args[0], args[1:1 + n], args[1 + n], args[2 + n:]
-            target = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
-            out.append(f"{ind}{target} = {v(value)};")
-        elif k == "atomic":
-            if replay and not op.attrs.get("replayed"):  # a replayed one writes the tape's copy of the array
-                return
-            n = op.attrs["ndim"]
-            arr, idx, value, comps = args[0], args[1:1 + n], args[1 + n], args[2 + n:]
-            operands = v(value)
-            if op.attrs["fn"] == "atomic_cas":  # its compare follows the value; its element is a scalar
-                operands, comps = f"{v(comps[0])}, {v(value)}", []
-            target = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
-            out.append(f"{ind}{v(o)} = xs::{op.attrs['fn']}(&({target}), {operands});")
-        elif k == "slice":
-            out.append(f"{ind}{v(o)} = xs::slice_view({v(args[0])}, {self.slice_args(op)});")
-        elif k == "subarray":
-            ids = ", ".join(f"(int64_t){v(i)}" for i in args[1:])
-            if self.debug:
-                out.append(f"{ind}{v(o)} = xs::subarray_chk({v(args[0])}, {self.array_id(args[0])}, {op.line}, {ids});")
-            else:
-                out.append(f"{ind}{v(o)} = xs::subarray({v(args[0])}, {ids});")
-        elif k == "tid":
-            out.append(f"{ind}{v(o)} = (int32_t)tid_{op.attrs['dim']};")
-        elif k == "shape":
-            out.append(f"{ind}{v(o)} = (int32_t){v(args[0])}.shape[{op.attrs['dim']}];")
-        elif k == "select":
-            out.append(f"{ind}{v(o)} = {v(args[0])} ? {v(args[1])} : {v(args[2])};")
-        elif k in ("and", "or"):
-            sym = "&&" if k == "and" else "||"
-            out.append(f"{ind}{v(o)} = {v(args[0])} {sym} {v(args[1])};")
-        elif k == "identity":
-            out.append(f"{ind}{v(o)} = {{}}; for (int i = 0; i < {o.type._shape[0]}; ++i) {v(o)}.c[i][i] = 1;")
-        elif k == "grad_add":
-            n = op.attrs["ndim"]
-            arr, idx, value = args[0], args[1:1 + n], args[1 + n]
-            g = self.grad_expr.get(arr.id)
-            if g is not None:
-                fn = "grad_add_exclusive" if self.exclusive(arr, idx) else "grad_add"
-                target = self.access(arr, idx, arr.type.dtype, op.line, desc=g)
-                out.append(f"{ind}if ({g}.data) xs::{fn}(&({target}), {v(value)});")
-        elif k == "grad_of":
-            self.forward_grad_of(op, out, ind)
-        elif k == "custom":
-            if replay and op.attrs.get("replay") is not None:  # a func_replay body stands in for the func
-                self.forward(op.attrs["replay"], True, out, ind)
-                out.append(f"{ind}{v(o)} = {v(op.attrs['replay_out'])};")
-            else:
-                self.forward(op.attrs["fwd"], replay, out, ind)
-        elif k == "native":
-            call = f"{native_name(op.attrs['fn'])}({', '.join(v(x) for x in args)})"
-            out.append(f"{ind}{v(o)} = {call};" if o is not None else f"{ind}{call};")
-        else:
-            raise AssertionError(f"unknown op {k}")
-
-    def construct_expr(self, t, args) -> str:
-        if not args:
-            return f"{ctype(t)}{{}}"
-        vals = [self.v(a) for a in args]
-        if t._kind in ("vector", "quat"):
-            return f"{ctype(t)}{{{{{', '.join(vals)}}}}}"
-        if t._kind == "matrix":
-            r, c = t._shape
-            rows = ", ".join("{" + ", ".join(vals[i * c:(i + 1) * c]) + "}" for i in range(r))
-            return f"{ctype(t)}{{{{{rows}}}}}"
-        if t._kind == "transform":
-            return f"{ctype(t)}{{{{{{{', '.join(vals[:3])}}}}}, {{{{{', '.join(vals[3:])}}}}}}}"
-        raise AssertionError(t)
-
     # -- reverse ----------------------------------------------------------------------------------
 
     def reverse(self, block: Block, out: list[str], ind: str):
         for s in reversed(block.stmts):
             if isinstance(s, Op):
-                self.reverse_op(s, out, ind)
+                op_code(s.kind).adjoint(self, s, out, ind)
             elif isinstance(s, If):
                 out.append(f"{ind}if ({self.v(s.cond)}) {{")
                 for o, x, _ in s.phis:
@@ -505,7 +300,7 @@ class KernelCodegen:
         leading indices are this thread's own tid (``a[i]``, or a row ``a[i, k]`` of a 1-d launch)
         and, for a parameter, every access of ``arr`` is so indexed. Never through a sub-array view:
         its indices are not the array's leading ones."""
-        if arr.id in self.view_base:
+        if arr.id in self.labels.view_base:
             return False
         if arr.id in self.strided_rows:
             return True
@@ -571,103 +366,6 @@ class KernelCodegen:
                 else:
                     strides.setdefault(x.id, set()).add(form[0])
         return {i for i, a in strides.items() if i not in bad and len(a) == 1}
-
-    def reverse_op(self, op: Op, out, ind):
-        k, o, args = op.kind, op.out, op.args
-        v, a = self.v, self.a
-        if k == "call":
-            ov = op.attrs["overload"]
-            if not ov.differentiable or not is_diff(o.type) or not any(is_diff(x.type) for x in args):
-                return
-            # an argument without adjoint (an integer: noise's state, pnoise's periods) gets a {} placeholder
-            call_args = [v(x) for x in args] + [v(o)] + [a(x) if is_diff(x.type) else "{}" for x in args] + [a(o)]
-            out.append(f"{ind}xs::adj_{ov.native}({', '.join(call_args)});")
-        elif k == "construct":
-            if not is_diff(o.type) or T.is_struct(o.type):
-                return
-            for i, x in enumerate(args):
-                out.append(f"{ind}{a(x)} += xs::comp({a(o)}, {i});")
-        elif k == "cast":
-            if is_diff(o.type) and is_diff(args[0].type):
-                out.append(f"{ind}xs::accum({a(args[0])}, xs::cast_to<{ctype(args[0].type)}>({a(o)}));")
-        elif k == "extract":
-            if is_diff(o.type):
-                out.append(f"{ind}xs::comp({a(args[0])}, {v(args[1])}) += {a(o)};")
-        elif k == "insert":
-            if is_diff(o.type):
-                out.append(f"{ind}{a(args[2])} += xs::comp({a(o)}, {v(args[1])}); "
-                           f"xs::comp({a(o)}, {v(args[1])}) = 0; xs::accum({a(args[0])}, {a(o)});")
-        elif k == "row":
-            if is_diff(o.type):
-                out.append(f"{ind}for (int j = 0; j < {o.type._length}; ++j) "
-                           f"{a(args[0])}.c[{v(args[1])}][j] += {a(o)}.c[j];")
-        elif k == "set_row":
-            if is_diff(o.type):
-                out.append(f"{ind}for (int j = 0; j < {args[2].type._length}; ++j) {{ "
-                           f"{a(args[2])}.c[j] += {a(o)}.c[{v(args[1])}][j]; {a(o)}.c[{v(args[1])}][j] = 0; }} "
-                           f"xs::accum({a(args[0])}, {a(o)});")
-        elif k == "field_get":
-            if is_diff(o.type):
-                out.append(f"{ind}xs::accum({a(args[0])}.{cfield(op.attrs['field'])}, {a(o)});")
-        elif k == "field_set":
-            f = cfield(op.attrs["field"])
-            if is_diff(args[1].type):
-                out.append(f"{ind}xs::accum({a(args[1])}, {a(o)}.{f}); {a(o)}.{f} = {{}};")
-            out.append(f"{ind}xs::accum({a(args[0])}, {a(o)});")
-        elif k == "load":
-            arr, idx = args[0], args[1:]
-            g = self.grad_expr.get(arr.id)
-            if g is None or not is_diff(o.type):
-                return
-            fn = "grad_add_exclusive" if self.exclusive(arr, idx) else "grad_add"
-            target = self.access(arr, idx, o.type, op.line, desc=g)
-            out.append(f"{ind}if ({g}.data) xs::{fn}(&({target}), {a(o)});")
-        elif k in ("store", "atomic"):
-            n = op.attrs["ndim"]
-            arr, idx, value, comps = args[0], args[1:1 + n], args[1 + n], args[2 + n:]
-            g = self.grad_expr.get(arr.id)
-            if g is None or not is_diff(value.type):
-                return
-            target = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line, desc=g), op, comps)
-            if k == "store":
-                out.append(f"{ind}if ({g}.data) {{ xs::accum({a(value)}, {target}); {target} = {{}}; }}")
-            elif op.attrs["fn"] == "atomic_add":
-                out.append(f"{ind}if ({g}.data) xs::accum({a(value)}, {target});")
-            elif op.attrs["fn"] == "atomic_sub":
-                out.append(f"{ind}if ({g}.data) xs::accum({a(value)}, xs::neg({target}));")
-            elif op.attrs["fn"] in ("atomic_min", "atomic_max"):  # to the value that ended up stored
-                prim = self.path_expr(self.access(arr, idx, arr.type.dtype, op.line), op, comps)
-                out.append(f"{ind}if ({g}.data) xs::adj_atomic_minmax({v(value)}, {prim}, {a(value)}, {target});")
-        elif k == "select":
-            if is_diff(o.type):
-                out.append(f"{ind}if ({v(args[0])}) xs::accum({a(args[1])}, {a(o)}); "
-                           f"else xs::accum({a(args[2])}, {a(o)});")
-        elif k == "custom":
-            if op.attrs["grad"] is None:  # no func_grad: the adjoint of the func_replay body
-                if is_diff(o.type):
-                    out.append(f"{ind}xs::accum({a(op.attrs['replay_out'])}, {a(o)});")
-                self.reverse(op.attrs["replay"], out, ind)
-                return
-            for r, adj_r in zip(op.attrs["results"], op.attrs["adj_rets"]):
-                out.append(f"{ind}{v(adj_r)} = {a(r) if is_diff(r.type) else '{}'};")
-            # the func_grad body runs once, in the backward pass: its array stores and atomics happen there
-            self.forward(op.attrs["grad"], False, out, ind)
-            for x, acc in op.attrs["accums"]:
-                out.append(f"{ind}xs::accum({a(x)}, {v(acc)});")
-
-        elif k == "native":
-            if op.attrs["fn"].adj_snippet is None or not (
-                    any(is_diff(x.type) for x in args) or o is not None and is_diff(o.type)):
-                return
-            # parameters without an adjoint (integers) and a missing result get a local placeholder
-            spare = [(x.type, f"nz{i}") for i, x in enumerate(args) if not is_diff(x.type)]
-            if o is None or not is_diff(o.type):
-                spare.append((o.type if o is not None else T.int32, "nzr"))
-            adj = [a(x) if is_diff(x.type) else f"nz{i}" for i, x in enumerate(args)]
-            adj.append(a(o) if o is not None and is_diff(o.type) else "nzr")
-            decl = " ".join(f"{ctype(t)} {n}{{}};" for t, n in spare)
-            out.append(f"{ind}{{ {decl} adj_{native_name(op.attrs['fn'])}("
-                       f"{', '.join([v(x) for x in args] + adj)}); }}")
 
     # -- assembly ----------------------------------------------------------------------------------
 
@@ -846,12 +544,6 @@ PRELUDE = """#include "xsim.h"
 #define XS_EXPORT __attribute__((visibility("default")))
 #endif
 """
-
-
-def native_name(fn) -> str:
-    """The C++ name of a ``func_native`` (its Python name, made unique per definition)."""
-    h = hashlib.blake2b(repr((fn.key, fn.params, fn.ret, fn.snippet, fn.adj_snippet)).encode(), digest_size=4)
-    return f"xsn_{fn.pyfunc.__name__}_{h.hexdigest()}"
 
 
 def native_definitions(kernel_irs: list[ir.KernelIR]) -> list[str]:

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import types as T
+
 _next_id = 0
 
 
@@ -47,7 +49,7 @@ class Var:
 
 @dataclass(eq=False)
 class Op:
-    """``out = kind(args; attrs)``. Kinds and their attrs are documented in ``codegen.py``."""
+    """``out = kind(args; attrs)``. Kinds and their attrs are documented in ``codegen_ops.py``."""
 
     kind: str
     out: Var | None
@@ -145,3 +147,37 @@ class KernelIR:
     handles: dict[str, str] = field(default_factory=dict)  # parameters used as mesh / hash grid ids
     source_file: str = ""
     first_line: int = 0
+
+
+class ArrayLabels:
+    """Where a kernel's array values come from, for messages, debug-mode bounds errors and the adjoint's
+    read-after-write checks. ``label(arr)`` is a parameter's name (``a``), a struct field's (``v7.arr``:
+    the struct value as the generated code names it, and the field) or the value's own name (``v9``);
+    a view (``a[i]``, ``a[lo:hi]``) is labelled as the array it views."""
+
+    def __init__(self, kir: KernelIR):
+        self.view_base: dict[int, Var] = {}  # a view -> the array it views
+        self.traced: set[int] = set()  # arrays and structs that are parameters or reached from one
+        self.names: dict[int, str] = {}
+        for p in kir.params:
+            if isinstance(p.type, T.ArrayType) or T.is_struct(p.type):
+                self.traced.add(p.var.id)
+                self.names[p.var.id] = p.name
+        for s in walk(kir.body):
+            if not isinstance(s, Op) or s.kind not in ("slice", "subarray", "field_get"):
+                continue
+            base = s.args[0]
+            if s.kind != "field_get":
+                self.view_base[s.out.id] = base
+            elif isinstance(s.out.type, T.ArrayType):
+                self.names[s.out.id] = f"v{base.id}.{s.attrs['field']}"
+            elif not T.is_struct(s.out.type):
+                continue
+            if base.id in self.traced:
+                self.traced.add(s.out.id)
+
+    def label(self, arr: Var) -> str:
+        """The name ``arr`` goes by (views and their array share one)."""
+        while arr.id in self.view_base:
+            arr = self.view_base[arr.id]
+        return self.names.get(arr.id, f"v{arr.id}")

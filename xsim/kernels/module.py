@@ -203,12 +203,11 @@ def adjoint_refusal(kir: ir.KernelIR) -> str | None:
     """Why this kernel's adjoint would be wrong, or None. The adjoint replays the forward without
     its stores, so it cannot recover a value an atomic returned; an array the kernel reads back after
     writing it has its writes replayed too (see ``_replay_writes``)."""
-    from .codegen import KernelCodegen
-    cg = KernelCodegen(kir)
-    labels = cg.array_label
+    arrays = ir.ArrayLabels(kir)
+    labels = arrays.label
     for s in ir.walk(kir.body):
         # an array value the adjoint cannot trace to a parameter has no gradient buffer to use
-        if isinstance(s, Op) and s.kind in ("load", "store", "atomic") and s.args[0].id not in cg.grad_expr:
+        if isinstance(s, Op) and s.kind in ("load", "store", "atomic") and s.args[0].id not in arrays.traced:
             return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' is not a kernel parameter or a "
                     "field of one here, so its gradient cannot be tracked; index the parameter directly")
     for s in ir.walk(kir.body):
