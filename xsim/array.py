@@ -553,6 +553,7 @@ class array:
             view._grad, view._requires_grad = self._grad[key], True
         elif self._requires_grad:  # an intermediate's view: its grad is the parent's, once that exists
             view._grad_source, view._requires_grad, view._intermediate = (self, key), True, True
+            view._scratch = self._scratch  # overwritten with its parent, and read as such
         return view
 
     def __setitem__(self, key, value) -> None:

@@ -162,15 +162,16 @@ def test_debug_mode_refuses_a_written_first_intermediate_read_before_it_was_writ
         tape.backward(grads={z: np.ones(8, np.float32)})
 
 
-def _squaring_rollout(x0, steps, scratch):
+def _squaring_rollout(x0, steps, scratch, view=False):
     """x_{k+1} = x_k^2 through ``scratch``, one array written every step (square) and read linearly
-    (add_scaled with s = 0: its adjoint needs no value); returns (tape, last array)."""
+    (add_scaled with s = 0: its adjoint needs no value), through a view of it where ``view``; returns
+    (tape, last array)."""
     tape, x = xsim.Tape(), x0
     with tape:
         for _ in range(steps):
             xsim.launch(square, x0.shape[0], inputs=[x], outputs=[scratch])
             nxt = intermediate(x0.shape[0], float)
-            xsim.launch(add_scaled, x0.shape[0], inputs=[scratch, 0.0], outputs=[nxt])
+            xsim.launch(add_scaled, x0.shape[0], inputs=[scratch[:] if view else scratch, 0.0], outputs=[nxt])
             x = nxt
     return tape, x
 
@@ -182,6 +183,15 @@ def test_a_scratch_intermediate_serves_every_step_and_keeps_the_gradients_exact(
     tape.backward(grads={last: np.ones(16, np.float32)})
     x = x_np.astype(np.float64)
     np.testing.assert_allclose(x0.grad.numpy(), 8.0 * x ** 7, rtol=1e-5)  # d x^8 / dx
+
+
+def test_a_view_of_a_scratch_intermediate_may_be_overwritten_with_it_even_in_debug_mode(monkeypatch):
+    monkeypatch.setattr(xsim.config, "mode", "debug")  # which checksums every read, views included
+    x_np = np.linspace(0.5, 1.1, 16, dtype=np.float32)
+    x0 = xsim.array(x_np, dtype=float, requires_grad=True)
+    tape, last = _squaring_rollout(x0, 3, intermediate(16, float, written_first=True, scratch=True), view=True)
+    tape.backward(grads={last: np.ones(16, np.float32)})
+    np.testing.assert_allclose(x0.grad.numpy(), 8.0 * x_np.astype(np.float64) ** 7, rtol=1e-5)
 
 
 def test_an_array_overwritten_after_a_read_still_refuses_the_backward_pass_unless_scratch():

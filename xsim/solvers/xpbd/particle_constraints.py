@@ -30,6 +30,7 @@ import numpy as np
 
 import xsim
 from xsim import types as T
+from xsim.kernels import recording
 
 
 @dataclass(frozen=True)
@@ -109,26 +110,29 @@ class ParticleConstraints:
         self._no_start = xsim.empty(0, dtype=T.vector(4, m.dtype), device=m.device)
         self._views: dict = {}
 
-    def gather(self, new, key: str, x):
-        """``x``'s entries (position, split inverse mass) in a new array from ``new(key, shape, dtype)``."""
+    def gather(self, x, entries, record_tape: bool = True):
+        """``x``'s entries (position, split inverse mass) into ``entries`` (``entry_count``)."""
         m = self.model
-        entries = new(key, self.entry_count, T.vector(4, m.dtype))
         xsim.launch(self.kernels.gather_entries, m.particle_count, inputs=[
-            x, m.particle_inv_mass, self.split, self.slot_count, self.entry_index], outputs=[entries])
+            x, m.particle_inv_mass, self.split, self.slot_count, self.entry_index], outputs=[entries],
+            record_tape=record_tape)
         return entries
 
     def substep_start(self, new, x_start):
         """The entries at the substep start ``x_start``, which the damping terms read: gathered once per
         substep, so the constraint kernels read their own rows (plain adds in their adjoints) instead of
         x_start's (atomic adds); an empty array when no kind is damped."""
-        return self.gather(new, "start_entries", x_start) if self.any_damped else self._no_start
+        if not self.any_damped:
+            return self._no_start
+        return self.gather(x_start, new("start_entries", self.entry_count, T.vector(4, self.model.dtype)))
 
-    def project(self, new, x, start, lam: dict, inv_h: float, relaxation: float, delta) -> dict:
+    def project(self, new, x, start, lam: dict, inv_h: float, relaxation: float, entries, delta) -> dict:
         """One Jacobi pass of every kind at positions ``x`` (``start``: ``substep_start``'s entries):
-        corrections into ``delta`` (n, width); returns the new multipliers. ``new(key, shape,
-        dtype)`` gives the output arrays (the solver's fresh-or-scratch allocator)."""
+        ``x``'s entries gathered into ``entries`` (``entry_count``), corrections into ``delta`` (n, width);
+        returns the new multipliers. ``new(key, shape, dtype)`` gives the multipliers' arrays (the
+        solver's fresh-or-scratch allocator)."""
         m, k = self.model, self.kernels
-        entries = self.gather(new, "entries", x)
+        self.gather(x, entries)
         out = {}
         for kind in self.kinds:
             count = getattr(m, f"{kind.name}_count")
@@ -139,6 +143,11 @@ class ParticleConstraints:
                 lam[kind.name], self._view(start, kind.name) if start.shape[0] else start, inv_h, relaxation,
                 self.damped[kind.name]], outputs=[lam_out, delta])
             out[kind.name] = lam_out
+        tape = recording.current()
+        if tape is not None and entries._scratch:
+            # the constraint kernels' adjoints read ``entries``' values, which later iterations overwrite:
+            # the backward pass gathers them again from the kept ``x`` just before those adjoints run
+            tape.record_func(lambda: self.gather(x, entries, record_tape=False), ())
         return out
 
     def _view(self, entries, name: str):
@@ -147,7 +156,7 @@ class ParticleConstraints:
         start, stop = self.blocks[name]
         if start == 0 and stop == entries.shape[0]:
             return entries
-        if entries.requires_grad:
+        if entries.requires_grad and not entries._scratch:
             return entries[start:stop]
         view = self._views.get((id(entries), name))
         if view is None or view[0] is not entries:

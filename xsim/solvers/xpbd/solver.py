@@ -128,14 +128,15 @@ class SolverXPBD:
         """The pool for ``grad`` as ``new(key, shape, dtype, avoid=())``, the form ``ParticleConstraints`` takes."""
         return lambda key, shape, dtype, avoid=(): self.buffers.get(key, shape, dtype, grad, avoid=avoid)
 
-    def _delta(self, grad: bool):
-        """The constraint corrections' array (n, width). Under a tape, one scratch intermediate for every
-        iteration of every rollout: its values reach the positions only through ``apply_corrections``'s
-        sum, whose adjoint needs no value, and the constraint kernels' writes, whose adjoints read only
-        gradients; a fresh array per iteration (0.9 MB for a 64x64 cloth) made a taped rollout stream
-        hundreds of MB through memory, where the plain one stays in cache."""
-        shape, dtype = (self.model.particle_count, self.constraints.width), self.model.vec3()
-        return self.buffers.scratch("delta", shape, dtype) if grad else self.buffers.get("delta", shape, dtype, grad)
+    def _scratch(self, key: str, shape, dtype, grad: bool):
+        """A per-iteration array: under a tape one scratch intermediate for every iteration of every
+        rollout (``BufferPool.scratch``), else a scratch buffer. The constraint corrections ``delta``
+        (n, width) reach the positions only through ``apply_corrections``'s sum, whose adjoint needs no
+        value, and the constraint kernels' writes, whose adjoints read only gradients; the gathered
+        ``entries`` are gathered again in the backward pass (``ParticleConstraints.project``). A fresh
+        array per iteration (0.9 + 2 MB for a 64x64 cloth) made a taped rollout stream hundreds of MB
+        through memory, where the plain one stays in cache."""
+        return self.buffers.scratch(key, shape, dtype) if grad else self.buffers.get(key, shape, dtype, grad)
 
     def _grad_mode(self, state_in: State) -> bool:
         return recording.is_recording() or state_in.requires_grad or self.model.requires_grad
@@ -232,8 +233,10 @@ class SolverXPBD:
         state, None without bodies). Updates ``lam`` in place; returns the new positions."""
         m, k = self.model, self.kernels
         n, v3 = m.particle_count, m.vec3()
-        delta = self._delta(grad)
-        lam.update(self.constraints.project(self._allocator(grad), xi, start, lam, inv_h, self.relaxation, delta))
+        c = self.constraints
+        delta = self._scratch("delta", (n, c.width), v3, grad)
+        entries = self._scratch("entries", c.entry_count, T.vector(4, m.dtype), grad)
+        lam.update(c.project(self._allocator(grad), xi, start, lam, inv_h, self.relaxation, entries, delta))
         x_next = self.buffers.get("x", n, v3, grad, avoid=(x, xi))
         xsim.launch(k.apply_corrections, n, inputs=[
             xi, delta, self.constraints.slot_count, self.constraints.inv_count, m.particle_inv_mass], outputs=[x_next])
