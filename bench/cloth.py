@@ -120,7 +120,7 @@ def bench_xsim(repeat: int, clock=time.perf_counter) -> dict:
 
 def cold_compile_seconds() -> tuple[float, float]:
     """(wall, CPU) seconds to build the solver's kernels with an empty cache, in a subprocess."""
-    code = ("import time, resource, xsim\n"
+    code = ("import time, resource, xsim, xsim.solvers.xpbd.kernels\n"
             "from xsim.sim.generic import specialized\n"
             "k = specialized('xsim.solvers.xpbd.kernels', xsim.float32)\n"
             "t = time.perf_counter()\n"
