@@ -14,6 +14,7 @@ one per box edge against the capsule's axis, capsule pairs one between their axe
 (``capsule_segment_geometry``). So capsules collide exactly with planes, spheres, capsules and boxes (boxes up
 to their corner rounding). Each contact is one thread (Jacobi, see ``rigid_solver.py``). Known
 gaps: primitives against a mesh's faces (only mesh vertices collide; mesh against mesh does not).
+A shape frame's rotation is its quaternion normalized (``particle_contacts.shape_rotation``).
 
 Contact generation runs every step: the broad phase (``broad_phase.py``, on the host) lists the
 shape pairs that can touch during the step and every contact they offer, ``contact_depths`` measures
@@ -32,6 +33,7 @@ from xsim.sim.generic import Float, Floats, Ints, Ints2, Mat33s, Transforms, Vec
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE
 
 from .kernels import surface_contact
+from .particle_contacts import shape_rotation
 from .rigid_kernels import (
     apply_impulse,
     apply_positional,
@@ -51,8 +53,8 @@ def contact_geometry(xa, qa, sxa, point, ra, xb, qb, sxb, kind_b: int, size_b):
     """A contact point of shape a (``point`` in its frame ``sxa``, in body a's com frame (xa, qa))
     against the surface of shape b: (world normal pointing from b to a, depth, world contact point
     on a's surface, world contact point on b's surface)."""
-    pw = xa + xsim.quat_rotate(qa, xsim.transform_point(sxa, point))
-    qs = qb * sxb.q
+    pw = xa + xsim.quat_rotate(qa, sxa.p + xsim.quat_rotate(shape_rotation(sxa), point))
+    qs = qb * shape_rotation(sxb)
     ps = xb + xsim.quat_rotate(qb, sxb.p)
     n_local, pen = surface_contact(kind_b, xsim.quat_rotate_inv(qs, pw - ps), size_b, ra)
     n = xsim.quat_rotate(qs, n_local)
@@ -149,7 +151,7 @@ def capsule_axis(x, q, sx, size):
     height) with frame ``sx`` in the body's com frame (x, q)."""
     half = size - size
     half[2] = size[1]
-    half = xsim.quat_rotate(q * sx.q, half)
+    half = xsim.quat_rotate(q * shape_rotation(sx), half)
     return x + xsim.quat_rotate(q, sx.p) - half, half * 2.0
 
 
@@ -169,7 +171,7 @@ def capsule_segment_geometry(xc, qc, sxc, size_c, xo, qo, sxo, kind_o: int, size
     crosses (whose normal is the face's, on the cone's rim). Elsewhere a face or a corner is nearest,
     and the capsule's end points against the box and the box's corners against the capsule hold it."""
     a0, da = capsule_axis(xc, qc, sxc, size_c)
-    qs = qo * sxo.q
+    qs = qo * shape_rotation(sxo)
     b0, db, f1, f2 = box_edge(e, size_o)
     rb = size_o[0]
     if kind_o == SHAPE_CAPSULE:
@@ -202,9 +204,9 @@ def edge_contact_geometry(xa, qa, sxa, ha, ea: int, xb, qb, sxb, hb, eb: int, to
     ``tol``, m) and the boxes overlap along the normal no more than along any face normal (+ ``tol``):
     otherwise a face is the axis of least penetration and the corner contacts resolve it. These are
     the discrete choices; the geometry they select is differentiated."""
-    qsa = qa * sxa.q
+    qsa = qa * shape_rotation(sxa)
     psa = xa + xsim.quat_rotate(qa, sxa.p)
-    qsb = qb * sxb.q
+    qsb = qb * shape_rotation(sxb)
     psb = xb + xsim.quat_rotate(qb, sxb.p)
     a0, da, fa1, fa2 = box_edge(ea, ha)
     b0, db, fb1, fb2 = box_edge(eb, hb)
@@ -491,7 +493,7 @@ def contact_segments(xp, qp, xs, qs, sp: int, ss: int, edge: int, shape_type: In
             if shape_type[sp] != SHAPE_BOX or shape_type[ss] != SHAPE_BOX:
                 e = edge  # a box's edge against a capsule's axis
             c0, dc, _f1, _f2 = box_edge(e, size)
-            qsh = q * sx.q
+            qsh = q * shape_rotation(sx)
             c0 = x + xsim.quat_rotate(q, sx.p) + xsim.quat_rotate(qsh, c0)
             dc = xsim.quat_rotate(qsh, dc)
         if side == 0:
@@ -522,8 +524,8 @@ def box_edges_near(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, shape_
     sx = shape_xform[s]
     ox = shape_xform[o]
     c0, d, _f1, _f2 = box_edge(k % 12, shape_size[s])
-    qw = qs * sx.q
-    qow = qo * ox.q
+    qw = qs * shape_rotation(sx)
+    qow = qo * shape_rotation(ox)
     po = xo + xsim.quat_rotate(qo, ox.p)
     e0 = xsim.quat_rotate_inv(qow, xs + xsim.quat_rotate(qs, sx.p) + xsim.quat_rotate(qw, c0) - po)
     e1 = e0 + xsim.quat_rotate_inv(qow, xsim.quat_rotate(qw, d))
