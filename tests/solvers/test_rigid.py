@@ -85,18 +85,19 @@ def test_box_on_a_slope_steeper_than_its_friction_slides_at_g_sin_minus_mu_g_cos
     assert abs(final.body_q.numpy()[0, 0] - expected) < 0.01 * expected
 
 
-@pytest.mark.parametrize("stacked", [False, True])
-def test_boxes_on_a_slope_below_their_friction_angle_settle_then_hold_for_two_seconds(stacked):
+@pytest.mark.parametrize("tops", [[], [(0.15, 0.1)], [(0.2, 0.15)]])
+def test_boxes_on_a_slope_below_their_friction_angle_settle_then_hold_for_two_seconds(tops):
     # Coulomb: tan(theta) = 0.5 < mu = 0.6 holds. Each box rests on four corners, the uphill ones under less
     # load than their even share of the friction (they slide within their cone and the downhill ones hold
     # the rest); cancelling each corner's motion all or nothing let the box creep at 1.2 cm/s (stacked on
-    # another box: 5 and 7.6 cm/s)
+    # a bigger box: 5 and 7.6 cm/s). With each corner's friction bounded by its own load, an equal box on
+    # top crept for ever (9 and 14 mm/s after 5 s): the bound is each contact's share of its pair's cone
     mu, theta = 0.6, np.arctan(0.5)
     b = ModelBuilder(gravity=(G * np.sin(theta), 0.0, -G * np.cos(theta)))
     b.add_ground_plane(mu=mu)
-    for k in range(2 if stacked else 1):
+    for k, (hx, hy) in enumerate([(0.2, 0.15), *tops]):
         body = b.add_body(((0.0, 0.0, 0.1 + 0.2 * k), (0.0, 0.0, 0.0, 1.0)))
-        b.add_shape_box(body, hx=0.2 - 0.05 * k, hy=0.15 - 0.05 * k, hz=0.1, mu=mu)
+        b.add_shape_box(body, hx=hx, hy=hy, hz=0.1, mu=mu)
     model = b.finalize(dtype=xsim.float64)
     start = model.state().body_q.numpy()[:, :2]
     for iterations in (1, 2):
@@ -665,6 +666,44 @@ def test_sliding_box_distance_gradient_wrt_friction_matches_finite_differences_a
     assert grad == pytest.approx(fd, rel=1e-4)
     t = 18 / 60.0
     assert grad == pytest.approx(-G * t * t / 2.0, rel=0.05)  # x = v0 t - mu g t^2 / 2 while sliding
+
+
+def box_on_plane_loss(q_plane, tape=None):
+    """A box thrown down and sideways onto a tilted static plane (frame quaternion ``q_plane``, set as
+    given, not normalized), 14 steps on ``tape`` if given: (the weighted final pose, the model, the
+    last State, the weights)."""
+    b = ModelBuilder()
+    b.add_shape_plane(mu=0.3)
+    body = b.add_body(((0.0, 0.0, 0.16), (0.0, 0.0, 0.0, 1.0)), lin_vel=(0.8, 0.3, -0.5))
+    b.add_shape_box(body, hx=0.2, hy=0.15, hz=0.1, mu=0.3)
+    model = b.finalize(dtype=xsim.float64, requires_grad=True)
+    model.shape_xform.numpy()[0, 3:] = q_plane  # the host view of a CPU array
+    state = model.state(requires_grad=True)
+    solver = SolverXPBD(model, substeps=5, iterations=1)
+    with tape if tape is not None else contextlib.nullcontext():
+        for _ in range(14):
+            nxt = model.state(requires_grad=True)
+            solver.step(state, nxt, None, 1.0 / 60.0)
+            state = nxt
+    w = np.array([[0.3, -0.7, 1.1, 0.5, 0.2, -0.4, 0.6]])
+    return float(np.sum(state.body_q.numpy() * w)), model, state, w
+
+
+def test_box_landing_on_a_tilted_plane_gradient_wrt_the_planes_quaternion_matches_finite_differences():
+    """A shape frame's rotation is its quaternion normalized (as for particles): scaling it changes nothing,
+    the gradient along it is zero and matches central differences in all four components."""
+    q = np.array([0.08, -0.05, 0.0, 1.0]) / np.linalg.norm([0.08, -0.05, 0.0, 1.0])
+    tape = xsim.Tape()
+    loss, model, state, w = box_on_plane_loss(q, tape)
+    tape.backward(grads={state.body_q: w})
+    grad = model.shape_xform.grad.numpy()[0, 3:]
+    eps = 1e-6
+    numeric = np.array([(box_on_plane_loss(q + eps * d)[0] - box_on_plane_loss(q - eps * d)[0]) / (2 * eps)
+                        for d in np.eye(4)])
+    assert np.abs(grad[:2]).min() > 1e-2  # the tilt moves the box
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-6)
+    assert abs(grad @ q) < 1e-9
+    assert box_on_plane_loss(1.3 * q)[0] == pytest.approx(loss, abs=1e-12)
 
 
 # -- box-box edge contacts ---------------------------------------------------------------------------------

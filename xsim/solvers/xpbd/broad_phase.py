@@ -208,7 +208,8 @@ class BroadPhase:
         act, on = self.active, self._on_body
         # shape frames in the world, and how far their points can move in the step
         xf = shape_xform[act].astype(np.float64)
-        centre, rot = xf[:, :3], xf[:, 3:]
+        # a frame's rotation is its quaternion normalized, as in the contacts
+        centre, rot = xf[:, :3], xf[:, 3:] / np.linalg.norm(xf[:, 3:], axis=1, keepdims=True)
         motion = np.zeros(len(act))
         turn = np.zeros(len(act))
         if len(self._bodies):

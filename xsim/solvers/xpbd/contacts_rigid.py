@@ -14,6 +14,7 @@ one per box edge against the capsule's axis, capsule pairs one between their axe
 (``capsule_segment_geometry``). So capsules collide exactly with planes, spheres, capsules and boxes (boxes up
 to their corner rounding). Each contact is one thread (Jacobi, see ``rigid_solver.py``). Known
 gaps: primitives against a mesh's faces (only mesh vertices collide; mesh against mesh does not).
+A shape frame's rotation is its quaternion normalized (``particle_contacts.shape_rotation``).
 
 Contact generation runs every step: the broad phase (``broad_phase.py``, on the host) lists the
 shape pairs that can touch during the step and every contact they offer, ``contact_depths`` measures
@@ -32,6 +33,7 @@ from xsim.sim.generic import Float, Floats, Ints, Ints2, Mat33s, Transforms, Vec
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE
 
 from .kernels import surface_contact
+from .particle_contacts import shape_rotation
 from .rigid_kernels import (
     apply_impulse,
     apply_positional,
@@ -51,8 +53,8 @@ def contact_geometry(xa, qa, sxa, point, ra, xb, qb, sxb, kind_b: int, size_b):
     """A contact point of shape a (``point`` in its frame ``sxa``, in body a's com frame (xa, qa))
     against the surface of shape b: (world normal pointing from b to a, depth, world contact point
     on a's surface, world contact point on b's surface)."""
-    pw = xa + xsim.quat_rotate(qa, xsim.transform_point(sxa, point))
-    qs = qb * sxb.q
+    pw = xa + xsim.quat_rotate(qa, sxa.p + xsim.quat_rotate(shape_rotation(sxa), point))
+    qs = qb * shape_rotation(sxb)
     ps = xb + xsim.quat_rotate(qb, sxb.p)
     n_local, pen = surface_contact(kind_b, xsim.quat_rotate_inv(qs, pw - ps), size_b, ra)
     n = xsim.quat_rotate(qs, n_local)
@@ -149,7 +151,7 @@ def capsule_axis(x, q, sx, size):
     height) with frame ``sx`` in the body's com frame (x, q)."""
     half = size - size
     half[2] = size[1]
-    half = xsim.quat_rotate(q * sx.q, half)
+    half = xsim.quat_rotate(q * shape_rotation(sx), half)
     return x + xsim.quat_rotate(q, sx.p) - half, half * 2.0
 
 
@@ -169,7 +171,7 @@ def capsule_segment_geometry(xc, qc, sxc, size_c, xo, qo, sxo, kind_o: int, size
     crosses (whose normal is the face's, on the cone's rim). Elsewhere a face or a corner is nearest,
     and the capsule's end points against the box and the box's corners against the capsule hold it."""
     a0, da = capsule_axis(xc, qc, sxc, size_c)
-    qs = qo * sxo.q
+    qs = qo * shape_rotation(sxo)
     b0, db, f1, f2 = box_edge(e, size_o)
     rb = size_o[0]
     if kind_o == SHAPE_CAPSULE:
@@ -202,9 +204,9 @@ def edge_contact_geometry(xa, qa, sxa, ha, ea: int, xb, qb, sxb, hb, eb: int, to
     ``tol``, m) and the boxes overlap along the normal no more than along any face normal (+ ``tol``):
     otherwise a face is the axis of least penetration and the corner contacts resolve it. These are
     the discrete choices; the geometry they select is differentiated."""
-    qsa = qa * sxa.q
+    qsa = qa * shape_rotation(sxa)
     psa = xa + xsim.quat_rotate(qa, sxa.p)
-    qsb = qb * sxb.q
+    qsb = qb * shape_rotation(sxb)
     psb = xb + xsim.quat_rotate(qb, sxb.p)
     a0, da, fa1, fa2 = box_edge(ea, ha)
     b0, db, fb1, fb2 = box_edge(eb, hb)
@@ -286,18 +288,22 @@ def segment_distance(a0, da, b0, db):
 
 @xsim.func
 def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, iib, n, pen, ca, cb, mu, lam,
-                            lam_t):
+                            lam_t, lam_share):
     """One contact's position-pass update (Mueller et al. 2020, sec. 3.5) from its geometry (normal
     ``n`` from b to a, depth ``pen``, world contact points ``ca`` on a and ``cb`` on b): resolve the
     depth with the generalized inverse masses, then friction against the tangential motion of the
     contact points since the contact's anchor (poses ``*0``), measured at the current poses (under
     Jacobi a contact's own normal push turns the body about the com and slides its point; the mean of
     the pushes does not). The substep's tangential multiplier (``lam_t`` of its earlier iterations
-    plus this one) stays within mu times its normal one (``lam`` plus this one's): where cancelling
-    the motion needs more, the contact slides with that bound as its friction (dynamic friction, so
-    the velocity pass leaves it out). Cancelling it all or nothing let a box on a slope below its
-    friction angle creep: its uphill corners carry less load than their even share of the friction,
-    failed, and the others alone never caught up. Returns (xa, qa, xb, qb, normal multiplier
+    plus this one) stays within mu times ``lam_share``, the mean normal multiplier of its pair's
+    touching contacts after this pass (``pair_normal_shares``): where cancelling the motion needs
+    more, the contact slides with that bound as its friction (dynamic friction, so the velocity pass
+    leaves it out). Cancelling it all or nothing let a box on a slope below its friction angle creep:
+    its uphill corners carry less load than their even share of the friction, failed, and the others
+    alone never caught up. Bounded by their own normal multipliers, those corners slid at their bound
+    and restarted their anchors every other step, and two boxes stacked there crept at 9 and 14 mm/s:
+    under Jacobi every contact of a pair cancels the same motion, so each gets the same share of the
+    pair's cone (the pair's friction stays within mu times its normal multipliers). Returns (xa, qa, xb, qb, normal multiplier
     increment, tangential multiplier increment, 1 where it touched and static friction held, else 0)."""
     dlam = pen - pen
     dlam_f = dlam
@@ -324,7 +330,7 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, i
                 t = dt / lt
                 wt = generalized_inv_mass(qa, ima, iia, r_a, t) + generalized_inv_mass(qb, imb, iib, r_b, t)
                 dlam_f = lt / wt
-                bound = mu * (lam + dlam) - lam_t
+                bound = mu * lam_share - lam_t
                 if dlam_f > bound:
                     dlam_f = xsim.max(bound, dlam_f - dlam_f)
                     held = 0
@@ -491,7 +497,7 @@ def contact_segments(xp, qp, xs, qs, sp: int, ss: int, edge: int, shape_type: In
             if shape_type[sp] != SHAPE_BOX or shape_type[ss] != SHAPE_BOX:
                 e = edge  # a box's edge against a capsule's axis
             c0, dc, _f1, _f2 = box_edge(e, size)
-            qsh = q * sx.q
+            qsh = q * shape_rotation(sx)
             c0 = x + xsim.quat_rotate(q, sx.p) + xsim.quat_rotate(qsh, c0)
             dc = xsim.quat_rotate(qsh, dc)
         if side == 0:
@@ -522,8 +528,8 @@ def box_edges_near(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, shape_
     sx = shape_xform[s]
     ox = shape_xform[o]
     c0, d, _f1, _f2 = box_edge(k % 12, shape_size[s])
-    qw = qs * sx.q
-    qow = qo * ox.q
+    qw = qs * shape_rotation(sx)
+    qow = qo * shape_rotation(ox)
     po = xo + xsim.quat_rotate(qo, ox.p)
     e0 = xsim.quat_rotate_inv(qow, xs + xsim.quat_rotate(qs, sx.p) + xsim.quat_rotate(qw, c0) - po)
     e1 = e0 + xsim.quat_rotate_inv(qow, xsim.quat_rotate(qw, d))
@@ -660,10 +666,43 @@ def contact_anchors(Xc: Transforms, shape_body: Ints, shape_point_count: Ints, p
 
 
 @xsim.kernel
+def pair_normal_shares(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, shape_body: Ints,
+                       shape_point_count: Ints, pairs: Ints2, contact_pair: Ints, contact_index: Ints,
+                       pair_first: Ints, pass_pen: Floats, pass_n: Vec3s, pass_ca: Vec3s, pass_cb: Vec3s,
+                       lam: Floats, split: Floats, share: Floats):
+    """``share[tid]``: the mean normal multiplier of pair ``tid``'s touching contacts after this pass
+    (``lam`` of its earlier iterations plus the depth ``pass_pen`` over the split generalized inverse
+    masses, as ``contact_position_update`` adds it), which bounds each one's friction."""
+    k = xsim.tid()
+    total = lam.dtype(0.0)
+    count = lam.dtype(0.0)
+    for t in range(pair_first[k], pair_first[k + 1]):
+        _sp, _ss, bp, bs, _kp, _edge = contact_roles(contact_pair[t], contact_index[t], pairs, shape_body,
+                                                     shape_point_count)
+        xp, qp, imp, iip = load_split_body(bp, Xc, inv_mass, inv_inertia, split)
+        xs, qs, ims, iis = load_split_body(bs, Xc, inv_mass, inv_inertia, split)
+        l = lam[t]
+        pen = pass_pen[t]
+        if pen > 0.0:
+            n = pass_n[t]
+            w = generalized_inv_mass(qp, imp, iip, pass_ca[t] - xp, n)
+            w = w + generalized_inv_mass(qs, ims, iis, pass_cb[t] - xs, n)
+            if w > 0.0:
+                l = l + pen / w
+        if l > 0.0:
+            total = total + l
+            count = count + 1.0
+    if count > 0.0:
+        share[k] = total / count
+    else:
+        share[k] = total
+
+
+@xsim.kernel
 def solve_contact_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transforms, inv_mass: Floats, inv_inertia: Mat33s,
                             shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
                             contact_index: Ints, pass_n: Vec3s, pass_pen: Floats, pass_ca: Vec3s,
-                            pass_cb: Vec3s, shape_mu: Floats, lam: Floats, lam_t: Floats, split: Floats, held_in: Ints,
+                            pass_cb: Vec3s, shape_mu: Floats, lam: Floats, lam_t: Floats, split: Floats, held_in: Ints, share: Floats,
                             lam_out: Floats, lam_t_out: Floats, delta: Vec8s, geom_n: Vec3s, geom_ra: Vec3s,
                             geom_rb: Vec3s, held_out: Ints):
     """Position pass of candidate contact ``tid`` (non-penetration, then static friction against
@@ -699,7 +738,7 @@ def solve_contact_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Tran
         geom_rb[t] = ra
     xp1, qp1, xs1, qs1, dl, dlt, held = contact_position_update(
         xp, qp, ap.p, ap.q, imp, iip, xs, qs, as_.p, as_.q, ims, iis, n, pen, ca, cb, pair_mean(shape_mu, pairs, c),
-        lam[t], lam_t[t])
+        lam[t], lam_t[t], share[c])
     if pen <= 0.0 and lam[t] > 0.0:
         held = held_in[t]
     held_out[t] = held
@@ -769,6 +808,7 @@ def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, inv_mass: Fl
     wb_in = wb
     # the centre of pressure: contact points and normals weighted by their multipliers
     total = inv_mass.dtype(0.0)
+    active = total
     pa = shape_size.dtype()
     pb = shape_size.dtype()
     nsum = shape_size.dtype()
@@ -779,6 +819,7 @@ def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, inv_mass: Fl
             cp = xa + xsim.quat_rotate(qa, geom_ra[t])
             cs = xb + xsim.quat_rotate(qb, geom_rb[t])
             total = total + lk
+            active = active + 1.0
             pa = pa + cp * lk
             pb = pb + cs * lk
             nsum = nsum + n * lk
@@ -794,10 +835,11 @@ def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, inv_mass: Fl
             if lk > 0.0:
                 cp = xa + xsim.quat_rotate(qa, geom_ra[t])
                 cs = xb + xsim.quat_rotate(qb, geom_rb[t])
-                # Coulomb against the contact's whole normal impulse: its multiplier (position pass) and
-                # its share of the pair's restitution impulse (which carries the load while a landing
-                # box's penetration is still being resolved), less the friction the position pass gave
-                limit = xsim.max(mu * (lk * inv_h + xsim.max(pn, 0.0) * lk / total) - lam_t[t] * inv_h, 0.0)
+                # Coulomb against the contact's share of the pair's whole normal impulse (an even share,
+                # as in the position pass, ``contact_position_update``): the multipliers (position pass)
+                # and the restitution impulse (which carries the load while a landing box's penetration
+                # is still being resolved), less the friction the position pass gave
+                limit = xsim.max(mu * (total * inv_h + xsim.max(pn, 0.0)) / active - lam_t[t] * inv_h, 0.0)
                 va, wa, vb, wb = friction_update(xa, qa, va, wa, ima, iia, xb, qb, vb, wb, imb, iib, geom_n[t],
                                                  cp, cs, limit)
         dv = va - va_in

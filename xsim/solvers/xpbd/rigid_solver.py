@@ -11,7 +11,7 @@ per joint.
 Parallel solve: Jacobi with averaging, accumulated with ``atomic_add``. In the position passes
 every contact point and every joint is one thread. A joint solves its own constraints one after the other (Gauss-Seidel
 inside the joint, on local copies of its two poses); a contact resolves its depth and then its
-friction (static, or sliding at mu times its normal multiplier, ``contact_position_update``). Each thread adds its net correction of each body, plus a count of one, to a
+friction (static, or sliding at mu times its even share of its pair's normal multipliers, ``contact_position_update``). Each thread adds its net correction of each body, plus a count of one, to a
 per-body ``vector(8)`` accumulator that is new for every pass; each body then moves by the mean of
 its corrections (``relaxation`` scales it). Why: averaging is stable whatever the number of
 constraints on a body (no overshoot when four corners of a box push the same way), treats the
@@ -309,9 +309,15 @@ class RigidStepper:
             lam_t_out = self.buffers.get("c:lam_t", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t, lam_out))
             held = self.buffers.get("c:held", st.n_contacts, int, grad, avoid=(st.held,))
             st.geom = [self.buffers.get(f"c:geom{k}", st.n_contacts, self.v3, grad) for k in range(3)]
+            share = self.buffers.get("c:share", st.n_pairs, m.dtype, grad)
+            xsim.launch(self.kc.pair_normal_shares, st.n_pairs, inputs=[
+                xi, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_point_count, st.pairs,
+                st.contact_pair, st.contact_index, st.pair_first, geom[1], geom[0], geom[2], geom[3], st.lam_c,
+                split], outputs=[share])
             xsim.launch(self.kc.solve_contact_positions, st.n_contacts, inputs=[
                 xi, st.anchor_p, st.anchor_s, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_point_count,
-                st.pairs, st.contact_pair, st.contact_index, *geom, r.shape_mu, st.lam_c, st.lam_t, split, st.held],
+                st.pairs, st.contact_pair, st.contact_index, *geom, r.shape_mu, st.lam_c, st.lam_t, split, st.held,
+                share],
                 outputs=[lam_out, lam_t_out, st.delta, *st.geom, held])
             st.lam_c, st.lam_t, st.held = lam_out, lam_t_out, held
         if r.joint_count:
