@@ -129,14 +129,16 @@ def gradients(kernel, args, seeds, dim):
     return [a.grad.numpy().copy() if isinstance(a, xsim.array) and a.grad is not None else None for a in args]
 
 
-def compare(kernel, reference, make_args, seeds, dim, damped: bool):
+def compare(kernel, reference, make_args, seeds, dim, damped: bool, flags=()):
+    """``flags``: the solver kernel's bools after ``damped``, which the reference does not take."""
     args = make_args()
-    got = gradients(kernel, args[:-2] + [damped] + args[-2:], seeds, dim)
-    del got[-3]  # the solver kernel's ``damped`` flag, which the reference compiles in
+    got = gradients(kernel, args[:-2] + [damped, *flags] + args[-2:], seeds, dim)
+    del got[-3 - len(flags):-2]  # the solver kernel's ``damped`` flag, which the reference compiles in
     want = gradients(reference, make_args(), seeds, dim)
     for g, w in zip(got, want):
         if w is not None:
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(w).max()))
+    return got
 
 
 @pytest.mark.parametrize("damped", [False, True])
@@ -158,6 +160,8 @@ def test_the_distance_update_s_chain_rule_matches_the_generated_adjoint(damped):
 
 @pytest.mark.parametrize("damped", [False, True])
 def test_the_bending_update_s_chain_rule_matches_the_generated_adjoint(damped):
+    """With ``weights_grad`` every gradient matches; without it the update's part of the weights' gradient
+    is left out (the solver passes False only when the weights do not require grad) and the others match."""
     rng = np.random.default_rng(12)
     idx, slot, e, start, width = problem(rng, 4)
     weights, comp, damp = rng.normal(size=(COUNT, 4)), rng.uniform(0.0, 1.0, COUNT), rng.uniform(0.0, 5.0, COUNT)
@@ -172,4 +176,11 @@ def test_the_bending_update_s_chain_rule_matches_the_generated_adjoint(damped):
                 f(weights, V4), f(comp), f(damp if damped else np.zeros(COUNT)), f(lam, V3), f(start, V4), 60.0, 1.3,
                 f(np.zeros((COUNT, 3)), V3), xsim.zeros((N_PARTICLES, width), dtype=V3, requires_grad=True)]
 
-    compare(SOLVER.solve_bending, REFERENCE[damped][1], make_args, seeds, COUNT, damped)
+    compare(SOLVER.solve_bending, REFERENCE[damped][1], make_args, seeds, COUNT, damped, flags=(True,))
+    args = make_args()
+    got = gradients(SOLVER.solve_bending, args[:-2] + [damped, False] + args[-2:], seeds, COUNT)
+    want = gradients(REFERENCE[damped][1], make_args(), seeds, COUNT)
+    assert not np.allclose(got[3], want[3])  # the weights' gradient: the update's part not computed
+    for g, w in zip(got[:3] + got[4:-4] + got[-2:], want[:3] + want[4:-2] + want[-2:]):
+        if w is not None:
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(w).max()))

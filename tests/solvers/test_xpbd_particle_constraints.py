@@ -27,7 +27,7 @@ def test_each_particle_gets_one_slot_and_one_entry_per_constraint_end():
         # each of its slots names one of its entries, and each entry once
         np.testing.assert_array_equal(owners[entries[p, :counts[p]]], p)
         np.testing.assert_array_equal(entries[p, columns[owners == p]], np.flatnonzero(owners == p))
-        assert pc.inv_count.numpy()[p] == np.float32(1.0 / counts[p]) and pc.split.numpy()[p] == counts[p]
+        assert pc.split.numpy()[p] == counts[p]
     # the centre vertex: 6 edges, 8 bending stencils (its 6 edges + 2 diagonals it faces), 6 triangles
     assert counts[4] == 6 + 8 + 6
     # kind blocks follow each other, arity entries per constraint

@@ -279,14 +279,17 @@ def gather_entries(x: Vec3s, inv_mass: Floats, split: Floats, slot_count: Ints, 
 
 
 @xsim.kernel
-def apply_corrections(x: Vec3s, delta: Vec3s2, slot_count: Ints, inv_count: Floats, inv_mass: Floats, x_out: Vec3s):
+def apply_corrections(x: Vec3s, delta: Vec3s2, slot_count: Ints, inv_mass: Floats, x_out: Vec3s):
     """Jacobi step for one particle: x += the mean of its slot corrections (each computed with
     its mass split by the count, so the mean is the full XPBD correction). Contacts follow
-    (``particle_contacts.py``)."""
+    (``particle_contacts.py``). The mean's weight 1 / count comes from the integer count, which has no
+    gradient: with a float weight array the adjoint replayed the whole slot sum for the weight's
+    gradient (2.4x the forward's time)."""
     i = xsim.tid()
     xi = x[i]
-    if inv_mass[i] > 0.0:
-        xi = xi + slot_sum(delta, i, slot_count[i], type(xi)()) * inv_count[i]
+    count = slot_count[i]
+    if inv_mass[i] > 0.0 and count > 0:
+        xi = xi + slot_sum(delta, i, count, type(xi)()) * (1.0 / inv_mass.dtype(count))
     x_out[i] = xi
 
 
@@ -345,30 +348,42 @@ def distance_update(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, dampe
 def distance_update_grad(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, damped: bool, adj_dl, adj_di,
                          adj_dj):
     """The chain rule of ``distance_update`` by hand: 10% faster than the generated adjoint, which
-    replays and reverses every op of the update."""
+    replays and reverses every op of the update. Two divisions (1 / |d|, 1 / den) where the update has
+    five: the adjoint runs them in a chain, and their latency was most of its time."""
     if distance_active(d, wi, wj, alpha):
-        length, n, num, den = distance_terms(d, wi, wj, rest, alpha, gamma, lc, motion, damped)
-        s = relaxation / den
+        length = xsim.sqrt(xsim.dot(d, d))
+        inv_length = 1.0 / length
+        n = d * inv_length
+        num = rest - length - alpha * lc
+        if damped:
+            num = num - gamma * xsim.dot(n, motion)
+        inv_den = 1.0 / ((1.0 + gamma) * (wi + wj) + alpha)
+        s = relaxation * inv_den
         dl = num * s
         gi = xsim.dot(n, adj_di)
         gj = xsim.dot(n, adj_dj)
         a_dl = adj_dl + wi * gi - wj * gj  # dl reaches the multiplier and both corrections
-        a_n = adj_di * (wi * dl) - adj_dj * (wj * dl)
         a_num = a_dl * s
-        a_den = -(a_dl * dl) / den
-        xsim.adjoint[relaxation] += a_dl * num / den
+        a_den = -(a_dl * dl) * inv_den
+        xsim.adjoint[relaxation] += a_dl * num * inv_den
         xsim.adjoint[wi] += dl * gi + a_den * (1.0 + gamma)
         xsim.adjoint[wj] += a_den * (1.0 + gamma) - dl * gj
         xsim.adjoint[alpha] += a_den - a_num * lc
         xsim.adjoint[gamma] += a_den * (wi + wj)
         xsim.adjoint[rest] += a_num
         xsim.adjoint[lc] += -a_num * alpha
+        # n = d / |d| gets a_n = dl (wi adj_di - wj adj_dj), whose part along n is dl (wi gi - wj gj);
+        # its adjoint reaches d projected off n, over |d|; |d| in num adds -a_num n
+        u = adj_di * wi - adj_dj * wj
+        along = dl * (wi * gi - wj * gj)
         if damped:
             xsim.adjoint[gamma] += -a_num * xsim.dot(n, motion)
             xsim.adjoint[motion] += n * (-a_num * gamma)
-            a_n = a_n - motion * (a_num * gamma)
-        # n = d / |d|: its adjoint reaches d projected off n; |d| in num adds -a_num n
-        xsim.adjoint[d] += (a_n - n * xsim.dot(n, a_n)) * (1.0 / length) - n * a_num
+            u = u * dl - motion * (a_num * gamma)
+            along = along - xsim.dot(n, motion) * (a_num * gamma)
+            xsim.adjoint[d] += (u - n * along) * inv_length - n * a_num
+        else:
+            xsim.adjoint[d] += u * (dl * inv_length) - n * (along * inv_length + a_num)
 
 
 @xsim.func
@@ -385,11 +400,12 @@ def bending_terms(e0, e1, e2, e3, k, alpha, gamma, lc, cs, damped: bool):
 
 
 @xsim.func
-def bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool):
+def bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool, weights_grad: bool):
     """One XPBD update of the isometric bending constraint C = sum_m k_m x_m (``e_m``: position and
     split inverse mass of stencil vertex m; ``k``: the cotangent weights; ``alpha``, ``gamma``:
     compliance / h^2 and XPBD's damping factor; ``lc``: the multiplier (vec3); ``cs``: C at the
-    substep start, read when ``damped``): (multiplier change, the four vertices' corrections)."""
+    substep start, read when ``damped``; ``weights_grad``: whether the chain rule computes ``k``'s
+    gradient): (multiplier change, the four vertices' corrections)."""
     _cv, cvd, _q, denom = bending_terms(e0, e1, e2, e3, k, alpha, gamma, lc, cs, damped)
     dl = type(lc)()
     if denom > 0.0:
@@ -398,16 +414,18 @@ def bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: 
 
 
 @xsim.func_grad(bending_update)
-def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool, adj_dl, adj_d0, adj_d1,
-                        adj_d2, adj_d3):
-    """The chain rule of ``bending_update`` by hand (the update is linear in the positions)."""
+def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool, weights_grad: bool,
+                        adj_dl, adj_d0, adj_d1, adj_d2, adj_d3):
+    """The chain rule of ``bending_update`` by hand (the update is linear in the positions); one
+    division (1 / denom) where the generated adjoint chained three."""
     cv, cvd, q, denom = bending_terms(e0, e1, e2, e3, k, alpha, gamma, lc, cs, damped)
     w0 = e0[3]
     w1 = e1[3]
     w2 = e2[3]
     w3 = e3[3]
     if denom > 0.0:
-        t = -relaxation / denom
+        inv_den = 1.0 / denom
+        t = -relaxation * inv_den
         r = cvd + lc * alpha
         dl = r * t
         # dl reaches the multiplier and each correction dl k_m w_m
@@ -418,11 +436,11 @@ def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, dam
         g3 = xsim.dot(dl, adj_d3)
         a_r = a_dl * t
         a_t = xsim.dot(a_dl, r)
-        a_den = -a_t * t / denom
+        a_den = -a_t * t * inv_den
         a_q = a_den * (1.0 + gamma)
         xsim.adjoint[lc] += a_r * alpha
         xsim.adjoint[alpha] += xsim.dot(a_r, lc) + a_den
-        xsim.adjoint[relaxation] += -a_t / denom
+        xsim.adjoint[relaxation] += -a_t * inv_den
         xsim.adjoint[gamma] += a_den * q
         a_cv = a_r
         if damped:
@@ -430,24 +448,17 @@ def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, dam
             xsim.adjoint[cs] += a_r * (-gamma)
             xsim.adjoint[gamma] += xsim.dot(a_r, cv - cs)
         # C = sum_m k_m x_m and q = sum_m k_m^2 w_m
-        a_k = type(k)()
-        a_k[0] = w0 * g0 + a_q * (2.0 * k[0] * w0) + (a_cv[0] * e0[0] + a_cv[1] * e0[1] + a_cv[2] * e0[2])
-        a_k[1] = w1 * g1 + a_q * (2.0 * k[1] * w1) + (a_cv[0] * e1[0] + a_cv[1] * e1[1] + a_cv[2] * e1[2])
-        a_k[2] = w2 * g2 + a_q * (2.0 * k[2] * w2) + (a_cv[0] * e2[0] + a_cv[1] * e2[1] + a_cv[2] * e2[2])
-        a_k[3] = w3 * g3 + a_q * (2.0 * k[3] * w3) + (a_cv[0] * e3[0] + a_cv[1] * e3[1] + a_cv[2] * e3[2])
-        xsim.adjoint[k] += a_k
-        a_e = type(k)()
-        a_e[0] = a_cv[0]
-        a_e[1] = a_cv[1]
-        a_e[2] = a_cv[2]
-        a_e[3] = g0 + a_q * k[0]
-        xsim.adjoint[e0] += a_e * k[0]
-        a_e[3] = g1 + a_q * k[1]
-        xsim.adjoint[e1] += a_e * k[1]
-        a_e[3] = g2 + a_q * k[2]
-        xsim.adjoint[e2] += a_e * k[2]
-        a_e[3] = g3 + a_q * k[3]
-        xsim.adjoint[e3] += a_e * k[3]
+        if weights_grad:
+            a_k = type(k)()
+            a_k[0] = w0 * g0 + a_q * (2.0 * k[0] * w0) + (a_cv[0] * e0[0] + a_cv[1] * e0[1] + a_cv[2] * e0[2])
+            a_k[1] = w1 * g1 + a_q * (2.0 * k[1] * w1) + (a_cv[0] * e1[0] + a_cv[1] * e1[1] + a_cv[2] * e1[2])
+            a_k[2] = w2 * g2 + a_q * (2.0 * k[2] * w2) + (a_cv[0] * e2[0] + a_cv[1] * e2[1] + a_cv[2] * e2[2])
+            a_k[3] = w3 * g3 + a_q * (2.0 * k[3] * w3) + (a_cv[0] * e3[0] + a_cv[1] * e3[1] + a_cv[2] * e3[2])
+            xsim.adjoint[k] += a_k
+        xsim.adjoint[e0] += type(k)(a_cv[0] * k[0], a_cv[1] * k[0], a_cv[2] * k[0], (g0 + a_q * k[0]) * k[0])
+        xsim.adjoint[e1] += type(k)(a_cv[0] * k[1], a_cv[1] * k[1], a_cv[2] * k[1], (g1 + a_q * k[1]) * k[1])
+        xsim.adjoint[e2] += type(k)(a_cv[0] * k[2], a_cv[1] * k[2], a_cv[2] * k[2], (g2 + a_q * k[2]) * k[2])
+        xsim.adjoint[e3] += type(k)(a_cv[0] * k[3], a_cv[1] * k[3], a_cv[2] * k[3], (g3 + a_q * k[3]) * k[3])
 
 
 # The damping term reads the substep-start positions from ``start``, gathered like ``entries`` once per
@@ -489,10 +500,11 @@ def solve_distance(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, co
 
 @xsim.kernel
 def solve_bending(entries: Vec4s, indices: Ints2, slot: Ints2, weights: Vec4s, compliance: Floats, damping: Floats,
-                  lam: Vec3s, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool, lam_out: Vec3s,
-                  delta: Vec3s2):
+                  lam: Vec3s, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool, weights_grad: bool,
+                  lam_out: Vec3s, delta: Vec3s2):
     """Isometric bending: the vector constraint C = sum_k K_k x_k (K: cotangent weights of the
-    edge stencil, zero on the flat rest shape); linear in x, so one update is exact."""
+    edge stencil, zero on the flat rest shape); linear in x, so one update is exact. ``weights_grad``:
+    whether ``weights`` requires grad (its gradient is 10% of the adjoint's time)."""
     c = xsim.tid()
     i0 = indices[c, 0]
     i1 = indices[c, 1]
@@ -510,7 +522,8 @@ def solve_bending(entries: Vec4s, indices: Ints2, slot: Ints2, weights: Vec4s, c
     if damped:
         cs4 = start[4 * c] * k[0] + start[4 * c + 1] * k[1] + start[4 * c + 2] * k[2] + start[4 * c + 3] * k[3]
         cs = type(lc)(cs4[0], cs4[1], cs4[2])
-    dl, d0, d1, d2, d3 = bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped)
+    dl, d0, d1, d2, d3 = bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped,
+                                         weights_grad)
     lam_out[c] = lc + dl
     delta[i0, slot[c, 0]] = d0
     delta[i1, slot[c, 1]] = d1

@@ -37,18 +37,22 @@ from xsim.kernels import recording
 class ConstraintKind:
     """One kind of particle constraint: the Model's arrays are ``{name}_count``,
     ``{name}_indices`` (count, ``arity``) and ``params``; ``kernel`` names its kernel in ``kernels.py``;
-    its multiplier has ``lam_size`` components (1: scalar, 3: vec3)."""
+    its multiplier has ``lam_size`` components (1: scalar, 3: vec3); with ``shape_flag`` its kernel
+    takes one more bool after ``damped``: whether its first parameter requires grad (the chain rule
+    skips that gradient otherwise)."""
 
     name: str
     arity: int
     params: tuple[str, ...]
     kernel: str
     lam_size: int = 1
+    shape_flag: bool = False
 
 
 KINDS = (
     ConstraintKind("spring", 2, ("spring_rest_length", "spring_compliance", "spring_damping"), "solve_distance"),
-    ConstraintKind("bending", 4, ("bending_weights", "bending_compliance", "bending_damping"), "solve_bending", 3),
+    ConstraintKind("bending", 4, ("bending_weights", "bending_compliance", "bending_damping"), "solve_bending", 3,
+                   shape_flag=True),
     ConstraintKind("area", 3, ("area_rest", "area_compliance", "area_damping"), "solve_area"),
 )
 
@@ -90,7 +94,6 @@ class ParticleConstraints:
 
         self.slot_count = arr(counts.astype(np.int32), int)
         self.split = arr(np.maximum(counts, 1).astype(np.float64), m.dtype)
-        self.inv_count = arr(np.divide(1.0, counts, out=np.zeros(n), where=counts > 0), m.dtype)
         self.entry_index = arr(entry, int)
         self.slots = {k.name: arr(s.astype(np.int32), int) for k, s in zip(self.kinds, slots)}
         self.blocks, at = {}, 0
@@ -141,7 +144,8 @@ class ParticleConstraints:
             xsim.launch(getattr(k, kind.kernel), count, inputs=[
                 self._view(entries, kind.name), getattr(m, f"{kind.name}_indices"), self.slots[kind.name], *params,
                 lam[kind.name], self._view(start, kind.name) if start.shape[0] else start, inv_h, relaxation,
-                self.damped[kind.name]], outputs=[lam_out, delta])
+                self.damped[kind.name], *((params[0].requires_grad,) if kind.shape_flag else ())],
+                outputs=[lam_out, delta])
             out[kind.name] = lam_out
         tape = recording.current()
         if tape is not None and entries._scratch:

@@ -239,7 +239,7 @@ class SolverXPBD:
         lam.update(c.project(self._allocator(grad), xi, start, lam, inv_h, self.relaxation, entries, delta))
         x_next = self.buffers.get("x", n, v3, grad, avoid=(x, xi))
         xsim.launch(k.apply_corrections, n, inputs=[
-            xi, delta, self.constraints.slot_count, self.constraints.inv_count, m.particle_inv_mass], outputs=[x_next])
+            xi, delta, self.constraints.slot_count, m.particle_inv_mass], outputs=[x_next])
         if self._shapes:
             for passes in self._passes(bodies):
                 b, split, delta = self._no_bodies, self._no_bodies.split, self._no_bodies.delta
