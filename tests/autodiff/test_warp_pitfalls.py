@@ -673,6 +673,163 @@ def test_an_array_reached_through_a_struct_a_branch_chose_is_refused_not_given_z
         tape.backward(grads={y: np.ones(2)})
 
 
+
+# an array read back after the kernel wrote it, reached through struct fields: one array however it is
+# reached (nested fields, a struct local, a func, a copy with a field set), so the adjoint replays its writes
+# as it does for a parameter (``read_after_write``); a struct a branch chose cannot be traced and is refused
+
+
+@xsim.struct
+class Leaf:
+    a: A
+
+
+@xsim.struct
+class Twig:
+    leaf: Leaf
+
+
+@xsim.struct
+class Tree:
+    leaf: Leaf
+    twig: Twig
+    flat: A
+    w: F64
+
+
+@xsim.func
+def triple_leaf(s: Tree, i: int):
+    s.leaf.a[i] = s.leaf.a[i] * 3.0
+
+
+@xsim.kernel
+def reread_flat_field(s: Tree, out: A):
+    i = xsim.tid()
+    y = s.flat[i]
+    s.flat[i] = y * 3.0
+    out[i] = s.flat[i] * y
+
+
+@xsim.kernel
+def reread_nested_field(s: Tree, out: A):
+    i = xsim.tid()
+    y = s.leaf.a[i]
+    s.leaf.a[i] = y * 3.0
+    out[i] = s.leaf.a[i] * y
+
+
+@xsim.kernel
+def reread_two_levels_through_a_local(s: Tree, out: A):
+    i = xsim.tid()
+    t = s.twig
+    y = t.leaf.a[i]
+    s.twig.leaf.a[i] = y * 3.0
+    out[i] = t.leaf.a[i] * y
+
+
+@xsim.kernel
+def reread_after_a_func_wrote(s: Tree, out: A):
+    i = xsim.tid()
+    y = s.leaf.a[i]
+    triple_leaf(s, i)
+    out[i] = s.leaf.a[i] * y
+
+
+@xsim.kernel
+def reread_through_a_copy_with_a_field_set(s: Tree, out: A):
+    i = xsim.tid()
+    t = s
+    t.w = 2.0
+    y = t.leaf.a[i]
+    s.leaf.a[i] = y * (t.w + 1.0)
+    out[i] = t.leaf.a[i] * y
+
+
+@xsim.kernel
+def reread_through_a_struct_a_branch_chose(s: Tree, out: A):
+    i = xsim.tid()
+    t = s.leaf
+    if i > 0:
+        t = s.twig.leaf
+    y = t.a[i]
+    t.a[i] = y * 3.0
+    out[i] = t.a[i] * y
+
+
+@xsim.kernel
+def read_two_levels(s: Tree, out: A):
+    i = xsim.tid()
+    out[i] = s.twig.leaf.a[i] * s.w
+
+
+def a_tree(values):
+    """A Tree whose three arrays (float64, with gradients) all start at ``values``; ``w`` is 1."""
+    s = Tree()
+    s.leaf, s.twig, s.w = Leaf(), Twig(), 1.0
+    s.twig.leaf = Leaf()
+    s.leaf.a, s.twig.leaf.a, s.flat = (xsim.array(np.array(values), dtype=F64, requires_grad=True) for _ in range(3))
+    return s
+
+
+@pytest.mark.parametrize("kernel, path", [
+    (reread_flat_field, "s.flat"),
+    (reread_nested_field, "s.leaf.a"),
+    (reread_two_levels_through_a_local, "s.twig.leaf.a"),
+    (reread_after_a_func_wrote, "s.leaf.a"),
+    (reread_through_a_copy_with_a_field_set, "s.leaf.a"),
+])
+def test_an_array_in_a_struct_read_back_after_the_kernel_wrote_it_gets_its_gradient(kernel, path):
+    a0 = np.array([1.0, -0.5])
+    s, out = a_tree(a0), xsim.zeros(2, dtype=F64, requires_grad=True)
+    arr = xsim.kernels.launch.resolve_label(path, kernel.params, [s, out])
+    with xsim.Tape() as tape:
+        xsim.launch(kernel, 2, inputs=[s, out])
+    np.testing.assert_array_equal(arr.numpy(), 3.0 * a0)     # a = 3 a0, then out = a * a0
+    np.testing.assert_array_equal(out.numpy(), 3.0 * a0 * a0)
+    seeds = {out: np.array([1.0, 3.0]), arr: np.array([0.5, -1.0])}
+    for _ in range(2):  # the tape's copy of the array as it was stays intact for a second backward
+        tape.zero()
+        tape.backward(grads=seeds)
+        np.testing.assert_array_equal(arr.grad.numpy(), 6.0 * a0 * seeds[out] + 3.0 * seeds[arr])
+    gradcheck(kernel, [a_tree(a0), xsim.zeros(2, dtype=F64, requires_grad=True)], outputs=[path, "out"],
+              wrt=[path], raise_on_failure=True)
+
+
+def test_two_in_place_launches_on_a_nested_struct_array_chain_their_gradients():
+    a0 = np.array([1.0, -0.5])
+    s = a_tree(a0)
+    out1, out2 = xsim.zeros(2, dtype=F64, requires_grad=True), xsim.zeros(2, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(reread_nested_field, 2, inputs=[s, out1])
+        xsim.launch(reread_nested_field, 2, inputs=[s, out2])
+    np.testing.assert_array_equal(out2.numpy(), 27.0 * a0 * a0)  # (9 a0)(3 a0)
+    tape.backward(grads={out1: np.ones(2), out2: np.ones(2), s.leaf.a: np.ones(2)})
+    np.testing.assert_array_equal(s.leaf.a.grad.numpy(), 6.0 * a0 + 54.0 * a0 + 9.0)
+
+
+def test_a_nested_struct_array_overwritten_after_a_kernel_read_it_is_caught_by_the_tape():
+    s, out = a_tree([1.0, 2.0]), xsim.zeros(2, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(read_two_levels, 2, inputs=[s, out])
+        xsim.launch(reread_two_levels_through_a_local, 2, inputs=[s, xsim.zeros(2, dtype=F64)])
+    with pytest.raises(RuntimeError, match=r"array 's.twig.leaf.a' read by kernel 'read_two_levels' was overwritten "
+                                           r"afterwards \(last by 'reread_two_levels_through_a_local'\)"):
+        tape.backward(grads={out: np.ones(2)})
+
+
+def test_an_array_in_a_struct_a_branch_chose_is_refused_naming_the_line():
+    s, out = a_tree([1.0, 2.0]), xsim.zeros(2, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(reread_through_a_struct_a_branch_chose, 2, inputs=[s, out])
+    np.testing.assert_array_equal(s.leaf.a.numpy(), [3.0, 2.0])       # thread 0 took s.leaf, thread 1 s.twig.leaf
+    np.testing.assert_array_equal(s.twig.leaf.a.numpy(), [1.0, 6.0])
+    np.testing.assert_array_equal(out.numpy(), [3.0, 12.0])
+    line = reread_through_a_struct_a_branch_chose.pyfunc.__code__.co_firstlineno + 6  # y = t.a[i], below the decorator
+    with pytest.raises(xsim.CompileError, match=rf"test_warp_pitfalls.py:{line}: array 't.a' is not a kernel "
+                                                r"parameter or a field of one here \(which array it is depends on a branch"):
+        tape.backward(grads={out: np.ones(2)})
+
+
 def test_an_ignored_atomic_result_differentiates():
     x = xsim.array(np.array([1.0, -2.0, 0.5]), dtype=F64, requires_grad=True)
     total = xsim.zeros(1, dtype=F64, requires_grad=True)

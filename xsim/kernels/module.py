@@ -206,10 +206,12 @@ def adjoint_refusal(kir: ir.KernelIR) -> str | None:
     arrays = ir.ArrayLabels(kir)
     labels = arrays.label
     for s in ir.walk(kir.body):
-        # an array value the adjoint cannot trace to a parameter has no gradient buffer to use
+        # an array value the adjoint cannot trace to a parameter has no gradient buffer to use, and guessing
+        # which one it is would get read-after-write and overlap wrong
         if isinstance(s, Op) and s.kind in ("load", "store", "atomic") and s.args[0].id not in arrays.traced:
             return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' is not a kernel parameter or a "
-                    "field of one here, so its gradient cannot be tracked; index the parameter directly")
+                    "field of one here (which array it is depends on a branch, a loop or where() at run time), "
+                    "so its gradient cannot be tracked; index the parameter directly")
     for s in ir.walk(kir.body):
         if isinstance(s, Op) and s.kind == "atomic" and s.attrs["fn"] in ("atomic_cas", "atomic_exch") and \
                 T.is_float(s.out.type):
