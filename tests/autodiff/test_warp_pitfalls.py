@@ -830,6 +830,55 @@ def test_an_array_in_a_struct_a_branch_chose_is_refused_naming_the_line():
         tape.backward(grads={out: np.ones(2)})
 
 
+
+# one array passed as two parameters, one of them written: the kernel was compiled taking them for two arrays,
+# so the tape keeps the read one as it was (its adjoint reads the old values) and refuses the backward of a
+# launch that reads one after writing the other
+
+
+@xsim.kernel
+def square_into(x: A, y: A):
+    i = xsim.tid()
+    y[i] = x[i] * x[i]
+
+
+@xsim.kernel
+def write_then_read_the_other(x: A, y: A):
+    i = xsim.tid()
+    y[i] = x[i] * 2.0
+    y[i] = y[i] * x[i]  # if y is x, this x[i] is the value just written
+
+
+def test_an_array_passed_as_both_input_and_output_gets_its_gradient_from_its_old_values():
+    x = xsim.array(np.array([1.0, -2.0]), dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(square_into, 2, inputs=[x, x])
+    np.testing.assert_array_equal(x.numpy(), [1.0, 4.0])
+    tape.backward(grads={x: np.array([1.0, 3.0])})
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, -12.0])  # 2 x0 seed, not 2 x1 seed
+    x = xsim.array(np.array([1.0, -0.5]), dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(read_after_write, 2, inputs=[x], outputs=[x])  # x = 2 x0 + 1
+    np.testing.assert_array_equal(x.numpy(), [3.0, 0.0])
+    tape.backward(grads={x: np.array([1.0, 3.0])})
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 6.0])
+
+
+def test_a_launch_reading_one_parameter_after_writing_its_alias_is_refused_at_backward_time():
+    x, y = (xsim.array(np.array([1.0, -2.0]), dtype=F64, requires_grad=True) for _ in range(2))
+    backward_once(write_then_read_the_other, [x], [y], [np.array([1.0, 3.0])])
+    np.testing.assert_array_equal(x.grad.numpy(), [4.0, -24.0])  # separate arrays: y = 2 x^2
+    x = xsim.array(np.array([1.0, -2.0]), dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(write_then_read_the_other, 2, inputs=[x], outputs=[x])
+    np.testing.assert_array_equal(x.numpy(), [4.0, 16.0])  # the forward still runs: x = (2 x0) (2 x0)
+    line = write_then_read_the_other.pyfunc.__code__.co_firstlineno + 4
+    with pytest.raises(RuntimeError, match=rf"kernel 'write_then_read_the_other' was launched with overlapping memory as "
+                                           rf"'y' and 'x', and it reads 'x' after writing 'y' \(.*test_warp_pitfalls.py:"
+                                           rf"{line}\).*pass separate arrays"):
+        tape.backward(grads={x: np.ones(2)})
+
+
 def test_an_ignored_atomic_result_differentiates():
     x = xsim.array(np.array([1.0, -2.0, 0.5]), dtype=F64, requires_grad=True)
     total = xsim.zeros(1, dtype=F64, requires_grad=True)
