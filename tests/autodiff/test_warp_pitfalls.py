@@ -687,6 +687,7 @@ class Leaf:
 @xsim.struct
 class Twig:
     leaf: Leaf
+    bodies: xsim.array(dtype=Body)
 
 
 @xsim.struct
@@ -746,6 +747,15 @@ def reread_through_a_copy_with_a_field_set(s: Tree, out: A):
 
 
 @xsim.kernel
+def reread_a_field_of_a_struct_element(s: Tree, out: A):
+    i = xsim.tid()
+    y = s.twig.bodies[i].mass
+    s.twig.bodies[i].mass = y * 3.0
+    t = s.twig
+    out[i] = t.bodies[i].mass * y + s.twig.bodies[i].pos.y
+
+
+@xsim.kernel
 def reread_through_a_struct_a_branch_chose(s: Tree, out: A):
     i = xsim.tid()
     t = s.leaf
@@ -763,11 +773,14 @@ def read_two_levels(s: Tree, out: A):
 
 
 def a_tree(values):
-    """A Tree whose three arrays (float64, with gradients) all start at ``values``; ``w`` is 1."""
+    """A Tree whose three float arrays (float64, with gradients) all start at ``values``, with bodies of those
+    masses at (0, 2, 0); ``w`` is 1."""
     s = Tree()
     s.leaf, s.twig, s.w = Leaf(), Twig(), 1.0
     s.twig.leaf = Leaf()
     s.leaf.a, s.twig.leaf.a, s.flat = (xsim.array(np.array(values), dtype=F64, requires_grad=True) for _ in range(3))
+    s.twig.bodies = xsim.array([Body(pos=xsim.vec3d(0.0, 2.0, 0.0), mass=m) for m in values], dtype=Body,
+                               requires_grad=True)
     return s
 
 
@@ -793,6 +806,19 @@ def test_an_array_in_a_struct_read_back_after_the_kernel_wrote_it_gets_its_gradi
         np.testing.assert_array_equal(arr.grad.numpy(), 6.0 * a0 * seeds[out] + 3.0 * seeds[arr])
     gradcheck(kernel, [a_tree(a0), xsim.zeros(2, dtype=F64, requires_grad=True)], outputs=[path, "out"],
               wrt=[path], raise_on_failure=True)
+
+
+def test_a_struct_element_field_in_a_nested_struct_read_back_after_the_kernel_wrote_it_gets_its_gradient():
+    m0 = np.array([1.0, -0.5])
+    s, out = a_tree(m0), xsim.zeros(2, dtype=F64, requires_grad=True)
+    backward_once(reread_a_field_of_a_struct_element, [s], [out], [np.array([1.0, 3.0])])
+    np.testing.assert_array_equal(s.twig.bodies.numpy()["mass"], 3.0 * m0)
+    np.testing.assert_array_equal(out.numpy(), 3.0 * m0 * m0 + 2.0)
+    g = s.twig.bodies.grad.numpy()
+    np.testing.assert_array_equal(g["mass"], 6.0 * m0 * [1.0, 3.0])
+    np.testing.assert_array_equal(g["pos"], [[0.0, 1.0, 0.0], [0.0, 3.0, 0.0]])
+    gradcheck(reread_a_field_of_a_struct_element, [a_tree(m0), xsim.zeros(2, dtype=F64, requires_grad=True)],
+              outputs=["s.twig.bodies", "out"], wrt=["s.twig.bodies"], raise_on_failure=True)
 
 
 def test_two_in_place_launches_on_a_nested_struct_array_chain_their_gradients():
