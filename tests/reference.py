@@ -451,18 +451,23 @@ def _snapshot(params, values):
             pairs.append((label, a, copies[id(a)]))
         return copies[id(a)]
 
+    def struct_copy(label, t, v):
+        """A shallow copy of struct ``v`` whose arrays, at any depth of nesting, are host copies."""
+        s = copy.copy(v)
+        for f, ft in t._fields.items():
+            fv = getattr(v, f)
+            if isinstance(ft, T.ArrayType):
+                object.__setattr__(s, f, copy_of(f"{label}.{f}", fv))
+            elif T.is_struct(ft) and ft._has_arrays and fv is not None:
+                object.__setattr__(s, f, struct_copy(f"{label}.{f}", ft, fv))
+        return s
+
     host = []
     for (name, t), v in zip(params, values):
         if getattr(getattr(t, "dtype", t), "_scalar", None) is T.bfloat16:  # numpy has no bfloat16 arithmetic
             raise ReferenceUnsupported(f"parameter '{name}' holds bfloat16, which numpy cannot compute in")
-        if T.is_struct(t) and v is not None and any(isinstance(ft, T.ArrayType) for ft in t._fields.values()):
-            s = copy.copy(v)
-            for f, ft in t._fields.items():
-                if isinstance(ft, T.ArrayType):
-                    object.__setattr__(s, f, copy_of(f"{name}.{f}", getattr(v, f)))
-            host.append(s)
-        else:
-            host.append(copy_of(name, v))
+        host.append(struct_copy(name, t, v) if T.is_struct(t) and t._has_arrays and v is not None
+                    else copy_of(name, v))
     return host, pairs
 
 

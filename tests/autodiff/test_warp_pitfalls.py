@@ -673,6 +673,238 @@ def test_an_array_reached_through_a_struct_a_branch_chose_is_refused_not_given_z
         tape.backward(grads={y: np.ones(2)})
 
 
+
+# an array read back after the kernel wrote it, reached through struct fields: one array however it is
+# reached (nested fields, a struct local, a func, a copy with a field set), so the adjoint replays its writes
+# as it does for a parameter (``read_after_write``); a struct a branch chose cannot be traced and is refused
+
+
+@xsim.struct
+class Leaf:
+    a: A
+
+
+@xsim.struct
+class Twig:
+    leaf: Leaf
+    bodies: xsim.array(dtype=Body)
+
+
+@xsim.struct
+class Tree:
+    leaf: Leaf
+    twig: Twig
+    flat: A
+    w: F64
+
+
+@xsim.func
+def triple_leaf(s: Tree, i: int):
+    s.leaf.a[i] = s.leaf.a[i] * 3.0
+
+
+@xsim.kernel
+def reread_flat_field(s: Tree, out: A):
+    i = xsim.tid()
+    y = s.flat[i]
+    s.flat[i] = y * 3.0
+    out[i] = s.flat[i] * y
+
+
+@xsim.kernel
+def reread_nested_field(s: Tree, out: A):
+    i = xsim.tid()
+    y = s.leaf.a[i]
+    s.leaf.a[i] = y * 3.0
+    out[i] = s.leaf.a[i] * y
+
+
+@xsim.kernel
+def reread_two_levels_through_a_local(s: Tree, out: A):
+    i = xsim.tid()
+    t = s.twig
+    y = t.leaf.a[i]
+    s.twig.leaf.a[i] = y * 3.0
+    out[i] = t.leaf.a[i] * y
+
+
+@xsim.kernel
+def reread_after_a_func_wrote(s: Tree, out: A):
+    i = xsim.tid()
+    y = s.leaf.a[i]
+    triple_leaf(s, i)
+    out[i] = s.leaf.a[i] * y
+
+
+@xsim.kernel
+def reread_through_a_copy_with_a_field_set(s: Tree, out: A):
+    i = xsim.tid()
+    t = s
+    t.w = 2.0
+    y = t.leaf.a[i]
+    s.leaf.a[i] = y * (t.w + 1.0)
+    out[i] = t.leaf.a[i] * y
+
+
+@xsim.kernel
+def reread_a_field_of_a_struct_element(s: Tree, out: A):
+    i = xsim.tid()
+    y = s.twig.bodies[i].mass
+    s.twig.bodies[i].mass = y * 3.0
+    t = s.twig
+    out[i] = t.bodies[i].mass * y + s.twig.bodies[i].pos.y
+
+
+@xsim.kernel
+def reread_through_a_struct_a_branch_chose(s: Tree, out: A):
+    i = xsim.tid()
+    t = s.leaf
+    if i > 0:
+        t = s.twig.leaf
+    y = t.a[i]
+    t.a[i] = y * 3.0
+    out[i] = t.a[i] * y
+
+
+@xsim.kernel
+def read_two_levels(s: Tree, out: A):
+    i = xsim.tid()
+    out[i] = s.twig.leaf.a[i] * s.w
+
+
+def a_tree(values):
+    """A Tree whose three float arrays (float64, with gradients) all start at ``values``, with bodies of those
+    masses at (0, 2, 0); ``w`` is 1."""
+    s = Tree()
+    s.leaf, s.twig, s.w = Leaf(), Twig(), 1.0
+    s.twig.leaf = Leaf()
+    s.leaf.a, s.twig.leaf.a, s.flat = (xsim.array(np.array(values), dtype=F64, requires_grad=True) for _ in range(3))
+    s.twig.bodies = xsim.array([Body(pos=xsim.vec3d(0.0, 2.0, 0.0), mass=m) for m in values], dtype=Body,
+                               requires_grad=True)
+    return s
+
+
+@pytest.mark.parametrize("kernel, path", [
+    (reread_flat_field, "s.flat"),
+    (reread_nested_field, "s.leaf.a"),
+    (reread_two_levels_through_a_local, "s.twig.leaf.a"),
+    (reread_after_a_func_wrote, "s.leaf.a"),
+    (reread_through_a_copy_with_a_field_set, "s.leaf.a"),
+])
+def test_an_array_in_a_struct_read_back_after_the_kernel_wrote_it_gets_its_gradient(kernel, path):
+    a0 = np.array([1.0, -0.5])
+    s, out = a_tree(a0), xsim.zeros(2, dtype=F64, requires_grad=True)
+    arr = xsim.kernels.launch.resolve_label(path, kernel.params, [s, out])
+    with xsim.Tape() as tape:
+        xsim.launch(kernel, 2, inputs=[s, out])
+    np.testing.assert_array_equal(arr.numpy(), 3.0 * a0)     # a = 3 a0, then out = a * a0
+    np.testing.assert_array_equal(out.numpy(), 3.0 * a0 * a0)
+    seeds = {out: np.array([1.0, 3.0]), arr: np.array([0.5, -1.0])}
+    for _ in range(2):  # the tape's copy of the array as it was stays intact for a second backward
+        tape.zero()
+        tape.backward(grads=seeds)
+        np.testing.assert_array_equal(arr.grad.numpy(), 6.0 * a0 * seeds[out] + 3.0 * seeds[arr])
+    gradcheck(kernel, [a_tree(a0), xsim.zeros(2, dtype=F64, requires_grad=True)], outputs=[path, "out"],
+              wrt=[path], raise_on_failure=True)
+
+
+def test_a_struct_element_field_in_a_nested_struct_read_back_after_the_kernel_wrote_it_gets_its_gradient():
+    m0 = np.array([1.0, -0.5])
+    s, out = a_tree(m0), xsim.zeros(2, dtype=F64, requires_grad=True)
+    backward_once(reread_a_field_of_a_struct_element, [s], [out], [np.array([1.0, 3.0])])
+    np.testing.assert_array_equal(s.twig.bodies.numpy()["mass"], 3.0 * m0)
+    np.testing.assert_array_equal(out.numpy(), 3.0 * m0 * m0 + 2.0)
+    g = s.twig.bodies.grad.numpy()
+    np.testing.assert_array_equal(g["mass"], 6.0 * m0 * [1.0, 3.0])
+    np.testing.assert_array_equal(g["pos"], [[0.0, 1.0, 0.0], [0.0, 3.0, 0.0]])
+    gradcheck(reread_a_field_of_a_struct_element, [a_tree(m0), xsim.zeros(2, dtype=F64, requires_grad=True)],
+              outputs=["s.twig.bodies", "out"], wrt=["s.twig.bodies"], raise_on_failure=True)
+
+
+def test_two_in_place_launches_on_a_nested_struct_array_chain_their_gradients():
+    a0 = np.array([1.0, -0.5])
+    s = a_tree(a0)
+    out1, out2 = xsim.zeros(2, dtype=F64, requires_grad=True), xsim.zeros(2, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(reread_nested_field, 2, inputs=[s, out1])
+        xsim.launch(reread_nested_field, 2, inputs=[s, out2])
+    np.testing.assert_array_equal(out2.numpy(), 27.0 * a0 * a0)  # (9 a0)(3 a0)
+    tape.backward(grads={out1: np.ones(2), out2: np.ones(2), s.leaf.a: np.ones(2)})
+    np.testing.assert_array_equal(s.leaf.a.grad.numpy(), 6.0 * a0 + 54.0 * a0 + 9.0)
+
+
+def test_a_nested_struct_array_overwritten_after_a_kernel_read_it_is_caught_by_the_tape():
+    s, out = a_tree([1.0, 2.0]), xsim.zeros(2, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(read_two_levels, 2, inputs=[s, out])
+        xsim.launch(reread_two_levels_through_a_local, 2, inputs=[s, xsim.zeros(2, dtype=F64)])
+    with pytest.raises(RuntimeError, match=r"array 's.twig.leaf.a' read by kernel 'read_two_levels' was overwritten "
+                                           r"afterwards \(last by 'reread_two_levels_through_a_local'\)"):
+        tape.backward(grads={out: np.ones(2)})
+
+
+def test_an_array_in_a_struct_a_branch_chose_is_refused_naming_the_line():
+    s, out = a_tree([1.0, 2.0]), xsim.zeros(2, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(reread_through_a_struct_a_branch_chose, 2, inputs=[s, out])
+    np.testing.assert_array_equal(s.leaf.a.numpy(), [3.0, 2.0])       # thread 0 took s.leaf, thread 1 s.twig.leaf
+    np.testing.assert_array_equal(s.twig.leaf.a.numpy(), [1.0, 6.0])
+    np.testing.assert_array_equal(out.numpy(), [3.0, 12.0])
+    line = reread_through_a_struct_a_branch_chose.pyfunc.__code__.co_firstlineno + 6  # y = t.a[i], below the decorator
+    with pytest.raises(xsim.CompileError, match=rf"test_warp_pitfalls.py:{line}: array 't.a' is not a kernel "
+                                                r"parameter or a field of one here \(which array it is depends on a branch"):
+        tape.backward(grads={out: np.ones(2)})
+
+
+
+# one array passed as two parameters, one of them written: the kernel was compiled taking them for two arrays,
+# so the tape keeps the read one as it was (its adjoint reads the old values) and refuses the backward of a
+# launch that reads one after writing the other
+
+
+@xsim.kernel
+def square_into(x: A, y: A):
+    i = xsim.tid()
+    y[i] = x[i] * x[i]
+
+
+@xsim.kernel
+def write_then_read_the_other(x: A, y: A):
+    i = xsim.tid()
+    y[i] = x[i] * 2.0
+    y[i] = y[i] * x[i]  # if y is x, this x[i] is the value just written
+
+
+def test_an_array_passed_as_both_input_and_output_gets_its_gradient_from_its_old_values():
+    x = xsim.array(np.array([1.0, -2.0]), dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(square_into, 2, inputs=[x, x])
+    np.testing.assert_array_equal(x.numpy(), [1.0, 4.0])
+    tape.backward(grads={x: np.array([1.0, 3.0])})
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, -12.0])  # 2 x0 seed, not 2 x1 seed
+    x = xsim.array(np.array([1.0, -0.5]), dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(read_after_write, 2, inputs=[x], outputs=[x])  # x = 2 x0 + 1
+    np.testing.assert_array_equal(x.numpy(), [3.0, 0.0])
+    tape.backward(grads={x: np.array([1.0, 3.0])})
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 6.0])
+
+
+def test_a_launch_reading_one_parameter_after_writing_its_alias_is_refused_at_backward_time():
+    x, y = (xsim.array(np.array([1.0, -2.0]), dtype=F64, requires_grad=True) for _ in range(2))
+    backward_once(write_then_read_the_other, [x], [y], [np.array([1.0, 3.0])])
+    np.testing.assert_array_equal(x.grad.numpy(), [4.0, -24.0])  # separate arrays: y = 2 x^2
+    x = xsim.array(np.array([1.0, -2.0]), dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(write_then_read_the_other, 2, inputs=[x], outputs=[x])
+    np.testing.assert_array_equal(x.numpy(), [4.0, 16.0])  # the forward still runs: x = (2 x0) (2 x0)
+    line = write_then_read_the_other.pyfunc.__code__.co_firstlineno + 4
+    with pytest.raises(RuntimeError, match=rf"kernel 'write_then_read_the_other' was launched with overlapping memory as "
+                                           rf"'y' and 'x', and it reads 'x' after writing 'y' \(.*test_warp_pitfalls.py:"
+                                           rf"{line}\).*pass separate arrays"):
+        tape.backward(grads={x: np.ones(2)})
+
+
 def test_an_ignored_atomic_result_differentiates():
     x = xsim.array(np.array([1.0, -2.0, 0.5]), dtype=F64, requires_grad=True)
     total = xsim.zeros(1, dtype=F64, requires_grad=True)

@@ -55,6 +55,17 @@ def next_row_sum(a: xsim.array(dtype=float, ndim=2), out: xsim.array(dtype=float
     out[i] = row_sum(a, (i + 1) % a.shape[0], a.shape[1])  # thread i adds into thread i + 1's row
 
 
+@xsim.struct
+class Holder:
+    x: xsim.array(dtype=float)
+
+
+@xsim.kernel
+def field_own_and_next(s: Holder, out: xsim.array(dtype=float)):
+    i = xsim.tid()
+    out[i] = s.x[i] * s.x[i + 1]  # s.x[i] is also thread i - 1's s.x[i + 1]
+
+
 def _backward_source(kernel) -> str:
     src, _ = kernel.module.generate("cpu", False)
     start = src.index(f"void {kernel.symbol}_backward(")
@@ -115,3 +126,25 @@ def test_a_func_grad_adds_into_its_own_row_without_atomics(monkeypatch, kernel, 
     expected = np.zeros((n, width))
     expected[rows] = seed.astype(np.float64)[:, None] * np.arange(1, width + 1)
     np.testing.assert_allclose(a.grad.numpy(), expected, rtol=1e-6)
+
+
+def test_an_array_in_a_struct_read_off_the_own_row_anywhere_adds_atomically_everywhere(monkeypatch):
+    body = _backward_source(field_own_and_next)
+    assert f"G.{PARAM_PREFIX}s.x" in body and "grad_add_exclusive" not in body
+    monkeypatch.setattr(threads_mod, "_max_threads", 2)
+    monkeypatch.setattr(threads_mod, "CALIBRATION_RUNS", 0)
+    monkeypatch.setattr(threads_mod, "SERIAL_BELOW_S", 0.0)
+    n = 20000
+    x_np = np.random.default_rng(5).uniform(0.5, 1.5, n + 1).astype(np.float32)
+    s = Holder()
+    s.x = xsim.array(x_np, requires_grad=True)
+    out = xsim.zeros(n, dtype=float, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(field_own_and_next, n, inputs=[s], outputs=[out])
+    tape.backward(grads={out: np.ones(n, np.float32)})
+    xd, i = x_np.astype(np.float64), np.arange(n)
+    expected = np.zeros(n + 1)
+    np.add.at(expected, i, xd[i + 1])
+    np.add.at(expected, i + 1, xd[i])
+    np.testing.assert_allclose(s.x.grad.numpy(), expected, rtol=1e-6)

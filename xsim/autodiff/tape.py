@@ -26,8 +26,8 @@ import numpy as np
 
 from .. import config
 from .. import types as T
+from ..array import _span, zeros
 from ..array import array as Array
-from ..array import zeros
 from ..errors import CompileError
 from ..indexedarray import indexedarray
 from ..kernels import launch as _launch
@@ -40,11 +40,12 @@ class LaunchRecord:
     launch) of what it read and, in debug mode, (label, array, version, digest) checksums of reads.
     A plain slotted class: a rollout records thousands of these."""
 
-    __slots__ = ("checksums", "kernel", "prep", "read_versions", "shape", "snapshots", "values")
+    __slots__ = ("checksums", "kernel", "prep", "read_versions", "refusal", "shape", "snapshots", "values")
 
     def __init__(self, kernel, prep, shape, values, snapshots, read_versions=(), checksums=()):
         self.kernel, self.prep, self.shape, self.values = kernel, prep, shape, values
         self.snapshots, self.read_versions, self.checksums = snapshots, read_versions, checksums
+        self.refusal = None  # why this launch's adjoint would be wrong (see _aliased_reads)
 
     def what(self) -> str:
         return f"kernel '{self.kernel.key}'"
@@ -85,6 +86,8 @@ class LaunchRecord:
             tape.skipped.append(f"{self.kernel.key}/{func}")
             warnings.warn(f"tape.backward: kernel '{self.kernel.key}' calls func '{func}' (differentiable=False): "
                           "no gradient flows through its result", stacklevel=3)
+        if self.refusal is not None:
+            raise RuntimeError(f"tape.backward: {self.refusal}")
         for label, arr, version in self.read_versions:
             if arr.version != version:
                 raise RuntimeError(
@@ -102,6 +105,35 @@ class LaunchRecord:
                 snap = scratch
             values = _substitute(self.kernel.params, values, label, snap)
         _launch.run_backward(prep, self.shape, values)
+
+
+def _aliased_reads(key: str, meta, written, read):
+    """The labels kernel ``key`` reads (of the ``read`` (label, array) pairs) whose memory the launch also writes
+    under another label (the kernel was compiled taking them for two arrays), and why its adjoint would be
+    wrong, or None: it reads one of them after writing the other, which the adjoint cannot replay."""
+    spans = [(w, *_byte_span(arr)) for w, arr in written]
+    aliased, refusal = [], None
+    for r, arr in read:
+        lo, hi = _byte_span(arr)
+        for w, wlo, whi in spans:
+            if lo < whi and wlo < hi and w != r:
+                aliased.append(r)
+                where = next((at for w2, r2, at in meta.rereads_across if w2 == w and r2 == r), None)
+                if refusal is None and where is not None:
+                    refusal = (f"kernel '{key}' was launched with overlapping memory as '{w}' and '{r}', and it reads "
+                               f"'{r}' after writing '{w}' ({where}); its adjoint takes them for two arrays, so the "
+                               "gradient would be wrong: pass separate arrays")
+    return aliased, refusal
+
+
+def _byte_span(arr) -> tuple[int, int]:
+    """The addresses [lo, hi) that ``arr``'s elements cover (empty for an empty array)."""
+    if not arr.size:
+        return 0, 0
+    if arr.is_contiguous:
+        return arr.ptr, arr.ptr + arr.shape[0] * arr.strides[0]
+    lo, hi = _span(arr)
+    return arr.ptr + lo, arr.ptr + hi
 
 
 def _substitute(params, values, label: str, snap):
@@ -202,23 +234,28 @@ class Tape:
 
     # -- recording --------------------------------------------------------------------------------
 
-    def before_launch(self, kernel, meta, params, values):
-        """Copy the arrays this launch both reads and writes, so its adjoint can read their old values."""
+    def before_launch(self, kernel, prep, values):
+        """Copy the arrays this launch both reads and writes, so its adjoint can read their old values: those
+        the kernel reads and writes by one label, and those it reads whose memory it writes by another (one
+        array passed twice). Returns what record_launch takes: the (label, array) pairs written and read, the
+        copies by label, and why the adjoint would be wrong, or None."""
+        meta, params = prep.meta, kernel.params
+        written = _launch.labelled_arrays(prep.write_slots, params, values)
+        read = _launch.labelled_arrays(prep.read_slots, params, values)
         if config.mode == "debug":
-            for label in meta.writes:
-                arr = _launch.resolve_label(label, params, values)
-                if arr is not None:
-                    self._check_overwrite(arr, kernel.key, label)
-        snapshots = {}
+            for label, arr in written:
+                self._check_overwrite(arr, kernel.key, label)
+        snapshots, refusal = {}, None
         if meta.adjoint_error is None:
-            for label in meta.inplace:
+            aliased, refusal = _aliased_reads(kernel.key, meta, written, read) if written else ((), None)
+            for label in (*meta.inplace, *aliased):
                 arr = _launch.resolve_label(label, params, values)
-                if arr is not None:
+                if arr is not None and label not in snapshots:
                     snap = arr.clone_untracked()
                     if arr.requires_grad:
                         snap.grad = arr.grad
                     snapshots[label] = snap
-        return snapshots
+        return written, read, snapshots, refusal
 
     def _check_overwrite(self, arr, writer: str, label: str):
         for rec in self.records:
@@ -229,16 +266,16 @@ class Tape:
                         f"'{writer}' writes array '{label}', which '{who}' read earlier on this tape (as '{rlabel}'); "
                         "the backward pass would see the new values. Write into a new array instead")
 
-    def record_launch(self, kernel, prep, shape, values, snapshots):
-        """Record a launch that just ran; ``values`` (its argument list) is kept as it is, not copied."""
+    def record_launch(self, kernel, prep, shape, values, before):
+        """Record a launch that just ran; ``values`` (its argument list) is kept as it is, not copied; ``before``
+        is what before_launch returned."""
+        written, read, snapshots, refusal = before
         key = kernel.key
-        written = _launch.labelled_arrays(prep.write_slots, kernel.params, values)
         for _, arr in written:
             arr._version += 1
             arr._last_writer = key
         # a scratch intermediate's values are never read by an adjoint: overwriting it later is harmless
-        reads = [(label, arr, arr._version) for label, arr in _launch.labelled_arrays(prep.read_slots, kernel.params,
-                                                                                         values) if not arr._scratch]
+        reads = [(label, arr, arr._version) for label, arr in read if not arr._scratch]
         self._track_grad_path(key, reads, written)
         if config.verify_autograd_array_access:
             code = kernel.pyfunc.__code__
@@ -250,6 +287,7 @@ class Tape:
         # the adjoint of an in-place launch reads its snapshot, so later writes to the array are harmless
         kept = [r for r in reads if r[0] not in snapshots] if snapshots else reads
         rec = LaunchRecord(kernel, prep, shape, values, snapshots, kept)
+        rec.refusal = refusal
         if config.mode == "debug":
             rec.checksums = [(label, arr, version, _checksum(arr)) for label, arr, version in kept]
             self._checksummed = True

@@ -147,7 +147,7 @@ class Calls:
         if step <= 0:
             raise self.err(node, "*array[i:j:k] slice step cannot be negative (or zero) for arrays",
                            WarpCodegenValueError)
-        self.reads.add(self.array_name(arr))
+        self.reads.add(arr)
         return [self.emit("load", arr.type.dtype, [arr, self.const(k, T.int32)], node) for k in range(lo, hi, step)]
 
     def call_named_builtin(self, name, node):

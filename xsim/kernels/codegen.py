@@ -59,7 +59,7 @@ class KernelCodegen:
                     self.strided_views.add(s.out.id)
                 if s.out is not None and s.out.id in self.labels.traced:
                     self.grad_expr[s.out.id] = self.grad_of_part(s)
-        self.shared_params = self._shared_params(kir)
+        self.shared_arrays = self._shared_arrays(kir)
         self.strided_rows = self._strided_rows(kir)
 
     # -- names ---------------------------------------------------------------------------------
@@ -71,8 +71,11 @@ class KernelCodegen:
         return f"a{var.id}"
 
     def grad_of_part(self, op: Op) -> str:
-        """The C++ of the gradient of a traced view or field (``op.out``): the same part of its base's."""
+        """The C++ of the gradient of a traced view or field (``op.out``): the same part of its base's (of
+        a struct with a field set, its base's: the arrays read through it are base's)."""
         g = self.grad_expr[op.args[0].id]
+        if op.kind == "field_set":
+            return g
         if op.kind == "slice":
             return f"xs::slice_view({g}, {self.slice_args(op)})"
         if op.kind == "subarray":
@@ -298,13 +301,13 @@ class KernelCodegen:
     def exclusive(self, arr: Var, idx: list[Var]) -> bool:
         """True when no other thread can touch the element: ``arr`` is one of ``strided_rows``, or the
         leading indices are this thread's own tid (``a[i]``, or a row ``a[i, k]`` of a 1-d launch)
-        and, for a parameter, every access of ``arr`` is so indexed. Never through a sub-array view:
-        its indices are not the array's leading ones."""
+        and every access of the array (by its label: however a kernel reaches it) is so indexed. Never
+        through a sub-array view: its indices are not the array's leading ones."""
         if arr.id in self.labels.view_base:
             return False
         if arr.id in self.strided_rows:
             return True
-        if arr.id in self.shared_params:
+        if self.labels.label(arr) in self.shared_arrays:
             return False
         return self.own_row(idx)
 
@@ -312,18 +315,16 @@ class KernelCodegen:
         tids = self.tid_vars
         return bool(tids) and len(idx) >= len(tids) and all(i is t for i, t in zip(idx, tids))
 
-    def _shared_params(self, kir: ir.KernelIR) -> set[int]:
-        """Ids of the array parameters some access of which is not at this thread's own tid."""
-        params = {p.var.id for p in kir.params if isinstance(p.type, T.ArrayType)}
+    def _shared_arrays(self, kir: ir.KernelIR) -> set[str]:
+        """Labels of the arrays some access of which is not at this thread's own tid."""
         out = set()
         for s in ir.walk(kir.body):
-            if isinstance(s, Op) and s.kind in ("subarray", "slice") and s.args[0].id in params:
-                out.add(s.args[0].id)  # a view reaches rows of other threads through its own indices
-            elif isinstance(s, Op) and s.kind in ("load", "store", "atomic", "grad_add") and s.args \
-                    and s.args[0].id in params:
+            if isinstance(s, Op) and s.kind in ("subarray", "slice"):
+                out.add(self.labels.label(s.args[0]))  # a view reaches rows of other threads through its own indices
+            elif isinstance(s, Op) and s.kind in ("load", "store", "atomic", "grad_add") and s.args:
                 n = s.attrs.get("ndim", len(s.args) - 1) if s.kind != "load" else len(s.args) - 1
                 if not self.own_row(s.args[1:1 + n]):
-                    out.add(s.args[0].id)
+                    out.add(self.labels.label(s.args[0]))
         return out
 
     def _affine_tid(self, var: Var) -> tuple[int, int] | None:

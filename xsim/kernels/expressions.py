@@ -133,8 +133,8 @@ class Expressions:
             if held is not None:
                 return held
             out = self.emit("field_get", ft, [base], node, field=node.attr)
-            if isinstance(ft, T.ArrayType):
-                out.hint = f"{self.array_name(base)}.{node.attr}"  # how reads/writes name it
+            if isinstance(ft, T.ArrayType) or T.is_struct(ft):
+                out.hint = f"{self.array_name(base)}.{node.attr}"  # its path, for messages
             return out
         if t._kind == "transform" and node.attr in ("p", "q"):
             name = "transform_get_translation" if node.attr == "p" else "transform_get_rotation"
@@ -282,7 +282,7 @@ class Expressions:
                 view = self.emit("subarray", t.view(t.ndim - len(idx)), [base, *idx], node)
                 view.hint = self.array_name(base)
                 return view
-            self.reads.add(self.array_name(base))
+            self.reads.add(base)
             return self.emit("load", t.dtype, [base, *idx], node)
         sliced = self.composite_slice(t, node)
         if sliced is not None:
@@ -499,7 +499,7 @@ class Expressions:
         t = arr.type.dtype
         comp_t, steps = self.resolve_path(t, path, node)
         name = self.array_name(arr)
-        self.writes.add(name)
+        self.writes.add(arr)
         if comp_t is not None and T.is_matrix(comp_t) and steps and steps[-1][0] == "row":
             raise self.err(node, "assign matrix rows of array elements one component at a time")
         value = self.convert(value, comp_t, node) if value.weak or value.type is comp_t else value
@@ -548,7 +548,7 @@ class Expressions:
             return None
         t = arr.type.dtype
         comp_t, steps = self.resolve_path(t, path, node)
-        self.writes.add(self.array_name(arr))
+        self.writes.add(arr)
         operands = [value] if compare is None else [value, compare]
         for k, x in enumerate(operands):
             operands[k] = x = self.convert(x, comp_t, node) if x.weak else x

@@ -65,8 +65,8 @@ class Frontend(Expressions, Calls, Statics):
         self.options = options or {}
         self.block = Block()
         self.frames: list[_Frame] = []
-        self.reads: set[str] = set()
-        self.writes: set[str] = set()
+        self.reads: set[Var] = set()  # the arrays loaded (not in func_grad or func_replay bodies)
+        self.writes: set[Var] = set()  # the arrays stored into or updated by atomics
         self.skipped_funcs: set[str] = set()
         self.handles: dict[str, str] = {}  # parameter -> "mesh" / "hash_grid" when it is used as that id
         self.tid_dims = 0
@@ -110,10 +110,12 @@ class Frontend(Expressions, Calls, Statics):
         frame.sym["$ret"] = _false()
         self.stmts(src.tree.body)
         self.frames.pop()
-        return ir.KernelIR(name=name, params=params, body=self.block, tid_dims=self.tid_dims,
-                           reads=self.reads, writes=self.writes, source_file=src.file,
-                           first_line=src.line0 + 1, skipped_funcs=sorted(self.skipped_funcs),
-                           handles=dict(self.handles))
+        kir = ir.KernelIR(name=name, params=params, body=self.block, tid_dims=self.tid_dims, source_file=src.file,
+                          first_line=src.line0 + 1, skipped_funcs=sorted(self.skipped_funcs),
+                          handles=dict(self.handles))
+        arrays = ir.ArrayLabels(kir)  # labelled by their paths from the parameters, as a launch finds them
+        kir.reads, kir.writes = arrays.paths(self.reads), arrays.paths(self.writes)
+        return kir
 
     @property
     def f(self) -> _Frame:
@@ -458,6 +460,7 @@ class Frontend(Expressions, Calls, Statics):
         one back (``s = S(a); s.a[i]``, ``S(T(a)).t.a``) is that value: an array then keeps the
         gradient buffer of the parameter it is."""
         out = self.emit("field_set", base.type, [base, value], node, field=name)
+        out.hint = base.hint  # the copy goes by its base's path (see ir.ArrayLabels)
         self.struct_fields[out.id] = {**self.struct_fields.get(base.id, {}), name: value}
         return out
 

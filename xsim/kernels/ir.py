@@ -140,8 +140,8 @@ class KernelIR:
     params: list[Param]
     body: Block
     tid_dims: int                        # 0 if tid() is not used, else how many indices it yields
-    reads: set[str] = field(default_factory=set)    # array params (or struct.array paths) read
-    writes: set[str] = field(default_factory=set)   # array params written (stores and atomics)
+    reads: set[str] = field(default_factory=set)    # paths of the arrays read (``a``, ``s.inner.arr``)
+    writes: set[str] = field(default_factory=set)   # paths of the arrays written (stores and atomics)
     adjoint_error: str | None = None     # why the adjoint cannot be generated, if it cannot
     skipped_funcs: list[str] = field(default_factory=list)  # funcs with differentiable=False it calls
     handles: dict[str, str] = field(default_factory=dict)  # parameters used as mesh / hash grid ids
@@ -150,10 +150,12 @@ class KernelIR:
 
 
 class ArrayLabels:
-    """Where a kernel's array values come from, for messages, debug-mode bounds errors and the adjoint's
-    read-after-write checks. ``label(arr)`` is a parameter's name (``a``), a struct field's (``v7.arr``:
-    the struct value as the generated code names it, and the field) or the value's own name (``v9``);
-    a view (``a[i]``, ``a[lo:hi]``) is labelled as the array it views."""
+    """Where a kernel's array values come from, for the launch's read/write lists, messages, debug-mode bounds
+    errors and the adjoint's read-after-write checks. ``label(arr)`` is the access path from a kernel parameter
+    (``a``, ``s.arr``, ``s.inner.arr``): one array reached several times (through locals, funcs, nested
+    fields) has one label. A view (``a[i]``, ``a[lo:hi]``) is labelled as the array it views. ``traced`` holds
+    the arrays and structs a path from a parameter reaches; any other (a struct a branch chose) is named by
+    its local (``h.a``) or its value (``v9``), never by a parameter's path."""
 
     def __init__(self, kir: KernelIR):
         self.view_base: dict[int, Var] = {}  # a view -> the array it views
@@ -164,14 +166,18 @@ class ArrayLabels:
                 self.traced.add(p.var.id)
                 self.names[p.var.id] = p.name
         for s in walk(kir.body):
-            if not isinstance(s, Op) or s.kind not in ("slice", "subarray", "field_get"):
+            if not isinstance(s, Op) or s.kind not in ("slice", "subarray", "field_get", "field_set"):
                 continue
             base = s.args[0]
-            if s.kind != "field_get":
+            if s.kind in ("slice", "subarray"):
                 self.view_base[s.out.id] = base
-            elif isinstance(s.out.type, T.ArrayType):
-                self.names[s.out.id] = f"v{base.id}.{s.attrs['field']}"
-            elif not T.is_struct(s.out.type):
+            elif s.kind == "field_set":
+                # a copy of ``base`` with one field set: its other fields are base's (the frontend hands the
+                # set one back itself when it is read), so it goes by base's path
+                self.names[s.out.id] = self.label(base)
+            elif isinstance(s.out.type, T.ArrayType) or T.is_struct(s.out.type):
+                self.names[s.out.id] = f"{self.label(base)}.{s.attrs['field']}"
+            else:
                 continue
             if base.id in self.traced:
                 self.traced.add(s.out.id)
@@ -180,4 +186,8 @@ class ArrayLabels:
         """The name ``arr`` goes by (views and their array share one)."""
         while arr.id in self.view_base:
             arr = self.view_base[arr.id]
-        return self.names.get(arr.id, f"v{arr.id}")
+        return self.names.get(arr.id, arr.hint or f"v{arr.id}")
+
+    def paths(self, arrays) -> set[str]:
+        """The labels of those of ``arrays`` that a path from a parameter reaches (what a launch can find)."""
+        return {self.label(a) for a in arrays if a.id in self.traced}

@@ -404,13 +404,13 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
     except (struct.error, OverflowError):
         return False
     recorder = _current_recorder() if record_tape else None
-    snapshots = recorder.before_launch(kernel, prep.meta, kernel.params, values) if recorder is not None else None
+    before = recorder.before_launch(kernel, prep, values) if recorder is not None else None
     if n > 0:
         pacer.run(prep.forward, buf, n, threads)
         if prep.checked:
             after_launch(prep, values)
     if recorder is not None:
-        recorder.record_launch(kernel, prep, shape, values, snapshots)
+        recorder.record_launch(kernel, prep, shape, values, before)
     else:
         for i in prep.written:
             values[i].mark_written(kernel.key)
@@ -537,11 +537,11 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
         run_backward(prep, shape, values, adj)
         return
     recorder = _current_recorder() if record_tape else None
-    snapshots = recorder.before_launch(kernel, prep.meta, params, values) if recorder is not None else None
+    before = recorder.before_launch(kernel, prep, values) if recorder is not None else None
     if n > 0:
         run_forward(prep, shape, values)
     if recorder is not None:
-        recorder.record_launch(kernel, prep, shape, values, snapshots)
+        recorder.record_launch(kernel, prep, shape, values, before)
     else:
         bump_versions(prep.meta, params, values, kernel.key)
 

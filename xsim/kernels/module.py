@@ -48,6 +48,9 @@ class KernelMeta:
     refused: list | None = None  # (error class name, message, file, line, col, source line): not built
     handles: dict = field(default_factory=dict)  # parameter -> the geometry object kind its id must name
     replays_writes: bool = False  # the adjoint replays some writes, on copies of the in-place arrays
+    # [written label, label read after it, "file:line" of that read]: two arrays to the kernel's adjoint, so
+    # wrong if a launch passes one memory as both (the tape refuses that launch's backward)
+    rereads_across: list = field(default_factory=list)
 
     def compile_error(self, kernel) -> CompileError | None:
         """The error the compiler refused ``kernel`` with, or None when it was built. The metadata (maybe
@@ -182,7 +185,8 @@ class Module:
                 isinstance(s, Op) and s.attrs.get("replayed") for s in ir.walk(kir.body))
             metas[k.symbol] = KernelMeta(k.key, kir.tid_dims, kir.adjoint_error, [], sorted(kir.reads),
                                          sorted(kir.writes), inplace, kir.skipped_funcs,
-                                         handles=kir.handles, replays_writes=replays)
+                                         handles=kir.handles, replays_writes=replays,
+                                         rereads_across=_rereads_across(kir))
             irs.append(kir)
         sources, labels = module_sources(irs, structs, debug, target, part_chars)
         for name, arrays in labels.items():
@@ -206,10 +210,12 @@ def adjoint_refusal(kir: ir.KernelIR) -> str | None:
     arrays = ir.ArrayLabels(kir)
     labels = arrays.label
     for s in ir.walk(kir.body):
-        # an array value the adjoint cannot trace to a parameter has no gradient buffer to use
+        # an array value the adjoint cannot trace to a parameter has no gradient buffer to use, and guessing
+        # which one it is would get read-after-write and overlap wrong
         if isinstance(s, Op) and s.kind in ("load", "store", "atomic") and s.args[0].id not in arrays.traced:
             return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' is not a kernel parameter or a "
-                    "field of one here, so its gradient cannot be tracked; index the parameter directly")
+                    "field of one here (which array it is depends on a branch, a loop or where() at run time), "
+                    "so its gradient cannot be tracked; index the parameter directly")
     for s in ir.walk(kir.body):
         if isinstance(s, Op) and s.kind == "atomic" and s.attrs["fn"] in ("atomic_cas", "atomic_exch") and \
                 T.is_float(s.out.type):
@@ -245,7 +251,7 @@ def _replay_writes(kir: ir.KernelIR, label) -> str | None:
     only where each access runs once in the replay: one inside a loop (whose adjoint replays iterations)
     or a func with a custom adjoint refuses the kernel instead (file:line of the read)."""
     reread: dict[str, int] = {}
-    _read_after_write(kir.body, label, set(), reread)
+    _read_after_write(kir.body, label, set(), reread, {})
     if not reread:
         return None
     nested = {label(s.args[0]) for s in _accesses_in_loops_or_customs(kir.body)}
@@ -277,25 +283,40 @@ def _accesses_in_loops_or_customs(block, nested: bool = False):
             yield from _accesses_in_loops_or_customs(s.body, True)
 
 
-def _read_after_write(block, label, written: set, reread: dict):
-    """Collects into ``reread`` the arrays (label -> line of the first such read) read after a write."""
+def _rereads_across(kir: ir.KernelIR) -> list:
+    """``KernelMeta.rereads_across`` of a kernel the adjoint is generated for."""
+    if kir.adjoint_error is not None or not kir.reads or not kir.writes:
+        return []
+    across: dict[tuple[str, str], int] = {}
+    _read_after_write(kir.body, ir.ArrayLabels(kir).label, set(), {}, across)
+    return [[w, r, f"{kir.source_file}:{line}"] for (w, r), line in sorted(across.items())]
+
+
+def _read_after_write(block, label, written: set, reread: dict, across: dict):
+    """Collects into ``reread`` the arrays (label -> line of the first such read) read after a write, and into
+    ``across`` the (written label, other label read after it) pairs -> line of that read."""
     for s in block.stmts:
         if isinstance(s, Op):
-            if s.kind == "load" and label(s.args[0]) in written:
-                reread.setdefault(label(s.args[0]), s.line)
+            if s.kind == "load":
+                name = label(s.args[0])
+                if name in written:
+                    reread.setdefault(name, s.line)
+                for w in written:
+                    if w != name:
+                        across.setdefault((w, name), s.line)
             if s.kind in ("store", "atomic"):
                 written.add(label(s.args[0]))
             if s.kind == "custom":
-                _read_after_write(s.attrs["fwd"], label, written, reread)
+                _read_after_write(s.attrs["fwd"], label, written, reread, across)
         elif isinstance(s, If):
             w2 = set(written)
-            _read_after_write(s.then, label, written, reread)
-            _read_after_write(s.orelse, label, w2, reread)
+            _read_after_write(s.then, label, written, reread, across)
+            _read_after_write(s.orelse, label, w2, reread, across)
             written |= w2
         elif isinstance(s, Loop):
             # a loop body runs again after its own writes: scan it twice
             for _ in range(2):
-                _read_after_write(s.body, label, written, reread)
+                _read_after_write(s.body, label, written, reread, across)
 
 
 def num_threads() -> int:
