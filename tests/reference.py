@@ -69,7 +69,7 @@ import xsim
 from xsim import types as T
 from xsim.kernels.builtins import ARG_NAMES
 from xsim.kernels.kernel import Function
-from xsim.kernels.scope import BuiltinRef, source_lines
+from xsim.kernels.scope import BuiltinRef, copy_tree, source_lines
 
 # ---------------------------------------------------------------------------------------------
 # the stand-in for ``xsim`` inside kernels
@@ -364,7 +364,7 @@ class Reference:
             ns = self._namespace(pyfunc)
             transformed = getattr(pyfunc, "__xsim_transformed__", None)  # a Kernel's code_transformers ran
             if transformed is not None:
-                tree = ast.Module([_bind_transformed(pyfunc, copy.deepcopy(transformed), ns, self._func)], [])
+                tree = ast.Module([_bind_transformed(pyfunc, copy_tree(transformed), ns, self._func)], [])
             else:
                 first = pyfunc.__code__.co_firstlineno
                 lines = inspect.getblock(source_lines(pyfunc)[first - 1:])

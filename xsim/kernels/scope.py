@@ -75,7 +75,7 @@ class _Source:
         self.tree = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
         transformed = getattr(pyfunc, "__xsim_transformed__", None)
         if transformed is not None:  # a Kernel's code_transformers ran on it (each source gets its own copy)
-            self.tree = copy.deepcopy(transformed)
+            self.tree = copy_tree(transformed)
         self.names = dict(pyfunc.__globals__)
         if pyfunc.__closure__:
             for name, cell in zip(pyfunc.__code__.co_freevars, pyfunc.__closure__):
@@ -126,10 +126,18 @@ def transformed(pyfunc, transformers: list):
     return out
 
 
+def copy_tree(tree):
+    """A copy of the syntax tree ``tree`` with new nodes; values a transformer attached to nodes (Warp's
+    ``warp_func``) are the same objects, not copies."""
+    attached = {id(v): v for n in ast.walk(tree) for k, v in vars(n).items()
+                if k not in n._fields and k not in n._attributes}
+    return copy.deepcopy(tree, attached)
+
+
 def _unshare(node, seen: set):
     """``node``'s tree with every node object in one place only (a node met again is copied)."""
     if id(node) in seen:
-        node = copy.deepcopy(node)
+        node = copy_tree(node)
     seen.add(id(node))
     for field, value in ast.iter_fields(node):
         if isinstance(value, list):
