@@ -69,7 +69,7 @@ import xsim
 from xsim import types as T
 from xsim.kernels.builtins import ARG_NAMES
 from xsim.kernels.kernel import Function
-from xsim.kernels.scope import BuiltinRef, source_lines
+from xsim.kernels.scope import BuiltinRef, copy_tree, source_lines
 
 # ---------------------------------------------------------------------------------------------
 # the stand-in for ``xsim`` inside kernels
@@ -361,11 +361,15 @@ class Reference:
         """``pyfunc`` rewritten and executed in the stand-in namespace."""
         got = self.compiled.get(pyfunc)
         if got is None:
-            first = pyfunc.__code__.co_firstlineno
-            lines = inspect.getblock(source_lines(pyfunc)[first - 1:])
-            tree = ast.parse(textwrap.dedent("".join(lines)))
-            tree = ast.fix_missing_locations(_Rewrite().visit(tree))
             ns = self._namespace(pyfunc)
+            transformed = getattr(pyfunc, "__xsim_transformed__", None)  # a Kernel's code_transformers ran
+            if transformed is not None:
+                tree = ast.Module([_bind_transformed(pyfunc, copy_tree(transformed), ns, self._func)], [])
+            else:
+                first = pyfunc.__code__.co_firstlineno
+                lines = inspect.getblock(source_lines(pyfunc)[first - 1:])
+                tree = ast.parse(textwrap.dedent("".join(lines)))
+            tree = ast.fix_missing_locations(_Rewrite().visit(tree))
             exec(compile(tree, inspect.getsourcefile(pyfunc) or "<kernel>", "exec"), ns)  # noqa: S102 - the point
             got = self.compiled[pyfunc] = ns[tree.body[0].name]  # __name__ may have been renamed
         return got
@@ -417,6 +421,32 @@ def _host_value(t, a):
 
 # ---------------------------------------------------------------------------------------------
 # checking launches against the reference
+
+
+def _bind_transformed(pyfunc, tree, ns: dict, stand_in):
+    """A code transformer's ``tree`` of ``pyfunc`` with each static call resolved at declaration replaced by
+    its value (a transformer may place one call in several spots, each with its own value) and each callee
+    bound to a func (``warp_func``) replaced by the func's ``stand_in``, both under fresh names in ``ns``."""
+    statics = xsim.kernels.static.table(pyfunc)
+    values = statics.values if statics is not None else {}
+
+    def name_for(value, node):
+        name = f"__bound_{len(ns)}__"
+        ns[name] = value
+        return ast.copy_location(ast.Name(name, ast.Load()), node)
+
+    class Bind(ast.NodeTransformer):
+        def visit_Call(self, node):
+            k = xsim.kernels.static.key(node)
+            if k in values:
+                v = values[k]
+                return name_for(stand_in(v) if isinstance(v, Function) else v, node)
+            self.generic_visit(node)
+            if hasattr(node.func, "warp_func"):
+                node.func = name_for(stand_in(node.func.warp_func), node.func)
+            return node
+
+    return Bind().visit(tree)
 
 
 class ReferenceUnsupported(Exception):

@@ -3,6 +3,7 @@ constant locals), standing in the kernel as a constant, an unrolled loop bound, 
 selected func; its value is part of the kernel's identity. Forward numbers are checked against the
 same arithmetic in plain Python, gradients against float64 central differences."""
 
+import ast
 from pathlib import Path
 
 import numpy as np
@@ -354,3 +355,114 @@ def test_kernel_adj_shows_the_statics_resolved_at_declaration_and_those_left_for
     a = xsim.zeros(2, dtype=F64)
     xsim.launch(nested, 2, inputs=[a])
     np.testing.assert_array_equal(a.numpy(), [14.0, 14.0])
+
+
+# code transformers: ``Kernel(func, code_transformers=[...])`` compiles the syntax tree the
+# ``ast.NodeTransformer`` objects leave (Warp's option), the function itself staying as written
+
+
+def sine_times_x(x: A64, y: A64):
+    i = xsim.tid()
+    y[i] = xsim.sin(x[i]) * x[i]
+
+
+class SineToCosine(ast.NodeTransformer):
+    def visit_Attribute(self, node):
+        if node.attr == "sin":
+            node.attr = "cos"
+        return node
+
+
+as_written = xsim.Kernel(sine_times_x)
+as_transformed = xsim.Kernel(sine_times_x, code_transformers=[SineToCosine()])
+
+bumps = [0.0]
+
+
+def bump():
+    bumps[0] += 1.0
+    return bumps[0]
+
+
+loop_i = 10.0  # a global of the name of the loop variable below
+
+
+def reused_statics(out: A64):
+    for loop_i in range(2):
+        out[loop_i] = F64(xsim.static(float(loop_i) + 1.0))
+    out[2] = F64(0.0)
+    a = xsim.static(bump())
+    b = 0.0
+    out[3] = F64(10.0 * a + b)
+
+
+class ReuseStaticCalls(ast.NodeTransformer):
+    """Puts the loop's static call (the node itself) in ``out[2] = ...`` and the first ``bump()`` call in ``b = ...``."""
+
+    def visit_FunctionDef(self, node):
+        node.body[1].value = node.body[0].body[0].value.args[0]
+        node.body[3].value = node.body[2].value
+        return node
+
+
+reused = xsim.Kernel(reused_statics, code_transformers=[ReuseStaticCalls()])
+FUNCS = [cubic, sine]
+
+
+def indexed_callee(x: A64, y: A64):
+    i = xsim.tid()
+    y[i] = FUNCS[xsim.static(0)](x[i])
+
+
+class BindSine(ast.NodeTransformer):
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Subscript):
+            node.func.warp_func = sine  # Warp's node attribute naming the func a call calls
+        return node
+
+
+bound_callee = xsim.Kernel(indexed_callee, code_transformers=[BindSine()])
+
+
+def test_a_code_transformer_changes_what_compiles_and_not_the_function_as_written():
+    x = xsim.array(np.array([0.3, -0.7, 1.1]), dtype=F64, requires_grad=True)
+    for kern, ref in ((as_written, np.sin), (as_transformed, np.cos)):
+        y = xsim.zeros(3, dtype=F64, requires_grad=True)
+        xsim.launch(kern, 3, inputs=[x, y])
+        np.testing.assert_allclose(y.numpy(), ref(x.numpy()) * x.numpy(), rtol=1e-14)
+        report = gradcheck(kern, [x, y])
+        assert report.passed, report
+    assert as_written.symbol != as_transformed.symbol
+
+
+def test_each_place_a_transformer_puts_a_static_call_is_evaluated_on_its_own():
+    out = xsim.zeros(4, dtype=F64)
+    xsim.launch(reused, 1, inputs=[out])
+    # in the loop the static reads the loop variable; moved after it, the global of that name (as in Warp);
+    # bump() ran once per place, at declaration: 10 * 1 + 2
+    np.testing.assert_array_equal(out.numpy(), [1.0, 2.0, 11.0, 12.0])
+    assert bumps == [2.0]
+
+
+def test_a_callee_a_transformer_binds_is_the_func_called():
+    x = xsim.array(np.array([0.3, -0.7, 1.1]), dtype=F64, requires_grad=True)
+    y = xsim.zeros(3, dtype=F64, requires_grad=True)
+    xsim.launch(bound_callee, 3, inputs=[x, y])
+    np.testing.assert_allclose(y.numpy(), np.sin(x.numpy()), rtol=1e-14)  # sine bound over FUNCS[0], cubic
+    report = gradcheck(bound_callee, [x, y])
+    assert report.passed, report
+
+
+class DropFunction(ast.NodeTransformer):
+    def visit_FunctionDef(self, node):
+        return None
+
+
+@pytest.mark.parametrize("transformer, says", [
+    (object(), r"code_transformers of 'sine_times_x': expected ast.NodeTransformer objects, got object"),
+    (DropFunction(), r"code_transformers of 'sine_times_x' must leave a function definition, got NoneType"),
+])
+def test_a_code_transformer_that_is_not_one_or_drops_the_function_is_refused(transformer, says):
+    with pytest.raises(TypeError, match=says):
+        xsim.Kernel(sine_times_x, code_transformers=[transformer])

@@ -41,7 +41,8 @@ class Calls:
         if static is not None:
             return static
         node.func._xs_callee = True  # a missing name there is a missing function
-        fn = self.expr(node.func)
+        # a code transformer may bind the callee to a func itself (Warp's ``warp_func`` node attribute)
+        fn = Ref(node.func.warp_func) if hasattr(node.func, "warp_func") else self.expr(node.func)
         if not isinstance(fn, Ref):
             raise self.err(node, "only funcs, builtins and types can be called in kernels")
         obj = fn.obj

@@ -3,6 +3,7 @@ content hash that keys a module's build in the cache."""
 
 from __future__ import annotations
 
+import ast
 import enum
 import hashlib
 import inspect
@@ -26,6 +27,7 @@ from .scope import (
     annotations,
     snapshot_source,
     source_lines,
+    transformed,
 )
 from .static import fingerprint as static_fingerprint
 from .static import table as static_table
@@ -245,12 +247,13 @@ class Kernel:
     name and its content hash, so equal definitions share code and different ones never do."""
 
     def __init__(self, func, key: str | None = None, module=None, options: dict | None = None, *,
-                 enable_backward: bool | None = None, param_types: list | None = None):
+                 enable_backward: bool | None = None, param_types: list | None = None, code_transformers=None):
         """``func``: the Python function; ``key``: its name in messages (default its own name);
         ``module``: a module name, a module, or "unique" for a module of its own (default the
         function's Python module); ``options``: Warp's per-kernel options (``enable_backward``; when
-        neither gives it, the module's option, see ``set_module_options``)."""
-        pyfunc = func
+        neither gives it, the module's option, see ``set_module_options``); ``code_transformers``:
+        ``ast.NodeTransformer`` objects run on the function's syntax tree, in order, before it is compiled."""
+        pyfunc = transformed(func, code_transformers) if code_transformers else func
         snapshot_source(pyfunc)
         static_table(pyfunc)
         self.pyfunc = pyfunc
@@ -611,6 +614,12 @@ def _hash_python(pyfunc, seen: set) -> str:
     for v in pyfunc.__annotations__.values():
         h.update(_hash_object("ann", v, seen, set()).encode())
     h.update(static_fingerprint(pyfunc, lambda n, o, attrs: _hash_object(n, o, seen, set(attrs))).encode())
+    tree = getattr(pyfunc, "__xsim_transformed__", None)
+    if tree is not None:  # compiled from a code transformer's tree, not from the source text
+        h.update(ast.dump(tree).encode())
+        for node in ast.walk(tree):
+            if hasattr(node, "warp_func"):
+                h.update(_hash_object("warp_func", node.warp_func, seen, set()).encode())
     return h.hexdigest()
 
 

@@ -5,6 +5,7 @@ annotations, and the tables mapping Python operators to builtins."""
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import linecache
 import textwrap
@@ -72,6 +73,9 @@ class _Source:
                                "of terms or levels); split it into several statements, e.g. partial sums",
                                self.file, first, 0, lines[0]) from None
         self.tree = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
+        transformed = getattr(pyfunc, "__xsim_transformed__", None)
+        if transformed is not None:  # a Kernel's code_transformers ran on it (each source gets its own copy)
+            self.tree = copy_tree(transformed)
         self.names = dict(pyfunc.__globals__)
         if pyfunc.__closure__:
             for name, cell in zip(pyfunc.__code__.co_freevars, pyfunc.__closure__):
@@ -89,6 +93,58 @@ class _Source:
 
     def lineno(self, node) -> int:
         return self.line0 + getattr(node, "lineno", 1)
+
+
+def transformed(pyfunc, transformers: list):
+    """A copy of ``pyfunc`` whose body is its syntax tree after the ``ast.NodeTransformer``s ``transformers``
+    (Warp's ``code_transformers``), run once, in order. A node a transformer placed in several spots becomes
+    one node per spot, and calls sharing a source position are told apart (``static()`` results are kept
+    by position: each occurrence is evaluated on its own, as in Warp)."""
+    tree = _Source(pyfunc).tree
+    for t in transformers:
+        if not isinstance(t, ast.NodeTransformer):
+            raise TypeError(f"code_transformers of '{pyfunc.__qualname__}': expected ast.NodeTransformer objects, "
+                            f"got {type(t).__name__}")
+        tree = t.visit(tree)
+    if not isinstance(tree, ast.FunctionDef):
+        raise TypeError(f"code_transformers of '{pyfunc.__qualname__}' must leave a function definition, "
+                        f"got {type(tree).__name__}")
+    tree = ast.fix_missing_locations(_unshare(tree, set()))
+    count: dict[tuple, int] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            where = (n.lineno, n.col_offset, n.end_lineno, n.end_col_offset)
+            n.xsim_occurrence = count.get(where, 0)
+            count[where] = n.xsim_occurrence + 1
+    out = _pytypes.FunctionType(pyfunc.__code__, pyfunc.__globals__, pyfunc.__name__, pyfunc.__defaults__,
+                                pyfunc.__closure__)
+    out.__dict__.update({k: v for k, v in pyfunc.__dict__.items() if not k.startswith("__xsim")})
+    out.__kwdefaults__, out.__annotations__ = pyfunc.__kwdefaults__, dict(pyfunc.__annotations__)
+    out.__qualname__, out.__module__, out.__doc__ = pyfunc.__qualname__, pyfunc.__module__, pyfunc.__doc__
+    out.__xsim_lines__ = source_lines(pyfunc)
+    out.__xsim_transformed__ = tree
+    return out
+
+
+def copy_tree(tree):
+    """A copy of the syntax tree ``tree`` with new nodes; values a transformer attached to nodes (Warp's
+    ``warp_func``) are the same objects, not copies."""
+    attached = {id(v): v for n in ast.walk(tree) for k, v in vars(n).items()
+                if k not in n._fields and k not in n._attributes}
+    return copy.deepcopy(tree, attached)
+
+
+def _unshare(node, seen: set):
+    """``node``'s tree with every node object in one place only (a node met again is copied)."""
+    if id(node) in seen:
+        node = copy_tree(node)
+    seen.add(id(node))
+    for field, value in ast.iter_fields(node):
+        if isinstance(value, list):
+            value[:] = [_unshare(v, seen) if isinstance(v, ast.AST) else v for v in value]
+        elif isinstance(value, ast.AST):
+            setattr(node, field, _unshare(value, seen))
+    return node
 
 
 def snapshot_source(pyfunc) -> None:

@@ -46,9 +46,11 @@ class StaticTable:
         self.static_only: set[str] = set()
 
 
-def key(call: ast.Call) -> tuple[int, int, int, int]:
-    """Where a call is in its function's source (``static(f)(x)`` starts where ``static(f)`` does)."""
-    return call.lineno, call.col_offset, call.end_lineno, call.end_col_offset
+def key(call: ast.Call) -> tuple[int, int, int, int, int]:
+    """Where a call is in its function's source (``static(f)(x)`` starts where ``static(f)`` does), and which
+    of the calls a code transformer put at that position it is."""
+    return (call.lineno, call.col_offset, call.end_lineno, call.end_col_offset,
+            getattr(call, "xsim_occurrence", 0))
 
 
 def is_static_call(node, names: dict) -> bool:
@@ -99,6 +101,7 @@ def _names(code) -> set[str]:
 def _declare(src: _Source, calls: list[ast.Call]) -> StaticTable:
     tab = StaticTable()
     local = _local_names(src.tree)
+    loops = _enclosing_loop_vars(src.tree)
     inside = {n.id for c in calls for n in ast.walk(c) if isinstance(n, ast.Name)}
     tab.static_only = inside - _names_outside(src.tree, {id(c) for c in calls})
     # innermost first: an outer expression uses the value of the static calls nested in it
@@ -107,7 +110,10 @@ def _declare(src: _Source, calls: list[ast.Call]) -> StaticTable:
         if len(call.args) != 1 or call.keywords:
             tab.deferred[k] = set()  # refused where the frontend meets it
             continue
+        # as Warp: deferred when it reads the variable of a loop around it, or a local the definition's scope
+        # lacks; a local of the name of a global outside such a loop reads the global, here
         reads = {n.id for n in ast.walk(call.args[0]) if isinstance(n, ast.Name)} & local
+        reads = reads & loops.get(id(call), set()) | reads - set(src.names)
         nested = [key(n) for n in ast.walk(call) if n is not call and isinstance(n, ast.Call) and key(n) in tab.deferred]
         if reads or nested:
             tab.deferred[k] = reads
@@ -330,6 +336,22 @@ def _names_outside(node, skip: set[int]) -> set[str]:
     out = {node.id} if isinstance(node, ast.Name) else set()
     for child in ast.iter_child_nodes(node):
         out |= _names_outside(child, skip)
+    return out
+
+
+def _enclosing_loop_vars(tree: ast.FunctionDef) -> dict[int, set[str]]:
+    """For each call in ``tree`` (by id), the variables of the for loops it is in."""
+    out: dict[int, set[str]] = {}
+
+    def walk(node, loop_vars: frozenset):
+        if isinstance(node, ast.Call):
+            out[id(node)] = set(loop_vars)
+        if isinstance(node, ast.For):
+            loop_vars = loop_vars | {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        for child in ast.iter_child_nodes(node):
+            walk(child, loop_vars)
+
+    walk(tree, frozenset())
     return out
 
 
