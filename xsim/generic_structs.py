@@ -55,10 +55,9 @@ class GenericStruct:
             if T.is_generic(t) and given is not None:
                 types[name] = _unify(t, given, bound, f"struct {self.__name__} field '{name}'", name)
         mapping = {v: bt for v, (bt, _) in bound.items()}
-        for name, t in self._fields.items():
-            if name not in types:
-                types[name] = _substitute(t, mapping, f"struct {self.__name__} field '{name}'")
-        return self._struct(types)
+        return self._struct({name: types[name] if name in types else
+                             _substitute(t, mapping, f"struct {self.__name__} field '{name}'")
+                             for name, t in self._fields.items()})
 
     def specialize(self, mapping: dict) -> type:
         """The struct with each type variable of its fields set as ``mapping`` says (``{Float: float64}``)."""

@@ -301,10 +301,10 @@ def test_dtype_and_length_of_vector_types_in_generic_kernels(scalar, vec):
 @xsim.struct
 class Weighted:
     """A generic struct: its Float is bound by the arrays a value holds."""
+    ids: xsim.array(dtype=int)
     w: xsim.array(dtype=xsim.Float)
     p: xsim.array(dtype=xsim.types.vector(3, xsim.Float))
     scale: xsim.Float
-    ids: xsim.array(dtype=int)
 
 
 @xsim.func
@@ -329,6 +329,7 @@ def test_a_generic_struct_binds_its_float_from_its_arrays_and_launches_in_that_p
     w, p = np.array([1.0, 2.0, -3.0]), np.arange(6.0).reshape(2, 3)
     s = _weighted(dtype, w, p)
     assert isinstance(s, Weighted) and type(s)._fields["scale"] is dtype
+    assert list(type(s)._fields) == ["ids", "w", "p", "scale"]  # the declared order
     assert type(s) is type(_weighted(dtype, w, p))  # one struct per binding
     out = xsim.zeros(3, dtype=xsim.types.vector(3, dtype))
     for _ in range(2):
