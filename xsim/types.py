@@ -514,8 +514,10 @@ def is_type_parameter(t) -> bool:
 
 
 def is_generic(t) -> bool:
-    """A parameter type still to be bound: a type parameter, or an array whose dtype is one."""
-    return is_type_parameter(t) or isinstance(t, ArrayType) and is_type_parameter(t.dtype)
+    """A parameter type still to be bound: a type parameter, an array whose dtype is one, or a generic
+    struct (``generic_structs.py``)."""
+    return (is_type_parameter(t) or isinstance(t, ArrayType) and is_type_parameter(t.dtype)
+            or getattr(t, "_is_struct_template", False))
 
 
 def bind(param, t) -> bool:
@@ -760,6 +762,13 @@ class _StructBase:
 
     _kind = "struct"
     _fields: ClassVar[dict[str, Any]] = {}
+    # the launch's packing of this value and of its arrays' grads (``kernels/launch.py``), kept on a value
+    # whose fields are all arrays and numbers (``_packable``: nothing in it changes but by assigning a
+    # field) and dropped whenever a field is assigned
+    _packable: ClassVar[bool] = False
+    _template = None  # the generic struct (``generic_structs.py``) this struct is a binding of, if any
+    _packed = None
+    _packed_grads = None
 
     @classmethod
     def _store(cls, values) -> np.ndarray:
@@ -797,6 +806,9 @@ class _StructBase:
         elif not isinstance(value, t):
             value = _composite_field_value(name, t, value)
         object.__setattr__(self, name, value)
+        if self._packable:
+            object.__setattr__(self, "_packed", None)
+            object.__setattr__(self, "_packed_grads", None)
 
     def __eq__(self, other):
         return type(other) is type(self) and all(
@@ -856,9 +868,12 @@ def struct(cls: type) -> type:
     fields = {}
     for name, ann in inspect.get_annotations(cls, eval_str=True).items():
         t = resolve(_from_warp(ann))
-        if not (is_value_type(t) or isinstance(t, ArrayType)):
+        if not (is_value_type(t) or isinstance(t, ArrayType) or is_generic(t)):
             raise TypeError(f"struct {cls.__name__}: field '{name}' has unsupported type {ann!r}")
         fields[name] = t
+    if any(is_generic(t) for t in fields.values()):
+        from .generic_structs import GenericStruct
+        return GenericStruct(cls, fields)
     np_fields, c_fields = [], []
     has_arrays = False
     for name, t in fields.items():
@@ -870,9 +885,12 @@ def struct(cls: type) -> type:
             np_fields.append((name, t._np if t._kind == "struct" else (t._np, t._shape)))
             c_fields.append((name, t._ctypes))
     c_struct = type(f"_c_{cls.__name__}", (ctypes.Structure,), {"_fields_": c_fields})
+    # vectors, matrices and nested structs can change in place (``s.v[0] = 1``), arrays and numbers cannot
+    packable = all(is_scalar(t) or type(t) is ArrayType for t in fields.values())
     out = type(cls.__name__, (_StructBase,), {
         "_fields": fields, "_ctype": _struct_cname(cls, fields), "_ctypes": c_struct,
         "_np": None if has_arrays else np.dtype(np_fields, align=True), "_has_arrays": has_arrays,
+        "_packable": packable, "_array_fields": tuple(n for n, t in fields.items() if type(t) is ArrayType),
         "_shape": (), "_py": cls, "__doc__": cls.__doc__, "__module__": cls.__module__,
     })
     out._scalar = out

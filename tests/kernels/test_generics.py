@@ -296,3 +296,78 @@ def test_dtype_and_length_of_vector_types_in_generic_kernels(scalar, vec):
     xsim.launch(type_attributes, 1, inputs=[scalar(1.25), v, out, vout])
     assert out.numpy().tolist() == [3 * 1.25 + 6]
     assert vout.numpy().tolist() == [[3.0, -4.0]]
+
+
+@xsim.struct
+class Weighted:
+    """A generic struct: its Float is bound by the arrays a value holds."""
+    ids: xsim.array(dtype=int)
+    w: xsim.array(dtype=xsim.Float)
+    p: xsim.array(dtype=xsim.types.vector(3, xsim.Float))
+    scale: xsim.Float
+
+
+@xsim.func
+def weighted_point(s: Weighted, i: int):
+    return s.w[i] * s.p[s.ids[i]] * s.scale
+
+
+@xsim.kernel
+def weighted_points(s: Weighted, out: xsim.array(dtype=xsim.types.vector(3, xsim.Float))):
+    i = xsim.tid()
+    out[i] = weighted_point(s, i)
+
+
+def _weighted(dtype, w, p, scale=0.5):
+    v3 = xsim.types.vector(3, dtype)
+    return Weighted(w=xsim.array(w, dtype=dtype, requires_grad=True), p=xsim.array(p, dtype=v3, requires_grad=True),
+                    scale=scale, ids=xsim.array(np.array([1, 0, 1], np.int32), dtype=int))
+
+
+@pytest.mark.parametrize("dtype", [xsim.float32, xsim.float64])
+def test_a_generic_struct_binds_its_float_from_its_arrays_and_launches_in_that_precision(dtype):
+    w, p = np.array([1.0, 2.0, -3.0]), np.arange(6.0).reshape(2, 3)
+    s = _weighted(dtype, w, p)
+    assert isinstance(s, Weighted) and type(s)._fields["scale"] is dtype
+    assert list(type(s)._fields) == ["ids", "w", "p", "scale"]  # the declared order
+    assert type(s) is type(_weighted(dtype, w, p))  # one struct per binding
+    out = xsim.zeros(3, dtype=xsim.types.vector(3, dtype))
+    for _ in range(2):
+        xsim.launch(weighted_points, 3, inputs=[s], outputs=[out])
+    np.testing.assert_allclose(out.numpy(), w[:, None] * p[[1, 0, 1]] * 0.5, rtol=1e-6)
+    assert Weighted.specialize({xsim.Float: dtype}) is type(s)
+
+
+def test_gradient_through_a_generic_struct_matches_finite_differences():
+    w0, p0 = np.array([1.0, 2.0, -3.0]), np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]])
+    s = _weighted(xsim.float64, w0, p0, scale=1.25)
+    out = xsim.zeros(3, dtype=xsim.vec3d, requires_grad=True)
+    up = np.array([[1.0, -2.0, 0.5], [3.0, 1.0, -1.0], [0.25, 2.0, 1.5]])
+    with xsim.Tape() as tape:
+        xsim.launch(weighted_points, 3, inputs=[s], outputs=[out])
+    tape.backward(grads={out: xsim.array(up, dtype=xsim.vec3d)})
+
+    def loss(w, p):
+        return float(np.sum(up * w[:, None] * p[[1, 0, 1]] * 1.25))
+    eps = 1e-6
+    fd_w = [(loss(w0 + eps * e, p0) - loss(w0 - eps * e, p0)) / (2 * eps) for e in np.eye(3)]
+    fd_p = [(loss(w0, p0 + eps * e.reshape(2, 3)) - loss(w0, p0 - eps * e.reshape(2, 3))) / (2 * eps)
+            for e in np.eye(6)]
+    np.testing.assert_allclose(s.w.grad.numpy(), fd_w, rtol=1e-8)
+    np.testing.assert_allclose(s.p.grad.numpy().ravel(), fd_p, rtol=1e-8)
+
+
+def test_generic_struct_fields_that_disagree_or_bind_nothing_are_refused_naming_the_field():
+    f32, v3d = xsim.zeros(2, dtype=xsim.float32), xsim.zeros(2, dtype=xsim.vec3d)
+    with pytest.raises(TypeError, match="struct Weighted field 'p': its float64 makes Float float64, but field 'w' "
+                                        "made it float32"):
+        Weighted(w=f32, p=v3d)
+    with pytest.raises(TypeError, match="struct Weighted field 'w': nothing binds its type Float"):
+        Weighted(scale=1.0)
+    with pytest.raises(TypeError, match="struct Weighted field 'w': int32 is not one of the types Float stands for"):
+        Weighted(w=xsim.zeros(2, dtype=int))
+    s = Weighted(w=f32)
+    with pytest.raises(TypeError, match="Struct field 'p' expects dtype vec3f, got vec3d"):
+        s.p = v3d
+    with pytest.raises(TypeError, match="kernel 'weighted_points' parameter 's': expected a struct Weighted, got int"):
+        xsim.launch(weighted_points, 1, inputs=[3], outputs=[xsim.zeros(1, dtype=xsim.vec3)])

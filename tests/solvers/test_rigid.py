@@ -668,6 +668,19 @@ def test_sliding_box_distance_gradient_wrt_friction_matches_finite_differences_a
     assert grad == pytest.approx(-G * t * t / 2.0, rel=0.05)  # x = v0 t - mu g t^2 / 2 while sliding
 
 
+def test_a_model_array_replaced_between_steps_is_the_one_the_next_step_reads():
+    """The solver hands the model's arrays to its kernels as struct bundles (``bundles.py``); a model
+    array assigned anew (frictionless shapes here) reaches the next step, and the step before keeps its own."""
+    model = sliding_box(0.4)
+    solver = SolverXPBD(model, substeps=10, iterations=1)
+    a, b, c = model.state(), model.state(), model.state()
+    solver.step(a, b, None, 1.0 / 60.0)
+    assert b.body_qd.numpy()[0, 0] == pytest.approx(2.0 - 0.4 * G / 60.0, rel=0.02)  # slowed by friction
+    model.shape_mu = xsim.zeros(2, dtype=xsim.float64)
+    solver.step(b, c, None, 1.0 / 60.0)
+    assert c.body_qd.numpy()[0, 0] == pytest.approx(b.body_qd.numpy()[0, 0], abs=1e-9)  # slides freely
+
+
 def box_on_plane_loss(q_plane, tape=None):
     """A box thrown down and sideways onto a tilted static plane (frame quaternion ``q_plane``, set as
     given, not normalized), 14 steps on ``tape`` if given: (the weighted final pose, the model, the

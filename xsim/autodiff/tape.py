@@ -56,7 +56,7 @@ class LaunchRecord:
 
     def arrays(self):
         prep, values = self.prep, self.values
-        if prep.grad_layout is not None:  # no struct or indexed array: the arrays are these parameters
+        if prep.arrays_flat:  # no struct holding arrays, no indexed array: the arrays are these parameters
             return [values[i] for i in prep.array_params]
         return list(self._nested_arrays())
 

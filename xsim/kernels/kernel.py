@@ -413,6 +413,10 @@ def _bind_param(kernel: Kernel, name: str, t, value):
     if not T.is_generic(t):
         return t
     where = f"kernel '{kernel.key}' parameter '{name}'"
+    if getattr(t, "_is_struct_template", False):  # a generic struct: the value's binding of it
+        if not isinstance(value, t):
+            raise TypeError(f"{where}: expected a struct {t.__name__}, got {type(value).__name__}")
+        return type(value)
     param = t.dtype if isinstance(t, T.ArrayType) else t
     if t is Any and isinstance(getattr(value, "dtype", None), type) and hasattr(value, "ndim"):
         # a plain Any parameter takes an array (or an indexed array) too, as in Warp
@@ -448,6 +452,10 @@ def _bind_declared(kernel: Kernel, name: str, t, g):
         if g != t:
             raise TypeError(f"{where}: the kernel declares {T.type_name(t)}, the overload {T.type_name(g)}")
         return t
+    if getattr(t, "_is_struct_template", False):
+        if getattr(g, "_template", None) is not t:
+            raise TypeError(f"{where}: {T.type_name(g)} is not a struct {t.__name__}")
+        return g
     if isinstance(t, T.ArrayType):
         if not (isinstance(g, T.ArrayType) and type(g) is type(t) and g.ndim == t.ndim and T.bind(t.dtype, g.dtype)):
             raise TypeError(f"{where}: {T.type_name(g)} does not fit {T.type_name(t)}")

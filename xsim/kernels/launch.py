@@ -57,6 +57,31 @@ def _bits16(t, value) -> int:
     return int(t._store(value).view(np.uint16))
 
 
+def _struct_packed(value, t) -> tuple[bytes, bool]:
+    """A struct argument's bytes and whether its arrays are all contiguous; kept on the value until one of
+    its fields is assigned, where nothing else can change it (``t._packable``)."""
+    packed = value._packed
+    if packed is None:
+        packed = (bytes(_to_c(value, t)), _all_contiguous((value,), (("", t),)))
+        if t._packable:
+            object.__setattr__(value, "_packed", packed)
+    return packed
+
+
+def _struct_grads_packed(value, t) -> tuple[bytes, bool]:
+    """For a struct argument of a ``_packable`` type: the bytes of the same struct with each array field
+    replaced by its grad (a null array where it has none), and whether those grads are all contiguous;
+    kept on the value while its fields and their grads are the same arrays."""
+    grads = tuple(None if a is None else a.grad for a in (getattr(value, f) for f in t._array_fields))
+    kept = value._packed_grads
+    if kept is not None and all(g is k for g, k in zip(grads, kept[0])):
+        return kept[1], kept[2]
+    packed = bytes(_grad_struct(value, t))
+    contig = all(g is None or g.is_contiguous for g in grads)
+    object.__setattr__(value, "_packed_grads", (grads, packed, contig))
+    return packed, contig
+
+
 def _grad_struct(value, t):
     """For a struct argument: the same struct with each array field replaced by its grad."""
     c = t._ctypes()
@@ -212,11 +237,15 @@ class _Prepared:
         self.backward = self.native.backward.get(self.symbol)
         self.key = (device.name, debug)
         self.layout, self.plan = _layout(kernel, self.args_type, self.meta.writes)
-        # the adjoint's gradient struct has the argument struct's layout; structs holding arrays and
-        # indexed arrays take the general path (their gradients are a struct of grads, an indexed view)
+        # the adjoint's gradient struct has the argument struct's layout; indexed arrays and structs holding
+        # values that can change in place besides arrays take the general path (their gradients are an
+        # indexed view, a struct of grads built field by field)
         self.grad_layout = struct.Struct("=" + self.layout.format[len(_HEADER):]) if self.layout and not any(
-            k == _STRUCT and t._has_arrays or k == _INDEXED for k, t, _ in self.plan) else None
+            k == _STRUCT and t._has_arrays and not t._packable or k == _INDEXED for k, t, _ in self.plan) else None
         self.array_params = [i for i, (_, t) in enumerate(kernel.params) if isinstance(t, T.ArrayType)]
+        # whether the arrays of a launch are all parameters of their own (no struct holding arrays, no indexed array)
+        self.arrays_flat = not any(T.is_struct(t) and t._has_arrays or isinstance(t, T.IndexedArrayType)
+                                   for _, t in kernel.params)
         size = ctypes.sizeof(self.args_type)
         self.grads_pad = b"\0" * (-size % 8)  # the adjoint's gradient struct starts 8-aligned
         self.first_array = next((i for i, (_, t) in enumerate(kernel.params) if isinstance(t, T.ArrayType)), None)
@@ -224,7 +253,7 @@ class _Prepared:
         # (label, parameter index, or None for a struct field) of what the kernel reads and writes
         self.read_slots = _label_slots(kernel.params, self.meta.reads)
         self.write_slots = _label_slots(kernel.params, self.meta.writes)
-        self.written_nested = [label for label in self.meta.writes if "." in label]
+        self.written_nested = [slot for slot in self.write_slots if slot[2]]
         self.fast = device.is_cpu and self.layout is not None
         index = {name: i for i, (name, _) in enumerate(kernel.params)}
         # (parameter index, name, kind) of each parameter the kernel uses as a mesh / hash grid id
@@ -232,16 +261,21 @@ class _Prepared:
         self.pacers = (Pacer(), Pacer())  # CPU thread choice of the forward and of the adjoint
 
 
-def _label_slots(params, labels) -> list[tuple[str, int | None]]:
+def _label_slots(params, labels) -> list[tuple[str, int | None, tuple[str, ...]]]:
+    """(label, parameter index or None, the struct fields on the way) of each label ("x", "s.field")."""
     index = {name: i for i, (name, _) in enumerate(params)}
-    return [(label, None if "." in label else index.get(label)) for label in labels]
+    return [(label, index.get(head), tuple(path)) for label in labels for head, *path in (label.split("."),)]
 
 
 def labelled_arrays(slots, params, values) -> list[tuple[str, Array]]:
     """The (label, array) pairs named by a prepared kernel's ``read_slots`` or ``write_slots``."""
     out = []
-    for label, i in slots:
-        arr = values[i] if i is not None else resolve_label(label, params, values)
+    for label, i, path in slots:
+        if i is None:
+            continue
+        arr = values[i]
+        for part in path:
+            arr = getattr(arr, part, None)
         if isinstance(arr, IndexedArray):  # the tape tracks the memory an indexed array reads and writes
             arr = arr.data
         if isinstance(arr, Array):
@@ -303,7 +337,7 @@ def _pack_item(kind, t, v):
     if kind == _VALUE:  # components in storage order, as arrays hold them (16-bit floats as their bits)
         return t._scalar._store(np.asarray(v)).tobytes()
     if kind == _STRUCT:
-        return bytes(_to_c(v, t))
+        return _struct_packed(v, t)[0]
     return v
 
 
@@ -390,9 +424,10 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
         else:
             if type(v) is not t:
                 return False
-            if t._has_arrays and not _all_contiguous((v,), (("", t),)):
+            packed, contiguous = _struct_packed(v, t)
+            if not contiguous:
                 contig = 0
-            items.append(bytes(_to_c(v, t)))
+            items.append(packed)
     for i, _, kind in prep.handles:
         if not handles.is_live(values[i], kind, dev.name):
             return False
@@ -414,8 +449,8 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
     else:
         for i in prep.written:
             values[i].mark_written(kernel.key)
-        if prep.written_nested:
-            bump_versions(prep.meta, kernel.params, values, kernel.key, prep.written_nested)
+        for _, arr in labelled_arrays(prep.written_nested, kernel.params, values):
+            arr.mark_written(kernel.key)
     return True
 
 
@@ -578,6 +613,13 @@ def _cpu_adjoint_buffer(prep: _Prepared, shape, values) -> tuple[bytes, int]:
                 contig = 0
             items.append(bytes(v._desc))
             grads.append(b"" if g is None else bytes(g._desc))  # "Ns" pads b"" with zeros: a null array
+        elif kind == _STRUCT and t._has_arrays:
+            packed, contiguous = _struct_packed(v, t)
+            grad, grads_contiguous = _struct_grads_packed(v, t)
+            if not (contiguous and grads_contiguous):
+                contig = 0
+            items.append(packed)
+            grads.append(grad)
         else:
             items.append(_pack_item(kind, t, v))
             grads.append(b"" if kind == _VALUE or kind == _STRUCT else False if kind == _BOOL else 0)
@@ -630,12 +672,9 @@ def _grads_contiguous(values, params, adj_values) -> bool:
     return True
 
 
-def bump_versions(meta, params, values, writer: str, labels=None):
-    """Count writes on the arrays a launch wrote (the tape checks these counters); ``labels``
-    narrows it to some of the written arrays."""
-    if not meta.writes:
-        return
-    for label in meta.writes if labels is None else labels:
+def bump_versions(meta, params, values, writer: str):
+    """Count writes on the arrays a launch wrote (the tape checks these counters)."""
+    for label in meta.writes:
         arr = resolve_label(label, params, values)
         if arr is not None:
             arr.mark_written(writer)

@@ -56,6 +56,8 @@ def bind_scalar(t, scalar):
         return scalar
     if isinstance(t, T.GenericComposite):
         return t.concrete(bind_scalar(t.dtype, scalar))
+    if getattr(t, "_is_struct_template", False):
+        return t.specialize({v: scalar for v in t.type_vars})
     if T.is_type_parameter(t):
         raise TypeError(f"a solver kernel parameter typed {T.type_name(t)} has no scalar type to bind; use Float")
     return t

@@ -29,9 +29,10 @@ the branch taken (exact while the contact set does not change, one-sided where i
 """
 
 import xsim
-from xsim.sim.generic import Float, Floats, Ints, Ints2, Mat33s, Transforms, Vec3s, Vec6s, Vec8s
+from xsim.sim.generic import Float, Floats, Ints, Ints2, Transforms, Vec3s, Vec6s, Vec8s
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE
 
+from .bundles import BodyArrays, ContactArrays, ShapeArrays
 from .kernels import surface_contact
 from .particle_contacts import shape_rotation
 from .rigid_kernels import (
@@ -512,8 +513,7 @@ def contact_segments(xp, qp, xs, qs, sp: int, ss: int, edge: int, shape_type: In
 
 
 @xsim.kernel(enable_backward=False)
-def box_edges_near(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, shape_body: Ints, shape_xform: Transforms,
-                   shape_size: Vec3s, shape_radius: Floats, pairs: Ints2, reach: Floats, near: Ints):
+def box_edges_near(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, pairs: Ints2, reach: Floats, near: Ints):
     """Once per step (not differentiated), for box-box pair ``tid // 24``: whether edge ``tid % 12``
     of its box ``(tid // 12) % 2`` (a, then b) can come within the other box grown by both corner
     roundings (an edge contact's closest point must lie inside it, ``edge_contact_geometry``) and
@@ -523,18 +523,18 @@ def box_edges_near(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, shape_
     side = (k // 12) % 2
     s = pairs[p, side]
     o = pairs[p, 1 - side]
-    xs, qs, _ims, _iis = load_body(shape_body[s], Xc, inv_mass, inv_inertia)
-    xo, qo, _imo, _iio = load_body(shape_body[o], Xc, inv_mass, inv_inertia)
-    sx = shape_xform[s]
-    ox = shape_xform[o]
-    c0, d, _f1, _f2 = box_edge(k % 12, shape_size[s])
+    xs, qs, _ims, _iis = load_body(shapes.body[s], Xc, bodies.inv_mass, bodies.inv_inertia)
+    xo, qo, _imo, _iio = load_body(shapes.body[o], Xc, bodies.inv_mass, bodies.inv_inertia)
+    sx = shapes.xform[s]
+    ox = shapes.xform[o]
+    c0, d, _f1, _f2 = box_edge(k % 12, shapes.size[s])
     qw = qs * shape_rotation(sx)
     qow = qo * shape_rotation(ox)
     po = xo + xsim.quat_rotate(qo, ox.p)
     e0 = xsim.quat_rotate_inv(qow, xs + xsim.quat_rotate(qs, sx.p) + xsim.quat_rotate(qw, c0) - po)
     e1 = e0 + xsim.quat_rotate_inv(qow, xsim.quat_rotate(qw, d))
-    half = shape_size[o]
-    g = shape_radius[s] + shape_radius[o] + 2.0 * reach[p]
+    half = shapes.size[o]
+    g = shapes.radius[s] + shapes.radius[o] + 2.0 * reach[p]
     ok = 1
     for j in range(3):
         if xsim.min(e0[j], e1[j]) > half[j] + g or xsim.max(e0[j], e1[j]) < -half[j] - g:
@@ -543,9 +543,7 @@ def box_edges_near(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, shape_
 
 
 @xsim.kernel(enable_backward=False)
-def contact_depths(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, shape_body: Ints, shape_type: Ints,
-                   shape_xform: Transforms, shape_size: Vec3s, shape_radius: Floats, shape_point_start: Ints,
-                   shape_point_count: Ints, shape_points: Vec3s, pairs: Ints2, contact_pair: Ints,
+def contact_depths(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, pairs: Ints2, contact_pair: Ints,
                    contact_index: Ints, reach: Floats, spin: Floats, depth: Floats):
     """Narrow phase, once per step (not differentiated): the depth (m, < 0: apart) of candidate
     contact ``tid`` at the poses ``Xc`` of the step start, from which the solver keeps those that
@@ -558,13 +556,13 @@ def contact_depths(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, shape_
     a few."""
     t = xsim.tid()
     c = contact_pair[t]
-    sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
-    xp, qp, _imp, _iip = load_body(bp, Xc, inv_mass, inv_inertia)
-    xs, qs, _ims, _iis = load_body(bs, Xc, inv_mass, inv_inertia)
+    sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shapes.body, shapes.point_count)
+    xp, qp, _imp, _iip = load_body(bp, Xc, bodies.inv_mass, bodies.inv_inertia)
+    xs, qs, _ims, _iis = load_body(bs, Xc, bodies.inv_mass, bodies.inv_inertia)
     pen = depth.dtype(-1.0e30)
     if edge >= 0:
-        a0, da, ra, b0, db, rb = contact_segments(xp, qp, xs, qs, sp, ss, edge, shape_type, shape_xform,
-                                                  shape_size, shape_radius)
+        a0, da, ra, b0, db, rb = contact_segments(xp, qp, xs, qs, sp, ss, edge, shapes.type, shapes.xform,
+                                                  shapes.size, shapes.radius)
         dist, sin2 = segment_distance(a0, da, b0, db)
         sin_ab = xsim.sqrt(sin2)
         # the lines' closest points must come inside both segments: moving the lines by ``reach``
@@ -574,20 +572,20 @@ def contact_depths(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, shape_
         la = xsim.length(da)
         lb = xsim.length(db)
         end = ra + rb  # box edges: no contact within the corner rounding of an end
-        if shape_type[sp] != SHAPE_BOX or shape_type[ss] != SHAPE_BOX:
+        if shapes.type[sp] != SHAPE_BOX or shapes.type[ss] != SHAPE_BOX:
             end = end - end
         inside = u * la > end - ext and u * la < la - end + ext and v * lb > end - ext and v * lb < lb - end + ext
         if sin_ab + spin[c] > 0.009 and (inside or sin_ab < 0.05):
             pen = ra + rb - dist
             if pen > -2.0 * reach[c]:
                 _n, seg_pen, _ca, _cb = pair_contact_geometry(
-                    xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform, shape_size, shape_radius,
-                    shape_point_start, shape_points)
+                    xp, qp, xs, qs, sp, ss, kp, edge, shapes.type, shapes.xform, shapes.size, shapes.radius,
+                    shapes.point_start, shapes.points)
                 pen = xsim.max(pen, seg_pen)
     else:
         _n, pen, _ca, _cb = contact_geometry(
-            xp, qp, shape_xform[sp], shape_points[shape_point_start[sp] + kp], shape_radius[sp], xs, qs,
-            shape_xform[ss], shape_type[ss], shape_size[ss])
+            xp, qp, shapes.xform[sp], shapes.points[shapes.point_start[sp] + kp], shapes.radius[sp], xs, qs,
+            shapes.xform[ss], shapes.type[ss], shapes.size[ss])
     depth[t] = pen
 
 
@@ -604,22 +602,19 @@ def add_delta(delta: Vec8s, b: int, d0, d1, d2, d3, d4, d5, d6):
 
 
 @xsim.kernel
-def measure_contacts(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, shape_body: Ints, shape_type: Ints,
-                     shape_xform: Transforms, shape_size: Vec3s, shape_radius: Floats, shape_point_start: Ints,
-                     shape_point_count: Ints, shape_points: Vec3s, pairs: Ints2, contact_pair: Ints,
-                     contact_index: Ints, pass_n: Vec3s, pass_pen: Floats, pass_ca: Vec3s, pass_cb: Vec3s,
-                     split: Floats):
+def measure_contacts(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, contacts: ContactArrays, pass_n: Vec3s,
+                     pass_pen: Floats, pass_ca: Vec3s, pass_cb: Vec3s, split: Floats):
     """Geometry of candidate contact ``tid`` at the current poses (``pair_contact_geometry``: normal,
     depth, contact points) into ``pass_*``, for ``solve_contact_positions`` to read (once per contact
     and pass; the gradient reaches the poses through this kernel), and one added to ``split`` of both
     bodies where it penetrates: the contacts that pass will apply (a count, not differentiated)."""
     t = xsim.tid()
-    c = contact_pair[t]
-    sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
-    xp, qp, _imp, _iip = load_body(bp, Xc, inv_mass, inv_inertia)
-    xs, qs, _ims, _iis = load_body(bs, Xc, inv_mass, inv_inertia)
-    n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shape_type, shape_xform,
-                                           shape_size, shape_radius, shape_point_start, shape_points)
+    c = contacts.pair[t]
+    sp, ss, bp, bs, kp, edge = contact_roles(c, contacts.index[t], contacts.pairs, shapes.body, shapes.point_count)
+    xp, qp, _imp, _iip = load_body(bp, Xc, bodies.inv_mass, bodies.inv_inertia)
+    xs, qs, _ims, _iis = load_body(bs, Xc, bodies.inv_mass, bodies.inv_inertia)
+    n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shapes.type, shapes.xform,
+                                           shapes.size, shapes.radius, shapes.point_start, shapes.points)
     pass_n[t] = n
     pass_pen[t] = pen
     pass_ca[t] = ca
@@ -648,8 +643,8 @@ def contact_poses(t: int, Xc: Transforms, shape_body: Ints, shape_point_count: I
 
 
 @xsim.kernel
-def contact_anchors(Xc: Transforms, shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
-                    contact_index: Ints, carry: Ints, prev_p: Transforms, prev_s: Transforms, anchor_p: Transforms, anchor_s: Transforms):
+def contact_anchors(Xc: Transforms, shapes: ShapeArrays, contacts: ContactArrays, carry: Ints, prev_p: Transforms,
+                    prev_s: Transforms, anchor_p: Transforms, anchor_s: Transforms):
     """A step's static-friction anchors of contact ``tid``: the poses of its point body and surface
     body from which its tangential motion counts. A contact that held by static friction at the end
     of the last step keeps that step's anchors (``carry[tid]``: its row in ``prev_*``; -1: none); any
@@ -660,27 +655,26 @@ def contact_anchors(Xc: Transforms, shape_body: Ints, shape_point_count: Ints, p
         anchor_p[t] = prev_p[k]
         anchor_s[t] = prev_s[k]
     else:
-        ap, as_ = contact_poses(t, Xc, shape_body, shape_point_count, pairs, contact_pair, contact_index)
+        ap, as_ = contact_poses(t, Xc, shapes.body, shapes.point_count, contacts.pairs, contacts.pair, contacts.index)
         anchor_p[t] = ap
         anchor_s[t] = as_
 
 
 @xsim.kernel
-def pair_normal_shares(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, shape_body: Ints,
-                       shape_point_count: Ints, pairs: Ints2, contact_pair: Ints, contact_index: Ints,
-                       pair_first: Ints, pass_pen: Floats, pass_n: Vec3s, pass_ca: Vec3s, pass_cb: Vec3s,
-                       lam: Floats, split: Floats, share: Floats):
+def pair_normal_shares(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, contacts: ContactArrays,
+                       pass_pen: Floats, pass_n: Vec3s, pass_ca: Vec3s, pass_cb: Vec3s, lam: Floats, split: Floats,
+                       share: Floats):
     """``share[tid]``: the mean normal multiplier of pair ``tid``'s touching contacts after this pass
     (``lam`` of its earlier iterations plus the depth ``pass_pen`` over the split generalized inverse
     masses, as ``contact_position_update`` adds it), which bounds each one's friction."""
     k = xsim.tid()
     total = lam.dtype(0.0)
     count = lam.dtype(0.0)
-    for t in range(pair_first[k], pair_first[k + 1]):
-        _sp, _ss, bp, bs, _kp, _edge = contact_roles(contact_pair[t], contact_index[t], pairs, shape_body,
-                                                     shape_point_count)
-        xp, qp, imp, iip = load_split_body(bp, Xc, inv_mass, inv_inertia, split)
-        xs, qs, ims, iis = load_split_body(bs, Xc, inv_mass, inv_inertia, split)
+    for t in range(contacts.pair_first[k], contacts.pair_first[k + 1]):
+        _sp, _ss, bp, bs, _kp, _edge = contact_roles(contacts.pair[t], contacts.index[t], contacts.pairs, shapes.body,
+                                                     shapes.point_count)
+        xp, qp, imp, iip = load_split_body(bp, Xc, bodies.inv_mass, bodies.inv_inertia, split)
+        xs, qs, ims, iis = load_split_body(bs, Xc, bodies.inv_mass, bodies.inv_inertia, split)
         l = lam[t]
         pen = pass_pen[t]
         if pen > 0.0:
@@ -699,12 +693,11 @@ def pair_normal_shares(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, sh
 
 
 @xsim.kernel
-def solve_contact_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transforms, inv_mass: Floats, inv_inertia: Mat33s,
-                            shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
-                            contact_index: Ints, pass_n: Vec3s, pass_pen: Floats, pass_ca: Vec3s,
-                            pass_cb: Vec3s, shape_mu: Floats, lam: Floats, lam_t: Floats, split: Floats, held_in: Ints, share: Floats,
-                            lam_out: Floats, lam_t_out: Floats, delta: Vec8s, geom_n: Vec3s, geom_ra: Vec3s,
-                            geom_rb: Vec3s, held_out: Ints):
+def solve_contact_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transforms, bodies: BodyArrays,
+                            shapes: ShapeArrays, contacts: ContactArrays, pass_n: Vec3s, pass_pen: Floats,
+                            pass_ca: Vec3s, pass_cb: Vec3s, lam: Floats, lam_t: Floats, split: Floats, held_in: Ints,
+                            share: Floats, lam_out: Floats, lam_t_out: Floats, delta: Vec8s, geom_n: Vec3s,
+                            geom_ra: Vec3s, geom_rb: Vec3s, held_out: Ints):
     """Position pass of candidate contact ``tid`` (non-penetration, then static friction against
     the motion since its anchors ``anchor_*``, ``contact_anchors``) from the current poses and its
     geometry at them (``pass_*``, ``measure_contacts``), with
@@ -716,10 +709,10 @@ def solve_contact_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Tran
     contact touched in this pass and static friction held, or did not touch but had earlier in the
     substep (``lam`` > 0) and held then (``held_in``); else 0."""
     t = xsim.tid()
-    c = contact_pair[t]
-    sp, _ss, bp, bs, _kp, _edge = contact_roles(c, contact_index[t], pairs, shape_body, shape_point_count)
-    xp, qp, imp, iip = load_split_body(bp, Xc, inv_mass, inv_inertia, split)
-    xs, qs, ims, iis = load_split_body(bs, Xc, inv_mass, inv_inertia, split)
+    c = contacts.pair[t]
+    sp, _ss, bp, bs, _kp, _edge = contact_roles(c, contacts.index[t], contacts.pairs, shapes.body, shapes.point_count)
+    xp, qp, imp, iip = load_split_body(bp, Xc, bodies.inv_mass, bodies.inv_inertia, split)
+    xs, qs, ims, iis = load_split_body(bs, Xc, bodies.inv_mass, bodies.inv_inertia, split)
     ap = anchor_p[t]
     as_ = anchor_s[t]
     n = pass_n[t]
@@ -728,7 +721,7 @@ def solve_contact_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Tran
     cb = pass_cb[t]
     ra = xsim.quat_rotate_inv(qp, ca - xp)
     rb = xsim.quat_rotate_inv(qs, cb - xs)
-    if sp == pairs[c, 0]:
+    if sp == contacts.pairs[c, 0]:
         geom_n[t] = n
         geom_ra[t] = ra
         geom_rb[t] = rb
@@ -737,8 +730,8 @@ def solve_contact_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Tran
         geom_ra[t] = rb
         geom_rb[t] = ra
     xp1, qp1, xs1, qs1, dl, dlt, held = contact_position_update(
-        xp, qp, ap.p, ap.q, imp, iip, xs, qs, as_.p, as_.q, ims, iis, n, pen, ca, cb, pair_mean(shape_mu, pairs, c),
-        lam[t], lam_t[t], share[c])
+        xp, qp, ap.p, ap.q, imp, iip, xs, qs, as_.p, as_.q, ims, iis, n, pen, ca, cb,
+        pair_mean(shapes.mu, contacts.pairs, c), lam[t], lam_t[t], share[c])
     if pen <= 0.0 and lam[t] > 0.0:
         held = held_in[t]
     held_out[t] = held
@@ -754,34 +747,29 @@ def solve_contact_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Tran
 
 
 @xsim.kernel(enable_backward=False)
-def count_velocity_pairs(shape_body: Ints, pairs: Ints2, contact_pair: Ints, pair_first: Ints,
-                         lam: Floats, split: Floats):
+def count_velocity_pairs(shapes: ShapeArrays, contacts: ContactArrays, lam: Floats, split: Floats):
     """Add one to ``split`` of both bodies of each pair that ``solve_pair_velocities`` applies (a
     contact with multiplier > 0)."""
     k = xsim.tid()
-    first = pair_first[k]
+    first = contacts.pair_first[k]
     active = 0
-    for t in range(first, pair_first[k + 1]):
+    for t in range(first, contacts.pair_first[k + 1]):
         if lam[t] > 0.0:
             active = 1
     if active != 0:
-        c = contact_pair[first]
+        c = contacts.pair[first]
         for side in range(2):
-            b = shape_body[pairs[c, side]]
+            b = shapes.body[contacts.pairs[c, side]]
             if b >= 0:
                 xsim.atomic_add(split, b, 1.0)
 
 
 @xsim.kernel
-def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, inv_mass: Floats, inv_inertia: Mat33s,
-                          shape_body: Ints, shape_type: Ints, shape_xform: Transforms, shape_size: Vec3s,
-                          shape_radius: Floats, shape_point_start: Ints, shape_point_count: Ints,
-                          shape_points: Vec3s, pairs: Ints2, contact_pair: Ints, contact_index: Ints,
-                          shape_mu: Floats, shape_restitution: Floats, pair_first: Ints,
-                          lam: Floats, lam_t: Floats, geom_n: Vec3s, geom_ra: Vec3s, geom_rb: Vec3s, inv_h: Float,
-                          bounce_speed: Float, split: Floats, delta: Vec8s):
-    """Velocity pass of active pair ``tid`` (its candidate contacts are ``pair_first[tid]`` up to
-    ``pair_first[tid + 1]``; those with multiplier > 0 were active in the position pass, whose last
+def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, bodies: BodyArrays, shapes: ShapeArrays,
+                          contacts: ContactArrays, lam: Floats, lam_t: Floats, geom_n: Vec3s, geom_ra: Vec3s,
+                          geom_rb: Vec3s, inv_h: Float, bounce_speed: Float, split: Floats, delta: Vec8s):
+    """Velocity pass of active pair ``tid`` (its candidate contacts are ``contacts.pair_first[tid]`` up to
+    ``contacts.pair_first[tid + 1]``; those with multiplier > 0 were active in the position pass, whose last
     iteration left their normals and arms in ``geom_*``), masses split by ``split``: restitution
     once for the pair, at its centre of pressure (contact points and normals weighted by their
     multipliers), so that a box landing flat on four corners bounces straight (four restitution
@@ -791,13 +779,13 @@ def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, inv_mass: Fl
     the pair's local velocities. Velocity changes go to
     ``delta`` (dv 0..2, dw 3..5, count 7)."""
     k = xsim.tid()
-    first = pair_first[k]
-    last = pair_first[k + 1]
-    c = contact_pair[first]
-    ba = shape_body[pairs[c, 0]]
-    bb = shape_body[pairs[c, 1]]
-    xa, qa, ima, iia = load_split_body(ba, Xc, inv_mass, inv_inertia, split)
-    xb, qb, imb, iib = load_split_body(bb, Xc, inv_mass, inv_inertia, split)
+    first = contacts.pair_first[k]
+    last = contacts.pair_first[k + 1]
+    c = contacts.pair[first]
+    ba = shapes.body[contacts.pairs[c, 0]]
+    bb = shapes.body[contacts.pairs[c, 1]]
+    xa, qa, ima, iia = load_split_body(ba, Xc, bodies.inv_mass, bodies.inv_inertia, split)
+    xb, qb, imb, iib = load_split_body(bb, Xc, bodies.inv_mass, bodies.inv_inertia, split)
     va, wa = body_velocity(ba, qd, xa)
     va0, wa0 = body_velocity(ba, qd_pre, xa)
     vb, wb = body_velocity(bb, qd, xb)
@@ -807,11 +795,11 @@ def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, inv_mass: Fl
     vb_in = vb
     wb_in = wb
     # the centre of pressure: contact points and normals weighted by their multipliers
-    total = inv_mass.dtype(0.0)
+    total = bodies.inv_mass.dtype(0.0)
     active = total
-    pa = shape_size.dtype()
-    pb = shape_size.dtype()
-    nsum = shape_size.dtype()
+    pa = shapes.size.dtype()
+    pb = shapes.size.dtype()
+    nsum = shapes.size.dtype()
     for t in range(first, last):
         lk = lam[t]
         if lk > 0.0:
@@ -825,11 +813,11 @@ def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, inv_mass: Fl
             nsum = nsum + n * lk
     if total > 0.0:
         pn = total - total
-        mu = pair_mean(shape_mu, pairs, c)
+        mu = pair_mean(shapes.mu, contacts.pairs, c)
         if xsim.dot(nsum, nsum) > 0.0:
             va, wa, vb, wb, pn = restitution_update(xa, qa, va, wa, va0, wa0, ima, iia, xb, qb, vb, wb, vb0, wb0,
                                                 imb, iib, xsim.normalize(nsum), pa / total, pb / total,
-                                                pair_mean(shape_restitution, pairs, c), bounce_speed)
+                                                pair_mean(shapes.restitution, contacts.pairs, c), bounce_speed)
         for t in range(first, last):
             lk = lam[t]
             if lk > 0.0:

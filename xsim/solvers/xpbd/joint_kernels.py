@@ -23,10 +23,11 @@ point does not undo them.
 """
 
 import xsim
-from xsim.sim.generic import Float, Floats, Ints, Mat33s, Transforms, Vec2s, Vec3s, Vec6s, Vec8s
+from xsim.sim.generic import Float, Floats, Transforms, Vec6s, Vec8s
 from xsim.sim.kinematics import hinge_angle
 from xsim.sim.rigid import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
+from .bundles import BodyArrays, JointArrays
 from .rigid_kernels import (
     angular_inv_mass,
     apply_impulse,
@@ -175,30 +176,28 @@ def add_pose_delta(delta: Vec8s, b: int, dx, dq):
 
 
 @xsim.kernel
-def solve_joints(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, joint_type: Ints, joint_parent: Ints,
-                 joint_child: Ints, joint_X_p: Transforms, joint_X_c: Transforms, joint_axis: Vec3s, joint_limit: Vec2s,
-                 joint_cone_limit: Floats, target_q: Floats, target_ke: Floats, lam: Floats, inv_h2: Float,
-                 split: Floats, lam_out: Floats, delta: Vec8s):
+def solve_joints(Xc: Transforms, bodies: BodyArrays, joints: JointArrays, target_q: Floats, lam: Floats,
+                 inv_h2: Float, split: Floats, lam_out: Floats, delta: Vec8s):
     """Position pass of one joint (module docstring); ``lam``: the drive multipliers so far;
     ``split``: each body's number of constraints in this pass (``split_mass``)."""
     j = xsim.tid()
-    kind = joint_type[j]
+    kind = joints.type[j]
     lam_j = lam[j]
     dlam = type(lam_j)(0.0)
     if kind != JOINT_FREE:
-        bp = joint_parent[j]
-        bc = joint_child[j]
-        xp, qp, imp, iip = load_split_body(bp, Xc, inv_mass, inv_inertia, split)
-        xc, qc, imc, iic = load_split_body(bc, Xc, inv_mass, inv_inertia, split)
+        bp = joints.parent[j]
+        bc = joints.child[j]
+        xp, qp, imp, iip = load_split_body(bp, Xc, bodies.inv_mass, bodies.inv_inertia, split)
+        xc, qc, imc, iic = load_split_body(bc, Xc, bodies.inv_mass, bodies.inv_inertia, split)
         xp_in = xp
         qp_in = qp
         xc_in = xc
         qc_in = qc
-        jp = joint_X_p[j]
-        jc = joint_X_c[j]
-        axis = joint_axis[j]
-        lim = joint_limit[j]
-        ke = target_ke[j]
+        jp = joints.X_p[j]
+        jc = joints.X_c[j]
+        axis = joints.axis[j]
+        lim = joints.limit[j]
+        ke = joints.target_ke[j]
         alpha = type(ke)(0.0)
         if ke > 0.0:
             alpha = inv_h2 / ke
@@ -245,7 +244,7 @@ def solve_joints(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, joint_ty
             a_c = xsim.quat_rotate(qjc, axis)
             n = xsim.cross(a_p, a_c)
             sn = xsim.length(n)
-            cone = joint_cone_limit[j]
+            cone = joints.cone_limit[j]
             swing = xsim.atan2(sn, xsim.dot(a_p, a_c))
             if swing > cone and sn > 0.0:  # a relative rotation about a_p x a_c turns the swing at rate 1
                 n1 = n / sn
@@ -277,29 +276,27 @@ def solve_joints(Xc: Transforms, inv_mass: Floats, inv_inertia: Mat33s, joint_ty
     lam_out[j] = lam_j + dlam
 
 @xsim.kernel
-def solve_joint_velocities(Xc: Transforms, qd: Vec6s, inv_mass: Floats, inv_inertia: Mat33s, joint_type: Ints,
-                           joint_parent: Ints, joint_child: Ints, joint_X_p: Transforms, joint_X_c: Transforms,
-                           joint_axis: Vec3s, target_qd: Floats, target_kd: Floats, h: Float,
-                           split: Floats, delta: Vec8s):
+def solve_joint_velocities(Xc: Transforms, qd: Vec6s, bodies: BodyArrays, joints: JointArrays, target_qd: Floats,
+                           h: Float, split: Floats, delta: Vec8s):
     """Velocity drives: implicit damping of the joint's relative speed towards ``target_qd``,
     an impulse kd h (target - speed) / (1 + kd h w); changes go to ``delta``; ``split``: each
     body's number of constraints in the velocity pass (``split_mass``)."""
     j = xsim.tid()
-    kd = target_kd[j]
-    kind = joint_type[j]
+    kd = joints.target_kd[j]
+    kind = joints.type[j]
     if kd > 0.0 and (kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC):
-        bp = joint_parent[j]
-        bc = joint_child[j]
-        xp, qp, imp, iip = load_split_body(bp, Xc, inv_mass, inv_inertia, split)
-        xc, qc, imc, iic = load_split_body(bc, Xc, inv_mass, inv_inertia, split)
+        bp = joints.parent[j]
+        bc = joints.child[j]
+        xp, qp, imp, iip = load_split_body(bp, Xc, bodies.inv_mass, bodies.inv_inertia, split)
+        xc, qc, imc, iic = load_split_body(bc, Xc, bodies.inv_mass, bodies.inv_inertia, split)
         vp, wp = body_velocity(bp, qd, xp)
         vc, wc = body_velocity(bc, qd, xc)
         vp_in = vp
         wp_in = wp
         vc_in = vc
         wc_in = wc
-        jp = joint_X_p[j]
-        a = xsim.quat_rotate(qp * jp.q, joint_axis[j])
+        jp = joints.X_p[j]
+        a = xsim.quat_rotate(qp * jp.q, joints.axis[j])
         if kind == JOINT_REVOLUTE:
             w = angular_inv_mass(qp, iip, a) + angular_inv_mass(qc, iic, a)
             speed = xsim.dot(wc - wp, a)
@@ -308,7 +305,7 @@ def solve_joint_velocities(Xc: Transforms, qd: Vec6s, inv_mass: Floats, inv_iner
             wp = wp - inv_inertia_mul(qp, iip, a * impulse)
         else:
             r_p = xsim.quat_rotate(qp, jp.p)
-            r_c = xsim.quat_rotate(qc, joint_X_c[j].p)
+            r_c = xsim.quat_rotate(qc, joints.X_c[j].p)
             w = generalized_inv_mass(qp, imp, iip, r_p, a) + generalized_inv_mass(qc, imc, iic, r_c, a)
             speed = xsim.dot(relative_point_velocity(vc, wc, r_c, vp, wp, r_p), a)
             impulse = kd * h * (target_qd[j] - speed) / (1.0 + kd * h * w)

@@ -14,6 +14,8 @@ Corrections are accumulated per body in a ``vector(8)`` row (dx: 0..2, dq: 3..6,
 import xsim
 from xsim.sim.generic import Float, Floats, Mat33s, Transforms, Vec3, Vec3s, Vec6s, Vec8s
 
+from .bundles import BodyArrays
+
 # -------------------------------------------------------------------------------------------------
 # generic helpers (inlined with their arguments' types, so one definition serves float32/float64)
 
@@ -128,8 +130,8 @@ def body_velocity(b: int, qd, x_like):
 
 
 @xsim.kernel
-def integrate_bodies(Xc: Transforms, qd: Vec6s, inv_mass: Floats, inertia: Mat33s, inv_inertia: Mat33s,
-                     gravity: Vec3, h: Float, Xc_pred: Transforms, qd_pred: Vec6s):
+def integrate_bodies(Xc: Transforms, qd: Vec6s, bodies: BodyArrays, gravity: Vec3, h: Float, Xc_pred: Transforms,
+                     qd_pred: Vec6s):
     """Explicit substep prediction (Mueller et al. 2020, alg. 2): v += g h, x += v h,
     w += h I^-1 (-w x I w) (gyroscopic term, body frame), q += h (w, 0) q / 2. ``qd_pred``:
     the predicted velocities (the pre-solve velocities of restitution)."""
@@ -138,10 +140,10 @@ def integrate_bodies(Xc: Transforms, qd: Vec6s, inv_mass: Floats, inertia: Mat33
     q = pose.q
     x = pose.p
     v, w = split_qd(qd[i], x)
-    if inv_mass[i] > 0.0:
+    if bodies.inv_mass[i] > 0.0:
         v = v + gravity * h
         wb = xsim.quat_rotate_inv(q, w)
-        wb = wb - inv_inertia[i] * xsim.cross(wb, inertia[i] * wb) * h
+        wb = wb - bodies.inv_inertia[i] * xsim.cross(wb, bodies.inertia[i] * wb) * h
         w = xsim.quat_rotate(q, wb)
     x = x + v * h
     q = rotate_by(q, w * h)

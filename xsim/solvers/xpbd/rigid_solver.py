@@ -69,6 +69,7 @@ from xsim.sim.rigid import JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 from . import contacts_rigid, joint_kernels, rigid_kernels
 from .broad_phase import BroadPhase
+from .bundles import BodyArrays, ContactArrays, JointArrays, ShapeArrays, model_arrays
 from .particle_contacts import count_particle_contacts
 
 
@@ -88,6 +89,9 @@ class RigidStep:
     bounce: float  # m/s, the approach speed below which contacts do not bounce
     xc: xsim.array  # com frames at the substep start, transform [body_count]
     qd: xsim.array  # velocities at the substep start (linear, angular; m/s, rad/s), spatial vector [body_count]
+    bodies: BodyArrays  # the model's body, shape and joint arrays (``bundles.py``)
+    shapes: ShapeArrays
+    joints: JointArrays
     sub: int = 0  # the current substep
     velocity_pass: bool = False  # whether substeps run the velocity pass (contacts, velocity drives, particles)
     # the step's contacts (``_find_contacts``): kept candidates grouped by shape pair
@@ -97,6 +101,7 @@ class RigidStep:
     contact_pair: xsim.array | None = None  # each contact's row in ``pairs``, int [n_contacts]
     contact_index: xsim.array | None = None  # each contact's index in its pair (``contact_roles``), int [n_contacts]
     pair_first: xsim.array | None = None  # each pair's first contact, then n_contacts: int [n_pairs + 1]
+    contacts: ContactArrays | None = None  # the four above, as the contact kernels take them
     keys: np.ndarray | None = None  # each contact's (shape a, shape b, index) key, host int64 [n_contacts]
     anchor_p: xsim.array | None = None  # static-friction anchors: point body's pose, transform [n_contacts]
     anchor_s: xsim.array | None = None  # and surface body's pose
@@ -134,6 +139,8 @@ class RigidStepper:
         self._lam_contacts = xsim.zeros(0, dtype=s, device=m.device)  # grown to the most contacts of a step
         self._lam_joints = xsim.zeros(r.joint_count, dtype=s, device=m.device)
         self._broad = BroadPhase(r)
+        # the model's arrays as the kernels take them (``model_arrays``)
+        self._bodies = self._shapes = self._joints = None
         self._uploads: dict = {}  # reused host-written buffers of the contact search (_put)
         self.contact_count = 0  # contacts the last step solved (after the broad phase and pruning)
         self._no_anchor = xsim.empty(1, dtype=self.tf, device=m.device)
@@ -169,12 +176,16 @@ class RigidStepper:
         target_q = getattr(control, "joint_target_q", None) if control is not None else None
         target_qd = getattr(control, "joint_target_qd", None) if control is not None else None
         bounce = self.solver.bounce_speed
+        self._bodies = model_arrays(BodyArrays, r, "body_", self._bodies)
+        self._shapes = model_arrays(ShapeArrays, r, "shape_", self._shapes)
+        self._joints = model_arrays(JointArrays, r, "joint_", self._joints)
         st = RigidStep(
             state_out=state_out, h=h, grad=grad, substeps=substeps, iterations=iterations,
             target_q=r.joint_target_q if target_q is None else target_q,
             target_qd=r.joint_target_qd if target_qd is None else target_qd,
             bounce=2.0 * self._g_norm * h if bounce is None else bounce,
-            xc=state_in.body_q, qd=state_in.body_qd)
+            xc=state_in.body_q, qd=state_in.body_qd, bodies=self._bodies, shapes=self._shapes,
+            joints=self._joints)
         if self._has_com:
             st.xc = self.buffers.get("Xstart", nb, self.tf, grad)
             xsim.launch(self.k.body_to_com_frame, nb, inputs=[state_in.body_q, r.body_com], outputs=[st.xc])
@@ -201,17 +212,14 @@ class RigidStepper:
         def edges_near(box_pairs):
             near = self.buffers.get("c:near", 24 * len(box_pairs), int, False)
             xsim.launch(self.kc.box_edges_near, 24 * len(box_pairs), inputs=[
-                st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_xform, r.shape_size, r.shape_radius,
-                put("box_pairs", pairs[box_pairs], int), put("box_reach", reach[box_pairs], s)], outputs=[near],
-                record_tape=False)
+                st.xc, st.bodies, st.shapes, put("box_pairs", pairs[box_pairs], int),
+                put("box_reach", reach[box_pairs], s)], outputs=[near], record_tape=False)
             return near.numpy()[:24 * len(box_pairs)].reshape(len(box_pairs), 2, 12).astype(bool)
         pair, index = self._broad.candidate_contacts(pairs, edges_near)
         depth = self.buffers.get("c:depth", len(pair), s, False)  # off the tape
         xsim.launch(self.kc.contact_depths, len(pair), inputs=[
-            st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
-            r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, pairs_dev,
-            put("pair", pair, int), put("index", index, int), reach_dev, put("spin", spin, s)],
-            outputs=[depth], record_tape=False)
+            st.xc, st.bodies, st.shapes, pairs_dev, put("pair", pair, int), put("index", index, int), reach_dev,
+            put("spin", spin, s)], outputs=[depth], record_tape=False)
         depth = depth.numpy()[:len(pair)].astype(np.float64)
         kept = np.flatnonzero(self._broad.within_reach(pairs, pair, depth, reach))
         if not len(kept):
@@ -226,6 +234,8 @@ class RigidStepper:
         st.contact_pair = put("contact_pair", pair, int, taped)
         st.contact_index = put("contact_index", index[kept], int, taped)
         st.pair_first = put("pair_first", np.append(first, len(kept)), int, taped)
+        st.contacts = ContactArrays(pairs=st.pairs, pair=st.contact_pair, index=st.contact_index,
+                                    pair_first=st.pair_first)
         if self._lam_contacts.shape[0] < len(kept):
             self._lam_contacts = xsim.zeros(2 * len(kept), dtype=s, device=dev)
         a, b = pairs[used[pair], 0].astype(np.int64), pairs[used[pair], 1].astype(np.int64)
@@ -252,10 +262,9 @@ class RigidStepper:
         # new arrays: a state keeps them (``end``) for as long as it lives, not one step as a reused buffer would
         st.anchor_p = xsim.empty(n, dtype=self.tf, device=self.model.device, requires_grad=taped)
         st.anchor_s = xsim.empty(n, dtype=self.tf, device=self.model.device, requires_grad=taped)
-        r = self.rigid
         xsim.launch(self.kc.contact_anchors, n, inputs=[
-            st.xc, r.shape_body, r.shape_point_count, st.pairs, st.contact_pair, st.contact_index,
-            self._put("carry", carry, int, taped), *prev], outputs=[st.anchor_p, st.anchor_s])
+            st.xc, st.shapes, st.contacts, self._put("carry", carry, int, taped), *prev],
+            outputs=[st.anchor_p, st.anchor_s])
         st.held = self.buffers.get("c:held", n, int, taped, zero=True)
 
     def _put(self, key: str, data: np.ndarray, dtype, fresh: bool = False):
@@ -280,8 +289,7 @@ class RigidStepper:
         st.sub = sub
         st.x_pred = self.buffers.get("Xpred", nb, self.tf, st.grad)
         st.qd_pre = self.buffers.get("qd_pre", nb, self.v6, st.grad)
-        xsim.launch(self.k.integrate_bodies, nb, inputs=[st.xc, st.qd, r.body_inv_mass, r.body_inertia,
-                                                         r.body_inv_inertia, self._gravity, st.h],
+        xsim.launch(self.k.integrate_bodies, nb, inputs=[st.xc, st.qd, st.bodies, self._gravity, st.h],
                     outputs=[st.x_pred, st.qd_pre])
         st.lam_c, st.lam_t, st.lam_j = self._lam_contacts, self._lam_contacts, self._lam_joints
         st.xi = st.x_pred
@@ -301,31 +309,26 @@ class RigidStepper:
             n, v3 = st.n_contacts, self.v3
             geom = [self.buffers.get("c:pass_n", n, v3, grad), self.buffers.get("c:pass_pen", n, m.dtype, grad),
                     self.buffers.get("c:pass_ca", n, v3, grad), self.buffers.get("c:pass_cb", n, v3, grad)]
-            xsim.launch(self.kc.measure_contacts, n, inputs=[
-                xi, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
-                r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, st.pairs,
-                st.contact_pair, st.contact_index], outputs=[*geom, split])
+            xsim.launch(self.kc.measure_contacts, n, inputs=[xi, st.bodies, st.shapes, st.contacts],
+                        outputs=[*geom, split])
             lam_out = self.buffers.get("c:lam", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t))
             lam_t_out = self.buffers.get("c:lam_t", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t, lam_out))
             held = self.buffers.get("c:held", st.n_contacts, int, grad, avoid=(st.held,))
             st.geom = [self.buffers.get(f"c:geom{k}", st.n_contacts, self.v3, grad) for k in range(3)]
             share = self.buffers.get("c:share", st.n_pairs, m.dtype, grad)
             xsim.launch(self.kc.pair_normal_shares, st.n_pairs, inputs=[
-                xi, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_point_count, st.pairs,
-                st.contact_pair, st.contact_index, st.pair_first, geom[1], geom[0], geom[2], geom[3], st.lam_c,
-                split], outputs=[share])
+                xi, st.bodies, st.shapes, st.contacts, geom[1], geom[0], geom[2], geom[3], st.lam_c, split],
+                outputs=[share])
             xsim.launch(self.kc.solve_contact_positions, st.n_contacts, inputs=[
-                xi, st.anchor_p, st.anchor_s, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_point_count,
-                st.pairs, st.contact_pair, st.contact_index, *geom, r.shape_mu, st.lam_c, st.lam_t, split, st.held,
-                share],
+                xi, st.anchor_p, st.anchor_s, st.bodies, st.shapes, st.contacts, *geom, st.lam_c, st.lam_t, split,
+                st.held, share],
                 outputs=[lam_out, lam_t_out, st.delta, *st.geom, held])
             st.lam_c, st.lam_t, st.held = lam_out, lam_t_out, held
         if r.joint_count:
             lam_out = self.buffers.get("lam_j", r.joint_count, m.dtype, grad, avoid=(st.lam_j,))
             xsim.launch(self.kj.solve_joints, r.joint_count, inputs=[
-                xi, r.body_inv_mass, r.body_inv_inertia, r.joint_type, r.joint_parent, r.joint_child,
-                r.joint_X_p, r.joint_X_c, r.joint_axis, r.joint_limit, r.joint_cone_limit, st.target_q,
-                r.joint_target_ke, st.lam_j, 1.0 / (st.h * st.h), split], outputs=[lam_out, st.delta])
+                xi, st.bodies, st.joints, st.target_q, st.lam_j, 1.0 / (st.h * st.h), split],
+                outputs=[lam_out, st.delta])
             st.lam_j = lam_out
 
     def _counts(self, key: str, base, grad: bool, taped: bool = False):
@@ -385,19 +388,14 @@ class RigidStepper:
             vsplit = self._joint_vsplit
             if st.n_contacts:
                 vsplit = self._counts("vsplit", self._joint_vsplit, grad)
-                xsim.launch(self.kc.count_velocity_pairs, st.n_pairs, inputs=[
-                    r.shape_body, st.pairs, st.contact_pair, st.pair_first, st.lam_c],
-                    outputs=[vsplit], record_tape=False)
+                xsim.launch(self.kc.count_velocity_pairs, st.n_pairs, inputs=[st.shapes, st.contacts, st.lam_c],
+                            outputs=[vsplit], record_tape=False)
                 xsim.launch(self.kc.solve_pair_velocities, st.n_pairs, inputs=[
-                    xi, st.qd_next, st.qd_pre, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type,
-                    r.shape_xform, r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count,
-                    r.shape_points, st.pairs, st.contact_pair, st.contact_index, r.shape_mu, r.shape_restitution,
-                    st.pair_first, st.lam_c, st.lam_t, *st.geom, 1.0 / h, st.bounce, vsplit], outputs=[dv])
+                    xi, st.qd_next, st.qd_pre, st.bodies, st.shapes, st.contacts, st.lam_c, st.lam_t, *st.geom,
+                    1.0 / h, st.bounce, vsplit], outputs=[dv])
             if r.joint_drive_velocity:
                 xsim.launch(self.kj.solve_joint_velocities, r.joint_count, inputs=[
-                    xi, st.qd_next, r.body_inv_mass, r.body_inv_inertia, r.joint_type, r.joint_parent,
-                    r.joint_child, r.joint_X_p, r.joint_X_c, r.joint_axis, st.target_qd, r.joint_target_kd, h,
-                    vsplit], outputs=[dv])
+                    xi, st.qd_next, st.bodies, st.joints, st.target_qd, h, vsplit], outputs=[dv])
             last_sub = st.sub == st.substeps - 1
             qd_final = st.state_out.body_qd if last_sub else self.buffers.get("qd", nb, self.v6, grad,
                                                                        avoid=(st.qd, st.qd_next))
