@@ -199,8 +199,9 @@ class BroadPhase:
 
     def find_pairs(self, Xc: np.ndarray, qd: np.ndarray, shape_xform: np.ndarray, shape_size: np.ndarray,
                    dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The shape pairs that can touch during a step of ``dt`` from the com frames ``Xc`` (nb, 7)
-        and velocities ``qd`` (nb, 6): ((pairs, 4) ints: shape a < shape b, whether a's points meet
+        """The shape pairs that can touch during a step of ``dt`` from the com frames ``Xc`` (nb, 7),
+        velocities ``qd`` (nb, 6) and shape frames ``shape_xform`` (shapes, 7) whose quaternions are unit (the
+        step's ``contacts_rigid.unit_shape_frames``): ((pairs, 4) ints: shape a < shape b, whether a's points meet
         b's surface, whether b's meet a's; (pairs,) reach, m: the contact margin plus how far the two
         shapes' points can travel in the step; (pairs,) spin, rad: how far they can turn)."""
         if not len(self.active):
@@ -208,8 +209,7 @@ class BroadPhase:
         act, on = self.active, self._on_body
         # shape frames in the world, and how far their points can move in the step
         xf = shape_xform[act].astype(np.float64)
-        # a frame's rotation is its quaternion normalized, as in the contacts
-        centre, rot = xf[:, :3], xf[:, 3:] / np.linalg.norm(xf[:, 3:], axis=1, keepdims=True)
+        centre, rot = xf[:, :3], xf[:, 3:]
         motion = np.zeros(len(act))
         turn = np.zeros(len(act))
         if len(self._bodies):

@@ -9,11 +9,13 @@ shape pair (restitution once at the pair's centre of pressure, see ``solve_pair_
 per joint.
 
 Parallel solve: Jacobi with averaging, accumulated with ``atomic_add``. In the position passes
-every contact point and every joint is one thread. A joint solves its own constraints one after the other (Gauss-Seidel
-inside the joint, on local copies of its two poses); a contact resolves its depth and then its
-friction (static, or sliding at mu times its even share of its pair's normal multipliers, ``contact_position_update``). Each thread adds its net correction of each body, plus a count of one, to a
-per-body ``vector(8)`` accumulator that is new for every pass; each body then moves by the mean of
-its corrections (``relaxation`` scales it). Why: averaging is stable whatever the number of
+every touching shape pair and every joint is one thread. A joint solves its own constraints one after the other (Gauss-Seidel
+inside the joint, on local copies of its two poses); a pair's contacts are each a Jacobi constraint on the poses the
+pass started from: a contact resolves its depth and then its
+friction (static, or sliding at mu times its even share of its pair's normal multipliers, ``contact_position_update``).
+Each thread adds its net correction of each body, plus a count of one per constraint, to a
+per-body ``vector(8)`` accumulator that is new for every pass (a pair sums its contacts' first: one atomic per body); each
+body then moves by the mean of its corrections (``relaxation`` scales it). Why: averaging is stable whatever the number of
 constraints on a body (no overshoot when four corners of a box push the same way), treats the
 contacts of a body symmetrically (a sequential sweep over a box's corners leaves an order bias
 that makes a resting box creep), and needs no colouring of a contact graph that changes every
@@ -100,7 +102,8 @@ class RigidStep:
     keys: np.ndarray | None = None  # each contact's (shape a, shape b, index) key, host int64 [n_contacts]
     anchor_p: xsim.array | None = None  # static-friction anchors: point body's pose, transform [n_contacts]
     anchor_s: xsim.array | None = None  # and surface body's pose
-    held: xsim.array | None = None  # 1 where static friction held (``solve_contact_positions``), int [n_contacts]
+    held: xsim.array | None = None  # 1 where static friction held (``solve_pair_positions``), int [n_contacts]
+    shape_xform: xsim.array | None = None  # shape frames, quaternions normalized (``unit_shape_frames``), [shape_count]
     # the current substep
     x_pred: xsim.array | None = None  # predicted com frames, transform [body_count]
     qd_pre: xsim.array | None = None  # predicted velocities (restitution's pre-solve ones), [body_count]
@@ -189,8 +192,13 @@ class RigidStepper:
         over pairs), and their static-friction anchors (``_anchor``). Not on the tape: which contacts
         exist is a constant of the backward pass."""
         r, dev = self.rigid, self.model.device
+        if not len(self._broad.active):
+            return
+        # shape frames with unit quaternions, once per step: every contact evaluation reads them
+        st.shape_xform = self.buffers.get("shape_frames", r.shape_count, self.tf, st.grad)
+        xsim.launch(self.kc.unit_shape_frames, r.shape_count, inputs=[r.shape_xform], outputs=[st.shape_xform])
         xc = st.xc.numpy()
-        pairs, reach, spin = self._broad.find_pairs(xc, st.qd.numpy(), r.shape_xform.numpy(),
+        pairs, reach, spin = self._broad.find_pairs(xc, st.qd.numpy(), st.shape_xform.numpy(),
                                                     r.shape_size.numpy(), dt)
         last = getattr(state_in, "body_contacts", None)
         if not len(pairs):
@@ -201,14 +209,14 @@ class RigidStepper:
         def edges_near(box_pairs):
             near = self.buffers.get("c:near", 24 * len(box_pairs), int, False)
             xsim.launch(self.kc.box_edges_near, 24 * len(box_pairs), inputs=[
-                st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_xform, r.shape_size, r.shape_radius,
+                st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, st.shape_xform, r.shape_size, r.shape_radius,
                 put("box_pairs", pairs[box_pairs], int), put("box_reach", reach[box_pairs], s)], outputs=[near],
                 record_tape=False)
             return near.numpy()[:24 * len(box_pairs)].reshape(len(box_pairs), 2, 12).astype(bool)
         pair, index = self._broad.candidate_contacts(pairs, edges_near)
         depth = self.buffers.get("c:depth", len(pair), s, False)  # off the tape
         xsim.launch(self.kc.contact_depths, len(pair), inputs=[
-            st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
+            st.xc, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, st.shape_xform, r.shape_size,
             r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, pairs_dev,
             put("pair", pair, int), put("index", index, int), reach_dev, put("spin", spin, s)],
             outputs=[depth], record_tape=False)
@@ -302,22 +310,16 @@ class RigidStepper:
             geom = [self.buffers.get("c:pass_n", n, v3, grad), self.buffers.get("c:pass_pen", n, m.dtype, grad),
                     self.buffers.get("c:pass_ca", n, v3, grad), self.buffers.get("c:pass_cb", n, v3, grad)]
             xsim.launch(self.kc.measure_contacts, n, inputs=[
-                xi, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, r.shape_xform, r.shape_size,
+                xi, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type, st.shape_xform, r.shape_size,
                 r.shape_radius, r.shape_point_start, r.shape_point_count, r.shape_points, st.pairs,
                 st.contact_pair, st.contact_index], outputs=[*geom, split])
             lam_out = self.buffers.get("c:lam", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t))
             lam_t_out = self.buffers.get("c:lam_t", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t, lam_out))
             held = self.buffers.get("c:held", st.n_contacts, int, grad, avoid=(st.held,))
             st.geom = [self.buffers.get(f"c:geom{k}", st.n_contacts, self.v3, grad) for k in range(3)]
-            share = self.buffers.get("c:share", st.n_pairs, m.dtype, grad)
-            xsim.launch(self.kc.pair_normal_shares, st.n_pairs, inputs=[
-                xi, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_point_count, st.pairs,
-                st.contact_pair, st.contact_index, st.pair_first, geom[1], geom[0], geom[2], geom[3], st.lam_c,
-                split], outputs=[share])
-            xsim.launch(self.kc.solve_contact_positions, st.n_contacts, inputs=[
+            xsim.launch(self.kc.solve_pair_positions, st.n_pairs, inputs=[
                 xi, st.anchor_p, st.anchor_s, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_point_count,
-                st.pairs, st.contact_pair, st.contact_index, *geom, r.shape_mu, st.lam_c, st.lam_t, split, st.held,
-                share],
+                st.pairs, st.contact_index, st.pair_first, *geom, r.shape_mu, st.lam_c, st.lam_t, split, st.held],
                 outputs=[lam_out, lam_t_out, st.delta, *st.geom, held])
             st.lam_c, st.lam_t, st.held = lam_out, lam_t_out, held
         if r.joint_count:
@@ -390,7 +392,7 @@ class RigidStepper:
                     outputs=[vsplit], record_tape=False)
                 xsim.launch(self.kc.solve_pair_velocities, st.n_pairs, inputs=[
                     xi, st.qd_next, st.qd_pre, r.body_inv_mass, r.body_inv_inertia, r.shape_body, r.shape_type,
-                    r.shape_xform, r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count,
+                    st.shape_xform, r.shape_size, r.shape_radius, r.shape_point_start, r.shape_point_count,
                     r.shape_points, st.pairs, st.contact_pair, st.contact_index, r.shape_mu, r.shape_restitution,
                     st.pair_first, st.lam_c, st.lam_t, *st.geom, 1.0 / h, st.bounce, vsplit], outputs=[dv])
             if r.joint_drive_velocity:
