@@ -201,6 +201,33 @@ def rollout(model, steps=60):
     return np.concatenate([a.body_q.numpy().ravel(), a.body_qd.numpy().ravel()]), counts
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_candidate_contacts_list_each_pairs_points_then_its_near_edge_pairs_in_order(seed):
+    # reference in plain Python: per pair, a's points, b's, then the segment contacts (a box pair: the
+    # edge pairs 12 i + j whose edges i of a and j of b are both near, in that order)
+    model = random_scene(seed)
+    broad = BroadPhase(model)
+    state = model.state()
+    pairs, _, _ = broad.find_pairs(state.body_q.numpy(), state.body_qd.numpy(), model.shape_xform.numpy(),
+                                   model.shape_size.numpy(), 1.0 / 60.0)
+    kind, count = broad.shape_type, broad.point_count
+    box_pairs = np.flatnonzero((kind[pairs[:, 0]] == 2) & (kind[pairs[:, 1]] == 2))
+    assert len(box_pairs) >= 3
+    near = np.random.default_rng(seed).random((len(box_pairs), 2, 12)) < 0.4
+    near[0] = False  # a box pair with no near edge keeps its points
+    pair, index = broad.candidate_contacts(pairs, lambda bp: near if np.array_equal(bp, box_pairs) else None)
+    expected = []
+    for k, (a, b, pa, pb) in enumerate(pairs):
+        points = count[a] * pa + count[b] * pb
+        expected += [(k, i) for i in range(points)]
+        if k in box_pairs:
+            m = near[list(box_pairs).index(k)]
+            expected += [(k, points + 12 * i + j) for i in range(12) for j in range(12) if m[0, i] and m[1, j]]
+        else:
+            expected += [(k, points + i) for i in range(broad.segments[kind[a], kind[b]])]
+    assert list(zip(pair.tolist(), index.tolist())) == expected
+
+
 def test_pruned_contacts_give_the_rollout_of_every_candidate_contact(monkeypatch):
     pruned, kept = rollout(mixed_scene())
     # every candidate: all 144 edge pairs of each box pair, none dropped for being out of reach

@@ -49,6 +49,11 @@ def _rotations(q: np.ndarray) -> np.ndarray:
 
 
 _NEXT, _LAST = np.array([1, 2, 0]), np.array([2, 0, 1])
+# 12-bit masks of a box's edges: their bit values, each mask's number of set bits and its k-th set bit
+_EDGE_BITS = 1 << np.arange(12, dtype=np.int64)
+_MASKS = (np.arange(1 << 12)[:, None] >> np.arange(12)) & 1
+_POPCOUNT = _MASKS.sum(1)
+_NTH_BIT = np.argsort(1 - _MASKS, axis=1, kind="stable")
 _IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
 
 
@@ -199,8 +204,9 @@ class BroadPhase:
 
     def find_pairs(self, Xc: np.ndarray, qd: np.ndarray, shape_xform: np.ndarray, shape_size: np.ndarray,
                    dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The shape pairs that can touch during a step of ``dt`` from the com frames ``Xc`` (nb, 7)
-        and velocities ``qd`` (nb, 6): ((pairs, 4) ints: shape a < shape b, whether a's points meet
+        """The shape pairs that can touch during a step of ``dt`` from the com frames ``Xc`` (nb, 7),
+        velocities ``qd`` (nb, 6) and shape frames ``shape_xform`` (shapes, 7) whose quaternions are unit (the
+        step's ``contacts_rigid.unit_shape_frames``): ((pairs, 4) ints: shape a < shape b, whether a's points meet
         b's surface, whether b's meet a's; (pairs,) reach, m: the contact margin plus how far the two
         shapes' points can travel in the step; (pairs,) spin, rad: how far they can turn)."""
         if not len(self.active):
@@ -208,8 +214,7 @@ class BroadPhase:
         act, on = self.active, self._on_body
         # shape frames in the world, and how far their points can move in the step
         xf = shape_xform[act].astype(np.float64)
-        # a frame's rotation is its quaternion normalized, as in the contacts
-        centre, rot = xf[:, :3], xf[:, 3:] / np.linalg.norm(xf[:, 3:], axis=1, keepdims=True)
+        centre, rot = xf[:, :3], xf[:, 3:]
         motion = np.zeros(len(act))
         turn = np.zeros(len(act))
         if len(self._bodies):
@@ -291,21 +296,26 @@ class BroadPhase:
         """Every contact the ``pairs`` offer: (pair of each, its index in the pair: a's points, then
         b's, then the pair's segment contacts), ordered by pair. A box-box pair offers only the edge
         pairs whose two edges both come near the other box: ``edges_near(box pair indices)`` gives
-        those as (box pairs, 2, 12) bools (the ``box_edges_near`` kernel), not all 144."""
+        those as (box pairs, 2, 12) bools (the ``box_edges_near`` kernel), not all 144. Built in
+        order (no sort): each box pair's edge pairs a's edge major, b's minor (index 12 i + j)."""
         a, b = pairs[:, 0], pairs[:, 1]
         points = self.point_count[a] * pairs[:, 2] + self.point_count[b] * pairs[:, 3]
         boxes = (self.shape_type[a] == SHAPE_BOX) & (self.shape_type[b] == SHAPE_BOX)
         count = points + np.where(boxes, 0, self.segments[self.shape_type[a], self.shape_type[b]])
-        pair = np.repeat(np.arange(len(pairs)), count)
-        index = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
         box_pairs = np.flatnonzero(boxes)
         if len(box_pairs):
-            near = edges_near(box_pairs)
-            row, edge = np.nonzero((near[:, 0, :, None] & near[:, 1, None, :]).reshape(len(box_pairs), 144))
-            pair = np.concatenate([pair, box_pairs[row]])
-            index = np.concatenate([index, points[box_pairs[row]] + edge])
-            order = np.lexsort((index, pair))
-            pair, index = pair[order], index[order]
+            # each box's near edges as a 12-bit mask: the pair's edge pairs are (i-th set bit of a's, j-th of b's)
+            bits = edges_near(box_pairs).astype(np.int64) @ _EDGE_BITS
+            na, nb = _POPCOUNT[bits[:, 0]], _POPCOUNT[bits[:, 1]]
+            edges = na * nb
+            count[box_pairs] += edges
+            row = np.repeat(np.arange(len(box_pairs)), edges)
+            r = np.arange(len(row)) - np.repeat(np.cumsum(edges) - edges, edges)
+            edge = 12 * _NTH_BIT[bits[row, 0], r // nb[row]] + _NTH_BIT[bits[row, 1], r % nb[row]]
+        pair = np.repeat(np.arange(len(pairs)), count)
+        index = np.arange(len(pair)) - np.repeat(np.cumsum(count) - count, count)
+        if len(box_pairs):
+            index[boxes[pair] & (index >= points[pair])] = points[box_pairs[row]] + edge
         return pair, index
 
     def within_reach(self, pairs: np.ndarray, pair: np.ndarray, depth: np.ndarray, reach: np.ndarray) -> np.ndarray:

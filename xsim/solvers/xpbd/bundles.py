@@ -60,10 +60,11 @@ class ContactArrays:
     pair_first: Ints  # each pair's first contact, then n_contacts: [n_pairs + 1]
 
 
-def model_arrays(template, model, prefix: str, kept=None):
-    """A ``template`` value holding ``model``'s arrays ``prefix + field``: ``kept`` while it holds them
-    all still, else a new value (records on a tape keep theirs, so a value is never changed)."""
-    arrays = {f: getattr(model, prefix + f) for f in template._fields}
+def model_arrays(template, model, prefix: str, kept=None, **override):
+    """A ``template`` value holding ``model``'s arrays ``prefix + field`` (or the ``override`` given for a
+    field): ``kept`` while it holds them all still, else a new value (records on a tape keep theirs, so a
+    value is never changed)."""
+    arrays = {f: override[f] if f in override else getattr(model, prefix + f) for f in template._fields}
     if kept is not None and all(getattr(kept, f) is a for f, a in arrays.items()):
         return kept
     return template(**arrays)

@@ -14,7 +14,8 @@ one per box edge against the capsule's axis, capsule pairs one between their axe
 (``capsule_segment_geometry``). So capsules collide exactly with planes, spheres, capsules and boxes (boxes up
 to their corner rounding). Each contact is one thread (Jacobi, see ``rigid_solver.py``). Known
 gaps: primitives against a mesh's faces (only mesh vertices collide; mesh against mesh does not).
-A shape frame's rotation is its quaternion normalized (``particle_contacts.shape_rotation``).
+A shape frame's rotation is its quaternion normalized (``particle_contacts.shape_rotation``), once per
+step (``unit_shape_frames``): the kernels here read frames whose quaternions are unit.
 
 Contact generation runs every step: the broad phase (``broad_phase.py``, on the host) lists the
 shape pairs that can touch during the step and every contact they offer, ``contact_depths`` measures
@@ -54,8 +55,8 @@ def contact_geometry(xa, qa, sxa, point, ra, xb, qb, sxb, kind_b: int, size_b):
     """A contact point of shape a (``point`` in its frame ``sxa``, in body a's com frame (xa, qa))
     against the surface of shape b: (world normal pointing from b to a, depth, world contact point
     on a's surface, world contact point on b's surface)."""
-    pw = xa + xsim.quat_rotate(qa, sxa.p + xsim.quat_rotate(shape_rotation(sxa), point))
-    qs = qb * shape_rotation(sxb)
+    pw = xa + xsim.quat_rotate(qa, sxa.p + xsim.quat_rotate(sxa.q, point))
+    qs = qb * sxb.q
     ps = xb + xsim.quat_rotate(qb, sxb.p)
     n_local, pen = surface_contact(kind_b, xsim.quat_rotate_inv(qs, pw - ps), size_b, ra)
     n = xsim.quat_rotate(qs, n_local)
@@ -152,7 +153,7 @@ def capsule_axis(x, q, sx, size):
     height) with frame ``sx`` in the body's com frame (x, q)."""
     half = size - size
     half[2] = size[1]
-    half = xsim.quat_rotate(q * shape_rotation(sx), half)
+    half = xsim.quat_rotate(q * sx.q, half)
     return x + xsim.quat_rotate(q, sx.p) - half, half * 2.0
 
 
@@ -172,7 +173,7 @@ def capsule_segment_geometry(xc, qc, sxc, size_c, xo, qo, sxo, kind_o: int, size
     crosses (whose normal is the face's, on the cone's rim). Elsewhere a face or a corner is nearest,
     and the capsule's end points against the box and the box's corners against the capsule hold it."""
     a0, da = capsule_axis(xc, qc, sxc, size_c)
-    qs = qo * shape_rotation(sxo)
+    qs = qo * sxo.q
     b0, db, f1, f2 = box_edge(e, size_o)
     rb = size_o[0]
     if kind_o == SHAPE_CAPSULE:
@@ -205,9 +206,9 @@ def edge_contact_geometry(xa, qa, sxa, ha, ea: int, xb, qb, sxb, hb, eb: int, to
     ``tol``, m) and the boxes overlap along the normal no more than along any face normal (+ ``tol``):
     otherwise a face is the axis of least penetration and the corner contacts resolve it. These are
     the discrete choices; the geometry they select is differentiated."""
-    qsa = qa * shape_rotation(sxa)
+    qsa = qa * sxa.q
     psa = xa + xsim.quat_rotate(qa, sxa.p)
-    qsb = qb * shape_rotation(sxb)
+    qsb = qb * sxb.q
     psb = xb + xsim.quat_rotate(qb, sxb.p)
     a0, da, fa1, fa2 = box_edge(ea, ha)
     b0, db, fb1, fb2 = box_edge(eb, hb)
@@ -297,7 +298,7 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, i
     Jacobi a contact's own normal push turns the body about the com and slides its point; the mean of
     the pushes does not). The substep's tangential multiplier (``lam_t`` of its earlier iterations
     plus this one) stays within mu times ``lam_share``, the mean normal multiplier of its pair's
-    touching contacts after this pass (``pair_normal_shares``): where cancelling the motion needs
+    touching contacts after this pass (``solve_pair_positions``): where cancelling the motion needs
     more, the contact slides with that bound as its friction (dynamic friction, so the velocity pass
     leaves it out). Cancelling it all or nothing let a box on a slope below its friction angle creep:
     its uphill corners carry less load than their even share of the friction, failed, and the others
@@ -498,7 +499,7 @@ def contact_segments(xp, qp, xs, qs, sp: int, ss: int, edge: int, shape_type: In
             if shape_type[sp] != SHAPE_BOX or shape_type[ss] != SHAPE_BOX:
                 e = edge  # a box's edge against a capsule's axis
             c0, dc, _f1, _f2 = box_edge(e, size)
-            qsh = q * shape_rotation(sx)
+            qsh = q * sx.q
             c0 = x + xsim.quat_rotate(q, sx.p) + xsim.quat_rotate(qsh, c0)
             dc = xsim.quat_rotate(qsh, dc)
         if side == 0:
@@ -528,8 +529,8 @@ def box_edges_near(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, pair
     sx = shapes.xform[s]
     ox = shapes.xform[o]
     c0, d, _f1, _f2 = box_edge(k % 12, shapes.size[s])
-    qw = qs * shape_rotation(sx)
-    qow = qo * shape_rotation(ox)
+    qw = qs * sx.q
+    qow = qo * ox.q
     po = xo + xsim.quat_rotate(qo, ox.p)
     e0 = xsim.quat_rotate_inv(qow, xs + xsim.quat_rotate(qs, sx.p) + xsim.quat_rotate(qw, c0) - po)
     e1 = e0 + xsim.quat_rotate_inv(qow, xsim.quat_rotate(qw, d))
@@ -589,6 +590,15 @@ def contact_depths(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, pair
     depth[t] = pen
 
 
+@xsim.kernel
+def unit_shape_frames(shape_xform: Transforms, frames: Transforms):
+    """Shape frames with their quaternions normalized (``shape_rotation``), once per step for the contact
+    kernels and the broad phase; on the tape, so the gradient reaches ``shape_xform`` through the norm."""
+    i = xsim.tid()
+    sx = shape_xform[i]
+    frames[i] = xsim.transformation(sx.p, shape_rotation(sx))
+
+
 @xsim.func
 def pair_mean(values: Floats, pairs: Ints2, c: int):
     """A pair's material value (friction, restitution): the mean of its two shapes'."""
@@ -605,7 +615,7 @@ def add_delta(delta: Vec8s, b: int, d0, d1, d2, d3, d4, d5, d6):
 def measure_contacts(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, contacts: ContactArrays, pass_n: Vec3s,
                      pass_pen: Floats, pass_ca: Vec3s, pass_cb: Vec3s, split: Floats):
     """Geometry of candidate contact ``tid`` at the current poses (``pair_contact_geometry``: normal,
-    depth, contact points) into ``pass_*``, for ``solve_contact_positions`` to read (once per contact
+    depth, contact points) into ``pass_*``, for ``solve_pair_positions`` to read (once per contact
     and pass; the gradient reaches the poses through this kernel), and one added to ``split`` of both
     bodies where it penetrates: the contacts that pass will apply (a count, not differentiated)."""
     t = xsim.tid()
@@ -660,21 +670,49 @@ def contact_anchors(Xc: Transforms, shapes: ShapeArrays, contacts: ContactArrays
         anchor_s[t] = as_
 
 
+@xsim.func
+def pair_poses(p_is_a: bool, xa, qa, ima, iia, xb, qb, imb, iib):
+    """A pair's two bodies as (point body, surface body) of a contact: a first where ``p_is_a``."""
+    if p_is_a:
+        return xa, qa, ima, iia, xb, qb, imb, iib
+    return xb, qb, imb, iib, xa, qa, ima, iia
+
+
 @xsim.kernel
-def pair_normal_shares(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, contacts: ContactArrays,
-                       pass_pen: Floats, pass_n: Vec3s, pass_ca: Vec3s, pass_cb: Vec3s, lam: Floats, split: Floats,
-                       share: Floats):
-    """``share[tid]``: the mean normal multiplier of pair ``tid``'s touching contacts after this pass
-    (``lam`` of its earlier iterations plus the depth ``pass_pen`` over the split generalized inverse
-    masses, as ``contact_position_update`` adds it), which bounds each one's friction."""
+def solve_pair_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transforms, bodies: BodyArrays,
+                         shapes: ShapeArrays, contacts: ContactArrays, pass_n: Vec3s, pass_pen: Floats,
+                         pass_ca: Vec3s, pass_cb: Vec3s, lam: Floats, lam_t: Floats, split: Floats, held_in: Ints,
+                         lam_out: Floats, lam_t_out: Floats, delta: Vec8s, geom_n: Vec3s, geom_ra: Vec3s,
+                         geom_rb: Vec3s, held_out: Ints):
+    """Position pass of pair ``tid``'s contacts ``contacts.pair_first[tid]`` up to
+    ``contacts.pair_first[tid + 1]``
+    (non-penetration, then static friction against the motion since its anchors ``anchor_*``,
+    ``contact_anchors``) from the current poses and their geometry at them (``pass_*``,
+    ``measure_contacts``), with the bodies' masses split by ``split`` (their numbers of constraints
+    in this pass, ``measure_contacts``). First the pair's mean normal multiplier after this pass over
+    its touching contacts (``lam`` of the earlier iterations plus each depth over the split generalized
+    inverse masses, as ``contact_position_update`` adds it), which bounds each one's friction; then each
+    contact as a Jacobi constraint on the poses the pass started from. The pair adds its contacts'
+    corrections of each body, with a count of one per contact, to ``delta`` once (one atomic per body
+    and pair, not per contact); each contact's multipliers (normal, tangential) of the substep so far
+    go to ``lam_out``, ``lam_t_out``, its geometry to ``geom_*`` for the velocity pass: the normal
+    (from the pair's shape b to a) and the contact points as arms in the bodies' frames (a's, b's).
+    ``held_out``: 1 where the contact touched in this pass and static friction held, or did not touch
+    but had earlier in the substep (``lam`` > 0) and held then (``held_in``); else 0."""
     k = xsim.tid()
+    first = contacts.pair_first[k]
+    last = contacts.pair_first[k + 1]
+    sa = contacts.pairs[k, 0]
+    ba = shapes.body[sa]
+    bb = shapes.body[contacts.pairs[k, 1]]
+    xa, qa, ima, iia = load_split_body(ba, Xc, bodies.inv_mass, bodies.inv_inertia, split)
+    xb, qb, imb, iib = load_split_body(bb, Xc, bodies.inv_mass, bodies.inv_inertia, split)
     total = lam.dtype(0.0)
     count = lam.dtype(0.0)
-    for t in range(contacts.pair_first[k], contacts.pair_first[k + 1]):
-        _sp, _ss, bp, bs, _kp, _edge = contact_roles(contacts.pair[t], contacts.index[t], contacts.pairs, shapes.body,
-                                                     shapes.point_count)
-        xp, qp, imp, iip = load_split_body(bp, Xc, bodies.inv_mass, bodies.inv_inertia, split)
-        xs, qs, ims, iis = load_split_body(bs, Xc, bodies.inv_mass, bodies.inv_inertia, split)
+    for t in range(first, last):
+        sp, _ss, _bp, _bs, _kp, _edge = contact_roles(k, contacts.index[t], contacts.pairs, shapes.body,
+                                                      shapes.point_count)
+        xp, qp, imp, iip, xs, qs, ims, iis = pair_poses(sp == sa, xa, qa, ima, iia, xb, qb, imb, iib)
         l = lam[t]
         pen = pass_pen[t]
         if pen > 0.0:
@@ -686,64 +724,59 @@ def pair_normal_shares(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, 
         if l > 0.0:
             total = total + l
             count = count + 1.0
+    share = total
     if count > 0.0:
-        share[k] = total / count
-    else:
-        share[k] = total
-
-
-@xsim.kernel
-def solve_contact_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transforms, bodies: BodyArrays,
-                            shapes: ShapeArrays, contacts: ContactArrays, pass_n: Vec3s, pass_pen: Floats,
-                            pass_ca: Vec3s, pass_cb: Vec3s, lam: Floats, lam_t: Floats, split: Floats, held_in: Ints,
-                            share: Floats, lam_out: Floats, lam_t_out: Floats, delta: Vec8s, geom_n: Vec3s,
-                            geom_ra: Vec3s, geom_rb: Vec3s, held_out: Ints):
-    """Position pass of candidate contact ``tid`` (non-penetration, then static friction against
-    the motion since its anchors ``anchor_*``, ``contact_anchors``) from the current poses and its
-    geometry at them (``pass_*``, ``measure_contacts``), with
-    the bodies' masses split by ``split`` (their numbers of constraints in this pass,
-    ``measure_contacts``); its corrections of both bodies go to ``delta`` with a count of one each,
-    its multipliers (normal, tangential) of the substep so far to ``lam_out``, ``lam_t_out``.
-    Its geometry goes to ``geom_*`` for the velocity pass: the normal (from the pair's shape b to
-    a) and the contact points as arms in the bodies' frames (a's, b's). ``held_out``: 1 where the
-    contact touched in this pass and static friction held, or did not touch but had earlier in the
-    substep (``lam`` > 0) and held then (``held_in``); else 0."""
-    t = xsim.tid()
-    c = contacts.pair[t]
-    sp, _ss, bp, bs, _kp, _edge = contact_roles(c, contacts.index[t], contacts.pairs, shapes.body, shapes.point_count)
-    xp, qp, imp, iip = load_split_body(bp, Xc, bodies.inv_mass, bodies.inv_inertia, split)
-    xs, qs, ims, iis = load_split_body(bs, Xc, bodies.inv_mass, bodies.inv_inertia, split)
-    ap = anchor_p[t]
-    as_ = anchor_s[t]
-    n = pass_n[t]
-    pen = pass_pen[t]
-    ca = pass_ca[t]
-    cb = pass_cb[t]
-    ra = xsim.quat_rotate_inv(qp, ca - xp)
-    rb = xsim.quat_rotate_inv(qs, cb - xs)
-    if sp == contacts.pairs[c, 0]:
-        geom_n[t] = n
-        geom_ra[t] = ra
-        geom_rb[t] = rb
-    else:
-        geom_n[t] = -n
-        geom_ra[t] = rb
-        geom_rb[t] = ra
-    xp1, qp1, xs1, qs1, dl, dlt, held = contact_position_update(
-        xp, qp, ap.p, ap.q, imp, iip, xs, qs, as_.p, as_.q, ims, iis, n, pen, ca, cb,
-        pair_mean(shapes.mu, contacts.pairs, c), lam[t], lam_t[t], share[c])
-    if pen <= 0.0 and lam[t] > 0.0:
-        held = held_in[t]
-    held_out[t] = held
-    if dl > 0.0:
-        dx = xp1 - xp
-        dq = qp1 - qp
-        add_delta(delta, bp, dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3])
-        dx = xs1 - xs
-        dq = qs1 - qs
-        add_delta(delta, bs, dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3])
-    lam_out[t] = lam[t] + dl
-    lam_t_out[t] = lam_t[t] + dlt
+        share = total / count
+    mu = pair_mean(shapes.mu, contacts.pairs, k)
+    sum_a = delta.dtype()
+    sum_b = delta.dtype()
+    for t in range(first, last):
+        sp, _ss, _bp, _bs, _kp, _edge = contact_roles(k, contacts.index[t], contacts.pairs, shapes.body,
+                                                      shapes.point_count)
+        p_is_a = sp == sa
+        xp, qp, imp, iip, xs, qs, ims, iis = pair_poses(p_is_a, xa, qa, ima, iia, xb, qb, imb, iib)
+        ap = anchor_p[t]
+        as_ = anchor_s[t]
+        n = pass_n[t]
+        pen = pass_pen[t]
+        ca = pass_ca[t]
+        cb = pass_cb[t]
+        ra = xsim.quat_rotate_inv(qp, ca - xp)
+        rb = xsim.quat_rotate_inv(qs, cb - xs)
+        if p_is_a:
+            geom_n[t] = n
+            geom_ra[t] = ra
+            geom_rb[t] = rb
+        else:
+            geom_n[t] = -n
+            geom_ra[t] = rb
+            geom_rb[t] = ra
+        xp1, qp1, xs1, qs1, dl, dlt, held = contact_position_update(
+            xp, qp, ap.p, ap.q, imp, iip, xs, qs, as_.p, as_.q, ims, iis, n, pen, ca, cb, mu, lam[t], lam_t[t],
+            share)
+        if pen <= 0.0 and lam[t] > 0.0:
+            held = held_in[t]
+        held_out[t] = held
+        if dl > 0.0:
+            dxp = xp1 - xp
+            dqp = qp1 - qp
+            dxs = xs1 - xs
+            dqs = qs1 - qs
+            dp = delta.dtype(dxp[0], dxp[1], dxp[2], dqp[0], dqp[1], dqp[2], dqp[3], 1.0)
+            ds = delta.dtype(dxs[0], dxs[1], dxs[2], dqs[0], dqs[1], dqs[2], dqs[3], 1.0)
+            if p_is_a:
+                sum_a = sum_a + dp
+                sum_b = sum_b + ds
+            else:
+                sum_a = sum_a + ds
+                sum_b = sum_b + dp
+        lam_out[t] = lam[t] + dl
+        lam_t_out[t] = lam_t[t] + dlt
+    if sum_a[7] > 0.0:
+        if ba >= 0:
+            xsim.atomic_add(delta, ba, sum_a)
+        if bb >= 0:
+            xsim.atomic_add(delta, bb, sum_b)
 
 
 @xsim.kernel(enable_backward=False)

@@ -9,11 +9,13 @@ shape pair (restitution once at the pair's centre of pressure, see ``solve_pair_
 per joint.
 
 Parallel solve: Jacobi with averaging, accumulated with ``atomic_add``. In the position passes
-every contact point and every joint is one thread. A joint solves its own constraints one after the other (Gauss-Seidel
-inside the joint, on local copies of its two poses); a contact resolves its depth and then its
-friction (static, or sliding at mu times its even share of its pair's normal multipliers, ``contact_position_update``). Each thread adds its net correction of each body, plus a count of one, to a
-per-body ``vector(8)`` accumulator that is new for every pass; each body then moves by the mean of
-its corrections (``relaxation`` scales it). Why: averaging is stable whatever the number of
+every touching shape pair and every joint is one thread. A joint solves its own constraints one after the other (Gauss-Seidel
+inside the joint, on local copies of its two poses); a pair's contacts are each a Jacobi constraint on the poses the
+pass started from: a contact resolves its depth and then its
+friction (static, or sliding at mu times its even share of its pair's normal multipliers, ``contact_position_update``).
+Each thread adds its net correction of each body, plus a count of one per constraint, to a
+per-body ``vector(8)`` accumulator that is new for every pass (a pair sums its contacts' first: one atomic per body); each
+body then moves by the mean of its corrections (``relaxation`` scales it). Why: averaging is stable whatever the number of
 constraints on a body (no overshoot when four corners of a box push the same way), treats the
 contacts of a body symmetrically (a sequential sweep over a box's corners leaves an order bias
 that makes a resting box creep), and needs no colouring of a contact graph that changes every
@@ -105,7 +107,8 @@ class RigidStep:
     keys: np.ndarray | None = None  # each contact's (shape a, shape b, index) key, host int64 [n_contacts]
     anchor_p: xsim.array | None = None  # static-friction anchors: point body's pose, transform [n_contacts]
     anchor_s: xsim.array | None = None  # and surface body's pose
-    held: xsim.array | None = None  # 1 where static friction held (``solve_contact_positions``), int [n_contacts]
+    held: xsim.array | None = None  # 1 where static friction held (``solve_pair_positions``), int [n_contacts]
+    shape_xform: xsim.array | None = None  # shape frames, quaternions normalized (``unit_shape_frames``), [shape_count]
     # the current substep
     x_pred: xsim.array | None = None  # predicted com frames, transform [body_count]
     qd_pre: xsim.array | None = None  # predicted velocities (restitution's pre-solve ones), [body_count]
@@ -140,7 +143,7 @@ class RigidStepper:
         self._lam_joints = xsim.zeros(r.joint_count, dtype=s, device=m.device)
         self._broad = BroadPhase(r)
         # the model's arrays as the kernels take them (``model_arrays``)
-        self._bodies = self._shapes = self._joints = None
+        self._bodies = self._shapes = self._joints = self._framed_shapes = None
         self._uploads: dict = {}  # reused host-written buffers of the contact search (_put)
         self.contact_count = 0  # contacts the last step solved (after the broad phase and pruning)
         self._no_anchor = xsim.empty(1, dtype=self.tf, device=m.device)
@@ -200,8 +203,15 @@ class RigidStepper:
         over pairs), and their static-friction anchors (``_anchor``). Not on the tape: which contacts
         exist is a constant of the backward pass."""
         r, dev = self.rigid, self.model.device
+        if not len(self._broad.active):
+            return
+        # shape frames with unit quaternions, once per step: every contact evaluation reads them
+        st.shape_xform = self.buffers.get("shape_frames", r.shape_count, self.tf, st.grad)
+        xsim.launch(self.kc.unit_shape_frames, r.shape_count, inputs=[r.shape_xform], outputs=[st.shape_xform])
+        st.shapes = self._framed_shapes = model_arrays(ShapeArrays, r, "shape_", self._framed_shapes,
+                                                       xform=st.shape_xform)
         xc = st.xc.numpy()
-        pairs, reach, spin = self._broad.find_pairs(xc, st.qd.numpy(), r.shape_xform.numpy(),
+        pairs, reach, spin = self._broad.find_pairs(xc, st.qd.numpy(), st.shape_xform.numpy(),
                                                     r.shape_size.numpy(), dt)
         last = getattr(state_in, "body_contacts", None)
         if not len(pairs):
@@ -315,13 +325,9 @@ class RigidStepper:
             lam_t_out = self.buffers.get("c:lam_t", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t, lam_out))
             held = self.buffers.get("c:held", st.n_contacts, int, grad, avoid=(st.held,))
             st.geom = [self.buffers.get(f"c:geom{k}", st.n_contacts, self.v3, grad) for k in range(3)]
-            share = self.buffers.get("c:share", st.n_pairs, m.dtype, grad)
-            xsim.launch(self.kc.pair_normal_shares, st.n_pairs, inputs=[
-                xi, st.bodies, st.shapes, st.contacts, geom[1], geom[0], geom[2], geom[3], st.lam_c, split],
-                outputs=[share])
-            xsim.launch(self.kc.solve_contact_positions, st.n_contacts, inputs=[
+            xsim.launch(self.kc.solve_pair_positions, st.n_pairs, inputs=[
                 xi, st.anchor_p, st.anchor_s, st.bodies, st.shapes, st.contacts, *geom, st.lam_c, st.lam_t, split,
-                st.held, share],
+                st.held],
                 outputs=[lam_out, lam_t_out, st.delta, *st.geom, held])
             st.lam_c, st.lam_t, st.held = lam_out, lam_t_out, held
         if r.joint_count:
