@@ -996,9 +996,11 @@ def _new(shape, dtype, device, requires_grad: bool, make, strides=None) -> array
     dtype = _resolve_dtype(dtype)
     if strides is not None:  # Warp's custom layout: the bytes the strides reach, seen through them
         strides = tuple(operator.index(st) for st in strides)
-        if len(strides) != len(shape) or min(strides, default=0) < 0:
-            raise ValueError(f"array strides {strides} must give one non-negative byte stride per dimension of "
-                             f"shape {shape}")
+        if len(strides) != len(shape):
+            raise ValueError(f"Invalid number of strides, expected {len(shape)} strides, got {len(strides)} "
+                             f"(array strides {strides} for shape {shape})")
+        if min(strides, default=0) < 0:
+            raise NotImplementedError(f"Negative strides {strides} are not supported when allocating an array")
         bytes_ = _new((_extent(dtype, shape, strides),), types.uint8, device, False, make)
         out = bytes_._alias(dtype, shape, strides)
         out.requires_grad = requires_grad
