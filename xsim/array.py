@@ -648,9 +648,16 @@ class array:
                 raise ValueError(f"array.view: the inner dims of shape {self.shape} (strides {self.strides}) do "
                                  f"not hold packed {types.type_name(new)} values")
             shape, strides = self.shape[:-k] or (1,), self.strides[:-k] or (size(new),)
-        else:
-            raise TypeError(f"array.view: cannot view {types.type_name(old)} elements ({size(old)} bytes) as "
-                            f"{types.type_name(new)} ({size(new)} bytes)")
+        else:  # worded as Warp's: the sizes of the parts that had to match
+            src = f"source scalar dtype {types.type_name(old._scalar)}" if old._shape and not new._shape \
+                else "source dtype"
+            dst = f"target scalar dtype {types.type_name(new._scalar)}" if new._shape and not old._shape \
+                else "target dtype"
+            src_size = old._np.itemsize if old._shape and not new._shape else size(old)
+            dst_size = new._np.itemsize if new._shape and not old._shape else size(new)
+            raise TypeError(f"array.view: cannot create an array view with dtype {types.type_name(new)} from source "
+                            f"dtype {types.type_name(old)}: {src} has size {src_size} bytes, but {dst} has size "
+                            f"{dst_size} bytes")
         view = self._alias(new, shape, strides)
         return self._with_grad_of(view, lambda g: g.view(new)) if types.is_float(
             getattr(new, "_scalar", new)) else view
