@@ -639,3 +639,10 @@ def test_zeros_and_empty_with_strides_lay_elements_out_at_those_byte_offsets():
         xsim.zeros((2, 2), strides=(4,))
     with pytest.raises(NotImplementedError, match=r"Negative strides \(16, -4\)"):
         xsim.empty((3, 3), dtype=xsim.int32, strides=(16, -4))
+
+
+def test_list_of_a_scalar_array_gives_python_ints_floats_and_bools():
+    for dtype, value, kind in ((xsim.int32, 42, int), (xsim.uint64, 7, int), (xsim.float32, 0.5, float),
+                               (xsim.float16, 1.5, float), (xsim.bool, True, bool)):
+        got = xsim.full((2, 2), value, dtype=dtype).list()
+        assert got == [value] * 4 and all(type(v) is kind for v in got), (dtype, got)

@@ -517,8 +517,11 @@ class array:
         return out.copy() if copy and out is self._host else out
 
     def list(self) -> list:
-        """All elements in row-major order as Python values (numpy scalars, vec3, structs...)."""
+        """All elements in row-major order as Python values (int/float/bool for scalars, as Warp's; vec3,
+        structs...)."""
         flat = self.numpy().reshape((self.size,) + self.dtype._shape)
+        if self.dtype._kind == "scalar":
+            return [_element_value(self.dtype, e).item() for e in flat]
         return [_element_value(self.dtype, e) for e in flat]
 
     def __len__(self) -> int:
