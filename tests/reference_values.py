@@ -714,6 +714,25 @@ def _transform_wrench(t, x):
     return _spatial(t, _q_rotate(q, v[:3]) + np.cross(p, f), f)
 
 
+def _spatial_jacobian(s, parents, qd_start, first, count, at, jac):
+    """Writes each joint's ancestors' motion subspaces into its 6 rows of the articulation's dense Jacobian."""
+    qd = qd_start.data.astype(np.int64)
+    cols = qd[first + count] - qd[first]
+    block = jac.data[at:at + 6 * count * cols].reshape(6 * count, cols)
+    for i in range(count):
+        j = first + i
+        while j != -1:
+            block[6 * i:6 * i + 6, qd[j] - qd[first]:qd[j + 1] - qd[first]] = s.data[qd[j]:qd[j + 1]].T
+            j = int(parents.data[j])
+
+
+def _spatial_mass(inertia, first, count, at, mass):
+    """Writes the joints' spatial inertias on the diagonal of the articulation's dense mass matrix."""
+    block = mass.data[at:at + 36 * count * count].reshape(6 * count, 6 * count)
+    for b in range(count):
+        block[6 * b:6 * b + 6, 6 * b:6 * b + 6] = inertia.data[first + b]
+
+
 def _pseudo_huber(v, delta=1.0):
     return np.float64(delta) * np.sqrt(1.0 + np.dot(_f64(v), _f64(v)) / np.float64(delta) ** 2)
 
@@ -780,6 +799,7 @@ BUILTINS = {
     "transform_from_matrix": _transform_from_matrix, "spatial_cross_dual": _spatial_cross_dual,
     "spatial_top": lambda a: _vec3(a, _f64(a)[:3]), "spatial_bottom": lambda a: _vec3(a, _f64(a)[3:]),
     "spatial_dot": _reduce(np.dot), "spatial_adjoint": _spatial_adjoint,
+    "spatial_jacobian": _spatial_jacobian, "spatial_mass": _spatial_mass,
     "velocity_at_point": lambda qd, r: _vec3(qd, _f64(qd)[3:] + np.cross(_f64(qd)[:3], _f64(r))),
     "transform_twist": _transform_twist, "transform_wrench": _transform_wrench,
     "transform_set_translation": _set_part(0), "transform_set_rotation": _set_part(3), "qr3": _qr3,

@@ -624,3 +624,25 @@ def test_untracked_copy_refuses_mismatched_dtypes_and_out_of_range():
     src = xa.array(np.arange(6.0), dtype=float)[::2]  # [0, 2, 4], strided: offsets count its elements
     dst.copy_from_untracked(src, dst_offset=1, src_offset=1, count=2)
     assert dst.numpy().tolist() == [0.0, 2.0, 4.0]
+
+
+def test_zeros_and_empty_with_strides_lay_elements_out_at_those_byte_offsets():
+    a = xsim.zeros((3, 4), dtype=xsim.vec3, strides=(12, 36))  # column-major vec3s
+    assert a.shape == (3, 4) and a.strides == (12, 36) and not a.is_contiguous
+    assert a.capacity == 12 + 2 * 12 + 3 * 36 == xsim.zeros((4, 3), dtype=xsim.vec3).capacity
+    a.fill_(xsim.vec3(1.0, 2.0, 3.0))
+    np.testing.assert_array_equal(a.numpy(), np.tile([1.0, 2.0, 3.0], (3, 4, 1)))
+    gapped = xsim.empty((3, 3), dtype=xsim.int32, strides=(16, 12))
+    assert gapped.capacity == 4 + 2 * 16 + 2 * 12
+    assert xsim.empty((0, 3), dtype=xsim.int32, strides=(4, 16)).capacity == 0
+    with pytest.raises(ValueError, match=r"expected 2 strides, got 1 \(array strides \(4,\) for shape"):
+        xsim.zeros((2, 2), strides=(4,))
+    with pytest.raises(NotImplementedError, match=r"Negative strides \(16, -4\)"):
+        xsim.empty((3, 3), dtype=xsim.int32, strides=(16, -4))
+
+
+def test_list_of_a_scalar_array_gives_python_ints_floats_and_bools():
+    for dtype, value, kind in ((xsim.int32, 42, int), (xsim.uint64, 7, int), (xsim.float32, 0.5, float),
+                               (xsim.float16, 1.5, float), (xsim.bool, True, bool)):
+        got = xsim.full((2, 2), value, dtype=dtype).list()
+        assert got == [value] * 4 and all(type(v) is kind for v in got), (dtype, got)

@@ -150,8 +150,15 @@ def test_view_reinterprets_bytes_and_splits_or_joins_components():
     back = f.view(xsim.vec3)
     assert back.shape == (4,) and back.numpy()[1].tolist() == [0.0, 0.0, 5.0]
     assert v.view(xsim.vec3i).dtype is xsim.vec3i
-    with pytest.raises(TypeError, match=r"cannot view float32 elements \(4 bytes\) as float64 \(8 bytes\)"):
+    with pytest.raises(TypeError, match=r"view with dtype float64 from source dtype float32: source dtype has size 4 "
+                                        r"bytes, but target dtype has size 8 bytes"):
         a.view(xsim.float64)
+    with pytest.raises(TypeError, match=r"from source dtype vec3f: source scalar dtype float32 has size 4 bytes, but "
+                                        r"target dtype has size 8 bytes"):
+        v.view(xsim.float64)
+    with pytest.raises(TypeError, match=r"from source dtype float32: source dtype has size 4 bytes, but target scalar "
+                                        r"dtype float64 has size 8 bytes"):
+        a.view(xsim.vec2d)
     with pytest.raises(ValueError, match=r"inner dims of shape \(3, 4\)"):
         xsim.zeros((3, 4)).view(xsim.vec3)
 

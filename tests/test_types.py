@@ -606,3 +606,14 @@ def test_warp_type_groups_scalar_types_without_bool_and_vector_types_of_every_na
     for t in (xsim.vec2ub, xsim.vec3f, xsim.vec4d, xsim.mat33h, xsim.quatd, xsim.transformf, xsim.spatial_matrixd):
         assert t in groups
     assert [t._length_ for t in (xsim.vec3f, xsim.mat33f, xsim.transformf, xsim.spatial_matrixd)] == [3, 9, 7, 36]
+
+
+def test_warp_src_types_tables_map_numpy_dtypes_and_give_contiguous_byte_strides():
+    src = xsim._src.types
+    assert src.np_dtype_to_warp_type[np.float16] is xsim.float16
+    assert src.np_dtype_to_warp_type[np.dtype(np.uint8)] is xsim.uint8
+    assert src.np_dtype_to_warp_type[np.bool_] is xsim.bool
+    assert all(np.dtype(k) == src.warp_type_to_np_dtype[t] for k, t in src.np_dtype_to_warp_type.items())
+    assert src.strides_from_shape((2, 3, 5), xsim.vec3d) == np.zeros((2, 3, 5, 3)).strides[:3]
+    assert src.strides_from_shape((4,), xsim.int16) == (2,)
+    assert src.vec3 is xsim.vec3  # everything else is xsim.types

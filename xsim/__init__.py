@@ -140,10 +140,11 @@ def __getattr__(name: str):
     if name == "_src":  # Warp's tests reach its type lists as warp._src.types (xsim.types here) and its
         # registries as warp._src.context: user_modules (xsim's modules by name, the same dict) and
         # builtin_functions (each builtin by name, as xsim.<name> is)
+        from . import warp_src_types
         from .kernels.builtins import BUILTINS
         from .kernels.module import _MODULES
         builtins = {n: globals()[n] for n in BUILTINS if isinstance(globals().get(n), _BuiltinRef)}
-        return _SimpleNamespace(types=types, context=_SimpleNamespace(user_modules=_MODULES,
+        return _SimpleNamespace(types=warp_src_types, context=_SimpleNamespace(user_modules=_MODULES,
                                                                      builtin_functions=builtins))
     for path in _FUNC_MODULES:
         module = importlib.import_module(path, __name__)

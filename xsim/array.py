@@ -517,8 +517,11 @@ class array:
         return out.copy() if copy and out is self._host else out
 
     def list(self) -> list:
-        """All elements in row-major order as Python values (numpy scalars, vec3, structs...)."""
+        """All elements in row-major order as Python values (int/float/bool for scalars, as Warp's; vec3,
+        structs...)."""
         flat = self.numpy().reshape((self.size,) + self.dtype._shape)
+        if self.dtype._kind == "scalar":
+            return [_element_value(self.dtype, e).item() for e in flat]
         return [_element_value(self.dtype, e) for e in flat]
 
     def __len__(self) -> int:
@@ -648,9 +651,16 @@ class array:
                 raise ValueError(f"array.view: the inner dims of shape {self.shape} (strides {self.strides}) do "
                                  f"not hold packed {types.type_name(new)} values")
             shape, strides = self.shape[:-k] or (1,), self.strides[:-k] or (size(new),)
-        else:
-            raise TypeError(f"array.view: cannot view {types.type_name(old)} elements ({size(old)} bytes) as "
-                            f"{types.type_name(new)} ({size(new)} bytes)")
+        else:  # worded as Warp's: the sizes of the parts that had to match
+            src = f"source scalar dtype {types.type_name(old._scalar)}" if old._shape and not new._shape \
+                else "source dtype"
+            dst = f"target scalar dtype {types.type_name(new._scalar)}" if new._shape and not old._shape \
+                else "target dtype"
+            src_size = old._np.itemsize if old._shape and not new._shape else size(old)
+            dst_size = new._np.itemsize if new._shape and not old._shape else size(new)
+            raise TypeError(f"array.view: cannot create an array view with dtype {types.type_name(new)} from source "
+                            f"dtype {types.type_name(old)}: {src} has size {src_size} bytes, but {dst} has size "
+                            f"{dst_size} bytes")
         view = self._alias(new, shape, strides)
         return self._with_grad_of(view, lambda g: g.view(new)) if types.is_float(
             getattr(new, "_scalar", new)) else view
@@ -724,6 +734,11 @@ class array:
         return out
 
     @property
+    def capacity(self) -> int:
+        """Bytes of memory the array's elements span (Warp's allocation size; ``nbytes`` when contiguous)."""
+        return _extent(self.dtype, self.shape, self.strides)
+
+    @property
     def nbytes(self) -> int:
         """Bytes of element storage (shape x element size)."""
         return self.size * self.dtype._np.itemsize * (math.prod(self.dtype._shape) if self.dtype._shape else 1)
@@ -783,6 +798,14 @@ def _component_strides(dtype) -> tuple[int, ...]:
         out.append(step)
         step *= n
     return tuple(reversed(out))
+
+
+def _extent(dtype, shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """Bytes spanned by elements of ``dtype`` at outer ``shape`` and byte ``strides`` (0 when empty)."""
+    if math.prod(shape) == 0:
+        return 0
+    item = dtype._np.itemsize * (math.prod(dtype._shape) if dtype._shape else 1)
+    return item + sum((n - 1) * abs(st) for n, st in zip(shape, strides))
 
 
 def _contiguous_strides(dtype, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -979,8 +1002,19 @@ def _creation_shape(shape, n: int | None) -> tuple[int, ...]:
     return _outer_shape(0 if shape is None else shape)
 
 
-def _new(shape, dtype, device, requires_grad: bool, make) -> array:
+def _new(shape, dtype, device, requires_grad: bool, make, strides=None) -> array:
     dtype = _resolve_dtype(dtype)
+    if strides is not None:  # Warp's custom layout: the bytes the strides reach, seen through them
+        strides = tuple(operator.index(st) for st in strides)
+        if len(strides) != len(shape):
+            raise ValueError(f"Invalid number of strides, expected {len(shape)} strides, got {len(strides)} "
+                             f"(array strides {strides} for shape {shape})")
+        if min(strides, default=0) < 0:
+            raise NotImplementedError(f"Negative strides {strides} are not supported when allocating an array")
+        bytes_ = _new((_extent(dtype, shape, strides),), types.uint8, device, False, make)
+        out = bytes_._alias(dtype, shape, strides)
+        out.requires_grad = requires_grad
+        return out
     if dtype._scalar is types.bfloat16:  # made as float32 numbers, held as bit patterns
         host = dtype._scalar._store(make(shape + dtype._shape, np.float32))
     else:
@@ -989,9 +1023,10 @@ def _new(shape, dtype, device, requires_grad: bool, make) -> array:
 
 
 def zeros(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
-          device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None) -> array:
-    """A new array of zeros."""
-    return _new(_creation_shape(shape, n), dtype, device, requires_grad, np.zeros)
+          device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None,
+          strides: tuple[int, ...] | None = None) -> array:
+    """A new array of zeros (laid out with byte ``strides`` per outer dim if given, as in Warp)."""
+    return _new(_creation_shape(shape, n), dtype, device, requires_grad, np.zeros, strides)
 
 
 def ones(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
@@ -1001,11 +1036,12 @@ def ones(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
 
 
 def empty(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
-          device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None) -> array:
+          device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None,
+          strides: tuple[int, ...] | None = None) -> array:
     """A new array with unspecified contents (zeros in check mode, whose NaN scans of a partly
-    written array must not trip over leftover memory)."""
+    written array must not trip over leftover memory); byte ``strides`` per outer dim as in ``zeros``."""
     make = np.zeros if config.mode == "check" else np.empty
-    return _new(_creation_shape(shape, n), dtype, device, requires_grad, make)
+    return _new(_creation_shape(shape, n), dtype, device, requires_grad, make, strides)
 
 
 def intermediate(shape: int | tuple[int, ...], dtype: Any, device: str | Device | None = None,

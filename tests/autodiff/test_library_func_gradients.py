@@ -151,3 +151,21 @@ def test_transform_setter_gradients_reach_the_new_parts_and_the_kept_ones():
             xsim.zeros(N, dtype=xsim.vec3d, requires_grad=True)]
     report = gradcheck(set_parts, args, atol=1e-7, rtol=1e-6)
     assert report.passed, str(report)
+
+
+@xsim.kernel
+def articulation(s: xsim.array(dtype=xsim.spatial_vectord), parents: xsim.array(dtype=xsim.int32),
+                 qd_start: xsim.array(dtype=xsim.int32), inertia: xsim.array(dtype=xsim.spatial_matrixd),
+                 jac: xsim.array(dtype=F64), mass: xsim.array(dtype=F64)):
+    xsim.spatial_jacobian(s, parents, qd_start, 1, 3, 2, jac)  # joints 1-3 after a joint of another articulation
+    xsim.spatial_mass(inertia, 1, 3, 5, mass)
+
+
+def test_spatial_jacobian_and_mass_gradients_reach_the_subspaces_and_inertias():
+    args = [xsim.array(RNG.normal(size=(6, 6)), dtype=xsim.spatial_vectord, requires_grad=True),
+            xsim.array([-1, -1, 1, 1], dtype=xsim.int32), xsim.array([0, 1, 3, 4, 6], dtype=xsim.int32),
+            xsim.array(RNG.normal(size=(4, 6, 6)), dtype=xsim.spatial_matrixd, requires_grad=True),
+            xsim.zeros(2 + 18 * 5, dtype=F64, requires_grad=True),
+            xsim.zeros(5 + 18 * 18, dtype=F64, requires_grad=True)]
+    report = gradcheck(articulation, args, atol=1e-7, rtol=1e-6)
+    assert report.passed, str(report)

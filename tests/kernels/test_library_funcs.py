@@ -310,6 +310,58 @@ def test_spatial_algebra_and_frame_changes_match_numpy():
     np.testing.assert_allclose(vel.numpy(), va + np.cross(wa, r) + wb - vb, atol=1e-12)
 
 
+# two articulations: joints 0-3 (parents -1, 0, 0, 2; dofs 1, 2, 1, 3) and joints 4-5 (a chain of 1-dof joints)
+PARENTS = np.array([-1, 0, 0, 2, -1, 4], dtype=np.int32)
+QD_START = np.array([0, 1, 3, 4, 7, 8, 9], dtype=np.int32)
+ART_JOINTS = [(0, 4), (4, 2)]
+
+
+@xsim.kernel
+def articulation_matrices(s: xsim.array(dtype=xsim.spatial_vectord), parents: xsim.array(dtype=xsim.int32),
+                          qd_start: xsim.array(dtype=xsim.int32), inertia: xsim.array(dtype=xsim.spatial_matrixd),
+                          joints: xsim.array(dtype=xsim.int32, ndim=2), jac: xsim.array(dtype=F64),
+                          mass: xsim.array(dtype=F64)):
+    a = xsim.tid()
+    xsim.spatial_jacobian(s, parents, qd_start, joints[a, 0], joints[a, 1], joints[a, 2], jac)
+    xsim.spatial_mass(inertia, joints[a, 0], joints[a, 1], joints[a, 3], mass)
+
+
+def articulation_reference(s, inertia):
+    """The Jacobian and mass blocks of ART_JOINTS in numpy (-1 where nothing is written), with the
+    (joint_start, joint_count, J_start, M_start) of each."""
+    jacs, masses, starts, j_at, m_at = [], [], [], 0, 0
+    for first, count in ART_JOINTS:
+        cols = slice(QD_START[first], QD_START[first + count])
+        jac = np.full((6 * count, cols.stop - cols.start), -1.0)
+        for i in range(count):
+            j = first + i
+            while j != -1:  # every ancestor's motion subspace moves joint i
+                jac[6 * i:6 * i + 6, QD_START[j] - cols.start:QD_START[j + 1] - cols.start] = s[QD_START[j]:
+                                                                                                  QD_START[j + 1]].T
+                j = PARENTS[j]
+        mass = np.full((6 * count, 6 * count), -1.0)
+        for b in range(count):
+            mass[6 * b:6 * b + 6, 6 * b:6 * b + 6] = inertia[first + b]
+        jacs.append(jac.ravel())
+        masses.append(mass.ravel())
+        starts.append((first, count, j_at, m_at))
+        j_at, m_at = j_at + jac.size, m_at + mass.size
+    return np.concatenate(jacs), np.concatenate(masses), np.array(starts, dtype=np.int32)
+
+
+def test_spatial_jacobian_and_mass_fill_the_articulation_blocks_like_numpy():
+    s, inertia = RNG.normal(size=(9, 6)), RNG.normal(size=(6, 6, 6))
+    want_j, want_m, starts = articulation_reference(s, inertia)
+    jac, mass = xsim.full(want_j.size, -1.0, dtype=F64), xsim.full(want_m.size, -1.0, dtype=F64)
+    xsim.launch(articulation_matrices, len(ART_JOINTS), inputs=[
+        xsim.array(s, dtype=xsim.spatial_vectord), xsim.array(PARENTS, dtype=xsim.int32),
+        xsim.array(QD_START, dtype=xsim.int32), xsim.array(inertia, dtype=xsim.spatial_matrixd),
+        xsim.array(starts, dtype=xsim.int32), jac, mass])
+    np.testing.assert_array_equal(jac.numpy(), want_j)
+    np.testing.assert_array_equal(mass.numpy(), want_m)
+    assert (want_j == -1.0).sum() == (168 - 66) + (24 - 18)  # entries off each joint's ancestor path stay
+
+
 @xsim.kernel
 def setters(x: xsim.array(dtype=xsim.transformd), p: xsim.array(dtype=xsim.vec3d), q: xsim.array(dtype=xsim.quatd),
             out: xsim.array(dtype=xsim.transformd, ndim=2)):

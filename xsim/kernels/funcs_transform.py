@@ -26,6 +26,8 @@ __all__ = [
     "spatial_cross",
     "spatial_cross_dual",
     "spatial_dot",
+    "spatial_jacobian",
+    "spatial_mass",
     "spatial_top",
     "transform_compose",
     "transform_decompose",
@@ -304,6 +306,34 @@ def spatial_cross_dual(a, b):
     wa = spatial_top(a)
     return _spatial_of(xsim.cross(wa, spatial_top(b)) + xsim.cross(spatial_bottom(a), spatial_bottom(b)),
                        xsim.cross(wa, spatial_bottom(b)))
+
+
+@func
+def spatial_jacobian(S, joint_parents, joint_qd_start, joint_start: int, joint_count: int, J_start: int, J):
+    """Writes the dense (6 joint_count) x (articulation dofs) Jacobian of an articulation into the row-major
+    block of J at J_start: column c of joint block row i is the motion subspace S[c] of every ancestor of
+    joint i (joint_parents walk to -1); Warp 0.x's builtin, now the `eval_rigid_jacobian` of featherstone."""
+    dof_start = joint_qd_start[joint_start]
+    dof_count = joint_qd_start[joint_start + joint_count] - dof_start
+    for i in range(joint_count):
+        j = joint_start + i
+        while j != -1:
+            for dof in range(joint_qd_start[j], joint_qd_start[j + 1]):
+                for k in range(6):
+                    J[J_start + (i * 6 + k) * dof_count + dof - dof_start] = S[dof][k]
+            j = joint_parents[j]
+
+
+@func
+def spatial_mass(I_s, joint_start: int, joint_count: int, M_start: int, M):
+    """Writes the block-diagonal (6 joint_count)^2 mass matrix of the spatial inertias I_s[joint_start:
+    joint_start + joint_count] row-major into M at M_start (Warp 0.x's builtin, featherstone's `spatial_mass`)."""
+    stride = joint_count * 6
+    for b in range(joint_count):
+        inertia = I_s[joint_start + b]
+        for i in range(6):
+            for j in range(6):
+                M[M_start + (b * 6 + i) * stride + b * 6 + j] = inertia[i, j]
 
 
 @func
