@@ -121,6 +121,17 @@ def test_manual_adjoint_launch_uses_the_given_gradients():
     np.testing.assert_array_equal(adj_x.numpy(), [12.0, 6.0])
 
 
+def test_manual_adjoint_launch_passes_over_a_missing_gradient_buffer():
+    # the CPU adjoint reads, zeroes and adds through a scratch element where a buffer is missing
+    x, y = arr([2.0, -1.0], grad=False), xsim.zeros(2, dtype=F64)
+    adj_y = arr([1.0, 2.0], grad=False)
+    xsim.launch(cube, 2, inputs=[x], outputs=[y], adj_inputs=[None], adj_outputs=[adj_y], adjoint=True)
+    np.testing.assert_array_equal(adj_y.numpy(), [0.0, 0.0])  # read, then zeroed (a store's adjoint)
+    adj_x = arr([5.0, 5.0], grad=False)
+    xsim.launch(cube, 2, inputs=[x], outputs=[y], adj_inputs=[adj_x], adj_outputs=[None], adjoint=True)
+    np.testing.assert_array_equal(adj_x.numpy(), [5.0, 5.0])
+
+
 # -------------------------------------------------------------------------------------------------
 # zero, reset, accumulation
 

@@ -75,7 +75,7 @@ def _backward_source(kernel) -> str:
 @pytest.mark.parametrize("kernel, exclusive", [(pair_product, True), (pair_and_own, False), (shifted_pair, False)])
 def test_only_disjoint_strided_rows_skip_the_atomic_add(kernel, exclusive):
     body = _backward_source(kernel)
-    assert (f"grad_add_exclusive(&(xs::at_sel<XS_CONTIG, float>(G.{PARAM_PREFIX}x" in body) == exclusive
+    assert (f"grad_add_exclusive(G.{PARAM_PREFIX}x.data ? &(xs::at_sel<XS_CONTIG, float>(G.{PARAM_PREFIX}x" in body) == exclusive
     assert (f"xs::grad_add(&(xs::at_sel<XS_CONTIG, float>(G.{PARAM_PREFIX}x" in body) == (not exclusive)
 
 
@@ -109,7 +109,7 @@ def test_strided_reads_differentiate_exactly_with_two_threads(monkeypatch, kerne
 @pytest.mark.parametrize("kernel, exclusive", [(own_row_sum, True), (next_row_sum, False)])
 def test_a_func_grad_adds_into_its_own_row_without_atomics(monkeypatch, kernel, exclusive):
     body = _backward_source(kernel)
-    assert (f"grad_add_exclusive(&(xs::at_sel<XS_CONTIG, float>(G.{PARAM_PREFIX}a" in body) == exclusive
+    assert (f"grad_add_exclusive(G.{PARAM_PREFIX}a.data ? &(xs::at_sel<XS_CONTIG, float>(G.{PARAM_PREFIX}a" in body) == exclusive
     assert (f"xs::grad_add(&(xs::at_sel<XS_CONTIG, float>(G.{PARAM_PREFIX}a" in body) == (not exclusive)
     monkeypatch.setattr(threads_mod, "_max_threads", 2)
     monkeypatch.setattr(threads_mod, "CALIBRATION_RUNS", 0)

@@ -191,9 +191,16 @@ class Load(OpCode):
         g = cg.grad_expr.get(arr.id)
         if g is None or not is_diff(o.type):
             return
-        fn = "grad_add_exclusive" if cg.exclusive(arr, idx) else "grad_add"
         target = cg.access(arr, idx, o.type, op.line, desc=g)
-        out.append(f"{ind}if ({g}.data) xs::{fn}(&({target}), {cg.a(o)});")
+        out.append(f"{ind}{grad_add(cg, arr, idx, g, target, cg.a(o))}")
+
+
+def grad_add(cg, arr, idx, g: str, target: str, value: str) -> str:
+    """The C++ statement adding ``value`` to the gradient element ``target`` of ``arr`` (gradient
+    descriptor ``g``): an atomic where threads can collide, else a select-not-branch on the buffer."""
+    if cg.exclusive(arr, idx):
+        return f"xs::grad_add_exclusive({g}.data ? &({target}) : nullptr, {value});"
+    return f"if ({g}.data) xs::grad_add(&({target}), {value});"
 
 
 def write_operands(op: Op) -> tuple:
@@ -225,7 +232,7 @@ class Store(OpCode):
         grad = grad_element(cg, op)
         if grad is not None:
             (g, target), value = grad, write_operands(op)[2]
-            out.append(f"{ind}if ({g}.data) {{ xs::accum({cg.a(value)}, {target}); {target} = {{}}; }}")
+            out.append(f"{ind}xs::grad_take({cg.a(value)}, {g}.data ? &({target}) : nullptr);")
 
 
 @handles("atomic")
@@ -318,9 +325,8 @@ class GradAdd(OpCode):
         arr, idx, value, _ = write_operands(op)
         g = cg.grad_expr.get(arr.id)
         if g is not None:
-            fn = "grad_add_exclusive" if cg.exclusive(arr, idx) else "grad_add"
             target = cg.access(arr, idx, arr.type.dtype, op.line, desc=g)
-            out.append(f"{ind}if ({g}.data) xs::{fn}(&({target}), {cg.v(value)});")
+            out.append(f"{ind}{grad_add(cg, arr, idx, g, target, cg.v(value))}")
 
 
 @handles("grad_of")

@@ -631,6 +631,29 @@ XS_COMPOSITE_ATOMIC(atomic_xor)
 
 // Gradient accumulation into an array element: atomic where threads can collide.
 template <typename T> XS_FUNC void grad_add(T* p, const T& v) { atomic_add(p, v); }
-template <typename T> XS_FUNC void grad_add_exclusive(T* p, const T& v) { accum(*p, v); }
+
+// The thread's own gradient element, or null where the array has no gradient buffer: adds to it
+// (grad_add_exclusive), or moves it into an adjoint and zeroes it (grad_take, the adjoint of a store).
+// On the CPU a null goes to a scratch value through a select, not a branch: the adjoint stays one
+// block the compiler schedules as a whole (3-4% of bench/vec3_backward.py's backward). CUDA keeps
+// the branch: a scratch whose address is taken would live in local memory.
+template <typename T> XS_FUNC void grad_add_exclusive(T* p, const T& v) {
+#if defined(XS_CUDA)
+    if (p) accum(*p, v);
+#else
+    T scratch{};
+    accum(*(p ? p : &scratch), v);
+#endif
+}
+template <typename A, typename T> XS_FUNC void grad_take(A& adj, T* p) {
+#if defined(XS_CUDA)
+    if (!p) return;
+#else
+    T scratch{};
+    p = p ? p : &scratch;
+#endif
+    accum(adj, *p);
+    *p = T{};
+}
 
 }  // namespace xs
