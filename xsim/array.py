@@ -831,6 +831,16 @@ def _span(a: array) -> tuple[int, int]:
     return lo, hi
 
 
+def _byte_range(a: array) -> tuple[int, int]:
+    """The addresses [lo, hi) that the elements of ``a`` cover (empty for an empty array)."""
+    if not a.size:
+        return 0, 0
+    if a.is_contiguous:
+        return a.ptr, a.ptr + a.shape[0] * a.strides[0]
+    lo, hi = _span(a)
+    return a.ptr + lo, a.ptr + hi
+
+
 def _span_view(buf: np.ndarray, lo: int, a: array) -> np.ndarray:
     """The elements of ``a`` inside ``buf``, a host copy of its span."""
     return np.ndarray(a.shape + a.dtype._shape, a.dtype._np, buffer=buf, offset=-lo,

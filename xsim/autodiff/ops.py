@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .. import torch_view, types
-from ..array import _span, array, zeros
+from ..array import _byte_range, array, zeros
 from ..indexedarray import indexedarray
 from ..kernels import recording
 from .tape import OpRecord
@@ -150,8 +150,8 @@ def _may_overlap(a: array, b: array) -> bool:
     a, b = (x.data if isinstance(x, indexedarray) else x for x in (a, b))
     if a._host is not None and b._host is not None:
         return bool(np.may_share_memory(a._host, b._host))
-    (alo, ahi), (blo, bhi) = _span(a), _span(b)
-    return a.ptr + alo < b.ptr + bhi and b.ptr + blo < a.ptr + ahi
+    (alo, ahi), (blo, bhi) = _byte_range(a), _byte_range(b)
+    return alo < bhi and blo < ahi
 
 
 def assign(dst: array, src: Any) -> array:

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import config
 from .. import types as T
-from ..array import _span, zeros
+from ..array import _byte_range, zeros
 from ..array import array as Array
 from ..errors import CompileError
 from ..indexedarray import indexedarray
@@ -111,10 +111,10 @@ def _aliased_reads(key: str, meta, written, read):
     """The labels kernel ``key`` reads (of the ``read`` (label, array) pairs) whose memory the launch also writes
     under another label (the kernel was compiled taking them for two arrays), and why its adjoint would be
     wrong, or None: it reads one of them after writing the other, which the adjoint cannot replay."""
-    spans = [(w, *_byte_span(arr)) for w, arr in written]
+    spans = [(w, *_byte_range(arr)) for w, arr in written]
     aliased, refusal = [], None
     for r, arr in read:
-        lo, hi = _byte_span(arr)
+        lo, hi = _byte_range(arr)
         for w, wlo, whi in spans:
             if lo < whi and wlo < hi and w != r:
                 aliased.append(r)
@@ -124,16 +124,6 @@ def _aliased_reads(key: str, meta, written, read):
                                f"'{r}' after writing '{w}' ({where}); its adjoint takes them for two arrays, so the "
                                "gradient would be wrong: pass separate arrays")
     return aliased, refusal
-
-
-def _byte_span(arr) -> tuple[int, int]:
-    """The addresses [lo, hi) that ``arr``'s elements cover (empty for an empty array)."""
-    if not arr.size:
-        return 0, 0
-    if arr.is_contiguous:
-        return arr.ptr, arr.ptr + arr.shape[0] * arr.strides[0]
-    lo, hi = _span(arr)
-    return arr.ptr + lo, arr.ptr + hi
 
 
 def _substitute(params, values, label: str, snap):
