@@ -1,6 +1,10 @@
 """Every kernel of the test suite compiles with NVRTC to a CUBIN, forward and adjoint: release code for sm_80,
 debug code for sm_90.
 
+The default run compiles with ``--Ofast-compile=max`` (``cuda.options(fast=True)``): the same front end,
+code generation and ptxas, without most optimization, 5-7x quicker (a cold run spent 11 minutes here).
+``-m nvrtc_full`` builds the same matrix with the optimization real launches use.
+
 Runs on every machine: NVRTC needs no GPU. The test walks the test files that define kernels,
 imports each (or finds it already imported by this pytest session), and compiles every module
 registered for its kernels (``xsim.kernels.module._MODULES``) in release and debug mode. Kernels
@@ -102,55 +106,59 @@ def _all_modules() -> list[Module]:
 
 # Each generated source (release, debug) once, and each architecture once: the two sources differ in
 # bounds checks, the two architectures in nothing xsim generates (a third build, release for sm_90,
-# cost a cold CI run five minutes and never failed apart from the other two).
-CONFIGS = [(80, False), (90, True)]
-CONFIG_IDS = ["sm_80", "sm_90-debug"]
+# cost a cold CI run five minutes and never failed apart from the other two). (arch, debug, fast)
+FAST_CONFIGS = [(80, False, True), (90, True, True)]
+CONFIGS = [*FAST_CONFIGS,
+           pytest.param(80, False, False, marks=pytest.mark.nvrtc_full, id="sm_80-optimized"),
+           pytest.param(90, True, False, marks=pytest.mark.nvrtc_full, id="sm_90-debug-optimized")]
+CONFIG_IDS = ["sm_80", "sm_90-debug", None, None]
 
 
-def _compile_job(source: str, arch: int, name: str) -> bytes | None:
+def _compile_job(source: str, arch: int, name: str, fast: bool) -> bytes | None:
     try:
-        return cuda.compile_cubin(source, arch, name)
+        return cuda.compile_cubin(source, arch, name, fast=fast)
     except xsim.CompileError:
         return None  # the test compiles it again in-process, for the error that names the kernel
 
 
-def _warm(modules: list[Module]) -> None:
+def _warm(modules: list[Module], configs: list[tuple[int, bool, bool]]) -> None:
     """Compile the (module, config) pairs the cache lacks in parallel worker processes: NVRTC serialises
-    compiles within one process, and a large module takes 10-30 s."""
+    compiles within one process, and a large optimized module takes 10-30 s."""
     jobs = []
     for module in modules:
-        for arch, debug in CONFIGS:
-            if cuda.cached_cubin(module, debug, arch) is None:
+        for arch, debug, fast in configs:
+            if cuda.cached_cubin(module, debug, arch, fast=fast) is None:
                 source, metas = module.generate("cuda", debug)
-                jobs.append((module, debug, arch, source, metas))
+                jobs.append((module, debug, arch, fast, source, metas))
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers < 2:
         return
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        futures = [(job, pool.submit(_compile_job, job[3], job[2], cuda.source_name(job[0]))) for job in jobs]
-        for (module, debug, arch, _, metas), future in futures:
+        futures = [(job, pool.submit(_compile_job, job[4], job[2], cuda.source_name(job[0]), job[3]))
+                   for job in jobs]
+        for (module, debug, arch, fast, _, metas), future in futures:
             cubin = future.result()
             if cubin is not None:
-                cuda.store_cubin(module, debug, arch, cubin, metas)
+                cuda.store_cubin(module, debug, arch, cubin, metas, fast=fast)
 
 
 @pytest.fixture(scope="session")
 def suite_imported() -> dict[str, Exception]:
-    """Import every test file that defines kernels and warm the CUBIN cache for all registered modules;
-    returns the files that failed to import, with their errors."""
+    """Import every test file that defines kernels and warm the CUBIN cache (fast configs) for all registered
+    modules; returns the files that failed to import, with their errors."""
     unimportable = {}
     for test_file in _kernel_test_files():
         try:
             _import_test_file(TESTS / test_file)
         except (Exception, pytest.skip.Exception) as e:  # noqa: BLE001 - reported by that file's own test below
             unimportable[test_file] = e
-    _warm(_all_modules())
+    _warm(_all_modules(), FAST_CONFIGS)
     return unimportable
 
 
-def _check_compiles(module: Module, arch: int, debug: bool) -> None:
-    cubin_path, metas = cuda.build_cubin(module, debug, arch)
+def _check_compiles(module: Module, arch: int, debug: bool, fast: bool) -> None:
+    cubin_path, metas = cuda.build_cubin(module, debug, arch, fast=fast)
     cubin = cubin_path.read_bytes()
     assert cubin[:4] == b"\x7fELF" and _cubin_sm(cubin) == arch, f"module {module.name}: not a CUBIN for sm_{arch}"
     for name, meta in metas.items():
@@ -159,9 +167,10 @@ def _check_compiles(module: Module, arch: int, debug: bool) -> None:
             assert f"{name}_cuda_backward".encode() in cubin, f"{module.name}: no adjoint entry for {name}"
 
 
-@pytest.mark.parametrize(("arch", "debug"), CONFIGS, ids=CONFIG_IDS)
+@pytest.mark.parametrize(("arch", "debug", "fast"), CONFIGS, ids=CONFIG_IDS)
 @pytest.mark.parametrize("test_file", _kernel_test_files())
-def test_every_kernel_of_the_file_compiles_to_a_cubin_forward_and_adjoint(test_file, arch, debug, suite_imported):
+def test_every_kernel_of_the_file_compiles_to_a_cubin_forward_and_adjoint(test_file, arch, debug, fast,
+                                                                          suite_imported):
     if isinstance(suite_imported.get(test_file), pytest.skip.Exception):
         pytest.skip(f"{test_file} skips itself at import: {suite_imported[test_file]}")
     if test_file in suite_imported:
@@ -171,19 +180,19 @@ def test_every_kernel_of_the_file_compiles_to_a_cubin_forward_and_adjoint(test_f
         pytest.skip(f"{test_file} defines no kernel at import that the frontend accepts (its kernels are "
                     "generated elsewhere or rejected on purpose; the end-of-session sweep covers generated ones)")
     for module in modules:
-        _check_compiles(module, arch, debug)
+        _check_compiles(module, arch, debug, fast)
 
 
 @pytest.mark.last
-@pytest.mark.parametrize(("arch", "debug"), CONFIGS, ids=CONFIG_IDS)
-def test_every_module_registered_by_the_end_of_the_session_compiles(arch, debug, suite_imported):
+@pytest.mark.parametrize(("arch", "debug", "fast"), CONFIGS, ids=CONFIG_IDS)
+def test_every_module_registered_by_the_end_of_the_session_compiles(arch, debug, fast, suite_imported):
     """Runs last (tests/conftest.py), so it also covers the library's own kernels that tests import
     (solvers) and the kernels tests generate while they run."""
-    _warm(_all_modules())
+    _warm(_all_modules(), [(arch, debug, fast)])
     modules = _all_modules()
     assert modules
     for module in modules:
-        _check_compiles(module, arch, debug)
+        _check_compiles(module, arch, debug, fast)
 
 
 def test_the_walk_finds_the_suites_kernel_files():
@@ -194,10 +203,15 @@ def test_the_walk_finds_the_suites_kernel_files():
 
 def test_compile_cubin_targets_the_requested_architecture_without_a_gpu():
     source = 'extern "C" __global__ void fill_one(float* x) { x[threadIdx.x] = 1.0f; }'
-    for arch in ("sm_80", 90):
-        cubin = cuda.compile_cubin(source, arch)
+    for arch, fast in (("sm_80", False), (90, False), (80, True)):
+        cubin = cuda.compile_cubin(source, arch, fast=fast)
         assert cubin[:4] == b"\x7fELF" and cubin[7] == 0x41  # ELFOSABI_CUDA: SASS, not PTX
         assert _cubin_sm(cubin) == int(str(arch).removeprefix("sm_"))
+
+
+def test_the_quick_check_builds_never_share_a_cache_entry_with_the_builds_launches_load():
+    assert "--Ofast-compile=max" not in cuda.options(80)
+    assert cuda.target_id(80, fast=True) != cuda.target_id(80)
 
 
 def _cubin_sm(cubin: bytes) -> int:

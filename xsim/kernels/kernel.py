@@ -286,7 +286,7 @@ class Kernel:
                                  + f"_{digest}")
         else:
             self.module = get_module(module or pyfunc.__module__)
-        self.module_name = self.module.name
+        self.module_name = self.module.options_name
         self.__module__ = pyfunc.__module__  # as Warp's: get_module(k.__module__) is the module of its file
         self.module.add(self)
         if self.generic:  # (a specialisation is not generic)
@@ -320,7 +320,13 @@ class Kernel:
         types = tuple(_bind_param(self, name, t, v) for (name, t), v in zip(self.params, values))
         spec = self.specializations.get(types)
         if spec is None:
-            spec = self.specializations[types] = Kernel(self.pyfunc, self.key, self.module,
+            # Built apart from the module's other kernels: a specialisation first launched later would
+            # otherwise rebuild the whole module, and the code cached would depend on the launch order
+            # (a cold test run compiled the particle contact module 13 times, growing to 640 kB).
+            from .module import get_module
+            digest = hashlib.blake2b(",".join(map(T.type_name, types)).encode(), digest_size=5).hexdigest()
+            unit = get_module(f"{self.module.name}.{self.key}.{digest}", options_name=self.module.options_name)
+            spec = self.specializations[types] = Kernel(self.pyfunc, self.key, unit,
                                                         enable_backward=self.enable_backward,
                                                         param_types=list(types))
         return spec
@@ -773,8 +779,9 @@ def set_module_options(options: dict, module=None) -> None:
     name = _module_name(module)
     _MODULE_OPTIONS.setdefault(name, {}).update(options)
     from .module import _MODULES
-    if name in _MODULES:
-        _MODULES[name].invalidate()
+    for m in list(_MODULES.values()):
+        if m.options_name == name:
+            m.invalidate()
 
 
 def get_module_options(module=None) -> dict:

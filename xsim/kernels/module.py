@@ -25,11 +25,12 @@ _MODULES: dict[str, Module] = {}
 NATIVE_DIR = Path(__file__).parent / "native"
 
 
-def get_module(name: str) -> Module:
-    """The module named ``name`` (its kernels compile together), made on first use."""
+def get_module(name: str, options_name: str | None = None) -> Module:
+    """The module named ``name`` (its kernels compile together), made on first use; ``options_name``: the
+    module whose options its kernels take (a launch specialisation's unit takes its kernel's module's)."""
     m = _MODULES.get(name)
     if m is None:
-        m = _MODULES[name] = Module(name)
+        m = _MODULES[name] = Module(name, options_name)
     return m
 
 
@@ -84,8 +85,9 @@ class Module:
     """The live kernels of one module. A kernel nothing refers to any more (a factory's, a redefined
     one) drops out of the next build; kernels with the same symbol (same name and content) are one."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, options_name: str | None = None):
         self.name = name
+        self.options_name = options_name or name  # the module whose options (set_module_options) apply
         self._live: weakref.WeakSet = weakref.WeakSet()
         self._kernels: list | None = None
         self.builds: dict[tuple[str, bool], object] = {}
