@@ -58,6 +58,14 @@ _NTH_BIT = np.argsort(1 - _MASKS, axis=1, kind="stable").ravel()
 _IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
 
 
+def run_starts(ids: np.ndarray) -> np.ndarray:
+    """The first index of each run of equal values in ``ids`` (n,), ints (a sorted list's groups)."""
+    new = np.empty(len(ids), dtype=bool)
+    new[:1] = True
+    np.not_equal(ids[1:], ids[:-1], out=new[1:])
+    return np.flatnonzero(new)
+
+
 def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hamilton products a b of quaternions (n, 4), (x, y, z, w)."""
     av, aw, bv, bw = a[:, :3], a[:, 3:], b[:, :3], b[:, 3:]
@@ -334,7 +342,7 @@ class BroadPhase:
         """Which candidate contacts (of ``pair``, ordered by pair; ``depth``, m, < 0: apart) can touch
         during the step (see the module docstring)."""
         d = np.maximum(depth, 0.0)
-        starts = np.flatnonzero(np.diff(pair, prepend=-1))
+        starts = run_starts(pair)
         deepest = np.zeros(len(pairs))
         deepest[pair[starts]] = np.maximum.reduceat(d, starts)
         ba, bb = self.shape_body[pairs[:, 0]] + 1, self.shape_body[pairs[:, 1]] + 1
