@@ -8,7 +8,7 @@ import xsim
 from xsim.sim import ModelBuilder
 from xsim.sim.shapes import quat_to_matrix
 from xsim.solvers import SolverXPBD
-from xsim.solvers.xpbd.broad_phase import BroadPhase
+from xsim.solvers.xpbd.broad_phase import BroadPhase, run_starts
 
 
 def random_scene(seed, n=40, turned=False):
@@ -253,3 +253,9 @@ def test_body_with_a_free_joint_still_rests_on_the_ground():
         solver.step(a, c, None, 1.0 / 60.0)
         a, c = c, a
     assert abs(a.body_q.numpy()[0, 2] - 0.1) < 2e-3
+
+
+def test_run_starts_gives_the_first_index_of_each_run_of_equal_values():
+    assert run_starts(np.array([3, 3, 5, 7, 7, 7, 2])).tolist() == [0, 2, 3, 6]
+    assert run_starts(np.array([4])).tolist() == [0]
+    assert run_starts(np.zeros(0, dtype=np.int64)).tolist() == []

@@ -257,9 +257,20 @@ def edge_contact_geometry(xa, qa, sxa, ha, ea: int, xb, qb, sxb, hb, eb: int, to
 
 
 @xsim.func
+def segment_sine_squared(da, db):
+    """The squared sine of the angle between the directions ``da`` and ``db`` (0 where one is zero)."""
+    aa = xsim.dot(da, da)
+    bb = xsim.dot(db, db)
+    ab = xsim.dot(da, db)
+    sin2 = aa - aa
+    if aa > 0.0 and bb > 0.0:
+        sin2 = (aa * bb - ab * ab) / (aa * bb)
+    return sin2
+
+
+@xsim.func
 def segment_distance(a0, da, b0, db):
-    """Distance (m) between the segments a0 + s da and b0 + t db (s, t in [0, 1]), and the squared
-    sine of the angle between them (0 for a degenerate one)."""
+    """Distance (m) between the segments a0 + s da and b0 + t db (s, t in [0, 1])."""
     r = a0 - b0
     aa = xsim.dot(da, da)
     bb = xsim.dot(db, db)
@@ -269,9 +280,7 @@ def segment_distance(a0, da, b0, db):
     nn = aa * bb - ab * ab
     s = ab - ab
     t = s
-    sin2 = s
     if aa > 0.0 and bb > 0.0:
-        sin2 = nn / (aa * bb)
         if nn > 1.0e-12 * aa * bb:
             s = xsim.clamp((ab * br - bb * ar) / nn, 0.0, 1.0)
         t = (ab * s + br) / bb
@@ -285,7 +294,7 @@ def segment_distance(a0, da, b0, db):
         s = xsim.clamp(-ar / aa, 0.0, 1.0)
     elif bb > 0.0:
         t = xsim.clamp(br / bb, 0.0, 1.0)
-    return xsim.length(r + da * s - db * t), sin2
+    return xsim.length(r + da * s - db * t)
 
 
 @xsim.func
@@ -564,25 +573,27 @@ def contact_depths(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, pair
     if edge >= 0:
         a0, da, ra, b0, db, rb = contact_segments(xp, qp, xs, qs, sp, ss, edge, shapes.type, shapes.xform,
                                                   shapes.size, shapes.radius)
-        dist, sin2 = segment_distance(a0, da, b0, db)
-        sin_ab = xsim.sqrt(sin2)
-        # the lines' closest points must come inside both segments: moving the lines by ``reach``
-        # moves them along the lines by up to reach / sin(angle)
-        u, v, _crossing = line_closest_parameters(a0, da, b0, db)
-        ext = reach[c] / xsim.max(sin_ab, 0.009)
-        la = xsim.length(da)
-        lb = xsim.length(db)
-        end = ra + rb  # box edges: no contact within the corner rounding of an end
-        if shapes.type[sp] != SHAPE_BOX or shapes.type[ss] != SHAPE_BOX:
-            end = end - end
-        inside = u * la > end - ext and u * la < la - end + ext and v * lb > end - ext and v * lb < lb - end + ext
-        if sin_ab + spin[c] > 0.009 and (inside or sin_ab < 0.05):
-            pen = ra + rb - dist
-            if pen > -2.0 * reach[c]:
-                _n, seg_pen, _ca, _cb = pair_contact_geometry(
-                    xp, qp, xs, qs, sp, ss, kp, edge, shapes.type, shapes.xform, shapes.size, shapes.radius,
-                    shapes.point_start, shapes.points)
-                pen = xsim.max(pen, seg_pen)
+        sin_ab = xsim.sqrt(segment_sine_squared(da, db))
+        # parallel segments that the pair cannot turn out of parallel in the step have none (tested first:
+        # a third of two boxes' edge pairs)
+        if sin_ab + spin[c] > 0.009:
+            # the lines' closest points must come inside both segments: moving the lines by ``reach``
+            # moves them along the lines by up to reach / sin(angle)
+            u, v, _crossing = line_closest_parameters(a0, da, b0, db)
+            ext = reach[c] / xsim.max(sin_ab, 0.009)
+            la = xsim.length(da)
+            lb = xsim.length(db)
+            end = ra + rb  # box edges: no contact within the corner rounding of an end
+            if shapes.type[sp] != SHAPE_BOX or shapes.type[ss] != SHAPE_BOX:
+                end = end - end
+            inside = u * la > end - ext and u * la < la - end + ext and v * lb > end - ext and v * lb < lb - end + ext
+            if inside or sin_ab < 0.05:
+                pen = ra + rb - segment_distance(a0, da, b0, db)
+                if pen > -2.0 * reach[c]:
+                    _n, seg_pen, _ca, _cb = pair_contact_geometry(
+                        xp, qp, xs, qs, sp, ss, kp, edge, shapes.type, shapes.xform, shapes.size, shapes.radius,
+                        shapes.point_start, shapes.points)
+                    pen = xsim.max(pen, seg_pen)
     else:
         _n, pen, _ca, _cb = contact_geometry(
             xp, qp, shapes.xform[sp], shapes.points[shapes.point_start[sp] + kp], shapes.radius[sp], xs, qs,

@@ -70,7 +70,7 @@ from xsim.sim.model import State
 from xsim.sim.rigid import JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 from . import contacts_rigid, joint_kernels, rigid_kernels
-from .broad_phase import BroadPhase
+from .broad_phase import BroadPhase, run_starts
 from .bundles import BodyArrays, ContactArrays, JointArrays, ShapeArrays, model_arrays
 from .particle_contacts import count_particle_contacts
 
@@ -91,12 +91,12 @@ class RigidStep:
     bounce: float  # m/s, the approach speed below which contacts do not bounce
     xc: xsim.array  # com frames at the substep start, transform [body_count]
     qd: xsim.array  # velocities at the substep start (linear, angular; m/s, rad/s), spatial vector [body_count]
-    bodies: BodyArrays  # the model's body, shape and joint arrays (``bundles.py``)
-    shapes: ShapeArrays
+    bodies: BodyArrays  # the model's body and joint arrays (``bundles.py``)
     joints: JointArrays
     sub: int = 0  # the current substep
     velocity_pass: bool = False  # whether substeps run the velocity pass (contacts, velocity drives, particles)
     # the step's contacts (``_find_contacts``): kept candidates grouped by shape pair
+    shapes: ShapeArrays | None = None  # the model's shape arrays, frames with unit quaternions (shape_xform)
     n_contacts: int = 0
     n_pairs: int = 0
     pairs: xsim.array | None = None  # the pairs with kept contacts: (shape a, shape b, a's points, b's), int [n_pairs, 4]
@@ -121,6 +121,7 @@ class RigidStep:
     pdelta: xsim.array | None = None  # and the particles' (None without particle coupling)
     pdv: xsim.array | None = None  # the particles' velocity-pass corrections, vector(8) [body_count]
     geom: list = field(default_factory=list)  # contact normals, arms on a, on b (velocity pass), vec3 [n_contacts]
+    pass_arrays: tuple | None = None  # without gradients, the position passes' per-contact arrays (_pass_geometry)
 
 
 class RigidStepper:
@@ -143,7 +144,7 @@ class RigidStepper:
         self._lam_joints = xsim.zeros(r.joint_count, dtype=s, device=m.device)
         self._broad = BroadPhase(r)
         # the model's arrays as the kernels take them (``model_arrays``)
-        self._bodies = self._shapes = self._joints = self._framed_shapes = None
+        self._bodies = self._joints = self._shapes = None  # (shapes: with the step's unit frames, _find_contacts)
         self._uploads: dict = {}  # reused host-written buffers of the contact search (_put)
         self.contact_count = 0  # contacts the last step solved (after the broad phase and pruning)
         self._no_anchor = xsim.empty(1, dtype=self.tf, device=m.device)
@@ -180,15 +181,13 @@ class RigidStepper:
         target_qd = getattr(control, "joint_target_qd", None) if control is not None else None
         bounce = self.solver.bounce_speed
         self._bodies = model_arrays(BodyArrays, r, "body_", self._bodies)
-        self._shapes = model_arrays(ShapeArrays, r, "shape_", self._shapes)
         self._joints = model_arrays(JointArrays, r, "joint_", self._joints)
         st = RigidStep(
             state_out=state_out, h=h, grad=grad, substeps=substeps, iterations=iterations,
             target_q=r.joint_target_q if target_q is None else target_q,
             target_qd=r.joint_target_qd if target_qd is None else target_qd,
             bounce=2.0 * self._g_norm * h if bounce is None else bounce,
-            xc=state_in.body_q, qd=state_in.body_qd, bodies=self._bodies, shapes=self._shapes,
-            joints=self._joints)
+            xc=state_in.body_q, qd=state_in.body_qd, bodies=self._bodies, joints=self._joints)
         if self._has_com:
             st.xc = self.buffers.get("Xstart", nb, self.tf, grad)
             xsim.launch(self.k.body_to_com_frame, nb, inputs=[state_in.body_q, r.body_com], outputs=[st.xc])
@@ -208,8 +207,7 @@ class RigidStepper:
         # shape frames with unit quaternions, once per step: every contact evaluation reads them
         st.shape_xform = self.buffers.get("shape_frames", r.shape_count, self.tf, st.grad)
         xsim.launch(self.kc.unit_shape_frames, r.shape_count, inputs=[r.shape_xform], outputs=[st.shape_xform])
-        st.shapes = self._framed_shapes = model_arrays(ShapeArrays, r, "shape_", self._framed_shapes,
-                                                       xform=st.shape_xform)
+        st.shapes = self._shapes = model_arrays(ShapeArrays, r, "shape_", self._shapes, xform=st.shape_xform)
         xc = st.xc.numpy()
         pairs, reach, spin = self._broad.find_pairs(xc, st.qd.numpy(), st.shape_xform.numpy(),
                                                     r.shape_size.numpy(), dt)
@@ -236,8 +234,10 @@ class RigidStepper:
             return
         # the pairs left with contacts, renumbered in order; the solve kernels on a tape read these in the
         # backward pass, so they are new arrays then
-        used, pair = np.unique(pair[kept], return_inverse=True)
-        first = np.flatnonzero(np.diff(pair, prepend=-1))
+        pair = pair[kept]  # sorted
+        first = run_starts(pair)
+        used = pair[first]
+        pair = np.repeat(np.arange(len(first)), np.diff(first, append=len(pair)))
         st.n_contacts, st.n_pairs = len(kept), len(used)
         taped = st.grad
         st.pairs = put("used_pairs", pairs[used], int, taped)
@@ -316,15 +316,12 @@ class RigidStepper:
             # mass splitting: each body's constraints in this pass, the penetrating contacts counted first,
             # with the contacts' geometry at these poses
             split = self._counts("split", self._joint_split, grad, taped=True)
-            n, v3 = st.n_contacts, self.v3
-            geom = [self.buffers.get("c:pass_n", n, v3, grad), self.buffers.get("c:pass_pen", n, m.dtype, grad),
-                    self.buffers.get("c:pass_ca", n, v3, grad), self.buffers.get("c:pass_cb", n, v3, grad)]
-            xsim.launch(self.kc.measure_contacts, n, inputs=[xi, st.bodies, st.shapes, st.contacts],
+            geom, st.geom = self._pass_geometry(st)
+            xsim.launch(self.kc.measure_contacts, st.n_contacts, inputs=[xi, st.bodies, st.shapes, st.contacts],
                         outputs=[*geom, split])
             lam_out = self.buffers.get("c:lam", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t))
             lam_t_out = self.buffers.get("c:lam_t", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t, lam_out))
             held = self.buffers.get("c:held", st.n_contacts, int, grad, avoid=(st.held,))
-            st.geom = [self.buffers.get(f"c:geom{k}", st.n_contacts, self.v3, grad) for k in range(3)]
             xsim.launch(self.kc.solve_pair_positions, st.n_pairs, inputs=[
                 xi, st.anchor_p, st.anchor_s, st.bodies, st.shapes, st.contacts, *geom, st.lam_c, st.lam_t, split,
                 st.held],
@@ -336,6 +333,20 @@ class RigidStepper:
                 xi, st.bodies, st.joints, st.target_q, st.lam_j, 1.0 / (st.h * st.h), split],
                 outputs=[lam_out, st.delta])
             st.lam_j = lam_out
+
+    def _pass_geometry(self, st: RigidStep) -> tuple[list, list]:
+        """A position pass's per-contact arrays: the geometry ``measure_contacts`` writes (normal, depth,
+        contact points) and the one ``solve_pair_positions`` leaves for the velocity pass (normal, arms). New
+        per pass with gradients (the tape keeps them); else the same arrays all step (``st.pass_arrays``)."""
+        if st.pass_arrays is not None:
+            return st.pass_arrays
+        n, v3, grad, get = st.n_contacts, self.v3, st.grad, self.buffers.get
+        arrays = ([get("c:pass_n", n, v3, grad), get("c:pass_pen", n, self.model.dtype, grad),
+                   get("c:pass_ca", n, v3, grad), get("c:pass_cb", n, v3, grad)],
+                  [get(f"c:geom{k}", n, v3, grad) for k in range(3)])
+        if not grad:
+            st.pass_arrays = arrays
+        return arrays
 
     def _counts(self, key: str, base, grad: bool, taped: bool = False):
         """A copy of the per-body counts ``base`` for a count kernel to add to: new when gradients are
