@@ -152,19 +152,24 @@ def holds(value, fields: dict) -> bool:
 
 
 class BundleCache:
-    """Struct values by role, kept while they hold the same arrays and numbers: a launch packs a kept value
-    once (its ``_packed`` bytes), a new value at every launch. For steps without gradients, whose pooled
-    buffers come back step after step; with them a kept value would hold on to arrays that
-    ``BufferPool.recorded`` could otherwise hand out again, so it makes a new value."""
+    """Struct values by role and contents, kept for steps without gradients: a launch packs a kept value once
+    (its ``_packed`` bytes), a new value at every launch, and the pooled buffers of such steps come back step
+    after step (a role's arrays alternate between a few buffers). With gradients a kept value would hold on to
+    arrays that ``BufferPool.recorded`` could otherwise hand out again, so it makes a new value."""
+
+    LIMIT = 64  # values kept before starting afresh (pools grow now and then: the old buffers are let go)
 
     def __init__(self):
-        self._kept: dict = {}
+        self._kept: dict = {}  # (role, each field's array id or number) -> the value, which keeps its arrays alive
 
     def get(self, key: str, template, keep: bool, **fields):
-        """A ``template`` value of ``fields``: the one kept for ``key`` where ``keep`` and it holds them."""
+        """A ``template`` value of ``fields``: where ``keep``, the one kept for ``key`` with these fields."""
         if not keep:
             return template(**fields)
-        kept = self._kept.get(key)
-        if kept is None or not holds(kept, fields):
-            kept = self._kept[key] = template(**fields)
+        ident = (key, *(id(a) if isinstance(a, xsim.array) else a for a in fields.values()))
+        kept = self._kept.get(ident)
+        if kept is None:
+            if len(self._kept) >= self.LIMIT:
+                self._kept.clear()
+            kept = self._kept[ident] = template(**fields)
         return kept
