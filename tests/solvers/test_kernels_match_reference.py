@@ -39,9 +39,9 @@ EXCLUSIONS: dict[str, str] = {}
 
 def kernel_sets() -> dict[str, xsim.Kernel]:
     """Every kernel of the solver, kinematics and optimizer modules, by module-qualified name."""
-    namespaces = [*(specialized(m.__name__, F64) for m in (particle_kernels, rigid_kernels, joint_kernels,
-                                                           contacts_rigid, kinematics)),
-                  particle_contacts, losses, updates]
+    namespaces = [*(specialized(m.__name__, F64) for m in (particle_kernels, particle_contacts, rigid_kernels,
+                                                           joint_kernels, contacts_rigid, kinematics)),
+                  losses, updates]
     return {f"{k.module_name}.{k.key}": k for ns in namespaces for k in vars(ns).values()
             if isinstance(k, xsim.Kernel)}
 

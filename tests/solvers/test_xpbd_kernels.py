@@ -9,10 +9,20 @@ from xsim.autodiff import gradcheck
 from xsim.sim.generic import specialized
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 from xsim.solvers.xpbd import kernels as particle_kernels
+from xsim.solvers.xpbd import particle_contacts
+from xsim.solvers.xpbd.bundles import (
+    BodyArrays,
+    BodyMotion,
+    MeshArrays,
+    ParticleArrays,
+    ParticleSubstep,
+    ShapeArrays,
+)
 from xsim.solvers.xpbd.kernels import UNROLLED_SLOTS
-from xsim.solvers.xpbd.particle_contacts import STATIC_SHAPES, bounce_particle_shapes, collide_particle_shapes
+from xsim.solvers.xpbd.particle_contacts import STATIC_SHAPES
 
 K = specialized(particle_kernels.__name__, xsim.float64)  # the solver's float64 kernels
+PC = specialized(particle_contacts.__name__, xsim.float64)  # and its float64 particle contact kernels
 V = xsim.vec3d
 F = xsim.float64
 EPS = 1e-7
@@ -97,7 +107,7 @@ def test_ground_plane_contact_adjoint_with_friction():
     # particle 0 sinks into the ground and slides (dynamic friction), 1 sticks (static), 2 is free
     x = vecs([[0.0, 0.0, 0.004], [1.0, 0.0, 0.009], [2.0, 0.0, 0.5]])
     x0 = vecs([[-0.2, 0.1, 0.02], [1.0005, 0.0, 0.02], [2.0, 0.0, 0.6]])
-    check(collide_particle_shapes, static_shape_args(x, x0, SHAPE_PLANE, xforms((0.0, 0.0, 0.0)), np.zeros(3), 0.4,
+    check(PC.collide_particle_shapes, static_shape_args(x, x0, SHAPE_PLANE, xforms((0.0, 0.0, 0.0)), np.zeros(3), 0.4,
                                                      radius=0.01), 3)
 
 
@@ -141,19 +151,33 @@ def xforms(pos, rot=(0.0, 0.0, 0.0, 1.0), grad=True):
 
 
 def no_bodies():
-    """The body arguments of the particle contact kernels for a model without bodies."""
-    return [xsim.empty(0, dtype=xsim.transformd), xsim.empty(0, dtype=xsim.transformd), scalars([], False),
-            xsim.empty(0, dtype=xsim.mat33d), scalars([], False)]
+    """The body arguments of the particle contact kernels for a model without bodies: (motion, bodies)."""
+    poses, velocities = xsim.empty(0, dtype=xsim.transformd), xsim.empty(0, dtype=xsim.types.vector(6, F))
+    return (BodyMotion(pose=poses, pose_start=poses, qd=velocities, qd_pre=velocities, split=scalars([], False)),
+            BodyArrays(inv_mass=scalars([], False), inertia=xsim.empty(0, dtype=xsim.mat33d),
+                       inv_inertia=xsim.empty(0, dtype=xsim.mat33d)))
+
+
+def one_static_shape(kind, xform, size, mu, restitution=0.0):
+    """The ShapeArrays of one static shape (world -1) of frame ``xform`` (a (1,) array)."""
+    return ShapeArrays(body=ints([-1]), type=ints([kind]), xform=xform, size=vecs(size), radius=scalars([0.0], False),
+                       point_start=ints([0]), point_count=ints([0]), points=vecs(np.zeros((0, 3)), False),
+                       mu=scalars([mu]), restitution=scalars([restitution]), world=ints([-1]))
 
 
 def static_shape_args(x, x_start, kind, xform, size, mu, mesh_tri=-1, mesh=((), (), ()), radius=0.08):
-    """``collide_particle_shapes`` arguments for particles ``x`` of ``radius`` and one static shape (world -1)."""
+    """``collide_particle_shapes`` arguments for particles ``x`` of ``radius`` and one static shape (world -1);
+    ``mesh``: (triangles, vertices, their shape), vertices an array or rows."""
     n = x.shape[0]
     tris, verts, owner = mesh
-    return [x, x_start, scalars(np.ones(n)), scalars(np.full(n, radius)),
-            ints(np.full(n, -1)), 1, ints([-1]), ints([kind]), xform, vecs(size), scalars([mu]), ints([-1]),
-            ints(np.full(n, mesh_tri)), ints(np.reshape(tris, (-1, 3)), 3), vecs(np.reshape(verts, (-1, 3))),
-            ints(owner), *no_bodies(), STATIC_SHAPES, vecs(np.zeros((n, 3))), xsim.empty(0, dtype=xsim.types.vector(8, F))]
+    verts = verts if isinstance(verts, xsim.array) else vecs(np.reshape(verts, (-1, 3)))
+    particles = ParticleArrays(inv_mass=scalars(np.ones(n)), radius=scalars(np.full(n, radius)),
+                               world=ints(np.full(n, -1)))
+    substep = ParticleSubstep(x=x_start, v=vecs(np.zeros((n, 3)), False), mesh_tri=ints(np.full(n, mesh_tri)),
+                              h=0.0, bounce_speed=0.0)
+    return [x, particles, one_static_shape(kind, xform, size, mu),
+            MeshArrays(indices=ints(np.reshape(tris, (-1, 3)), 3), vertices=verts, shape=ints(owner)), substep,
+            *no_bodies(), STATIC_SHAPES, vecs(np.zeros((n, 3))), xsim.empty(0, dtype=xsim.types.vector(8, F))]
 
 
 def test_plane_velocity_pass_adjoint_with_restitution():
@@ -161,17 +185,18 @@ def test_plane_velocity_pass_adjoint_with_restitution():
     normal = np.array([0.0, -0.3, 1.0]) / np.linalg.norm([0.0, -0.3, 1.0])
     q = np.r_[np.cross([0.0, 0.0, 1.0], normal), 1.0 + normal[2]]
     x = vecs([normal * 0.01, [1.0, 0.0, 0.5]])
-    args = [x, vecs([[0.0, 0.1, 0.02], [1.0, 0.1, 0.6]]), vecs([[0.0, 0.0, -3.0], [0.0, 0.0, -1.0]]),
-            scalars([1.0, 1.0]), scalars([0.01, 0.01]), V(0.0, 0.0, -9.81), F(0.01), F(0.1), ints([-1, -1]), 1,
-            ints([-1]), ints([SHAPE_PLANE]), xforms((0.0, 0.0, 0.0), q / np.linalg.norm(q)), vecs([0.0, 0.0, 0.0]),
-            scalars([0.3]), scalars([0.5]), ints([-1]), ints([-1, -1]), ints(np.zeros((0, 3)), 3),
-            vecs(np.zeros((0, 3))), ints([]), vecs([[0.0, 0.0, 0.02], [1.0, 0.0, 0.6]]), no_bodies()[0],
-            xsim.empty(0, dtype=xsim.types.vector(6, F)), xsim.empty(0, dtype=xsim.types.vector(6, F)),
-            *no_bodies()[2:], STATIC_SHAPES, vecs(np.zeros((2, 3))), vecs(np.zeros((2, 3))),
+    particles = ParticleArrays(inv_mass=scalars([1.0, 1.0]), radius=scalars([0.01, 0.01]), world=ints([-1, -1]))
+    shapes = one_static_shape(SHAPE_PLANE, xforms((0.0, 0.0, 0.0), q / np.linalg.norm(q)), [0.0, 0.0, 0.0], 0.3, 0.5)
+    mesh = MeshArrays(indices=ints(np.zeros((0, 3)), 3), vertices=vecs(np.zeros((0, 3))), shape=ints([]))
+    substep = ParticleSubstep(x=vecs([[0.0, 0.0, 0.02], [1.0, 0.0, 0.6]]),
+                              v=vecs([[0.0, 0.0, -3.0], [0.0, 0.0, -1.0]]), mesh_tri=ints([-1, -1]), h=0.01,
+                              bounce_speed=0.1)
+    args = [x, vecs([[0.0, 0.1, 0.02], [1.0, 0.1, 0.6]]), particles, shapes, mesh, substep, *no_bodies(),
+            V(0.0, 0.0, -9.81), STATIC_SHAPES, vecs(np.zeros((2, 3))), vecs(np.zeros((2, 3))),
             xsim.empty(0, dtype=xsim.types.vector(8, F))]
-    xsim.launch(bounce_particle_shapes, 2, inputs=args[:-3], outputs=args[-3:])
+    xsim.launch(PC.bounce_particle_shapes, 2, inputs=args[:-3], outputs=args[-3:])
     assert np.dot(args[-3].numpy()[0], normal) > 0.0  # particle 0 bounced off the plane
-    check(bounce_particle_shapes, args, 2)
+    check(PC.bounce_particle_shapes, args, 2)
 
 
 @pytest.mark.parametrize("kind, size, pos", [
@@ -187,9 +212,9 @@ def test_static_collider_adjoint(kind, size, pos):
     world = centre + _rotate(rot, np.array(pos, dtype=float))
     x = vecs(world)
     args = static_shape_args(x, vecs(world + [0.004, -0.003, 0.02]), kind, xforms(centre, rot), size, 0.3)
-    xsim.launch(collide_particle_shapes, 1, inputs=args[:-2], outputs=args[-2:])
+    xsim.launch(PC.collide_particle_shapes, 1, inputs=args[:-2], outputs=args[-2:])
     assert not np.allclose(args[-2].numpy(), x.numpy())  # the particle was in contact and moved
-    check(collide_particle_shapes, args, 1)
+    check(PC.collide_particle_shapes, args, 1)
 
 
 def test_mesh_collider_adjoint():
@@ -197,9 +222,8 @@ def test_mesh_collider_adjoint():
     x = vecs([[0.1, 0.05, 0.01]])
     args = static_shape_args(x, vecs([[0.12, 0.04, 0.03]]), SHAPE_MESH,
                              xforms((0.0, 0.0, -0.005), np.array([0.05, 0.0, 0.0, 1.0]) / np.sqrt(1.0025)),
-                             np.zeros(3), 0.5, mesh_tri=0, mesh=([[0, 1, 2]], verts.numpy(), [0]), radius=0.02)
-    args[14] = verts
-    check(collide_particle_shapes, args, 1)
+                             np.zeros(3), 0.5, mesh_tri=0, mesh=([[0, 1, 2]], verts, [0]), radius=0.02)
+    check(PC.collide_particle_shapes, args, 1)
 
 
 def _rotate(q, v):
@@ -237,7 +261,7 @@ def test_box_contact_gradient_is_exact_for_a_particle_a_rounding_error_outside_a
                                  (0.2, 0.2, 0.2), 0.3)
         tape = xsim.Tape()
         with tape:
-            xsim.launch(collide_particle_shapes, 1, inputs=args[:-2], outputs=args[-2:])
+            xsim.launch(PC.collide_particle_shapes, 1, inputs=args[:-2], outputs=args[-2:])
         args[-2].grad.numpy()[0] = [1.0, 0.7, 0.3]
         tape.backward()
         return x.grad.numpy()[0]

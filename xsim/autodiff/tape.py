@@ -230,8 +230,8 @@ class Tape:
         array passed twice). Returns what record_launch takes: the (label, array) pairs written and read, the
         copies by label, and why the adjoint would be wrong, or None."""
         meta, params = prep.meta, kernel.params
-        written = _launch.labelled_arrays(prep.write_slots, params, values)
-        read = _launch.labelled_arrays(prep.read_slots, params, values)
+        written = _launch.labelled_arrays(prep.write_slots, values)
+        read = _launch.labelled_arrays(prep.read_slots, values)
         if config.mode == "debug":
             for label, arr in written:
                 self._check_overwrite(arr, kernel.key, label)

@@ -16,8 +16,8 @@ from .tape import LaunchRecord
 def _accesses(rec) -> tuple[list, list]:
     """([(label, array) read], [(label, array) written]) of one record."""
     if isinstance(rec, LaunchRecord):
-        reads = _launch.labelled_arrays(rec.prep.read_slots, rec.kernel.params, rec.values)
-        writes = _launch.labelled_arrays(rec.prep.write_slots, rec.kernel.params, rec.values)
+        reads = _launch.labelled_arrays(rec.prep.read_slots, rec.values)
+        writes = _launch.labelled_arrays(rec.prep.write_slots, rec.values)
         return list(reads), list(writes)
     return [("source", a) for a in rec.reads], [("destination", a) for a in rec.writes]
 

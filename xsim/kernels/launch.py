@@ -267,20 +267,24 @@ def _label_slots(params, labels) -> list[tuple[str, int | None, tuple[str, ...]]
     return [(label, index.get(head), tuple(path)) for label in labels for head, *path in (label.split("."),)]
 
 
-def labelled_arrays(slots, params, values) -> list[tuple[str, Array]]:
+def slot_array(slot, values) -> Array | None:
+    """The array that ``slot`` (label, parameter index or None, struct fields; ``_label_slots``) names in a
+    launch's arguments ``values``: the one way from a label to its array. For an indexedarray its data (the
+    tape tracks the memory it reads and writes); None where the label names no array (a null struct field)."""
+    _, i, path = slot
+    if i is None:
+        return None
+    arr = values[i]
+    for part in path:
+        arr = getattr(arr, part, None)
+    if isinstance(arr, IndexedArray):
+        arr = arr.data
+    return arr if isinstance(arr, Array) else None
+
+
+def labelled_arrays(slots, values) -> list[tuple[str, Array]]:
     """The (label, array) pairs named by a prepared kernel's ``read_slots`` or ``write_slots``."""
-    out = []
-    for label, i, path in slots:
-        if i is None:
-            continue
-        arr = values[i]
-        for part in path:
-            arr = getattr(arr, part, None)
-        if isinstance(arr, IndexedArray):  # the tape tracks the memory an indexed array reads and writes
-            arr = arr.data
-        if isinstance(arr, Array):
-            out.append((label, arr))
-    return out
+    return [(slot[0], arr) for slot in slots if (arr := slot_array(slot, values)) is not None]
 
 
 def prepare(kernel, device, mode: str) -> _Prepared:
@@ -449,7 +453,7 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
     else:
         for i in prep.written:
             values[i].mark_written(kernel.key)
-        for _, arr in labelled_arrays(prep.written_nested, kernel.params, values):
+        for _, arr in labelled_arrays(prep.written_nested, values):
             arr.mark_written(kernel.key)
     return True
 
@@ -578,7 +582,7 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
     if recorder is not None:
         recorder.record_launch(kernel, prep, shape, values, before)
     else:
-        bump_versions(prep.meta, params, values, kernel.key)
+        bump_versions(prep, values, kernel.key)
 
 
 def _launch_device(device, values, params):
@@ -672,24 +676,13 @@ def _grads_contiguous(values, params, adj_values) -> bool:
     return True
 
 
-def bump_versions(meta, params, values, writer: str):
+def bump_versions(prep: _Prepared, values, writer: str):
     """Count writes on the arrays a launch wrote (the tape checks these counters)."""
-    for label in meta.writes:
-        arr = resolve_label(label, params, values)
-        if arr is not None:
-            arr.mark_written(writer)
+    for _, arr in labelled_arrays(prep.write_slots, values):
+        arr.mark_written(writer)
 
 
 def resolve_label(label: str, params, values):
-    """The array argument named ``label`` ("x" or "s.field") in a launch's arguments (for an
-    indexedarray, its data)."""
-    head, _, rest = label.partition(".")
-    for (name, _), v in zip(params, values):
-        if name == head:
-            for part in rest.split(".") if rest else []:
-                v = getattr(v, part, None)
-            if isinstance(v, IndexedArray):
-                v = v.data
-            return v if isinstance(v, Array) else None
-    return None
+    """The array argument named ``label`` ("x" or "s.field") in a launch's arguments (``slot_array``)."""
+    return slot_array(_label_slots(params, (label,))[0], values)
 

@@ -33,7 +33,7 @@ import xsim
 from xsim.sim.generic import Float, Floats, Ints, Ints2, Transforms, Vec3s, Vec6s, Vec8s
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE
 
-from .bundles import BodyArrays, ContactArrays, ShapeArrays
+from .bundles import BodyArrays, ContactArms, ContactArrays, ContactGeometry, Multipliers, ShapeArrays
 from .kernels import surface_contact
 from .particle_contacts import shape_rotation
 from .rigid_kernels import (
@@ -623,10 +623,10 @@ def add_delta(delta: Vec8s, b: int, d0, d1, d2, d3, d4, d5, d6):
 
 
 @xsim.kernel
-def measure_contacts(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, contacts: ContactArrays, pass_n: Vec3s,
-                     pass_pen: Floats, pass_ca: Vec3s, pass_cb: Vec3s, split: Floats):
+def measure_contacts(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, contacts: ContactArrays,
+                     geometry: ContactGeometry, split: Floats):
     """Geometry of candidate contact ``tid`` at the current poses (``pair_contact_geometry``: normal,
-    depth, contact points) into ``pass_*``, for ``solve_pair_positions`` to read (once per contact
+    depth, contact points) into ``geometry``, for ``solve_pair_positions`` to read (once per contact
     and pass; the gradient reaches the poses through this kernel), and one added to ``split`` of both
     bodies where it penetrates: the contacts that pass will apply (a count, not differentiated)."""
     t = xsim.tid()
@@ -636,10 +636,10 @@ def measure_contacts(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, co
     xs, qs, _ims, _iis = load_body(bs, Xc, bodies.inv_mass, bodies.inv_inertia)
     n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shapes.type, shapes.xform,
                                            shapes.size, shapes.radius, shapes.point_start, shapes.points)
-    pass_n[t] = n
-    pass_pen[t] = pen
-    pass_ca[t] = ca
-    pass_cb[t] = cb
+    geometry.n[t] = n
+    geometry.pen[t] = pen
+    geometry.ca[t] = ca
+    geometry.cb[t] = cb
     if pen > 0.0:
         if bp >= 0:
             xsim.atomic_add(split, bp, 1.0)
@@ -691,26 +691,32 @@ def pair_poses(p_is_a: bool, xa, qa, ima, iia, xb, qb, imb, iib):
 
 @xsim.kernel
 def solve_pair_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transforms, bodies: BodyArrays,
-                         shapes: ShapeArrays, contacts: ContactArrays, pass_n: Vec3s, pass_pen: Floats,
-                         pass_ca: Vec3s, pass_cb: Vec3s, lam: Floats, lam_t: Floats, split: Floats, held_in: Ints,
-                         lam_out: Floats, lam_t_out: Floats, delta: Vec8s, geom_n: Vec3s, geom_ra: Vec3s,
-                         geom_rb: Vec3s, held_out: Ints):
+                         shapes: ShapeArrays, contacts: ContactArrays, geometry: ContactGeometry, lam: Multipliers,
+                         split: Floats, lam_out: Multipliers, delta: Vec8s, arms: ContactArms):
     """Position pass of pair ``tid``'s contacts ``contacts.pair_first[tid]`` up to
     ``contacts.pair_first[tid + 1]``
     (non-penetration, then static friction against the motion since its anchors ``anchor_*``,
-    ``contact_anchors``) from the current poses and their geometry at them (``pass_*``,
+    ``contact_anchors``) from the current poses and their geometry at them (``geometry``,
     ``measure_contacts``), with the bodies' masses split by ``split`` (their numbers of constraints
     in this pass, ``measure_contacts``). First the pair's mean normal multiplier after this pass over
-    its touching contacts (``lam`` of the earlier iterations plus each depth over the split generalized
+    its touching contacts (``lam.normal`` of the earlier iterations plus each depth over the split generalized
     inverse masses, as ``contact_position_update`` adds it), which bounds each one's friction; then each
     contact as a Jacobi constraint on the poses the pass started from. The pair adds its contacts'
     corrections of each body, with a count of one per contact, to ``delta`` once (one atomic per body
     and pair, not per contact); each contact's multipliers (normal, tangential) of the substep so far
-    go to ``lam_out``, ``lam_t_out``, its geometry to ``geom_*`` for the velocity pass: the normal
+    go to ``lam_out``, its geometry to ``arms`` for the velocity pass: the normal
     (from the pair's shape b to a) and the contact points as arms in the bodies' frames (a's, b's).
-    ``held_out``: 1 where the contact touched in this pass and static friction held, or did not touch
-    but had earlier in the substep (``lam`` > 0) and held then (``held_in``); else 0."""
+    ``lam_out.held``: 1 where the contact touched in this pass and static friction held, or did not touch
+    but had earlier in the substep (``lam.normal`` > 0) and held then (``lam.held``); else 0."""
     k = xsim.tid()
+    # the written fields as arrays of their own: a store through the struct in a loop of run-time length makes
+    # the struct a value the loop carries, which the adjoint cannot trace back to the parameter
+    arm_n = arms.n
+    arm_a = arms.ra
+    arm_b = arms.rb
+    lam_n_out = lam_out.normal
+    lam_t_out = lam_out.tangent
+    held_out = lam_out.held
     first = contacts.pair_first[k]
     last = contacts.pair_first[k + 1]
     sa = contacts.pairs[k, 0]
@@ -718,18 +724,18 @@ def solve_pair_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transfo
     bb = shapes.body[contacts.pairs[k, 1]]
     xa, qa, ima, iia = load_split_body(ba, Xc, bodies.inv_mass, bodies.inv_inertia, split)
     xb, qb, imb, iib = load_split_body(bb, Xc, bodies.inv_mass, bodies.inv_inertia, split)
-    total = lam.dtype(0.0)
-    count = lam.dtype(0.0)
+    total = lam.normal.dtype(0.0)
+    count = lam.normal.dtype(0.0)
     for t in range(first, last):
         sp, _ss, _bp, _bs, _kp, _edge = contact_roles(k, contacts.index[t], contacts.pairs, shapes.body,
                                                       shapes.point_count)
         xp, qp, imp, iip, xs, qs, ims, iis = pair_poses(sp == sa, xa, qa, ima, iia, xb, qb, imb, iib)
-        l = lam[t]
-        pen = pass_pen[t]
+        l = lam.normal[t]
+        pen = geometry.pen[t]
         if pen > 0.0:
-            n = pass_n[t]
-            w = generalized_inv_mass(qp, imp, iip, pass_ca[t] - xp, n)
-            w = w + generalized_inv_mass(qs, ims, iis, pass_cb[t] - xs, n)
+            n = geometry.n[t]
+            w = generalized_inv_mass(qp, imp, iip, geometry.ca[t] - xp, n)
+            w = w + generalized_inv_mass(qs, ims, iis, geometry.cb[t] - xs, n)
             if w > 0.0:
                 l = l + pen / w
         if l > 0.0:
@@ -748,25 +754,25 @@ def solve_pair_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transfo
         xp, qp, imp, iip, xs, qs, ims, iis = pair_poses(p_is_a, xa, qa, ima, iia, xb, qb, imb, iib)
         ap = anchor_p[t]
         as_ = anchor_s[t]
-        n = pass_n[t]
-        pen = pass_pen[t]
-        ca = pass_ca[t]
-        cb = pass_cb[t]
+        n = geometry.n[t]
+        pen = geometry.pen[t]
+        ca = geometry.ca[t]
+        cb = geometry.cb[t]
         ra = xsim.quat_rotate_inv(qp, ca - xp)
         rb = xsim.quat_rotate_inv(qs, cb - xs)
         if p_is_a:
-            geom_n[t] = n
-            geom_ra[t] = ra
-            geom_rb[t] = rb
+            arm_n[t] = n
+            arm_a[t] = ra
+            arm_b[t] = rb
         else:
-            geom_n[t] = -n
-            geom_ra[t] = rb
-            geom_rb[t] = ra
+            arm_n[t] = -n
+            arm_a[t] = rb
+            arm_b[t] = ra
         xp1, qp1, xs1, qs1, dl, dlt, held = contact_position_update(
-            xp, qp, ap.p, ap.q, imp, iip, xs, qs, as_.p, as_.q, ims, iis, n, pen, ca, cb, mu, lam[t], lam_t[t],
-            share)
-        if pen <= 0.0 and lam[t] > 0.0:
-            held = held_in[t]
+            xp, qp, ap.p, ap.q, imp, iip, xs, qs, as_.p, as_.q, ims, iis, n, pen, ca, cb, mu, lam.normal[t],
+            lam.tangent[t], share)
+        if pen <= 0.0 and lam.normal[t] > 0.0:
+            held = lam.held[t]
         held_out[t] = held
         if dl > 0.0:
             dxp = xp1 - xp
@@ -781,8 +787,8 @@ def solve_pair_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transfo
             else:
                 sum_a = sum_a + ds
                 sum_b = sum_b + dp
-        lam_out[t] = lam[t] + dl
-        lam_t_out[t] = lam_t[t] + dlt
+        lam_n_out[t] = lam.normal[t] + dl
+        lam_t_out[t] = lam.tangent[t] + dlt
     if sum_a[7] > 0.0:
         if ba >= 0:
             xsim.atomic_add(delta, ba, sum_a)
@@ -810,18 +816,17 @@ def count_velocity_pairs(shapes: ShapeArrays, contacts: ContactArrays, lam: Floa
 
 @xsim.kernel
 def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, bodies: BodyArrays, shapes: ShapeArrays,
-                          contacts: ContactArrays, lam: Floats, lam_t: Floats, geom_n: Vec3s, geom_ra: Vec3s,
-                          geom_rb: Vec3s, inv_h: Float, bounce_speed: Float, split: Floats, delta: Vec8s):
+                          contacts: ContactArrays, lam: Multipliers, arms: ContactArms, inv_h: Float,
+                          bounce_speed: Float, split: Floats, delta: Vec8s):
     """Velocity pass of active pair ``tid`` (its candidate contacts are ``contacts.pair_first[tid]`` up to
-    ``contacts.pair_first[tid + 1]``; those with multiplier > 0 were active in the position pass, whose last
-    iteration left their normals and arms in ``geom_*``), masses split by ``split``: restitution
+    ``contacts.pair_first[tid + 1]``; those with multiplier ``lam.normal`` > 0 were active in the position pass,
+    whose last iteration left their normals and arms in ``arms``), masses split by ``split``: restitution
     once for the pair, at its centre of pressure (contact points and normals weighted by their
     multipliers), so that a box landing flat on four corners bounces straight (four restitution
     impulses, each turning the box, mostly cancel in the mean: it did not bounce at all); then
     dynamic friction contact by contact (each resists the sliding of its own point, so a spinning
-    box slows; up to what the position pass left of its cone, ``lam_t``), one after the other on
-    the pair's local velocities. Velocity changes go to
-    ``delta`` (dv 0..2, dw 3..5, count 7)."""
+    box slows; up to what the position pass left of its cone, ``lam.tangent``), one after the other on
+    the pair's local velocities. Velocity changes go to ``delta`` (dv 0..2, dw 3..5, count 7)."""
     k = xsim.tid()
     first = contacts.pair_first[k]
     last = contacts.pair_first[k + 1]
@@ -845,11 +850,11 @@ def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, bodies: Body
     pb = shapes.size.dtype()
     nsum = shapes.size.dtype()
     for t in range(first, last):
-        lk = lam[t]
+        lk = lam.normal[t]
         if lk > 0.0:
-            n = geom_n[t]
-            cp = xa + xsim.quat_rotate(qa, geom_ra[t])
-            cs = xb + xsim.quat_rotate(qb, geom_rb[t])
+            n = arms.n[t]
+            cp = xa + xsim.quat_rotate(qa, arms.ra[t])
+            cs = xb + xsim.quat_rotate(qb, arms.rb[t])
             total = total + lk
             active = active + 1.0
             pa = pa + cp * lk
@@ -863,16 +868,16 @@ def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, bodies: Body
                                                 imb, iib, xsim.normalize(nsum), pa / total, pb / total,
                                                 pair_mean(shapes.restitution, contacts.pairs, c), bounce_speed)
         for t in range(first, last):
-            lk = lam[t]
+            lk = lam.normal[t]
             if lk > 0.0:
-                cp = xa + xsim.quat_rotate(qa, geom_ra[t])
-                cs = xb + xsim.quat_rotate(qb, geom_rb[t])
+                cp = xa + xsim.quat_rotate(qa, arms.ra[t])
+                cs = xb + xsim.quat_rotate(qb, arms.rb[t])
                 # Coulomb against the contact's share of the pair's whole normal impulse (an even share,
                 # as in the position pass, ``contact_position_update``): the multipliers (position pass)
                 # and the restitution impulse (which carries the load while a landing box's penetration
                 # is still being resolved), less the friction the position pass gave
-                limit = xsim.max(mu * (total * inv_h + xsim.max(pn, 0.0)) / active - lam_t[t] * inv_h, 0.0)
-                va, wa, vb, wb = friction_update(xa, qa, va, wa, ima, iia, xb, qb, vb, wb, imb, iib, geom_n[t],
+                limit = xsim.max(mu * (total * inv_h + xsim.max(pn, 0.0)) / active - lam.tangent[t] * inv_h, 0.0)
+                va, wa, vb, wb = friction_update(xa, qa, va, wa, ima, iia, xb, qb, vb, wb, imb, iib, arms.n[t],
                                                  cp, cs, limit)
         dv = va - va_in
         dw = wa - wa_in

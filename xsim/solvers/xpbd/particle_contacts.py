@@ -19,12 +19,11 @@ frame's rotation is its quaternion normalized (``shape_rotation``). Body meshes 
 do not meet particles.
 """
 
-from typing import Any
-
 import xsim
-from xsim.sim.generic import Ints, Ints2
+from xsim.sim.generic import Float, Floats, Ints, Transforms, Vec3, Vec3s, Vec8s
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 
+from .bundles import BodyArrays, BodyMotion, MeshArrays, ParticleArrays, ParticleSubstep, ShapeArrays
 from .kernels import (
     bounce_impulse,
     closest_point_on_triangle,
@@ -36,7 +35,6 @@ from .kernels import (
 from .rigid_kernels import apply_impulse, apply_positional, generalized_inv_mass, split_mass, split_qd
 
 STATIC_SHAPES, BODY_SHAPES = 1, 2  # the ``passes`` of the contact kernels (3: both)
-Arr = xsim.array(dtype=Any)
 
 
 @xsim.func
@@ -65,15 +63,15 @@ def meets_body(kind: int, b: int):
 
 
 @xsim.func
-def mesh_contact(xi, r, tri: int, mesh_indices, mesh_vertices, mesh_shape, shape_xform):
+def mesh_contact(xi, r, tri: int, mesh: MeshArrays, shape_xform: Transforms):
     """Contact of a particle of radius ``r`` at ``xi`` with static mesh triangle ``tri``: (world normal
     out of the front of the face, penetration depth, shape index). Behind the face counts as inside."""
-    m = mesh_shape[tri]
+    m = mesh.shape[tri]
     sx = shape_xform[m]
     q = shape_rotation(sx)
-    a = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 0]]) + sx.p
-    b = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 1]]) + sx.p
-    cc = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 2]]) + sx.p
+    a = xsim.quat_rotate(q, mesh.vertices[mesh.indices[tri, 0]]) + sx.p
+    b = xsim.quat_rotate(q, mesh.vertices[mesh.indices[tri, 1]]) + sx.p
+    cc = xsim.quat_rotate(q, mesh.vertices[mesh.indices[tri, 2]]) + sx.p
     face = xsim.cross(b - a, cc - a)
     d = xi - closest_point_on_triangle(xi, a, b, cc)
     dist2 = xsim.dot(d, d)
@@ -90,24 +88,24 @@ def mesh_contact(xi, r, tri: int, mesh_indices, mesh_vertices, mesh_shape, shape
 
 
 @xsim.kernel(enable_backward=False)
-def find_mesh_contacts(x: Arr, x_pred: Arr, radius: Arr, mesh_indices: Ints2, mesh_vertices: Arr, mesh_shape: Ints,
-                       shape_xform: Arr, particle_world: Ints, shape_world: Ints, mesh_tri: Ints):
+def find_mesh_contacts(x: Vec3s, x_pred: Vec3s, particles: ParticleArrays, shapes: ShapeArrays, mesh: MeshArrays,
+                       mesh_tri: Ints):
     """Contact detection for static meshes (once per substep, not differentiated): the triangle of the
     particle's world closest to each predicted position within its reach, or -1."""
     i = xsim.tid()
     p = x_pred[i]
-    reach = radius[i] * 2.0 + xsim.length(p - x[i])
+    reach = particles.radius[i] * 2.0 + xsim.length(p - x[i])
     best = reach * reach
     found = -1
-    for tri in range(mesh_indices.shape[0]):
-        m = mesh_shape[tri]
-        if not worlds_meet(particle_world[i], shape_world[m]):
+    for tri in range(mesh.indices.shape[0]):
+        m = mesh.shape[tri]
+        if not worlds_meet(particles.world[i], shapes.world[m]):
             continue
-        sx = shape_xform[m]
+        sx = shapes.xform[m]
         q = shape_rotation(sx)
-        a = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 0]]) + sx.p
-        b = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 1]]) + sx.p
-        c = xsim.quat_rotate(q, mesh_vertices[mesh_indices[tri, 2]]) + sx.p
+        a = xsim.quat_rotate(q, mesh.vertices[mesh.indices[tri, 0]]) + sx.p
+        b = xsim.quat_rotate(q, mesh.vertices[mesh.indices[tri, 1]]) + sx.p
+        c = xsim.quat_rotate(q, mesh.vertices[mesh.indices[tri, 2]]) + sx.p
         d = p - closest_point_on_triangle(p, a, b, c)
         dist2 = xsim.dot(d, d)
         if dist2 < best:
@@ -117,75 +115,73 @@ def find_mesh_contacts(x: Arr, x_pred: Arr, radius: Arr, mesh_indices: Ints2, me
 
 
 @xsim.kernel(enable_backward=False)
-def count_particle_contacts(x: Arr, inv_mass: Arr, radius: Arr, Xc: Arr, body_inv_mass: Arr, shape_body: Ints,
-                            shape_type: Ints, shape_xform: Arr, shape_size: Arr, particle_world: Ints,
-                            shape_world: Ints, num_shapes: int, slack: xsim.Float, split: Arr):
+def count_particle_contacts(x: Vec3s, particles: ParticleArrays, Xc: Transforms, bodies: BodyArrays,
+                            shapes: ShapeArrays, slack: Float, split: Floats):
     """Add one to ``split`` of each dynamic body per particle ``x[tid]`` that touches one of its
     spheres, boxes or capsules at the poses ``Xc`` (depth above ``-slack`` times its radius): the
     body's number of particle constraints (mass splitting) in ``collide_particle_shapes`` (slack 0)
     or ``bounce_particle_shapes`` (slack 0.001), found with their test."""
     i = xsim.tid()
     xi = x[i]
-    if inv_mass[i] > 0.0:
-        for s in range(num_shapes):
-            b = shape_body[s]
-            kind = shape_type[s]
+    r = particles.radius[i]
+    if particles.inv_mass[i] > 0.0:
+        for s in range(shapes.type.shape[0]):
+            b = shapes.body[s]
+            kind = shapes.type[s]
             wb = slack - slack
             if b >= 0:
-                wb = body_inv_mass[b]
-            if wb > 0.0 and meets_body(kind, b) and worlds_meet(particle_world[i], shape_world[s]):
-                n, pen = shape_contact(kind, xi, Xc[b] * shape_xform[s], shape_size[s], radius[i])
-                if pen > -slack * radius[i] and xsim.dot(n, n) > 0.0:
+                wb = bodies.inv_mass[b]
+            if wb > 0.0 and meets_body(kind, b) and worlds_meet(particles.world[i], shapes.world[s]):
+                n, pen = shape_contact(kind, xi, Xc[b] * shapes.xform[s], shapes.size[s], r)
+                if pen > -slack * r and xsim.dot(n, n) > 0.0:
                     xsim.atomic_add(split, b, 1.0)
 
 
 @xsim.kernel
-def collide_particle_shapes(x: Arr, x_start: Arr, inv_mass: Arr, radius: Arr, particle_world: Ints, num_shapes: int,
-                            shape_body: Ints, shape_type: Ints, shape_xform: Arr, shape_size: Arr, shape_mu: Arr,
-                            shape_world: Ints, mesh_tri: Ints, mesh_indices: Ints2, mesh_vertices: Arr,
-                            mesh_shape: Ints, Xc: Arr, Xc_prev: Arr, body_inv_mass: Arr, body_inv_inertia: Arr,
-                            split: Arr, passes: int, x_out: Arr, delta: Arr):
+def collide_particle_shapes(x: Vec3s, particles: ParticleArrays, shapes: ShapeArrays, mesh: MeshArrays,
+                            substep: ParticleSubstep, motion: BodyMotion, bodies: BodyArrays, passes: int,
+                            x_out: Vec3s, delta: Vec8s):
     """Project each dynamic particle out of the shapes of its world (see the module docstring for the
-    order), with friction since the substep start ``x_start``. Static shapes take the whole correction.
-    A body shape at the body's current pose ``Xc`` shares the depth between the particle's inverse mass
-    and the body's generalized inverse mass at the contact point (the body's mass split by ``split``,
-    ``count_particle_contacts``), then friction acts against the motion of the body's surface since
-    the substep start (``Xc_prev``: cancel the relative tangential displacement inside the cone
+    order), with friction since the substep start ``substep.x``. Static shapes take the whole correction.
+    A body shape at the body's current pose ``motion.pose`` shares the depth between the particle's inverse
+    mass and the body's generalized inverse mass at the contact point (the body's mass split by
+    ``motion.split``, ``count_particle_contacts``), then friction acts against the motion of the body's
+    surface since the substep start (``motion.pose_start``: cancel the relative tangential displacement inside the cone
     mu * depth, else shorten it by mu * depth); the body's correction goes to ``delta`` with a count of
     one, so the mean of its corrections applies every contact's impulse in full. ``passes``: which shapes
     (``STATIC_SHAPES``, ``BODY_SHAPES`` or both)."""
     i = xsim.tid()
     xi = x[i]
-    wp = inv_mass[i]
+    wp = particles.inv_mass[i]
     if wp > 0.0 and passes % 2 == STATIC_SHAPES:
-        x0 = x_start[i]
-        r = radius[i]
-        pw = particle_world[i]
-        for s in range(num_shapes):
-            if shape_body[s] < 0 and shape_type[s] == SHAPE_PLANE and worlds_meet(pw, shape_world[s]):
-                n, pen = shape_contact(SHAPE_PLANE, xi, shape_xform[s], shape_size[s], r)
-                xi = push_out(xi, x0, n, pen, shape_mu[s])
-        for s in range(num_shapes):
-            kind = shape_type[s]
-            if shape_body[s] < 0 and kind != SHAPE_PLANE and kind != SHAPE_MESH and worlds_meet(pw, shape_world[s]):
-                n, pen = shape_contact(kind, xi, shape_xform[s], shape_size[s], r)
-                xi = push_out(xi, x0, n, pen, shape_mu[s])
-        tri = mesh_tri[i]
+        x0 = substep.x[i]
+        r = particles.radius[i]
+        pw = particles.world[i]
+        for s in range(shapes.type.shape[0]):
+            if shapes.body[s] < 0 and shapes.type[s] == SHAPE_PLANE and worlds_meet(pw, shapes.world[s]):
+                n, pen = shape_contact(SHAPE_PLANE, xi, shapes.xform[s], shapes.size[s], r)
+                xi = push_out(xi, x0, n, pen, shapes.mu[s])
+        for s in range(shapes.type.shape[0]):
+            kind = shapes.type[s]
+            if shapes.body[s] < 0 and kind != SHAPE_PLANE and kind != SHAPE_MESH and worlds_meet(pw, shapes.world[s]):
+                n, pen = shape_contact(kind, xi, shapes.xform[s], shapes.size[s], r)
+                xi = push_out(xi, x0, n, pen, shapes.mu[s])
+        tri = substep.mesh_tri[i]
         if tri >= 0:
-            n, pen, m = mesh_contact(xi, r, tri, mesh_indices, mesh_vertices, mesh_shape, shape_xform)
-            xi = push_out(xi, x0, n, pen, shape_mu[m])
+            n, pen, m = mesh_contact(xi, r, tri, mesh, shapes.xform)
+            xi = push_out(xi, x0, n, pen, shapes.mu[m])
     if wp > 0.0 and passes >= BODY_SHAPES:
-        x0 = x_start[i]
-        r = radius[i]
-        pw = particle_world[i]
-        for s in range(num_shapes):
-            b = shape_body[s]
-            kind = shape_type[s]
-            if meets_body(kind, b) and worlds_meet(pw, shape_world[s]):
-                pose = Xc[b]
-                n, pen = shape_contact(kind, xi, pose * shape_xform[s], shape_size[s], r)
+        x0 = substep.x[i]
+        r = particles.radius[i]
+        pw = particles.world[i]
+        for s in range(shapes.type.shape[0]):
+            b = shapes.body[s]
+            kind = shapes.type[s]
+            if meets_body(kind, b) and worlds_meet(pw, shapes.world[s]):
+                pose = motion.pose[b]
+                n, pen = shape_contact(kind, xi, pose * shapes.xform[s], shapes.size[s], r)
                 if pen > 0.0:
-                    imb, iib = split_mass(b, body_inv_mass[b], body_inv_inertia[b], split)
+                    imb, iib = split_mass(b, bodies.inv_mass[b], bodies.inv_inertia[b], motion.split)
                     arm = xi - n * (r - pen) - pose.p  # the body's surface point under the particle
                     wb = generalized_inv_mass(pose.q, imb, iib, arm, n)
                     dlam = pen / (wp + wb)
@@ -194,7 +190,7 @@ def collide_particle_shapes(x: Arr, x_start: Arr, inv_mass: Arr, radius: Arr, pa
                     # friction: the particle's motion since the substep start relative to the body's
                     # surface point (carried from its start pose)
                     local = xsim.quat_rotate_inv(pose.q, arm)
-                    prev = Xc_prev[b]
+                    prev = motion.pose_start[b]
                     moved = (pose.p + arm) - (prev.p + xsim.quat_rotate(prev.q, local))
                     d = xi - x0 - moved
                     dt = d - n * xsim.dot(d, n)
@@ -202,7 +198,7 @@ def collide_particle_shapes(x: Arr, x_start: Arr, inv_mass: Arr, radius: Arr, pa
                     if lt2 > 0.0:
                         lt = xsim.sqrt(lt2)
                         t = dt / lt
-                        c = xsim.min(lt, shape_mu[s] * pen)
+                        c = xsim.min(lt, shapes.mu[s] * pen)
                         wtb = generalized_inv_mass(pose.q, imb, iib, arm, t)
                         dlam_t = c / (wp + wtb)
                         xi = xi - t * (wp * dlam_t)
@@ -228,63 +224,63 @@ def bounce_static(vi, x_end, xi, n, pen, tol, v_pre, wp, e, mu, bounce_speed, q,
 
 
 @xsim.kernel
-def bounce_particle_shapes(x: Arr, v: Arr, v_start: Arr, inv_mass: Arr, radius: Arr, gravity: Any, h: xsim.Float,
-                           bounce_speed: xsim.Float, particle_world: Ints, num_shapes: int, shape_body: Ints,
-                           shape_type: Ints, shape_xform: Arr, shape_size: Arr, shape_mu: Arr, shape_restitution: Arr,
-                           shape_world: Ints, mesh_tri: Ints, mesh_indices: Ints2, mesh_vertices: Arr, mesh_shape: Ints,
-                           x_start: Arr, Xc: Arr, qd: Arr, qd_pre: Arr, body_inv_mass: Arr, body_inv_inertia: Arr,
-                           split: Arr, passes: int, v_out: Arr, x_out: Arr, delta: Arr):
+def bounce_particle_shapes(x: Vec3s, v: Vec3s, particles: ParticleArrays, shapes: ShapeArrays, mesh: MeshArrays,
+                           substep: ParticleSubstep, motion: BodyMotion, bodies: BodyArrays, gravity: Vec3,
+                           passes: int, v_out: Vec3s, x_out: Vec3s, delta: Vec8s):
     """Velocity pass of the particles' contacts at the end of a substep (``bounce_impulse``): each shape
     of its world the particle touches at its final position ``x`` (within 0.1% of its radius), with the
-    pre-solve velocity v_start + g h, in the order of the module docstring; a particle that bounces off a
-    static shape ends where ``reflect`` puts it (shapes after a plane see it there). A body shape's
-    velocity is that of its surface point (pre-solve: ``qd_pre``), the body's mass split by ``split``
+    pre-solve velocity v_start + g h (``substep.v``, ``substep.h``), in the order of the module docstring; a
+    particle that bounces off a static shape ends where ``reflect`` puts it (shapes after a plane see it
+    there). A body shape's velocity is that of its surface point at ``motion.pose`` and ``motion.qd``
+    (pre-solve: ``motion.qd_pre``), the body's mass split by ``motion.split``
     (its number of touching particles), its velocity change into ``delta`` (dv 0..2, dw 3..5) with a
     count of one per touching contact, whether it bounces or not, as in the position pass. ``passes``:
     which shapes (``STATIC_SHAPES``, ``BODY_SHAPES`` or both)."""
     i = xsim.tid()
     vi = v[i]
-    wp = inv_mass[i]
+    wp = particles.inv_mass[i]
     xi = x[i]
     x_end = xi
-    r = radius[i]
-    pw = particle_world[i]
-    v_pre = v_start[i] + gravity * h
+    r = particles.radius[i]
+    pw = particles.world[i]
+    h = substep.h
+    bounce_speed = substep.bounce_speed
+    v_pre = substep.v[i] + gravity * h
     if wp > 0.0 and passes % 2 == STATIC_SHAPES:
         tol = r * 0.001
-        for s in range(num_shapes):
-            if shape_body[s] < 0 and shape_type[s] == SHAPE_PLANE and worlds_meet(pw, shape_world[s]):
-                sx = shape_xform[s]
-                n, pen = shape_contact(SHAPE_PLANE, xi, sx, shape_size[s], r)
-                vi, xi = bounce_static(vi, xi, xi, n, pen, tol, v_pre, wp, shape_restitution[s], shape_mu[s],
-                                       bounce_speed, sx.q, x_start[i], v_start[i], gravity, h)
+        for s in range(shapes.type.shape[0]):
+            if shapes.body[s] < 0 and shapes.type[s] == SHAPE_PLANE and worlds_meet(pw, shapes.world[s]):
+                sx = shapes.xform[s]
+                n, pen = shape_contact(SHAPE_PLANE, xi, sx, shapes.size[s], r)
+                vi, xi = bounce_static(vi, xi, xi, n, pen, tol, v_pre, wp, shapes.restitution[s], shapes.mu[s],
+                                       bounce_speed, sx.q, substep.x[i], substep.v[i], gravity, h)
         x_end = xi
-        for s in range(num_shapes):
-            kind = shape_type[s]
-            if shape_body[s] < 0 and kind != SHAPE_PLANE and kind != SHAPE_MESH and worlds_meet(pw, shape_world[s]):
-                sx = shape_xform[s]
-                n, pen = shape_contact(kind, xi, sx, shape_size[s], r)
-                vi, x_end = bounce_static(vi, x_end, xi, n, pen, tol, v_pre, wp, shape_restitution[s], shape_mu[s],
-                                          bounce_speed, sx.q, x_start[i], v_start[i], gravity, h)
-        tri = mesh_tri[i]
+        for s in range(shapes.type.shape[0]):
+            kind = shapes.type[s]
+            if shapes.body[s] < 0 and kind != SHAPE_PLANE and kind != SHAPE_MESH and worlds_meet(pw, shapes.world[s]):
+                sx = shapes.xform[s]
+                n, pen = shape_contact(kind, xi, sx, shapes.size[s], r)
+                vi, x_end = bounce_static(vi, x_end, xi, n, pen, tol, v_pre, wp, shapes.restitution[s], shapes.mu[s],
+                                          bounce_speed, sx.q, substep.x[i], substep.v[i], gravity, h)
+        tri = substep.mesh_tri[i]
         if tri >= 0:
-            n, pen, m = mesh_contact(xi, r, tri, mesh_indices, mesh_vertices, mesh_shape, shape_xform)
-            vi, x_end = bounce_static(vi, x_end, xi, n, pen, tol, v_pre, wp, shape_restitution[m], shape_mu[m],
-                                      bounce_speed, shape_xform[m].q, x_start[i], v_start[i], gravity, h)
+            n, pen, m = mesh_contact(xi, r, tri, mesh, shapes.xform)
+            vi, x_end = bounce_static(vi, x_end, xi, n, pen, tol, v_pre, wp, shapes.restitution[m], shapes.mu[m],
+                                      bounce_speed, shapes.xform[m].q, substep.x[i], substep.v[i], gravity, h)
     if wp > 0.0 and passes >= BODY_SHAPES:
-        for s in range(num_shapes):
-            b = shape_body[s]
-            kind = shape_type[s]
-            if meets_body(kind, b) and worlds_meet(pw, shape_world[s]):
-                pose = Xc[b]
-                n, pen = shape_contact(kind, x_end, pose * shape_xform[s], shape_size[s], r)
+        for s in range(shapes.type.shape[0]):
+            b = shapes.body[s]
+            kind = shapes.type[s]
+            if meets_body(kind, b) and worlds_meet(pw, shapes.world[s]):
+                pose = motion.pose[b]
+                n, pen = shape_contact(kind, x_end, pose * shapes.xform[s], shapes.size[s], r)
                 if pen > -0.001 * r and xsim.dot(n, n) > 0.0:
-                    imb, iib = split_mass(b, body_inv_mass[b], body_inv_inertia[b], split)
+                    imb, iib = split_mass(b, bodies.inv_mass[b], bodies.inv_inertia[b], motion.split)
                     arm = x_end - n * (r - pen) - pose.p
-                    vb, wb = split_qd(qd[b], x_end)
-                    vb0, wb0 = split_qd(qd_pre[b], x_end)
+                    vb, wb = split_qd(motion.qd[b], x_end)
+                    vb0, wb0 = split_qd(motion.qd_pre[b], x_end)
                     p = bounce_impulse(vi - vb - xsim.cross(wb, arm), v_pre - vb0 - xsim.cross(wb0, arm), n,
-                                       shape_restitution[s], shape_mu[s], bounce_speed, wp, pose.q, imb, iib, arm)
+                                       shapes.restitution[s], shapes.mu[s], bounce_speed, wp, pose.q, imb, iib, arm)
                     vi = vi + p * wp
                     vb1, wb1 = apply_impulse(vb, wb, pose.q, imb, iib, arm, -p)
                     if imb > 0.0:

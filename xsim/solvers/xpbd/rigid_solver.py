@@ -71,8 +71,16 @@ from xsim.sim.rigid import JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 from . import contacts_rigid, joint_kernels, rigid_kernels
 from .broad_phase import BroadPhase, run_starts
-from .bundles import BodyArrays, ContactArrays, JointArrays, ShapeArrays, model_arrays
-from .particle_contacts import count_particle_contacts
+from .bundles import (
+    BodyArrays,
+    ContactArms,
+    ContactArrays,
+    ContactGeometry,
+    JointArrays,
+    Multipliers,
+    ShapeArrays,
+    model_arrays,
+)
 
 
 @dataclass(eq=False, slots=True)
@@ -140,6 +148,7 @@ class RigidStepper:
         self._gravity = self.v3(*m.gravity)  # built once per solver, not per substep
         self._g_norm = float(np.linalg.norm(m.gravity))
         self.buffers = solver.buffers  # shared with the particles' stepping
+        self.bundles = solver.bundles  # this step's struct arguments, kept from step to step without gradients
         self._lam_contacts = xsim.zeros(0, dtype=s, device=m.device)  # grown to the most contacts of a step
         self._lam_joints = xsim.zeros(r.joint_count, dtype=s, device=m.device)
         self._broad = BroadPhase(r)
@@ -317,15 +326,18 @@ class RigidStepper:
             # with the contacts' geometry at these poses
             split = self._counts("split", self._joint_split, grad, taped=True)
             geom, st.geom = self._pass_geometry(st)
+            keep = not grad
+            geometry = self.bundles.get("geometry", ContactGeometry, keep, n=geom[0], pen=geom[1], ca=geom[2],
+                                        cb=geom[3])
             xsim.launch(self.kc.measure_contacts, st.n_contacts, inputs=[xi, st.bodies, st.shapes, st.contacts],
-                        outputs=[*geom, split])
+                        outputs=[geometry, split])
             lam_out = self.buffers.get("c:lam", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t))
             lam_t_out = self.buffers.get("c:lam_t", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t, lam_out))
             held = self.buffers.get("c:held", st.n_contacts, int, grad, avoid=(st.held,))
             xsim.launch(self.kc.solve_pair_positions, st.n_pairs, inputs=[
-                xi, st.anchor_p, st.anchor_s, st.bodies, st.shapes, st.contacts, *geom, st.lam_c, st.lam_t, split,
-                st.held],
-                outputs=[lam_out, lam_t_out, st.delta, *st.geom, held])
+                xi, st.anchor_p, st.anchor_s, st.bodies, st.shapes, st.contacts, geometry, self._multipliers(st),
+                split], outputs=[self.bundles.get("lam_out", Multipliers, keep, normal=lam_out, tangent=lam_t_out,
+                                                  held=held), st.delta, self._arms(st)])
             st.lam_c, st.lam_t, st.held = lam_out, lam_t_out, held
         if r.joint_count:
             lam_out = self.buffers.get("lam_j", r.joint_count, m.dtype, grad, avoid=(st.lam_j,))
@@ -348,6 +360,15 @@ class RigidStepper:
             st.pass_arrays = arrays
         return arrays
 
+    def _multipliers(self, st: RigidStep):
+        """The contacts' multipliers of the substep so far as the contact kernels take them."""
+        return self.bundles.get("lam", Multipliers, not st.grad, normal=st.lam_c, tangent=st.lam_t, held=st.held)
+
+    def _arms(self, st: RigidStep):
+        """The contacts' geometry of the last position pass (``st.geom``) as the contact kernels take it."""
+        n, ra, rb = st.geom
+        return self.bundles.get("arms", ContactArms, not st.grad, n=n, ra=ra, rb=rb)
+
     def _counts(self, key: str, base, grad: bool, taped: bool = False):
         """A copy of the per-body counts ``base`` for a count kernel to add to: new when gradients are
         recorded (the solve kernels that read it are on the tape), else a reused buffer. A count is
@@ -364,13 +385,11 @@ class RigidStepper:
         particles ``x`` touching it (depth above ``-slack`` times the particle's radius), counted with the
         contacts' own test; new when gradients are recorded (the contact kernels that read it are on the
         tape). The bodies' accumulators of this pass are ``st.pdelta`` and ``st.pdv``."""
-        m, r = self.model, self.rigid
+        m, r, s = self.model, self.rigid, self.solver
         split = xsim.zeros(r.body_count, dtype=m.dtype, device=m.device) if st.grad else \
             self.buffers.get("psplit", r.body_count, m.dtype, False, zero=True)
-        xsim.launch(count_particle_contacts, m.particle_count, inputs=[
-            x, m.particle_inv_mass, m.particle_radius, st.xi, r.body_inv_mass, r.shape_body, r.shape_type,
-            r.shape_xform, r.shape_size, m.particle_world, r.shape_world, r.shape_count, m.dtype(slack)],
-            outputs=[split], record_tape=False)
+        xsim.launch(s.contact_kernels.count_particle_contacts, m.particle_count, inputs=[
+            x, s._particle_arrays, st.xi, s._body_arrays, s._shape_arrays, slack], outputs=[split], record_tape=False)
         return split
 
     def begin_particle_bounce(self, st: RigidStep):
@@ -408,8 +427,8 @@ class RigidStepper:
                 xsim.launch(self.kc.count_velocity_pairs, st.n_pairs, inputs=[st.shapes, st.contacts, st.lam_c],
                             outputs=[vsplit], record_tape=False)
                 xsim.launch(self.kc.solve_pair_velocities, st.n_pairs, inputs=[
-                    xi, st.qd_next, st.qd_pre, st.bodies, st.shapes, st.contacts, st.lam_c, st.lam_t, *st.geom,
-                    1.0 / h, st.bounce, vsplit], outputs=[dv])
+                    xi, st.qd_next, st.qd_pre, st.bodies, st.shapes, st.contacts, self._multipliers(st),
+                    self._arms(st), 1.0 / h, st.bounce, vsplit], outputs=[dv])
             if r.joint_drive_velocity:
                 xsim.launch(self.kj.solve_joint_velocities, r.joint_count, inputs=[
                     xi, st.qd_next, st.bodies, st.joints, st.target_qd, h, vsplit], outputs=[dv])

@@ -69,8 +69,6 @@ What is not differentiable, and what the gradient means there:
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import xsim
 from xsim import types as T
 from xsim.errors import NonFiniteError
@@ -83,6 +81,16 @@ from ...sim.model import Control, Model, State
 from . import kernels as particle_kernels
 from . import particle_contacts as pc
 from .buffers import BufferPool
+from .bundles import (
+    BodyArrays,
+    BodyMotion,
+    BundleCache,
+    MeshArrays,
+    ParticleArrays,
+    ParticleSubstep,
+    ShapeArrays,
+    model_arrays,
+)
 from .particle_constraints import ParticleConstraints
 from .rigid_solver import RigidStepper
 
@@ -106,6 +114,7 @@ class SolverXPBD:
         self.relaxation = float(relaxation)
         self.bounce_speed = bounce_speed
         self.kernels = specialized(particle_kernels.__name__, model.dtype)
+        self.contact_kernels = specialized(pc.__name__, model.dtype)
         self._gravity = model.vec3()(*model.gravity)
         self.buffers = BufferPool(model.device)  # the arrays its steps write, particles' and bodies'
         self.steps_taken = 0  # step() calls, named by check mode's errors
@@ -116,10 +125,13 @@ class SolverXPBD:
         # particles meet every shape, static and on bodies, in particle_contacts.py
         self._shapes = m.particle_count > 0 and m.shape_count > 0
         self._static_shapes = bool((m.shape_body.numpy() < 0).any())
-        # without bodies the contact kernels' body arguments are empty arrays of the right types
-        v8 = T.vector(8, m.dtype)
-        self._no_bodies = SimpleNamespace(xi=m.body_q, xc=m.body_q, qd_next=m.body_qd, qd_pre=m.body_qd,
-                                          split=m.body_inv_mass, delta=xsim.empty(0, dtype=v8, device=m.device))
+        # the contact kernels' static pass reads no body: the model's body arrays (maybe empty) stand in
+        self._no_motion = BodyMotion(pose=m.body_q, pose_start=m.body_q, qd=m.body_qd, qd_pre=m.body_qd,
+                                     split=m.body_inv_mass)
+        self._no_delta = xsim.empty(0, dtype=T.vector(8, m.dtype), device=m.device)
+        # the model's arrays as the contact kernels take them (``bundles.py``), and this step's bundles
+        self._particle_arrays = self._shape_arrays = self._mesh_arrays = self._body_arrays = None
+        self.bundles = BundleCache()
         # rigid bodies, contacts and joints: see rigid_solver.py
         self.rigid = RigidStepper(self) if m.has_rigid else None
         self._body_collide = self.rigid is not None and m.particle_count > 0
@@ -191,14 +203,7 @@ class SolverXPBD:
                 x_pred = self.buffers.get("x", n, v3, grad, avoid=(x,))
                 xsim.launch(k.integrate_particles, n, inputs=[x, v, m.particle_inv_mass, gravity, h],
                             outputs=[x_pred])
-                mesh_tri = self._mesh_tri_none
-                if self._has_mesh:
-                    # detection only chooses a triangle (no gradient): kept off the tape, but a new
-                    # array in grad mode, since this substep's contact kernels record reading it
-                    mesh_tri = self.buffers.get("mesh_tri", n, int, grad)
-                    xsim.launch(pc.find_mesh_contacts, n, inputs=[
-                        x, x_pred, m.particle_radius, m.mesh_indices, m.mesh_vertices, m.mesh_shape, m.shape_xform,
-                        m.particle_world, m.shape_world], outputs=[mesh_tri], record_tape=False)
+                substep = self._substep(x, x_pred, v, h, grad) if self._shapes else None
                 lam = dict(self.constraints.zero_lambda)
                 start = self.constraints.substep_start(self._allocator(grad), x)
                 xi = x_pred
@@ -206,18 +211,39 @@ class SolverXPBD:
                 if bodies is not None:
                     rigid.solve(bodies)
                 if n:
-                    xi = self._particle_iteration(x, start, xi, lam, 1.0 / h, mesh_tri, grad,
+                    xi = self._particle_iteration(x, start, xi, lam, 1.0 / h, substep, grad,
                                                   bodies if body_collide else None)
                 if bodies is not None:
                     rigid.apply(bodies, it)
             if n:
-                x, v = self._particle_velocities(xi, x, v, h, mesh_tri, grad,
+                x, v = self._particle_velocities(xi, x, v, h, substep, grad,
                                                  bodies if body_collide else None,
                                                  state_out if last_sub else None)
             if bodies is not None:
                 rigid.end_substep(bodies)
         if bodies is not None:
             rigid.end(bodies)
+
+    def _substep(self, x, x_pred, v, h: float, grad: bool):
+        """What the contact kernels read of a substep from ``x``, ``v`` (predicted positions ``x_pred``,
+        ``particle_contacts.py``): its start, its mesh contacts and its restitution threshold. Also brings
+        the model's arrays as the contact kernels take them (``bundles.py``) up to date."""
+        m, n = self.model, self.model.particle_count
+        self._particle_arrays = model_arrays(ParticleArrays, m, "particle_", self._particle_arrays)
+        self._shape_arrays = model_arrays(ShapeArrays, m, "shape_", self._shape_arrays)
+        self._mesh_arrays = model_arrays(MeshArrays, m, "mesh_", self._mesh_arrays)
+        self._body_arrays = model_arrays(BodyArrays, m, "body_", self._body_arrays)
+        mesh_tri = self._mesh_tri_none
+        if self._has_mesh:
+            # detection only chooses a triangle (no gradient): kept off the tape, but a new
+            # array in grad mode, since this substep's contact kernels record reading it
+            mesh_tri = self.buffers.get("mesh_tri", n, int, grad)
+            xsim.launch(self.contact_kernels.find_mesh_contacts, n, inputs=[
+                x, x_pred, self._particle_arrays, self._shape_arrays, self._mesh_arrays], outputs=[mesh_tri],
+                record_tape=False)
+        bounce = self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(m.gravity) * h
+        return self.bundles.get("substep", ParticleSubstep, not grad, x=x, v=v, mesh_tri=mesh_tri, h=h,
+                                bounce_speed=bounce)
 
     def _passes(self, bodies) -> tuple[int, ...]:
         """The contact kernels' launches (``particle_contacts.py``): the static shapes, then (with bodies)
@@ -226,11 +252,11 @@ class SolverXPBD:
             return (pc.STATIC_SHAPES,)
         return (pc.STATIC_SHAPES, pc.BODY_SHAPES) if self._static_shapes else (pc.BODY_SHAPES,)
 
-    def _particle_iteration(self, x, start, xi, lam: dict, inv_h: float, mesh_tri, grad: bool, bodies):
+    def _particle_iteration(self, x, start, xi, lam: dict, inv_h: float, substep, grad: bool, bodies):
         """One Jacobi iteration of the particles from ``xi`` (``x``: the substep start, ``start`` its
         entries, ``ParticleConstraints.substep_start``): constraints, then
-        the contacts with every shape (``particle_contacts.py``; ``bodies``: the rigid step's working
-        state, None without bodies). Updates ``lam`` in place; returns the new positions."""
+        the contacts with every shape (``particle_contacts.py``, ``substep``: ``_substep``'s; ``bodies``: the
+        rigid step's working state, None without bodies). Updates ``lam`` in place; returns the new positions."""
         m, k = self.model, self.kernels
         n, v3 = m.particle_count, m.vec3()
         c = self.constraints
@@ -242,27 +268,26 @@ class SolverXPBD:
             xi, delta, self.constraints.slot_count, m.particle_inv_mass], outputs=[x_next])
         if self._shapes:
             for passes in self._passes(bodies):
-                b, split, delta = self._no_bodies, self._no_bodies.split, self._no_bodies.delta
+                motion, delta = self._no_motion, self._no_delta
                 if passes == pc.BODY_SHAPES:
-                    b, split, delta = bodies, self.rigid.particle_split(bodies, x_next, 0.0), bodies.pdelta
+                    motion = self.bundles.get("motion", BodyMotion, not grad, pose=bodies.xi, pose_start=bodies.xc,
+                                              split=self.rigid.particle_split(bodies, x_next, 0.0))
+                    delta = bodies.pdelta
                 x_shapes = self.buffers.get("x", n, v3, grad, avoid=(x, xi, x_next))
-                xsim.launch(pc.collide_particle_shapes, n, inputs=[
-                    x_next, x, m.particle_inv_mass, m.particle_radius, m.particle_world, m.shape_count, m.shape_body,
-                    m.shape_type, m.shape_xform, m.shape_size, m.shape_mu, m.shape_world, mesh_tri, m.mesh_indices,
-                    m.mesh_vertices, m.mesh_shape, b.xi, b.xc, m.body_inv_mass, m.body_inv_inertia, split, passes],
-                    outputs=[x_shapes, delta])
+                xsim.launch(self.contact_kernels.collide_particle_shapes, n, inputs=[
+                    x_next, self._particle_arrays, self._shape_arrays, self._mesh_arrays, substep, motion,
+                    self._body_arrays, passes], outputs=[x_shapes, delta])
                 x_next = x_shapes
         return x_next
 
-    def _particle_velocities(self, x, x_start, v_start, h: float, mesh_tri, grad: bool, bodies, final):
+    def _particle_velocities(self, x, x_start, v_start, h: float, substep, grad: bool, bodies, final):
         """End-of-substep particle positions and velocities from the solved positions ``x``
         (``x_start``, ``v_start``: at the substep start): the velocity update, then the velocity pass of
-        the shapes (restitution and friction, ``particle_contacts.py``; ``bodies``: None without bodies).
-        Bounces move the positions too (``reflect``). Returns (positions, velocities), into the State
-        ``final`` if given."""
+        the shapes (restitution and friction, ``particle_contacts.py``, ``substep``: ``_substep``'s;
+        ``bodies``: None without bodies). Bounces move the positions too (``reflect``). Returns (positions,
+        velocities), into the State ``final`` if given."""
         m, k = self.model, self.kernels
         n, v3 = m.particle_count, m.vec3()
-        bounce = self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(m.gravity) * h
         shapes, last = self._shapes, final is not None
         v = final.particle_qd if last and not shapes else self.buffers.get("v", n, v3, grad, avoid=(v_start,))
         xo = final.particle_q if last and not shapes else self.buffers.get("x", n, v3, grad, avoid=(x, x_start))
@@ -271,20 +296,19 @@ class SolverXPBD:
         if shapes:
             passes = self._passes(bodies)
             for j, p in enumerate(passes):
-                b, split, delta = self._no_bodies, self._no_bodies.split, self._no_bodies.delta
+                motion, delta = self._no_motion, self._no_delta
                 if p == pc.BODY_SHAPES:
                     self.rigid.begin_particle_bounce(bodies)
-                    b, split, delta = bodies, self.rigid.particle_split(bodies, xo, 0.001), bodies.pdv
+                    motion = self.bundles.get("bounce_motion", BodyMotion, not grad, pose=bodies.xi,
+                                              qd=bodies.qd_next, qd_pre=bodies.qd_pre,
+                                              split=self.rigid.particle_split(bodies, xo, 0.001))
+                    delta = bodies.pdv
                 final_pass = last and j == len(passes) - 1
                 v_out = final.particle_qd if final_pass else self.buffers.get("v", n, v3, grad, avoid=(v_start, v))
                 x_out = final.particle_q if final_pass else self.buffers.get("x", n, v3, grad, avoid=(x, x_start, xo))
-                s = m.dtype
-                xsim.launch(pc.bounce_particle_shapes, n, inputs=[
-                    xo, v, v_start, m.particle_inv_mass, m.particle_radius, self._gravity, s(h), s(bounce),
-                    m.particle_world, m.shape_count, m.shape_body, m.shape_type, m.shape_xform, m.shape_size,
-                    m.shape_mu, m.shape_restitution, m.shape_world, mesh_tri, m.mesh_indices, m.mesh_vertices,
-                    m.mesh_shape, x_start, b.xi, b.qd_next, b.qd_pre, m.body_inv_mass, m.body_inv_inertia, split, p],
-                    outputs=[v_out, x_out, delta])
+                xsim.launch(self.contact_kernels.bounce_particle_shapes, n, inputs=[
+                    xo, v, self._particle_arrays, self._shape_arrays, self._mesh_arrays, substep, motion,
+                    self._body_arrays, self._gravity, p], outputs=[v_out, x_out, delta])
                 v, xo = v_out, x_out
         return xo, v
 
