@@ -697,6 +697,9 @@ def test_array_from_ptr_refuses_data_too_a_missing_shape_and_a_short_capacity():
         array(ptr=1234, dtype=float, shape=4, capacity=8)
     with pytest.raises(ValueError, match="Invalid number of strides, expected 2 strides, got 1"):
         array(ptr=1234, dtype=float, shape=(2, 2), strides=(4,))
+    with pytest.raises(ValueError, match=r"address 0 holds no memory for shape \(3,\)"):
+        array(ptr=0, dtype=float, shape=3)
+    assert array(ptr=0, dtype=float, shape=0).ptr is None  # nothing to address
 
 
 def test_array_with_strides_and_no_data_is_a_new_zeroed_strided_array():

@@ -368,6 +368,8 @@ class array:
         if capacity is not None and capacity < extent:
             raise ValueError(f"xsim.array(ptr=...): capacity {capacity} bytes is less than the {extent} bytes that "
                              f"shape {shape} with strides {strides} reach")
+        if not ptr and extent:
+            raise ValueError(f"xsim.array(ptr=...): address 0 holds no memory for shape {shape}")
         contiguous = strides == _contiguous_strides(dtype, shape)
         host = None if device.is_cuda else _raw_host(int(ptr), dtype, shape, strides)
         self._set_layout(dtype, device, shape, strides, int(ptr), contiguous, host, None)
