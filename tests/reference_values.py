@@ -170,22 +170,30 @@ def val(v):
     return v
 
 
+class _Shape(tuple):
+    """An array's shape: an index past its dims reads 0, as in kernels (Warp's ``shape_t``)."""
+
+    def __getitem__(self, i):
+        return np.int32(0) if isinstance(i, int) and i >= len(self) else super().__getitem__(i)
+
+
 class _Array:
     """An array argument: numpy storage with xsim's dtype, ``shape`` and truthiness (a None array, Warp's
     null array, is false and has shape 0)."""
 
     def __init__(self, data: np.ndarray | None, dtype, ndim: int):
         self.data, self.dtype, self.ndim = data, dtype, ndim
-        self.shape = tuple(np.int32(n) for n in (data.shape[:ndim] if data is not None else (0,) * ndim))
+        self.shape = _Shape(np.int32(n) for n in (data.shape[:ndim] if data is not None else (0,) * ndim))
 
     def __bool__(self):
         return self.data is not None
 
     def _sub(self, idx):
-        """The view an index with fewer indices than dimensions, or a slice of rows, gives (None when it
-        reaches an element)."""
-        if isinstance(idx, slice):
-            return type(self)(self.data[idx], self.dtype, self.ndim)
+        """The view an index with fewer indices than dimensions, or slices (beside indices), give (None when
+        it reaches an element)."""
+        parts = idx if isinstance(idx, tuple) else (idx,)
+        if any(isinstance(i, slice) for i in parts):
+            return type(self)(self.data[idx], self.dtype, self.ndim - sum(not isinstance(i, slice) for i in parts))
         k = len(idx) if isinstance(idx, tuple) else 1
         return type(self)(self.data[idx], self.dtype, self.ndim - k) if k < self.ndim else None
 

@@ -328,6 +328,8 @@ def test_full_infers_dtype_from_the_value():
     assert v.dtype is T.vec3 and v.numpy().tolist() == [[1, 2, 3]] * 2
     assert xa.full(2, [1.0, 2.0]).dtype is T.vec2
     assert xa.full(1, np.eye(3)).dtype is T.mat33d
+    assert xa.full(2, np.ones(5, np.float16)).dtype is T.vector(5, T.float16)  # any length, as in Warp
+    assert xa.full(2, [[1, 2, 3], [4, 5, 6]]).dtype is T.matrix((2, 3), T.int32)
     assert xa.full(2, Particle(mass=3.0)).numpy()["mass"].tolist() == [3.0, 3.0]
     with pytest.raises(TypeError, match="cannot infer an array dtype"):
         xa.full(2, "x")
@@ -646,3 +648,129 @@ def test_list_of_a_scalar_array_gives_python_ints_floats_and_bools():
                                (xsim.float16, 1.5, float), (xsim.bool, True, bool)):
         got = xsim.full((2, 2), value, dtype=dtype).list()
         assert got == [value] * 4 and all(type(v) is kind for v in got), (dtype, got)
+
+
+# -- Warp's host API for external memory, empty arrays and shapes (issue 15) --------------------------
+
+
+@pytest.mark.cpu_only("wraps numpy (host) memory by address")
+def test_array_from_ptr_views_that_memory_with_the_given_shape_and_strides():
+    src = np.arange(12, dtype=np.int32).reshape(3, 4)
+    t = array(ptr=src.ctypes.data, dtype=T.int32, shape=(4, 3), strides=(4, 16), device="cpu")
+    assert t.ptr == src.ctypes.data and not t.is_contiguous and t.strides == (4, 16)
+    np.testing.assert_array_equal(t.numpy(), src.T)
+    t.numpy()[1, 2] = -1  # writes reach the wrapped memory
+    assert src[2, 1] == -1
+    flat = array(ptr=src.ctypes.data, dtype=T.vec4i, shape=3, device="cpu", capacity=48)
+    assert flat.is_contiguous and flat.capacity == 48 and list(flat[2]) == [8, -1, 10, 11]
+    # numpy int32 strides and a far address: views keep exact Python-int pointer arithmetic (no memory is read)
+    far = 140138692739072
+    big = array(ptr=far, dtype=T.uint8, shape=(1024, 1024, 4), strides=tuple(np.int32(s) for s in (4096, 4, 1)),
+                device="cpu")
+    sub = big[512, 100:200, 2:]
+    assert sub.ptr == far + 512 * 4096 + 100 * 4 + 2 and sub.shape == (100, 2)
+
+
+@pytest.mark.cpu_only("wraps numpy (host) memory by address")
+def test_array_from_ptr_calls_its_deleter_once_it_and_its_views_are_gone():
+    src = np.zeros(16, np.float32)
+    freed = []
+    a = array(ptr=src.ctypes.data, dtype=float, shape=(16,), device="cpu", deleter=lambda p, n: freed.append((p, n)))
+    view = a[4:8]
+    del a
+    gc.collect()
+    assert freed == []  # the view still uses the memory
+    del view
+    gc.collect()
+    assert freed == [(src.ctypes.data, 64)]
+    array(ptr=src.ctypes.data, dtype=float, shape=(16,), device="cpu")  # no deleter: the memory stays the caller's
+    gc.collect()
+    assert len(freed) == 1 and src.sum() == 0
+
+
+def test_array_from_ptr_refuses_data_too_a_missing_shape_and_a_short_capacity():
+    with pytest.raises(RuntimeError, match="construct an array from either data or ptr, not both"):
+        array([1.0, 2.0], ptr=1234)
+    with pytest.raises(TypeError, match=r"xsim.array\(ptr=...\) needs the shape of the memory it wraps"):
+        array(ptr=1234, dtype=float)
+    with pytest.raises(ValueError, match=r"capacity 8 bytes is less than the 16 bytes that shape \(4,\)"):
+        array(ptr=1234, dtype=float, shape=4, capacity=8)
+    with pytest.raises(ValueError, match="Invalid number of strides, expected 2 strides, got 1"):
+        array(ptr=1234, dtype=float, shape=(2, 2), strides=(4,))
+    with pytest.raises(ValueError, match=r"address 0 holds no memory for shape \(3,\)"):
+        array(ptr=0, dtype=float, shape=3)
+    assert array(ptr=0, dtype=float, shape=0).ptr is None  # nothing to address
+
+
+def test_array_with_strides_and_no_data_is_a_new_zeroed_strided_array():
+    a = array(dtype=T.int32, shape=(3, 3), strides=(16, 4))
+    assert a.strides == (16, 4) and a.capacity == 4 + 2 * 16 + 2 * 4 and not a.is_contiguous
+    assert a.numpy().tolist() == [[0] * 3] * 3
+
+
+def test_empty_arrays_address_no_memory():
+    a = xsim.empty((0, 3), dtype=T.vec3, requires_grad=True)
+    assert a.ptr is None and a.grad.ptr is None and a.desc.data is None
+    b = xsim.empty((0, 3), dtype=T.int32, strides=(4, 16))
+    assert b.ptr is None and b.capacity == 0
+    a.zero_()
+    a.fill_(T.vec3(1.0, 2.0, 3.0))
+    xsim.copy(a, xsim.clone(a))
+    assert a.numpy().shape == (0, 3, 3) and a.list() == [] and a.flatten().ptr is None
+    assert xsim.zeros(5)[2:2].ptr is None
+
+
+@pytest.mark.cpu_only("numpy's array interface is the host memory's")
+def test_numpy_sees_cpu_arrays_through_the_array_interface_without_copies():
+    a = xsim.zeros((2, 3), dtype=T.float32)
+    assert np.shares_memory(np.asarray(a), a.numpy()) and np.shares_memory(np.array(a, copy=False), a.numpy())
+    assert np.array(a, dtype=np.float32, copy=False).ctypes.data == a.ptr
+    assert not np.shares_memory(np.asarray(a, dtype=np.float64), a.numpy())
+    e = xsim.zeros((1, 0), dtype=T.vec2)
+    assert e.__array_interface__["data"][0] != 0  # numpy needs an address even for no elements
+    assert np.asarray(e).shape == (1, 0, 2) and np.asarray(e).strides == (0, 8, 4)
+
+
+def test_dtype_any_infers_the_element_type_from_the_data():
+    import typing
+    src = np.ones(8, dtype=np.int16)
+    a = array(src, dtype=typing.Any, copy=False)
+    assert a.dtype is T.int16
+    if a.device.is_cpu:
+        assert a.ptr == src.ctypes.data and a._ref is src
+
+
+def test_vector_and_matrix_data_split_the_last_dim_as_warp_does():
+    assert array(np.zeros((4, 6)), dtype=T.vec3).shape == (4, 2)  # last dim a multiple of the length
+    assert array(np.zeros((3, 4)), dtype=T.mat22).shape == (3,)   # last dim the matrix's component count
+    assert array(np.zeros((4, 8)), dtype=T.mat22).shape == (4, 2)
+    assert array(np.zeros((5, 3, 1)), dtype=T.vec3).shape == (5,)  # inner dims of length 1 dropped
+    m = array(np.arange(12.0).reshape(3, 4), dtype=T.mat22)
+    np.testing.assert_array_equal(m.numpy(), np.arange(12.0).reshape(3, 2, 2))
+
+
+def test_fill_takes_a_matrix_as_its_flat_components():
+    a = xsim.zeros(3, dtype=T.mat22)
+    a.fill_(np.arange(4.0))
+    np.testing.assert_array_equal(a.numpy(), np.tile(np.arange(4.0).reshape(2, 2), (3, 1, 1)))
+    f = xsim.full(2, [1, 2, 3, 4], dtype=T.mat22)
+    assert f.numpy()[1].tolist() == [[1, 2], [3, 4]]
+
+
+def test_reshape_to_another_size_is_a_runtime_error_as_in_warp():
+    with pytest.raises(RuntimeError, match=r"cannot reshape array of shape \(6,\) \(size 6\) into shape \(4, 2\)"):
+        xsim.zeros(6).reshape((4, 2))
+
+
+def test_struct_numpy_dtype_is_the_record_dtype_of_its_arrays():
+    dt = Particle.numpy_dtype()
+    na = np.zeros(3, dtype=dt)
+    na["mass"] = 2.0
+    a = array(na, dtype=Particle)
+    assert a.numpy().dtype == dt and a.list()[1].mass == 2.0
+
+    @T.struct
+    class WithArray:
+        a: xsim.array(dtype=float)
+    with pytest.raises(TypeError, match="struct WithArray holds arrays, so it has no numpy record dtype"):
+        WithArray.numpy_dtype()

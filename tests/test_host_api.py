@@ -118,7 +118,7 @@ def test_reshape_and_flatten_are_views_sharing_memory_and_gradient():
 
 def test_reshape_errors_name_the_problem():
     a = xsim.zeros((3, 4))
-    with pytest.raises(ValueError, match=r"cannot reshape shape \(3, 4\) \(size 12\) into shape \(5, 2\)"):
+    with pytest.raises(ValueError, match=r"cannot reshape array of shape \(3, 4\) \(size 12\) into shape \(5, 2\)"):
         a.reshape((5, 2))
     with pytest.raises(ValueError, match="one -1"):
         a.reshape((-1, -1))

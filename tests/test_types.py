@@ -606,6 +606,8 @@ def test_warp_type_groups_scalar_types_without_bool_and_vector_types_of_every_na
     for t in (xsim.vec2ub, xsim.vec3f, xsim.vec4d, xsim.mat33h, xsim.quatd, xsim.transformf, xsim.spatial_matrixd):
         assert t in groups
     assert [t._length_ for t in (xsim.vec3f, xsim.mat33f, xsim.transformf, xsim.spatial_matrixd)] == [3, 9, 7, 36]
+    assert [t._wp_generic_type_str_ for t in (xsim.vec2ub, xsim.mat22d, xsim.quath, xsim.transformf)] == \
+        ["vec_t", "mat_t", "quat_t", "transform_t"]
 
 
 def test_warp_src_types_tables_map_numpy_dtypes_and_give_contiguous_byte_strides():

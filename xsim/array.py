@@ -19,12 +19,14 @@ import operator
 import os
 import sys
 import typing
+import weakref
 from typing import Any
 
 import numpy as np
 
 from . import config, types
 from .device import Device, DeviceBuffer, get_device, get_stream, require_cuda
+from .errors import ArrayShapeError
 from .types import ArrayDesc, ArrayType
 
 MAX_NDIM = 4
@@ -124,12 +126,9 @@ def _value_dtype(value) -> Any:
     if isinstance(value, (bool, int, float)):
         return types.resolve(type(value))
     v = np.asarray(value)
-    if v.dtype.kind in "biuf" and 1 <= v.ndim <= 2 and all(2 <= n <= 4 for n in v.shape):
+    if v.dtype.kind in "biuf" and 1 <= v.ndim <= 2 and v.size:  # a vector or matrix of any size, as in Warp
         scalar = types.scalar_from_numpy(v.dtype) if isinstance(value, np.ndarray) else _python_scalar(v.dtype)
-        if v.ndim == 1:
-            return types.vector(v.shape[0], scalar)
-        if v.shape[0] == v.shape[1]:
-            return types.matrix(v.shape, scalar)
+        return types.vector(v.shape[0], scalar) if v.ndim == 1 else types.matrix(v.shape, scalar)
     raise TypeError(f"cannot infer an array dtype from fill value {value!r}: pass dtype=")
 
 
@@ -185,14 +184,19 @@ def _fit_shape(src: np.ndarray, dtype, shape) -> np.ndarray:
         raise ValueError(f"data of shape {src.shape} does not fit array shape {target[:len(target) - len(cs)]} "
                          f"of {types.type_name(dtype)} (expected {math.prod(target)} components, "
                          f"got {src.size})")
-    if src.ndim == 0 and not cs:
-        return src.reshape(1)
-    if cs and src.shape[src.ndim - len(cs):] == cs:
-        return src.reshape((1,) + cs) if src.ndim == len(cs) else src
     if not cs:
-        return src
-    if src.ndim == 1 and src.size % k == 0:
-        return src.reshape((src.size // k,) + cs)
+        return src.reshape(1) if src.ndim == 0 else src
+    out = None
+    if src.ndim >= len(cs) and src.shape[src.ndim - len(cs):] == cs:
+        out = src
+    elif src.ndim:  # Warp's rule: inner dims of length 1 dropped, then a last dim of k or a multiple of k
+        while src.ndim > 1 and src.shape[-1] == 1:
+            src = src[..., 0]
+        last = src.shape[-1]
+        if last % k == 0:
+            out = src.reshape(src.shape[:-1] + ((last // k,) if last != k else ()) + cs)
+    if out is not None:
+        return out.reshape((1,) + cs) if out.ndim == len(cs) else out
     raise ValueError(f"data of shape {src.shape} does not fit dtype {types.type_name(dtype)}: expected shape "
                      f"(..., {', '.join(map(str, cs))}) or a flat length divisible by {k}")
 
@@ -229,7 +233,20 @@ def _host_from_data(data, dtype, shape, copy: bool) -> tuple[Any, np.ndarray, An
     return dtype, host, (source if shared else None)
 
 
-def _make_desc(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> ArrayDesc:
+def _raw_host(ptr: int | None, dtype, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """A numpy view of host memory at ``ptr`` holding ``dtype`` elements at outer ``shape`` and byte
+    ``strides`` (its own empty array when there are no elements). The memory is not touched."""
+    layout = tuple(strides) + _component_strides(dtype)
+    full = tuple(shape) + dtype._shape
+    if math.prod(full) == 0:
+        return np.empty(full, dtype._np)
+    lo = sum(min(0, (n - 1) * st) for n, st in zip(full, layout))
+    hi = sum(max(0, (n - 1) * st) for n, st in zip(full, layout)) + dtype._np.itemsize
+    buf = (ctypes.c_ubyte * (hi - lo)).from_address(ptr + lo)
+    return np.ndarray(full, dtype._np, buffer=buf, offset=-lo, strides=layout)
+
+
+def _make_desc(ptr: int | None, shape: tuple[int, ...], strides: tuple[int, ...]) -> ArrayDesc:
     d = ArrayDesc()
     d.data = ptr
     pad = MAX_NDIM - len(shape)
@@ -271,14 +288,16 @@ class array:
     _scratch = False  # an intermediate whose values no adjoint reads: later launches may overwrite it
     _grad_source = None   # a view of an intermediate whose grad is pending: (parent, key)
     _is_read = False      # read by a launch or op a Tape recorded (``config.verify_autograd_array_access``)
+    _capacity = None      # bytes reachable from ptr, when the caller of array(ptr=...) said so
     """A typed array on a device (``xsim.array(data, dtype, shape, device, requires_grad)``).
 
     Called with neither ``data`` nor ``shape`` it is a kernel annotation: ``array(dtype=vec3)``
     and ``array(dtype=float, ndim=2)`` return the ``ArrayType``.
     """
 
-    def __new__(cls, data=None, dtype=None, shape=None, device=None, requires_grad=False, ndim=None, copy=True):
-        if data is None and shape is None:
+    def __new__(cls, data=None, dtype=None, shape=None, device=None, requires_grad=False, ndim=None, copy=True,
+                **memory):
+        if data is None and shape is None and memory.get("ptr") is None:
             return ArrayType(types.float32 if dtype is None else _annotation_dtype(dtype), ndim or 1)
         return super().__new__(cls)
 
@@ -288,9 +307,24 @@ class array:
 
     def __init__(self, data: Any = None, dtype: Any = None, shape: int | tuple[int, ...] | None = None,
                  device: str | Device | None = None, requires_grad: bool = False, ndim: int | None = None,
-                 copy: bool = True):
+                 copy: bool = True, *, strides: tuple[int, ...] | None = None, ptr: int | None = None,
+                 capacity: int | None = None, deleter: Any = None):
+        """``ptr``: wrap memory at that address (on ``device``) of ``shape`` and byte ``strides``, as Warp's
+        ``array(ptr=...)``: no copy; the memory stays the caller's unless ``deleter(ptr, capacity)`` is given,
+        which is called once this array and its views are gone. ``strides`` without ``ptr``: a new zeroed
+        array laid out with those byte strides. ``dtype=typing.Any`` infers the type from ``data``."""
         dev = get_device(device)
-        dtype = _resolve_dtype(dtype)
+        dtype = _resolve_dtype(None if dtype is typing.Any else dtype)
+        if ptr is not None:
+            if data is not None:
+                raise RuntimeError("xsim.array: construct an array from either data or ptr, not both")
+            self._init_from_ptr(ptr, dtype or types.float32, shape, strides, capacity, dev, deleter)
+            if requires_grad:
+                self.requires_grad = True
+            return
+        if strides is not None and data is None:  # this object becomes what zeros(strides=...) makes
+            self.__dict__.update(zeros(shape, dtype or types.float32, dev, requires_grad, strides=strides).__dict__)
+            return
         if data is None:
             dtype = dtype or types.float32
             host, owner = np.zeros(_outer_shape(shape) + dtype._shape, dtype._np), None
@@ -317,6 +351,34 @@ class array:
         out._grad, out._requires_grad = None, False
         return out
 
+    def _init_from_ptr(self, ptr: int, dtype, shape, strides, capacity: int | None, device: Device,
+                       deleter) -> None:
+        """Wrap ``ptr`` (see ``__init__``): a numpy view of it on the CPU, a device view on a GPU."""
+        if shape is None:
+            raise TypeError("xsim.array(ptr=...) needs the shape of the memory it wraps")
+        shape = _outer_shape(shape)
+        if strides is None:
+            strides = _contiguous_strides(dtype, shape)
+        else:
+            strides = tuple(operator.index(st) for st in strides)  # numpy int32 strides as Python ints
+            if len(strides) != len(shape):
+                raise ValueError(f"Invalid number of strides, expected {len(shape)} strides, got {len(strides)} "
+                                 f"(array strides {strides} for shape {shape})")
+        extent = _extent(dtype, shape, strides)
+        if capacity is not None and capacity < extent:
+            raise ValueError(f"xsim.array(ptr=...): capacity {capacity} bytes is less than the {extent} bytes that "
+                             f"shape {shape} with strides {strides} reach")
+        if not ptr and extent:
+            raise ValueError(f"xsim.array(ptr=...): address 0 holds no memory for shape {shape}")
+        contiguous = strides == _contiguous_strides(dtype, shape)
+        host = None if device.is_cuda else _raw_host(int(ptr), dtype, shape, strides)
+        self._set_layout(dtype, device, shape, strides, int(ptr), contiguous, host, None)
+        self._grad, self._requires_grad = None, False
+        if capacity is not None:
+            self._capacity = int(capacity)
+        if deleter is not None and self.ptr is not None:
+            weakref.finalize(self, deleter, self.ptr, self.capacity)
+
     def _init(self, host: np.ndarray, dtype, device: Device, owner, requires_grad: bool) -> None:
         nd = host.ndim - len(dtype._shape)
         _check_ndim(host.shape[:nd])
@@ -341,7 +403,7 @@ class array:
         self.ndim = len(self.shape)
         self.size = math.prod(self.shape)
         self.strides: tuple[int, ...] = tuple(strides)
-        self.ptr: int = ptr
+        self.ptr: int | None = ptr if self.size else None  # Warp's: an empty array addresses no memory
         self.is_contiguous: bool = contiguous
         self._host = host     # the numpy view of CPU memory; None on a GPU
         # why a kernel must not write it (launch refuses it as an output), or None
@@ -513,8 +575,24 @@ class array:
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         host = self.numpy()
-        out = host if dtype is None else host.astype(dtype)
+        out = host if dtype is None else host.astype(dtype, copy=False)
         return out.copy() if copy and out is self._host else out
+
+    @property
+    def __array_interface__(self) -> dict:
+        """numpy's array interface of a CPU array (its memory, shared); absent on a GPU, where numpy
+        falls back to ``__array__``'s host copy."""
+        if self._host is None:
+            raise AttributeError("__array_interface__ exists only for arrays in CPU memory")
+        out = self._host.__array_interface__
+        if not self.size:  # numpy's strides for empty dims vary; Warp's are the row-major ones of the shape
+            out = {**out, "strides": _contiguous_strides(self.dtype, self.shape) + _component_strides(self.dtype)}
+        return out
+
+    @property
+    def _ref(self):
+        """What keeps shared memory alive: the numpy array or array this one views (Warp's ``_ref``)."""
+        return self._owner
 
     def list(self) -> list:
         """All elements in row-major order as Python values (int/float/bool for scalars, as Warp's; vec3,
@@ -573,6 +651,10 @@ class array:
             return value.numpy()
         if types.is_struct(self.dtype):
             return _record(value)
+        if len(self.dtype._shape) > 1 and isinstance(value, (list, tuple, np.ndarray)) and not _is_xsim_value(value):
+            v = np.asarray(value)
+            if v.ndim == 1 and v.size == types.num_components(self.dtype):  # a matrix as its flat components
+                return self._host_value(v.reshape(self.dtype._shape))
         return self.dtype._scalar._store(value) if self.dtype._scalar is types.bfloat16 else value
 
     def __repr__(self) -> str:
@@ -585,16 +667,8 @@ class array:
         """A view of this array's memory as ``dtype`` elements with outer ``shape`` and byte ``strides``."""
         if self._host is None:
             return array._from_device(self.ptr, dtype, self.device, shape, strides, self)
-        layout = tuple(strides) + _component_strides(dtype)
-        full = tuple(shape) + dtype._shape
-        if math.prod(full) == 0:
-            host = np.empty(full, dtype._np)
-        else:
-            lo = sum(min(0, (n - 1) * st) for n, st in zip(full, layout))
-            hi = sum(max(0, (n - 1) * st) for n, st in zip(full, layout)) + dtype._np.itemsize
-            buf = (ctypes.c_ubyte * (hi - lo)).from_address(self.ptr + lo)
-            host = np.ndarray(full, dtype._np, buffer=buf, offset=-lo, strides=layout)
-            host.flags.writeable = self._host.flags.writeable
+        host = _raw_host(self.ptr, dtype, shape, strides)
+        host.flags.writeable = self._host.flags.writeable
         return array._from_host(host, dtype, self.device, owner=self)
 
     def _with_grad_of(self, view: array, make) -> array:
@@ -614,11 +688,11 @@ class array:
         if -1 in shape:
             known = math.prod(n for n in shape if n != -1)
             if known == 0 or self.size % known:
-                raise ValueError(f"array.reshape: cannot reshape size {self.size} into shape {shape}")
+                raise ArrayShapeError(f"array.reshape: cannot reshape size {self.size} into shape {shape}")
             shape = tuple(self.size // known if n == -1 else n for n in shape)
         if math.prod(shape) != self.size:
-            raise ValueError(f"array.reshape: cannot reshape shape {self.shape} (size {self.size}) into "
-                             f"shape {shape} (size {math.prod(shape)})")
+            raise ArrayShapeError(f"array.reshape: cannot reshape array of shape {self.shape} (size {self.size}) "
+                                  f"into shape {shape} (size {math.prod(shape)})")
         _check_ndim(shape)
         view = self._alias(self.dtype, shape, _contiguous_strides(self.dtype, shape))
         return self._with_grad_of(view, lambda g: g.reshape(shape))
@@ -735,8 +809,9 @@ class array:
 
     @property
     def capacity(self) -> int:
-        """Bytes of memory the array's elements span (Warp's allocation size; ``nbytes`` when contiguous)."""
-        return _extent(self.dtype, self.shape, self.strides)
+        """Bytes of memory the array's elements span (Warp's allocation size; ``nbytes`` when contiguous), or
+        the capacity given with ``array(ptr=..., capacity=...)``."""
+        return _extent(self.dtype, self.shape, self.strides) if self._capacity is None else self._capacity
 
     @property
     def nbytes(self) -> int:
@@ -898,7 +973,7 @@ def _device_getitem(a: array, key: tuple):
         elem = np.empty(a.dtype._shape, a.dtype._np)
         require_cuda(a.device).download(a.device.ordinal, elem.ctypes.data, a.ptr + offset, elem.nbytes)
         return _element_value(a.dtype, elem if a.dtype._shape else elem[()])
-    return array._from_device(a.ptr + offset, a.dtype, a.device, sub.shape[:nd], sub.strides[:nd], a)
+    return array._from_device((a.ptr or 0) + offset, a.dtype, a.device, sub.shape[:nd], sub.strides[:nd], a)
 
 
 def _copy_bytes(dst: array, dst_ptr: int, src: array, src_ptr: int, nbytes: int) -> None:
@@ -915,6 +990,8 @@ def _device_copy(dst: array, src: array, count: int | None, dst_offset: int, src
                  accumulate: bool) -> None:
     """``dst.copy_from_untracked(src, ...)`` where either array is on a GPU: whole arrays of one shape
     (``count`` None) or a flat element range of contiguous arrays (checked by the caller)."""
+    if (dst.size if count is None else count) == 0:  # no memory to address (an empty array's ptr is None)
+        return
     elem = dst.dtype._np.itemsize * math.prod(dst.dtype._shape)
     if not accumulate and dst.is_contiguous and src.is_contiguous:
         n = dst.size if count is None else count

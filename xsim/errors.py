@@ -49,6 +49,11 @@ class WarpCodegenValueError(WarpCodegenError, ValueError):
     """A value of the right type that the construct cannot take (a zero range step)."""
 
 
+class ArrayShapeError(ValueError, RuntimeError):
+    """A shape an array cannot take (a reshape to another size): a ValueError, and the RuntimeError Warp
+    raises there."""
+
+
 class SceneError(Exception):
     """A malformed scene file: names the file, the key path, what was expected and what was found."""
 

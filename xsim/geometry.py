@@ -40,7 +40,8 @@ def _write(a: Array, data: np.ndarray) -> None:
 
 
 def _ptr(a: Array | None) -> int:
-    return 0 if a is None else a.ptr
+    """The address of ``a``'s memory for a native descriptor: 0 for no array or an empty one."""
+    return 0 if a is None or a.ptr is None else a.ptr
 
 
 def _check_vec3(a, what: str, device=None) -> None:
@@ -210,8 +211,9 @@ class Mesh:
         handles.register(self.id, "mesh", dev.name)
 
     def _write_desc(self) -> None:
-        raw = _MESH_DESC.pack(_MESH_MAGIC, self._points.ptr, _ptr(self._velocities), self.indices.ptr,
-                              self._nodes.ptr, self._prims.ptr, self._edge_normals.ptr, self._vertex_normals.ptr,
+        raw = _MESH_DESC.pack(_MESH_MAGIC, _ptr(self._points), _ptr(self._velocities), _ptr(self.indices),
+                              _ptr(self._nodes), _ptr(self._prims), _ptr(self._edge_normals),
+                              _ptr(self._vertex_normals),
                               self._points.shape[0], len(self._tris), len(self._nodes_np), 0)
         _write(self._desc, np.frombuffer(raw, np.uint64))
 

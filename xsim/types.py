@@ -485,6 +485,9 @@ _SUFFIX = {float16: "h", bfloat16: "bf", float32: "f", float64: "d", int8: "i8",
            uint8: "ub", uint16: "us", uint32: "ui", uint64: "ul", bool_: "b"}
 
 
+_GENERIC_TYPE_STR = {"vector": "vec_t", "matrix": "mat_t", "quat": "quat_t", "transform": "transform_t"}  # Warp's
+
+
 def _composite(base, kind: str, name: str, shape, scalar, ctype: str):
     scalar = resolve(scalar)
     if not is_scalar(scalar):
@@ -494,7 +497,8 @@ def _composite(base, kind: str, name: str, shape, scalar, ctype: str):
                                "_length": shape[0], "_ctype": ctype, "_np": scalar._np,
                                "_ctypes": scalar._ctypes * n,
                                # Warp's spellings, which ported code and Warp's tests read
-                               "_wp_scalar_type_": scalar, "_shape_": tuple(shape), "_length_": n})
+                               "_wp_scalar_type_": scalar, "_shape_": tuple(shape), "_length_": n,
+                               "_wp_generic_type_str_": _GENERIC_TYPE_STR[kind]})
     cls.__module__ = __name__
     return cls
 
@@ -774,6 +778,13 @@ class _StructBase:
     def _store(cls, values) -> np.ndarray:
         """``values`` as this struct's numpy records (the scalars' ``_store`` for structs)."""
         return np.asarray(values, cls._np)
+
+    @classmethod
+    def numpy_dtype(cls) -> np.dtype:
+        """The numpy record dtype of this struct's array elements (Warp's ``Struct.numpy_dtype()``)."""
+        if cls._np is None:
+            raise TypeError(f"struct {cls.__name__} holds arrays, so it has no numpy record dtype")
+        return cls._np
 
     def __init__(self, **values):
         for name, t in self._fields.items():

@@ -95,6 +95,17 @@ def test_clone_gives_a_new_buffer_and_passes_the_gradient_back():
     assert grad(y) == [0.0] * 4  # consumed: the clone's adjoint clears the range it passed on
 
 
+def test_clone_onto_a_device_copies_there_and_passes_the_gradient_back():
+    x = f32(X)  # on the default device; the clone on the CPU (another device when the default is a GPU)
+    with xsim.Tape() as tape:
+        y = xsim.clone(x, device="cpu", requires_grad=True)
+        loss = xsim.zeros(1, requires_grad=True, device="cpu")
+        xsim.launch(sum_of_squares, 4, inputs=[y], outputs=[loss], device="cpu")
+    assert y.device == xsim.get_device("cpu") and y.numpy().tolist() == X and y.requires_grad
+    tape.backward(loss)
+    assert grad(x) == twice(X)
+
+
 def test_copy_passes_the_gradient_back():
     x = f32(X)
     y = xsim.zeros(4, requires_grad=True)

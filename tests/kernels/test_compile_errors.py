@@ -167,12 +167,29 @@ def wrong_number_of_indices(x: xsim.array(dtype=float)):
     x[0] = x[0, 1]  # E:wrong_number_of_indices
 
 
-@bad("an array slice in a kernel takes rows only (a[lo:hi:step])", "x[0:2, 0]")
-def slice_mixed_with_an_index(x: xsim.array(dtype=float)):
-    x[0] = x[0:2, 0]  # E:slice_mixed_with_an_index
+@bad("array 'x' has 1 dimension(s) but is indexed with 2", "x[0:2, 0]")
+def slice_with_more_subscripts_than_dims(x: xsim.array(dtype=float)):
+    x[0] = x[0:2, 0]  # E:slice_with_more_subscripts_than_dims
 
 
-@bad("an array slice step cannot be zero", "x[::0]")
+@bad("an array slice in a kernel is a view: read it whole (v = a[lo:hi, j])", "x[0:2]")
+def store_into_an_array_slice(x: xsim.array(dtype=float)):
+    x[0:2] = 1.0  # E:store_into_an_array_slice
+
+
+@bad("array(ptr=...) takes an address (uint64), got float32", "x[0]")
+def array_from_a_float_address(x: xsim.array(dtype=float)):
+    y = xsim.array(ptr=x[0], shape=(2,), dtype=float)  # E:array_from_a_float_address
+    x[0] = y[0]
+
+
+@bad("an array in a kernel is made as array(ptr=address, shape=(n, ...), dtype=T), all by keyword", "xsim.array(")
+def array_from_positional_data(x: xsim.array(dtype=float)):
+    y = xsim.array(x.ptr, shape=(2,))  # E:array_from_positional_data
+    x[0] = y[0]
+
+
+@bad("Slice step cannot be zero (an array slice in a kernel)", "x[::0]")
 def zero_step_array_slice(x: xsim.array(dtype=float)):
     y = x[::0]  # E:zero_step_array_slice
     x[0] = y[0]

@@ -63,6 +63,27 @@ def sliced(x: xsim.array(dtype=xsim.vec3d), m: xsim.array(dtype=F, ndim=2), lo: 
         out[i] = view[i].z * src[i] + m[::-1][i % R, 0] + m[1::2][0][i % C]
 
 
+@xsim.kernel(module="xsim_tests_subarray_views")
+def mixed(m: xsim.array(dtype=F, ndim=3), lo: int, hi: int, step: int, j: int, out: xsim.array(dtype=F),
+          info: xsim.array(dtype=int)):
+    i = xsim.tid()
+    col = m[lo:hi:step, j]                      # a stepped slice beside an index: 3-d -> 2-d
+    back = m[-1, ::-1, 1:]                      # a negative index, a reversed slice, a slice
+    info[0] = col.ndim * 1000 + col.shape[0] * 100 + col.shape[1] * 10 + col.shape[2]  # shape[2]: 0 past ndim
+    info[1] = back.ndim * 100 + back.shape[0] * 10 + back.shape[1]
+    if i < col.shape[0]:
+        out[i] = col[i, 0] * col[i, D - 1] + back[i % C, 0] * m[i % R, j, 0]
+
+
+@xsim.kernel(module="xsim_tests_subarray_views")
+def through_ptr(x: xsim.array(dtype=F, ndim=2), n: int, out: xsim.array(dtype=F)):
+    i = xsim.tid()
+    flat = xsim.array(ptr=x.ptr, shape=(n * C,), dtype=F)   # Warp's array over another array's memory
+    pairs = xsim.array(ptr=x.ptr, shape=(n, C), dtype=F)
+    out[i] = flat[i * C + 1] + pairs[i, C - 1] * F(10.0)
+    flat[i * C] = F(2.0) * pairs[i, 0]
+
+
 SLICES = [(0, 4, 2), (3, -5, -2), (1, 100, 1), (-2, 0, -1), (-100, 100, 3), (2, 2, 1)]
 
 
@@ -139,3 +160,40 @@ def test_an_out_of_range_view_index_is_reported_in_debug_mode(monkeypatch):
     with pytest.raises(IndexError, match=r"'x'.*\b2\b"):
         xsim.launch(rows, 3, inputs=[x, xsim.ones(3, dtype=F), xsim.zeros(3, dtype=F),
                                      xsim.zeros((3, C), dtype=F), xsim.zeros((2, C), dtype=F)])
+
+
+MIXED = [(0, 4, 2, 1), (3, -5, -2, 0), (-1, 0, -1, 2), (1, 1, 1, 0)]
+
+
+def mixed_args(lo, hi, step, j, grad=False):
+    m = RNG.uniform(-1.0, 1.0, (R, C, D))
+    return m, [xsim.array(m, dtype=F, requires_grad=grad), lo, hi, step, j,
+               xsim.zeros(R, dtype=F, requires_grad=grad), xsim.zeros(2, dtype=int)]
+
+
+@pytest.mark.parametrize("lo,hi,step,j", MIXED)
+def test_slices_beside_indices_view_what_numpy_would(lo, hi, step, j):
+    m, args = mixed_args(lo, hi, step, j)
+    xsim.launch(mixed, R, inputs=args)
+    col, back = m[lo:hi:step, j], m[-1, ::-1, 1:]
+    k = len(col)
+    i = np.arange(k)
+    np.testing.assert_allclose(args[5].numpy()[:k], col[:, 0] * col[:, D - 1] + back[i % C, 0] * m[i % R, j, 0],
+                               rtol=1e-12)
+    assert args[6].numpy().tolist() == [2000 + k * 100 + D * 10, 200 + C * 10 + (D - 1)]
+
+
+def test_gradients_through_slices_beside_indices_match_finite_differences():
+    _, args = mixed_args(3, -5, -2, 1, grad=True)
+    report = gradcheck(mixed, args, dim=R, outputs=["out"], wrt=["m"], atol=1e-7, rtol=1e-6)
+    assert report.passed, str(report)
+
+
+def test_an_array_made_from_another_arrays_ptr_reads_and_writes_its_memory():
+    x = RNG.uniform(-1.0, 1.0, (R, C))
+    a, out = xsim.array(x, dtype=F), xsim.zeros(R, dtype=F)
+    xsim.launch(through_ptr, R, inputs=[a, R, out])
+    np.testing.assert_allclose(out.numpy(), x[:, 1] + 10.0 * x[:, C - 1], rtol=1e-15)
+    want = x.copy()
+    want[:, 0] *= 2.0
+    np.testing.assert_allclose(a.numpy(), want, rtol=1e-15)

@@ -59,14 +59,17 @@ def _zero_grad_range(a: array, offset: int, count: int | None) -> None:
 # -- clone and copy ----------------------------------------------------------------------------------
 
 
-def clone(a: array, requires_grad: bool | None = None) -> array:
-    """A new contiguous array with the values of ``a``, recorded on the active tape.
+def clone(a: array, device: Any = None, requires_grad: bool | None = None) -> array:
+    """A new contiguous array with the values of ``a`` (on ``device``, default ``a``'s), recorded on the
+    active tape.
 
     ``requires_grad`` defaults to ``a.requires_grad``; ``requires_grad=False`` gives a copy that is
     cut from the graph on purpose (no gradient reaches ``a`` through it: truncated rollouts).
     """
     _check_array(a, "clone", "the source")
     out = a.clone_untracked()
+    if device is not None:
+        out = out.to(device)  # itself when already there
     if requires_grad is False:
         return out
     if requires_grad or a.requires_grad:

@@ -30,8 +30,41 @@ from .scope import (
 )
 
 
+def _array_class():
+    from ..array import array  # the host layer's class, named in kernels as Warp's wp.array(ptr=...)
+    return array
+
+
 class Calls:
     """Call building; relies on the emission helpers of ``Frontend``."""
+
+    def array_from_ptr(self, node):
+        """Warp's ``array(ptr=p, shape=(n, ...), dtype=T)`` in a kernel: a view of the packed row-major
+        elements at address ``p`` (a uint64, e.g. another array's ``.ptr``); ``dtype`` defaults to float32.
+        Nothing checks the address: it is the caller's, as in Warp; and, as there, such an array has no
+        gradient (a backward pass passes nothing through it)."""
+        kw = {k.arg: k.value for k in node.keywords}
+        if node.args or not {"ptr", "shape"} <= set(kw) or set(kw) - {"ptr", "shape", "dtype"}:
+            raise self.err(node, "an array in a kernel is made as array(ptr=address, shape=(n, ...), dtype=T), "
+                                 "all by keyword")
+        ptr = self.value(kw["ptr"])
+        if not T.is_int(ptr.type):
+            raise self.err(kw["ptr"], f"array(ptr=...) takes an address (uint64), got {T.type_name(ptr.type)}",
+                           WarpCodegenTypeError)
+        ptr = self.cast(ptr, T.uint64, node)
+        shape = kw["shape"]
+        dims = self.expr(shape) if not isinstance(shape, ast.Tuple) else [self.value(e) for e in shape.elts]
+        dims = [self.index_var(d, shape) for d in (dims if isinstance(dims, (tuple, list)) else [dims])]
+        if not 1 <= len(dims) <= 4:
+            raise self.err(shape, f"array(ptr=...) takes 1 to 4 dims, got {len(dims)}")
+        dtype = T.float32
+        if "dtype" in kw:
+            ref = self.expr(kw["dtype"])
+            dtype = T.resolve(ref.obj) if isinstance(ref, Ref) else None
+            if dtype is None or not T.is_value_type(dtype):
+                raise self.err(kw["dtype"], "array(ptr=...): dtype must be a type (float32, vec3, a struct...)",
+                               WarpCodegenTypeError)
+        return self.emit("array_from_ptr", T.ArrayType(dtype, len(dims)), [ptr, *dims], node)
 
     # ------------------------------------------------------------------------------------------
     # calls
@@ -63,6 +96,8 @@ class Calls:
             return self.construct(obj, node)
         if obj is T.vector or obj is T.matrix:
             return self.generic_composite(obj, node)
+        if obj is _array_class():
+            return self.array_from_ptr(node)
         if obj is T.transformation:
             return self.transformation_value(node)
         if obj is T.quaternion:

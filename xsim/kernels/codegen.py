@@ -77,7 +77,7 @@ class KernelCodegen:
         if op.kind == "field_set":
             return g
         if op.kind == "slice":
-            return f"xs::slice_view({g}, {self.slice_args(op)})"
+            return self.slice_expr(g, op)
         if op.kind == "subarray":
             return f"xs::subarray({g}, {', '.join(f'(int64_t){self.v(i)}' for i in op.args[1:])})"
         return f"{g}.{cfield(op.attrs['field'])}"
@@ -196,10 +196,18 @@ class KernelCodegen:
         out.append(f"{inner}}}")
         out.append(f"{ind}}}")
 
-    def slice_args(self, op: Op) -> str:
-        """The arguments of ``xs::slice_view`` after the array, for a ``slice`` op."""
-        return (", ".join(self.v(x) for x in op.args[1:]) +
-                f", {str(op.attrs['has_start']).lower()}, {str(op.attrs['has_stop']).lower()}")
+    def slice_expr(self, base: str, op: Op) -> str:
+        """The C++ view a ``slice`` op takes of array ``base``: per subscript a ``slice_dim`` (a slice keeps
+        its dimension) or a ``take_dim`` (an index drops it)."""
+        expr, operands, dim = base, iter(op.args[1:]), 0
+        for part in op.attrs["parts"]:
+            if part[0] == "i":
+                expr = f"xs::take_dim({expr}, {dim}, (int64_t){self.v(next(operands))})"
+                continue
+            lo, hi, step = (f"(int64_t){self.v(next(operands))}" for _ in range(3))
+            expr = f"xs::slice_dim({expr}, {dim}, {lo}, {hi}, {step}, {str(part[1]).lower()}, {str(part[2]).lower()})"
+            dim += 1
+        return expr
 
     def path_expr(self, base: str, op: Op, comps: list[Var]) -> str:
         expr = base

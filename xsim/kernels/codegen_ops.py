@@ -265,7 +265,21 @@ class Atomic(OpCode):
 @handles("slice")
 class Slice(OpCode):
     def forward(self, cg, op, replay, out, ind):
-        out.append(f"{ind}{cg.v(op.out)} = xs::slice_view({cg.v(op.args[0])}, {cg.slice_args(op)});")
+        out.append(f"{ind}{cg.v(op.out)} = {cg.slice_expr(cg.v(op.args[0]), op)};")
+
+
+@handles("array_ptr")
+class ArrayPtr(OpCode):
+    def forward(self, cg, op, replay, out, ind):
+        out.append(f"{ind}{cg.v(op.out)} = (uint64_t){cg.v(op.args[0])}.data;")
+
+
+@handles("array_from_ptr")
+class ArrayFromPtr(OpCode):
+    def forward(self, cg, op, replay, out, ind):
+        t, v = op.out.type, cg.v
+        dims = ", ".join(f"(int64_t){v(d)}" for d in op.args[1:])
+        out.append(f"{ind}{v(op.out)} = xs::array_from_ptr<{ctype(t.dtype)}, {t.ndim}>({v(op.args[0])}, {dims});")
 
 
 @handles("subarray")

@@ -36,6 +36,17 @@ def _library_name(name: str):
     return None
 
 
+class ArrayShape(tuple):
+    """An array's ``.shape`` in a kernel: its dims' sizes; an index past its dims reads 0, as Warp's
+    ``shape_t`` does (``a.shape[1]`` of a 1-d array)."""
+
+
+def is_array_slice(node) -> bool:
+    """``a[lo:hi]``, ``a[lo:hi, j]``...: a subscript with a slice in it."""
+    s = node.slice
+    return isinstance(s, ast.Slice) or isinstance(s, ast.Tuple) and any(isinstance(e, ast.Slice) for e in s.elts)
+
+
 class Expressions:
     """Expression building; relies on the emission helpers of ``Frontend``."""
 
@@ -120,9 +131,13 @@ class Expressions:
             return self.const(T.num_components(t))
         if isinstance(t, T.ArrayType):
             if node.attr == "shape":
-                return tuple(self.emit("shape", T.int32, [base], node, dim=d) for d in range(t.ndim))
-            raise self.err(node, f"arrays have no attribute '{node.attr}' in kernels (use .shape or len())",
-                           WarpCodegenAttributeError)
+                return ArrayShape(self.emit("shape", T.int32, [base], node, dim=d) for d in range(t.ndim))
+            if node.attr == "ndim":
+                return self.const(t.ndim, T.int32)
+            if node.attr == "ptr" and type(t) is T.ArrayType:
+                return self.emit("array_ptr", T.uint64, [base], node)
+            raise self.err(node, f"arrays have no attribute '{node.attr}' in kernels (use .shape, .ndim, .ptr or "
+                                 "len())", WarpCodegenAttributeError)
         if T.is_struct(t):
             ft = t._fields.get(node.attr)
             if ft is None:
@@ -152,8 +167,8 @@ class Expressions:
         s = node.slice
         elts = s.elts if isinstance(s, ast.Tuple) else [s]
         if any(isinstance(e, ast.Slice) for e in elts):
-            raise self.err(node, "an array slice in a kernel takes rows only (a[lo:hi:step]); index an array with "
-                                 "fewer indices for a view of its remaining dimensions")
+            raise self.err(node, "an array slice in a kernel is a view: read it whole (v = a[lo:hi, j]) and index "
+                                 "the view for an element (v[i] = x), or index the array itself")
         return [self.value(e) for e in elts]
 
     def composite_slice(self, t, node):
@@ -262,6 +277,8 @@ class Expressions:
             idx = self.value(node.slice)
             if not idx.is_const:
                 raise self.err(node, "a tuple can only be indexed with a constant")
+            if isinstance(base, ArrayShape) and idx.const >= len(base):
+                return self.const(0, T.int32)
             return base[idx.const]
         if isinstance(base, Ref):
             obj = base.obj
@@ -271,7 +288,7 @@ class Expressions:
                 raise self.err(node, f"{_describe(obj)} cannot be indexed in a kernel")
             base = self.single(base, node)  # a constant vector or matrix (of any scalar type, bool too)
         t = base.type
-        if isinstance(t, T.ArrayType) and isinstance(node.slice, ast.Slice):
+        if isinstance(t, T.ArrayType) and is_array_slice(node):
             return self.array_slice(base, node)
         if isinstance(t, T.ArrayType):
             idx = [self.index_var(i, node) for i in self.subscript_indices(node)]
@@ -294,17 +311,31 @@ class Expressions:
         return self.emit("extract", t._scalar, [base, self.flat_component(t, idx, node)], node)
 
     def array_slice(self, base: Var, node):
-        """``a[start:stop:step]``: a view of the chosen rows of ``a`` (bounds clamped as Python clamps them,
-        at run time), named after the array it views; its gradient is the same view of the array's grad."""
-        if type(base.type) is not T.ArrayType:
+        """``a[start:stop:step]``, ``a[lo:hi, j]``, ``a[i, ::2]``...: a view of ``a`` (slice bounds clamped as
+        Python clamps them, at run time; an index drops its dimension and may be negative), named after the
+        array it views; its gradient is the same view of the array's grad. ``parts`` lists per subscript
+        ``("s", has_start, has_stop)`` (3 operands) or ``("i",)`` (1 operand)."""
+        t = base.type
+        if type(t) is not T.ArrayType:
             raise self.err(node, "slice a plain array (an indexed array has no slice views)")
-        bounds = []
-        for part, default in ((node.slice.lower, 0), (node.slice.upper, 0), (node.slice.step, 1)):
-            bounds.append(self.index_var(self.value(part), part) if part is not None else self.const(default, T.int32))
-        if bounds[2].is_const and bounds[2].const == 0:
-            raise self.err(node, "an array slice step cannot be zero", WarpCodegenValueError)
-        view = self.emit("slice", base.type, [base, *bounds], node, has_start=node.slice.lower is not None,
-                         has_stop=node.slice.upper is not None)
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(elts) > t.ndim:
+            raise self.err(node, f"Incorrect number of indices specified for array indexing: array "
+                                 f"'{self.array_name(base)}' has {t.ndim} dimension(s) but is indexed with {len(elts)}")
+        operands, parts = [], []
+        for e in elts:
+            if not isinstance(e, ast.Slice):
+                operands.append(self.index_var(self.value(e), e))
+                parts.append(("i",))
+                continue
+            for part, default in ((e.lower, 0), (e.upper, 0), (e.step, 1)):
+                operands.append(self.index_var(self.value(part), part) if part is not None else
+                                self.const(default, T.int32))
+            if operands[-1].is_const and operands[-1].const == 0:
+                raise self.err(node, "Slice step cannot be zero (an array slice in a kernel)", WarpCodegenValueError)
+            parts.append(("s", e.lower is not None, e.upper is not None))
+        out_t = t.view(t.ndim - sum(p[0] == "i" for p in parts))
+        view = self.emit("slice", out_t, [base, *operands], node, parts=tuple(parts))
         view.hint = self.array_name(base)
         return view
 
@@ -318,7 +349,7 @@ class Expressions:
         node = target
         while isinstance(node, (ast.Attribute, ast.Subscript)):
             if isinstance(node, ast.Subscript):
-                sliced = isinstance(node.value, ast.Subscript) and isinstance(node.value.slice, ast.Slice) and \
+                sliced = isinstance(node.value, ast.Subscript) and is_array_slice(node.value) and \
                     _is_attr_chain(node.value.value)  # a[lo:hi:step][i]: through a slice view
                 base = self.expr(node.value) if _is_attr_chain(node.value) or sliced else None
                 if isinstance(base, Var) and isinstance(base.type, T.ArrayType):

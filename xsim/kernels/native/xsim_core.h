@@ -267,11 +267,12 @@ template <typename... I> XS_FUNC array_desc subarray(const array_desc& a, int64_
     return subarray(subarray(a, i), j, rest...);
 }
 
-// A[start:stop:step]: the view of those rows, the bounds clamped as Python's slice.indices clamps
-// them (a bound not given is the end the step walks from or to); step 0 gives an empty view.
-XS_FUNC array_desc slice_view(const array_desc& a, int64_t start, int64_t stop, int64_t step, bool has_start,
-                              bool has_stop) {
-    const int64_t n = a.shape[0];
+// A[..., start:stop:step, ...] at dimension d: the view of those entries, the bounds clamped as
+// Python's slice.indices clamps them (a bound not given is the end the step walks from or to); step 0
+// gives an empty view (the frontend refuses a constant 0).
+XS_FUNC array_desc slice_dim(const array_desc& a, int d, int64_t start, int64_t stop, int64_t step, bool has_start,
+                             bool has_stop) {
+    const int64_t n = a.shape[d];
     int64_t len = 0;
     if (step > 0) {
         start = !has_start ? 0 : start < 0 ? (start + n < 0 ? 0 : start + n) : (start > n ? n : start);
@@ -283,9 +284,41 @@ XS_FUNC array_desc slice_view(const array_desc& a, int64_t start, int64_t stop, 
         len = start > stop ? (start - stop - step - 1) / -step : 0;
     }
     array_desc r = a;
-    r.data = a.data && len > 0 ? (void*)((char*)a.data + start * a.strides[0]) : nullptr;
-    r.shape[0] = len;
-    r.strides[0] = a.strides[0] * step;
+    r.data = a.data && len > 0 ? (void*)((char*)a.data + start * a.strides[d]) : nullptr;
+    r.shape[d] = len;
+    r.strides[d] = a.strides[d] * step;
+    return r;
+}
+
+// A[..., i, ...] at dimension d (i < 0 counts from the end, as in Python): the view of the other
+// dimensions; a null array stays null.
+XS_FUNC array_desc take_dim(const array_desc& a, int d, int64_t i) {
+    if (i < 0) i += a.shape[d];
+    array_desc r{};
+    r.data = a.data ? (void*)((char*)a.data + i * a.strides[d]) : nullptr;
+    for (int k = 0, o = 0; k < 4; ++k) {
+        if (k == d) continue;
+        r.shape[o] = a.shape[k];
+        r.strides[o] = a.strides[k];
+        ++o;
+    }
+    r.shape[3] = 0;
+    r.strides[3] = 0;
+    return r;
+}
+
+// Warp's array(ptr=p, shape=(...), dtype=T) in a kernel: N dims of packed row-major elements of T at p.
+template <typename T, int N> XS_FUNC array_desc array_from_ptr(uint64_t p, int64_t s0, int64_t s1 = 0,
+                                                                int64_t s2 = 0, int64_t s3 = 0) {
+    array_desc r{};
+    r.data = (void*)p;
+    const int64_t s[4] = {s0, s1, s2, s3};
+    int64_t step = (int64_t)sizeof(T);
+    for (int k = N - 1; k >= 0; --k) {
+        r.shape[k] = s[k];
+        r.strides[k] = step;
+        step *= s[k];
+    }
     return r;
 }
 
