@@ -99,9 +99,11 @@ class LaunchRecord:
             live = _launch.resolve_label(label, self.kernel.params, self.values)
             if live is not None and live.requires_grad:  # the gradient it has now: one set after the launch counts
                 snap.grad = live.grad
+                snap.retain_grad = live.retain_grad
             if meta.replays_writes:  # the adjoint writes into its copy again: keep the snapshot for a next backward
                 scratch = snap.clone_untracked()
                 scratch.grad = snap.grad
+                scratch.retain_grad = snap.retain_grad
                 snap = scratch
             values = _substitute(self.kernel.params, values, label, snap)
         _launch.run_backward(prep, self.shape, values)
