@@ -182,12 +182,11 @@ class _Array:
         return self.data is not None
 
     def _sub(self, idx):
-        """The view an index with fewer indices than dimensions, or one with slices, gives (None when it
-        reaches an element); each integer index drops a dimension."""
-        parts = idx if isinstance(idx, tuple) else (idx,)
-        if any(isinstance(i, slice) for i in parts):
-            return type(self)(self.data[idx], self.dtype, self.ndim - sum(not isinstance(i, slice) for i in parts))
-        k = len(parts)
+        """The view an index with fewer indices than dimensions, or a slice of rows, gives (None when it
+        reaches an element)."""
+        if isinstance(idx, slice):
+            return type(self)(self.data[idx], self.dtype, self.ndim)
+        k = len(idx) if isinstance(idx, tuple) else 1
         return type(self)(self.data[idx], self.dtype, self.ndim - k) if k < self.ndim else None
 
     def __getitem__(self, idx):

@@ -1,8 +1,7 @@
 """Indexing an N-d array with fewer indices inside a kernel gives a view of the remaining
 dimensions (Warp's semantics): read, written, accumulated into atomically, passed to funcs, with its
-shape; a slice ``a[lo:hi:step]`` gives a strided view of some rows, and slices mixed with indices
-(``m[:, 1:3]``, ``m[::-1, 0]``) a view along any dimensions. Forward against numpy and gradients against
-float64 finite differences. One module."""
+shape; a slice ``a[lo:hi:step]`` gives a strided view of some rows. Forward against numpy and gradients
+against float64 finite differences. One module."""
 
 import numpy as np
 import pytest
@@ -62,42 +61,6 @@ def sliced(x: xsim.array(dtype=xsim.vec3d), m: xsim.array(dtype=F, ndim=2), lo: 
         x[lo:hi:step][i].x = src[i]                  # a component written through an inline slice
         x[lo:hi:step][i][1] += src[i] * src[i]       # and added to
         out[i] = view[i].z * src[i] + m[::-1][i % R, 0] + m[1::2][0][i % C]
-
-
-@xsim.kernel(module="xsim_tests_subarray_views")
-def blocks(m: xsim.array(dtype=F, ndim=2), v: xsim.array(dtype=xsim.vec2d, ndim=3), out: xsim.array(dtype=F, ndim=2),
-           col: xsim.array(dtype=F), lens: xsim.array(dtype=int)):
-    i = xsim.tid()
-    block = m[:, 1:3]                            # every row, columns 1 and 2
-    rev = m[::-1, 0]                             # column 0, rows reversed: an index after a slice
-    out[i, 0] = block[i, 0] * rev[i]
-    row = out[i:i + 1, :]                        # a 1 x 2 view written through
-    row[0, 1] = block[i, 1] * block[i, 1]
-    col[i] = m[i, 0:2][1] + v[i, 1:, 0][0][1] + m[1:, -1][i % (R - 1)]
-    lens[0] = block.shape[0] * 100 + block.shape[1] * 10 + rev.shape[0]
-
-
-def blocks_args(grad=False):
-    m = RNG.uniform(-1.0, 1.0, (R, C))
-    v = RNG.uniform(-1.0, 1.0, (R, C, D, 2))
-    return (m, v), [xsim.array(m, dtype=F, requires_grad=grad), xsim.array(v, dtype=xsim.vec2d, requires_grad=grad),
-                    xsim.zeros((R, 2), dtype=F, requires_grad=grad), xsim.zeros(R, dtype=F, requires_grad=grad),
-                    xsim.zeros(1, dtype=int)]
-
-
-def test_slices_mixed_with_indices_view_what_numpy_would_take():
-    (m, v), args = blocks_args()
-    xsim.launch(blocks, R, inputs=args)
-    i = np.arange(R)
-    np.testing.assert_allclose(args[2].numpy(), np.stack([m[:, 1] * m[::-1, 0], m[:, 2] ** 2], 1), rtol=1e-12)
-    np.testing.assert_allclose(args[3].numpy(), m[:, 1] + v[:, 1, 0, 1] + m[1:, -1][i % (R - 1)], rtol=1e-12)
-    assert args[4].numpy()[0] == R * 100 + 2 * 10 + R
-
-
-def test_gradients_through_slices_mixed_with_indices_match_finite_differences():
-    _, args = blocks_args(grad=True)
-    report = gradcheck(blocks, args, dim=R, outputs=["out", "col"], wrt=["m", "v"], atol=1e-7, rtol=1e-6)
-    assert report.passed, str(report)
 
 
 SLICES = [(0, 4, 2), (3, -5, -2), (1, 100, 1), (-2, 0, -1), (-100, 100, 3), (2, 2, 1)]

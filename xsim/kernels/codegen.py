@@ -77,7 +77,7 @@ class KernelCodegen:
         if op.kind == "field_set":
             return g
         if op.kind == "slice":
-            return self.view_expr(op, g)
+            return f"xs::slice_view({g}, {self.slice_args(op)})"
         if op.kind == "subarray":
             return f"xs::subarray({g}, {', '.join(f'(int64_t){self.v(i)}' for i in op.args[1:])})"
         return f"{g}.{cfield(op.attrs['field'])}"
@@ -196,14 +196,10 @@ class KernelCodegen:
         out.append(f"{inner}}}")
         out.append(f"{ind}}}")
 
-    def view_expr(self, op: Op, src: str) -> str:
-        """The C++ of a ``slice`` op's view of the array descriptor ``src``: one dimension sliced, or (``take``)
-        indexed and dropped."""
-        args, axis = ", ".join(self.v(x) for x in op.args[1:]), op.attrs["axis"]
-        if op.attrs["take"]:
-            return f"xs::take_axis({src}, {axis}, (int64_t){args})"
-        return (f"xs::slice_view({src}, {axis}, {args}, {str(op.attrs['has_start']).lower()}, "
-                f"{str(op.attrs['has_stop']).lower()})")
+    def slice_args(self, op: Op) -> str:
+        """The arguments of ``xs::slice_view`` after the array, for a ``slice`` op."""
+        return (", ".join(self.v(x) for x in op.args[1:]) +
+                f", {str(op.attrs['has_start']).lower()}, {str(op.attrs['has_stop']).lower()}")
 
     def path_expr(self, base: str, op: Op, comps: list[Var]) -> str:
         expr = base

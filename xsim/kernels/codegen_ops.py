@@ -267,7 +267,7 @@ class Atomic(OpCode):
 @handles("slice")
 class Slice(OpCode):
     def forward(self, cg, op, replay, out, ind):
-        out.append(f"{ind}{cg.v(op.out)} = {cg.view_expr(op, cg.v(op.args[0]))};")
+        out.append(f"{ind}{cg.v(op.out)} = xs::slice_view({cg.v(op.args[0])}, {cg.slice_args(op)});")
 
 
 @handles("subarray")

@@ -24,12 +24,6 @@ from .ir import Var
 from .scope import _BINOPS, _CMPOPS, _UNSUPPORTED, BuiltinRef, Ref, _adjoint_marker, _describe, _is_attr_chain
 
 
-def _has_slice(node: ast.Subscript) -> bool:
-    """Whether a subscript takes a slice (``a[1:]``, ``a[i, :2]``)."""
-    elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-    return any(isinstance(e, ast.Slice) for e in elts)
-
-
 def _library_name(name: str):
     """An xsim builtin, library func or value type named without the module prefix (``expect_eq(...)``,
     ``vec3(...)``), which Warp's kernels may do; None for any other name."""
@@ -158,8 +152,8 @@ class Expressions:
         s = node.slice
         elts = s.elts if isinstance(s, ast.Tuple) else [s]
         if any(isinstance(e, ast.Slice) for e in elts):
-            raise self.err(node, "a slice of an array is a view, not a place to assign to: write its elements "
-                                 "(view = a[lo:hi]; view[i] = value)")
+            raise self.err(node, "an array slice in a kernel takes rows only (a[lo:hi:step]); index an array with "
+                                 "fewer indices for a view of its remaining dimensions")
         return [self.value(e) for e in elts]
 
     def composite_slice(self, t, node):
@@ -277,8 +271,8 @@ class Expressions:
                 raise self.err(node, f"{_describe(obj)} cannot be indexed in a kernel")
             base = self.single(base, node)  # a constant vector or matrix (of any scalar type, bool too)
         t = base.type
-        if isinstance(t, T.ArrayType) and _has_slice(node):
-            return self.array_view(base, node)
+        if isinstance(t, T.ArrayType) and isinstance(node.slice, ast.Slice):
+            return self.array_slice(base, node)
         if isinstance(t, T.ArrayType):
             idx = [self.index_var(i, node) for i in self.subscript_indices(node)]
             if len(idx) > t.ndim:
@@ -299,40 +293,20 @@ class Expressions:
             return self.emit("row", T.vector(t._shape[1], t._scalar), [base, i], node)
         return self.emit("extract", t._scalar, [base, self.flat_component(t, idx, node)], node)
 
-    def array_view(self, base: Var, node):
-        """``a[lo:hi:step]``, ``a[i, lo:hi]``, ``a[lo:hi, j]``...: a view of ``a`` (slice bounds clamped as Python
-        clamps them, at run time; an integer index drops its dimension), named after the array it views; its
-        gradient is the same view of the array's grad."""
+    def array_slice(self, base: Var, node):
+        """``a[start:stop:step]``: a view of the chosen rows of ``a`` (bounds clamped as Python clamps them,
+        at run time), named after the array it views; its gradient is the same view of the array's grad."""
         if type(base.type) is not T.ArrayType:
             raise self.err(node, "slice a plain array (an indexed array has no slice views)")
-        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if len(elts) > base.type.ndim:
-            raise self.err(node, f"Incorrect number of indices specified for array indexing: array "
-                                 f"'{self.array_name(base)}' has {base.type.ndim} dimension(s) but is indexed with "
-                                 f"{len(elts)}")
-        view, axis = base, 0
-        for e in elts:
-            t = view.type
-            if isinstance(e, ast.Slice):
-                view = self.array_slice(view, e, axis, node)
-                axis += 1
-            elif axis == 0:
-                view = self.emit("subarray", t.view(t.ndim - 1), [view, self.index_var(self.value(e), e)], node)
-            else:
-                view = self.emit("slice", t.view(t.ndim - 1), [view, self.index_var(self.value(e), e)], node,
-                                 axis=axis, take=True)
-            view.hint = self.array_name(base)
-        return view
-
-    def array_slice(self, base: Var, sl: ast.Slice, axis: int, node) -> Var:
-        """The view of ``base`` sliced by ``sl`` along dimension ``axis``."""
         bounds = []
-        for part, default in ((sl.lower, 0), (sl.upper, 0), (sl.step, 1)):
+        for part, default in ((node.slice.lower, 0), (node.slice.upper, 0), (node.slice.step, 1)):
             bounds.append(self.index_var(self.value(part), part) if part is not None else self.const(default, T.int32))
         if bounds[2].is_const and bounds[2].const == 0:
             raise self.err(node, "an array slice step cannot be zero", WarpCodegenValueError)
-        return self.emit("slice", base.type, [base, *bounds], node, axis=axis, take=False,
-                         has_start=sl.lower is not None, has_stop=sl.upper is not None)
+        view = self.emit("slice", base.type, [base, *bounds], node, has_start=node.slice.lower is not None,
+                         has_stop=node.slice.upper is not None)
+        view.hint = self.array_name(base)
+        return view
 
     def array_name(self, v: Var) -> str:
         return self.param_names.get(v.id, v.hint or f"%{v.id}")
@@ -344,7 +318,7 @@ class Expressions:
         node = target
         while isinstance(node, (ast.Attribute, ast.Subscript)):
             if isinstance(node, ast.Subscript):
-                sliced = isinstance(node.value, ast.Subscript) and _has_slice(node.value) and \
+                sliced = isinstance(node.value, ast.Subscript) and isinstance(node.value.slice, ast.Slice) and \
                     _is_attr_chain(node.value.value)  # a[lo:hi:step][i]: through a slice view
                 base = self.expr(node.value) if _is_attr_chain(node.value) or sliced else None
                 if isinstance(base, Var) and isinstance(base.type, T.ArrayType):

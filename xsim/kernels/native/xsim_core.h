@@ -271,12 +271,11 @@ template <typename... I> XS_FUNC array_desc subarray(const array_desc& a, int64_
     return subarray(subarray(a, i), j, rest...);
 }
 
-// A[..., start:stop:step, ...]: the view of those entries along dimension `axis`, the bounds clamped as
-// Python's slice.indices clamps them (a bound not given is the end the step walks from or to); step 0
-// gives an empty view.
-XS_FUNC array_desc slice_view(const array_desc& a, int axis, int64_t start, int64_t stop, int64_t step,
-                              bool has_start, bool has_stop) {
-    const int64_t n = a.shape[axis];
+// A[start:stop:step]: the view of those rows, the bounds clamped as Python's slice.indices clamps
+// them (a bound not given is the end the step walks from or to); step 0 gives an empty view.
+XS_FUNC array_desc slice_view(const array_desc& a, int64_t start, int64_t stop, int64_t step, bool has_start,
+                              bool has_stop) {
+    const int64_t n = a.shape[0];
     int64_t len = 0;
     if (step > 0) {
         start = !has_start ? 0 : start < 0 ? (start + n < 0 ? 0 : start + n) : (start > n ? n : start);
@@ -289,25 +288,9 @@ XS_FUNC array_desc slice_view(const array_desc& a, int axis, int64_t start, int6
     }
     array_desc r = a;
     r.flags = 0;
-    r.data = a.data && len > 0 ? (void*)((char*)a.data + start * a.strides[axis]) : nullptr;
-    r.shape[axis] = len;
-    r.strides[axis] = a.strides[axis] * step;
-    return r;
-}
-
-// A[..., i, ...] with a slice before it: the view at index i (negative counts from the end) of dimension
-// `axis`, which it drops.
-XS_FUNC array_desc take_axis(const array_desc& a, int axis, int64_t i) {
-    array_desc r = a;
-    r.flags = 0;
-    if (i < 0) i += a.shape[axis];
-    r.data = a.data ? (void*)((char*)a.data + i * a.strides[axis]) : nullptr;
-    for (int d = axis; d < 3; ++d) {
-        r.shape[d] = a.shape[d + 1];
-        r.strides[d] = a.strides[d + 1];
-    }
-    r.shape[3] = 1;
-    r.strides[3] = 0;
+    r.data = a.data && len > 0 ? (void*)((char*)a.data + start * a.strides[0]) : nullptr;
+    r.shape[0] = len;
+    r.strides[0] = a.strides[0] * step;
     return r;
 }
 
