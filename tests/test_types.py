@@ -498,8 +498,9 @@ def test_array_type_rejects_bad_dtype_and_ndim():
         T.ArrayType(T.float32, 5)
 
 
-def test_array_desc_is_data_pointer_and_four_shapes_and_strides():
-    assert ctypes.sizeof(T.ArrayDesc) == 8 + 4 * 8 + 4 * 8
+def test_array_desc_is_data_pointer_four_shapes_and_strides_and_flags():
+    assert ctypes.sizeof(T.ArrayDesc) == 8 + 4 * 8 + 4 * 8 + 8
+    assert [f for f, _ in T.ArrayDesc._fields_] == ["data", "shape", "strides", "flags"]
 
 
 def test_struct_native_name_is_the_same_in_every_process(tmp_path):

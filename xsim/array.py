@@ -30,6 +30,7 @@ from .errors import ArrayShapeError
 from .types import ArrayDesc, ArrayType
 
 MAX_NDIM = 4
+RETAIN_GRAD = 1  # ArrayDesc.flags bit (ARRAY_RETAIN_GRAD in native/xsim_core.h)
 
 
 def _keep_freed_host_memory() -> None:
@@ -307,7 +308,8 @@ class array:
 
     def __init__(self, data: Any = None, dtype: Any = None, shape: int | tuple[int, ...] | None = None,
                  device: str | Device | None = None, requires_grad: bool = False, ndim: int | None = None,
-                 copy: bool = True, *, strides: tuple[int, ...] | None = None, ptr: int | None = None,
+                 copy: bool = True, *, retain_grad: bool = False, strides: tuple[int, ...] | None = None,
+                 ptr: int | None = None,
                  capacity: int | None = None, deleter: Any = None):
         """``ptr``: wrap memory at that address (on ``device``) of ``shape`` and byte ``strides``, as Warp's
         ``array(ptr=...)``: no copy; the memory stays the caller's unless ``deleter(ptr, capacity)`` is given,
@@ -321,9 +323,11 @@ class array:
             self._init_from_ptr(ptr, dtype or types.float32, shape, strides, capacity, dev, deleter)
             if requires_grad:
                 self.requires_grad = True
+            self.retain_grad = retain_grad
             return
         if strides is not None and data is None:  # this object becomes what zeros(strides=...) makes
-            self.__dict__.update(zeros(shape, dtype or types.float32, dev, requires_grad, strides=strides).__dict__)
+            self.__dict__.update(zeros(shape, dtype or types.float32, dev, requires_grad, strides=strides,
+                                       retain_grad=retain_grad).__dict__)
             return
         if data is None:
             dtype = dtype or types.float32
@@ -333,6 +337,8 @@ class array:
         if ndim is not None and host.ndim - len(dtype._shape) != ndim:
             raise ValueError(f"array data has {host.ndim - len(dtype._shape)} dims but ndim={ndim} was given")
         self._init(host, dtype, dev, owner, requires_grad)
+        if retain_grad:
+            self.retain_grad = True
 
     @classmethod
     def _from_host(cls, host: np.ndarray, dtype, device: Device, owner=None, requires_grad: bool = False) -> array:
@@ -431,7 +437,21 @@ class array:
             self._grad = zeros(self.shape, self.dtype, self.device)
         elif not value:
             self._grad = None
+            self._desc.flags = 0
         self._requires_grad = value
+
+    @property
+    def retain_grad(self) -> bool:
+        """Whether the backward pass keeps this array's gradient where a kernel's store adjoint would zero it
+        (as in Warp: to read an intermediate's gradient afterwards; an element written more than once
+        then passes its gradient to every write). Only an array that requires grad can retain it."""
+        return bool(self._desc.flags & RETAIN_GRAD)
+
+    @retain_grad.setter
+    def retain_grad(self, value: bool) -> None:
+        if value and not self._requires_grad:
+            raise ValueError("retain_grad=True requires requires_grad=True: only an array with a gradient can retain it")
+        self._desc.flags = RETAIN_GRAD if value else 0
 
     @property
     def grad(self) -> array | None:
@@ -447,6 +467,7 @@ class array:
         self._intermediate = False  # a gradient the caller chose is theirs: the backward pass keeps it
         if grad is None:
             self._grad, self._requires_grad = None, False
+            self._desc.flags = 0
             return
         if not isinstance(grad, array):
             raise TypeError(f"array.grad must be an xsim array or None, got {type(grad).__name__}")
@@ -1109,26 +1130,34 @@ def _new(shape, dtype, device, requires_grad: bool, make, strides=None) -> array
     return array._from_host(host, dtype, get_device(device), None, requires_grad)
 
 
+def _retained(out: array, retain_grad: bool) -> array:
+    """``out`` with Warp's ``retain_grad`` creation option applied."""
+    if retain_grad:
+        out.retain_grad = True
+    return out
+
+
 def zeros(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
           device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None,
-          strides: tuple[int, ...] | None = None) -> array:
+          strides: tuple[int, ...] | None = None, retain_grad: bool = False) -> array:
     """A new array of zeros (laid out with byte ``strides`` per outer dim if given, as in Warp)."""
-    return _new(_creation_shape(shape, n), dtype, device, requires_grad, np.zeros, strides)
+    return _retained(_new(_creation_shape(shape, n), dtype, device, requires_grad, np.zeros, strides), retain_grad)
 
 
 def ones(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
-         device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None) -> array:
+         device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None,
+         retain_grad: bool = False) -> array:
     """A new array with every component one."""
-    return _new(_creation_shape(shape, n), dtype, device, requires_grad, np.ones)
+    return _retained(_new(_creation_shape(shape, n), dtype, device, requires_grad, np.ones), retain_grad)
 
 
 def empty(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
           device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None,
-          strides: tuple[int, ...] | None = None) -> array:
+          strides: tuple[int, ...] | None = None, retain_grad: bool = False) -> array:
     """A new array with unspecified contents (zeros in check mode, whose NaN scans of a partly
     written array must not trip over leftover memory); byte ``strides`` per outer dim as in ``zeros``."""
     make = np.zeros if config.mode == "check" else np.empty
-    return _new(_creation_shape(shape, n), dtype, device, requires_grad, make, strides)
+    return _retained(_new(_creation_shape(shape, n), dtype, device, requires_grad, make, strides), retain_grad)
 
 
 def intermediate(shape: int | tuple[int, ...], dtype: Any, device: str | Device | None = None,
@@ -1152,10 +1181,12 @@ def intermediate(shape: int | tuple[int, ...], dtype: Any, device: str | Device 
 
 
 def full(shape: int | tuple[int, ...] | None = None, value: Any = 0, dtype: Any = None,
-         device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None) -> array:
+         device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None,
+         retain_grad: bool = False) -> array:
     """A new array with every element ``value``; without ``dtype`` it follows the value (1.0 -> float32,
     vec3 -> vec3, a 3-list of floats -> vec3)."""
-    out = empty(shape, _value_dtype(value) if dtype is None else dtype, device, requires_grad, n=n)
+    out = empty(shape, _value_dtype(value) if dtype is None else dtype, device, requires_grad, n=n,
+                retain_grad=retain_grad)
     out.fill_untracked(value)
     return out
 
@@ -1165,30 +1196,34 @@ def _like(src: array, device, requires_grad) -> tuple:
             src.requires_grad if requires_grad is None else requires_grad)
 
 
-def zeros_like(src: array, device: str | Device | None = None, requires_grad: bool | None = None) -> array:
+def zeros_like(src: array, device: str | Device | None = None, requires_grad: bool | None = None, *,
+               retain_grad: bool = False) -> array:
     """Zeros with the shape and dtype of ``src`` (and its device and requires_grad unless given)."""
-    return zeros(*_like(src, device, requires_grad))
+    return zeros(*_like(src, device, requires_grad), retain_grad=retain_grad)
 
 
-def ones_like(src: array, device: str | Device | None = None, requires_grad: bool | None = None) -> array:
+def ones_like(src: array, device: str | Device | None = None, requires_grad: bool | None = None, *,
+              retain_grad: bool = False) -> array:
     """Ones with the shape and dtype of ``src`` (and its device and requires_grad unless given)."""
-    return ones(*_like(src, device, requires_grad))
+    return ones(*_like(src, device, requires_grad), retain_grad=retain_grad)
 
 
-def empty_like(src: array, device: str | Device | None = None, requires_grad: bool | None = None) -> array:
+def empty_like(src: array, device: str | Device | None = None, requires_grad: bool | None = None, *,
+               retain_grad: bool = False) -> array:
     """Unspecified contents with the shape and dtype of ``src`` (and its device and requires_grad unless given)."""
-    return empty(*_like(src, device, requires_grad))
+    return empty(*_like(src, device, requires_grad), retain_grad=retain_grad)
 
 
 def full_like(src: array, value: Any, device: str | Device | None = None,
-              requires_grad: bool | None = None) -> array:
+              requires_grad: bool | None = None, *, retain_grad: bool = False) -> array:
     """``value`` everywhere, with the shape and dtype of ``src`` (and its device and requires_grad unless given)."""
     shape, dtype, device, requires_grad = _like(src, device, requires_grad)
-    return full(shape, value, dtype, device, requires_grad)
+    return full(shape, value, dtype, device, requires_grad, retain_grad=retain_grad)
 
 
 def from_numpy(arr: Any, dtype: Any = None, shape: int | tuple[int, ...] | None = None,
-               device: str | Device | None = None, requires_grad: bool = False) -> array:
+               device: str | Device | None = None, requires_grad: bool = False, *,
+               retain_grad: bool = False) -> array:
     """Wrap a numpy array, sharing its memory where the layout allows.
 
     Without ``dtype`` the trailing dims choose the element type: ``(n, 3)`` floats become
@@ -1197,4 +1232,5 @@ def from_numpy(arr: Any, dtype: Any = None, shape: int | tuple[int, ...] | None 
     arr = np.asarray(arr)
     if dtype is None and arr.dtype.names is None:
         dtype = _infer_composite(arr)
-    return array(arr, dtype=dtype, shape=shape, device=device, requires_grad=requires_grad, copy=False)
+    return array(arr, dtype=dtype, shape=shape, device=device, requires_grad=requires_grad, copy=False,
+                 retain_grad=retain_grad)

@@ -1017,9 +1017,11 @@ class IndexedArrayType(ArrayType):
 
 
 class ArrayDesc(ctypes.Structure):
-    """Native array view passed to kernels: data pointer, shape and byte strides (4 slots each)."""
+    """Native array view passed to kernels: data pointer, shape and byte strides (4 slots each), flags
+    (bit 0: ``retain_grad``)."""
 
-    _fields_ = [("data", ctypes.c_void_p), ("shape", ctypes.c_int64 * 4), ("strides", ctypes.c_int64 * 4)]
+    _fields_ = [("data", ctypes.c_void_p), ("shape", ctypes.c_int64 * 4), ("strides", ctypes.c_int64 * 4),
+                ("flags", ctypes.c_int64)]
 
 
 class IndexedArrayDesc(ctypes.Structure):

@@ -58,6 +58,13 @@ def pair_product(p: Pair, out: A):
     out[i] = p.u[i] * p.v[i]
 
 
+@xsim.kernel
+def add_then_square_through_struct(p: Pair, out: A):
+    i = xsim.tid()
+    p.u[i] += p.v[i]                    # read and written through a struct's field: the tape keeps a copy
+    out[i] = p.u[i] * p.u[i]
+
+
 def arr(values, grad=True):
     return xsim.array(np.array(values, dtype=np.float64), dtype=F64, requires_grad=grad)
 
@@ -252,6 +259,21 @@ def test_inplace_kernel_uses_the_gradient_given_to_its_array_after_the_launch():
     a.grad = xsim.array(np.array([1.0, 3.0]), dtype=F64)  # Warp's tests seed y.grad = ones_like(y) like this
     tape.backward()
     np.testing.assert_array_equal(a.grad.numpy(), [2 * 0.5 * 1.0, 2 * -1.0 * 3.0])
+
+
+def test_an_inplace_write_through_a_struct_field_replays_into_the_tapes_copy():
+    # the adjoint replays u += v into its copy of u; a struct whose packed bytes were kept from the forward
+    # launch used to send that replay into the live array (u became 8 and the gradients 16)
+    p = Pair()
+    p.u, p.v = arr([2.0, -1.0]), arr([3.0, 0.5])
+    out = xsim.zeros(2, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(add_then_square_through_struct, 2, inputs=[p], outputs=[out])
+    tape.backward(grads={out: xsim.ones(2, dtype=F64)})
+    u1 = np.array([2.0, -1.0]) + np.array([3.0, 0.5])
+    np.testing.assert_array_equal(p.u.numpy(), u1)
+    np.testing.assert_array_equal(p.v.grad.numpy(), 2 * u1)
+    np.testing.assert_array_equal(p.u.grad.numpy(), 2 * u1)
 
 
 # -------------------------------------------------------------------------------------------------

@@ -46,9 +46,10 @@ def _commit(name: str, backward_fn, reads: list, writes: list) -> None:
 
 
 def _zero_grad_range(a: array, offset: int, count: int | None) -> None:
-    """Zero ``a.grad`` over ``count`` elements from flat ``offset`` (``count=None``: all of it)."""
+    """Zero ``a.grad`` over ``count`` elements from flat ``offset`` (``count=None``: all of it), unless
+    ``a`` retains its gradient (``retain_grad``, as kernel store adjoints do)."""
     g = a.grad
-    if g is None:
+    if g is None or a.retain_grad:
         return
     if count is None:
         g.zero_untracked()
@@ -59,21 +60,22 @@ def _zero_grad_range(a: array, offset: int, count: int | None) -> None:
 # -- clone and copy ----------------------------------------------------------------------------------
 
 
-def clone(a: array, device: Any = None, requires_grad: bool | None = None) -> array:
+def clone(a: array, device: Any = None, requires_grad: bool | None = None, *, retain_grad: bool = False) -> array:
     """A new contiguous array with the values of ``a`` (on ``device``, default ``a``'s), recorded on the
     active tape.
 
     ``requires_grad`` defaults to ``a.requires_grad``; ``requires_grad=False`` gives a copy that is
     cut from the graph on purpose (no gradient reaches ``a`` through it: truncated rollouts).
+    ``retain_grad`` as in ``zeros``.
     """
     _check_array(a, "clone", "the source")
     out = a.clone_untracked()
     if device is not None:
         out = out.to(device)  # itself when already there
+    out.requires_grad = bool(requires_grad or requires_grad is None and a.requires_grad)
+    out.retain_grad = retain_grad
     if requires_grad is False:
         return out
-    if requires_grad or a.requires_grad:
-        out.requires_grad = True
     _commit("clone", lambda: _copy_adjoint(out, a, 0, 0, None), reads=[a], writes=[out])
     return out
 

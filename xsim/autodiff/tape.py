@@ -99,9 +99,11 @@ class LaunchRecord:
             live = _launch.resolve_label(label, self.kernel.params, self.values)
             if live is not None and live.requires_grad:  # the gradient it has now: one set after the launch counts
                 snap.grad = live.grad
+                snap.retain_grad = live.retain_grad
             if meta.replays_writes:  # the adjoint writes into its copy again: keep the snapshot for a next backward
                 scratch = snap.clone_untracked()
                 scratch.grad = snap.grad
+                scratch.retain_grad = snap.retain_grad
                 snap = scratch
             values = _substitute(self.kernel.params, values, label, snap)
         _launch.run_backward(prep, self.shape, values)
@@ -142,6 +144,9 @@ def _replace_path(obj, path, snap):
         return obj._over(snap) if isinstance(obj, indexedarray) else snap
     clone = copy.copy(obj)
     object.__setattr__(clone, path[0], _replace_path(getattr(obj, path[0]), path[1:], snap))
+    # the copy must not pack the bytes the original kept (they name the live array, not the snapshot)
+    object.__setattr__(clone, "_packed", None)
+    object.__setattr__(clone, "_packed_grads", None)
     return clone
 
 

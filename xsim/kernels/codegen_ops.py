@@ -231,8 +231,10 @@ class Store(OpCode):
     def adjoint(self, cg, op, out, ind):
         grad = grad_element(cg, op)
         if grad is not None:
-            (g, target), value = grad, write_operands(op)[2]
-            out.append(f"{ind}xs::grad_take({cg.a(value)}, {g}.data ? &({target}) : nullptr);")
+            (g, target), (arr, _, value, _) = grad, write_operands(op)
+            # the array's own flags say whether its gradient is retained (an indexed array's never is)
+            flags = "0" if isinstance(arr.type, T.IndexedArrayType) else f"{cg.v(arr)}.flags"
+            out.append(f"{ind}xs::grad_take({cg.a(value)}, {g}.data ? &({target}) : nullptr, {flags});")
 
 
 @handles("atomic")

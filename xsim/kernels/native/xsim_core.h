@@ -213,12 +213,15 @@ template <typename T> XS_FUNC void accum(transform_t<T>& d, const transform_t<T>
 XS_FUNC void accum(bool&, const bool&) {}
 
 // ------------------------------------------------------------------------------------------
-// arrays: an untyped view (data, shape, byte strides); the generated code names the element type
+// arrays: an untyped view (data, shape, byte strides, flags); the generated code names the element type
+
+constexpr int64_t ARRAY_RETAIN_GRAD = 1;  // flags bit: a store's adjoint reads the gradient without zeroing it
 
 struct array_desc {
     void* data;
     int64_t shape[4];
     int64_t strides[4];
+    int64_t flags;
 };
 
 template <typename T> XS_FUNC T& at(const array_desc& a, int64_t i) {
@@ -253,7 +256,8 @@ template <bool C, typename T, typename... I> XS_FUNC T& at_sel(const array_desc&
 }
 
 // A[i] of an array with more dimensions: the view of the remaining ones (a null array stays null,
-// so a gradient view of an array without a grad buffer still reads as absent).
+// so a gradient view of an array without a grad buffer still reads as absent). A view in a kernel
+// has no flags: retain_grad belongs to the array the launch was given, as in Warp.
 XS_FUNC array_desc subarray(const array_desc& a, int64_t i) {
     array_desc r{};
     r.data = a.data ? (void*)((char*)a.data + i * a.strides[0]) : nullptr;
@@ -284,6 +288,7 @@ XS_FUNC array_desc slice_dim(const array_desc& a, int d, int64_t start, int64_t 
         len = start > stop ? (start - stop - step - 1) / -step : 0;
     }
     array_desc r = a;
+    r.flags = 0;  // a view made in a kernel does not retain its gradient (Warp's rule)
     r.data = a.data && len > 0 ? (void*)((char*)a.data + start * a.strides[d]) : nullptr;
     r.shape[d] = len;
     r.strides[d] = a.strides[d] * step;
@@ -666,7 +671,8 @@ XS_COMPOSITE_ATOMIC(atomic_xor)
 template <typename T> XS_FUNC void grad_add(T* p, const T& v) { atomic_add(p, v); }
 
 // The thread's own gradient element, or null where the array has no gradient buffer: adds to it
-// (grad_add_exclusive), or moves it into an adjoint and zeroes it (grad_take, the adjoint of a store).
+// (grad_add_exclusive), or moves it into an adjoint and zeroes it (grad_take, the adjoint of a store;
+// an array with retain_grad keeps it).
 // On the CPU a null goes to a scratch value through a select, not a branch: the adjoint stays one
 // block the compiler schedules as a whole (3-4% of bench/vec3_backward.py's backward). CUDA keeps
 // the branch: a scratch whose address is taken would live in local memory.
@@ -678,7 +684,7 @@ template <typename T> XS_FUNC void grad_add_exclusive(T* p, const T& v) {
     accum(*(p ? p : &scratch), v);
 #endif
 }
-template <typename A, typename T> XS_FUNC void grad_take(A& adj, T* p) {
+template <typename A, typename T> XS_FUNC void grad_take(A& adj, T* p, int64_t flags) {
 #if defined(XS_CUDA)
     if (!p) return;
 #else
@@ -686,7 +692,7 @@ template <typename A, typename T> XS_FUNC void grad_take(A& adj, T* p) {
     p = p ? p : &scratch;
 #endif
     accum(adj, *p);
-    *p = T{};
+    if (!(flags & ARRAY_RETAIN_GRAD)) *p = T{};
 }
 
 }  // namespace xs
