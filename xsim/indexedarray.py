@@ -114,6 +114,11 @@ class indexedarray:
         g = self.data.grad
         return None if g is None else self._over(g)
 
+    @property
+    def retain_grad(self) -> bool:
+        """Always False: a view does not retain its gradient (``array.retain_grad``; Warp's rule for views)."""
+        return False
+
     # -- host access: gather and scatter ----------------------------------------------------------
 
     def _ix(self) -> tuple:

@@ -377,18 +377,23 @@ def k(out: xsim.array(dtype=float)):
 
 
 def load_source_as_module(path, name, value):
-    """``HASHED_SOURCE`` written to ``path`` and imported as Python module ``name``; its xsim module."""
+    """``HASHED_SOURCE`` written to ``path`` and imported as Python module ``name``: (its xsim module, the
+    Python module, which the caller keeps: an xsim module holds its kernels weakly)."""
     import importlib.util
     path.write_text(HASHED_SOURCE.format(value=value))
     spec = importlib.util.spec_from_file_location(name, path)
-    spec.loader.exec_module(importlib.util.module_from_spec(spec))
-    return xsim.get_module(name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return xsim.get_module(name), module
 
 
 def test_module_hash_is_the_same_for_the_same_source_in_another_file_but_the_cache_key_is_not(tmp_path):
-    one = load_source_as_module(tmp_path / "one.py", "xsim_tests_hash_one", 1.5)
-    same = load_source_as_module(tmp_path / "same.py", "xsim_tests_hash_same", 1.5)
-    other = load_source_as_module(tmp_path / "other.py", "xsim_tests_hash_other", 2.5)
+    # the Python modules stay referenced: a garbage collection between the loads would otherwise drop a
+    # module's kernel (and so its hash) at a moment that depends on what ran before in the process
+    (one, _m1), (same, _m2), (other, _m3) = (
+        load_source_as_module(tmp_path / f"{n}.py", f"xsim_tests_hash_{n}", v)
+        for n, v in (("one", 1.5), ("same", 1.5), ("other", 2.5)))
+    assert one.kernels and same.kernels and other.kernels
     assert one.hash_module() == same.hash_module()
     assert one.hash_module() != other.hash_module()  # a func the kernel calls changed
     assert one.content_hash() != same.content_hash()  # the cached code names its file in its errors
