@@ -143,10 +143,9 @@ def _replace_path(obj, path, snap):
     if not path:
         return obj._over(snap) if isinstance(obj, indexedarray) else snap
     clone = copy.copy(obj)
-    object.__setattr__(clone, path[0], _replace_path(getattr(obj, path[0]), path[1:], snap))
-    # the copy must not pack the bytes the original kept (they name the live array, not the snapshot)
-    object.__setattr__(clone, "_packed", None)
-    object.__setattr__(clone, "_packed_grads", None)
+    # assigned as a field (not object.__setattr__): that drops the packed bytes the copy took from the
+    # original, which name the live array, not the snapshot
+    setattr(clone, path[0], _replace_path(getattr(obj, path[0]), path[1:], snap))
     return clone
 
 
