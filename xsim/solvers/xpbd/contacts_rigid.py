@@ -37,13 +37,14 @@ from .bundles import BodyArrays, ContactArms, ContactArrays, ContactGeometry, Mu
 from .kernels import surface_contact
 from .particle_contacts import shape_rotation
 from .rigid_kernels import (
-    apply_impulse,
-    apply_positional,
+    body_inv_mass_along,
     body_velocity,
-    generalized_inv_mass,
+    inv_mass_along,
     load_body,
     load_split_body,
     relative_point_velocity,
+    rotate_by,
+    world_inv_inertia,
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -298,10 +299,12 @@ def segment_distance(a0, da, b0, db):
 
 
 @xsim.func
-def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, iib, n, pen, ca, cb, mu, lam,
-                            lam_t, lam_share):
+def contact_position_update(xa, qa, xa0, qa0, ima, iia, wia, la, xb, qb, xb0, qb0, imb, iib, wib, lb, n, pen, ca, cb,
+                            mu, lam, lam_t, lam_share):
     """One contact's position-pass update (Mueller et al. 2020, sec. 3.5) from its geometry (normal
-    ``n`` from b to a, depth ``pen``, world contact points ``ca`` on a and ``cb`` on b): resolve the
+    ``n`` from b to a, depth ``pen``, world contact points ``ca`` on a and ``cb`` on b, which are ``la`` and
+    ``lb`` in the bodies' frames; inverse inertias ``ii*`` in the bodies' frames, ``wi*`` in world axes at
+    the rotations ``q*``, ``world_inv_inertia``): resolve the
     depth with the generalized inverse masses, then friction against the tangential motion of the
     contact points since the contact's anchor (poses ``*0``), measured at the current poses (under
     Jacobi a contact's own normal push turns the body about the com and slides its point; the mean of
@@ -320,41 +323,40 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, xb, qb, xb0, qb0, imb, i
     dlam_f = dlam
     held = 0
     if pen > 0.0:
-        r_a = ca - xa
-        r_b = cb - xb
-        wsum = generalized_inv_mass(qa, ima, iia, r_a, n) + generalized_inv_mass(qb, imb, iib, r_b, n)
+        wa, ua = inv_mass_along(ima, wia, ca - xa, n)
+        wb, ub = inv_mass_along(imb, wib, cb - xb, n)
+        wsum = wa + wb
         if wsum > 0.0:
             dlam = pen / wsum
             # the contact points' motion since the anchors, as body-fixed points, at the current poses
-            la = xsim.quat_rotate_inv(qa, r_a)
-            lb = xsim.quat_rotate_inv(qb, r_b)
             dp = (ca - xa0 - xsim.quat_rotate(qa0, la)) - (cb - xb0 - xsim.quat_rotate(qb0, lb))
-            xa, qa = apply_positional(xa, qa, ima, iia, r_a, n * dlam)
-            xb, qb = apply_positional(xb, qb, imb, iib, r_b, n * (-dlam))
-            r_a = xsim.quat_rotate(qa, la)
-            r_b = xsim.quat_rotate(qb, lb)
+            xa, qa = xa + n * dlam * ima, rotate_by(qa, ua * dlam)
+            xb, qb = xb + n * (-dlam) * imb, rotate_by(qb, ub * (-dlam))
             dt = dp - n * xsim.dot(dp, n)
             lt2 = xsim.dot(dt, dt)
             held = 1
             if lt2 > 0.0:
                 lt = xsim.sqrt(lt2)
                 t = dt / lt
-                wt = generalized_inv_mass(qa, ima, iia, r_a, t) + generalized_inv_mass(qb, imb, iib, r_b, t)
-                dlam_f = lt / wt
+                # at the moved rotations, used once each: in the bodies' frames
+                wta, uta = body_inv_mass_along(ima, iia, qa, la, t)
+                wtb, utb = body_inv_mass_along(imb, iib, qb, lb, t)
+                dlam_f = lt / (wta + wtb)
                 bound = mu * lam_share - lam_t
                 if dlam_f > bound:
                     dlam_f = xsim.max(bound, dlam_f - dlam_f)
                     held = 0
-                xa, qa = apply_positional(xa, qa, ima, iia, r_a, t * (-dlam_f))
-                xb, qb = apply_positional(xb, qb, imb, iib, r_b, t * dlam_f)
+                xa, qa = xa + t * (-dlam_f) * ima, rotate_by(qa, uta * (-dlam_f))
+                xb, qb = xb + t * dlam_f * imb, rotate_by(qb, utb * dlam_f)
     return xa, qa, xb, qb, dlam, dlam_f, held
 
 
 @xsim.func
-def restitution_update(xa, qa, va, wa, va0, wa0, ima, iia, xb, qb, vb, wb, vb0, wb0, imb, iib, n, ca, cb,
-                       restitution, bounce_speed):
+def restitution_update(xa, va, wa, va0, wa0, ima, wia, xb, vb, wb, vb0, wb0, imb, wib, n, ca, cb, restitution,
+                       bounce_speed):
     """Restitution (sec. 3.6) at the contact point pair (``ca`` on a, ``cb`` on b, normal ``n`` from b
-    to a; zero: none): an impulse along ``n`` that brings the normal speed to -e times the pre-solve
+    to a; zero: none; inverse inertias ``wi*`` in world axes, ``world_inv_inertia``): an impulse along ``n``
+    that brings the normal speed to -e times the pre-solve
     one (velocities ``*0``; no bounce below ``bounce_speed``, target 0). Separation faster than
     that target and than the pre-solve speed is taken back too: it is what pushing out the rest of
     a penetration added to the velocity (Jacobi resolves a box landing flat over a few substeps, and
@@ -362,7 +364,9 @@ def restitution_update(xa, qa, va, wa, va0, wa0, ima, iia, xb, qb, vb, wb, vb0, 
     (va, wa, vb, wb, the impulse along n, kg m/s)."""
     r_a = ca - xa
     r_b = cb - xb
-    wn = generalized_inv_mass(qa, ima, iia, r_a, n) + generalized_inv_mass(qb, imb, iib, r_b, n)
+    wna, ua = inv_mass_along(ima, wia, r_a, n)
+    wnb, ub = inv_mass_along(imb, wib, r_b, n)
+    wn = wna + wnb
     pn = wn - wn
     if wn > 0.0 and xsim.dot(n, n) > 0.0:
         vn0 = xsim.dot(relative_point_velocity(va0, wa0, r_a, vb0, wb0, r_b), n)
@@ -375,16 +379,16 @@ def restitution_update(xa, qa, va, wa, va0, wa0, ima, iia, xb, qb, vb, wb, vb0, 
             pn = (target - vn) / wn
         elif vn > cap:
             pn = (cap - vn) / wn
-        va, wa = apply_impulse(va, wa, qa, ima, iia, r_a, n * pn)
-        vb, wb = apply_impulse(vb, wb, qb, imb, iib, r_b, n * (-pn))
+        va, wa = va + n * pn * ima, wa + ua * pn
+        vb, wb = vb + n * (-pn) * imb, wb + ub * (-pn)
     return va, wa, vb, wb, pn
 
 
 @xsim.func
-def friction_update(xa, qa, va, wa, ima, iia, xb, qb, vb, wb, imb, iib, n, ca, cb, limit):
+def friction_update(xa, va, wa, ima, wia, xb, vb, wb, imb, wib, n, ca, cb, limit):
     """Dynamic friction (sec. 3.6) of one contact: an impulse of at most ``limit`` (kg m/s: mu times
-    the contact's normal impulse) against the tangential velocity of the contact points. Returns
-    (va, wa, vb, wb)."""
+    the contact's normal impulse) against the tangential velocity of the contact points (inverse
+    inertias ``wi*`` in world axes, ``world_inv_inertia``). Returns (va, wa, vb, wb)."""
     r_a = ca - xa
     r_b = cb - xb
     vrel = relative_point_velocity(va, wa, r_a, vb, wb, r_b)
@@ -393,11 +397,13 @@ def friction_update(xa, qa, va, wa, ima, iia, xb, qb, vb, wb, imb, iib, n, ca, c
     if lt2 > 0.0:
         lt = xsim.sqrt(lt2)
         t = vt / lt
-        wt = generalized_inv_mass(qa, ima, iia, r_a, t) + generalized_inv_mass(qb, imb, iib, r_b, t)
+        wta, ua = inv_mass_along(ima, wia, r_a, t)
+        wtb, ub = inv_mass_along(imb, wib, r_b, t)
+        wt = wta + wtb
         if wt > 0.0:
             j = xsim.min(lt / wt, limit)
-            va, wa = apply_impulse(va, wa, qa, ima, iia, r_a, t * (-j))
-            vb, wb = apply_impulse(vb, wb, qb, imb, iib, r_b, t * j)
+            va, wa = va + t * (-j) * ima, wa + ua * (-j)
+            vb, wb = vb + t * j * imb, wb + ub * j
     return va, wa, vb, wb
 
 
@@ -682,11 +688,14 @@ def contact_anchors(Xc: Transforms, shapes: ShapeArrays, contacts: ContactArrays
 
 
 @xsim.func
-def pair_poses(p_is_a: bool, xa, qa, ima, iia, xb, qb, imb, iib):
-    """A pair's two bodies as (point body, surface body) of a contact: a first where ``p_is_a``."""
+def pair_order(p_is_a: bool, n, cp, cs):
+    """A contact's geometry (normal from its surface shape to its point shape, contact points on the point
+    shape and on the surface shape) in its pair's order: (normal from shape b to a, point on a, on b).
+    A contact's update is symmetric in its two bodies (up to rounding), so a pair solves every contact as a
+    against b instead of swapping its two bodies' poses and inertias per contact."""
     if p_is_a:
-        return xa, qa, ima, iia, xb, qb, imb, iib
-    return xb, qb, imb, iib, xa, qa, ima, iia
+        return n, cp, cs
+    return -n, cs, cp
 
 
 @xsim.kernel
@@ -724,18 +733,20 @@ def solve_pair_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transfo
     bb = shapes.body[contacts.pairs[k, 1]]
     xa, qa, ima, iia = load_split_body(ba, Xc, bodies.inv_mass, bodies.inv_inertia, split)
     xb, qb, imb, iib = load_split_body(bb, Xc, bodies.inv_mass, bodies.inv_inertia, split)
+    wia = world_inv_inertia(qa, iia)
+    wib = world_inv_inertia(qb, iib)
     total = lam.normal.dtype(0.0)
     count = lam.normal.dtype(0.0)
     for t in range(first, last):
         sp, _ss, _bp, _bs, _kp, _edge = contact_roles(k, contacts.index[t], contacts.pairs, shapes.body,
                                                       shapes.point_count)
-        xp, qp, imp, iip, xs, qs, ims, iis = pair_poses(sp == sa, xa, qa, ima, iia, xb, qb, imb, iib)
         l = lam.normal[t]
         pen = geometry.pen[t]
         if pen > 0.0:
-            n = geometry.n[t]
-            w = generalized_inv_mass(qp, imp, iip, geometry.ca[t] - xp, n)
-            w = w + generalized_inv_mass(qs, ims, iis, geometry.cb[t] - xs, n)
+            n, ca, cb = pair_order(sp == sa, geometry.n[t], geometry.ca[t], geometry.cb[t])
+            wa, _ua = inv_mass_along(ima, wia, ca - xa, n)
+            wb, _ub = inv_mass_along(imb, wib, cb - xb, n)
+            w = wa + wb
             if w > 0.0:
                 l = l + pen / w
         if l > 0.0:
@@ -750,43 +761,31 @@ def solve_pair_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transfo
     for t in range(first, last):
         sp, _ss, _bp, _bs, _kp, _edge = contact_roles(k, contacts.index[t], contacts.pairs, shapes.body,
                                                       shapes.point_count)
-        p_is_a = sp == sa
-        xp, qp, imp, iip, xs, qs, ims, iis = pair_poses(p_is_a, xa, qa, ima, iia, xb, qb, imb, iib)
-        ap = anchor_p[t]
-        as_ = anchor_s[t]
-        n = geometry.n[t]
+        n, ca, cb = pair_order(sp == sa, geometry.n[t], geometry.ca[t], geometry.cb[t])
+        anchor_a = anchor_p[t]
+        anchor_b = anchor_s[t]
+        if sp != sa:
+            anchor_a = anchor_s[t]
+            anchor_b = anchor_p[t]
         pen = geometry.pen[t]
-        ca = geometry.ca[t]
-        cb = geometry.cb[t]
-        ra = xsim.quat_rotate_inv(qp, ca - xp)
-        rb = xsim.quat_rotate_inv(qs, cb - xs)
-        if p_is_a:
-            arm_n[t] = n
-            arm_a[t] = ra
-            arm_b[t] = rb
-        else:
-            arm_n[t] = -n
-            arm_a[t] = rb
-            arm_b[t] = ra
-        xp1, qp1, xs1, qs1, dl, dlt, held = contact_position_update(
-            xp, qp, ap.p, ap.q, imp, iip, xs, qs, as_.p, as_.q, ims, iis, n, pen, ca, cb, mu, lam.normal[t],
-            lam.tangent[t], share)
+        ra = xsim.quat_rotate_inv(qa, ca - xa)
+        rb = xsim.quat_rotate_inv(qb, cb - xb)
+        arm_n[t] = n
+        arm_a[t] = ra
+        arm_b[t] = rb
+        xa1, qa1, xb1, qb1, dl, dlt, held = contact_position_update(
+            xa, qa, anchor_a.p, anchor_a.q, ima, iia, wia, ra, xb, qb, anchor_b.p, anchor_b.q, imb, iib, wib, rb, n,
+            pen, ca, cb, mu, lam.normal[t], lam.tangent[t], share)
         if pen <= 0.0 and lam.normal[t] > 0.0:
             held = lam.held[t]
         held_out[t] = held
         if dl > 0.0:
-            dxp = xp1 - xp
-            dqp = qp1 - qp
-            dxs = xs1 - xs
-            dqs = qs1 - qs
-            dp = delta.dtype(dxp[0], dxp[1], dxp[2], dqp[0], dqp[1], dqp[2], dqp[3], 1.0)
-            ds = delta.dtype(dxs[0], dxs[1], dxs[2], dqs[0], dqs[1], dqs[2], dqs[3], 1.0)
-            if p_is_a:
-                sum_a = sum_a + dp
-                sum_b = sum_b + ds
-            else:
-                sum_a = sum_a + ds
-                sum_b = sum_b + dp
+            dxa = xa1 - xa
+            dqa = qa1 - qa
+            dxb = xb1 - xb
+            dqb = qb1 - qb
+            sum_a = sum_a + delta.dtype(dxa[0], dxa[1], dxa[2], dqa[0], dqa[1], dqa[2], dqa[3], 1.0)
+            sum_b = sum_b + delta.dtype(dxb[0], dxb[1], dxb[2], dqb[0], dqb[1], dqb[2], dqb[3], 1.0)
         lam_n_out[t] = lam.normal[t] + dl
         lam_t_out[t] = lam.tangent[t] + dlt
     if sum_a[7] > 0.0:
@@ -835,6 +834,8 @@ def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, bodies: Body
     bb = shapes.body[contacts.pairs[c, 1]]
     xa, qa, ima, iia = load_split_body(ba, Xc, bodies.inv_mass, bodies.inv_inertia, split)
     xb, qb, imb, iib = load_split_body(bb, Xc, bodies.inv_mass, bodies.inv_inertia, split)
+    wia = world_inv_inertia(qa, iia)
+    wib = world_inv_inertia(qb, iib)
     va, wa = body_velocity(ba, qd, xa)
     va0, wa0 = body_velocity(ba, qd_pre, xa)
     vb, wb = body_velocity(bb, qd, xb)
@@ -864,9 +865,9 @@ def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, bodies: Body
         pn = total - total
         mu = pair_mean(shapes.mu, contacts.pairs, c)
         if xsim.dot(nsum, nsum) > 0.0:
-            va, wa, vb, wb, pn = restitution_update(xa, qa, va, wa, va0, wa0, ima, iia, xb, qb, vb, wb, vb0, wb0,
-                                                imb, iib, xsim.normalize(nsum), pa / total, pb / total,
-                                                pair_mean(shapes.restitution, contacts.pairs, c), bounce_speed)
+            va, wa, vb, wb, pn = restitution_update(xa, va, wa, va0, wa0, ima, wia, xb, vb, wb, vb0, wb0, imb, wib,
+                                                    xsim.normalize(nsum), pa / total, pb / total,
+                                                    pair_mean(shapes.restitution, contacts.pairs, c), bounce_speed)
         for t in range(first, last):
             lk = lam.normal[t]
             if lk > 0.0:
@@ -877,8 +878,7 @@ def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, bodies: Body
                 # and the restitution impulse (which carries the load while a landing box's penetration
                 # is still being resolved), less the friction the position pass gave
                 limit = xsim.max(mu * (total * inv_h + xsim.max(pn, 0.0)) / active - lam.tangent[t] * inv_h, 0.0)
-                va, wa, vb, wb = friction_update(xa, qa, va, wa, ima, iia, xb, qb, vb, wb, imb, iib, arms.n[t],
-                                                 cp, cs, limit)
+                va, wa, vb, wb = friction_update(xa, va, wa, ima, wia, xb, vb, wb, imb, wib, arms.n[t], cp, cs, limit)
         dv = va - va_in
         dw = wa - wa_in
         add_delta(delta, ba, dv[0], dv[1], dv[2], dw[0], dw[1], dw[2], 0.0)

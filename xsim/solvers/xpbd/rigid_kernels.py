@@ -91,6 +91,33 @@ def generalized_inv_mass(q, inv_mass, inv_inertia, r, n):
 
 
 @xsim.func
+def world_inv_inertia(q, inv_inertia):
+    """R I^-1 R^T: the inverse inertia ``inv_inertia`` (body frame) in world axes at the rotation ``q``; where a
+    kernel uses one body's rotation several times (a shape pair's contacts), one product instead of two
+    rotations per use (``inv_inertia_mul``)."""
+    r = xsim.quat_to_matrix(q)
+    return r * inv_inertia * xsim.transpose(r)
+
+
+@xsim.func
+def inv_mass_along(inv_mass, world_inv_inertia, r, n):
+    """``generalized_inv_mass`` with the inverse inertia in world axes (``world_inv_inertia``): (w, the
+    rotation vector I^-1 (r x n) that a unit impulse along ``n`` at ``r`` gives the body, which
+    ``apply_positional`` and ``apply_impulse`` would recompute)."""
+    u = world_inv_inertia * xsim.cross(r, n)
+    return inv_mass + xsim.dot(xsim.cross(r, n), u), u
+
+
+@xsim.func
+def body_inv_mass_along(inv_mass, inv_inertia, q, arm, n):
+    """``inv_mass_along`` at a rotation ``q`` used once, from the arm in the body's frame (``arm``, m) and
+    ``inv_inertia`` in it: (w, I^-1 (r x n) in world axes), with two rotations instead of four."""
+    c = xsim.cross(arm, xsim.quat_rotate_inv(q, n))
+    u = inv_inertia * c
+    return inv_mass + xsim.dot(c, u), xsim.quat_rotate(q, u)
+
+
+@xsim.func
 def angular_inv_mass(q, inv_inertia, n):
     """w = n^T I^-1 n for a rotation about the unit axis ``n`` (eq. 5)."""
     return xsim.dot(n, inv_inertia_mul(q, inv_inertia, n))
