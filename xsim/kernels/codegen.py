@@ -19,7 +19,7 @@ from __future__ import annotations
 from .. import types as T
 from . import ir
 from .codegen_ops import op_code
-from .cpp import PARAM_PREFIX, cfield, ctype, is_diff, literal, native_name
+from .cpp import PARAM_PREFIX, adj_zero, cfield, ctype, is_diff, literal, native_name
 from .ir import Block, If, Loop, Op, Var
 
 PACKED_FORWARD_MAX_OPS = 400
@@ -105,7 +105,7 @@ class KernelCodegen:
             out.append(f"const {ctype(p.type)}& {self.v(p.var)} = {expr};")
             seen.add(p.var.id)
             if adjoint and is_diff(p.type):
-                out.append(f"{ctype(p.type)} {self.a(p.var)} = {{}};")
+                out.append(f"{ctype(p.type)} {self.a(p.var)} = {adj_zero(p.type)};")
         for var in self.all_vars():
             if var.id in seen:
                 continue
@@ -116,7 +116,7 @@ class KernelCodegen:
             init = literal(var.const, var.type) if var.is_const else "{}"
             out.append(f"{ctype(var.type)} {self.v(var)} = {init};")
             if adjoint and is_diff(var.type):
-                out.append(f"{ctype(var.type)} {self.a(var)} = {{}};")
+                out.append(f"{ctype(var.type)} {self.a(var)} = {adj_zero(var.type)};")
         return out
 
     def all_vars(self, block: Block | None = None):
@@ -284,18 +284,18 @@ class KernelCodegen:
             self.forward(loop.body, True, out, i2)
         for var in ir.defined_vars(loop.body):
             if is_diff(var.type):
-                out.append(f"{i2}{self.a(var)} = {{}};")
+                out.append(f"{i2}{self.a(var)} = {adj_zero(var.type)};")
         diff = [c for c in loop.carried if is_diff(c.var.type)]
         for c in diff:
             out.append(f"{i2}const {ctype(c.var.type)} t{c.var.id} = {self.a(c.var)};")
         for c in diff:
-            out.append(f"{i2}{self.a(c.var)} = {{}};")
+            out.append(f"{i2}{self.a(c.var)} = {adj_zero(c.var.type)};")
         for c in diff:
             out.append(f"{i2}xs::accum({self.a(c.next)}, t{c.var.id});")
         self.reverse(loop.body, out, i2)
         out.append(f"{ind}}}")
         for c in diff:
-            out.append(f"{ind}xs::accum({self.a(c.init)}, {self.a(c.var)}); {self.a(c.var)} = {{}};")
+            out.append(f"{ind}xs::accum({self.a(c.init)}, {self.a(c.var)}); {self.a(c.var)} = {adj_zero(c.var.type)};")
 
     def replay_iteration(self, loop: Loop, out, ind):
         """One iteration of ``loop`` without stores (its condition first: it may rebind names the body
