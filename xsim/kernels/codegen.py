@@ -6,7 +6,8 @@ grad buffer.
 
 The adjoint body first replays the forward (array stores and atomics are skipped: their effect is
 already in memory; those into an array read back after the write run again, into the tape's copy of it) and then walks the statements in reverse, accumulating ``a<id> += ...`` into
-the adjoint of every value. Dynamic loops are reversed one iteration at a time; the values of the
+the adjoint of every value (each starts at -0, ``cpp.adj_zero``, so the first accumulation compiles to an
+assignment). Dynamic loops are reversed one iteration at a time; the values of the
 carried variables at iteration k are recovered in closed form (range induction variables, break
 flags) or by replaying the loop from its start, so no per-iteration storage is needed.
 
