@@ -15,7 +15,7 @@ forward code; kernels without an adjoint).
 from __future__ import annotations
 
 from .. import types as T
-from .cpp import cfield, ctype, is_diff, native_name
+from .cpp import adj_zero, cfield, ctype, is_diff, native_name
 from .ir import Op
 
 OPS: dict[str, OpCode] = {}
@@ -126,7 +126,7 @@ class Insert(OpCode):
         o, args, v, a = op.out, op.args, cg.v, cg.a
         if is_diff(o.type):
             out.append(f"{ind}{a(args[2])} += xs::comp({a(o)}, {v(args[1])}); "
-                       f"xs::comp({a(o)}, {v(args[1])}) = 0; xs::accum({a(args[0])}, {a(o)});")
+                       f"xs::comp({a(o)}, {v(args[1])}) = {adj_zero(o.type._scalar)}; xs::accum({a(args[0])}, {a(o)});")
 
 
 @handles("row")
@@ -152,7 +152,8 @@ class SetRow(OpCode):
         o, args, v, a = op.out, op.args, cg.v, cg.a
         if is_diff(o.type):
             out.append(f"{ind}for (int j = 0; j < {args[2].type._length}; ++j) {{ "
-                       f"{a(args[2])}.c[j] += {a(o)}.c[{v(args[1])}][j]; {a(o)}.c[{v(args[1])}][j] = 0; }} "
+                       f"{a(args[2])}.c[j] += {a(o)}.c[{v(args[1])}][j]; "
+                       f"{a(o)}.c[{v(args[1])}][j] = {adj_zero(o.type._scalar)}; }} "
                        f"xs::accum({a(args[0])}, {a(o)});")
 
 
@@ -176,7 +177,7 @@ class FieldSet(OpCode):
         o, args, a = op.out, op.args, cg.a
         f = cfield(op.attrs["field"])
         if is_diff(args[1].type):
-            out.append(f"{ind}xs::accum({a(args[1])}, {a(o)}.{f}); {a(o)}.{f} = {{}};")
+            out.append(f"{ind}xs::accum({a(args[1])}, {a(o)}.{f}); {a(o)}.{f} = {adj_zero(args[1].type)};")
         out.append(f"{ind}xs::accum({a(args[0])}, {a(o)});")
 
 

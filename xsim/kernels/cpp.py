@@ -82,3 +82,27 @@ def native_name(fn) -> str:
     """The C++ name of a ``func_native`` (its Python name, made unique per definition)."""
     h = hashlib.blake2b(repr((fn.key, fn.params, fn.ret, fn.snippet, fn.adj_snippet)).encode(), digest_size=4)
     return f"xsn_{fn.pyfunc.__name__}_{h.hexdigest()}"
+
+
+def adj_zero(t) -> str:
+    """The C++ value an adjoint of type ``t`` starts from (and is reset to): negative zero in every float32/float64
+    component. It is IEEE arithmetic's additive identity (``-0 + x`` is ``x`` for every ``x``, where ``+0 + -0`` is
+    ``+0``), so the compiler may fold an adjoint's first accumulation into a plain assignment (``-0 - x`` into
+    ``-x``) without any fast-math flag; from ``+0`` it must keep the add. An adjoint that receives nothing reads
+    ``-0``, equal to ``0``: adding it into a gradient array leaves ``+0`` there. Other types start at ``{}``."""
+    if T.is_struct(t) or t is None:
+        return "{}"
+    scalar = t if T.is_scalar(t) else t._scalar
+    if scalar is not T.float32 and scalar is not T.float64:
+        return "{}"
+    z = literal(-0.0, scalar)
+    if T.is_scalar(t):
+        return z
+    if t._kind == "matrix":
+        rows, cols = t._shape
+        inner = "{" + ", ".join("{" + ", ".join([z] * cols) + "}" for _ in range(rows)) + "}"
+    elif t._kind == "transform":
+        inner = "{{" + ", ".join([z] * 3) + "}}, {{" + ", ".join([z] * 4) + "}}"
+    else:  # vector, quat
+        inner = "{" + ", ".join([z] * t._shape[0]) + "}"
+    return f"{ctype(t)}{{{inner}}}"
