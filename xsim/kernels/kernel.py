@@ -555,6 +555,11 @@ def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None, nam
             set_module_options(module_options, k.module_name)
         if module != "unique":
             return k
+        statics = static_table(f)
+        if statics is not None and statics.failures:
+            # a unique module is named by its content, static values included, when it is declared (Warp
+            # builds it then): a static expression that cannot be evaluated fails the declaration
+            raise next(iter(statics.failures.values()))
         # as in Warp, redeclaring a unique-module kernel with the same content (a factory called again
         # with the same arguments) gives the kernel made before, with its built code
         return _UNIQUE.setdefault((k.module_name, k.key, k.content_hash(), *_definition_identity(f)), k)
