@@ -239,6 +239,19 @@ def test_bad_kernel_names_and_max_unroll_values_are_refused():
         xsim.set_module_options({"max_unroll": -1}, "xsim_test_bad_unroll")
 
 
+def test_an_entry_point_abi_other_than_warps_grid_launch_is_refused_at_declaration():
+    def body(x: xsim.array(dtype=float)):
+        x[0] = 1.0
+
+    assert isinstance(xsim.kernel(body, module="unique", entry_point_abi="warp"), xsim.Kernel)
+    with pytest.raises(ValueError, match="must be 'warp' or 'external_constant_params'"):
+        xsim.kernel(body, module="unique", enable_backward=False, entry_point_abi="external")
+    with pytest.raises(ValueError, match="requires enable_backward=False"):
+        xsim.kernel(body, module="unique", entry_point_abi="external_constant_params")
+    with pytest.raises(NotImplementedError, match="no OptiX backend"):
+        xsim.kernel(body, module="unique", enable_backward=False, entry_point_abi="external_constant_params")
+
+
 def make_doubler(v):
     """A unique-module kernel writing the compile-time constant ``2 v``."""
     @xsim.kernel(module="unique")

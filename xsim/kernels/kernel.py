@@ -533,13 +533,16 @@ def _value_type(value):
 
 
 def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None, name: str | None = None,
-           module_options: dict | None = None):
+           module_options: dict | None = None, entry_point_abi: str = "warp"):
     """Decorator: compile a Python function to a native kernel with a generated adjoint. ``module``:
     a module name to compile it with (default its Python module), or "unique" for its own;
     ``enable_backward`` defaults to ``module_options``, else to the module's option (True unless
     ``set_module_options`` says); ``name``: the kernel's key (a C++ identifier) instead of the
     function's name; ``module_options``: options of its own module (``module="unique"`` only, as in Warp:
-    they would change every kernel of a shared module)."""
+    they would change every kernel of a shared module). ``entry_point_abi``: "warp" (a kernel launched
+    over a grid); Warp's "external_constant_params" (an OptiX program reading one struct from constant
+    memory) is refused, xsim having no OptiX backend."""
+    _check_entry_point_abi(entry_point_abi, enable_backward, module_options)
     if name is not None and not (isinstance(name, str) and name.isidentifier() and name.isascii()):
         raise ValueError(f"kernel(name={name!r}): the name must be a valid C++ identifier")
     options = _checked_options(module_options if module_options is not None else {}, "kernel(module_options=...)")
@@ -564,6 +567,19 @@ def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None, nam
         # with the same arguments) gives the kernel made before, with its built code
         return _UNIQUE.setdefault((k.module_name, k.key, k.content_hash(), *_definition_identity(f)), k)
     return wrap(pyfunc) if pyfunc is not None else wrap
+
+
+def _check_entry_point_abi(abi, enable_backward, module_options) -> None:
+    """Warp's checks of ``kernel(entry_point_abi=...)``, in its order, then xsim's refusal of the OptiX one."""
+    if abi == "warp":
+        return
+    if abi != "external_constant_params":
+        raise ValueError(f"kernel(entry_point_abi={abi!r}): must be 'warp' or 'external_constant_params'")
+    if enable_backward is not False and (module_options or {}).get("enable_backward") is not False:
+        raise ValueError("kernel(entry_point_abi='external_constant_params') requires enable_backward=False: "
+                         "an external entry point has no adjoint")
+    raise NotImplementedError("kernel(entry_point_abi='external_constant_params') is OptiX's program ABI; "
+                              "xsim has no OptiX backend, so its kernels take entry_point_abi='warp' only")
 
 
 def _definition_identity(f) -> tuple:
