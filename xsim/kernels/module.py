@@ -52,6 +52,7 @@ class KernelMeta:
     # [written label, label read after it, "file:line" of that read]: two arrays to the kernel's adjoint, so
     # wrong if a launch passes one memory as both (the tape refuses that launch's backward)
     rereads_across: list = field(default_factory=list)
+    grid_stride: bool = True  # the CUDA entry points loop in grid strides; else the grid must cover the launch
 
     def compile_error(self, kernel) -> CompileError | None:
         """The error the compiler refused ``kernel`` with, or None when it was built. The metadata (maybe
@@ -147,6 +148,10 @@ class Module:
             h.update(k.code_hash().encode())
         return h.hexdigest()
 
+    def get_module_hash(self) -> str:
+        """Warp 1.19's name of :meth:`hash_module`; computing it fixes each kernel's ``grid_stride``."""
+        return self.hash_module()
+
     def invalidate(self):
         """Forget built code and hashes (a func or constant the kernels use may have changed)."""
         for k in list(self._live):
@@ -178,6 +183,7 @@ class Module:
             for s in ir.walk(kir.body):
                 if isinstance(s, Op) and s.out is not None:
                     _collect_structs(s.out.type, structs)
+            kir.grid_stride = k.grid_stride
             kir.adjoint_error = None if k.enable_backward else (
                 f"kernel '{k.key}' has enable_backward=False (its own or its module's option)")
             if kir.adjoint_error is None:
@@ -188,7 +194,7 @@ class Module:
             metas[k.symbol] = KernelMeta(k.key, kir.tid_dims, kir.adjoint_error, [], sorted(kir.reads),
                                          sorted(kir.writes), inplace, kir.skipped_funcs,
                                          handles=kir.handles, replays_writes=replays,
-                                         rereads_across=_rereads_across(kir))
+                                         rereads_across=_rereads_across(kir), grid_stride=kir.grid_stride)
             irs.append(kir)
         sources, labels = module_sources(irs, structs, debug, target, part_chars)
         for name, arrays in labels.items():
