@@ -30,7 +30,7 @@ def get_module(name: str, options_name: str | None = None) -> Module:
     module whose options its kernels take (a launch specialisation's unit takes its kernel's module's)."""
     m = _MODULES.get(name)
     if m is None:
-        m = _MODULES[name] = Module(name, options_name)
+        m = _MODULES[name] = Module(name, options_name, keep_latest=True)
     return m
 
 
@@ -84,12 +84,16 @@ def build_ir(kernel) -> ir.KernelIR:
 
 class Module:
     """The live kernels of one module. A kernel nothing refers to any more (a factory's, a redefined
-    one) drops out of the next build; kernels with the same symbol (same name and content) are one."""
+    one) drops out of the next build; kernels with the same symbol (same name and content) are one.
+    A named module (``get_module``) keeps the latest kernel of each name alive, as Warp's modules keep
+    theirs: its hash and build do not depend on whether the Python module that defined them is still
+    referenced, or on when the garbage collector ran."""
 
-    def __init__(self, name: str, options_name: str | None = None):
+    def __init__(self, name: str, options_name: str | None = None, keep_latest: bool = False):
         self.name = name
         self.options_name = options_name or name  # the module whose options (set_module_options) apply
         self._live: weakref.WeakSet = weakref.WeakSet()
+        self._latest: dict | None = {} if keep_latest else None
         self._kernels: list | None = None
         self.builds: dict[tuple[str, bool], object] = {}
         self._hash: str | None = None
@@ -102,6 +106,8 @@ class Module:
 
     def add(self, kernel):
         self._live.add(kernel)
+        if self._latest is not None:
+            self._latest[kernel.key] = kernel
         self._kernels = None
         self.builds.clear()
         self._hash = None
