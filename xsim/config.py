@@ -26,6 +26,10 @@ mode: str = os.environ.get("XSIM_MODE", "release")
 
 verify_autograd_array_access: bool = False
 
+# Warp's: whether kernels that make no choice of their own (``kernel(grid_stride=...)``, the module option
+# ``default_grid_stride``) loop over a CUDA launch in grid strides (True) or run one thread per index
+default_grid_stride: bool = True
+
 
 def current_mode() -> str:
     """``mode``, checked to be one of ``MODES``."""

@@ -109,6 +109,17 @@ def test_svd3_in_float32_is_accurate_to_single_precision():
     np.testing.assert_allclose(np.abs(s.numpy()), np.linalg.svd(a.astype(np.float64), compute_uv=False), atol=3e-6)
 
 
+def test_svd3_in_float32_gives_the_float32_nearest_the_exact_singular_values():
+    # decomposed in double and rounded once, so no rotation's float32 rounding moves sigma by an ulp
+    a = np.concatenate([np.arange(1.0, 10.0).reshape(1, 3, 3), RNG.normal(size=(31, 3, 3))]).astype(np.float32)
+    out, s = xsim.zeros(len(a), dtype=xsim.mat33), xsim.zeros(len(a), dtype=xsim.vec3)
+    xsim.launch(svd3_f32, len(a), inputs=[xsim.array(a, dtype=xsim.mat33), out, s])
+    exact = np.linalg.svd(a.astype(np.float64), compute_uv=False)
+    exact[:, 2] *= np.sign(np.linalg.det(a.astype(np.float64)))  # svd3's last value carries det's sign
+    np.testing.assert_array_equal(s.numpy()[:, :2], exact[:, :2].astype(np.float32))
+    np.testing.assert_array_equal(s.numpy()[1:, 2], exact[1:, 2].astype(np.float32))  # the first is rank 2
+
+
 def test_decomposition_of_a_wrong_shape_is_refused_naming_the_line():
     @xsim.kernel(module="lib15_bad_svd")
     def bad(a: xsim.array(dtype=xsim.mat22), out: xsim.array(dtype=xsim.vec3)):

@@ -5,6 +5,7 @@ The factory kernels are made at import, so this module compiles once; each test 
 computed with numpy.
 """
 
+import gc
 import linecache
 import types
 
@@ -239,6 +240,19 @@ def test_bad_kernel_names_and_max_unroll_values_are_refused():
         xsim.set_module_options({"max_unroll": -1}, "xsim_test_bad_unroll")
 
 
+def test_an_entry_point_abi_other_than_warps_grid_launch_is_refused_at_declaration():
+    def body(x: xsim.array(dtype=float)):
+        x[0] = 1.0
+
+    assert isinstance(xsim.kernel(body, module="unique", entry_point_abi="warp"), xsim.Kernel)
+    with pytest.raises(ValueError, match="must be 'warp' or 'external_constant_params'"):
+        xsim.kernel(body, module="unique", enable_backward=False, entry_point_abi="external")
+    with pytest.raises(ValueError, match="requires enable_backward=False"):
+        xsim.kernel(body, module="unique", entry_point_abi="external_constant_params")
+    with pytest.raises(NotImplementedError, match="no OptiX backend"):
+        xsim.kernel(body, module="unique", enable_backward=False, entry_point_abi="external_constant_params")
+
+
 def make_doubler(v):
     """A unique-module kernel writing the compile-time constant ``2 v``."""
     @xsim.kernel(module="unique")
@@ -378,7 +392,7 @@ def k(out: xsim.array(dtype=float)):
 
 def load_source_as_module(path, name, value):
     """``HASHED_SOURCE`` written to ``path`` and imported as Python module ``name``: (its xsim module, the
-    Python module, which the caller keeps: an xsim module holds its kernels weakly)."""
+    Python module)."""
     import importlib.util
     path.write_text(HASHED_SOURCE.format(value=value))
     spec = importlib.util.spec_from_file_location(name, path)
@@ -388,12 +402,13 @@ def load_source_as_module(path, name, value):
 
 
 def test_module_hash_is_the_same_for_the_same_source_in_another_file_but_the_cache_key_is_not(tmp_path):
-    # the Python modules stay referenced: a garbage collection between the loads would otherwise drop a
-    # module's kernel (and so its hash) at a moment that depends on what ran before in the process
-    (one, _m1), (same, _m2), (other, _m3) = (
+    # the Python modules are dropped and collected: a named module keeps the latest kernel of each name, as
+    # Warp's do, so its hash does not depend on when the garbage collector runs
+    (one, _), (same, _), (other, _) = (
         load_source_as_module(tmp_path / f"{n}.py", f"xsim_tests_hash_{n}", v)
         for n, v in (("one", 1.5), ("same", 1.5), ("other", 2.5)))
-    assert one.kernels and same.kernels and other.kernels
+    gc.collect()
+    assert len(one.kernels) == len(same.kernels) == len(other.kernels) == 1
     assert one.hash_module() == same.hash_module()
     assert one.hash_module() != other.hash_module()  # a func the kernel calls changed
     assert one.content_hash() != same.content_hash()  # the cached code names its file in its errors

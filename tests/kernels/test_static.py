@@ -245,13 +245,29 @@ def test_a_loop_with_runtime_bounds_cannot_give_its_variable_to_a_static():
 
 
 def test_a_failing_static_expression_refuses_its_kernel_at_launch_naming_the_line():
-    @xsim.kernel(module="unique")
+    @xsim.kernel(module="static_failing_at_build")
     def divides_by_zero(y: A64):
         y[0] = xsim.static(1.0 / 0.0)
 
     with pytest.raises(xsim.CompileError, match=rf"(?s){HERE}:\d+:\d+:.*Error evaluating static expression: "
                                                 "float division by zero"):
         launch_one(divides_by_zero, xsim.zeros(1, dtype=F64))
+
+
+def test_a_unique_kernel_whose_static_fails_is_refused_where_it_is_declared():
+    # a unique module is named by its content, static values included, when it is declared: one
+    # definition made twice resolves each static on its own, and the one that cannot fails there
+    def make(values):
+        @xsim.kernel(module="unique")
+        def reads_a_key(y: A64):
+            y[0] = xsim.static(values["v"])
+        return reads_a_key
+
+    y = xsim.zeros(1, dtype=F64)
+    launch_one(make({"v": 2.5}), y)
+    assert y.numpy()[0] == 2.5
+    with pytest.raises(xsim.CompileError, match=rf"(?s){HERE}:\d+:\d+:.*Error evaluating static expression: 'v'"):
+        make({})
 
 
 @xsim.struct
@@ -268,13 +284,15 @@ class WithArray:
     (lambda: object(), "value of type <class 'object'> cannot be constructed inside kernels"),
 ])
 def test_an_unsupported_static_result_is_refused_naming_the_line(make, says):
-    @xsim.kernel(module="unique")
     def returns_bad(y: A64):
         xsim.static(make())
 
-    with pytest.raises(xsim.CompileError, match=rf"(?s){HERE}:\d+:\d+:.*Static expression returns an unsupported "
-                                                f"value: {says}"):
-        launch_one(returns_bad, xsim.zeros(1, dtype=F64))
+    refused = pytest.raises(xsim.CompileError, match=rf"(?s){HERE}:\d+:\d+:.*Static expression returns an "
+                                                     f"unsupported value: {says}")
+    with refused:  # a kernel of a shared module: at its launch
+        launch_one(xsim.kernel(returns_bad, module="static_bad_results"), xsim.zeros(1, dtype=F64))
+    with refused:  # a unique module is named by its static values: where it is declared
+        xsim.kernel(returns_bad, module="unique")
 
 
 def test_an_object_read_only_by_a_static_is_read_once():

@@ -523,26 +523,29 @@ def _cpu_entry(name: str, kind: str, grain: int, packed: bool = True, debug: boo
 
 
 def entry_points(name: str, has_adjoint: bool, target: str, packed: tuple[bool, bool] = (True, True),
-                 debug: bool = False) -> str:
-    """The thin per-target wrappers: an OpenMP loop on the CPU, a grid-stride loop on CUDA.
+                 debug: bool = False, grid_stride: bool = True) -> str:
+    """The thin per-target wrappers: an OpenMP loop on the CPU, a grid-stride loop on CUDA (or with
+    ``grid_stride`` False one index per thread, the grid covering the launch).
     ``packed`` says whether the forward/backward bodies get their packed-array variant."""
     if target == "cpu":
         out = _cpu_entry(name, "forward", 1024, packed[0], debug)
         if has_adjoint:
             out += _cpu_entry(name, "backward", 256, packed[1], debug)
         return "\n".join(out)
-    stop = _STOP_ON_ERROR if debug else ""
+    # a launch stops at the first out-of-bounds report: the loop breaks, a lone index returns
+    stop = (_STOP_ON_ERROR if grid_stride else _STOP_ON_ERROR.replace("break", "return")) if debug else ""
+    loop = ("    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (int64_t)gridDim.x * "
+            "blockDim.x) {") if grid_stride else \
+        "    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n    if (t < n) {"
     out = [f'extern "C" __global__ void {name}_cuda_forward({name}_args P, xs::launch_dims D, int64_t n, int contig) {{',
-           ("    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; "
-           "t += (int64_t)gridDim.x * blockDim.x) {"),
+           loop,
            (f"        {stop}if (contig) {name}_forward<true>(P, t, D); else {name}_forward<false>(P, t, D);" if packed[0]
             else f"        {stop}{name}_forward<false>(P, t, D);"),
            "    }", "}"]
     if has_adjoint:
         out += [(f'extern "C" __global__ void {name}_cuda_backward({name}_args P, {name}_args G, xs::launch_dims D, '
                 "int64_t n, int contig) {"),
-                ("    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; "
-                "t += (int64_t)gridDim.x * blockDim.x) {"),
+                loop,
                 (f"        {stop}if (contig) {name}_backward<true>(P, G, t, D); else {name}_backward<false>(P, G, t, D);"
                  if packed[1] else f"        {stop}{name}_backward<false>(P, G, t, D);"),
                 "    }", "}"]
@@ -591,7 +594,8 @@ def module_sources(kernel_irs: list[ir.KernelIR], structs: list, debug: bool, ta
         labels[kir.name] = sorted(cg.array_ids, key=cg.array_ids.get)
     packed = len(bodies) <= PACKED_MODULE_MAX_KERNELS or sum(len(b) for *_, b in bodies) <= PACKED_MODULE_MAX_CHARS
     kernels = [(kir, body + "\n\n" + entry_points(kir.name, kir.adjoint_error is None, target,
-                                                  cg.packed_variants() if packed else (False, False), debug))
+                                                  cg.packed_variants() if packed else (False, False), debug,
+                                                  kir.grid_stride))
                for kir, cg, body in bodies]
     groups: list[list] = [[]]
     size = 0

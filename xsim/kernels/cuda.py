@@ -240,7 +240,13 @@ class CudaModule:
         n_c, contig_c = ctypes.c_int64(n), ctypes.c_int(int(contig))
         values = [ctypes.addressof(s) for s in structs] + [ctypes.addressof(n_c), ctypes.addressof(contig_c)]
         params = (ctypes.c_void_p * len(values))(*values)
-        grid = max(1, min((n + BLOCK_SIZE - 1) // BLOCK_SIZE, _MAX_GRID))
+        grid = max(1, (n + BLOCK_SIZE - 1) // BLOCK_SIZE)
+        if grid > _MAX_GRID:
+            if not self.metas[key].grid_stride:  # one index per thread: the grid must cover the launch
+                raise ValueError(f"kernel '{self.metas[key].name}' has grid_stride=False, so a launch of {n} threads "
+                                 f"needs {grid} blocks, more than CUDA's {_MAX_GRID}; declare it with "
+                                 "grid_stride=True to launch it over this many")
+            grid = _MAX_GRID
         ordinal = self.device.ordinal
         stream = get_stream(self.device).handle
         self._rt.activate(ordinal)

@@ -147,6 +147,7 @@ class KernelIR:
     handles: dict[str, str] = field(default_factory=dict)  # parameters used as mesh / hash grid ids
     source_file: str = ""
     first_line: int = 0
+    grid_stride: bool = True             # CUDA entry points loop in grid strides (else one thread per index)
 
 
 class ArrayLabels:

@@ -247,12 +247,15 @@ class Kernel:
     name and its content hash, so equal definitions share code and different ones never do."""
 
     def __init__(self, func, key: str | None = None, module=None, options: dict | None = None, *,
-                 enable_backward: bool | None = None, param_types: list | None = None, code_transformers=None):
+                 enable_backward: bool | None = None, param_types: list | None = None, code_transformers=None,
+                 grid_stride: bool | None = None):
         """``func``: the Python function; ``key``: its name in messages (default its own name);
         ``module``: a module name, a module, or "unique" for a module of its own (default the
         function's Python module); ``options``: Warp's per-kernel options (``enable_backward``; when
         neither gives it, the module's option, see ``set_module_options``); ``code_transformers``:
-        ``ast.NodeTransformer`` objects run on the function's syntax tree, in order, before it is compiled."""
+        ``ast.NodeTransformer`` objects run on the function's syntax tree, in order, before it is compiled;
+        ``grid_stride``: see :attr:`grid_stride` (None: the module's ``default_grid_stride``, else
+        ``xsim.config.default_grid_stride``)."""
         pyfunc = transformed(func, code_transformers) if code_transformers else func
         snapshot_source(pyfunc)
         static_table(pyfunc)
@@ -260,6 +263,8 @@ class Kernel:
         self.key = key or pyfunc.__name__
         explicit = (options or {}).get("enable_backward", enable_backward)
         self._enable_backward = None if explicit is None else bool(explicit)
+        self._grid_stride = None if grid_stride is None else bool(grid_stride)
+        self._grid_stride_resolved: bool | None = None  # frozen with the code hash
         self.__doc__ = pyfunc.__doc__
         self.__name__ = pyfunc.__name__
         sig = inspect.signature(pyfunc)
@@ -313,6 +318,25 @@ class Kernel:
             return self._enable_backward
         return get_module_options(self.module_name)["enable_backward"]
 
+    @property
+    def grid_stride(self) -> bool:
+        """Whether its CUDA entry points loop over the launch in grid strides (any launch size, any grid)
+        or run one thread per index (lean: no loop; the grid must cover the launch, so ``max_blocks`` is
+        refused). The kernel's own choice, else its module's ``default_grid_stride`` option, else
+        ``xsim.config.default_grid_stride``: resolved with its code hash (its first build or hash) and kept
+        until its module is invalidated. CPU builds are the same either way."""
+        if self._grid_stride is not None:
+            return self._grid_stride
+        self.code_hash()
+        return self._grid_stride_resolved
+
+    def _resolve_grid_stride(self) -> bool:
+        if self._grid_stride is not None:
+            return self._grid_stride
+        from .. import config
+        option = get_module_options(self.module_name)["default_grid_stride"]
+        return bool(config.default_grid_stride if option is None else option)
+
     def specialize(self, values: list) -> Kernel:
         """The kernel for launch arguments ``values`` (a generic kernel's specialisation, made once)."""
         if not self.generic:
@@ -328,7 +352,7 @@ class Kernel:
             unit = get_module(f"{self.module.name}.{self.key}.{digest}", options_name=self.module.options_name)
             spec = self.specializations[types] = Kernel(self.pyfunc, self.key, unit,
                                                         enable_backward=self.enable_backward,
-                                                        param_types=list(types))
+                                                        param_types=list(types), grid_stride=self._grid_stride)
         return spec
 
     @property
@@ -361,7 +385,7 @@ class Kernel:
         if spec is None:
             spec = self.specializations[types] = Kernel(self.pyfunc, self.key, self.module,
                                                         enable_backward=self.enable_backward,
-                                                        param_types=list(types))
+                                                        param_types=list(types), grid_stride=self._grid_stride)
         return spec
 
     def __call__(self, *args, **kwargs):
@@ -373,6 +397,9 @@ class Kernel:
         if self._hash is None:
             seen: set = set()
             self._hash = _hash_python(self.pyfunc, seen) + f"|backward={self.enable_backward}"
+            self._grid_stride_resolved = self._resolve_grid_stride()
+            if not self._grid_stride_resolved:  # other entry points (kernels with the default keep their hash)
+                self._hash += "|grid_stride=False"
             self._files = sorted(s[1] for s in seen if isinstance(s, tuple))
             if self.bound:
                 self._hash += "|" + ",".join(T.type_name(t) for _, t in self.params)
@@ -533,13 +560,16 @@ def _value_type(value):
 
 
 def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None, name: str | None = None,
-           module_options: dict | None = None):
+           module_options: dict | None = None, entry_point_abi: str = "warp", grid_stride: bool | None = None):
     """Decorator: compile a Python function to a native kernel with a generated adjoint. ``module``:
     a module name to compile it with (default its Python module), or "unique" for its own;
     ``enable_backward`` defaults to ``module_options``, else to the module's option (True unless
     ``set_module_options`` says); ``name``: the kernel's key (a C++ identifier) instead of the
     function's name; ``module_options``: options of its own module (``module="unique"`` only, as in Warp:
-    they would change every kernel of a shared module)."""
+    they would change every kernel of a shared module). ``entry_point_abi``: "warp" (a kernel launched
+    over a grid); Warp's "external_constant_params" (an OptiX program reading one struct from constant
+    memory) is refused, xsim having no OptiX backend. ``grid_stride``: see :attr:`Kernel.grid_stride`."""
+    _check_entry_point_abi(entry_point_abi, enable_backward, module_options)
     if name is not None and not (isinstance(name, str) and name.isidentifier() and name.isascii()):
         raise ValueError(f"kernel(name={name!r}): the name must be a valid C++ identifier")
     options = _checked_options(module_options if module_options is not None else {}, "kernel(module_options=...)")
@@ -550,15 +580,33 @@ def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None, nam
         enable_backward = options.get("enable_backward")
 
     def wrap(f):
-        k = Kernel(f, key=name, module=module, enable_backward=enable_backward)
+        k = Kernel(f, key=name, module=module, enable_backward=enable_backward, grid_stride=grid_stride)
         if module_options:
             set_module_options(module_options, k.module_name)
         if module != "unique":
             return k
+        statics = static_table(f)
+        if statics is not None and statics.failures:
+            # a unique module is named by its content, static values included, when it is declared (Warp
+            # builds it then): a static expression that cannot be evaluated fails the declaration
+            raise next(iter(statics.failures.values()))
         # as in Warp, redeclaring a unique-module kernel with the same content (a factory called again
         # with the same arguments) gives the kernel made before, with its built code
         return _UNIQUE.setdefault((k.module_name, k.key, k.content_hash(), *_definition_identity(f)), k)
     return wrap(pyfunc) if pyfunc is not None else wrap
+
+
+def _check_entry_point_abi(abi, enable_backward, module_options) -> None:
+    """Warp's checks of ``kernel(entry_point_abi=...)``, in its order, then xsim's refusal of the OptiX one."""
+    if abi == "warp":
+        return
+    if abi != "external_constant_params":
+        raise ValueError(f"kernel(entry_point_abi={abi!r}): must be 'warp' or 'external_constant_params'")
+    if enable_backward is not False and (module_options or {}).get("enable_backward") is not False:
+        raise ValueError("kernel(entry_point_abi='external_constant_params') requires enable_backward=False: "
+                         "an external entry point has no adjoint")
+    raise NotImplementedError("kernel(entry_point_abi='external_constant_params') is OptiX's program ABI; "
+                              "xsim has no OptiX backend, so its kernels take entry_point_abi='warp' only")
 
 
 def _definition_identity(f) -> tuple:
@@ -737,13 +785,13 @@ def func_native(snippet: str, adj_snippet: str | None = None, replay_snippet: st
 
 _MODULE_OPTIONS: dict[str, dict] = {}
 _OPTION_DEFAULTS = {"enable_backward": True, "max_unroll": MAX_UNROLL,
-                    "deterministic": DeterministicMode.NOT_GUARANTEED}
+                    "deterministic": DeterministicMode.NOT_GUARANTEED, "default_grid_stride": None}
 
 
 def _checked_options(options, where: str) -> dict:
     """Module options as xsim keeps them, or an error naming ``where``: ``enable_backward`` (a bool),
-    ``max_unroll`` (the largest trip count of a constant-bound loop the compiler unrolls, an int >= 0) and
-    ``deterministic``, which can only be NOT_GUARANTEED: xsim's float atomics accumulate in whatever
+    ``max_unroll`` (the largest trip count of a constant-bound loop the compiler unrolls, an int >= 0),
+    ``default_grid_stride`` (a bool, or None for ``xsim.config.default_grid_stride``) and ``deterministic``, which can only be NOT_GUARANTEED: xsim's float atomics accumulate in whatever
     order the threads run, so a sum may differ in its last bits from run to run."""
     if not isinstance(options, dict):
         raise TypeError(f"{where}: options must be a dict, got {type(options).__name__}")
@@ -751,6 +799,11 @@ def _checked_options(options, where: str) -> dict:
     if unknown:
         raise ValueError(f"{where}: xsim has no module option {unknown[0]!r} (it has: {', '.join(_OPTION_DEFAULTS)})")
     out = {k: bool(v) for k, v in options.items() if k == "enable_backward"}
+    if "default_grid_stride" in options:
+        value = options["default_grid_stride"]
+        if value is not None and not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{where}: default_grid_stride must be a bool or None, got {value!r}")
+        out["default_grid_stride"] = None if value is None else bool(value)
     if "max_unroll" in options:
         value = options["max_unroll"]
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:

@@ -532,6 +532,9 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
         raise ValueError(f"launch(): block_dim must be a positive int, got {block_dim!r}")
     if isinstance(max_blocks, bool) or not isinstance(max_blocks, int):
         raise TypeError(f"launch(): max_blocks must be an int (0 or less: no limit), got {max_blocks!r}")
+    if max_blocks > 0 and not getattr(kernel, "grid_stride", True):
+        raise ValueError(f"launch(): kernel '{kernel.key}' has grid_stride=False (one thread per index), so its "
+                         f"grid cannot be capped with max_blocks={max_blocks}")
     if not adjoint and stream is None and _launch_fast(kernel, dim, inputs, outputs, device, record_tape):
         return
     from .kernel import Kernel

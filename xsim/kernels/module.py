@@ -30,7 +30,7 @@ def get_module(name: str, options_name: str | None = None) -> Module:
     module whose options its kernels take (a launch specialisation's unit takes its kernel's module's)."""
     m = _MODULES.get(name)
     if m is None:
-        m = _MODULES[name] = Module(name, options_name)
+        m = _MODULES[name] = Module(name, options_name, keep_latest=True)
     return m
 
 
@@ -52,6 +52,7 @@ class KernelMeta:
     # [written label, label read after it, "file:line" of that read]: two arrays to the kernel's adjoint, so
     # wrong if a launch passes one memory as both (the tape refuses that launch's backward)
     rereads_across: list = field(default_factory=list)
+    grid_stride: bool = True  # the CUDA entry points loop in grid strides; else the grid must cover the launch
 
     def compile_error(self, kernel) -> CompileError | None:
         """The error the compiler refused ``kernel`` with, or None when it was built. The metadata (maybe
@@ -83,12 +84,16 @@ def build_ir(kernel) -> ir.KernelIR:
 
 class Module:
     """The live kernels of one module. A kernel nothing refers to any more (a factory's, a redefined
-    one) drops out of the next build; kernels with the same symbol (same name and content) are one."""
+    one) drops out of the next build; kernels with the same symbol (same name and content) are one.
+    A named module (``get_module``) keeps the latest kernel of each name alive, as Warp's modules keep
+    theirs: its hash and build do not depend on whether the Python module that defined them is still
+    referenced, or on when the garbage collector ran."""
 
-    def __init__(self, name: str, options_name: str | None = None):
+    def __init__(self, name: str, options_name: str | None = None, keep_latest: bool = False):
         self.name = name
         self.options_name = options_name or name  # the module whose options (set_module_options) apply
         self._live: weakref.WeakSet = weakref.WeakSet()
+        self._latest: dict | None = {} if keep_latest else None
         self._kernels: list | None = None
         self.builds: dict[tuple[str, bool], object] = {}
         self._hash: str | None = None
@@ -101,6 +106,8 @@ class Module:
 
     def add(self, kernel):
         self._live.add(kernel)
+        if self._latest is not None:
+            self._latest[kernel.key] = kernel
         self._kernels = None
         self.builds.clear()
         self._hash = None
@@ -147,6 +154,10 @@ class Module:
             h.update(k.code_hash().encode())
         return h.hexdigest()
 
+    def get_module_hash(self) -> str:
+        """Warp 1.19's name of :meth:`hash_module`; computing it fixes each kernel's ``grid_stride``."""
+        return self.hash_module()
+
     def invalidate(self):
         """Forget built code and hashes (a func or constant the kernels use may have changed)."""
         for k in list(self._live):
@@ -178,6 +189,7 @@ class Module:
             for s in ir.walk(kir.body):
                 if isinstance(s, Op) and s.out is not None:
                     _collect_structs(s.out.type, structs)
+            kir.grid_stride = k.grid_stride
             kir.adjoint_error = None if k.enable_backward else (
                 f"kernel '{k.key}' has enable_backward=False (its own or its module's option)")
             if kir.adjoint_error is None:
@@ -188,7 +200,7 @@ class Module:
             metas[k.symbol] = KernelMeta(k.key, kir.tid_dims, kir.adjoint_error, [], sorted(kir.reads),
                                          sorted(kir.writes), inplace, kir.skipped_funcs,
                                          handles=kir.handles, replays_writes=replays,
-                                         rereads_across=_rereads_across(kir))
+                                         rereads_across=_rereads_across(kir), grid_stride=kir.grid_stride)
             irs.append(kir)
         sources, labels = module_sources(irs, structs, debug, target, part_chars)
         for name, arrays in labels.items():

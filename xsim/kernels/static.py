@@ -44,6 +44,9 @@ class StaticTable:
         # names read only inside static calls: their values enter the hash through the results (hashing
         # the objects themselves would read their attributes again, e.g. a property with side effects)
         self.static_only: set[str] = set()
+        # the deferred calls whose evaluation failed at declaration (not for a name defined later): a
+        # kernel named by its content (module="unique") has no value to name them by, so it refuses them
+        self.failures: dict[tuple, WarpCodegenError] = {}
 
 
 def key(call: ast.Call) -> tuple[int, int, int, int, int]:
@@ -120,10 +123,14 @@ def _declare(src: _Source, calls: list[ast.Call]) -> StaticTable:
             continue
         try:
             tab.values[k] = evaluate(src, call, src.names, tab.values.get)
-        except (_Undefined, WarpCodegenError):
-            # a name defined after the declaration, or an error: evaluated again at build, where an error
-            # refuses this kernel at its launch instead of failing the import of its Python module
+        except _Undefined:
+            # a name defined after the declaration: evaluated again at build
             tab.deferred[k] = set()
+        except WarpCodegenError as e:
+            # evaluated again at build, where the error refuses this kernel at its launch instead of failing
+            # the import of its Python module
+            tab.deferred[k] = set()
+            tab.failures[k] = e
     return tab
 
 

@@ -69,7 +69,7 @@ template <int N, typename T> struct svd_factors {
     vec_t<N, T> s;
 };
 
-template <int N, typename T> XS_FUNC svd_factors<N, T> svd_compute(const mat_t<N, N, T>& A, bool signed_last) {
+template <int N, typename T> XS_FUNC svd_factors<N, T> svd_jacobi(const mat_t<N, N, T>& A, bool signed_last) {
     mat_t<N, N, T> B = A, V = eye<N, T>();
     const T eps = linalg_eps<T>();
     for (int sweep = 0; sweep < 32; ++sweep) {
@@ -143,6 +143,21 @@ template <int N, typename T> XS_FUNC svd_factors<N, T> svd_compute(const mat_t<N
         f.s.c[1] = dot(u1, col(B, 1));
     }
     return f;
+}
+
+// Narrower floats are decomposed in double and the factors rounded once: the rotations' rounding would
+// otherwise leave sigma and the vectors a few ulps from the float nearest the exact ones.
+template <int N, typename T> XS_FUNC svd_factors<N, T> svd_compute(const mat_t<N, N, T>& A, bool signed_last) {
+    if constexpr (sizeof(T) >= sizeof(double)) {
+        return svd_jacobi(A, signed_last);
+    } else {
+        svd_factors<N, double> d = svd_jacobi(cast_to<mat_t<N, N, double>>(A), signed_last);
+        svd_factors<N, T> f;
+        f.U = cast_to<mat_t<N, N, T>>(d.U);
+        f.V = cast_to<mat_t<N, N, T>>(d.V);
+        f.s = cast_to<vec_t<N, T>>(d.s);
+        return f;
+    }
 }
 
 // dA = U [diag(adj_s) + X] V^T with X_ij from J = U^T adj_U, K = V^T adj_V (see the file comment).
