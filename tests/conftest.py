@@ -42,6 +42,8 @@ REFERENCE_EXCLUSIONS: dict[str, str] = {
     "literal_operands": "its + is a func named add (Warp's operator overloading), which Python's + does not call",
     "names_from_one_branch": "uses names assigned in one branch only: Python leaves them unbound on the other path, "
                              "xsim gives them zero (test_control_flow_forward.py checks against numpy)",
+    "slow_sum": "records each index's OpenMP thread with a func_native C++ snippet (test_launch_threads.py checks "
+                "its sums with numpy)",
     "through_ptr": "makes arrays from another array's address (xsim.array(ptr=...)), which host numpy data lacks",
     **dict.fromkeys(("bf16_arithmetic", "bf16_atomics", "bf16_loss"),
                     "computes in bfloat16, which numpy lacks; test_bfloat16.py checks float64 references"),

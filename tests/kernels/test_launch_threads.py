@@ -65,3 +65,37 @@ def test_small_launches_pass_one_thread_and_large_ones_all(two_threads, monkeypa
 def test_set_max_threads_refuses_less_than_one_thread():
     with pytest.raises(ValueError, match="set_max_threads: need at least one thread, got 0"):
         threads_mod.set_max_threads(0)
+
+
+@xsim.func_native("#if defined(__CUDACC__) || defined(__CUDACC_RTC__)\nreturn 0;\n#else\n"
+                  "return __builtin_omp_get_thread_num();\n#endif")
+def openmp_thread(unused: int) -> int:
+    ...
+
+
+@xsim.kernel
+def slow_sum(x: xsim.array(dtype=float), y: xsim.array(dtype=float), who: xsim.array(dtype=int)):
+    i = xsim.tid()
+    s = float(0.0)  # noqa: UP018 (a variable, not a constant, as Warp wants in a loop)
+    for k in range(20000):
+        s += x[i] * float(k % 7)
+    y[i] = s
+    who[i] = openmp_thread(0)
+
+
+def test_a_few_hundred_threads_of_long_work_run_on_every_thread_and_agree(two_threads):
+    """The pacer's measured cut-off is the only one: 200 threads of long work (like a rigid pyramid's contact
+    pairs) run on both OpenMP threads once calibrated, and compute what the serial calibration runs did."""
+    n = 200
+    x = xsim.array(np.linspace(0.0, 1.0, n, dtype=np.float32))
+    y, who = xsim.zeros(n, dtype=float), xsim.zeros(n, dtype=int)
+    xsim.launch(slow_sum, n, inputs=[x], outputs=[y, who])
+    serial = y.numpy().copy()
+    assert set(who.numpy()) == {0}
+    for _ in range(threads_mod.CALIBRATION_RUNS + 1):
+        y.zero_()
+        xsim.launch(slow_sum, n, inputs=[x], outputs=[y, who])
+        np.testing.assert_array_equal(y.numpy(), serial)
+    assert set(who.numpy()) == {0, 1}
+    weights = sum(float(k % 7) for k in range(20000))
+    np.testing.assert_allclose(serial, np.linspace(0.0, 1.0, n) * weights, rtol=1e-3)  # 20000 float32 adds

@@ -471,13 +471,15 @@ def struct_definition(t) -> str:
 _STOP_ON_ERROR = "if (*(volatile int32_t*)&xs_error.code) break; "
 
 
-def _cpu_entry(name: str, kind: str, grain: int, packed: bool = True, debug: bool = False) -> list[str]:
+def _cpu_entry(name: str, kind: str, packed: bool = True, debug: bool = False) -> list[str]:
     """One CPU entry point, taking the launch buffer of ``launch.cpu_buffer``: launch shape (4 x
     int64), thread count (int64), OpenMP threads and packed flag (2 x int32), the argument struct at
     byte 48 and, for the adjoint, the gradient struct at the next 8-byte boundary.
 
-    Small launches run serially without entering OpenMP (whose setup costs about a microsecond even
-    when it decides not to fork); larger ones get one static chunk per thread. The range function
+    A launch the pacer gives one thread (``threads.Pacer``: its work, measured per kernel, is too small to
+    wake the workers for) runs serially without entering OpenMP (whose setup costs about a microsecond
+    even when it decides not to fork); others get one static chunk per thread, however few threads the
+    launch has (a few hundred rigid contact pairs can be milliseconds of work). The range function
     copies the argument structs into locals, so array stores cannot alias them and g++ keeps scalars
     and data pointers in registers. Its packed variant counts threads in int32 (what tid() is in the
     language), which keeps array indices affine in the loop counter, so g++ vectorizes the loop;
@@ -507,7 +509,7 @@ def _cpu_entry(name: str, kind: str, grain: int, packed: bool = True, debug: boo
     # without a packed variant, never name it: naming it would instantiate it
     dispatch = f"if (contig) {rng}<true>{call}; else {rng}<false>{call};" if packed else f"{rng}<false>{call};"
     out += [f"    const bool contig = {'cfg[1] && n <= INT32_MAX' if packed else 'false'}; (void)contig;",
-            f"    const int nt = cfg[0] > 1 && n >= {grain} ? cfg[0] : 1;",
+            "    const int nt = cfg[0] > 1 && n > 64 ? cfg[0] : 1;  // a chunk is a multiple of 64 threads",
             "    if (nt == 1) {",
             f"        int64_t b = 0, e = n; {dispatch}",
             "        return;",
@@ -528,9 +530,9 @@ def entry_points(name: str, has_adjoint: bool, target: str, packed: tuple[bool, 
     ``grid_stride`` False one index per thread, the grid covering the launch).
     ``packed`` says whether the forward/backward bodies get their packed-array variant."""
     if target == "cpu":
-        out = _cpu_entry(name, "forward", 1024, packed[0], debug)
+        out = _cpu_entry(name, "forward", packed[0], debug)
         if has_adjoint:
-            out += _cpu_entry(name, "backward", 256, packed[1], debug)
+            out += _cpu_entry(name, "backward", packed[1], debug)
         return "\n".join(out)
     # a launch stops at the first out-of-bounds report: the loop breaks, a lone index returns
     stop = (_STOP_ON_ERROR if grid_stride else _STOP_ON_ERROR.replace("break", "return")) if debug else ""
