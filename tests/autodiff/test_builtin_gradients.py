@@ -9,11 +9,7 @@ or that has no input domain here fails ``test_every_differentiable_overload_has_
 """
 
 import hashlib
-import importlib.util
 import itertools
-import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +19,7 @@ from xsim import types as T
 from xsim.autodiff import gradcheck
 from xsim.kernels.builtins import BUILTINS, resolve_overload
 from xsim.kernels.builtins_random import NAMES as RANDOM_NAMES
+from xsim.kernels.generated import load_source
 
 F64 = T.float64
 M23, M32 = T.matrix((2, 3), F64), T.matrix((3, 2), F64)
@@ -104,29 +101,17 @@ def kernel_source(cases) -> str:
     for ident, name, _, args, ret in cases:
         params = ", ".join(f"a{j}: xsim.array(dtype={type_src(t)})" for j, t in enumerate(args))
         call = ", ".join(f"a{j}[i]" for j in range(len(args)))
-        lines += ["", "@xsim.kernel(module=MODULE)",
+        lines += ["", "@xsim.kernel",
                   f"def k_{ident}({params}, out: xsim.array(dtype={type_src(ret)})):",
                   "    i = xsim.tid()",
                   f"    out[i] = xsim.{name}({call})", ""]
     return "\n".join(lines)
 
 
-def load_generated(source: str):
-    """Write ``source`` to a file and import it (kernels need a source file); one module per content."""
-    digest = hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
-    mod_name = f"xsim_builtin_grads_{digest}"
-    if mod_name in sys.modules:
-        return sys.modules[mod_name]
-    path = Path(tempfile.mkdtemp(prefix="xsim_builtin_grads_")) / f"{mod_name}.py"
-    path.write_text(f"MODULE = {mod_name!r}\n" + source)
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-GENERATED = load_generated(kernel_source(CASES))
+# a file named by its content in a per-user folder: the kernels' cache entries (keyed by their files) are
+# found again by the next run, and by the NVRTC sweep's process (a fresh temporary folder per import
+# rebuilt the 120 kernels with g++ and NVRTC on every run)
+GENERATED = load_source(kernel_source(CASES), "builtin_grads")
 N = 5  # elements per launch: several random points per overload
 
 

@@ -15,6 +15,7 @@ NVRTC failure on the rest is a failure here.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import importlib.util
 import multiprocessing
 import os
@@ -43,13 +44,27 @@ def _kernel_test_files() -> list[str]:
     return out
 
 
+_FILES: dict[str, object] = {}  # os.path.realpath(__file__) -> module, for the sys.modules entries indexed so far
+_INDEXED: set[tuple[str, int]] = set()  # those entries: (name, id of the module)
+
+
+def _loaded_module(resolved: str):
+    """The module in sys.modules whose file is ``resolved``, or None; indexes only the entries added since the
+    last call (resolving every module's file for every test file cost the sweep 20 s of a 40 s warm run)."""
+    for name, mod in list(sys.modules.items()):
+        if (name, id(mod)) not in _INDEXED:
+            _INDEXED.add((name, id(mod)))
+            f = getattr(mod, "__file__", None)
+            if isinstance(f, str):
+                _FILES.setdefault(os.path.realpath(f), mod)
+    return _FILES.get(resolved)
+
+
 def _import_test_file(path: Path):
     """The module object of a test file: the one pytest imported, else a fresh import under a private name."""
-    resolved = str(path.resolve())
-    for mod in list(sys.modules.values()):
-        f = getattr(mod, "__file__", None)
-        if f and str(Path(f).resolve()) == resolved:
-            return mod
+    found = _loaded_module(os.path.realpath(path))
+    if found is not None:
+        return found
     name = "nvrtc_walk." + path.relative_to(TESTS).with_suffix("").as_posix().replace("/", ".")
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
@@ -62,46 +77,71 @@ def _import_test_file(path: Path):
     return mod
 
 
-_COMPILABLE: dict[tuple[str, str], Module | None] = {}
+@functools.cache
+def _real_file(code_file: str) -> str:
+    return os.path.realpath(code_file)
 
 
-def _compilable(module: Module) -> Module | None:
-    """``module`` without the kernels the frontend rejects (on purpose: the compile-error tests' subjects,
-    or kernels whose generated source file is gone), or None when no kernel is left."""
+class _Unit:
+    """A registered module as the sweep compiles it, with its frontend pass (one, shared by every config). The
+    frontend output keeps the kernels it rejects on purpose (the compile-error tests' subjects) out of the
+    generated code; kernels whose source file is gone (made by tests in temporary files) are left out."""
+
+    def __init__(self, module: Module):
+        try:
+            self.front = module.frontend()
+        except OSError:
+            kept = Module(module.name)
+            for k in module.kernels:
+                if _has_source(k):
+                    kept.add(k)
+            module, self.front = kept, kept.frontend()
+        self.module = module
+        self.files = {_real_file(k.pyfunc.__code__.co_filename) for k in module.kernels}
+        self._sources: dict[bool, tuple[str, dict]] = {}
+
+    def source(self, debug: bool) -> tuple[str, dict]:
+        """The module's CUDA source and kernel metadata, debug or release (each generated once)."""
+        if debug not in self._sources:
+            self._sources[debug] = self.module.generate("cuda", debug, self.front)
+        return self._sources[debug]
+
+
+def _built(metas: dict) -> list[str]:
+    """The kernels of ``metas`` that the frontend accepted: those a CUBIN must hold."""
+    return [name for name, meta in metas.items() if meta.refused is None]
+
+
+def _has_source(kernel) -> bool:
+    try:
+        build_ir(kernel)
+    except OSError:
+        return False
+    except xsim.CompileError:
+        pass
+    return True
+
+
+_UNITS: dict[tuple[str, str], _Unit | None] = {}
+
+
+def _unit(module: Module) -> _Unit | None:
+    """The sweep's unit of ``module`` as it is now (made once per content), or None when it has no kernel."""
     key = (module.name, module.content_hash())
-    if key not in _COMPILABLE:
-        good = []
-        for k in module.kernels:
-            try:
-                build_ir(k)
-            except (xsim.CompileError, OSError):
-                continue
-            good.append(k)
-        if len(good) == len(module.kernels):
-            _COMPILABLE[key] = module
-        elif good:
-            _COMPILABLE[key] = sub = Module(module.name)
-            for k in good:
-                sub.add(k)
-        else:
-            _COMPILABLE[key] = None
-    return _COMPILABLE[key]
+    if key not in _UNITS:
+        unit = _Unit(module) if module.kernels else None
+        _UNITS[key] = unit if unit is not None and unit.front.irs else None
+    return _UNITS[key]
 
 
-def _modules_of(path: Path) -> list[Module]:
-    """The compilable part of every registered module holding a kernel defined in ``path``."""
-    resolved = str(path.resolve())
-    out = []
-    for module in list(_MODULES.values()):
-        if any(str(Path(k.pyfunc.__code__.co_filename).resolve()) == resolved for k in module.kernels):
-            part = _compilable(module)
-            if part is not None:
-                out.append(part)
-    return out
+def _all_units() -> list[_Unit]:
+    return [u for u in map(_unit, list(_MODULES.values())) if u is not None]
 
 
-def _all_modules() -> list[Module]:
-    return [m for m in map(_compilable, list(_MODULES.values())) if m is not None]
+def _units_of(path: Path) -> list[_Unit]:
+    """The unit of every registered module holding a kernel defined in ``path``."""
+    resolved = os.path.realpath(path)
+    return [u for u in _all_units() if resolved in u.files]
 
 
 # Each generated source (release, debug) once, and each architecture once: the two sources differ in
@@ -121,26 +161,27 @@ def _compile_job(source: str, arch: int, name: str, fast: bool) -> bytes | None:
         return None  # the test compiles it again in-process, for the error that names the kernel
 
 
-def _warm(modules: list[Module], configs: list[tuple[int, bool, bool]]) -> None:
-    """Compile the (module, config) pairs the cache lacks in parallel worker processes: NVRTC serialises
-    compiles within one process, and a large optimized module takes 10-30 s."""
+def _warm(units: list[_Unit], configs: list[tuple[int, bool, bool]]) -> None:
+    """Compile the (unit, config) pairs the cache lacks in parallel worker processes: NVRTC serialises
+    compiles within one process, and a large module takes 10-40 s. The largest sources go first, so that
+    no long compile starts last while the other workers sit idle."""
     jobs = []
-    for module in modules:
+    for unit in units:
         for arch, debug, fast in configs:
-            if cuda.cached_cubin(module, debug, arch, fast=fast) is None:
-                source, metas = module.generate("cuda", debug)
-                jobs.append((module, debug, arch, fast, source, metas))
+            if cuda.cached_cubin(unit.module, debug, arch, fast=fast) is None:
+                jobs.append((unit, debug, arch, fast))
+    jobs.sort(key=lambda job: -len(job[0].source(job[1])[0]))
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers < 2:
         return
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        futures = [(job, pool.submit(_compile_job, job[4], job[2], cuda.source_name(job[0]), job[3]))
-                   for job in jobs]
-        for (module, debug, arch, fast, _, metas), future in futures:
+        futures = [(job, pool.submit(_compile_job, job[0].source(job[1])[0], job[2],
+                                     cuda.source_name(job[0].module), job[3])) for job in jobs]
+        for (unit, debug, arch, fast), future in futures:
             cubin = future.result()
             if cubin is not None:
-                cuda.store_cubin(module, debug, arch, cubin, metas, fast=fast)
+                cuda.store_cubin(unit.module, debug, arch, cubin, unit.source(debug)[1], fast=fast)
 
 
 @pytest.fixture(scope="session")
@@ -153,17 +194,19 @@ def suite_imported() -> dict[str, Exception]:
             _import_test_file(TESTS / test_file)
         except (Exception, pytest.skip.Exception) as e:  # noqa: BLE001 - reported by that file's own test below
             unimportable[test_file] = e
-    _warm(_all_modules(), FAST_CONFIGS)
+    _warm(_all_units(), FAST_CONFIGS)
     return unimportable
 
 
-def _check_compiles(module: Module, arch: int, debug: bool, fast: bool) -> None:
+def _check_compiles(unit: _Unit, arch: int, debug: bool, fast: bool) -> None:
+    module = unit.module
     cubin_path, metas = cuda.build_cubin(module, debug, arch, fast=fast)
     cubin = cubin_path.read_bytes()
     assert cubin[:4] == b"\x7fELF" and _cubin_sm(cubin) == arch, f"module {module.name}: not a CUBIN for sm_{arch}"
-    for name, meta in metas.items():
+    assert _built(metas), f"module {module.name}: no kernel built"
+    for name in _built(metas):
         assert f"{name}_cuda_forward".encode() in cubin, f"{module.name}: no forward entry for {name}"
-        if meta.adjoint_error is None:
+        if metas[name].adjoint_error is None:
             assert f"{name}_cuda_backward".encode() in cubin, f"{module.name}: no adjoint entry for {name}"
 
 
@@ -175,12 +218,12 @@ def test_every_kernel_of_the_file_compiles_to_a_cubin_forward_and_adjoint(test_f
         pytest.skip(f"{test_file} skips itself at import: {suite_imported[test_file]}")
     if test_file in suite_imported:
         pytest.fail(f"{test_file} does not import: {suite_imported[test_file]!r}")
-    modules = _modules_of(TESTS / test_file)
-    if not modules:
+    units = _units_of(TESTS / test_file)
+    if not units:
         pytest.skip(f"{test_file} defines no kernel at import that the frontend accepts (its kernels are "
                     "generated elsewhere or rejected on purpose; the end-of-session sweep covers generated ones)")
-    for module in modules:
-        _check_compiles(module, arch, debug, fast)
+    for unit in units:
+        _check_compiles(unit, arch, debug, fast)
 
 
 @pytest.mark.last
@@ -188,11 +231,11 @@ def test_every_kernel_of_the_file_compiles_to_a_cubin_forward_and_adjoint(test_f
 def test_every_module_registered_by_the_end_of_the_session_compiles(arch, debug, fast, suite_imported):
     """Runs last (tests/conftest.py), so it also covers the library's own kernels that tests import
     (solvers) and the kernels tests generate while they run."""
-    _warm(_all_modules(), [(arch, debug, fast)])
-    modules = _all_modules()
-    assert modules
-    for module in modules:
-        _check_compiles(module, arch, debug, fast)
+    units = _all_units()
+    assert units
+    _warm(units, [(arch, debug, fast)])
+    for unit in units:
+        _check_compiles(unit, arch, debug, fast)
 
 
 def test_the_walk_finds_the_suites_kernel_files():
@@ -253,3 +296,28 @@ def test_arch_for_picks_the_gpus_own_sass_or_an_older_minor_of_the_same_major():
     assert cuda.arch_for((8, 9)) == 89
     with pytest.raises(RuntimeError, match="cannot generate code for this GPU"):
         cuda.arch_for((3, 5))
+
+
+def test_variants_generated_from_one_frontend_pass_are_those_of_separate_passes():
+    """The sweep runs the frontend once per module and generates the release and debug sources from it, so
+    generating must leave the IR as it found it: the shared pass gives what a launch's own pass gives (up to
+    the numbering of values, which goes on across passes)."""
+    rt_tests = _import_test_file(TESTS / "cuda" / "test_cuda_runtime.py")
+    grads = _import_test_file(TESTS / "autodiff" / "test_library_func_gradients.py")
+    for module in (xsim.kernels.module.get_module(rt_tests.saxpy.module_name), grads.norms.module):
+        front = module.frontend()
+        first = {}
+        for target, debug in (("cuda", False), ("cuda", True), ("cpu", True), ("cuda", False), ("cpu", True)):
+            source, metas = module.generate(target, debug, front)
+            assert first.setdefault((target, debug), (source, metas)) == (source, metas), (module.name, target, debug)
+            alone, alone_metas = module.generate(target, debug)
+            assert _renumbered(source) == _renumbered(alone) and metas == alone_metas, (module.name, target, debug)
+            assert source != alone  # a second pass numbers its values anew: the check above is not vacuous
+
+
+def _renumbered(source: str) -> str:
+    """``source`` with its values (``v12``, their adjoints ``a12``, loop checkpoints ``ck3_12``...) numbered in
+    order of first appearance."""
+    order: dict[str, int] = {}
+    return re.sub(r"\b(ck\d+_|[a-z])(\d+)\b", lambda m: f"{m[1]}#{order.setdefault(m[2], len(order))}",
+                  source)

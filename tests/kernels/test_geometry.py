@@ -389,7 +389,8 @@ def test_hash_grid_finds_every_neighbour_once(dims):
 
 
 def test_hash_grid_point_ids_are_a_cell_sorted_permutation():
-    @wp.kernel
+    # a kernel of its own: joining this file's module would rebuild the module's nine kernels with it
+    @wp.kernel(module="unique")
     def point_ids(grid: wp.uint64, out: wp.array(dtype=int)):
         t = wp.tid()
         out[t] = wp.hash_grid_point_id(grid, t)
@@ -627,12 +628,12 @@ def test_launch_refuses_stale_foreign_and_wrong_kind_ids():
 
 
 def test_query_arguments_of_the_wrong_type_are_compile_errors():
-    @wp.kernel
+    @wp.kernel(module="unique")  # as point_ids above
     def double_point(mesh: wp.uint64, out: wp.array(dtype=float)):
         q = wp.mesh_query_point(mesh, wp.vec3d(0.0, 0.0, 0.0), 1.0)
         out[0] = q.sign
 
-    @wp.kernel
+    @wp.kernel(module="unique")
     def float_index(grid: wp.uint64, out: wp.array(dtype=float)):
         query = wp.hash_grid_query(grid, wp.vec3(0.0, 0.0, 0.0), 1.0)
         j = float(0.0)

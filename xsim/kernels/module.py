@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import errors
@@ -166,15 +166,26 @@ class Module:
         self.builds.clear()
         self._hash = None
 
-    def generate(self, target: str, debug: bool) -> tuple[str, dict[str, KernelMeta]]:
+    def generate(self, target: str, debug: bool, front: ModuleIR | None = None) -> tuple[str, dict[str, KernelMeta]]:
         """Run the frontend over every kernel and generate the module's source for ``target``. A
         kernel the frontend refuses is left out, its error kept in its metadata for its launch."""
-        sources, metas = self.generate_parts(target, debug, 0)
+        sources, metas = self.generate_parts(target, debug, 0, front)
         return sources[0], metas
 
-    def generate_parts(self, target: str, debug: bool, part_chars: int) -> tuple[list[str], dict[str, KernelMeta]]:
+    def generate_parts(self, target: str, debug: bool, part_chars: int,
+                       front: ModuleIR | None = None) -> tuple[list[str], dict[str, KernelMeta]]:
         """``generate``, as translation units of about ``part_chars`` characters of kernel code (0: one
-        unit) that compile separately and link into one library."""
+        unit) that compile separately and link into one library. ``front``: this module's
+        :meth:`frontend` pass, when the caller generates several variants (debug, target) from one."""
+        front = front or self.frontend()
+        sources, labels = module_sources(front.irs, front.structs, debug, target, part_chars)
+        metas = {name: replace(meta) for name, meta in front.metas.items()}  # the labels are this variant's
+        for name, arrays in labels.items():
+            metas[name].arrays = arrays
+        return sources, metas
+
+    def frontend(self) -> ModuleIR:
+        """The frontend's pass over every kernel, which every generated variant of the module shares."""
         irs, metas, structs = [], {}, []
         for k in self.kernels:
             try:
@@ -202,10 +213,17 @@ class Module:
                                          handles=kir.handles, replays_writes=replays,
                                          rereads_across=_rereads_across(kir), grid_stride=kir.grid_stride)
             irs.append(kir)
-        sources, labels = module_sources(irs, structs, debug, target, part_chars)
-        for name, arrays in labels.items():
-            metas[name].arrays = arrays
-        return sources, metas
+        return ModuleIR(irs, metas, structs)
+
+
+@dataclass
+class ModuleIR:
+    """A module's kernels through the frontend: the IR of those it accepted, the metadata of all (the refused
+    ones' say why), and the structs their code uses, in definition order."""
+
+    irs: list[ir.KernelIR]
+    metas: dict[str, KernelMeta]
+    structs: list
 
 
 def _collect_structs(t, out: list):
