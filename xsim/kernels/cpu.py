@@ -16,8 +16,15 @@ from . import cache
 # out 0); tests/autodiff/test_fuzz_gradients.py::test_gradient_read_then_zeroed_in_unswitched_loop.
 # -fwrapv: integer arithmetic wraps at its width (as in Warp and numpy), it is not undefined behaviour
 # the optimizer may assume away.
+# -ffp-contract=off: a product and a sum are two roundings, as the kernel wrote them. By default g++
+# fuses them into one FMA (-ffp-contract=fast; -march=native gives an FMA host the instruction) wherever
+# its optimizer happens to find the two side by side after inlining, so float results hung on how a
+# kernel's C++ was arranged: passing four arrays as one struct argument (issue 20) left measure_contacts
+# with 601 fused instructions instead of 643, a contact point 1 ulp apart and the float32 box pyramid
+# apart from its 13th frame (tests/kernels/test_fp_contract.py).
 FLAGS = ["-O3", "-std=c++20", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-march=native", "-fwrapv",
-         "-fno-tree-loop-distribution", "-fno-tree-loop-distribute-patterns", "-fvisibility=hidden", "-w"]
+         "-ffp-contract=off", "-fno-tree-loop-distribution", "-fno-tree-loop-distribute-patterns",
+         "-fvisibility=hidden", "-w"]
 
 # A module with more kernel code than this (characters of C++) compiles as several translation units,
 # in parallel. Each unit parses the native headers again, about 0.6 s of CPU: xsim's 590 kB gradient
