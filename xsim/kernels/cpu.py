@@ -16,8 +16,16 @@ from . import cache
 # out 0); tests/autodiff/test_fuzz_gradients.py::test_gradient_read_then_zeroed_in_unswitched_loop.
 # -fwrapv: integer arithmetic wraps at its width (as in Warp and numpy), it is not undefined behaviour
 # the optimizer may assume away.
+# -ffp-contract=off: a product and a sum are two roundings, as the kernel wrote them. By default g++
+# fuses them into one FMA (-ffp-contract=fast; -march=native gives an FMA host the instruction) wherever
+# its optimizer happens to find the two side by side, so float results hung on how a kernel's C++ was
+# arranged: once four arrays became one struct argument (issue 20), g++ vectorized measure_contacts'
+# x and y lanes of the contact geometry it stores (SLP, 2 floats wide) and fused other products (601
+# FMAs against 643): from the same inputs a contact point came out 1 ulp apart (frame 11 of the float32
+# box pyramid), and the boxes' poses from frame 13 (tests/kernels/test_fp_contract.py, bench/rigid_bits.py).
 FLAGS = ["-O3", "-std=c++20", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-march=native", "-fwrapv",
-         "-fno-tree-loop-distribution", "-fno-tree-loop-distribute-patterns", "-fvisibility=hidden", "-w"]
+         "-ffp-contract=off", "-fno-tree-loop-distribution", "-fno-tree-loop-distribute-patterns",
+         "-fvisibility=hidden", "-w"]
 
 # A module with more kernel code than this (characters of C++) compiles as several translation units,
 # in parallel. Each unit parses the native headers again, about 0.6 s of CPU: xsim's 590 kB gradient
