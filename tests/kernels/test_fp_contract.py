@@ -8,6 +8,7 @@ each operation.
 The inputs make the two roundings show: ``c`` is minus the rounded product ``a * b``, so the unfused sum
 is exactly 0 while an FMA leaves the product's rounding error, which is nonzero for almost every pair."""
 
+import functools
 from fractions import Fraction
 
 import numpy as np
@@ -18,44 +19,28 @@ import xsim
 pytestmark = pytest.mark.cpu_only("the flags are the CPU backend's (NVRTC's --fmad is its own)")
 
 
-@xsim.struct
-class Operands32:
-    a: xsim.array(dtype=xsim.float32)
-    b: xsim.array(dtype=xsim.float32)
-    c: xsim.array(dtype=xsim.float32)
+@functools.cache
+def mul_add_kernels(dtype):
+    """``a * b + c`` of ``dtype`` arrays, from plain array arguments and from a struct's array fields."""
+    arr = xsim.array(dtype=dtype)
 
+    @xsim.struct
+    class Operands:
+        a: arr
+        b: arr
+        c: arr
 
-@xsim.struct
-class Operands64:
-    a: xsim.array(dtype=xsim.float64)
-    b: xsim.array(dtype=xsim.float64)
-    c: xsim.array(dtype=xsim.float64)
+    @xsim.kernel
+    def mul_add_arrays(a: arr, b: arr, c: arr, out: arr):
+        i = xsim.tid()
+        out[i] = a[i] * b[i] + c[i]
 
+    @xsim.kernel
+    def mul_add_struct(ops: Operands, out: arr):
+        i = xsim.tid()
+        out[i] = ops.a[i] * ops.b[i] + ops.c[i]
 
-@xsim.kernel
-def mul_add_arrays(a: xsim.array(dtype=xsim.float32), b: xsim.array(dtype=xsim.float32),
-                   c: xsim.array(dtype=xsim.float32), out: xsim.array(dtype=xsim.float32)):
-    i = xsim.tid()
-    out[i] = a[i] * b[i] + c[i]
-
-
-@xsim.kernel
-def mul_add_struct(ops: Operands32, out: xsim.array(dtype=xsim.float32)):
-    i = xsim.tid()
-    out[i] = ops.a[i] * ops.b[i] + ops.c[i]
-
-
-@xsim.kernel
-def mul_add_arrays64(a: xsim.array(dtype=xsim.float64), b: xsim.array(dtype=xsim.float64),
-                     c: xsim.array(dtype=xsim.float64), out: xsim.array(dtype=xsim.float64)):
-    i = xsim.tid()
-    out[i] = a[i] * b[i] + c[i]
-
-
-@xsim.kernel
-def mul_add_struct64(ops: Operands64, out: xsim.array(dtype=xsim.float64)):
-    i = xsim.tid()
-    out[i] = ops.a[i] * ops.b[i] + ops.c[i]
+    return Operands, mul_add_arrays, mul_add_struct
 
 
 @xsim.kernel
@@ -85,12 +70,12 @@ def test_product_and_sum_round_separately_from_arrays_and_struct_fields(dtype):
     unfused = a * b + c  # numpy rounds each operation: exactly 0 here
     assert np.all(unfused == 0.0)
     assert np.count_nonzero(fused(a, b, c)) > 0.9 * len(a)  # the inputs tell an FMA from two roundings
-    wide = dtype == np.float64
-    ops = (Operands64 if wide else Operands32)(a=xsim.array(a), b=xsim.array(b), c=xsim.array(c))
+    scalar = xsim.float64 if dtype == np.float64 else xsim.float32
+    operands_type, mul_add_arrays, mul_add_struct = mul_add_kernels(scalar)
+    ops = operands_type(a=xsim.array(a), b=xsim.array(b), c=xsim.array(c))
     outs = {}
-    for name, kernel, args in [("arrays", mul_add_arrays64 if wide else mul_add_arrays, [ops.a, ops.b, ops.c]),
-                               ("struct", mul_add_struct64 if wide else mul_add_struct, [ops])]:
-        out = xsim.zeros(len(a), dtype=xsim.float64 if wide else xsim.float32)
+    for name, kernel, args in [("arrays", mul_add_arrays, [ops.a, ops.b, ops.c]), ("struct", mul_add_struct, [ops])]:
+        out = xsim.zeros(len(a), dtype=scalar)
         xsim.launch(kernel, len(a), inputs=args, outputs=[out])
         outs[name] = out.numpy()
     np.testing.assert_array_equal(outs["arrays"], unfused)
