@@ -275,10 +275,11 @@ def scale_own(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
     spec.loader.exec_module(mod)
     nd = xsim.DeterministicMode.NOT_GUARANTEED
     unroll = MAX_UNROLL
-    assert xsim.get_module_options(mod) == {"enable_backward": True, "max_unroll": unroll, "deterministic": nd}
+    assert xsim.get_module_options(mod) == {"enable_backward": True, "max_unroll": unroll, "deterministic": nd,
+                                            "default_grid_stride": None}
     xsim.set_module_options({"enable_backward": False}, mod)
     assert xsim.get_module_options("xsim_test_module_options") == {"enable_backward": False, "max_unroll": unroll,
-                                                                   "deterministic": nd}
+                                                                   "deterministic": nd, "default_grid_stride": None}
     grads = {}
     for k in (mod.scale, mod.scale_own):
         x = xsim.array(np.ones(3, np.float32), requires_grad=True)
@@ -343,4 +344,5 @@ def test_kernel_options_hold_its_own_settings_and_module_options_the_rest():
     own = xsim.Kernel(func=square.pyfunc, key="square_no_backward", options={"enable_backward": False})
     assert own.options == {"enable_backward": False} and not own.enable_backward
     assert square.options == {} and square.module.options == {
-        "enable_backward": True, "max_unroll": MAX_UNROLL, "deterministic": xsim.DeterministicMode.NOT_GUARANTEED}
+        "enable_backward": True, "max_unroll": MAX_UNROLL, "deterministic": xsim.DeterministicMode.NOT_GUARANTEED,
+        "default_grid_stride": None}
