@@ -40,7 +40,50 @@ def test_a_pacer_parallelises_work_whose_serial_time_is_long(two_threads):
     pacer = threads_mod.Pacer()
     pacer.per_thread, pacer.runs = 1e-6, threads_mod.CALIBRATION_RUNS  # 1 us per thread, measured
     assert pacer.threads(10) == 1            # 10 us of work: not worth a wake-up
-    assert pacer.threads(1000) == 2          # 1 ms of work
+    assert pacer.threads(1000) == 2          # 1 ms of work: timed on both threads next
+
+
+class FakeClock:
+    """time.perf_counter for the pacer: each native call takes ``per_thread[threads] * n`` seconds."""
+
+    def __init__(self):
+        self.now, self.per_thread = 0.0, {1: 1e-6, 2: 1e-6}
+
+    def __call__(self):
+        return self.now
+
+    def entry(self, n, threads):
+        def call(buf):
+            self.now += self.per_thread[threads] * n
+        return call
+
+
+def launches(pacer, clock, n, count):
+    """The thread counts the pacer chose for ``count`` launches of ``n`` threads, each run on the fake clock."""
+    chosen = []
+    for _ in range(count):
+        t = pacer.threads(n)
+        pacer.run(clock.entry(n, t), b"", n, t)
+        chosen.append(t)
+    return chosen
+
+
+def test_a_pacer_keeps_the_faster_mode_and_follows_the_load(two_threads, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(threads_mod.time, "perf_counter", clock)
+    pacer, n, runs = threads_mod.Pacer(), 1000, threads_mod.CALIBRATION_RUNS
+    clock.per_thread = {1: 1e-6, 2: 0.6e-6}   # a quiet machine: both threads nearly halve the time
+    assert launches(pacer, clock, n, 2 * runs) == [1] * runs + [2] * runs
+    probe = threads_mod.PROBE_EVERY
+    chosen = launches(pacer, clock, n, probe)
+    assert chosen == [2] * (probe - 1) + [1]  # the probe: a serial launch now and then
+    clock.per_thread = {1: 1e-6, 2: 3e-6}     # another process holds a core: parallel launches wait for it
+    chosen = launches(pacer, clock, n, 2 * probe)
+    assert chosen[0] == 2 and chosen[3:].count(2) == 2   # serial within a few launches, but for two probes
+    clock.per_thread = {1: 1e-6, 2: 0.6e-6}   # the other process ends: the next probe finds the workers again
+    chosen = launches(pacer, clock, n, 2 * probe)
+    first = chosen.index(2)
+    assert first < probe and chosen[first:].count(1) <= 2  # from the probe on, parallel but for serial probes
 
 
 def test_small_launches_pass_one_thread_and_large_ones_all(two_threads, monkeypatch):
