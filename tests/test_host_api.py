@@ -276,10 +276,10 @@ def scale_own(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
     nd = xsim.DeterministicMode.NOT_GUARANTEED
     unroll = MAX_UNROLL
     assert xsim.get_module_options(mod) == {"enable_backward": True, "max_unroll": unroll, "deterministic": nd,
-                                            "default_grid_stride": None}
+                                            "default_grid_stride": None, "fuse_fp": False}
     xsim.set_module_options({"enable_backward": False}, mod)
     assert xsim.get_module_options("xsim_test_module_options") == {"enable_backward": False, "max_unroll": unroll,
-                                                                   "deterministic": nd, "default_grid_stride": None}
+                                                                   "deterministic": nd, "default_grid_stride": None, "fuse_fp": False}
     grads = {}
     for k in (mod.scale, mod.scale_own):
         x = xsim.array(np.ones(3, np.float32), requires_grad=True)
@@ -345,4 +345,4 @@ def test_kernel_options_hold_its_own_settings_and_module_options_the_rest():
     assert own.options == {"enable_backward": False} and not own.enable_backward
     assert square.options == {} and square.module.options == {
         "enable_backward": True, "max_unroll": MAX_UNROLL, "deterministic": xsim.DeterministicMode.NOT_GUARANTEED,
-        "default_grid_stride": None}
+        "default_grid_stride": None, "fuse_fp": False}

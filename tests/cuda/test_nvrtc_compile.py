@@ -154,9 +154,9 @@ CONFIGS = [*FAST_CONFIGS,
 CONFIG_IDS = ["sm_80", "sm_90-debug", None, None]
 
 
-def _compile_job(source: str, arch: int, name: str, fast: bool) -> bytes | None:
+def _compile_job(source: str, arch: int, name: str, fast: bool, fuse_fp: bool) -> bytes | None:
     try:
-        return cuda.compile_cubin(source, arch, name, fast=fast)
+        return cuda.compile_cubin(source, arch, name, fast=fast, fuse_fp=fuse_fp)
     except xsim.CompileError:
         return None  # the test compiles it again in-process, for the error that names the kernel
 
@@ -177,7 +177,8 @@ def _warm(units: list[_Unit], configs: list[tuple[int, bool, bool]]) -> None:
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
         futures = [(job, pool.submit(_compile_job, job[0].source(job[1])[0], job[2],
-                                     cuda.source_name(job[0].module), job[3])) for job in jobs]
+                                     cuda.source_name(job[0].module), job[3], job[0].module.fuse_fp()))
+                   for job in jobs]
         for (unit, debug, arch, fast), future in futures:
             cubin = future.result()
             if cubin is not None:

@@ -94,3 +94,39 @@ def test_difference_of_products_rounds_each_product():
                 outputs=[out])
     assert np.count_nonzero(fused(a, b, c)) > 0.9 * len(a)
     np.testing.assert_array_equal(out.numpy(), zero)
+
+
+def _host_has_fma() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " fma " in f" {line.split(':', 1)[1].strip()} " for line in f)
+    except OSError:
+        return False
+
+
+@xsim.kernel(module="unique", module_options={"fuse_fp": True})
+def mul_add_fused(a: xsim.array(dtype=xsim.float32), b: xsim.array(dtype=xsim.float32),
+                  c: xsim.array(dtype=xsim.float32), out: xsim.array(dtype=xsim.float32)):
+    i = xsim.tid()
+    out[i] = a[i] * b[i] + c[i]
+
+
+@pytest.mark.skipif(not _host_has_fma(), reason="the host CPU has no FMA instruction for g++ to fuse into")
+def test_the_fuse_fp_module_option_lets_the_compiler_fuse_as_warps_does():
+    """Warp's module option: ``fuse_fp=True`` builds the module with -ffp-contract=fast, and g++ fuses the
+    product into the sum (one rounding); xsim's default stays two roundings (the tests above)."""
+    a, b, c = operands(np.float32)
+    out = xsim.zeros(len(a), dtype=xsim.float32)
+    xsim.launch(mul_add_fused, len(a), inputs=[xsim.array(a), xsim.array(b), xsim.array(c)], outputs=[out])
+    np.testing.assert_array_equal(out.numpy(), fused(a, b, c).astype(np.float32))
+
+
+def test_fuse_fp_is_a_module_option_with_its_own_cache_key_and_nvrtc_flag():
+    from xsim.kernels import cpu, cuda
+    assert xsim.get_module_options()["fuse_fp"] is False
+    assert "-ffp-contract=off" in cpu.flags() and "-ffp-contract=fast" in cpu.flags(fuse_fp=True)
+    assert cpu.target_id(False) != cpu.target_id(False, fuse_fp=True)
+    assert "--fmad=false" in cuda.options(80) and "--fmad=true" in cuda.options(80, fuse_fp=True)
+    assert mul_add_fused.module.fuse_fp() is True
+    with pytest.raises(ValueError, match="set_module_options: fuse_fp must be a bool, got 'yes'"):
+        xsim.set_module_options({"fuse_fp": "yes"})

@@ -66,10 +66,15 @@ def _which(name: str) -> str | None:
     return None
 
 
-def target_id(debug: bool) -> str:
+def flags(fuse_fp: bool = False) -> list[str]:
+    """The compiler flags of a module: ``FLAGS``, with contraction allowed where its ``fuse_fp`` option is on."""
+    return [("-ffp-contract=fast" if fuse_fp and f == "-ffp-contract=off" else f) for f in FLAGS]
+
+
+def target_id(debug: bool, fuse_fp: bool = False) -> str:
     """What a CPU binary depends on besides the source: compiler binary, flags, how the module is split
     into translation units, and the host CPU."""
-    return f"{_toolchain_id()}|{' '.join(FLAGS)}|part={PART_CHARS}|debug={debug}"
+    return f"{_toolchain_id()}|{' '.join(flags(fuse_fp))}|part={PART_CHARS}|debug={debug}"
 
 
 @functools.cache
@@ -92,25 +97,26 @@ def _toolchain_id() -> str:
     return f"cpu|{cxx}|{st.st_size}|{st.st_mtime_ns}|{cpu_hash}"
 
 
-def compile_source(sources: list[str], out_dir: Path) -> Path:
+def compile_source(sources: list[str], out_dir: Path, fuse_fp: bool = False) -> Path:
     """Compile one module's C++ translation units (several compile in parallel, then link) to a shared
-    library in ``out_dir``; returns its path."""
+    library in ``out_dir``; returns its path. ``fuse_fp``: the module option (:func:`flags`)."""
+    opts = flags(fuse_fp)
     lib = out_dir / "module.so"
     include = f"-I{Path(__file__).parent / 'native'}"
     srcs = [out_dir / f"part{i}.cpp" for i in range(len(sources))]
     for src, text in zip(srcs, sources):
         src.write_text(text)
     if len(srcs) == 1:
-        _run([compiler(), *FLAGS, include, str(srcs[0]), "-o", str(lib)])
+        _run([compiler(), *opts, include, str(srcs[0]), "-o", str(lib)])
         return lib
     from concurrent.futures import ThreadPoolExecutor  # here, not at the top: see _which
     objs = [src.with_suffix(".o") for src in srcs]
     # threads only wait on the compiler processes; one per core this process may use
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     with ThreadPoolExecutor(min(len(srcs), cores)) as pool:
-        list(pool.map(lambda so: _run([compiler(), *FLAGS, "-c", include, str(so[0]), "-o", str(so[1])]),
+        list(pool.map(lambda so: _run([compiler(), *opts, "-c", include, str(so[0]), "-o", str(so[1])]),
                       zip(srcs, objs)))
-    _run([compiler(), *FLAGS, *map(str, objs), "-o", str(lib)])
+    _run([compiler(), *opts, *map(str, objs), "-o", str(lib)])
     return lib
 
 
@@ -153,7 +159,8 @@ class ErrorInfo(ctypes.Structure):
 def build(module, debug: bool) -> CpuModule:
     """Load ``module`` from the cache, or generate, compile and cache it."""
     from .module import KernelMeta
-    key = cache.entry_key(module.name, module.content_hash(), target_id(debug), debug)
+    fuse_fp = module.fuse_fp()
+    key = cache.entry_key(module.name, module.content_hash(), target_id(debug, fuse_fp), debug)
     found = cache.lookup(key, ".so")
     if found is not None:
         path, meta = found
@@ -167,6 +174,6 @@ def build(module, debug: bool) -> CpuModule:
     import tempfile  # here, not at the top: see _which
     cache.remove_stale_builds()
     with tempfile.TemporaryDirectory(dir=cache.cache_dir(), prefix="build-") as tmp:
-        lib = compile_source(sources, Path(tmp))
+        lib = compile_source(sources, Path(tmp), fuse_fp)
         path = cache.store(key, ".so", lib, {"kernels": {k: vars(m) for k, m in metas.items()}})
     return CpuModule(path, metas)

@@ -72,17 +72,19 @@ def arch_for(capability: tuple[int, int]) -> int:
     return max(candidates)
 
 
-def options(arch: int, fast: bool = False) -> list[str]:
+def options(arch: int, fast: bool = False, fuse_fp: bool = False) -> list[str]:
     """NVRTC options for a module built for ``sm_<arch>`` (debug builds differ in their source only).
+    ``fuse_fp``: the module option; off, a product and a sum round separately (``--fmad=false``), as on the CPU.
 
     ``fast``: skip most optimization (``--Ofast-compile=max``, NVRTC 12.8 on; 5-7x quicker): code that only
     checks that a module compiles, never code that runs."""
-    opts = ["-std=c++17", f"-I{NATIVE_DIR}", f"--gpu-architecture=sm_{arch}", "-default-device", "-lineinfo"]
+    opts = ["-std=c++17", f"-I{NATIVE_DIR}", f"--gpu-architecture=sm_{arch}", "-default-device", "-lineinfo",
+            f"--fmad={'true' if fuse_fp else 'false'}"]
     return opts + ["--Ofast-compile=max"] if fast and nvrtc_version() >= (12, 8) else opts
 
 
 def compile_cubin(source: str, arch: int | str, name: str = "module.cu", kernels: tuple = (), *,
-                  fast: bool = False) -> bytes:
+                  fast: bool = False, fuse_fp: bool = False) -> bytes:
     """Compile CUDA C++ ``source`` to a CUBIN for ``arch`` (80, "sm_80" or "80"); needs no GPU.
 
     Raises :class:`xsim.CompileError` with NVRTC's log; ``kernels`` (xsim kernels whose code is in
@@ -93,7 +95,7 @@ def compile_cubin(source: str, arch: int | str, name: str = "module.cu", kernels
     (prog,) = _nvrtc_check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []),
                            "nvrtcCreateProgram")
     try:
-        opts = [o.encode() for o in options(arch, fast)]
+        opts = [o.encode() for o in options(arch, fast, fuse_fp)]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             (size,) = _nvrtc_check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
@@ -142,14 +144,14 @@ def _compile_error(log: str, source: str, name: str, arch: int, kernels) -> Comp
 # -- build and cache -----------------------------------------------------------------------------------
 
 
-def target_id(arch: int, fast: bool = False) -> str:
+def target_id(arch: int, fast: bool = False, fuse_fp: bool = False) -> str:
     """What a CUBIN depends on besides the source: NVRTC version, architecture, options."""
     v = nvrtc_version()
-    return f"cuda|nvrtc{v[0]}.{v[1]}|sm_{arch}|{' '.join(options(arch, fast))}"
+    return f"cuda|nvrtc{v[0]}.{v[1]}|sm_{arch}|{' '.join(options(arch, fast, fuse_fp))}"
 
 
 def _entry_key(module, debug: bool, arch: int, fast: bool) -> str:
-    return cache.entry_key(module.name, module.content_hash(), target_id(arch, fast), debug)
+    return cache.entry_key(module.name, module.content_hash(), target_id(arch, fast, module.fuse_fp()), debug)
 
 
 def cached_cubin(module, debug: bool, arch: int, *, fast: bool = False) -> tuple[Path, dict] | None:
@@ -188,7 +190,8 @@ def build_cubin(module, debug: bool, arch: int, *, fast: bool = False) -> tuple[
     if found is not None:
         return found
     source, metas = module.generate("cuda", debug)
-    cubin = compile_cubin(source, arch, source_name(module), tuple(module.kernels), fast=fast)
+    cubin = compile_cubin(source, arch, source_name(module), tuple(module.kernels), fast=fast,
+                          fuse_fp=module.fuse_fp())
     return store_cubin(module, debug, arch, cubin, metas, fast=fast), metas
 
 

@@ -785,20 +785,29 @@ def func_native(snippet: str, adj_snippet: str | None = None, replay_snippet: st
 
 _MODULE_OPTIONS: dict[str, dict] = {}
 _OPTION_DEFAULTS = {"enable_backward": True, "max_unroll": MAX_UNROLL,
-                    "deterministic": DeterministicMode.NOT_GUARANTEED, "default_grid_stride": None}
+                    "deterministic": DeterministicMode.NOT_GUARANTEED, "default_grid_stride": None,
+                    "fuse_fp": False}
 
 
 def _checked_options(options, where: str) -> dict:
     """Module options as xsim keeps them, or an error naming ``where``: ``enable_backward`` (a bool),
     ``max_unroll`` (the largest trip count of a constant-bound loop the compiler unrolls, an int >= 0),
-    ``default_grid_stride`` (a bool, or None for ``xsim.config.default_grid_stride``) and ``deterministic``, which can only be NOT_GUARANTEED: xsim's float atomics accumulate in whatever
-    order the threads run, so a sum may differ in its last bits from run to run."""
+    ``default_grid_stride`` (a bool, or None for ``xsim.config.default_grid_stride``), ``fuse_fp`` (a bool: let
+    the C++/CUDA compiler fuse a product and a sum into one FMA, g++'s ``-ffp-contract=fast`` and NVRTC's
+    ``--fmad=true``; off by default, unlike Warp: then every operation rounds as the kernel wrote it, and results
+    do not depend on how the generated code was arranged) and ``deterministic``, which can only be
+    NOT_GUARANTEED: xsim's float atomics accumulate in whatever order the threads run, so a sum may differ in
+    its last bits from run to run."""
     if not isinstance(options, dict):
         raise TypeError(f"{where}: options must be a dict, got {type(options).__name__}")
     unknown = sorted(set(options) - set(_OPTION_DEFAULTS))
     if unknown:
         raise ValueError(f"{where}: xsim has no module option {unknown[0]!r} (it has: {', '.join(_OPTION_DEFAULTS)})")
     out = {k: bool(v) for k, v in options.items() if k == "enable_backward"}
+    if "fuse_fp" in options:
+        if not isinstance(options["fuse_fp"], (bool, np.bool_)):
+            raise ValueError(f"{where}: fuse_fp must be a bool, got {options['fuse_fp']!r}")
+        out["fuse_fp"] = bool(options["fuse_fp"])
     if "default_grid_stride" in options:
         value = options["default_grid_stride"]
         if value is not None and not isinstance(value, (bool, np.bool_)):
@@ -827,7 +836,8 @@ def _module_name(module) -> str:
 
 def set_module_options(options: dict, module=None) -> None:
     """Set compile options of a module's kernels (default: the calling Python module): ``enable_backward``
-    (a kernel's own ``enable_backward=`` overrides it), ``max_unroll`` and ``deterministic``."""
+    (a kernel's own ``enable_backward=`` overrides it), ``max_unroll``, ``default_grid_stride``, ``fuse_fp`` and
+    ``deterministic`` (see ``_checked_options``)."""
     options = _checked_options(options, "set_module_options")
     name = _module_name(module)
     _MODULE_OPTIONS.setdefault(name, {}).update(options)

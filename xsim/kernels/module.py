@@ -124,6 +124,11 @@ class Module:
     def symbols(self) -> set[str]:
         return {k.symbol for k in self.kernels}
 
+    def fuse_fp(self) -> bool:
+        """The ``fuse_fp`` module option of this module's kernels (compile flags, so part of the cache key)."""
+        from .kernel import get_module_options
+        return get_module_options(self.options_name)["fuse_fp"]
+
     def content_hash(self) -> str:
         if self._hash is None:
             h = hashlib.blake2b(digest_size=20)
@@ -367,7 +372,8 @@ def pending_modules(prefix: str, device, debug: bool) -> list[Module]:
             continue
         if device.is_cpu:
             from .cpu import target_id
-            cached = cache.lookup(cache.entry_key(m.name, m.content_hash(), target_id(debug), debug), ".so")
+            cached = cache.lookup(cache.entry_key(m.name, m.content_hash(), target_id(debug, m.fuse_fp()), debug),
+                                  ".so")
         else:
             from ..device import require_cuda
             from .cuda import arch_for, cached_cubin
