@@ -41,9 +41,9 @@ def split_build(tmp_path, monkeypatch):
     units = []
     real = cpu.compile_source
 
-    def counting(sources, out_dir):
+    def counting(sources, out_dir, fuse_fp):
         units.append(len(sources))
-        return real(sources, out_dir)
+        return real(sources, out_dir, fuse_fp)
 
     monkeypatch.setattr(cpu, "compile_source", counting)
     module = square.module
