@@ -39,11 +39,12 @@ from .particle_contacts import shape_rotation
 from .rigid_kernels import (
     body_inv_mass_along,
     body_velocity,
+    impulse_along,
     inv_mass_along,
     load_body,
     load_split_body,
+    push_along,
     relative_point_velocity,
-    rotate_by,
     world_inv_inertia,
 )
 
@@ -330,8 +331,8 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, wia, la, xb, qb, xb0, qb
             dlam = pen / wsum
             # the contact points' motion since the anchors, as body-fixed points, at the current poses
             dp = (ca - xa0 - xsim.quat_rotate(qa0, la)) - (cb - xb0 - xsim.quat_rotate(qb0, lb))
-            xa, qa = xa + n * dlam * ima, rotate_by(qa, ua * dlam)
-            xb, qb = xb + n * (-dlam) * imb, rotate_by(qb, ub * (-dlam))
+            xa, qa = push_along(xa, qa, ima, n, ua, dlam)
+            xb, qb = push_along(xb, qb, imb, n, ub, -dlam)
             dt = dp - n * xsim.dot(dp, n)
             lt2 = xsim.dot(dt, dt)
             held = 1
@@ -346,8 +347,8 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, wia, la, xb, qb, xb0, qb
                 if dlam_f > bound:
                     dlam_f = xsim.max(bound, dlam_f - dlam_f)
                     held = 0
-                xa, qa = xa + t * (-dlam_f) * ima, rotate_by(qa, uta * (-dlam_f))
-                xb, qb = xb + t * dlam_f * imb, rotate_by(qb, utb * dlam_f)
+                xa, qa = push_along(xa, qa, ima, t, uta, -dlam_f)
+                xb, qb = push_along(xb, qb, imb, t, utb, dlam_f)
     return xa, qa, xb, qb, dlam, dlam_f, held
 
 
@@ -379,8 +380,8 @@ def restitution_update(xa, va, wa, va0, wa0, ima, wia, xb, vb, wb, vb0, wb0, imb
             pn = (target - vn) / wn
         elif vn > cap:
             pn = (cap - vn) / wn
-        va, wa = va + n * pn * ima, wa + ua * pn
-        vb, wb = vb + n * (-pn) * imb, wb + ub * (-pn)
+        va, wa = impulse_along(va, wa, ima, n, ua, pn)
+        vb, wb = impulse_along(vb, wb, imb, n, ub, -pn)
     return va, wa, vb, wb, pn
 
 
@@ -402,8 +403,8 @@ def friction_update(xa, va, wa, ima, wia, xb, vb, wb, imb, wib, n, ca, cb, limit
         wt = wta + wtb
         if wt > 0.0:
             j = xsim.min(lt / wt, limit)
-            va, wa = va + t * (-j) * ima, wa + ua * (-j)
-            vb, wb = vb + t * j * imb, wb + ub * j
+            va, wa = impulse_along(va, wa, ima, t, ua, -j)
+            vb, wb = impulse_along(vb, wb, imb, t, ub, j)
     return va, wa, vb, wb
 
 

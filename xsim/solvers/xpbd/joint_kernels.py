@@ -38,17 +38,11 @@ from .rigid_kernels import (
     load_split_body,
     relative_point_velocity,
     rotate_by,
+    world_inv_inertia,
 )
 
 # -------------------------------------------------------------------------------------------------
 # generic helpers
-
-
-@xsim.func
-def world_inv_inertia(q, inv_inertia):
-    """R I^-1 R^T: the world-frame inverse inertia of a body with rotation ``q``."""
-    r = xsim.quat_to_matrix(q)
-    return r * inv_inertia * xsim.transpose(r)
 
 
 @xsim.func

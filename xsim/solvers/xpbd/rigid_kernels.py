@@ -136,6 +136,19 @@ def apply_impulse(v, w, q, inv_mass, inv_inertia, r, p):
 
 
 @xsim.func
+def push_along(x, q, inv_mass, d, u, s):
+    """``apply_positional`` of the impulse ``d * s`` (kg m) where ``u`` is the rotation vector a unit impulse
+    along ``d`` gives the body (``inv_mass_along``, ``body_inv_mass_along``): x += d s / m, q turned by u s."""
+    return x + d * s * inv_mass, rotate_by(q, u * s)
+
+
+@xsim.func
+def impulse_along(v, w, inv_mass, d, u, s):
+    """``apply_impulse`` of the impulse ``d * s`` (kg m/s), ``u`` as in ``push_along``: v += d s / m, w += u s."""
+    return v + d * s * inv_mass, w + u * s
+
+
+@xsim.func
 def split_qd(qd, v_like):
     """(linear, angular) velocities from a spatial vector (linear first, Newton's convention)."""
     return type(v_like)(qd[0], qd[1], qd[2]), type(v_like)(qd[3], qd[4], qd[5])
