@@ -804,15 +804,12 @@ def _checked_options(options, where: str) -> dict:
     if unknown:
         raise ValueError(f"{where}: xsim has no module option {unknown[0]!r} (it has: {', '.join(_OPTION_DEFAULTS)})")
     out = {k: bool(v) for k, v in options.items() if k == "enable_backward"}
-    if "fuse_fp" in options:
-        if not isinstance(options["fuse_fp"], (bool, np.bool_)):
-            raise ValueError(f"{where}: fuse_fp must be a bool, got {options['fuse_fp']!r}")
-        out["fuse_fp"] = bool(options["fuse_fp"])
-    if "default_grid_stride" in options:
-        value = options["default_grid_stride"]
-        if value is not None and not isinstance(value, (bool, np.bool_)):
-            raise ValueError(f"{where}: default_grid_stride must be a bool or None, got {value!r}")
-        out["default_grid_stride"] = None if value is None else bool(value)
+    for key, none_ok in (("fuse_fp", False), ("default_grid_stride", True)):
+        if key in options:
+            value = options[key]
+            if not (isinstance(value, (bool, np.bool_)) or (none_ok and value is None)):
+                raise ValueError(f"{where}: {key} must be a bool{' or None' if none_ok else ''}, got {value!r}")
+            out[key] = None if value is None else bool(value)
     if "max_unroll" in options:
         value = options["max_unroll"]
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:

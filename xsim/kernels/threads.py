@@ -59,9 +59,11 @@ class Pacer:
 
     def run(self, entry, buf: bytes, n: int, threads: int) -> None:
         """Call the native ``entry`` on ``buf`` (packed for ``threads``), timing it into its mode's estimate."""
-        if n >= CALIBRATE_BELOW or (threads == 1 and (self.runs >= CALIBRATION_RUNS > self.parallel_runs
-                                                     or (_max_threads or max_threads()) == 1)):
-            entry(buf)  # work that never needed the workers, or nothing to choose: untimed
+        # untimed: launches that always run in parallel, and serial ones once calibrated while no parallel
+        # estimate is there to compare with (work too small for the workers)
+        serial_settled = threads == 1 and self.runs >= CALIBRATION_RUNS > self.parallel_runs
+        if n >= CALIBRATE_BELOW or serial_settled:
+            entry(buf)
             return
         t0 = time.perf_counter()
         entry(buf)
