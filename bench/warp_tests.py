@@ -191,7 +191,7 @@ def run_file(name: str, folder: Path, timeout: float, cwd: Path) -> dict:
     """Run one file with pytest; the counts from its summary line (a crash or timeout counts as such)."""
     name = Path(name).name
     # Warp runs these files with unittest: its module-level test_*(test, device) functions are not tests
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-o",
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-o", "addopts=", "-o",
            "python_functions=__none__", "--rootdir",
            str(folder), str(folder / f"{name}.py")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(cwd)]))
@@ -207,6 +207,15 @@ def run_file(name: str, folder: Path, timeout: float, cwd: Path) -> dict:
     tail = text.strip().splitlines()[-1] if text.strip() else ""
     for n, what in re.findall(r"(\d+) (passed|failed|errors?|skipped)", tail):
         counts["error" if what.startswith("error") else what] += int(n)
+    # pytest counts each failed subtest as a failure and the test holding it as passed: count test functions,
+    # one failing whenever it or any of its subtests failed
+    outcomes = {}
+    for what, test_id in re.findall(r"^(PASSED|FAILED|ERROR|SUBFAILED)\S* (\S+\.py::\S+)", text, flags=re.MULTILINE):
+        if what != "PASSED" or test_id not in outcomes:
+            outcomes[test_id] = "error" if what == "ERROR" else "passed" if what == "PASSED" else "failed"
+    if outcomes:
+        for k in ("passed", "failed", "error"):
+            counts[k] = sum(v == k for v in outcomes.values())
     if not status and not any(counts.values()):
         status = "crashed"
     return {"name": name, **counts, "status": status, "seconds": time.perf_counter() - t0, "log": text}

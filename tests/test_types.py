@@ -609,6 +609,12 @@ def test_warp_type_groups_scalar_types_without_bool_and_vector_types_of_every_na
     assert [t._length_ for t in (xsim.vec3f, xsim.mat33f, xsim.transformf, xsim.spatial_matrixd)] == [3, 9, 7, 36]
     assert [t._wp_generic_type_str_ for t in (xsim.vec2ub, xsim.mat22d, xsim.quath, xsim.transformf)] == \
         ["vec_t", "mat_t", "quat_t", "transform_t"]
+    # each named type's class name is the name it is reached by, as in Warp (tests build source from it)
+    for t in groups:
+        assert getattr(xsim, t.__name__) is t, t.__name__
+    assert [t.__name__ for t in (xsim.vec2b, xsim.vec3s, xsim.spatial_vectorh, xsim.spatial_matrixf)] == \
+        ["vec2b", "vec3s", "spatial_vectorh", "spatial_matrixf"]
+    assert T.vector(3, xsim.bool).__name__ == "vec3bool"  # Warp names no bool vector; it is not vec3b (int8)
 
 
 def test_warp_src_types_tables_map_numpy_dtypes_and_give_contiguous_byte_strides():

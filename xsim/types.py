@@ -481,8 +481,18 @@ class _Transform(_Composite):
         self._v[3:] = np.asarray(value)
 
 
-_SUFFIX = {float16: "h", bfloat16: "bf", float32: "f", float64: "d", int8: "i8", int16: "i16", int32: "i", int64: "l",
-           uint8: "ub", uint16: "us", uint32: "ui", uint64: "ul", bool_: "b"}
+# Warp's suffixes (vec3b holds int8, vec3s int16); Warp names no vector of bools, xsim's are vec3bool
+_SUFFIX = {float16: "h", bfloat16: "bf", float32: "f", float64: "d", int8: "b", int16: "s", int32: "i", int64: "l",
+           uint8: "ub", uint16: "us", uint32: "ui", uint64: "ul", bool_: "bool"}
+
+
+def _sized_name(kind: str, shape: tuple, dtype) -> str:
+    """The class name of a vector or matrix type: Warp's (``vec3f``, ``mat22d``, ``spatial_vectorf`` for a
+    6-vector of floats, ``spatial_matrixd`` for a 6x6 matrix of doubles)."""
+    sn = _SUFFIX.get(dtype, "")
+    if is_float(dtype) and shape in ((6,), (6, 6)):
+        return f"spatial_{kind}{sn}"
+    return ("vec" if kind == "vector" else "mat") + "".join(map(str, shape)) + sn
 
 
 _GENERIC_TYPE_STR = {"vector": "vec_t", "matrix": "mat_t", "quat": "quat_t", "transform": "transform_t"}  # Warp's
@@ -623,13 +633,13 @@ def transformation(dtype=float32) -> type:
 
 @functools.cache
 def _vector(length: int, dtype) -> type:
-    return _composite(_Vector, "vector", f"vec{length}{_SUFFIX.get(dtype, '')}", (length,), dtype,
+    return _composite(_Vector, "vector", _sized_name("vector", (length,), dtype), (length,), dtype,
                       f"xs::vec_t<{length}, {getattr(dtype, '_ctype', '')}>")
 
 
 @functools.cache
 def _matrix(r: int, c: int, dtype) -> type:
-    return _composite(_Matrix, "matrix", f"mat{r}{c}{_SUFFIX.get(dtype, '')}", (r, c), dtype,
+    return _composite(_Matrix, "matrix", _sized_name("matrix", (r, c), dtype), (r, c), dtype,
                       f"xs::mat_t<{r}, {c}, {getattr(dtype, '_ctype', '')}>")
 
 
@@ -862,10 +872,20 @@ def _composite_field_value(name: str, t, value):
 
 
 def _struct_cname(cls, fields) -> str:
-    """A C++ name unique to the struct's definition and the same in every process (the kernel
-    cache key includes it)."""
-    spec = f"{cls.__module__}.{cls.__qualname__}:" + ";".join(f"{n}:{type_name(t)}" for n, t in fields.items())
+    """A C++ name given by the struct's name and layout, the same in every process (the kernel cache key
+    includes it). Not by its Python module: the same struct defined in two modules is one C++ type (as in
+    Warp, a module's hash does not depend on which module defined its structs), and structs of one name with
+    different fields are different types."""
+    spec = f"{cls.__qualname__}:" + ";".join(f"{n}:{_layout_name(t)}" for n, t in fields.items())
     return f"{cls.__name__}_{hashlib.blake2b(spec.encode(), digest_size=4).hexdigest()}"
+
+
+def _layout_name(t) -> str:
+    if is_struct(t):
+        return t._ctype
+    if isinstance(t, ArrayType):
+        return f"{type(t).__name__}({t.ndim}, {_layout_name(t.dtype)})"
+    return type_name(t)
 
 
 def struct(cls: type) -> type:

@@ -6,6 +6,7 @@ computed with numpy.
 """
 
 import gc
+import importlib.util
 import linecache
 import types
 
@@ -412,6 +413,66 @@ def test_module_hash_is_the_same_for_the_same_source_in_another_file_but_the_cac
     assert one.hash_module() == same.hash_module()
     assert one.hash_module() != other.hash_module()  # a func the kernel calls changed
     assert one.content_hash() != same.content_hash()  # the cached code names its file in its errors
+
+
+STRUCT_CONSTANT_SOURCE = """
+import xsim
+
+@xsim.struct
+class Setting:
+    x: float
+
+C = Setting()
+C.x = {value}
+
+@xsim.kernel
+def k(out: xsim.array(dtype=float)):
+    out[0] = xsim.static(C).x
+"""
+
+
+def test_a_struct_constant_hashes_by_its_value_not_by_the_python_module_that_defined_it(tmp_path):
+    modules = []
+    for n, v in (("one", 17.0), ("same", 17.0), ("other", 42.0)):
+        path = tmp_path / f"{n}.py"
+        path.write_text(STRUCT_CONSTANT_SOURCE.format(value=v))
+        spec = importlib.util.spec_from_file_location(f"xsim_tests_struct_const_{n}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        modules.append(module)
+    one, same, other = (xsim.get_module(m.__name__) for m in modules)
+    assert one.hash_module() == same.hash_module()
+    assert one.hash_module() != other.hash_module()
+    for m, v in zip(modules, (17.0, 17.0, 42.0)):
+        out = xsim.zeros(1, dtype=float)
+        xsim.launch(m.k, 1, outputs=[out])
+        assert out.numpy()[0] == v
+
+
+def make_named_struct(fields):
+    """A struct named Pair, defined anew with ``fields`` (name -> type) at each call, as in another module."""
+    return xsim.struct(type("Pair", (), {"__annotations__": fields, "__qualname__": "Pair"}))
+
+
+def test_structs_of_one_name_from_two_places_share_a_c_type_only_when_their_fields_match():
+    a, b = make_named_struct({"u": float, "v": int}), make_named_struct({"u": float, "v": int})
+    c = make_named_struct({"v": int, "u": float})  # the same names in another order: another layout
+    assert a is not b and a._ctype == b._ctype and a._ctype != c._ctype
+
+    @xsim.kernel
+    def combine(x: xsim.array(dtype=a), y: xsim.array(dtype=b), z: xsim.array(dtype=c),
+                out: xsim.array(dtype=float)):
+        i = xsim.tid()
+        out[i] = x[i].u + float(y[i].v) * 10.0 + z[i].u * 100.0 + float(z[i].v) * 1000.0
+
+    def filled(t, u, v):
+        s = t()
+        s.u, s.v = u, v
+        return xsim.array([s, s], dtype=t)
+
+    out = xsim.zeros(2, dtype=float)
+    xsim.launch(combine, 2, inputs=[filled(a, 1.0, 2), filled(b, 3.0, 4), filled(c, 5.0, 6)], outputs=[out])
+    np.testing.assert_array_equal(out.numpy(), [1.0 + 40.0 + 500.0 + 6000.0] * 2)
 
 
 def test_a_kernels_module_attribute_names_its_python_module_as_in_warp():

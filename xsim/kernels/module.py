@@ -234,7 +234,7 @@ class ModuleIR:
 def _collect_structs(t, out: list):
     if isinstance(t, T.ArrayType):
         t = t.dtype
-    if T.is_struct(t) and t not in out:
+    if T.is_struct(t) and all(s._ctype != t._ctype for s in out):  # one definition per C++ type
         for ft in t._fields.values():
             _collect_structs(ft, out)
         out.append(t)
