@@ -299,6 +299,23 @@ def test_redeclaring_a_unique_kernel_with_the_same_content_gives_the_same_kernel
     np.testing.assert_array_equal(run(two, X), np.full(4, 4.0))
 
 
+
+def make_closure_doubler(v):
+    """A unique-module kernel reading ``v`` from its closure (no static)."""
+    @xsim.kernel(module="unique")
+    def doubler(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+        i = xsim.tid()
+        y[i] = x[i] * 0.0 + v * 2.0
+    return doubler
+
+
+def test_redeclaring_a_kernel_reads_each_declarations_closure_value():
+    one, two = make_closure_doubler(1.0), make_closure_doubler(2.0)
+    assert one is not two and one.module.name != two.module.name
+    assert make_closure_doubler(1.0) is one
+    np.testing.assert_array_equal(run(one, X), np.full(4, 2.0))
+    np.testing.assert_array_equal(run(two, X), np.full(4, 4.0))
+
 KF_SOURCE = "import xsim\n\n\ndef kf(a: xsim.array(dtype=float)):\n    a[xsim.tid()] = {}\n"
 
 
