@@ -358,6 +358,10 @@ def test_a_change_written_to_module_options_applies_to_the_modules_next_build():
     cube.module.options.update(enable_backward=False)
     assert _backward_of_cubed(cube, x0)[0].tolist() == [0.0] * 3
     assert dict(cube.module.options) == xsim.get_module_options(cube.module.name) == cube.module.options
+    saved = cube.module.options.copy()
+    assert type(saved) is dict and saved["enable_backward"] is False
+    xsim.set_module_options(cube.module.options, "xsim_test_copied_options")  # one module's options given to another
+    assert xsim.get_module_options("xsim_test_copied_options") == saved
     with pytest.raises(ValueError, match="set_module_options: max_unroll must be a non-negative int, got -1"):
         cube.module.options["max_unroll"] = -1
     with pytest.raises(ValueError, match="no module option 'fast_math'"):

@@ -11,7 +11,7 @@ import sys
 import types as _pytypes
 import typing
 import weakref
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
@@ -796,7 +796,7 @@ def _checked_options(options, where: str) -> dict:
     do not depend on how the generated code was arranged) and ``deterministic``, which can only be
     NOT_GUARANTEED: xsim's float atomics accumulate in whatever order the threads run, so a sum may differ in
     its last bits from run to run."""
-    if not isinstance(options, dict):
+    if not isinstance(options, Mapping):
         raise TypeError(f"{where}: options must be a dict, got {type(options).__name__}")
     unknown = sorted(set(options) - set(_OPTION_DEFAULTS))
     if unknown:
@@ -872,6 +872,10 @@ class ModuleOptions(MutableMapping):
 
     def __len__(self):
         return len(_OPTION_DEFAULTS)
+
+    def copy(self) -> dict:
+        """The options as a plain dict (as ``dict.copy`` gives Warp's)."""
+        return get_module_options(self.module_name)
 
     def __repr__(self):
         return repr(get_module_options(self.module_name))
