@@ -345,3 +345,15 @@ def test_tid_called_through_a_namespace_gives_the_launchs_indices():
     values = xsim.zeros((3, 4), dtype=xsim.int32)
     xsim.launch(tid_through_a_namespace, (3, 4), inputs=[values])
     np.testing.assert_array_equal(values.numpy(), np.arange(3)[:, None] * 10 + np.arange(4)[None, :])
+
+
+NOT_XSIM = types.SimpleNamespace(tid=lambda: 0)
+
+
+def test_a_tid_attribute_of_something_else_is_not_the_thread_index():
+    @xsim.kernel(module="unique")
+    def reads_other_tid(values: xsim.array(dtype=xsim.int32)):
+        values[0] = NOT_XSIM.tid()
+
+    with pytest.raises(xsim.CompileError, match="cannot call the Python function '<lambda>' in a kernel"):
+        xsim.launch(reads_other_tid, 1, inputs=[xsim.zeros(1, dtype=xsim.int32)])
