@@ -330,6 +330,8 @@ class Reference:
         for name, obj in list(pyfunc.__globals__.items()) + self._closure(pyfunc):
             if obj is xsim:
                 obj = self.shim
+            elif isinstance(obj, pytypes.SimpleNamespace) and any(v is xsim for v in vars(obj).values()):
+                obj = pytypes.SimpleNamespace(**{k: self.shim if v is xsim else v for k, v in vars(obj).items()})
             elif isinstance(obj, Function):
                 obj = self._func(obj)
             elif isinstance(obj, BuiltinRef):

@@ -318,6 +318,58 @@ def test_a_kernels_module_options_set_its_backward_and_ordered_atomics_are_refus
         xsim.kernel(module_options={"enable_backward": False})  # module's other kernels would change too
 
 
+
+@xsim.func
+def cubed(x: float):
+    return x * x * x
+
+
+def _backward_of_cubed(kernel, x0: np.ndarray):
+    """x.grad and the warnings of one taped launch of ``kernel`` (y = cubed(x)) and its backward."""
+    x = xsim.array(x0, dtype=float, requires_grad=True)
+    y = xsim.zeros(len(x0), requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(kernel, len(x0), inputs=[x], outputs=[y])
+    np.testing.assert_allclose(y.numpy(), x0 ** 3, rtol=1e-6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tape.backward(grads={y: xsim.array(np.ones(len(x0), np.float32))})
+    return x.grad.numpy(), [str(w.message) for w in caught]
+
+
+@pytest.mark.cpu_only
+def test_a_change_written_to_module_options_applies_to_the_modules_next_build():
+    @xsim.kernel(module="unique", module_options={"enable_backward": False})
+    def cube(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+        i = xsim.tid()
+        y[i] = cubed(x[i])
+
+    # module_options are the module's, not the kernel's own: writing the module's option changes the kernel
+    assert cube.options == {} and cube.module.options["enable_backward"] is False
+    x0 = np.array([0.5, -2.0, 3.0], np.float32)
+    grad, caught = _backward_of_cubed(cube, x0)
+    assert grad.tolist() == [0.0] * 3 and "skipped kernel 'cube' (enable_backward=False)" in caught[0]
+    cube.module.options["enable_backward"] = True
+    assert cube.enable_backward and xsim.get_module_options(cube.module.name)["enable_backward"] is True
+    grad, caught = _backward_of_cubed(cube, x0)
+    np.testing.assert_allclose(grad, 3.0 * x0.astype(np.float64) ** 2, rtol=1e-6)  # d(x^3)/dx through the func
+    assert caught == []
+    cube.module.options.update(enable_backward=False)
+    assert _backward_of_cubed(cube, x0)[0].tolist() == [0.0] * 3
+    assert dict(cube.module.options) == xsim.get_module_options(cube.module.name) == cube.module.options
+    saved = cube.module.options.copy()
+    assert type(saved) is dict and saved["enable_backward"] is False
+    xsim.set_module_options(cube.module.options, "xsim_test_copied_options")  # one module's options given to another
+    assert xsim.get_module_options("xsim_test_copied_options") == saved
+    with pytest.raises(ValueError, match="set_module_options: max_unroll must be a non-negative int, got -1"):
+        cube.module.options["max_unroll"] = -1
+    with pytest.raises(ValueError, match="no module option 'fast_math'"):
+        cube.module.options["fast_math"] = True
+    cube.module.options["max_unroll"] = 3
+    del cube.module.options["max_unroll"]  # back to the default
+    assert cube.module.options["max_unroll"] == MAX_UNROLL
+
 # -- Warp's constants and per-kernel options -----------------------------------------------------------
 
 @xsim.kernel

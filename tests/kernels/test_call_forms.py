@@ -6,6 +6,7 @@ float64 finite differences. One module."""
 
 import importlib.util
 import math
+import types
 
 import numpy as np
 import pytest
@@ -329,3 +330,30 @@ def test_an_operator_func_takes_literals_as_warp_types_them(tmp_path):
     out = xsim.zeros(3, dtype=float)
     xsim.launch(ns.literal_operands, 1, inputs=[3, out])
     np.testing.assert_array_equal(out.numpy(), [3.0, 1.5 - 2.0, 3.0 - 2.0])
+
+
+NAMESPACE = types.SimpleNamespace(sim=xsim)
+
+
+@xsim.kernel
+def tid_through_a_namespace(values: xsim.array(dtype=xsim.int32, ndim=2)):
+    i, j = NAMESPACE.sim.tid()  # xsim reached through an attribute chain: still the 2-d thread index
+    values[i, j] = i * 10 + j
+
+
+def test_tid_called_through_a_namespace_gives_the_launchs_indices():
+    values = xsim.zeros((3, 4), dtype=xsim.int32)
+    xsim.launch(tid_through_a_namespace, (3, 4), inputs=[values])
+    np.testing.assert_array_equal(values.numpy(), np.arange(3)[:, None] * 10 + np.arange(4)[None, :])
+
+
+NOT_XSIM = types.SimpleNamespace(tid=lambda: 0)
+
+
+def test_a_tid_attribute_of_something_else_is_not_the_thread_index():
+    @xsim.kernel(module="unique")
+    def reads_other_tid(values: xsim.array(dtype=xsim.int32)):
+        values[0] = NOT_XSIM.tid()
+
+    with pytest.raises(xsim.CompileError, match="cannot call the Python function '<lambda>' in a kernel"):
+        xsim.launch(reads_other_tid, 1, inputs=[xsim.zeros(1, dtype=xsim.int32)])

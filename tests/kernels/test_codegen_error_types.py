@@ -59,6 +59,30 @@ def unsupported_statement(x: F):
         x[0] = 1.0
 
 
+TABLE = xsim.array(np.array([1.0, 2.0, 3.0], np.float32), dtype=float, device="cpu")  # data seen only by name
+WEIGHTS = [0.5, 0.25]
+
+
+@xsim.kernel
+def indexes_a_global_array(x: F):
+    x[0] = TABLE[0]
+
+
+@xsim.kernel
+def assigns_a_global_array(x: F):
+    x[0] = TABLE
+
+
+@xsim.kernel
+def passes_a_global_array(x: F):
+    x[0] = float(xsim.lower_bound(TABLE, 2.0))
+
+
+@xsim.kernel
+def indexes_a_global_list(x: F):
+    x[0] = WEIGHTS[1]
+
+
 @xsim.kernel
 def fine(x: F):
     x[0] = 7.0
@@ -75,6 +99,12 @@ def fine(x: F):
     (indexes_past_the_end, xsim.WarpCodegenIndexError, IndexError, "index 3 out of range for vec3f"),
     (loops_with_zero_step, xsim.WarpCodegenValueError, ValueError, "range() step must not be zero"),
     (unsupported_statement, xsim.WarpCodegenError, RuntimeError, "with blocks are not supported"),
+    (indexes_a_global_array, xsim.WarpCodegenTypeError, TypeError,
+     f"Invalid external reference type: {type(TABLE)}: {TABLE!r} cannot be indexed in a kernel"),
+    (assigns_a_global_array, xsim.WarpCodegenTypeError, TypeError,
+     f"Invalid external reference type: {type(TABLE)}: {TABLE!r} is not a value that can be used here"),
+    (passes_a_global_array, xsim.WarpCodegenTypeError, TypeError, "pass it as a launch argument"),
+    (indexes_a_global_list, xsim.WarpCodegenTypeError, TypeError, "Invalid external reference type: <class 'list'>"),
 ])
 def test_refused_kernel_raises_the_warp_error_of_its_kind(kernel, flavour, base, phrase):
     x = xsim.zeros(1, dtype=float)

@@ -101,6 +101,32 @@ def typed_literals_wrap(y: xsim.array(dtype=int)):
     y[1] = triple(-2147483647 - 1)  # the annotation types the literal argument
 
 
+@xsim.kernel(module=MODULE)
+def empty_loop_reusing_an_outer_name(n: int, y: xsim.array(dtype=float)):
+    i = 5
+    for _j in range(n):
+        for i in range(20, 0):  # empty: never rebinds i, which the dynamic loop mutates
+            y[1] = float(i)
+        i = i + 1
+    y[0] = float(i)
+
+
+@xsim.kernel(module=MODULE)
+def first_assigned_in_nested_branches(x: xsim.array(dtype=float), n: int, y: xsim.array(dtype=float)):
+    for k in range(n):
+        v = x[k]
+        if v > 0.0:
+            if v > 10.0:
+                r = 100.0
+            else:
+                r = 1.0
+        else:
+            if v < -10.0:
+                r = -100.0
+            else:
+                r = -1.0
+        y[k] = r
+
 def _check(kernel, args, out_index):
     """Launch ``kernel``; the output equals plain Python and the host reference on the same inputs."""
     host = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
@@ -138,6 +164,16 @@ def test_loop_variables_keep_their_last_value_after_the_loop():
     for n in (0, 1, 3, 8):
         _check(loop_variables_after_their_loops, [n, np.zeros(4, np.int32)], 1)
 
+
+
+def test_an_empty_constant_loop_does_not_rebind_a_name_an_enclosing_dynamic_loop_mutates():
+    for n in (0, 1, 3):
+        _check(empty_loop_reusing_an_outer_name, [n, np.zeros(2, np.float32)], 1)
+
+
+def test_a_name_first_assigned_in_nested_branches_takes_each_paths_value():
+    x = np.array([20.0, 5.0, -5.0, -20.0, 0.0, 10.0, -10.0], np.float32)
+    _check(first_assigned_in_nested_branches, [x, len(x), np.zeros(len(x), np.float32)], 2)
 
 def test_chained_comparison_with_a_known_link():
     x = np.array([-5, 0, 1, 2, 3, 7], dtype=np.int32)

@@ -234,6 +234,35 @@ def test_kernel_name_and_module_options_name_the_kernel_and_set_max_unroll():
         np.testing.assert_allclose(run(k, X), X * 15.0)
 
 
+
+RANGES_OF_4_5_AND_0 = [(0, 8, 2), (8, 0, -2), (0, 9, 2), (8, -1, -2), (9, 0, 1), (0, 9, -1)]
+
+
+@xsim.kernel(module="unique", module_options={"max_unroll": 4})
+def strided_sums(out: xsim.array(dtype=int)):
+    for i in range(0, 8, 2):
+        out[0] += i
+    for i in range(8, 0, -2):
+        out[1] += i
+    for i in range(0, 9, 2):
+        out[2] += i * 10
+    for i in range(8, -1, -2):
+        out[3] += i * 10
+    for i in range(9, 0, 1):
+        out[4] += i
+    for i in range(0, 9, -1):
+        out[5] += i
+
+
+def test_max_unroll_compares_the_exact_trip_count_of_a_strided_or_empty_range():
+    # 4 trips (unrolled at max_unroll=4), 5 trips (loops), 0 trips (no loop at all)
+    assert [len(range(*r)) for r in RANGES_OF_4_5_AND_0] == [4, 4, 5, 5, 0, 0]
+    assert _loops(strided_sums) == 2
+    out = xsim.zeros(6, dtype=int, device="cpu")
+    xsim.launch(strided_sums, 1, inputs=[out], device="cpu")
+    assert out.numpy().tolist() == [sum(range(*r)) * (10 if k in (2, 3) else 1)
+                                    for k, r in enumerate(RANGES_OF_4_5_AND_0)]
+
 def test_bad_kernel_names_and_max_unroll_values_are_refused():
     with pytest.raises(ValueError, match=r"kernel\(name='1st'\): the name must be a valid C\+\+ identifier"):
         xsim.kernel(name="1st")
@@ -270,6 +299,23 @@ def test_redeclaring_a_unique_kernel_with_the_same_content_gives_the_same_kernel
     np.testing.assert_array_equal(run(one, X), np.full(4, 2.0))
     np.testing.assert_array_equal(run(two, X), np.full(4, 4.0))
 
+
+
+def make_closure_doubler(v):
+    """A unique-module kernel reading ``v`` from its closure (no static)."""
+    @xsim.kernel(module="unique")
+    def doubler(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+        i = xsim.tid()
+        y[i] = x[i] * 0.0 + v * 2.0
+    return doubler
+
+
+def test_redeclaring_a_kernel_reads_each_declarations_closure_value():
+    one, two = make_closure_doubler(1.0), make_closure_doubler(2.0)
+    assert one is not two and one.module.name != two.module.name
+    assert make_closure_doubler(1.0) is one
+    np.testing.assert_array_equal(run(one, X), np.full(4, 2.0))
+    np.testing.assert_array_equal(run(two, X), np.full(4, 4.0))
 
 KF_SOURCE = "import xsim\n\n\ndef kf(a: xsim.array(dtype=float)):\n    a[xsim.tid()] = {}\n"
 

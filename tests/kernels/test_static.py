@@ -217,6 +217,64 @@ def test_a_func_called_from_python_runs_its_python_body():
         cubic(2.0)  # a Python float is a float32, as in a kernel
 
 
+
+def _op_kinds(kernel) -> list[str]:
+    return [s.kind for s in ir.walk(build_ir(kernel).body) if isinstance(s, ir.Op)]
+
+
+def test_a_static_behind_unary_minus_or_as_a_range_bound_compiles_as_the_literal_would():
+    @xsim.kernel(module="unique")
+    def negated_static(y: xsim.array(dtype=xsim.int64)):
+        y[0] = xsim.int64(-xsim.static(2**31))  # 2**31 is past int32; its negation is int32's minimum
+
+    @xsim.kernel(module="unique")
+    def negated_literal(y: xsim.array(dtype=xsim.int64)):
+        y[0] = xsim.int64(-2147483648)
+
+    @xsim.kernel(module="unique")
+    def static_bound(y: A64):
+        s = F64(0.0)
+        for _k in range(xsim.static(1 + 2)):
+            s += F64(1.5)
+        y[xsim.tid()] = s
+
+    @xsim.kernel(module="unique")
+    def literal_bound(y: A64):
+        s = F64(0.0)
+        for _k in range(3):
+            s += F64(1.5)
+        y[xsim.tid()] = s
+
+    assert _op_kinds(negated_static) == _op_kinds(negated_literal) == ["store"]  # folded: no negation at run time
+    assert _op_kinds(static_bound) == _op_kinds(literal_bound)  # the static leaves nothing behind
+    for k in (negated_static, negated_literal):
+        y = xsim.zeros(1, dtype=xsim.int64)
+        launch_one(k, y)
+        assert int(y.numpy()[0]) == -(2**31)
+    for k in (static_bound, literal_bound):
+        y = xsim.zeros(2, dtype=F64)
+        xsim.launch(k, 2, inputs=[y])
+        assert y.numpy().tolist() == [4.5, 4.5]
+
+
+def test_a_static_func_called_in_a_while_loop_after_an_unrolled_loop():
+    @xsim.func
+    def increment(x: int):
+        return x + 1
+
+    @xsim.kernel(module="unique")
+    def counts(y: xsim.array(dtype=int)):
+        for _k in range(2):
+            y[1] += 10
+        j = int(0)  # noqa: UP018, RUF046 (a typed local, as Warp kernels write it)
+        while j < 3:
+            j = xsim.static(increment)(j)
+        y[0] = j
+
+    y = xsim.zeros(2, dtype=int)
+    launch_one(counts, y)
+    assert y.numpy().tolist() == [3, 20]
+
 # -- errors --------------------------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ import ast
 import builtins as _pybuiltins
 import itertools
 import math
+import types as _pytypes
 
 import numpy as np
 
@@ -62,6 +63,16 @@ class Expressions:
             raise self.err(node, f"unsupported expression '{kind.__name__}' in a kernel")
         return method(node)
 
+    def unusable_reference(self, obj, node, what: str):
+        """The error for an object the kernel's code names but cannot use: data it reads from outside (an
+        array, a list...) is a TypeError, as Warp's "Invalid external reference type", since a kernel sees such
+        data only through its parameters; a module, type or function is a misused name."""
+        if isinstance(obj, (_pytypes.ModuleType, type)) or callable(obj):
+            return self.err(node, f"{_describe(obj)} {what}")
+        return self.err(node, f"Invalid external reference type: {type(obj)}: {_describe(obj)} {what}; a kernel reads "
+                              "arrays and other data through its parameters, pass it as a launch argument",
+                        WarpCodegenTypeError)
+
     def value(self, node) -> Var:
         v = self.expr(node)
         return self.single(v, node)
@@ -74,7 +85,7 @@ class Expressions:
             if T.is_composite(type(obj)):
                 comps = [self.const(x, type(obj)._scalar) for x in np.asarray(obj).ravel().tolist()]
                 return self.emit("construct", type(obj), comps, node)
-            raise self.err(node, f"{_describe(obj)} is not a value that can be used here")
+            raise self.unusable_reference(obj, node, "is not a value that can be used here")
         if isinstance(v, tuple):
             raise self.err(node, "expected a single value, got a tuple")
         return v
@@ -285,7 +296,7 @@ class Expressions:
             if obj is _adjoint_marker():
                 return self.adjoint_slot(node)
             if not T.is_composite(type(obj)):
-                raise self.err(node, f"{_describe(obj)} cannot be indexed in a kernel")
+                raise self.unusable_reference(obj, node, "cannot be indexed in a kernel")
             base = self.single(base, node)  # a constant vector or matrix (of any scalar type, bool too)
         t = base.type
         if isinstance(t, T.ArrayType) and is_array_slice(node):

@@ -11,7 +11,7 @@ import sys
 import types as _pytypes
 import typing
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
@@ -576,8 +576,6 @@ def kernel(pyfunc=None, *, enable_backward: bool | None = None, module=None, nam
     if options and module != "unique":
         raise ValueError("kernel(module_options=...) needs module=\"unique\": the options would change every kernel "
                          "of a shared module (use set_module_options for that)")
-    if enable_backward is None:
-        enable_backward = options.get("enable_backward")
 
     def wrap(f):
         k = Kernel(f, key=name, module=module, enable_backward=enable_backward, grid_stride=grid_stride)
@@ -798,7 +796,7 @@ def _checked_options(options, where: str) -> dict:
     do not depend on how the generated code was arranged) and ``deterministic``, which can only be
     NOT_GUARANTEED: xsim's float atomics accumulate in whatever order the threads run, so a sum may differ in
     its last bits from run to run."""
-    if not isinstance(options, dict):
+    if not isinstance(options, Mapping):
         raise TypeError(f"{where}: options must be a dict, got {type(options).__name__}")
     unknown = sorted(set(options) - set(_OPTION_DEFAULTS))
     if unknown:
@@ -838,8 +836,8 @@ def set_module_options(options: dict, module=None) -> None:
     options = _checked_options(options, "set_module_options")
     name = _module_name(module)
     _MODULE_OPTIONS.setdefault(name, {}).update(options)
-    from .module import _MODULES
-    for m in list(_MODULES.values()):
+    from .module import _EVERY_MODULE
+    for m in list(_EVERY_MODULE):
         if m.options_name == name:
             m.invalidate()
 
@@ -847,3 +845,37 @@ def set_module_options(options: dict, module=None) -> None:
 def get_module_options(module=None) -> dict:
     """The compile options of a module (default: the calling Python module), defaults included."""
     return {**_OPTION_DEFAULTS, **_MODULE_OPTIONS.get(_module_name(module), {})}
+
+
+class ModuleOptions(MutableMapping):
+    """A module's compile options as Warp's ``module.options`` gives them: read, they are
+    :func:`get_module_options`; written (``kernel.module.options["enable_backward"] = True``, ``update``), they
+    are :func:`set_module_options`, checked the same way and taking effect at the module's next build. Deleting
+    an option gives it back its default."""
+
+    def __init__(self, module_name: str):
+        self.module_name = module_name
+
+    def __getitem__(self, key):
+        return get_module_options(self.module_name)[key]
+
+    def __setitem__(self, key, value):
+        set_module_options({key: value}, self.module_name)
+
+    def __delitem__(self, key):
+        if key not in _OPTION_DEFAULTS:
+            raise KeyError(key)
+        set_module_options({key: _OPTION_DEFAULTS[key]}, self.module_name)
+
+    def __iter__(self):
+        return iter(_OPTION_DEFAULTS)
+
+    def __len__(self):
+        return len(_OPTION_DEFAULTS)
+
+    def copy(self) -> dict:
+        """The options as a plain dict (as ``dict.copy`` gives Warp's)."""
+        return get_module_options(self.module_name)
+
+    def __repr__(self):
+        return repr(get_module_options(self.module_name))

@@ -22,6 +22,7 @@ from .frontend import Frontend
 from .ir import If, Loop, Op
 
 _MODULES: dict[str, Module] = {}
+_EVERY_MODULE: weakref.WeakSet = weakref.WeakSet()  # named and unique: what an options change invalidates
 NATIVE_DIR = Path(__file__).parent / "native"
 
 
@@ -97,12 +98,14 @@ class Module:
         self._kernels: list | None = None
         self.builds: dict[tuple[str, bool], object] = {}
         self._hash: str | None = None
+        _EVERY_MODULE.add(self)
 
     @property
-    def options(self) -> dict:
-        """This module's compile options, defaults included (Warp's ``module.options``)."""
-        from .kernel import get_module_options
-        return get_module_options(self.name)
+    def options(self):
+        """This module's compile options, defaults included (Warp's ``module.options``): a mapping that
+        writes through to ``set_module_options``, so a change applies to its kernels' next build."""
+        from .kernel import ModuleOptions
+        return ModuleOptions(self.options_name)
 
     def add(self, kernel):
         self._live.add(kernel)
