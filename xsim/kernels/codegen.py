@@ -417,7 +417,7 @@ class KernelCodegen:
         ``LIBM_CALLS``) is never vectorized, and one thread's adjoint is a long chain of dependent
         operations waiting on its replay's calls, longer than the core's out-of-order window reaches:
         one thread at a time leaves the core mostly idle. Two interleaved, bench/vec3_backward.py's
-        backward took 12-15% less time, with the same instructions. Every operation of a thread runs as
+        backward took 11-15% less time, with the same instructions. Every operation of a thread runs as
         before, so its gradient keeps its bits. Each thread's reverse pass still runs in thread order;
         what moves is the second thread's replay, ahead of the first's reverse pass, so only kernels
         whose replay writes nothing and whose reverse pass writes only gradient buffers get it (no
