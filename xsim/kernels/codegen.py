@@ -33,6 +33,16 @@ PACKED_BACKWARD_MAX_OPS = 400
 # (15.0 s CPU, 8.6 s without); a solver's modules (at most 5 kernels, up to 471 kB) keep theirs.
 PACKED_MODULE_MAX_CHARS = 150_000
 PACKED_MODULE_MAX_KERNELS = 32
+# The op kinds of a kernel whose adjoint may run two threads interleaved (KernelCodegen.two_thread_adjoint):
+# their replay writes no memory and their reverse pass writes only gradient buffers.
+TWO_THREAD_OPS = frozenset({"call", "construct", "cast", "extract", "insert", "row", "set_row", "field_get",
+                            "field_set", "load", "store", "atomic", "tid", "shape", "select", "and", "or",
+                            "identity"})
+TWO_THREAD_MAX_OPS = 200
+# Builtins that are calls into the C math library (native/xsim_math.h, xsim_mathlib.h): the compiler can neither
+# vectorize a loop around them (contraction and libmvec's other roundings are off) nor schedule across them.
+LIBM_CALLS = frozenset({"sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "exp", "log",
+                        "log2", "log10", "pow", "cbrt", "erf", "erfc", "erfinv", "erfcinv"})
 CHECKPOINTS = 32  # carried-value checkpoints per dynamic loop in the adjoint (per thread, on the stack)
 
 
@@ -44,6 +54,7 @@ class KernelCodegen:
         self.debug = debug
         self.name = kir.name
         self.array_ids: dict[str, int] = {}
+        self.lane = ""  # suffix of every C++ name of a thread's values: the two-thread adjoint's second is "_1"
         self.labels = ir.ArrayLabels(kir)
         self.grad_expr: dict[int, str] = {}  # a traced array or struct -> the C++ of its gradient
         self.tid_vars = []
@@ -68,10 +79,13 @@ class KernelCodegen:
     # -- names ---------------------------------------------------------------------------------
 
     def v(self, var: Var) -> str:
-        return f"v{var.id}"
+        return f"v{var.id}{self.lane}"
 
     def a(self, var: Var) -> str:
-        return f"a{var.id}"
+        return f"a{var.id}{self.lane}"
+
+    def tid(self, dim: int) -> str:
+        return f"tid_{dim}{self.lane}"
 
     def grad_of_part(self, op: Op) -> str:
         """The C++ of the gradient of a traced view or field (``op.out``): the same part of its base's (of
@@ -381,13 +395,13 @@ class KernelCodegen:
 
     # -- assembly ----------------------------------------------------------------------------------
 
-    def tid_setup(self, ind: str) -> list[str]:
-        n = self.k.tid_dims
+    def tid_setup(self, ind: str, t: str = "t") -> list[str]:
+        n, r = self.k.tid_dims, f"r_{self.lane}"
         if n <= 1:
-            return [f"{ind}const int64_t tid_0 = t;"]
-        lines = [f"{ind}int64_t r_ = t;"]
+            return [f"{ind}const int64_t {self.tid(0)} = {t};"]
+        lines = [f"{ind}int64_t {r} = {t};"]
         for d in reversed(range(n)):
-            lines.append(f"{ind}const int64_t tid_{d} = r_ % D.shape[{d}]; r_ /= D.shape[{d}];")
+            lines.append(f"{ind}const int64_t {self.tid(d)} = {r} % D.shape[{d}]; {r} /= D.shape[{d}];")
         return lines
 
     def packed_variants(self) -> tuple[bool, bool]:
@@ -397,7 +411,74 @@ class KernelCodegen:
         size = sum(1 for _ in ir.walk(self.k.body))
         return size <= PACKED_FORWARD_MAX_OPS, size <= PACKED_BACKWARD_MAX_OPS
 
-    def generate(self) -> str:
+    def two_thread_adjoint(self, target: str) -> bool:
+        """Whether the CPU adjoint also gets a body for two consecutive threads: both replays, then
+        both reverse passes (``two_thread_backward``). A kernel calling the C math library (sin, exp:
+        ``LIBM_CALLS``) is never vectorized, and one thread's adjoint is a long chain of dependent
+        operations waiting on its replay's calls, longer than the core's out-of-order window reaches:
+        one thread at a time leaves the core mostly idle. Two interleaved, bench/vec3_backward.py's
+        backward took 11-15% less time, with the same instructions. Every operation of a thread runs as
+        before, so its gradient keeps its bits. Each thread's reverse pass still runs in thread order;
+        what moves is the second thread's replay, ahead of the first's reverse pass, so only kernels
+        whose replay writes nothing and whose reverse pass writes only gradient buffers get it (no
+        dynamic loop, no custom or native code, no stores or atomics replayed into the tape's copy),
+        only where the launch's gradient buffers overlap none of its arrays (``disjoint_check``), and
+        only small bodies: the second copy costs registers and compile time (g++ took 0.4-0.7 s more
+        per kernel of bench/kernels_compile.py when every one of them had it, which is why kernels
+        without such calls, which gain less, keep one thread at a time)."""
+        if target != "cpu" or self.debug or self.k.adjoint_error is not None:
+            return False
+        for p in self.k.params:
+            t = p.type
+            if isinstance(t, T.IndexedArrayType) or T.is_struct(t) and t._has_arrays:
+                return False
+        size, libm = 0, False
+        for s in ir.walk(self.k.body):
+            size += 1
+            if isinstance(s, Loop):
+                return False
+            if isinstance(s, Op):
+                if s.kind not in TWO_THREAD_OPS or s.attrs.get("replayed"):
+                    return False
+                libm = libm or s.kind == "call" and s.attrs["overload"].native in LIBM_CALLS
+        return libm and size <= TWO_THREAD_MAX_OPS
+
+    def disjoint_check(self) -> str:
+        """C++ that is true when no gradient buffer of the launch overlaps an array it reads (a
+        gradient passed as an input): then no reverse pass writes what a replay reads."""
+        arrays = [p for p in self.k.params if isinstance(p.type, T.ArrayType)]
+        diff = [p for p in arrays if is_diff(p.type.dtype)]
+        return " && ".join(
+            f"xs::disjoint(P.{PARAM_PREFIX}{p.name}, {p.type.ndim}, sizeof({ctype(p.type.dtype)}), "
+            f"G.{PARAM_PREFIX}{g.name}, {g.type.ndim}, sizeof({ctype(g.type.dtype)}))"
+            for p in arrays for g in diff) or "true"
+
+    def adjoint_body(self) -> tuple[list[str], list[str], list[str]]:
+        """The adjoint's declarations, replay and reverse pass of one thread (names suffixed by ``lane``)."""
+        rep: list[str] = []
+        self.forward(self.k.body, True, rep, "    ")
+        rev: list[str] = []
+        self.reverse(self.k.body, rev, "    ")
+        decl = ["    " + d for d in self.declarations(adjoint=True)]
+        return decl, rep, rev
+
+    def two_thread_backward(self) -> list[str]:
+        """The adjoint of threads t and t + 1: both replays, then both reverse passes."""
+        first = self.adjoint_body()
+        self.lane = "_1"
+        try:
+            second = self.adjoint_body()
+            tid_second = self.tid_setup("    ", "t + 1")
+        finally:
+            self.lane = ""
+        name = self.name
+        return (["template <bool XS_CONTIG>",
+                 (f"XS_FUNC void {name}_backward2(const {name}_args& P, const {name}_args& G, int64_t t, "
+                  "const xs::launch_dims& D) {"), "    (void)D; (void)G;"]
+                + self.tid_setup("    ") + tid_second + first[0] + second[0]
+                + first[1] + second[1] + first[2] + second[2] + ["}"])
+
+    def generate(self, target: str = "cpu") -> str:
         name = self.name
         fwd: list[str] = []
         self.forward(self.k.body, False, fwd, "    ")
@@ -409,15 +490,12 @@ class KernelCodegen:
         body += fwd
         body.append("}")
         if self.k.adjoint_error is None:
-            rep: list[str] = []
-            self.forward(self.k.body, True, rep, "    ")
-            rev: list[str] = []
-            self.reverse(self.k.body, rev, "    ")
+            decl, rep, rev = self.adjoint_body()
             body += ["template <bool XS_CONTIG>",
                      (f"XS_FUNC void {name}_backward(const {name}_args& P, const {name}_args& G, int64_t t, "
                      "const xs::launch_dims& D) {"), "    (void)D; (void)G;"]
             body += self.tid_setup("    ")
-            body += ["    " + d for d in self.declarations(adjoint=True)]
+            body += decl
             for lp in ir.walk(self.k.body):
                 if isinstance(lp, Loop):
                     body.append(f"    int64_t n_iter{lp.id} = 0, stride{lp.id} = 1; (void)stride{lp.id};")
@@ -425,6 +503,8 @@ class KernelCodegen:
                         body += [f"    {ctype(c.var.type)} ck{lp.id}_{c.var.id}[{CHECKPOINTS}];" for c in lp.carried]
             body += rep + rev
             body.append("}")
+            if self.two_thread_adjoint(target):
+                body += self.two_thread_backward()
         return "\n".join(body)
 
 
@@ -471,7 +551,8 @@ def struct_definition(t) -> str:
 _STOP_ON_ERROR = "if (*(volatile int32_t*)&xs_error.code) break; "
 
 
-def _cpu_entry(name: str, kind: str, packed: bool = True, debug: bool = False) -> list[str]:
+def _cpu_entry(name: str, kind: str, packed: bool = True, debug: bool = False,
+               two_thread: str | None = None) -> list[str]:
     """One CPU entry point, taking the launch buffer of ``launch.cpu_buffer``: launch shape (4 x
     int64), thread count (int64), OpenMP threads and packed flag (2 x int32), the argument struct at
     byte 48 and, for the adjoint, the gradient struct at the next 8-byte boundary.
@@ -483,7 +564,9 @@ def _cpu_entry(name: str, kind: str, packed: bool = True, debug: bool = False) -
     copies the argument structs into locals, so array stores cannot alias them and g++ keeps scalars
     and data pointers in registers. Its packed variant counts threads in int32 (what tid() is in the
     language), which keeps array indices affine in the loop counter, so g++ vectorizes the loop;
-    launches beyond int32 take the strided variant, which is valid for packed arrays too."""
+    launches beyond int32 take the strided variant, which is valid for packed arrays too. ``two_thread``:
+    for an adjoint with a two-thread body (``KernelCodegen.two_thread_adjoint``), the C++ condition
+    under which the packed variant runs its threads two at a time."""
     adj = kind == "backward"
     rng = f"{name}_{kind}_range"
     g_param, g_copy, g_arg = ((f"const {name}_args& G0, ", f" const {name}_args G = G0;", "G, ") if adj
@@ -493,13 +576,19 @@ def _cpu_entry(name: str, kind: str, packed: bool = True, debug: bool = False) -
     out = ["template <bool XS_CONTIG>",
            (f"static __attribute__((noinline)) void {rng}(const {name}_args& P0, {g_param}"
             "const xs::launch_dims& D0, int64_t b, int64_t e) {"),
-           f"    const {name}_args P = P0;{g_copy} const xs::launch_dims D = D0;",
-           "    if constexpr (XS_CONTIG) {",
-           f"        for (int32_t t = (int32_t)b; t < (int32_t)e; ++t) {{ {stop}{name}_{kind}<true>(P, {g_arg}t, D); }}",
-           "    } else {",
-           f"        for (int64_t t = b; t < e; ++t) {{ {stop}{name}_{kind}<false>(P, {g_arg}t, D); }}",
-           "    }",
-           "}",
+           f"    const {name}_args P = P0;{g_copy} const xs::launch_dims D = D0;"]
+    out.append("    if constexpr (XS_CONTIG) {")
+    if two_thread is None:
+        out.append(f"        for (int32_t t = (int32_t)b; t < (int32_t)e; ++t) {{ {stop}{name}_{kind}<true>(P, {g_arg}t, D); }}")
+    else:  # the packed variant only: the strided one would cost a third copy of the body to compile
+        out += ["        int32_t t = (int32_t)b;",
+                f"        if (e - b > 1 && ({two_thread}))",
+                f"            for (; t + 1 < (int32_t)e; t += 2) {{ {name}_{kind}2<true>(P, {g_arg}t, D); }}",
+                f"        for (; t < (int32_t)e; ++t) {{ {name}_{kind}<true>(P, {g_arg}t, D); }}"]
+    out += ["    } else {",
+            f"        for (int64_t t = b; t < e; ++t) {{ {stop}{name}_{kind}<false>(P, {g_arg}t, D); }}",
+            "    }",
+            "}",
            f'extern "C" XS_EXPORT void {name}_cpu_{kind}(const char* L) {{',
            f"    xs::launch_dims D; int64_t n; int32_t cfg[2]; {name}_args P;" + (f" {name}_args G;" if adj else ""),
            "    __builtin_memcpy(&D, L, 32); __builtin_memcpy(&n, L + 32, 8); __builtin_memcpy(cfg, L + 40, 8);",
@@ -525,14 +614,15 @@ def _cpu_entry(name: str, kind: str, packed: bool = True, debug: bool = False) -
 
 
 def entry_points(name: str, has_adjoint: bool, target: str, packed: tuple[bool, bool] = (True, True),
-                 debug: bool = False, grid_stride: bool = True) -> str:
+                 debug: bool = False, grid_stride: bool = True, two_thread: str | None = None) -> str:
     """The thin per-target wrappers: an OpenMP loop on the CPU, a grid-stride loop on CUDA (or with
     ``grid_stride`` False one index per thread, the grid covering the launch).
-    ``packed`` says whether the forward/backward bodies get their packed-array variant."""
+    ``packed`` says whether the forward/backward bodies get their packed-array variant; ``two_thread``
+    (CPU): see ``_cpu_entry``."""
     if target == "cpu":
         out = _cpu_entry(name, "forward", packed[0], debug)
         if has_adjoint:
-            out += _cpu_entry(name, "backward", packed[1], debug)
+            out += _cpu_entry(name, "backward", packed[1], debug, two_thread)
         return "\n".join(out)
     # a launch stops at the first out-of-bounds report: the loop breaks, a lone index returns
     stop = (_STOP_ON_ERROR if grid_stride else _STOP_ON_ERROR.replace("break", "return")) if debug else ""
@@ -592,12 +682,13 @@ def module_sources(kernel_irs: list[ir.KernelIR], structs: list, debug: bool, ta
     labels, bodies = {}, []
     for kir in kernel_irs:
         cg = KernelCodegen(kir, debug)
-        bodies.append((kir, cg, param_struct(kir.name, kir.params) + "\n\n" + cg.generate()))
+        bodies.append((kir, cg, param_struct(kir.name, kir.params) + "\n\n" + cg.generate(target)))
         labels[kir.name] = sorted(cg.array_ids, key=cg.array_ids.get)
     packed = len(bodies) <= PACKED_MODULE_MAX_KERNELS or sum(len(b) for *_, b in bodies) <= PACKED_MODULE_MAX_CHARS
     kernels = [(kir, body + "\n\n" + entry_points(kir.name, kir.adjoint_error is None, target,
                                                   cg.packed_variants() if packed else (False, False), debug,
-                                                  kir.grid_stride))
+                                                  kir.grid_stride,
+                                                  cg.disjoint_check() if cg.two_thread_adjoint(target) else None))
                for kir, cg, body in bodies]
     groups: list[list] = [[]]
     size = 0

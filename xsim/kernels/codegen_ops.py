@@ -299,7 +299,7 @@ class Subarray(OpCode):
 @handles("tid")
 class Tid(OpCode):
     def forward(self, cg, op, replay, out, ind):
-        out.append(f"{ind}{cg.v(op.out)} = (int32_t)tid_{op.attrs['dim']};")
+        out.append(f"{ind}{cg.v(op.out)} = (int32_t){cg.tid(op.attrs['dim'])};")
 
 
 @handles("shape")

@@ -255,6 +255,30 @@ template <bool C, typename T, typename... I> XS_FUNC T& at_sel(const array_desc&
     else return at<T>(a, i...);
 }
 
+// Whether the bytes that the elements of two arrays cover (ndim dimensions, elem bytes each) do not
+// overlap; a null or empty array overlaps nothing. The CPU's two-thread adjoint runs only then (codegen.py).
+#if !defined(XS_CUDA)
+XS_FUNC void byte_span(const array_desc& a, int ndim, int64_t elem, int64_t& lo, int64_t& hi) {
+    lo = hi = (int64_t)a.data;
+    if (!a.data) return;
+    for (int d = 0; d < ndim; ++d) {
+        if (a.shape[d] <= 0) {
+            hi = lo;
+            return;
+        }
+        const int64_t ext = (a.shape[d] - 1) * a.strides[d];
+        (ext < 0 ? lo : hi) += ext;
+    }
+    hi += elem;
+}
+XS_FUNC bool disjoint(const array_desc& a, int na, int64_t ea, const array_desc& b, int nb, int64_t eb) {
+    int64_t alo, ahi, blo, bhi;
+    byte_span(a, na, ea, alo, ahi);
+    byte_span(b, nb, eb, blo, bhi);
+    return alo == ahi || blo == bhi || ahi <= blo || bhi <= alo;
+}
+#endif
+
 // A[i] of an array with more dimensions: the view of the remaining ones (a null array stays null,
 // so a gradient view of an array without a grad buffer still reads as absent). A view in a kernel
 // has no flags: retain_grad belongs to the array the launch was given, as in Warp.
