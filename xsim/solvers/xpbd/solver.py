@@ -257,15 +257,13 @@ class SolverXPBD:
         entries, ``ParticleConstraints.substep_start``): constraints, then
         the contacts with every shape (``particle_contacts.py``, ``substep``: ``_substep``'s; ``bodies``: the
         rigid step's working state, None without bodies). Updates ``lam`` in place; returns the new positions."""
-        m, k = self.model, self.kernels
+        m = self.model
         n, v3 = m.particle_count, m.vec3()
         c = self.constraints
         delta = self._scratch("delta", (n, c.width), v3, grad)
         entries = self._scratch("entries", c.entry_count, T.vector(4, m.dtype), grad)
-        lam.update(c.project(self._allocator(grad), xi, start, lam, inv_h, self.relaxation, entries, delta))
         x_next = self.buffers.get("x", n, v3, grad, avoid=(x, xi))
-        xsim.launch(k.apply_corrections, n, inputs=[
-            xi, delta, self.constraints.slot_count, m.particle_inv_mass], outputs=[x_next])
+        lam.update(c.project(self._allocator(grad), xi, start, lam, inv_h, self.relaxation, entries, delta, x_next))
         if self._shapes:
             for passes in self._passes(bodies):
                 motion, delta = self._no_motion, self._no_delta
