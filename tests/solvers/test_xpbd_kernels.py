@@ -154,8 +154,8 @@ def test_constraint_stand_in_adjoint(kind, damping):
 @pytest.mark.parametrize("damping", [0.0, 30.0])
 def test_stand_ins_give_the_gradients_of_the_constraint_kernel_and_apply_corrections(kind, damping):
     """The Tape's stand-ins (keep_positions, then solve_*_into_positions adding each correction over its
-    particle's count) in place of the kernel pair that ran: the same gradients to the last bit (each slot's
-    gradient is x_next's times 1 / count either way)."""
+    particle's count) in place of the kernel pair that ran: run, the same positions and multipliers; recorded,
+    the same gradients to the last bit (each slot's gradient is x_next's times 1 / count either way)."""
     ends = STAND_INS[kind]
     counts, (slots,), _ = slot_layout(5, [np.array(ends)])
     seeds = RNG.normal(size=(5, 3)), RNG.normal(size=(len(ends), 3) if kind == "bending" else len(ends))
@@ -175,6 +175,14 @@ def test_stand_ins_give_the_gradients_of_the_constraint_kernel_and_apply_correct
                 launch.record(K.keep_positions, 5, inputs=[xi], outputs=[x_next])
                 launch.record(getattr(K, f"solve_{kind}_into_positions"), len(ends),
                               inputs=[*head, *rest, ints(counts)], outputs=[lam_out, x_next])
+        if stand_in:  # run, the stand-ins compute the pair's function (the corrections summed in another order)
+            x_run, lam_run = vecs(np.zeros((5, 3)), grad=False), xsim.zeros_like(lam)
+            xsim.launch(K.keep_positions, 5, inputs=[xi], outputs=[x_run])
+            xsim.launch(getattr(K, f"solve_{kind}_into_positions"), len(ends), inputs=[*head, *rest, ints(counts)],
+                        outputs=[lam_run, x_run])
+            np.testing.assert_allclose(x_run.numpy(), x_next.numpy(), rtol=0, atol=1e-15)
+            np.testing.assert_array_equal(lam_run.numpy(), lam_out.numpy())
+            assert np.any(x_run.numpy() != X.numpy())
         tape.backward(grads={x_next: seeds[0], lam_out: seeds[1]})
         got.append([x_next.numpy(), lam_out.numpy(), xi.grad.numpy()]
                    + [a.grad.numpy() for a in [*head, *rest] if isinstance(a, xsim.array) and a.requires_grad])

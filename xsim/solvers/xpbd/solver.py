@@ -143,9 +143,8 @@ class SolverXPBD:
     def _scratch(self, key: str, shape, dtype, grad: bool):
         """A per-iteration array: under a tape one scratch intermediate for every iteration of every
         rollout (``BufferPool.scratch``), else a scratch buffer. The constraint corrections ``delta``
-        (n, width) reach the positions only through ``apply_corrections``'s sum, whose adjoint needs no
-        value, and the constraint kernels' writes, whose adjoints read only gradients; the gathered
-        ``entries`` are gathered again in the backward pass (``ParticleConstraints.project``). A fresh
+        (n, width) are not on the tape at all (``ParticleConstraints.project`` records stand-ins that add
+        them to the positions); the gathered ``entries`` are gathered again in the backward pass. A fresh
         array per iteration (0.9 + 2 MB for a 64x64 cloth) made a taped rollout stream hundreds of MB
         through memory, where the plain one stays in cache."""
         return self.buffers.scratch(key, shape, dtype) if grad else self.buffers.get(key, shape, dtype, grad)
