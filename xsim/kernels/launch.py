@@ -436,12 +436,13 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape, run: bool = 
         if not handles.is_live(values[i], kind, dev.name):
             return False
     n = math.prod(shape)
-    pacer = prep.pacers[0]
-    threads = pacer.threads(n)
-    try:
-        buf = prep.layout.pack(*shape, *(1,) * (4 - len(shape)), n, threads, contig, *items)
-    except (struct.error, OverflowError):
-        return False
+    if run:  # a recorded launch packs its buffer when the backward pass runs its adjoint
+        pacer = prep.pacers[0]
+        threads = pacer.threads(n)
+        try:
+            buf = prep.layout.pack(*shape, *(1,) * (4 - len(shape)), n, threads, contig, *items)
+        except (struct.error, OverflowError):
+            return False
     recorder = _current_recorder() if record_tape else None
     before = recorder.before_launch(kernel, prep, values) if recorder is not None else None
     if n > 0 and run:
