@@ -1,10 +1,11 @@
-"""The recording API (xsim/kernels/recording.py): which recorders listen in this thread, and the
+"""The recording API (xsim/kernels/recording.py): which recorders listen in this thread, launch.record, and the
 untracked array operations and write counts (xsim/array.py) that recorders and their users rely on."""
 
 import numpy as np
+import pytest
 
 import xsim
-from xsim.kernels import recording
+from xsim.kernels import launch, recording
 
 
 @xsim.kernel
@@ -63,3 +64,33 @@ def test_launches_and_tape_aware_ops_count_writes_untracked_ops_do_not():
     np.testing.assert_array_equal(c.numpy(), [0.0, 1.0, 2.0])
     y.mark_written("my_op")
     assert (y.version, y.last_writer) == (3, "my_op")
+
+
+@xsim.kernel
+def scale_by_two(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+    i = xsim.tid()
+    y[i] = x[i] * 2.0
+
+
+def test_record_puts_a_launch_on_the_tape_without_running_it():
+    """launch.record: the tape gets the kernel's adjoint for work done another way (here numpy computed
+    y = 2 x), the arrays are left as they are, and outside a tape it does nothing."""
+    x = xsim.array(np.arange(4.0), dtype=float, requires_grad=True)
+    y = xsim.array(np.full(4, 7.0), dtype=float, requires_grad=True)
+    launch.record(scale_by_two, 4, inputs=[x], outputs=[y])  # no tape: nothing
+    tape = xsim.Tape()
+    with tape:
+        launch.record(scale_by_two, 4, inputs=[x], outputs=[y])
+    assert len(tape.launches) == 1
+    np.testing.assert_array_equal(y.numpy(), np.full(4, 7.0))  # not run
+    tape.backward(grads={y: np.array([1.0, -2.0, 3.0, 0.5])})
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, -4.0, 6.0, 1.0])
+    np.testing.assert_array_equal(y.grad.numpy(), np.zeros(4))  # the adjoint of the write consumed it
+
+
+def test_record_checks_its_arguments_as_launch_does():
+    x = xsim.zeros(3, dtype=float, requires_grad=True)
+    with xsim.Tape(), pytest.raises(TypeError, match="scale_by_two"):
+        launch.record(scale_by_two, 3, inputs=[x], outputs=[])
+    with xsim.Tape(), pytest.raises(TypeError, match=r"record\(\) needs an @xsim.kernel"):
+        launch.record(lambda: None, 3, inputs=[x], outputs=[x])

@@ -6,6 +6,7 @@ import pytest
 
 import xsim
 from xsim.autodiff import gradcheck
+from xsim.kernels import launch
 from xsim.sim.generic import specialized
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 from xsim.solvers.xpbd import kernels as particle_kernels
@@ -19,6 +20,7 @@ from xsim.solvers.xpbd.bundles import (
     ShapeArrays,
 )
 from xsim.solvers.xpbd.kernels import UNROLLED_SLOTS
+from xsim.solvers.xpbd.particle_constraints import slot_layout
 from xsim.solvers.xpbd.particle_contacts import STATIC_SHAPES
 
 K = specialized(particle_kernels.__name__, xsim.float64)  # the solver's float64 kernels
@@ -101,6 +103,93 @@ def test_apply_corrections_adjoint():
     delta = xsim.array(RNG.normal(size=(3, 2, 3)) * 1e-3, dtype=V, requires_grad=True)
     args = [x, delta, ints([2, 1, 1]), scalars([1.0, 1.0, 1.0]), vecs(np.zeros((3, 3)))]
     check(K.apply_corrections, args, 3)
+
+
+# The Tape stand-ins of the constraint kernels and apply_corrections (ParticleConstraints.project), on
+# constraints over the 5 particles (particle 3 pinned: W = 0): each kind's ends
+STAND_INS = {
+    "distance": [[0, 1], [1, 2], [3, 4], [2, 4]],
+    "bending": [[0, 1, 2, 3], [1, 2, 3, 4], [4, 2, 0, 1]],
+    "area": [[0, 1, 2], [2, 3, 4], [1, 4, 0]],
+}
+
+
+def constraint_args(kind, damping, seed, pinned=True):
+    """(entries and indices, the arguments after ``slot`` up to the outputs, the multipliers) of kind's kernel,
+    drawn from ``seed``; without ``pinned`` particle 3 is free too (finite differences of its inverse mass
+    would step across the pinned test w > 0)."""
+    rng = np.random.default_rng(seed)
+    ends = STAND_INS[kind]
+    ends_entries = entries(ends)
+    if not pinned:
+        e = ends_entries.numpy()
+        e[:, 3] = np.where(e[:, 3] == 0.0, 0.8, e[:, 3])
+        ends_entries.assign(e)
+    m = len(ends)
+    if kind == "bending":
+        lam = vecs(rng.normal(size=(m, 3)) * 1e-3)
+        first = xsim.array(rng.normal(size=(m, 4)), dtype=xsim.vec4d, requires_grad=True)
+    else:
+        lam = scalars(rng.normal(size=m) * 1e-3)
+        first = scalars(rng.uniform(0.2, 0.5, m))
+    rest = [first, scalars(rng.uniform(1e-3, 2e-2, m)), scalars(np.full(m, damping)), lam, entries(ends, X_START),
+            60.0, 1.0, damping > 0, *((True,) if kind == "bending" else ())]
+    return [ends_entries, ints(ends, len(ends[0]))], rest, lam
+
+
+def slot_counts(kind):
+    return np.bincount(np.ravel(STAND_INS[kind]), minlength=5)
+
+
+@pytest.mark.parametrize("kind", ["distance", "bending", "area"])
+@pytest.mark.parametrize("damping", [0.0, 30.0])
+def test_constraint_stand_in_adjoint(kind, damping):
+    """solve_*_into_positions (recorded on a Tape by the solver, never run there) against finite differences."""
+    head, rest, lam = constraint_args(kind, damping, 5, pinned=False)
+    args = [*head, *rest, ints(slot_counts(kind)), xsim.zeros_like(lam, requires_grad=True), vecs(np.zeros((5, 3)))]
+    check(getattr(K, f"solve_{kind}_into_positions"), args, len(STAND_INS[kind]))
+
+
+@pytest.mark.parametrize("kind", ["distance", "bending", "area"])
+@pytest.mark.parametrize("damping", [0.0, 30.0])
+def test_stand_ins_give_the_gradients_of_the_constraint_kernel_and_apply_corrections(kind, damping):
+    """The Tape's stand-ins (keep_positions, then solve_*_into_positions adding each correction over its
+    particle's count) in place of the kernel pair that ran: run, the same positions and multipliers; recorded,
+    the same gradients to the last bit (each slot's gradient is x_next's times 1 / count either way)."""
+    ends = STAND_INS[kind]
+    counts, (slots,), _ = slot_layout(5, [np.array(ends)])
+    seeds = RNG.normal(size=(5, 3)), RNG.normal(size=(len(ends), 3) if kind == "bending" else len(ends))
+    got = []
+    for stand_in in (False, True):
+        head, rest, lam = constraint_args(kind, damping, 11)
+        solve = [*head, ints(slots, len(ends[0])), *rest]
+        xi = vecs(X.numpy())
+        apply = [xi, rows(5, int(counts.max())), ints(counts), scalars(W, grad=False)]
+        lam_out, x_next = xsim.zeros_like(lam, requires_grad=True), vecs(np.zeros((5, 3)))
+        tape = xsim.Tape()
+        with tape:
+            xsim.launch(getattr(K, f"solve_{kind}"), len(ends), inputs=solve, outputs=[lam_out, apply[1]],
+                        record_tape=not stand_in)
+            xsim.launch(K.apply_corrections, 5, inputs=apply, outputs=[x_next], record_tape=not stand_in)
+            if stand_in:
+                launch.record(K.keep_positions, 5, inputs=[xi], outputs=[x_next])
+                launch.record(getattr(K, f"solve_{kind}_into_positions"), len(ends),
+                              inputs=[*head, *rest, ints(counts)], outputs=[lam_out, x_next])
+        if stand_in:  # run, the stand-ins compute the pair's function (the corrections summed in another order)
+            x_run, lam_run = vecs(np.zeros((5, 3)), grad=False), xsim.zeros_like(lam)
+            xsim.launch(K.keep_positions, 5, inputs=[xi], outputs=[x_run])
+            xsim.launch(getattr(K, f"solve_{kind}_into_positions"), len(ends), inputs=[*head, *rest, ints(counts)],
+                        outputs=[lam_run, x_run])
+            np.testing.assert_allclose(x_run.numpy(), x_next.numpy(), rtol=0, atol=1e-15)
+            np.testing.assert_array_equal(lam_run.numpy(), lam_out.numpy())
+            assert np.any(x_run.numpy() != X.numpy())
+        tape.backward(grads={x_next: seeds[0], lam_out: seeds[1]})
+        got.append([x_next.numpy(), lam_out.numpy(), xi.grad.numpy()]
+                   + [a.grad.numpy() for a in [*head, *rest] if isinstance(a, xsim.array) and a.requires_grad])
+    assert len(got[0]) == len(got[1]) == 9
+    for old, new in zip(*got):
+        np.testing.assert_array_equal(new, old)
+    assert np.any(got[0][3] != 0.0)  # the entries' gradient: through the corrections and the multipliers
 
 
 def test_ground_plane_contact_adjoint_with_friction():

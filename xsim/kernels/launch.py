@@ -364,12 +364,12 @@ def cpu_buffer(prep: _Prepared, shape, values, contig: bool, threads: int, grads
     return buf if grads is None else buf + prep.grads_pad + bytes(grads)
 
 
-def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
+def _launch_fast(kernel, dim, inputs, outputs, device, record_tape, run: bool = True) -> bool:
     """Launch a kernel that launched before, when every argument is plain: an xsim array of the
     parameter's dtype and ndim on the kernel's device, a Python number of the parameter's kind, or a
     value of the parameter's exact type. The checks are identity comparisons and the packing one
     ``struct.pack``. Returns False, having done nothing, for anything else: the general path then
-    converts what it can and raises the errors."""
+    converts what it can and raises the errors. ``run=False``: only record it (``record``)."""
     prep = getattr(kernel, "launch_cache", None)
     if (prep is None or not prep.fast or prep.mode != config.mode
             or kernel.module.builds.get(prep.key) is not prep.native):
@@ -436,15 +436,16 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape) -> bool:
         if not handles.is_live(values[i], kind, dev.name):
             return False
     n = math.prod(shape)
-    pacer = prep.pacers[0]
-    threads = pacer.threads(n)
-    try:
-        buf = prep.layout.pack(*shape, *(1,) * (4 - len(shape)), n, threads, contig, *items)
-    except (struct.error, OverflowError):
-        return False
+    if run:  # a recorded launch packs its buffer when the backward pass runs its adjoint
+        pacer = prep.pacers[0]
+        threads = pacer.threads(n)
+        try:
+            buf = prep.layout.pack(*shape, *(1,) * (4 - len(shape)), n, threads, contig, *items)
+        except (struct.error, OverflowError):
+            return False
     recorder = _current_recorder() if record_tape else None
     before = recorder.before_launch(kernel, prep, values) if recorder is not None else None
-    if n > 0:
+    if n > 0 and run:
         pacer.run(prep.forward, buf, n, threads)
         if prep.checked:
             after_launch(prep, values)
@@ -537,34 +538,12 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
                          f"grid cannot be capped with max_blocks={max_blocks}")
     if not adjoint and stream is None and _launch_fast(kernel, dim, inputs, outputs, device, record_tape):
         return
-    from .kernel import Kernel
     if stream is not None:
         from ..device import ScopedStream
         with ScopedStream(stream):
             return launch(kernel, dim, inputs, outputs, adj_inputs, adj_outputs, device or stream.device, adjoint,
                           record_tape)
-    if not isinstance(kernel, Kernel):
-        raise TypeError(f"launch() needs an @xsim.kernel, got {kernel!r}")
-    values = list(inputs) + list(outputs)
-    if kernel.generic and len(values) == len(kernel.params):
-        kernel = kernel.specialize(values)
-    params = kernel.params
-    if len(values) != len(params):
-        names = ", ".join(n for n, _ in params)
-        raise TypeError(f"kernel '{kernel.key}' takes {len(params)} arguments ({names}), got {len(values)}")
-    shape = normalize_dim(kernel, dim)
-    dev = _launch_device(device, values, params)
-    mode = config.current_mode()
-    if any(t is None or isinstance(t, T.ArrayType) and T.is_struct(t.dtype) and t.dtype._has_arrays
-           for _, t in params):
-        prepare(kernel, dev, mode)  # the frontend raises a CompileError naming the parameter
-    # a None array (Warp's null array) makes the launch bounds-checked: reading it is an IndexError, no crash
-    if mode == "release" and any(v is None and isinstance(t, T.ArrayType) for (_, t), v in zip(params, values)):
-        mode = "debug"
-    values = [coerce_arg(kernel, n, t, v, dev) for (n, t), v in zip(params, values)]
-    prep = prepare(kernel, dev, mode)
-    for i, name, kind in prep.handles:
-        handles.check(kernel, name, values[i], kind, dev.name)
+    kernel, prep, shape, values = _prepared_call(kernel, dim, inputs, outputs, device, "launch()")
     n = math.prod(shape)
     if not adjoint:
         check_writable(kernel, prep, values)
@@ -586,6 +565,47 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
         recorder.record_launch(kernel, prep, shape, values, before)
     else:
         bump_versions(prep, values, kernel.key)
+
+
+def record(kernel, dim, inputs=(), outputs=(), device=None):
+    """Record a launch of ``kernel`` on this thread's recording Tape without running it: for a caller
+    that computed the same function of the same arrays another way (launches off the tape) and wants
+    this kernel's adjoint in the backward pass instead (``SolverXPBD``'s constraint corrections). The
+    arguments are checked as ``launch`` checks them; nothing happens when no Tape records."""
+    recorder = _current_recorder()
+    if recorder is None or _launch_fast(kernel, dim, inputs, outputs, device, True, run=False):
+        return
+    kernel, prep, shape, values = _prepared_call(kernel, dim, inputs, outputs, device, "record()")
+    recorder.record_launch(kernel, prep, shape, values, recorder.before_launch(kernel, prep, values))
+
+
+def _prepared_call(kernel, dim, inputs, outputs, device, who: str):
+    """(kernel specialized for the arguments, its prepared launch data, launch shape, checked argument
+    values) of a call ``who`` (``launch()``, ``record()``)."""
+    from .kernel import Kernel
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"{who} needs an @xsim.kernel, got {kernel!r}")
+    values = list(inputs) + list(outputs)
+    if kernel.generic and len(values) == len(kernel.params):
+        kernel = kernel.specialize(values)
+    params = kernel.params
+    if len(values) != len(params):
+        names = ", ".join(n for n, _ in params)
+        raise TypeError(f"kernel '{kernel.key}' takes {len(params)} arguments ({names}), got {len(values)}")
+    shape = normalize_dim(kernel, dim)
+    dev = _launch_device(device, values, params)
+    mode = config.current_mode()
+    if any(t is None or isinstance(t, T.ArrayType) and T.is_struct(t.dtype) and t.dtype._has_arrays
+           for _, t in params):
+        prepare(kernel, dev, mode)  # the frontend raises a CompileError naming the parameter
+    # a None array (Warp's null array) makes the launch bounds-checked: reading it is an IndexError, no crash
+    if mode == "release" and any(v is None and isinstance(t, T.ArrayType) for (_, t), v in zip(params, values)):
+        mode = "debug"
+    values = [coerce_arg(kernel, n, t, v, dev) for (n, t), v in zip(params, values)]
+    prep = prepare(kernel, dev, mode)
+    for i, name, kind in prep.handles:
+        handles.check(kernel, name, values[i], kind, dev.name)
+    return kernel, prep, shape, values
 
 
 def _launch_device(device, values, params):

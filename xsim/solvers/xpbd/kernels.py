@@ -294,6 +294,25 @@ def apply_corrections(x: Vec3s, delta: Vec3s2, slot_count: Ints, inv_mass: Float
 
 
 @xsim.kernel
+def keep_positions(x: Vec3s, x_out: Vec3s):
+    """On a Tape, the stand-in for ``apply_corrections`` (recorded, never run: see
+    ``ParticleConstraints.project``): x_out = x, to which the constraint kernels' stand-ins
+    (``solve_*_into_positions``) add the corrections' mean. Its adjoint passes x_out's gradient on to x."""
+    i = xsim.tid()
+    x_out[i] = x[i]
+
+
+@xsim.func
+def add_correction(x_next, i: int, d, w, slot_count):
+    """A constraint kernel's stand-in's share of ``apply_corrections``: particle ``i`` (split inverse mass
+    ``w``) moves by its correction ``d`` over its slot count, a pinned one (w = 0) not at all. Its adjoint
+    reads x_next's gradient times that weight 1 / count: the value apply_corrections' adjoint gives the
+    slot, without the (n, width) slot gradients it writes and the constraint's adjoint reads and zeroes."""
+    if w > 0.0:
+        xsim.atomic_add(x_next, i, d * (1.0 / type(w)(slot_count[i])))
+
+
+@xsim.kernel
 def update_velocities(x: Vec3s, x_start: Vec3s, inv_mass: Floats, gravity: Vec3, h: Float, damping: Float,
                       v_out: Vec3s, x_out: Vec3s):
     """End-of-substep velocity of a dynamic particle: (x - x_start) / h, damped implicitly,
@@ -466,22 +485,17 @@ def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, dam
 # per constraint and iteration); ``damped`` is False for kinds without damping, and the reads are skipped.
 
 
-@xsim.kernel
-def solve_distance(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, compliance: Floats, damping: Floats,
-                   lam: Floats, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool, lam_out: Floats,
-                   delta: Vec3s2):
-    """C = |xi - xj| - rest with compliance and damping (XPBD's gamma = alpha beta / h on the
-    constraint's motion since the substep start); one multiplier update per constraint
-    (``entries[2c + k]``: position and split inverse mass of end k; ``start``: the same entries at the
-    substep start, read when ``damped``)."""
-    c = xsim.tid()
-    i = indices[c, 0]
-    j = indices[c, 1]
+@xsim.func
+def distance_constraint(entries, c: int, zero, rest, compliance, damping, lam, start, inv_h, relaxation,
+                        damped: bool):
+    """Distance constraint ``c``'s update (``solve_distance``; ``zero``: a zero vec3 of the precision), shared
+    with its Tape stand-in: (multiplier, its change, the corrections of ends 0 and 1, their split inverse
+    masses)."""
     ei = entries[2 * c]
     ej = entries[2 * c + 1]
     wi = ei[3]
     wj = ej[3]
-    d = delta.dtype(ei[0] - ej[0], ei[1] - ej[1], ei[2] - ej[2])
+    d = type(zero)(ei[0] - ej[0], ei[1] - ej[1], ei[2] - ej[2])
     alpha = compliance[c] * inv_h * inv_h
     gamma = compliance[c] * damping[c] * inv_h
     lc = lam[c]
@@ -493,23 +507,44 @@ def solve_distance(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, co
         xj = type(d)(ej[0], ej[1], ej[2])
         motion = xi - type(d)(si[0], si[1], si[2]) - xj + type(d)(sj[0], sj[1], sj[2])
     dl, di, dj = distance_update(d, wi, wj, rest[c], alpha, gamma, lc, relaxation, motion, damped)
-    lam_out[c] = lc + dl
-    delta[i, slot[c, 0]] = di
-    delta[j, slot[c, 1]] = dj
+    return lc, dl, di, dj, wi, wj
 
 
 @xsim.kernel
-def solve_bending(entries: Vec4s, indices: Ints2, slot: Ints2, weights: Vec4s, compliance: Floats, damping: Floats,
-                  lam: Vec3s, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool, weights_grad: bool,
-                  lam_out: Vec3s, delta: Vec3s2):
-    """Isometric bending: the vector constraint C = sum_k K_k x_k (K: cotangent weights of the
-    edge stencil, zero on the flat rest shape); linear in x, so one update is exact. ``weights_grad``:
-    whether ``weights`` requires grad (its gradient is 10% of the adjoint's time)."""
+def solve_distance(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, compliance: Floats, damping: Floats,
+                   lam: Floats, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool, lam_out: Floats,
+                   delta: Vec3s2):
+    """C = |xi - xj| - rest with compliance and damping (XPBD's gamma = alpha beta / h on the
+    constraint's motion since the substep start); one multiplier update per constraint
+    (``entries[2c + k]``: position and split inverse mass of end k; ``start``: the same entries at the
+    substep start, read when ``damped``)."""
     c = xsim.tid()
-    i0 = indices[c, 0]
-    i1 = indices[c, 1]
-    i2 = indices[c, 2]
-    i3 = indices[c, 3]
+    lc, dl, di, dj, _wi, _wj = distance_constraint(entries, c, delta.dtype(), rest, compliance, damping, lam, start,
+                                                   inv_h, relaxation, damped)
+    lam_out[c] = lc + dl
+    delta[indices[c, 0], slot[c, 0]] = di
+    delta[indices[c, 1], slot[c, 1]] = dj
+
+
+@xsim.kernel
+def solve_distance_into_positions(entries: Vec4s, indices: Ints2, rest: Floats, compliance: Floats, damping: Floats,
+                                  lam: Floats, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool,
+                                  slot_count: Ints, lam_out: Floats, x_next: Vec3s):
+    """``solve_distance``'s stand-in on a Tape (recorded, never run: ``ParticleConstraints.project``): the
+    corrections go straight to the positions (``add_correction``)."""
+    c = xsim.tid()
+    lc, dl, di, dj, wi, wj = distance_constraint(entries, c, x_next.dtype(), rest, compliance, damping, lam, start,
+                                                 inv_h, relaxation, damped)
+    lam_out[c] = lc + dl
+    add_correction(x_next, indices[c, 0], di, wi, slot_count)
+    add_correction(x_next, indices[c, 1], dj, wj, slot_count)
+
+
+@xsim.func
+def bending_constraint(entries, c: int, weights, compliance, damping, lam, start, inv_h, relaxation, damped: bool,
+                       weights_grad: bool):
+    """Bending constraint ``c``'s update (``solve_bending``), shared with its Tape stand-in: (multiplier, its
+    change, the corrections of the four stencil vertices, their split inverse masses)."""
     k = weights[c]
     e0 = entries[4 * c]
     e1 = entries[4 * c + 1]
@@ -524,31 +559,54 @@ def solve_bending(entries: Vec4s, indices: Ints2, slot: Ints2, weights: Vec4s, c
         cs = type(lc)(cs4[0], cs4[1], cs4[2])
     dl, d0, d1, d2, d3 = bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped,
                                          weights_grad)
-    lam_out[c] = lc + dl
-    delta[i0, slot[c, 0]] = d0
-    delta[i1, slot[c, 1]] = d1
-    delta[i2, slot[c, 2]] = d2
-    delta[i3, slot[c, 3]] = d3
+    return lc, dl, d0, d1, d2, d3, e0[3], e1[3], e2[3], e3[3]
 
 
 @xsim.kernel
-def solve_area(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, compliance: Floats, damping: Floats,
-               lam: Floats, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool, lam_out: Floats,
-               delta: Vec3s2):
-    """Triangle area: C = |(x1 - x0) x (x2 - x0)| / 2 - rest."""
+def solve_bending(entries: Vec4s, indices: Ints2, slot: Ints2, weights: Vec4s, compliance: Floats, damping: Floats,
+                  lam: Vec3s, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool, weights_grad: bool,
+                  lam_out: Vec3s, delta: Vec3s2):
+    """Isometric bending: the vector constraint C = sum_k K_k x_k (K: cotangent weights of the
+    edge stencil, zero on the flat rest shape); linear in x, so one update is exact. ``weights_grad``:
+    whether ``weights`` requires grad (its gradient is 10% of the adjoint's time)."""
     c = xsim.tid()
-    i0 = indices[c, 0]
-    i1 = indices[c, 1]
-    i2 = indices[c, 2]
+    lc, dl, d0, d1, d2, d3, _w0, _w1, _w2, _w3 = bending_constraint(entries, c, weights, compliance, damping, lam,
+                                                                    start, inv_h, relaxation, damped, weights_grad)
+    lam_out[c] = lc + dl
+    delta[indices[c, 0], slot[c, 0]] = d0
+    delta[indices[c, 1], slot[c, 1]] = d1
+    delta[indices[c, 2], slot[c, 2]] = d2
+    delta[indices[c, 3], slot[c, 3]] = d3
+
+
+@xsim.kernel
+def solve_bending_into_positions(entries: Vec4s, indices: Ints2, weights: Vec4s, compliance: Floats,
+                                 damping: Floats, lam: Vec3s, start: Vec4s, inv_h: Float, relaxation: Float,
+                                 damped: bool, weights_grad: bool, slot_count: Ints, lam_out: Vec3s, x_next: Vec3s):
+    """``solve_bending``'s stand-in on a Tape (recorded, never run: ``ParticleConstraints.project``)."""
+    c = xsim.tid()
+    lc, dl, d0, d1, d2, d3, w0, w1, w2, w3 = bending_constraint(entries, c, weights, compliance, damping, lam, start,
+                                                                inv_h, relaxation, damped, weights_grad)
+    lam_out[c] = lc + dl
+    add_correction(x_next, indices[c, 0], d0, w0, slot_count)
+    add_correction(x_next, indices[c, 1], d1, w1, slot_count)
+    add_correction(x_next, indices[c, 2], d2, w2, slot_count)
+    add_correction(x_next, indices[c, 3], d3, w3, slot_count)
+
+
+@xsim.func
+def area_constraint(entries, c: int, zero, rest, compliance, damping, lam, start, inv_h, relaxation, damped: bool):
+    """Area constraint ``c``'s update (``solve_area``; ``zero``: a zero vec3 of the precision), shared with its
+    Tape stand-in: (multiplier, its change, the corrections of the three corners, their split inverse masses)."""
     e0 = entries[3 * c]
     e1 = entries[3 * c + 1]
     e2 = entries[3 * c + 2]
     w0 = e0[3]
     w1 = e1[3]
     w2 = e2[3]
-    p0 = delta.dtype(e0[0], e0[1], e0[2])
-    p1 = delta.dtype(e1[0], e1[1], e1[2])
-    p2 = delta.dtype(e2[0], e2[1], e2[2])
+    p0 = type(zero)(e0[0], e0[1], e0[2])
+    p1 = type(zero)(e1[0], e1[1], e1[2])
+    p2 = type(zero)(e2[0], e2[1], e2[2])
     u = p1 - p0
     v = p2 - p0
     cr = xsim.cross(u, v)
@@ -577,7 +635,32 @@ def solve_area(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, compli
         denom = (w0 * xsim.dot(g0, g0) + w1 * xsim.dot(g1, g1) + w2 * xsim.dot(g2, g2)) * (1.0 + gamma) + alpha
         if denom > 0.0:
             dl = num * (relaxation / denom)
+    return lc, dl, g0 * (w0 * dl), g1 * (w1 * dl), g2 * (w2 * dl), w0, w1, w2
+
+
+@xsim.kernel
+def solve_area(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, compliance: Floats, damping: Floats,
+               lam: Floats, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool, lam_out: Floats,
+               delta: Vec3s2):
+    """Triangle area: C = |(x1 - x0) x (x2 - x0)| / 2 - rest."""
+    c = xsim.tid()
+    lc, dl, d0, d1, d2, _w0, _w1, _w2 = area_constraint(entries, c, delta.dtype(), rest, compliance, damping, lam,
+                                                        start, inv_h, relaxation, damped)
     lam_out[c] = lc + dl
-    delta[i0, slot[c, 0]] = g0 * (w0 * dl)
-    delta[i1, slot[c, 1]] = g1 * (w1 * dl)
-    delta[i2, slot[c, 2]] = g2 * (w2 * dl)
+    delta[indices[c, 0], slot[c, 0]] = d0
+    delta[indices[c, 1], slot[c, 1]] = d1
+    delta[indices[c, 2], slot[c, 2]] = d2
+
+
+@xsim.kernel
+def solve_area_into_positions(entries: Vec4s, indices: Ints2, rest: Floats, compliance: Floats, damping: Floats,
+                              lam: Floats, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool,
+                              slot_count: Ints, lam_out: Floats, x_next: Vec3s):
+    """``solve_area``'s stand-in on a Tape (recorded, never run: ``ParticleConstraints.project``)."""
+    c = xsim.tid()
+    lc, dl, d0, d1, d2, w0, w1, w2 = area_constraint(entries, c, x_next.dtype(), rest, compliance, damping, lam,
+                                                     start, inv_h, relaxation, damped)
+    lam_out[c] = lc + dl
+    add_correction(x_next, indices[c, 0], d0, w0, slot_count)
+    add_correction(x_next, indices[c, 1], d1, w1, slot_count)
+    add_correction(x_next, indices[c, 2], d2, w2, slot_count)

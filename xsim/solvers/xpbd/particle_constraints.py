@@ -30,7 +30,7 @@ import numpy as np
 
 import xsim
 from xsim import types as T
-from xsim.kernels import recording
+from xsim.kernels import launch, recording
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class ConstraintKind:
     ``{name}_indices`` (count, ``arity``) and ``params``; ``kernel`` names its kernel in ``kernels.py``;
     its multiplier has ``lam_size`` components (1: scalar, 3: vec3); with ``shape_flag`` its kernel
     takes one more bool after ``damped``: whether its first parameter requires grad (the chain rule
-    skips that gradient otherwise)."""
+    skips that gradient otherwise). ``{kernel}_into_positions`` is its stand-in on a Tape (``project``)."""
 
     name: str
     arity: int
@@ -129,29 +129,46 @@ class ParticleConstraints:
             return self._no_start
         return self.gather(x_start, new("start_entries", self.entry_count, T.vector(4, self.model.dtype)))
 
-    def project(self, new, x, start, lam: dict, inv_h: float, relaxation: float, entries, delta) -> dict:
-        """One Jacobi pass of every kind at positions ``x`` (``start``: ``substep_start``'s entries):
-        ``x``'s entries gathered into ``entries`` (``entry_count``), corrections into ``delta`` (n, width);
-        returns the new multipliers. ``new(key, shape, dtype)`` gives the multipliers' arrays (the
-        solver's fresh-or-scratch allocator)."""
+    def project(self, new, x, start, lam: dict, inv_h: float, relaxation: float, entries, delta, x_next) -> dict:
+        """One Jacobi pass of every kind at positions ``x`` (``start``: ``substep_start``'s entries) into
+        ``x_next``: ``x``'s entries gathered into ``entries`` (``entry_count``), corrections into ``delta``
+        (n, width), their mean added to ``x`` (``apply_corrections``); returns the new multipliers.
+        ``new(key, shape, dtype)`` gives the multipliers' arrays (the solver's fresh-or-scratch allocator).
+
+        On a Tape the constraint kernels and ``apply_corrections`` run off it, and it records in their place
+        (``launch.record``, not run) ``keep_positions`` (x_next = x) and each kind's ``{kernel}_into_positions``,
+        which adds each correction over its particle's count to x_next: the same function of the same arrays,
+        whose adjoint reads x_next's gradient where the pair's adjoints passed one gradient per slot through
+        the (n, width) ``delta`` gradient (written by apply_corrections', read and zeroed by the constraint
+        kernels'). The gradients are the same numbers: each slot's is x_next's times 1 / count either way."""
         m, k = self.model, self.kernels
+        n = m.particle_count
         self.gather(x, entries)
-        out = {}
+        tape = recording.current()
+        on_tape = tape is not None
+        out, stand_ins = {}, []
         for kind in self.kinds:
             count = getattr(m, f"{kind.name}_count")
             lam_out = new("lam_" + kind.name, count, lam[kind.name].dtype, avoid=(lam[kind.name],))
             params = [getattr(m, p) for p in kind.params]
-            xsim.launch(getattr(k, kind.kernel), count, inputs=[
-                self._view(entries, kind.name), getattr(m, f"{kind.name}_indices"), self.slots[kind.name], *params,
-                lam[kind.name], self._view(start, kind.name) if start.shape[0] else start, inv_h, relaxation,
-                self.damped[kind.name], *((params[0].requires_grad,) if kind.shape_flag else ())],
-                outputs=[lam_out, delta])
+            head = [self._view(entries, kind.name), getattr(m, f"{kind.name}_indices")]
+            tail = [*params, lam[kind.name], self._view(start, kind.name) if start.shape[0] else start, inv_h,
+                    relaxation, self.damped[kind.name], *((params[0].requires_grad,) if kind.shape_flag else ())]
+            xsim.launch(getattr(k, kind.kernel), count, inputs=[*head, self.slots[kind.name], *tail],
+                        outputs=[lam_out, delta], record_tape=not on_tape)
+            stand_ins.append((getattr(k, kind.kernel + "_into_positions"), count,
+                              [*head, *tail, self.slot_count], [lam_out, x_next]))
             out[kind.name] = lam_out
-        tape = recording.current()
-        if tape is not None and entries._scratch:
-            # the constraint kernels' adjoints read ``entries``' values, which later iterations overwrite:
-            # the backward pass gathers them again from the kept ``x`` just before those adjoints run
-            tape.record_func(lambda: self.gather(x, entries, record_tape=False), ())
+        xsim.launch(k.apply_corrections, n, inputs=[x, delta, self.slot_count, m.particle_inv_mass],
+                    outputs=[x_next], record_tape=not on_tape)
+        if on_tape:
+            launch.record(k.keep_positions, n, inputs=[x], outputs=[x_next])
+            for kernel, count, inputs, outputs in stand_ins:
+                launch.record(kernel, count, inputs=inputs, outputs=outputs)
+            if entries._scratch:
+                # the constraint kernels' adjoints read ``entries``' values, which later iterations overwrite:
+                # the backward pass gathers them again from the kept ``x`` just before those adjoints run
+                tape.record_func(lambda: self.gather(x, entries, record_tape=False), ())
         return out
 
     def _view(self, entries, name: str):

@@ -143,9 +143,8 @@ class SolverXPBD:
     def _scratch(self, key: str, shape, dtype, grad: bool):
         """A per-iteration array: under a tape one scratch intermediate for every iteration of every
         rollout (``BufferPool.scratch``), else a scratch buffer. The constraint corrections ``delta``
-        (n, width) reach the positions only through ``apply_corrections``'s sum, whose adjoint needs no
-        value, and the constraint kernels' writes, whose adjoints read only gradients; the gathered
-        ``entries`` are gathered again in the backward pass (``ParticleConstraints.project``). A fresh
+        (n, width) are not on the tape at all (``ParticleConstraints.project`` records stand-ins that add
+        them to the positions); the gathered ``entries`` are gathered again in the backward pass. A fresh
         array per iteration (0.9 + 2 MB for a 64x64 cloth) made a taped rollout stream hundreds of MB
         through memory, where the plain one stays in cache."""
         return self.buffers.scratch(key, shape, dtype) if grad else self.buffers.get(key, shape, dtype, grad)
@@ -257,15 +256,13 @@ class SolverXPBD:
         entries, ``ParticleConstraints.substep_start``): constraints, then
         the contacts with every shape (``particle_contacts.py``, ``substep``: ``_substep``'s; ``bodies``: the
         rigid step's working state, None without bodies). Updates ``lam`` in place; returns the new positions."""
-        m, k = self.model, self.kernels
+        m = self.model
         n, v3 = m.particle_count, m.vec3()
         c = self.constraints
         delta = self._scratch("delta", (n, c.width), v3, grad)
         entries = self._scratch("entries", c.entry_count, T.vector(4, m.dtype), grad)
-        lam.update(c.project(self._allocator(grad), xi, start, lam, inv_h, self.relaxation, entries, delta))
         x_next = self.buffers.get("x", n, v3, grad, avoid=(x, xi))
-        xsim.launch(k.apply_corrections, n, inputs=[
-            xi, delta, self.constraints.slot_count, m.particle_inv_mass], outputs=[x_next])
+        lam.update(c.project(self._allocator(grad), xi, start, lam, inv_h, self.relaxation, entries, delta, x_next))
         if self._shapes:
             for passes in self._passes(bodies):
                 motion, delta = self._no_motion, self._no_delta
