@@ -26,7 +26,7 @@ import numpy as np
 
 from . import config, types
 from .device import Device, DeviceBuffer, get_device, get_stream, require_cuda
-from .errors import ArrayShapeError
+from .errors import ArrayShapeError, warn_to_stderr
 from .types import ArrayDesc, ArrayType
 
 MAX_NDIM = 4
@@ -511,8 +511,8 @@ class array:
             who = ""
             what = (f"is being written to by {operation}{where} but has already been read from" if operation else
                     "is being written to but has already been read from")
-        _warn_to_stderr(f"Array {self}{who} {what} in a previous launch. This may corrupt gradient computation "
-                        "in the backward pass.")
+        warn_to_stderr(f"Array {self}{who} {what} in a previous launch. This may corrupt gradient computation "
+                       "in the backward pass.", stacklevel=3)
 
     # -- arithmetic, as Warp's arrays have it: element-wise kernels, recorded on the tape (autodiff/array_math.py)
 
@@ -1035,19 +1035,6 @@ def _device_copy(dst: array, src: array, count: int | None, dst_offset: int, src
         _upload(dst, value)
     elif value is not dst._host:
         dst._host[...] = value
-
-
-def _warn_to_stderr(message: str) -> None:
-    """A UserWarning that warning filters can silence or raise, but that a warning recorder (pytest's)
-    does not swallow: it is written to stderr as it is issued."""
-    import warnings
-
-    def show(msg, category, filename, lineno, file=None, line=None):
-        sys.stderr.write(f"xsim {category.__name__}: {msg}\n")
-
-    with warnings.catch_warnings():
-        warnings.showwarning = show
-        warnings.warn(message, UserWarning, stacklevel=4)
 
 
 def is_array(x) -> bool:

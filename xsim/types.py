@@ -19,10 +19,11 @@ import ctypes
 import functools
 import hashlib
 import inspect
-import warnings
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
+
+from .errors import warn_to_stderr
 
 # ---------------------------------------------------------------------------------------------
 # scalars
@@ -32,24 +33,29 @@ class _ScalarMeta(type):
     """Makes ``isinstance(xsim.uint8(1), xsim.uint8)`` true: calling a scalar type gives its numpy scalar."""
 
     def __instancecheck__(cls, value):
-        return type.__instancecheck__(cls, value) or (cls._np is not None and type(value) is cls._np.type)
+        return type.__instancecheck__(cls, value) or (cls._np is not None and type(value) in (cls._np.type, cls._value))
 
 
 class _Scalar(metaclass=_ScalarMeta):
-    """Base of the scalar type classes; calling one converts a Python number to its numpy scalar."""
+    """Base of the scalar type classes; calling one converts a Python number to its numpy scalar (of
+    ``_value``, a subclass of numpy's that marks a value made by xsim's type, as Warp's scalar instances
+    are apart from numpy's: a struct's vector field refuses ``xsim.float32(1.5)`` but fills from
+    ``numpy.float32(1.5)``)."""
 
     _kind = "scalar"
     _shape: tuple[int, ...] = ()
     _np: Any = None
+    _value: Any = None  # numpy's bool cannot be subclassed: xsim.bool(x) is numpy's
     _ctype = ""
     _ctypes: Any = None
 
     def __new__(cls, value=0):
+        make = cls._value or cls._np.type
         if isinstance(value, int) and cls._np.kind in "iu":
             if not -(1 << 63) <= value < 1 << 64:
                 raise OverflowError(f"Python integer {value} does not fit in 64 bits")
-            return cls._np.type(wrap_int(value, cls))
-        return cls._np.type(value)
+            return make(wrap_int(value, cls))
+        return make(value)
 
     @classmethod
     def _store(cls, values) -> np.ndarray:
@@ -100,8 +106,13 @@ class _BFloat16(_Scalar):
 def _scalar(name: str, np_dtype, ctype: str, c_type, base: type = _Scalar) -> type:
     # _type_: Warp's spelling of the ctypes type (its tests wrap integers with ``t._type_(v).value``)
     # _length_: one component, as a vector's _length_ counts its own (Warp's)
+    np_type = np.dtype(np_dtype).type
+    value = None
+    if base is _Scalar and np_type is not np.bool_:
+        value = globals()[f"_{name}_value"] = type(name, (np_type,), {"__module__": __name__,
+                                                                      "__qualname__": f"_{name}_value"})
     cls = type(name, (base,), {"_np": np.dtype(np_dtype), "_ctype": ctype, "_ctypes": c_type, "_type_": c_type,
-                               "_length_": 1})
+                               "_length_": 1, "_value": value})
     cls._scalar = cls
     cls.__module__ = __name__
     return cls
@@ -807,6 +818,11 @@ class _StructBase:
         if isinstance(t, ArrayType):
             if value is not None:
                 _check_array_field(name, t, value)
+            # Warp's keep-alive of the field's gradient (``_<field>_grad``): the grad buffer of the array
+            # assigned, dropped when the field is replaced by an array without one (or None)
+            owner = getattr(value, "data", None) if isinstance(t, IndexedArrayType) else value
+            grad = owner.grad if getattr(owner, "requires_grad", False) else None
+            object.__setattr__(self, f"_{name}_grad", grad)
         elif is_scalar(t):
             converted = t(value)
             # a Python number stays one (as in Warp), unless the field's type would change its kind
@@ -847,14 +863,22 @@ def _check_array_field(name: str, t: ArrayType, value):
                         "dimension(s)")
 
 
+def _is_xsim_scalar_value(value) -> bool:
+    """A number made by one of xsim's scalar types (``xsim.float32(1.5)``), not by numpy itself."""
+    return any(type(value) is s._value for s in SCALAR_TYPES if s._value is not None)
+
+
 def _composite_field_value(name: str, t, value):
     """``value`` as the vector/matrix/quat/transform (or struct) ``t`` of field ``name``. A single number
-    is refused, as Warp refuses it; a bool still fills every component, with a DeprecationWarning."""
-    if is_composite(t) and isinstance(value, (bool, np.bool_)):
-        warnings.warn(f"Implicit conversion from a value of type `{type(value).__name__}` to the composite type "
-                      f"`{type_name(t)}` for struct field '{name}' is deprecated. Construct the value explicitly, "
-                      f"e.g.: `{type_name(t)}(...)`.", DeprecationWarning, stacklevel=3)
-        return t(*([int(value)] * num_components(t)))
+    is refused, as Warp refuses it; a bool (Python's, numpy's, xsim's) or a numpy number still fills every
+    component, with a DeprecationWarning written to stderr (Warp's logger writes it there)."""
+    if is_composite(t) and (isinstance(value, (bool, np.bool_)) or isinstance(value, (np.integer, np.floating))
+                            and not _is_xsim_scalar_value(value)):
+        warn_to_stderr(f"Implicit conversion from a value of type `{type(value).__name__}` to the composite type "
+                       f"`{type_name(t)}` for struct field '{name}' is deprecated. Construct the value explicitly, "
+                       f"e.g.: `{type_name(t)}(...)`.", DeprecationWarning, stacklevel=3)
+        fill = float(value) if isinstance(value, np.floating) else int(value)
+        return t(*([fill] * num_components(t)))
     if is_composite(t) and not hasattr(value, "__len__"):
         raise TypeError(f"Struct field '{name}' expects {type_name(t)} but got a single value of type "
                         f"{type(value).__name__}. Construct the value explicitly, e.g.: {type_name(t)}(...)")
