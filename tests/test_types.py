@@ -466,9 +466,10 @@ def test_struct_numpy_record_layout_matches_its_ctypes_layout():
     assert Body._np["inertia"].shape == (3, 3)
 
 
-def test_struct_with_array_field_has_no_record_dtype():
-    assert WithArray._has_arrays and WithArray._np is None
-    assert WithArray._ctypes._fields_[0][1] is T.ArrayDesc
+def test_struct_with_array_field_records_the_native_array_view():
+    assert WithArray._has_arrays and WithArray._ctypes._fields_[0][1] is T.ArrayDesc
+    assert WithArray._np.itemsize == ctypes.sizeof(WithArray._ctypes)
+    assert WithArray._np.fields["scale"][1] == WithArray._ctypes.scale.offset
 
 
 def test_struct_containing_a_struct_with_arrays_also_has_arrays():
@@ -477,7 +478,7 @@ def test_struct_containing_a_struct_with_arrays_also_has_arrays():
         inner: WithArray
         k: int
 
-    assert Outer._has_arrays and Outer._np is None
+    assert Outer._has_arrays and Outer._np.itemsize == ctypes.sizeof(Outer._ctypes)
 
 
 def test_struct_array_field_checks_dtype_and_ndim():

@@ -793,8 +793,6 @@ class _StructBase:
     @classmethod
     def numpy_dtype(cls) -> np.dtype:
         """The numpy record dtype of this struct's array elements (Warp's ``Struct.numpy_dtype()``)."""
-        if cls._np is None:
-            raise TypeError(f"struct {cls.__name__} holds arrays, so it has no numpy record dtype")
         return cls._np
 
     def __init__(self, **values):
@@ -885,6 +883,18 @@ def _composite_field_value(name: str, t, value):
     return t(value)
 
 
+def _desc_record(desc) -> np.dtype:
+    """The numpy record of a native array view (``ArrayDesc``, ``IndexedArrayDesc``): how an array field is
+    laid out in the elements of an array of structs (its pointers as uint64)."""
+    fields = []
+    for name, c in desc._fields_:
+        n = getattr(c, "_length_", None)
+        base = getattr(c, "_type_", c) if n is not None else c
+        dt = np.uint64 if base is ctypes.c_void_p else np.int64
+        fields.append((name, dt) if n is None else (name, dt, (n,)))
+    return np.dtype(fields, align=True)
+
+
 def _struct_cname(cls, fields) -> str:
     """A C++ name unique to the struct's definition and the same in every process (the kernel
     cache key includes it)."""
@@ -915,16 +925,21 @@ def struct(cls: type) -> type:
         if isinstance(t, ArrayType):
             has_arrays = True
             c_fields.append((name, t.desc_ctype()))
+            np_fields.append((name, _desc_record(t.desc_ctype())))
         else:
             has_arrays = has_arrays or bool(getattr(t, "_has_arrays", False))
             np_fields.append((name, t._np if t._kind == "struct" else (t._np, t._shape)))
             c_fields.append((name, t._ctypes))
     c_struct = type(f"_c_{cls.__name__}", (ctypes.Structure,), {"_fields_": c_fields})
+    np_struct = np.dtype(np_fields, align=True)
+    if np_struct.itemsize != ctypes.sizeof(c_struct) or any(
+            np_struct.fields[n][1] != getattr(c_struct, n).offset for n in fields):
+        raise TypeError(f"struct {cls.__name__}: its numpy record layout differs from its native one")
     # vectors, matrices and nested structs can change in place (``s.v[0] = 1``), arrays and numbers cannot
     packable = all(is_scalar(t) or type(t) is ArrayType for t in fields.values())
     out = type(cls.__name__, (_StructBase,), {
         "_fields": fields, "_ctype": _struct_cname(cls, fields), "_ctypes": c_struct,
-        "_np": None if has_arrays else np.dtype(np_fields, align=True), "_has_arrays": has_arrays,
+        "_np": np_struct, "_has_arrays": has_arrays,
         "_packable": packable, "_array_fields": tuple(n for n, t in fields.items() if type(t) is ArrayType),
         "_shape": (), "_py": cls, "__doc__": cls.__doc__, "__module__": cls.__module__,
     })
