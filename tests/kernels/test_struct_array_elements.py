@@ -58,6 +58,19 @@ def doubles_in_place(holders: xsim.array(dtype=Holder)):
     holders[i].values[0] = 2.0 * holders[i].values[0]
 
 
+@xsim.struct
+class Scene:
+    holders: xsim.array(dtype=Holder)
+    gain: F
+
+
+@xsim.kernel
+def through_a_struct_parameter(scene: Scene, loss: xsim.array(dtype=F)):
+    i = xsim.tid()
+    v = scene.holders[i].values
+    xsim.atomic_add(loss, 0, scene.gain * v[1] * v[1] * v[0])
+
+
 def central_differences(loss, host, h=1e-6) -> np.ndarray:
     """d loss / d host by central differences in float64, perturbing ``host`` (an array's memory) in place."""
     out = np.zeros(host.shape)
@@ -105,6 +118,25 @@ def test_reads_through_elements_differentiate_into_each_referred_arrays_grad(out
                                    central_differences(loss_value, holders.numpy()["weight"]), rtol=1e-7)
     else:
         assert holders.grad is None
+
+
+def test_an_array_of_such_structs_inside_a_struct_parameter_differentiates_the_same():
+    a, b, holders = make_holders(False)
+    scene = Scene(holders=holders, gain=0.75)
+
+    def loss_value():
+        loss = xsim.zeros(1, dtype=F)
+        xsim.launch(through_a_struct_parameter, 3, inputs=[scene, loss])
+        return float(loss.numpy()[0])
+
+    loss = xsim.zeros(1, dtype=F, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(through_a_struct_parameter, 3, inputs=[scene, loss])
+    va, vb = a.numpy(), b.numpy()
+    assert loss.numpy()[0] == pytest.approx(0.75 * (2 * va[1] ** 2 * va[0] + vb[1] ** 2 * vb[0]), rel=1e-12)
+    tape.backward(loss=loss)
+    np.testing.assert_allclose(a.grad.numpy(), central_differences(loss_value, a.numpy()), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(b.grad.numpy(), central_differences(loss_value, b.numpy()), rtol=1e-7, atol=1e-9)
 
 
 def test_writes_through_elements_take_the_gradient_of_what_was_written():

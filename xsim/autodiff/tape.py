@@ -62,9 +62,7 @@ class LaunchRecord:
     def _nested_arrays(self):
         for (name, t), v in zip(self.kernel.params, self.values):
             if isinstance(t, T.ArrayType):
-                yield v.data if isinstance(v, indexedarray) else v
-                if T.is_struct(t.dtype) and t.dtype._has_arrays:  # the arrays its elements refer to
-                    yield from (a.data if isinstance(a, indexedarray) else a for a in held_arrays(v).values())
+                yield from _array_and_referred(v, t)
             elif T.is_struct(t) and t._has_arrays:
                 yield from _struct_arrays(v, t)
 
@@ -154,9 +152,17 @@ def _struct_arrays(v, t):
     for f, ft in t._fields.items():
         fv = getattr(v, f)
         if isinstance(ft, T.ArrayType) and fv is not None:
-            yield fv
+            yield from _array_and_referred(fv, ft)
         elif T.is_struct(ft) and ft._has_arrays:
             yield from _struct_arrays(fv, ft)
+
+
+def _array_and_referred(v, t):
+    """Array ``v`` (an indexedarray's data) and, for an array of structs holding arrays, those its elements
+    refer to."""
+    yield v.data if isinstance(v, indexedarray) else v
+    if T.is_struct(t.dtype) and t.dtype._has_arrays:
+        yield from (a.data if isinstance(a, indexedarray) else a for a in held_arrays(v).values())
 
 
 @dataclass

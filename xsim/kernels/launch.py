@@ -89,8 +89,9 @@ def _grad_struct(value, t):
     for f, ft in t._fields.items():
         fv = getattr(value, f)
         if isinstance(ft, T.ArrayType):
-            if fv is not None and fv.grad is not None:
-                setattr(c, f, fv.grad._desc)
+            grad = None if fv is None else element_grads(fv) if _holds_arrays(ft) else fv.grad
+            if grad is not None:
+                setattr(c, f, grad._desc)
         elif T.is_struct(ft):
             setattr(c, f, _grad_struct(fv, ft))
     return c
@@ -207,9 +208,15 @@ def _holds_arrays(t) -> bool:
     return isinstance(t, T.ArrayType) and T.is_struct(t.dtype) and t.dtype._has_arrays
 
 
+def _reaches_element_arrays(t) -> bool:
+    """Whether a parameter of type ``t`` is, or holds in its struct fields, an array of structs holding arrays."""
+    return _holds_arrays(t) or T.is_struct(t) and t._has_arrays and any(
+        _reaches_element_arrays(ft) for ft in t._fields.values())
+
+
 def _all_contiguous(values, params) -> bool:
     for (name, t), v in zip(params, values):
-        if _holds_arrays(t):  # its elements' arrays are known only to the kernel
+        if _reaches_element_arrays(t):  # its elements' arrays are known only to the kernel
             return False
         if isinstance(t, T.ArrayType):
             if not v.is_contiguous:
@@ -250,7 +257,7 @@ class _Prepared:
         # indexed view, a struct of grads built field by field)
         # an array of structs holding arrays has a gradient built for each backward (``element_grads``) and
         # arrays no one can check for contiguity before the launch: the general path takes it
-        element_arrays = any(_holds_arrays(t) for _, t in kernel.params)
+        element_arrays = any(_reaches_element_arrays(t) for _, t in kernel.params)
         self.grad_layout = struct.Struct("=" + self.layout.format[len(_HEADER):]) if self.layout and not any(
             k == _STRUCT and t._has_arrays and not t._packable or k == _INDEXED for k, t, _ in self.plan) and \
             not element_arrays else None
@@ -762,7 +769,7 @@ def run_backward(prep: _Prepared, shape, values, adj_values=None):
 
 def _grads_contiguous(values, params, adj_values) -> bool:
     for i, ((_, t), v) in enumerate(zip(params, values)):
-        if _holds_arrays(t):
+        if _reaches_element_arrays(t):
             return False
         if isinstance(t, T.ArrayType):
             g = adj_values[i] if adj_values is not None and adj_values[i] is not None else v.grad
