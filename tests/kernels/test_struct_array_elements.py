@@ -243,3 +243,19 @@ def test_debug_mode_names_the_referred_array_of_an_out_of_bounds_read(monkeypatc
     with pytest.raises(IndexError, match=r"index \(5,\) is out of bounds for array 'holders\[\]\.values' with "
                                          r"shape \(2,\)"):
         xsim.launch(reads_past_the_end, 1, inputs=[holders, xsim.zeros(1, dtype=F)])
+
+
+@xsim.kernel
+def ignores_holders(holders: xsim.array(dtype=Holder), x: xsim.array(dtype=F), out: xsim.array(dtype=F)):
+    out[0] = 3.0 * x[0]
+
+
+@pytest.mark.parametrize("holders", [None, "empty"])
+def test_a_null_or_empty_array_of_such_structs_launches_and_differentiates(holders):
+    holders = xsim.zeros(0, dtype=Holder) if holders == "empty" else holders
+    x = xsim.array([2.0], dtype=F, requires_grad=True)
+    out = xsim.zeros(1, dtype=F, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(ignores_holders, 1, inputs=[holders, x, out])
+    tape.backward(loss=out)
+    assert out.numpy()[0] == 6.0 and x.grad.numpy()[0] == 3.0

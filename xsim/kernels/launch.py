@@ -548,6 +548,8 @@ def element_grads(a):
     element's array fields set to the grads of the arrays that element refers to (null where one has
     none), so that the gradient of ``a[i].values`` reaches ``a[i].values.grad`` (Warp's array views carry
     their grad pointers). Built for each backward, from what the elements refer to then."""
+    if a.size == 0:  # no elements (Warp's null array among them): nothing to reach
+        return None
     g = a.grad
     if g is None:
         g = getattr(a, "_element_grads", None)
