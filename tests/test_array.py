@@ -115,11 +115,15 @@ def test_arraynd_helpers_make_annotations_of_that_ndim():
     assert xa.array4d(dtype=int) == T.ArrayType(T.int32, 4)
 
 
-def test_annotation_of_struct_with_arrays_is_a_type_but_no_array_holds_one():
-    # kernels refuse such a parameter when built (tests/kernels/test_nested_structs.py)
+def test_an_array_of_structs_holding_arrays_hands_back_the_arrays_its_elements_refer_to():
+    # kernels on such arrays: tests/kernels/test_struct_array_elements.py
     assert array(dtype=Holder) == T.ArrayType(Holder, 1)
-    with pytest.raises(TypeError, match="struct Holder holds arrays, so it cannot be an array element"):
-        array([Holder()], dtype=Holder)
+    inner = array([1.0, 2.0], dtype=T.float32)
+    a = array([Holder(values=inner), Holder()], dtype=Holder)
+    assert a[0].values is inner and a[1].values is None and a.list()[0].values is inner
+    rec = a.numpy()["values"]
+    assert rec["data"].tolist() == [inner.ptr, 0] and rec["shape"][0].tolist() == [2, 1, 1, 1]
+    assert rec["strides"][0, 0] == 4
 
 
 # -- construction -------------------------------------------------------------------------------------
@@ -304,9 +308,8 @@ def test_arrays_of_structs_use_the_struct_record_dtype():
     assert a.strides == (Particle._np.itemsize,)
 
 
-def test_struct_holding_arrays_cannot_be_an_element():
-    with pytest.raises(TypeError, match="struct Holder holds arrays"):
-        xa.zeros(3, dtype=Holder)
+def test_zeros_of_a_struct_holding_arrays_has_null_array_fields():
+    assert [h.values for h in xa.zeros(3, dtype=Holder).list()] == [None] * 3
 
 
 # -- creation functions -----------------------------------------------------------------------------
@@ -772,5 +775,6 @@ def test_struct_numpy_dtype_is_the_record_dtype_of_its_arrays():
     @T.struct
     class WithArray:
         a: xsim.array(dtype=float)
-    with pytest.raises(TypeError, match="struct WithArray holds arrays, so it has no numpy record dtype"):
-        WithArray.numpy_dtype()
+    # an array field is laid out as the native array view a kernel reads (pointer, shape, byte strides, flags)
+    assert WithArray.numpy_dtype().itemsize == ctypes.sizeof(T.ArrayDesc)
+    assert WithArray.numpy_dtype()["a"].names == ("data", "shape", "strides", "flags")

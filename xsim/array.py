@@ -26,7 +26,7 @@ import numpy as np
 
 from . import config, types
 from .device import Device, DeviceBuffer, get_device, get_stream, require_cuda
-from .errors import ArrayShapeError
+from .errors import ArrayShapeError, warn_to_stderr
 from .types import ArrayDesc, ArrayType
 
 MAX_NDIM = 4
@@ -54,9 +54,8 @@ def _keep_freed_host_memory() -> None:
 _keep_freed_host_memory()
 
 
-def _resolve_dtype(dtype, annotation: bool = False) -> Any:
-    """The xsim element type for ``dtype``: an xsim type, Python float/int/bool or a numpy scalar dtype.
-    An ``annotation`` may name a struct holding arrays (kernels refuse it when they are built)."""
+def _resolve_dtype(dtype) -> Any:
+    """The xsim element type for ``dtype``: an xsim type, Python float/int/bool or a numpy scalar dtype."""
     if dtype is None:
         return None
     try:
@@ -66,9 +65,6 @@ def _resolve_dtype(dtype, annotation: bool = False) -> Any:
     except TypeError:
         raise TypeError(f"array dtype must be an xsim value type, Python float/int/bool or a numpy scalar dtype, "
                         f"got {dtype!r}") from None
-    if types.is_struct(t) and t._has_arrays and not annotation:
-        raise TypeError(f"struct {t.__name__} holds arrays, so it cannot be an array element: "
-                        "only structs of scalars, vectors, matrices, quats, transforms and such structs can")
     return t
 
 
@@ -134,18 +130,80 @@ def _value_dtype(value) -> Any:
 
 
 def _record(value):
-    """Struct instances (in lists) as the tuples numpy builds records from; tuples are already records."""
+    """Struct instances (in lists) as the tuples numpy builds records from; tuples are already records. An
+    array field becomes its native view's record (``types._desc_record``; zeros for None)."""
     if types.is_struct(type(value)):
-        return tuple(_record(getattr(value, f)) if types.is_struct(t) else np.asarray(getattr(value, f))
+        return tuple(_record(getattr(value, f)) if types.is_struct(t) else
+                     _desc_values(getattr(value, f), t) if isinstance(t, ArrayType) else np.asarray(getattr(value, f))
                      for f, t in type(value)._fields.items())
     if isinstance(value, list):
         return [_record(v) for v in value]
     return value
 
 
-def _struct_value(t, rec) -> Any:
-    """A struct instance holding a copy of numpy record ``rec``."""
-    return t(**{f: _element_value(ft, rec[f]) for f, ft in t._fields.items()})
+def _desc_values(value, t: ArrayType) -> tuple:
+    desc = t.desc_ctype()() if value is None else value._desc
+    return tuple(list(v) if isinstance(v := getattr(desc, n), ctypes.Array) else v or 0 for n, _ in desc._fields_)
+
+
+def _held_arrays(value, out: dict) -> dict:
+    """The arrays the struct instances in ``value`` (one, or lists of them) refer to, by the bytes of their
+    native views: what an array of structs holding arrays keeps alive and hands back for its elements."""
+    if types.is_struct(type(value)):
+        for f, t in type(value)._fields.items():
+            field = getattr(value, f)
+            if isinstance(t, ArrayType) and field is not None:
+                out[bytes(field._desc)] = field
+            elif types.is_struct(t) and t._has_arrays:
+                _held_arrays(field, out)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _held_arrays(v, out)
+    return out
+
+
+def _holder(a) -> Any:
+    """The array whose memory ``a`` views (itself if its own): where an array of structs holding arrays keeps
+    the arrays its elements refer to (``_held``)."""
+    while isinstance(getattr(a, "_owner", None), array):
+        a = a._owner
+    return a
+
+
+def held_arrays(a) -> dict:
+    """The arrays that the elements of ``a`` (an array of structs holding arrays) may refer to, by the bytes
+    of their native views."""
+    return _holder(a).__dict__.get("_held", {})
+
+
+def _hold(a, held: dict) -> None:
+    """Keep the arrays of ``held`` alive with array ``a`` (of structs holding arrays) and its views."""
+    for arr in held.values():
+        if arr.device != a.device:
+            raise ValueError(f"an array of {a.dtype.__name__} on {a.device} cannot hold elements referring to an "
+                             f"array on {arr.device}: a kernel reads them where the outer array is")
+    if held:
+        root = _holder(a)
+        root.__dict__.setdefault("_held", {}).update(held)
+
+
+def _struct_value(t, rec, held: dict | None = None) -> Any:
+    """A struct instance holding a copy of numpy record ``rec``; an array field is the array (of ``held``,
+    by its native view) that the record refers to."""
+    values = {}
+    for f, ft in t._fields.items():
+        if isinstance(ft, ArrayType):
+            key = rec[f].tobytes()
+            if not np.asarray(rec[f]["data"]).any():
+                values[f] = None
+                continue
+            if held is None or key not in held:
+                raise ValueError(f"struct {t.__name__} field '{f}' refers to an array view made inside a kernel "
+                                 "or written as raw bytes, which has no Python array to hand back")
+            values[f] = held[key]
+        else:
+            values[f] = _element_value(ft, rec[f], held)
+    return t(**values)
 
 
 def _array_math():
@@ -153,12 +211,13 @@ def _array_math():
     return array_math
 
 
-def _element_value(t, elem) -> Any:
-    """One element as a Python value: a numpy scalar, or a copy as an xsim vector/matrix/.../struct."""
+def _element_value(t, elem, held: dict | None = None) -> Any:
+    """One element as a Python value: a numpy scalar, or a copy as an xsim vector/matrix/.../struct (of an
+    array of structs holding arrays, the arrays of ``held``: ``_struct_value``)."""
     if t._kind == "scalar":
         return t._load(elem)[()] if t is types.bfloat16 else elem
     if t._kind == "struct":
-        return _struct_value(t, elem)
+        return _struct_value(t, elem, held)
     return t._wrap(np.array(elem))
 
 
@@ -337,6 +396,9 @@ class array:
         if ndim is not None and host.ndim - len(dtype._shape) != ndim:
             raise ValueError(f"array data has {host.ndim - len(dtype._shape)} dims but ndim={ndim} was given")
         self._init(host, dtype, dev, owner, requires_grad)
+        if types.is_struct(dtype) and dtype._has_arrays:
+            _hold(self, held_arrays(data) if isinstance(data, array) else
+                  _held_arrays(data, {}))
         if retain_grad:
             self.retain_grad = True
 
@@ -511,8 +573,8 @@ class array:
             who = ""
             what = (f"is being written to by {operation}{where} but has already been read from" if operation else
                     "is being written to but has already been read from")
-        _warn_to_stderr(f"Array {self}{who} {what} in a previous launch. This may corrupt gradient computation "
-                        "in the backward pass.")
+        warn_to_stderr(f"Array {self}{who} {what} in a previous launch. This may corrupt gradient computation "
+                       "in the backward pass.", stacklevel=3)
 
     # -- arithmetic, as Warp's arrays have it: element-wise kernels, recorded on the tape (autodiff/array_math.py)
 
@@ -621,7 +683,8 @@ class array:
         flat = self.numpy().reshape((self.size,) + self.dtype._shape)
         if self.dtype._kind == "scalar":
             return [_element_value(self.dtype, e).item() for e in flat]
-        return [_element_value(self.dtype, e) for e in flat]
+        held = held_arrays(self)
+        return [_element_value(self.dtype, e, held) for e in flat]
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -642,7 +705,7 @@ class array:
         else:
             sub = self._host[key]
             if sub.ndim == len(self.dtype._shape):
-                return _element_value(self.dtype, sub)
+                return _element_value(self.dtype, sub, held_arrays(self))
             view = object.__new__(array)
             nd = sub.ndim - len(self.dtype._shape)
             # the view's address from the key (numpy's __array_interface__ costs microseconds a call)
@@ -660,6 +723,9 @@ class array:
 
     def __setitem__(self, key, value) -> None:
         key = _check_key(key, self.ndim)
+        if types.is_struct(self.dtype) and self.dtype._has_arrays:
+            _hold(self, _held_arrays(value, {}) if not isinstance(value, array) else
+                  held_arrays(value))
         if self._host is None:
             host = self.numpy()
             host[key] = self._host_value(value)
@@ -854,6 +920,8 @@ class array:
             raise TypeError(f"cannot copy an array of {types.type_name(src.dtype)} into an array of "
                             f"{types.type_name(self.dtype)}")
         on_gpu = self._host is None or src._host is None
+        if types.is_struct(self.dtype) and self.dtype._has_arrays:
+            _hold(self, held_arrays(src))
         if count is None and dst_offset == 0 and src_offset == 0 and src.shape == self.shape:
             if on_gpu:
                 _device_copy(self, src, None, 0, 0, accumulate)
@@ -993,7 +1061,7 @@ def _device_getitem(a: array, key: tuple):
     if nd == 0:
         elem = np.empty(a.dtype._shape, a.dtype._np)
         require_cuda(a.device).download(a.device.ordinal, elem.ctypes.data, a.ptr + offset, elem.nbytes)
-        return _element_value(a.dtype, elem if a.dtype._shape else elem[()])
+        return _element_value(a.dtype, elem if a.dtype._shape else elem[()], held_arrays(a))
     return array._from_device((a.ptr or 0) + offset, a.dtype, a.device, sub.shape[:nd], sub.strides[:nd], a)
 
 
@@ -1037,19 +1105,6 @@ def _device_copy(dst: array, src: array, count: int | None, dst_offset: int, src
         dst._host[...] = value
 
 
-def _warn_to_stderr(message: str) -> None:
-    """A UserWarning that warning filters can silence or raise, but that a warning recorder (pytest's)
-    does not swallow: it is written to stderr as it is issued."""
-    import warnings
-
-    def show(msg, category, filename, lineno, file=None, line=None):
-        sys.stderr.write(f"xsim {category.__name__}: {msg}\n")
-
-    with warnings.catch_warnings():
-        warnings.showwarning = show
-        warnings.warn(message, UserWarning, stacklevel=4)
-
-
 def is_array(x) -> bool:
     """True for an xsim array instance."""
     return isinstance(x, array)
@@ -1060,7 +1115,7 @@ def is_array(x) -> bool:
 
 def _annotation_dtype(dtype) -> Any:
     """An annotation's element type: a dtype as arrays take it, or a type parameter (Any, Float...)."""
-    return dtype if types.is_type_parameter(dtype) else _resolve_dtype(dtype, annotation=True)
+    return dtype if types.is_type_parameter(dtype) else _resolve_dtype(dtype)
 
 
 def _subscript_annotation(name: str, params, ndim: int | None) -> ArrayType:

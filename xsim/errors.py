@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import warnings
+
 
 class CompileError(Exception):
     """A kernel or func the compiler refuses: names file:line:col, shows the line with a caret, then the
@@ -64,3 +67,15 @@ class XsimRuntimeError(RuntimeError):
 
 class NonFiniteError(XsimRuntimeError):
     """Check mode found NaN or inf: names the kernel (or solver step), the array and the index."""
+
+
+def warn_to_stderr(message: str, category: type[Warning] = UserWarning, stacklevel: int = 2) -> None:
+    """A warning that filters can silence or raise, but that a warning recorder (pytest's) does not
+    swallow: it is written to stderr as it is issued (Warp's logger writes its warnings so)."""
+
+    def show(msg, category, filename, lineno, file=None, line=None):
+        sys.stderr.write(f"xsim {category.__name__}: {msg}\n")
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        warnings.warn(message, category, stacklevel=stacklevel + 1)

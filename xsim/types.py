@@ -19,10 +19,11 @@ import ctypes
 import functools
 import hashlib
 import inspect
-import warnings
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
+
+from .errors import warn_to_stderr
 
 # ---------------------------------------------------------------------------------------------
 # scalars
@@ -32,24 +33,29 @@ class _ScalarMeta(type):
     """Makes ``isinstance(xsim.uint8(1), xsim.uint8)`` true: calling a scalar type gives its numpy scalar."""
 
     def __instancecheck__(cls, value):
-        return type.__instancecheck__(cls, value) or (cls._np is not None and type(value) is cls._np.type)
+        return type.__instancecheck__(cls, value) or (cls._np is not None and type(value) in (cls._np.type, cls._value))
 
 
 class _Scalar(metaclass=_ScalarMeta):
-    """Base of the scalar type classes; calling one converts a Python number to its numpy scalar."""
+    """Base of the scalar type classes; calling one converts a Python number to its numpy scalar (of
+    ``_value``, a subclass of numpy's that marks a value made by xsim's type, as Warp's scalar instances
+    are apart from numpy's: a struct's vector field refuses ``xsim.float32(1.5)`` but fills from
+    ``numpy.float32(1.5)``)."""
 
     _kind = "scalar"
     _shape: tuple[int, ...] = ()
     _np: Any = None
+    _value: Any = None  # numpy's bool cannot be subclassed: xsim.bool(x) is numpy's
     _ctype = ""
     _ctypes: Any = None
 
     def __new__(cls, value=0):
+        make = cls._value or cls._np.type
         if isinstance(value, int) and cls._np.kind in "iu":
             if not -(1 << 63) <= value < 1 << 64:
                 raise OverflowError(f"Python integer {value} does not fit in 64 bits")
-            return cls._np.type(wrap_int(value, cls))
-        return cls._np.type(value)
+            return make(wrap_int(value, cls))
+        return make(value)
 
     @classmethod
     def _store(cls, values) -> np.ndarray:
@@ -100,8 +106,13 @@ class _BFloat16(_Scalar):
 def _scalar(name: str, np_dtype, ctype: str, c_type, base: type = _Scalar) -> type:
     # _type_: Warp's spelling of the ctypes type (its tests wrap integers with ``t._type_(v).value``)
     # _length_: one component, as a vector's _length_ counts its own (Warp's)
+    np_type = np.dtype(np_dtype).type
+    value = None
+    if base is _Scalar and np_type is not np.bool_:
+        value = globals()[f"_{name}_value"] = type(name, (np_type,), {"__module__": __name__,
+                                                                      "__qualname__": f"_{name}_value"})
     cls = type(name, (base,), {"_np": np.dtype(np_dtype), "_ctype": ctype, "_ctypes": c_type, "_type_": c_type,
-                               "_length_": 1})
+                               "_length_": 1, "_value": value})
     cls._scalar = cls
     cls.__module__ = __name__
     return cls
@@ -792,8 +803,6 @@ class _StructBase:
     @classmethod
     def numpy_dtype(cls) -> np.dtype:
         """The numpy record dtype of this struct's array elements (Warp's ``Struct.numpy_dtype()``)."""
-        if cls._np is None:
-            raise TypeError(f"struct {cls.__name__} holds arrays, so it has no numpy record dtype")
         return cls._np
 
     def __init__(self, **values):
@@ -817,6 +826,11 @@ class _StructBase:
         if isinstance(t, ArrayType):
             if value is not None:
                 _check_array_field(name, t, value)
+            # Warp's keep-alive of the field's gradient (``_<field>_grad``): the grad buffer of the array
+            # assigned, dropped when the field is replaced by an array without one (or None)
+            owner = getattr(value, "data", None) if isinstance(t, IndexedArrayType) else value
+            grad = owner.grad if getattr(owner, "requires_grad", False) else None
+            object.__setattr__(self, f"_{name}_grad", grad)
         elif is_scalar(t):
             converted = t(value)
             # a Python number stays one (as in Warp), unless the field's type would change its kind
@@ -857,18 +871,38 @@ def _check_array_field(name: str, t: ArrayType, value):
                         "dimension(s)")
 
 
+def _is_xsim_scalar_value(value) -> bool:
+    """A number made by one of xsim's scalar types (``xsim.float32(1.5)``), not by numpy itself."""
+    return any(type(value) is s._value for s in SCALAR_TYPES if s._value is not None)
+
+
 def _composite_field_value(name: str, t, value):
     """``value`` as the vector/matrix/quat/transform (or struct) ``t`` of field ``name``. A single number
-    is refused, as Warp refuses it; a bool still fills every component, with a DeprecationWarning."""
-    if is_composite(t) and isinstance(value, (bool, np.bool_)):
-        warnings.warn(f"Implicit conversion from a value of type `{type(value).__name__}` to the composite type "
-                      f"`{type_name(t)}` for struct field '{name}' is deprecated. Construct the value explicitly, "
-                      f"e.g.: `{type_name(t)}(...)`.", DeprecationWarning, stacklevel=3)
-        return t(*([int(value)] * num_components(t)))
+    is refused, as Warp refuses it; a bool (Python's, numpy's, xsim's) or a numpy number still fills every
+    component, with a DeprecationWarning written to stderr (Warp's logger writes it there)."""
+    if is_composite(t) and (isinstance(value, (bool, np.bool_)) or isinstance(value, (np.integer, np.floating))
+                            and not _is_xsim_scalar_value(value)):
+        warn_to_stderr(f"Implicit conversion from a value of type `{type(value).__name__}` to the composite type "
+                       f"`{type_name(t)}` for struct field '{name}' is deprecated. Construct the value explicitly, "
+                       f"e.g.: `{type_name(t)}(...)`.", DeprecationWarning, stacklevel=3)
+        fill = float(value) if isinstance(value, np.floating) else int(value)
+        return t(*([fill] * num_components(t)))
     if is_composite(t) and not hasattr(value, "__len__"):
         raise TypeError(f"Struct field '{name}' expects {type_name(t)} but got a single value of type "
                         f"{type(value).__name__}. Construct the value explicitly, e.g.: {type_name(t)}(...)")
     return t(value)
+
+
+def _desc_record(desc) -> np.dtype:
+    """The numpy record of a native array view (``ArrayDesc``, ``IndexedArrayDesc``): how an array field is
+    laid out in the elements of an array of structs (its pointers as uint64)."""
+    fields = []
+    for name, c in desc._fields_:
+        n = getattr(c, "_length_", None)
+        base = getattr(c, "_type_", c) if n is not None else c
+        dt = np.uint64 if base is ctypes.c_void_p else np.int64
+        fields.append((name, dt) if n is None else (name, dt, (n,)))
+    return np.dtype(fields, align=True)
 
 
 def _struct_cname(cls, fields) -> str:
@@ -911,16 +945,21 @@ def struct(cls: type) -> type:
         if isinstance(t, ArrayType):
             has_arrays = True
             c_fields.append((name, t.desc_ctype()))
+            np_fields.append((name, _desc_record(t.desc_ctype())))
         else:
             has_arrays = has_arrays or bool(getattr(t, "_has_arrays", False))
             np_fields.append((name, t._np if t._kind == "struct" else (t._np, t._shape)))
             c_fields.append((name, t._ctypes))
     c_struct = type(f"_c_{cls.__name__}", (ctypes.Structure,), {"_fields_": c_fields})
+    np_struct = np.dtype(np_fields, align=True)
+    if np_struct.itemsize != ctypes.sizeof(c_struct) or any(
+            np_struct.fields[n][1] != getattr(c_struct, n).offset for n in fields):
+        raise TypeError(f"struct {cls.__name__}: its numpy record layout differs from its native one")
     # vectors, matrices and nested structs can change in place (``s.v[0] = 1``), arrays and numbers cannot
     packable = all(is_scalar(t) or type(t) is ArrayType for t in fields.values())
     out = type(cls.__name__, (_StructBase,), {
         "_fields": fields, "_ctype": _struct_cname(cls, fields), "_ctypes": c_struct,
-        "_np": None if has_arrays else np.dtype(np_fields, align=True), "_has_arrays": has_arrays,
+        "_np": np_struct, "_has_arrays": has_arrays,
         "_packable": packable, "_array_fields": tuple(n for n, t in fields.items() if type(t) is ArrayType),
         "_shape": (), "_py": cls, "__doc__": cls.__doc__, "__module__": cls.__module__,
     })

@@ -226,14 +226,3 @@ def test_gradient_reaches_an_array_inside_a_nested_struct_parameter():
     w = RNG.uniform(0.5, 1.5, N)
     tape.backward(grads={out: xsim.array(w, dtype=F)})
     np.testing.assert_allclose(arr.grad.numpy(), 3.0 * values * w, rtol=1e-12)
-
-
-@xsim.kernel
-def holders_in_an_array(holders: xsim.array(dtype=Samples), out: xsim.array(dtype=float)):
-    out[0] = 1.0
-
-
-def test_an_array_of_structs_holding_arrays_is_refused_when_its_kernel_is_built():
-    with pytest.raises(xsim.CompileError, match="kernel parameter 'holders' is an array of struct Samples, which "
-                                                "holds arrays"):
-        xsim.launch(holders_in_an_array, 1, inputs=[None, xsim.zeros(1)])

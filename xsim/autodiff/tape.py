@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import config
 from .. import types as T
-from ..array import _byte_range, zeros
+from ..array import _byte_range, held_arrays, zeros
 from ..array import array as Array
 from ..errors import CompileError
 from ..indexedarray import indexedarray
@@ -51,8 +51,7 @@ class LaunchRecord:
         return f"kernel '{self.kernel.key}'"
 
     def written(self):
-        for label in self.prep.meta.writes:
-            yield label, _launch.resolve_label(label, self.kernel.params, self.values)
+        return _launch.labelled_arrays(self.prep.write_slots, self.values)
 
     def arrays(self):
         prep, values = self.prep, self.values
@@ -63,7 +62,7 @@ class LaunchRecord:
     def _nested_arrays(self):
         for (name, t), v in zip(self.kernel.params, self.values):
             if isinstance(t, T.ArrayType):
-                yield v.data if isinstance(v, indexedarray) else v
+                yield from _array_and_referred(v, t)
             elif T.is_struct(t) and t._has_arrays:
                 yield from _struct_arrays(v, t)
 
@@ -153,9 +152,17 @@ def _struct_arrays(v, t):
     for f, ft in t._fields.items():
         fv = getattr(v, f)
         if isinstance(ft, T.ArrayType) and fv is not None:
-            yield fv
+            yield from _array_and_referred(fv, ft)
         elif T.is_struct(ft) and ft._has_arrays:
             yield from _struct_arrays(fv, ft)
+
+
+def _array_and_referred(v, t):
+    """Array ``v`` (an indexedarray's data) and, for an array of structs holding arrays, those its elements
+    refer to."""
+    yield v.data if isinstance(v, indexedarray) else v
+    if T.is_struct(t.dtype) and t.dtype._has_arrays:
+        yield from (a.data if isinstance(a, indexedarray) else a for a in held_arrays(v).values())
 
 
 @dataclass
@@ -243,6 +250,10 @@ class Tape:
         if meta.adjoint_error is None:
             aliased, refusal = _aliased_reads(kernel.key, meta, written, read) if written else ((), None)
             for label in (*meta.inplace, *aliased):
+                if "[]" in label and refusal is None:  # no one copy can stand in for the elements' arrays
+                    refusal = (f"kernel '{kernel.key}' reads array '{label}' (an array that elements of an array of "
+                               "structs refer to) whose memory it also writes, so its adjoint would read the new "
+                               "values; write the results into other arrays")
                 arr = _launch.resolve_label(label, params, values)
                 if arr is not None and label not in snapshots:
                     snap = arr.clone_untracked()

@@ -97,6 +97,8 @@ class KernelCodegen:
             return self.slice_expr(g, op)
         if op.kind == "subarray":
             return f"xs::subarray({g}, {', '.join(f'(int64_t){self.v(i)}' for i in op.args[1:])})"
+        if op.kind == "load":  # an element of an array of structs holding arrays: its gradient mirror's
+            return self.access(op.args[0], op.args[1:], op.out.type, op.line, desc=g)
         return f"{g}.{cfield(op.attrs['field'])}"
 
     def array_id(self, arr: Var) -> int:
@@ -328,7 +330,7 @@ class KernelCodegen:
         leading indices are this thread's own tid (``a[i]``, or a row ``a[i, k]`` of a 1-d launch)
         and every access of the array (by its label: however a kernel reaches it) is so indexed. Never
         through a sub-array view: its indices are not the array's leading ones."""
-        if arr.id in self.labels.view_base:
+        if arr.id in self.labels.view_base or "[]" in self.labels.label(arr):  # elements' arrays may be one
             return False
         if arr.id in self.strided_rows:
             return True

@@ -362,7 +362,8 @@ class Expressions:
             if isinstance(node, ast.Subscript):
                 sliced = isinstance(node.value, ast.Subscript) and is_array_slice(node.value) and \
                     _is_attr_chain(node.value.value)  # a[lo:hi:step][i]: through a slice view
-                base = self.expr(node.value) if _is_attr_chain(node.value) or sliced else None
+                base = self.expr(node.value) if _is_attr_chain(node.value) or sliced or \
+                    self.element_field_array(node.value) else None
                 if isinstance(base, Var) and isinstance(base.type, T.ArrayType):
                     idx = [self.index_var(i, node, True) for i in self.subscript_indices(node)]
                     path.reverse()
@@ -379,6 +380,27 @@ class Expressions:
             else:
                 path.append(("attr", node))
             node = node.value
+        return None
+
+    def element_field_array(self, node) -> bool:
+        """Whether ``node`` is an array field of an array element (``holders[i].values``, ``a[i].s.arr``): an
+        array of its own, whose element a target indexes, not a part of the outer array's element. Decided
+        from the types alone, before any code for it is made."""
+        return isinstance(node, ast.Attribute) and isinstance(self.static_type(node), T.ArrayType)
+
+    def static_type(self, node):
+        """The type of a name, field and array-index chain, or None (anything else): no code is made."""
+        if isinstance(node, ast.Name):
+            v = self.f.sym.get(node.id)
+            return v.type if isinstance(v, Var) else None
+        if isinstance(node, ast.Attribute):
+            t = self.static_type(node.value)
+            return t._fields.get(node.attr) if T.is_struct(t) else None
+        if isinstance(node, ast.Subscript):
+            t = self.static_type(node.value)
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if isinstance(t, T.ArrayType) and len(elts) == t.ndim and not any(isinstance(e, ast.Slice) for e in elts):
+                return t.dtype
         return None
 
     def accumulate_adjoint(self, target, root, op, node, value: Var):
@@ -541,6 +563,10 @@ class Expressions:
         t = arr.type.dtype
         comp_t, steps = self.resolve_path(t, path, node)
         name = self.array_name(arr)
+        if T.is_struct(value.type) and value.type._has_arrays:
+            raise self.err(node, f"cannot store a {value.type.__name__}, a struct holding arrays, into an element of "
+                                 f"array '{name}' in a kernel: the element would refer to arrays the array does not "
+                                 "keep alive; set such elements from Python (holders[i] = Holder(...))")
         self.writes.add(arr)
         if comp_t is not None and T.is_matrix(comp_t) and steps and steps[-1][0] == "row":
             raise self.err(node, "assign matrix rows of array elements one component at a time")

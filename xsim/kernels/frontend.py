@@ -95,10 +95,6 @@ class Frontend(Expressions, Calls, Statics):
             if t is None:
                 raise src.error(a, f"kernel parameter '{a.arg}' has unsupported type {ann[a.arg]!r}; expected "
                                    "a scalar, vector, matrix, quat, transform, struct or array type")
-            if isinstance(t, T.ArrayType) and T.is_struct(t.dtype) and t.dtype._has_arrays:
-                raise src.error(a, f"kernel parameter '{a.arg}' is an array of struct {t.dtype.__name__}, which "
-                                   "holds arrays; xsim arrays cannot hold such structs: pass the struct itself, or "
-                                   "its arrays, as parameters")
             v = Var(t, hint=a.arg)
             self.param_names[v.id] = a.arg
             frame.sym[a.arg] = v

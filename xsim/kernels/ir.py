@@ -156,7 +156,8 @@ class ArrayLabels:
     (``a``, ``s.arr``, ``s.inner.arr``): one array reached several times (through locals, funcs, nested
     fields) has one label. A view (``a[i]``, ``a[lo:hi]``) is labelled as the array it views. ``traced`` holds
     the arrays and structs a path from a parameter reaches; any other (a struct a branch chose) is named by
-    its local (``h.a``) or its value (``v9``), never by a parameter's path."""
+    its local (``h.a``) or its value (``v9``), never by a parameter's path. An element of an array of structs
+    holding arrays is ``a[]`` (any of its elements: ``a[].values`` names the ``values`` array of each)."""
 
     def __init__(self, kir: KernelIR):
         self.view_base: dict[int, Var] = {}  # a view -> the array it views
@@ -167,10 +168,14 @@ class ArrayLabels:
                 self.traced.add(p.var.id)
                 self.names[p.var.id] = p.name
         for s in walk(kir.body):
-            if not isinstance(s, Op) or s.kind not in ("slice", "subarray", "field_get", "field_set"):
+            if not isinstance(s, Op) or s.kind not in ("slice", "subarray", "field_get", "field_set", "load"):
                 continue
             base = s.args[0]
-            if s.kind in ("slice", "subarray"):
+            if s.kind == "load":
+                if not (T.is_struct(s.out.type) and s.out.type._has_arrays):
+                    continue
+                self.names[s.out.id] = f"{self.label(base)}[]"
+            elif s.kind in ("slice", "subarray"):
                 self.view_base[s.out.id] = base
             elif s.kind == "field_set":
                 # a copy of ``base`` with one field set: its other fields are base's (the frontend hands the

@@ -12,6 +12,7 @@ import numpy as np
 from .. import config
 from .. import types as T
 from ..array import array as Array
+from ..array import held_arrays
 from ..device import get_device
 from ..indexedarray import indexedarray as IndexedArray
 from . import handles
@@ -88,8 +89,9 @@ def _grad_struct(value, t):
     for f, ft in t._fields.items():
         fv = getattr(value, f)
         if isinstance(ft, T.ArrayType):
-            if fv is not None and fv.grad is not None:
-                setattr(c, f, fv.grad._desc)
+            grad = None if fv is None else element_grads(fv) if _holds_arrays(ft) else fv.grad
+            if grad is not None:
+                setattr(c, f, grad._desc)
         elif T.is_struct(ft):
             setattr(c, f, _grad_struct(fv, ft))
     return c
@@ -201,8 +203,21 @@ def _wrap_foreign(value, t, where):
     raise TypeError(f"{where}: expected {t!r}, got {type(value).__name__}")
 
 
+def _holds_arrays(t) -> bool:
+    """Whether ``t`` is an array type whose elements are structs holding arrays."""
+    return isinstance(t, T.ArrayType) and T.is_struct(t.dtype) and t.dtype._has_arrays
+
+
+def _reaches_element_arrays(t) -> bool:
+    """Whether a parameter of type ``t`` is, or holds in its struct fields, an array of structs holding arrays."""
+    return _holds_arrays(t) or T.is_struct(t) and t._has_arrays and any(
+        _reaches_element_arrays(ft) for ft in t._fields.values())
+
+
 def _all_contiguous(values, params) -> bool:
     for (name, t), v in zip(params, values):
+        if _reaches_element_arrays(t):  # its elements' arrays are known only to the kernel
+            return False
         if isinstance(t, T.ArrayType):
             if not v.is_contiguous:
                 return False
@@ -240,12 +255,16 @@ class _Prepared:
         # the adjoint's gradient struct has the argument struct's layout; indexed arrays and structs holding
         # values that can change in place besides arrays take the general path (their gradients are an
         # indexed view, a struct of grads built field by field)
+        # an array of structs holding arrays has a gradient built for each backward (``element_grads``) and
+        # arrays no one can check for contiguity before the launch: the general path takes it
+        element_arrays = any(_reaches_element_arrays(t) for _, t in kernel.params)
         self.grad_layout = struct.Struct("=" + self.layout.format[len(_HEADER):]) if self.layout and not any(
-            k == _STRUCT and t._has_arrays and not t._packable or k == _INDEXED for k, t, _ in self.plan) else None
+            k == _STRUCT and t._has_arrays and not t._packable or k == _INDEXED for k, t, _ in self.plan) and \
+            not element_arrays else None
         self.array_params = [i for i, (_, t) in enumerate(kernel.params) if isinstance(t, T.ArrayType)]
         # whether the arrays of a launch are all parameters of their own (no struct holding arrays, no indexed array)
-        self.arrays_flat = not any(T.is_struct(t) and t._has_arrays or isinstance(t, T.IndexedArrayType)
-                                   for _, t in kernel.params)
+        self.arrays_flat = not element_arrays and not any(
+            T.is_struct(t) and t._has_arrays or isinstance(t, T.IndexedArrayType) for _, t in kernel.params)
         size = ctypes.sizeof(self.args_type)
         self.grads_pad = b"\0" * (-size % 8)  # the adjoint's gradient struct starts 8-aligned
         self.first_array = next((i for i, (_, t) in enumerate(kernel.params) if isinstance(t, T.ArrayType)), None)
@@ -254,7 +273,7 @@ class _Prepared:
         self.read_slots = _label_slots(kernel.params, self.meta.reads)
         self.write_slots = _label_slots(kernel.params, self.meta.writes)
         self.written_nested = [slot for slot in self.write_slots if slot[2]]
-        self.fast = device.is_cpu and self.layout is not None
+        self.fast = device.is_cpu and self.layout is not None and not element_arrays
         index = {name: i for i, (name, _) in enumerate(kernel.params)}
         # (parameter index, name, kind) of each parameter the kernel uses as a mesh / hash grid id
         self.handles = [(index[name], name, kind) for name, kind in self.meta.handles.items()]
@@ -262,9 +281,15 @@ class _Prepared:
 
 
 def _label_slots(params, labels) -> list[tuple[str, int | None, tuple[str, ...]]]:
-    """(label, parameter index or None, the struct fields on the way) of each label ("x", "s.field")."""
+    """(label, parameter index or None, the struct fields on the way) of each label ("x", "s.field"); "[]"
+    on the way stands for every element of an array of structs holding arrays ("a[].values": ``a``, "[]",
+    "values")."""
     index = {name: i for i, (name, _) in enumerate(params)}
-    return [(label, index.get(head), tuple(path)) for label in labels for head, *path in (label.split("."),)]
+    out = []
+    for label in labels:
+        parts = [q for p in label.split(".") for q in ((p[:-2], "[]") if p.endswith("[]") else (p,))]
+        out.append((label, index.get(parts[0]), tuple(parts[1:])))
+    return out
 
 
 def slot_array(slot, values) -> Array | None:
@@ -272,7 +297,7 @@ def slot_array(slot, values) -> Array | None:
     launch's arguments ``values``: the one way from a label to its array. For an indexedarray its data (the
     tape tracks the memory it reads and writes); None where the label names no array (a null struct field)."""
     _, i, path = slot
-    if i is None:
+    if i is None or "[]" in path:  # the arrays of an array's elements are many (``slot_arrays``)
         return None
     arr = values[i]
     for part in path:
@@ -282,9 +307,44 @@ def slot_array(slot, values) -> Array | None:
     return arr if isinstance(arr, Array) else None
 
 
+def slot_arrays(slot, values) -> list[Array]:
+    """Every array ``slot`` names: the one of ``slot_array``, or through "[]", those that the elements of an
+    array of structs holding arrays refer to at the launch."""
+    _, i, path = slot
+    if "[]" not in path:
+        arr = slot_array(slot, values)
+        return [] if arr is None else [arr]
+    cut = path.index("[]")
+    outer = slot_array((slot[0], i, path[:cut]), values)
+    return [] if outer is None else _element_arrays(outer, path[cut + 1:])
+
+
+def _element_arrays(outer: Array, path: tuple[str, ...]) -> list[Array]:
+    """The arrays that field ``path`` of the elements of ``outer`` (an array of structs holding arrays)
+    refers to, each once (an indexedarray's data)."""
+    records, t, held = outer.numpy(), outer.dtype, held_arrays(outer)
+    for k, part in enumerate(path):
+        ft = t._fields.get(part)
+        if T.is_struct(ft):
+            records, t = records[part], ft
+            continue
+        if not isinstance(ft, T.ArrayType):
+            return []
+        flat = np.ascontiguousarray(records[part]).reshape(-1)
+        keys = {key.tobytes() for key in np.unique(flat.view(np.dtype((np.void, flat.dtype.itemsize))))}
+        found = {id(a): a for a in (held.get(key) for key in keys) if a is not None}.values()
+        rest = path[k + 1:]
+        if rest[:1] == ("[]",):
+            return list({id(x): x for a in found for x in _element_arrays(a, rest[1:])}.values())
+        return list({id(x): x for a in found if isinstance(x := a.data if isinstance(a, IndexedArray) else a,
+                                                              Array)}.values())
+    return []
+
+
 def labelled_arrays(slots, values) -> list[tuple[str, Array]]:
-    """The (label, array) pairs named by a prepared kernel's ``read_slots`` or ``write_slots``."""
-    return [(slot[0], arr) for slot in slots if (arr := slot_array(slot, values)) is not None]
+    """The (label, array) pairs named by a prepared kernel's ``read_slots`` or ``write_slots`` (a label
+    through an array's elements once for each array it reaches)."""
+    return [(slot[0], arr) for slot in slots for arr in slot_arrays(slot, values)]
 
 
 def prepare(kernel, device, mode: str) -> _Prepared:
@@ -475,12 +535,53 @@ def pack_grads(prep: _Prepared, values, adj_values=None):
     for i, ((name, t), v) in enumerate(zip(prep.kernel.params, values)):
         explicit = adj_values[i] if adj_values is not None and i < len(adj_values) else None
         if isinstance(t, T.ArrayType):
-            grad = explicit if explicit is not None else v.grad
+            grad = explicit if explicit is not None else element_grads(v) if _holds_arrays(t) else v.grad
             if grad is not None:
                 setattr(g, name, grad._desc)
         elif T.is_struct(t) and t._has_arrays:
             setattr(g, name, _grad_struct(v, t))
     return g
+
+
+def element_grads(a):
+    """The gradient of ``a``, an array of structs holding arrays, as the adjoint reads it: ``a.grad`` (a
+    buffer of its own where ``a`` has none: its other fields' gradients then go nowhere) with each
+    element's array fields set to the grads of the arrays that element refers to (null where one has
+    none), so that the gradient of ``a[i].values`` reaches ``a[i].values.grad`` (Warp's array views carry
+    their grad pointers). Built for each backward, from what the elements refer to then."""
+    if a.size == 0:  # no elements (Warp's null array among them): nothing to reach
+        return None
+    g = a.grad
+    if g is None:
+        g = getattr(a, "_element_grads", None)
+        if g is None or g.shape != a.shape:
+            g = Array(shape=a.shape, dtype=a.dtype, device=a.device)
+            a.__dict__["_element_grads"] = g
+    records, out = a.numpy(), g.numpy()
+    held = held_arrays(a)
+    _set_element_grads(records, out, a.dtype, held)
+    if g._host is None:  # ``out`` was a host copy
+        g.copy_from_untracked(out)
+    return g
+
+
+def _set_element_grads(records, out, t, held: dict) -> None:
+    """Into records ``out`` (the gradient of ``records``, of struct ``t``): each array field's grad view."""
+    for f, ft in t._fields.items():
+        if T.is_struct(ft) and ft._has_arrays:
+            _set_element_grads(records[f], out[f], ft, held)
+        elif isinstance(ft, T.ArrayType):
+            descs = records[f]
+            flat = np.ascontiguousarray(descs).reshape(-1)
+            keys = flat.view(np.dtype((np.void, flat.dtype.itemsize)))
+            unique, inverse = np.unique(keys, return_inverse=True)
+            grads = np.zeros(len(unique), flat.dtype)
+            for j, key in enumerate(unique):
+                arr = held.get(key.tobytes())
+                grad = None if arr is None else arr.grad
+                if grad is not None:
+                    grads[j] = np.frombuffer(bytes(grad._desc), flat.dtype)[0]
+            out[f] = grads[inverse.reshape(-1)].reshape(descs.shape)
 
 
 def _dims(shape):
@@ -690,6 +791,8 @@ def run_backward(prep: _Prepared, shape, values, adj_values=None):
 
 def _grads_contiguous(values, params, adj_values) -> bool:
     for i, ((_, t), v) in enumerate(zip(params, values)):
+        if _reaches_element_arrays(t):
+            return False
         if isinstance(t, T.ArrayType):
             g = adj_values[i] if adj_values is not None and adj_values[i] is not None else v.grad
             if g is not None and not g.is_contiguous:

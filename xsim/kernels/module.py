@@ -257,6 +257,15 @@ def adjoint_refusal(kir: ir.KernelIR) -> str | None:
                     "field of one here (which array it is depends on a branch, a loop or where() at run time), "
                     "so its gradient cannot be tracked; index the parameter directly")
     for s in ir.walk(kir.body):
+        # a copy of the array from before the launch (what the tape gives an in-place adjoint) cannot stand in
+        # for the arrays that elements of an array of structs refer to
+        if isinstance(s, Op) and s.kind in ("store", "atomic") and "[]" in labels(s.args[0]) and \
+                labels(s.args[0]) in kir.reads:
+            return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' (the arrays that elements of an array "
+                    "of structs refer to) is both read and written by this kernel, so its adjoint would need the "
+                    "values from before the launch, which no copy can give for those arrays; write the results "
+                    "into other arrays")
+    for s in ir.walk(kir.body):
         if isinstance(s, Op) and s.kind == "atomic" and s.attrs["fn"] in ("atomic_cas", "atomic_exch") and \
                 T.is_float(s.out.type):
             return (f"{kir.source_file}:{s.line}: {s.attrs['fn']}() on the float array '{labels(s.args[0])}' has no "
