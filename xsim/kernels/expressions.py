@@ -21,7 +21,16 @@ from ..errors import (
     WarpCodegenValueError,
 )
 from .ir import Var
-from .scope import _BINOPS, _CMPOPS, _UNSUPPORTED, BuiltinRef, Ref, _adjoint_marker, _describe, _is_attr_chain
+from .scope import (
+    _BINOPS,
+    _CMPOPS,
+    BuiltinRef,
+    Ref,
+    _adjoint_marker,
+    _describe,
+    _is_attr_chain,
+    unsupported_message,
+)
 
 
 def _library_name(name: str):
@@ -55,8 +64,9 @@ class Expressions:
 
     def expr(self, node):
         kind = type(node)
-        if kind in _UNSUPPORTED:
-            raise self.err(node, f"{_UNSUPPORTED[kind]} are not supported in kernels")
+        refused = unsupported_message(kind)
+        if refused is not None:
+            raise self.err(node, refused)
         method = getattr(self, "expr_" + kind.__name__, None)
         if method is None:
             raise self.err(node, f"unsupported expression '{kind.__name__}' in a kernel")

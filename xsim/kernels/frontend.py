@@ -38,7 +38,6 @@ from .scope import (
     _ADJOINT,
     _BINOPS,
     _PY_FOLD,
-    _UNSUPPORTED,
     MAX_UNROLL,
     MAX_UNROLL_OPS,
     BuiltinRef,
@@ -51,6 +50,7 @@ from .scope import (
     _resolve_annotation,
     _Source,
     annotations,
+    unsupported_message,
 )
 from .static import Statics
 
@@ -281,8 +281,9 @@ class Frontend(Expressions, Calls, Statics):
 
     def stmt(self, node):
         kind = type(node)
-        if kind in _UNSUPPORTED:
-            raise self.err(node, f"{_UNSUPPORTED[kind]} are not supported in kernels")
+        refused = unsupported_message(kind)
+        if refused is not None:
+            raise self.err(node, refused)
         method = getattr(self, "stmt_" + kind.__name__, None)
         if method is None:
             raise self.err(node, f"unsupported statement '{kind.__name__}' in a kernel")
