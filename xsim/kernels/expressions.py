@@ -305,9 +305,12 @@ class Expressions:
             if len(idx) > t.ndim:
                 raise self.err(node, f"Incorrect number of indices specified for array indexing: array "
                                      f"'{self.array_name(base)}' has {t.ndim} dimension(s) but is indexed with {len(idx)}")
+            self.check_local_index(base, idx, node)
             if len(idx) < t.ndim:  # a view of the remaining dimensions, named after the array it views
                 view = self.emit("subarray", t.view(t.ndim - len(idx)), [base, *idx], node)
                 view.hint = self.array_name(base)
+                if base.id in self.local_shapes:
+                    self.local_shapes[view.id] = self.local_shapes[base.id][len(idx):]
                 return view
             self.reads.add(base)
             return self.emit("load", t.dtype, [base, *idx], node)
@@ -537,6 +540,7 @@ class Expressions:
             for p, v in parts:
                 self.store(arr, idx, p, v, node)
             return
+        self.check_local_index(arr, idx, node)
         t = arr.type.dtype
         comp_t, steps = self.resolve_path(t, path, node)
         name = self.array_name(arr)

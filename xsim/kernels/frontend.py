@@ -67,6 +67,7 @@ class Frontend(Expressions, Calls, Statics):
         self.frames: list[_Frame] = []
         self.reads: set[Var] = set()  # the arrays loaded (not in func_grad or func_replay bodies)
         self.writes: set[Var] = set()  # the arrays stored into or updated by atomics
+        self.local_shapes: dict[int, tuple] = {}  # stack arrays (zeros() in a kernel) and their views -> shape
         self.skipped_funcs: set[str] = set()
         self.handles: dict[str, str] = {}  # parameter -> "mesh" / "hash_grid" when it is used as that id
         self.tid_dims = 0
@@ -388,6 +389,8 @@ class Frontend(Expressions, Calls, Statics):
                 raise self.err(node, f"cannot assign {value.obj!r} to a variable inside a kernel")
             if isinstance(value, Var) and value.is_const and value.weak:
                 value = Var(value.type, const=value.const, weak=True)
+            if isinstance(value, Var) and value.id in self.local_shapes and not value.hint:
+                value.hint = target.id  # a stack array (or a view of one) goes by its first name in messages
             self.f.sym[target.id] = value
         elif isinstance(target, ast.Tuple):
             star = next((e for e in target.elts if isinstance(e, ast.Starred)), None)
