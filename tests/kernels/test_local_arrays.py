@@ -83,6 +83,22 @@ def fresh_each_iteration(n: xsim.array(dtype=int), y: xsim.array(dtype=int)):
     y[t] = total
 
 
+@xsim.func
+def grid_ramp() -> xsim.fixedarray(dtype=float, shape=(2, 3)):
+    g = xsim.zeros(shape=(2, 3), dtype=float)
+    for i in range(2):
+        for j in range(3):
+            g[i, j] = float(3 * i + j)
+    return g
+
+
+@xsim.kernel(module=MODULE)
+def from_an_annotated_func(y: xsim.array(dtype=float, ndim=2)):
+    g = grid_ramp()
+    y[0, 0] = g[1, 2] - g[0, 1]
+    y[0, 1] = g[1][0]
+
+
 @xsim.kernel(module=MODULE)
 def from_a_func(n: xsim.array(dtype=int), y: xsim.array(dtype=int)):
     t = xsim.tid()
@@ -150,6 +166,12 @@ def test_a_func_returns_the_stack_array_it_made():
     np.testing.assert_array_equal(y.numpy(), [sum(i * i for i in range(m)) for m in n])
 
 
+def test_a_func_annotated_to_return_a_fixedarray_returns_its_stack_array():
+    y = xsim.zeros((1, 2), dtype=float)
+    xsim.launch(from_an_annotated_func, 1, outputs=[y])
+    np.testing.assert_array_equal(y.numpy(), [[5.0 - 1.0, 3.0]])
+
+
 def test_the_adjoint_of_a_kernel_with_a_stack_array_is_refused_naming_the_line():
     x = xsim.array(np.array([1.0, 2.0], np.float32), requires_grad=True)
     y = xsim.zeros(2, dtype=float, requires_grad=True)
@@ -173,10 +195,13 @@ def test_a_run_time_index_out_of_a_stack_array_raises_in_debug_mode(monkeypatch)
 
 
 def _compile_error(body: str, tmp_path) -> tuple[xsim.CompileError, str]:
-    """The error of launching a kernel ``bad(y)`` with ``body``, written to its own file in ``tmp_path``."""
+    """The error of launching a kernel ``bad(y)`` with ``body``, written to its own file in ``tmp_path`` with a func
+    ``stack_as_array`` that returns a stack array but is annotated to return an array (its return: line 11)."""
     path = tmp_path / "bad_stack_array.py"
     path.write_text("import xsim\n\n\ndef bad(y: xsim.array(dtype=float)):\n" +
-                    "".join(f"    {line}\n" for line in body.splitlines()))
+                    "".join(f"    {line}\n" for line in body.splitlines()) +
+                    "\n\n@xsim.func\ndef stack_as_array() -> xsim.array2d[float]:\n"
+                    "    a = xsim.zeros(shape=(2, 2), dtype=float)\n    return a\n")
     name = f"xsim_tests_local_arrays_bad_{abs(hash(body))}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -203,6 +228,8 @@ def _compile_error(body: str, tmp_path) -> tuple[xsim.CompileError, str]:
     ("a = xsim.zeros(shape=4)", 2, "zeros() in a kernel needs both shape and dtype"),
     ("a = xsim.zeros(shape=0, dtype=float)", 2, "1 to 4 dimensions of at least 1, got shape (0,)"),
     ("a = xsim.zeros(shape=(100000,), dtype=xsim.vec3)", 2, "takes 1200000 bytes per thread"),
+    ("y[0] = stack_as_array()[0, 0]", 8, ("The function `stack_as_array` returns a fixed-size array whereas it "
+                                          "has its return type annotated as `Array[float32]`.")),
 ])
 def test_bad_stack_arrays_are_compile_errors_naming_the_line(body, line, message, tmp_path):
     err, path = _compile_error(body, tmp_path)

@@ -608,6 +608,11 @@ class Frontend(Expressions, Calls, Statics):
         if isinstance(v, tuple):
             raise self.err(node, f"{head}`{_annotation_name(f.ret_ann)}` but the code returns {len(v)} values.",
                            WarpCodegenTypeError)
+        if isinstance(v, Var) and v.id in self.local_shapes and not isinstance(t, T.FixedArrayType):
+            raise self.err(node, f"The function `{f.src.pyfunc.__name__}` returns a fixed-size array whereas it has "
+                                 f"its return type annotated as `{_annotation_name(f.ret_ann)}`.", WarpCodegenTypeError)
+        if isinstance(t, T.ArrayType) and v.type == t:
+            return v  # an array is returned as it is (a fixedarray annotation equals its array type)
         if not (v.type is t or v.weak and self.fits_weak(v, t)):
             raise self.err(node, f"{head}`{_annotation_name(f.ret_ann)}` but the code returns a value of type "
                                  f"`{T.type_name(v.type)}`.", WarpCodegenTypeError)
@@ -930,4 +935,6 @@ def _annotation_name(a) -> str:
         return _annotation_name(typing.get_args(a))
     if a in (int, float, bool):
         return a.__name__
+    if isinstance(a, T.ArrayType) and not isinstance(a, T.FixedArrayType):
+        return f"Array[{T.type_name(a.dtype)}]"  # Warp's name of an array type
     return T.type_name(a)
