@@ -177,7 +177,18 @@ def _make_shim(state) -> _Shim:
     s.atomic_xor = _atomic(lambda a, b: a ^ b)
     s.atomic_exch = _atomic(lambda a, b: b)
     s.atomic_cas = _atomic_cas
+    s.zeros = _stack_array
     return s
+
+
+def _stack_array(shape, dtype):
+    """``zeros(shape, dtype)`` in a kernel: a fresh zeroed array of the thread's own (the host layer lays out
+    its elements, as it does for the arrays a launch is given)."""
+    shape = tuple(int(n) for n in shape) if isinstance(shape, tuple) else (int(shape),)
+    if not (isinstance(dtype, type) and T.is_value_type(dtype)):
+        dtype = type(dtype(0))  # the reference's own float/int (a cast), or a numpy scalar type
+    t = T.scalar_from_numpy(np.dtype(dtype)) if issubclass(dtype, np.generic) else T.resolve(dtype)
+    return _host_array(xsim.zeros(shape, dtype=t, device="cpu").numpy().copy(), T.ArrayType(t, len(shape)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from .array import (
     array4d,
     empty,
     empty_like,
+    fixedarray,
     from_numpy,
     full,
     full_like,

@@ -1152,6 +1152,13 @@ def _fixed_ndim(n: int) -> type:
 array1d, array2d, array3d, array4d = (_fixed_ndim(n) for n in (1, 2, 3, 4))
 
 
+def fixedarray(dtype: Any = Any, shape: int | tuple[int, ...] | None = None) -> types.FixedArrayType:
+    """Warp's annotation of a stack array (what ``zeros(shape, dtype)`` makes in a kernel), e.g. a func's return
+    type: an array of ``len(shape)`` dimensions (its shape is the one the func's zeros() gave it)."""
+    ndim = 1 if shape is None or isinstance(shape, int) else len(shape)
+    return types.FixedArrayType(_annotation_dtype(dtype), ndim)
+
+
 # -- creation ------------------------------------------------------------------------------------
 
 

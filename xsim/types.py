@@ -1075,6 +1075,16 @@ class IndexedArrayType(ArrayType):
         return IndexedArrayType(self.dtype, ndim)
 
 
+class FixedArrayType(ArrayType):
+    """Warp's ``fixedarray(dtype, shape)`` annotation: a stack array (``zeros(shape, dtype)`` in a kernel), e.g.
+    as a func's return type. Equal to the array type of its dtype and ndim: it only tells the annotation apart."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"fixedarray(dtype={type_name(self.dtype)}, ndim={self.ndim})"
+
+
 class ArrayDesc(ctypes.Structure):
     """Native array view passed to kernels: data pointer, shape and byte strides (4 slots each), flags
     (bit 0: ``retain_grad``)."""

@@ -210,7 +210,13 @@ def error_inside_func(x: xsim.array(dtype=float)):
     x[0] = helper_with_bad_body(x[0])
 
 
-@bad("dicts are not supported in kernels", "{}")
+@bad("List constructs are not supported in kernels. Use vectors like `wp.vec3()` for small fixed-size "
+     "collections, or `wp.zeros(shape=N, dtype=...)` for stack-allocated arrays.", "[1.0")
+def uses_list(x: xsim.array(dtype=float)):
+    s = [1.0, 2.0, 3.0]  # E:uses_list  # noqa: F841
+
+
+@bad("Construct `ast.Dict` not supported in kernels.", "{}")
 def uses_dict(x: xsim.array(dtype=float)):
     d = {}  # E:uses_dict  # noqa: F841
 

@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 import typing
 from dataclasses import replace
 
 from .. import types as T
-from ..errors import WarpCodegenAttributeError, WarpCodegenTypeError, WarpCodegenValueError
+from ..errors import (
+    WarpCodegenAttributeError,
+    WarpCodegenIndexError,
+    WarpCodegenTypeError,
+    WarpCodegenValueError,
+)
 from .builtins import ARG_NAMES, BUILTINS, SPECIAL_FORMS, store_to_arguments
 from .builtins_random import DEFAULTS, SAMPLERS, STATEFUL
 from .codegen import is_diff
@@ -33,6 +39,14 @@ from .scope import (
 def _array_class():
     from ..array import array  # the host layer's class, named in kernels as Warp's wp.array(ptr=...)
     return array
+
+
+def _zeros_function():
+    from ..array import zeros  # the host layer's function, named in kernels as Warp's stack-array wp.zeros
+    return zeros
+
+
+MAX_LOCAL_ARRAY_BYTES = 64 * 1024  # per thread: past this, stack arrays would overflow a CUDA thread's stack
 
 
 class Calls:
@@ -66,6 +80,57 @@ class Calls:
                                WarpCodegenTypeError)
         return self.emit("array_from_ptr", T.ArrayType(dtype, len(dims)), [ptr, *dims], node)
 
+    def local_array(self, node):
+        """Warp's ``zeros(shape=N, dtype=T)`` in a kernel or func: a zeroed per-thread array of a shape known at
+        compile time (an int or a tuple of 1 to 4), on the thread's stack. It is an array like any other
+        (indexing, views, len/shape, passed to funcs, which see their writes); it has no gradient buffer, so a
+        kernel using one has no adjoint (``module.adjoint_refusal`` says where)."""
+        kw = {k.arg: k.value for k in node.keywords}
+        given = dict(zip(("shape", "dtype"), node.args))
+        if len(node.args) > 2 or set(kw) - {"shape", "dtype"} or set(given) & set(kw):
+            raise self.err(node, "zeros() in a kernel takes shape and dtype: zeros(shape=N, dtype=T)")
+        given.update(kw)
+        if set(given) != {"shape", "dtype"}:
+            raise self.err(node, "zeros() in a kernel needs both shape and dtype: zeros(shape=N, dtype=T)")
+        shape_node = given["shape"]
+        parts = shape_node.elts if isinstance(shape_node, ast.Tuple) else [shape_node]
+        shape = []
+        for part in parts:
+            d = self.expr(part)
+            d = d.obj if isinstance(d, Ref) else d.const if isinstance(d, Var) else None
+            if isinstance(d, bool) or not hasattr(d, "__index__"):  # an int: literal, constant, static value
+                raise self.err(part, "the `shape` argument must be specified as a constant when "
+                                     "zero-initializing an array")
+            shape.append(d.__index__())
+        if not 1 <= len(shape) <= 4 or min(shape) < 1:
+            raise self.err(shape_node, f"zeros() in a kernel takes 1 to 4 dimensions of at least 1, got "
+                                       f"shape {tuple(shape)}", WarpCodegenValueError)
+        ref = self.expr(given["dtype"])
+        dtype = T.resolve(ref.obj) if isinstance(ref, Ref) else None
+        if dtype is None or not T.is_value_type(dtype):
+            raise self.err(given["dtype"], "zeros(): dtype must be a type (float32, vec3, a struct...)",
+                           WarpCodegenTypeError)
+        np_dtype = getattr(dtype, "_np", None)  # None: a struct holding arrays (an 80-byte view each)
+        elem = np_dtype.itemsize * math.prod(getattr(dtype, "_shape", None) or (1,)) if np_dtype is not None \
+            else 80 * len(dtype._fields)
+        size = math.prod(shape) * elem
+        if size > MAX_LOCAL_ARRAY_BYTES:
+            raise self.err(node, f"zeros(shape={tuple(shape)}) of {T.type_name(dtype)} takes {size} bytes per "
+                                 f"thread, over the {MAX_LOCAL_ARRAY_BYTES} a stack array may take")
+        out = self.emit("local_array", T.ArrayType(dtype, len(shape)), [], node, shape=tuple(shape))
+        self.local_shapes[out.id] = tuple(shape)
+        return out
+
+    def check_local_index(self, arr: Var, idx: list[Var], node):
+        """A constant index out of a stack array's (or its view's) compile-time shape is an error here."""
+        shape = self.local_shapes.get(arr.id)
+        if shape is None:
+            return
+        for d, (i, n) in enumerate(zip(idx, shape)):
+            if i.is_const and not 0 <= i.const < n:
+                raise self.err(node, f"index {i.const} out of range for dimension {d} of the stack array "
+                                     f"'{self.array_name(arr)}' of shape {shape}", WarpCodegenIndexError)
+
     # ------------------------------------------------------------------------------------------
     # calls
 
@@ -98,6 +163,8 @@ class Calls:
             return self.generic_composite(obj, node)
         if obj is _array_class():
             return self.array_from_ptr(node)
+        if obj is _zeros_function():
+            return self.local_array(node)
         if obj is T.transformation:
             return self.transformation_value(node)
         if obj is T.quaternion:

@@ -17,6 +17,8 @@ and branches around them and assembles the kernel's entry points.
 
 from __future__ import annotations
 
+import math
+
 from .. import types as T
 from . import ir
 from .codegen_ops import op_code
@@ -125,6 +127,9 @@ class KernelCodegen:
             seen.add(p.var.id)
             if adjoint and is_diff(p.type):
                 out.append(f"{ctype(p.type)} {self.a(p.var)} = {adj_zero(p.type)};")
+        for s in ir.walk(self.k.body):
+            if isinstance(s, Op) and s.kind == "local_array":  # the storage of a stack array (see codegen_ops)
+                out.append(f"{ctype(s.out.type.dtype)} s{s.out.id}[{math.prod(s.attrs['shape'])}];")
         for var in self.all_vars():
             if var.id in seen:
                 continue

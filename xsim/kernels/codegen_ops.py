@@ -14,6 +14,8 @@ forward code; kernels without an adjoint).
 
 from __future__ import annotations
 
+import math
+
 from .. import types as T
 from .cpp import adj_zero, cfield, ctype, is_diff, native_name
 from .ir import Op
@@ -283,6 +285,20 @@ class ArrayFromPtr(OpCode):
         t, v = op.out.type, cg.v
         dims = ", ".join(f"(int64_t){v(d)}" for d in op.args[1:])
         out.append(f"{ind}{v(op.out)} = xs::array_from_ptr<{ctype(t.dtype)}, {t.ndim}>({v(op.args[0])}, {dims});")
+
+
+@handles("local_array")
+class LocalArray(OpCode):
+    """A stack array (``zeros(shape, dtype)`` in a kernel): its storage ``s<id>`` is declared with the
+    kernel's values (``Codegen.declarations``), so views of it live as long as the thread; each time the
+    op runs (once per loop iteration in a loop) the storage is zeroed again."""
+
+    def forward(self, cg, op, replay, out, ind):
+        t, shape, v = op.out.type, op.attrs["shape"], cg.v
+        dims = ", ".join(str(n) for n in shape)
+        out.append(f"{ind}for (int64_t k = 0; k < {math.prod(shape)}; ++k) s{op.out.id}[k] = {ctype(t.dtype)}{{}};")
+        out.append(f"{ind}{v(op.out)} = xs::array_from_ptr<{ctype(t.dtype)}, {t.ndim}>((uint64_t)s{op.out.id}, "
+                   f"{dims});")
 
 
 @handles("subarray")

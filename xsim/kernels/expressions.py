@@ -22,7 +22,16 @@ from ..errors import (
     WarpCodegenValueError,
 )
 from .ir import Var
-from .scope import _BINOPS, _CMPOPS, _UNSUPPORTED, BuiltinRef, Ref, _adjoint_marker, _describe, _is_attr_chain
+from .scope import (
+    _BINOPS,
+    _CMPOPS,
+    BuiltinRef,
+    Ref,
+    _adjoint_marker,
+    _describe,
+    _is_attr_chain,
+    unsupported_message,
+)
 
 
 def _library_name(name: str):
@@ -56,8 +65,9 @@ class Expressions:
 
     def expr(self, node):
         kind = type(node)
-        if kind in _UNSUPPORTED:
-            raise self.err(node, f"{_UNSUPPORTED[kind]} are not supported in kernels")
+        refused = unsupported_message(kind)
+        if refused is not None:
+            raise self.err(node, refused)
         method = getattr(self, "expr_" + kind.__name__, None)
         if method is None:
             raise self.err(node, f"unsupported expression '{kind.__name__}' in a kernel")
@@ -306,9 +316,12 @@ class Expressions:
             if len(idx) > t.ndim:
                 raise self.err(node, f"Incorrect number of indices specified for array indexing: array "
                                      f"'{self.array_name(base)}' has {t.ndim} dimension(s) but is indexed with {len(idx)}")
+            self.check_local_index(base, idx, node)
             if len(idx) < t.ndim:  # a view of the remaining dimensions, named after the array it views
                 view = self.emit("subarray", t.view(t.ndim - len(idx)), [base, *idx], node)
                 view.hint = self.array_name(base)
+                if base.id in self.local_shapes:
+                    self.local_shapes[view.id] = self.local_shapes[base.id][len(idx):]
                 return view
             self.reads.add(base)
             return self.emit("load", t.dtype, [base, *idx], node)
@@ -560,6 +573,7 @@ class Expressions:
             for p, v in parts:
                 self.store(arr, idx, p, v, node)
             return
+        self.check_local_index(arr, idx, node)
         t = arr.type.dtype
         comp_t, steps = self.resolve_path(t, path, node)
         name = self.array_name(arr)

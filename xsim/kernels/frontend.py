@@ -38,7 +38,6 @@ from .scope import (
     _ADJOINT,
     _BINOPS,
     _PY_FOLD,
-    _UNSUPPORTED,
     MAX_UNROLL,
     MAX_UNROLL_OPS,
     BuiltinRef,
@@ -51,6 +50,7 @@ from .scope import (
     _resolve_annotation,
     _Source,
     annotations,
+    unsupported_message,
 )
 from .static import Statics
 
@@ -67,6 +67,7 @@ class Frontend(Expressions, Calls, Statics):
         self.frames: list[_Frame] = []
         self.reads: set[Var] = set()  # the arrays loaded (not in func_grad or func_replay bodies)
         self.writes: set[Var] = set()  # the arrays stored into or updated by atomics
+        self.local_shapes: dict[int, tuple] = {}  # stack arrays (zeros() in a kernel) and their views -> shape
         self.skipped_funcs: set[str] = set()
         self.handles: dict[str, str] = {}  # parameter -> "mesh" / "hash_grid" when it is used as that id
         self.tid_dims = 0
@@ -277,8 +278,9 @@ class Frontend(Expressions, Calls, Statics):
 
     def stmt(self, node):
         kind = type(node)
-        if kind in _UNSUPPORTED:
-            raise self.err(node, f"{_UNSUPPORTED[kind]} are not supported in kernels")
+        refused = unsupported_message(kind)
+        if refused is not None:
+            raise self.err(node, refused)
         method = getattr(self, "stmt_" + kind.__name__, None)
         if method is None:
             raise self.err(node, f"unsupported statement '{kind.__name__}' in a kernel")
@@ -383,6 +385,8 @@ class Frontend(Expressions, Calls, Statics):
                 raise self.err(node, f"cannot assign {value.obj!r} to a variable inside a kernel")
             if isinstance(value, Var) and value.is_const and value.weak:
                 value = Var(value.type, const=value.const, weak=True)
+            if isinstance(value, Var) and value.id in self.local_shapes and not value.hint:
+                value.hint = target.id  # a stack array (or a view of one) goes by its first name in messages
             self.f.sym[target.id] = value
         elif isinstance(target, ast.Tuple):
             star = next((e for e in target.elts if isinstance(e, ast.Starred)), None)
@@ -600,6 +604,11 @@ class Frontend(Expressions, Calls, Statics):
         if isinstance(v, tuple):
             raise self.err(node, f"{head}`{_annotation_name(f.ret_ann)}` but the code returns {len(v)} values.",
                            WarpCodegenTypeError)
+        if isinstance(v, Var) and v.id in self.local_shapes and not isinstance(t, T.FixedArrayType):
+            raise self.err(node, f"The function `{f.src.pyfunc.__name__}` returns a fixed-size array whereas it has "
+                                 f"its return type annotated as `{_annotation_name(f.ret_ann)}`.", WarpCodegenTypeError)
+        if isinstance(t, T.ArrayType) and v.type == t:
+            return v  # an array is returned as it is (a fixedarray annotation equals its array type)
         if not (v.type is t or v.weak and self.fits_weak(v, t)):
             raise self.err(node, f"{head}`{_annotation_name(f.ret_ann)}` but the code returns a value of type "
                                  f"`{T.type_name(v.type)}`.", WarpCodegenTypeError)
@@ -922,4 +931,6 @@ def _annotation_name(a) -> str:
         return _annotation_name(typing.get_args(a))
     if a in (int, float, bool):
         return a.__name__
+    if isinstance(a, T.ArrayType) and not isinstance(a, T.FixedArrayType):
+        return f"Array[{T.type_name(a.dtype)}]"  # Warp's name of an array type
     return T.type_name(a)

@@ -250,6 +250,13 @@ def adjoint_refusal(kir: ir.KernelIR) -> str | None:
     arrays = ir.ArrayLabels(kir)
     labels = arrays.label
     for s in ir.walk(kir.body):
+        # a stack array has no gradient buffer: what flows through it would be lost, so no adjoint at all (Warp's
+        # kernel zeros() is not differentiable either)
+        if isinstance(s, Op) and s.kind == "local_array":
+            return (f"{kir.source_file}:{s.line}: the stack array '{labels(s.out)}' made by zeros() here has no "
+                    "gradient, so gradients cannot flow through it; launch this kernel without adjoint, or keep "
+                    "differentiable values in vectors or in arrays passed to the kernel")
+    for s in ir.walk(kir.body):
         # an array value the adjoint cannot trace to a parameter has no gradient buffer to use, and guessing
         # which one it is would get read-after-write and overlap wrong
         if isinstance(s, Op) and s.kind in ("load", "store", "atomic") and s.args[0].id not in arrays.traced:

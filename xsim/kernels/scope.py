@@ -37,10 +37,23 @@ _UNSUPPORTED = {
     ast.With: "with blocks", ast.Global: "global statements", ast.Nonlocal: "nonlocal statements",
     ast.Delete: "del", ast.ClassDef: "class definitions", ast.Import: "imports", ast.ImportFrom: "imports",
     ast.FunctionDef: "nested function definitions", ast.Yield: "yield", ast.Await: "await",
-    ast.List: "lists", ast.Dict: "dicts", ast.Set: "sets", ast.JoinedStr: "f-strings", ast.Raise: "raise",
+    ast.Set: "sets", ast.JoinedStr: "f-strings", ast.Raise: "raise",
     ast.AsyncFor: "async for", ast.AsyncWith: "async with", ast.Starred: "star expressions outside call arguments",
     ast.NamedExpr: "walrus assignment", ast.Assert: "assert",
 }
+# constructs refused in Warp's own words, pointing at what a kernel uses instead
+_REFUSED = {
+    ast.List: "List constructs are not supported in kernels. Use vectors like `wp.vec3()` for small fixed-size "
+              "collections, or `wp.zeros(shape=N, dtype=...)` for stack-allocated arrays.",
+    ast.Dict: "Construct `ast.Dict` not supported in kernels.",
+}
+
+
+def unsupported_message(kind: type) -> str | None:
+    """Why the AST node type ``kind`` cannot appear in a kernel, or None where it can."""
+    if kind in _REFUSED:
+        return _REFUSED[kind]
+    return f"{_UNSUPPORTED[kind]} are not supported in kernels" if kind in _UNSUPPORTED else None
 
 
 class Ref:
