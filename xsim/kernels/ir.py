@@ -156,7 +156,9 @@ class ArrayLabels:
     (``a``, ``s.arr``, ``s.inner.arr``): one array reached several times (through locals, funcs, nested
     fields) has one label. A view (``a[i]``, ``a[lo:hi]``) is labelled as the array it views. ``traced`` holds
     the arrays and structs a path from a parameter reaches; any other (a struct a branch chose) is named by
-    its local (``h.a``) or its value (``v9``), never by a parameter's path."""
+    its local (``h.a``) or its value (``v9``), never by a parameter's path. A ``call`` with a ``grad_view``
+    (``mesh_get(id)``: arrays a native handle names) is traced too, its gradient being that view's; its arrays
+    are in ``from_handle`` and in no launch's lists (the launch does not see them)."""
 
     def __init__(self, kir: KernelIR):
         self.view_base: dict[int, Var] = {}  # a view -> the array it views
@@ -166,10 +168,18 @@ class ArrayLabels:
             if isinstance(p.type, T.ArrayType) or T.is_struct(p.type):
                 self.traced.add(p.var.id)
                 self.names[p.var.id] = p.name
+        self.from_handle: set[int] = set()  # values reached from a grad_view call
         for s in walk(kir.body):
+            if isinstance(s, Op) and s.kind == "call" and "grad_view" in s.attrs:
+                self.traced.add(s.out.id)
+                self.from_handle.add(s.out.id)
+                self.names[s.out.id] = f"{s.attrs['overload'].name}({s.args[0].hint or f'v{s.args[0].id}'})"
+                continue
             if not isinstance(s, Op) or s.kind not in ("slice", "subarray", "field_get", "field_set"):
                 continue
             base = s.args[0]
+            if base.id in self.from_handle:
+                self.from_handle.add(s.out.id)
             if s.kind in ("slice", "subarray"):
                 self.view_base[s.out.id] = base
             elif s.kind == "field_set":
@@ -191,4 +201,4 @@ class ArrayLabels:
 
     def paths(self, arrays) -> set[str]:
         """The labels of those of ``arrays`` that a path from a parameter reaches (what a launch can find)."""
-        return {self.label(a) for a in arrays if a.id in self.traced}
+        return {self.label(a) for a in arrays if a.id in self.traced and a.id not in self.from_handle}

@@ -254,6 +254,12 @@ def adjoint_refusal(kir: ir.KernelIR) -> str | None:
                     "field of one here (which array it is depends on a branch, a loop or where() at run time), "
                     "so its gradient cannot be tracked; index the parameter directly")
     for s in ir.walk(kir.body):
+        # the tape neither sees nor keeps the arrays a handle names, so the values such a write overwrites are lost
+        if isinstance(s, Op) and s.kind in ("store", "atomic") and s.args[0].id in arrays.from_handle:
+            return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' is written through a mesh id, which "
+                    "the backward pass cannot differentiate (the tape does not see that array); pass the array as "
+                    "a kernel parameter to write it")
+    for s in ir.walk(kir.body):
         if isinstance(s, Op) and s.kind == "atomic" and s.attrs["fn"] in ("atomic_cas", "atomic_exch") and \
                 T.is_float(s.out.type):
             return (f"{kir.source_file}:{s.line}: {s.attrs['fn']}() on the float array '{labels(s.args[0])}' has no "
