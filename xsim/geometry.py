@@ -59,7 +59,7 @@ def _check_vec3(a, what: str, device=None) -> None:
         raise TypeError(f"{what} must be a contiguous 1-d xsim.array of xsim.vec3, got "
                         f"array(dtype={T.type_name(a.dtype)}, ndim={a.ndim}{'' if a.is_contiguous else ', strided'})")
     if a._intermediate:
-        raise ValueError(f"{what} must not be an xsim.intermediate: the backward pass lends its gradient buffer to "
+        raise ValueError(f"{what} must not be an intermediate (xsim.array.intermediate): the backward pass lends its gradient buffer to "
                          "other arrays, and the mesh keeps that buffer's address; pass an array of its own")
     if device is not None and a.device != device:
         raise ValueError(f"{what} is on '{a.device}' but the object lives on '{device}'")
