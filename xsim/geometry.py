@@ -168,8 +168,9 @@ class Mesh:
     ``bvh_constructor`` (Warp's "sah", "median", "lbvh", "cubql") is accepted for portability;
     every tree is built by a median split, which changes speed, never results. As in Warp, gradients
     of the queries reach the query point and the barycentrics, not the mesh's points. A kernel's reads
-    of ``mesh_get(id).points`` (and ``.velocities``) do reach ``points.grad`` in the backward pass: the
-    gradient buffer the array had when the Mesh was built, refit or given it (a Tape does not zero it).
+    of ``mesh_get(id).points`` (and ``.velocities``), ``id`` a kernel parameter, do reach ``points.grad`` in
+    the backward pass: the gradient buffer the array had when the Mesh was built, refit or given it (a Tape
+    does not zero it). Writes through ``mesh_get`` run forward, but refuse the backward pass.
     """
 
     def __init__(self, points: Array, indices: Array, velocities: Array | None = None,
@@ -220,7 +221,7 @@ class Mesh:
         self._desc = Array(np.zeros(_MESH_DESC.size // 8, np.uint64), dtype=T.uint64, device=dev)
         self.refit()
         self.id = self._desc.ptr
-        handles.register(self.id, "mesh", dev.name)
+        handles.register(self.id, "mesh", dev.name, self)
 
     def _write_desc(self) -> None:
         self._grads = []  # the descriptor's gradient buffers live as long as it names them
@@ -300,7 +301,7 @@ class HashGrid:
         self._desc = Array(np.zeros(_GRID_DESC.size // 8, np.uint64), dtype=T.uint64, device=self.device)
         self._write_desc(0, 1.0)
         self.id = self._desc.ptr
-        handles.register(self.id, "hash_grid", self.device.name)
+        handles.register(self.id, "hash_grid", self.device.name, self)
 
     def _write_desc(self, num_points: int, inv_width: float) -> None:
         ids, starts, ends = self._arrays or (None, None, None)

@@ -186,6 +186,37 @@ def test_backward_through_a_write_via_mesh_get_is_refused_naming_the_line():
         tape.backward(heights)
 
 
+def test_backward_after_the_points_were_overwritten_is_refused():
+    pts, vel, tris = _sphere(8)
+    points = wp.array(pts, dtype=wp.vec3, requires_grad=True)
+    mesh = wp.Mesh(points, wp.array(tris.ravel(), dtype=wp.int32), wp.array(vel, dtype=wp.vec3))
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(area_loss, len(tris), [mesh.id, wp.zeros(len(tris), dtype=wp.vec3), loss])
+    wp.launch(lift_points, len(pts), [mesh.id, 0.5, wp.zeros(1, dtype=float)])  # the launch finds the mesh's points
+    with pytest.raises(RuntimeError, match=r"array 'mesh_get\(mesh\).points' read by kernel 'area_loss' was "
+                                           r"overwritten afterwards \(last by 'lift_points'\)"):
+        tape.backward(loss)
+
+
+def test_backward_through_a_mesh_id_that_is_no_kernel_parameter_is_refused():
+    @wp.kernel(module="unique")
+    def first_point_norm(ids: wp.array(dtype=wp.uint64), out: wp.array(dtype=float)):
+        out[0] = wp.length(wp.mesh_get(ids[0]).points[0])
+
+    pts, _, tris = _sphere(9)
+    mesh = wp.Mesh(wp.array(pts, dtype=wp.vec3, requires_grad=True), wp.array(tris.ravel(), dtype=wp.int32))
+    out = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(first_point_norm, 1, [wp.array([mesh.id], dtype=wp.uint64), out])
+    np.testing.assert_allclose(out.numpy()[0], np.linalg.norm(pts[0]), rtol=1e-6)
+    with pytest.raises(wp.CompileError, match=r"array 'mesh_get\(<v\d+>\).points' is read through a mesh id that "
+                                              r"is not a kernel parameter"):
+        tape.backward(out)
+
+
 def test_mesh_get_is_checked_at_compile_time_and_intermediates_are_refused():
     @wp.kernel(module="unique")
     def no_id(x: float, out: wp.array(dtype=float)):

@@ -201,13 +201,14 @@ for _name in ("mesh_eval_position", "mesh_eval_velocity"):
 def mesh_get(fe, node):
     """``mesh_get(id)``: the mesh's arrays (``MeshArrays``). Reads of its points and velocities have
     gradients: the adjoint accumulates into the arrays' gradient buffers, which the native mesh
-    descriptor names (``grad_view``: the C++ of the same struct of gradient views, see ir.ArrayLabels)."""
+    descriptor names (``grad_view``: the C++ of the same struct of gradient views, see ir.ArrayLabels).
+    ``handle_param``: the kernel parameter the id comes straight from, by which a launch finds the arrays."""
     name = "mesh_get"
     _arity(fe, node, name, {1: "id"})
     mesh = _arg(fe, node, name, 0, T.uint64, "the mesh id", "mesh")
     ov = Overload(name, ("uint64",), MeshArrays, f"mesh_get_arrays<{MeshArrays._ctype}>", False)
-    return fe.emit("call", MeshArrays, [mesh], node, overload=ov,
-                   grad_view=f"mesh_get_grad<{MeshArrays._ctype}>")
+    return fe.emit("call", MeshArrays, [mesh], node, overload=ov, grad_view=f"mesh_get_grad<{MeshArrays._ctype}>",
+                   handle_param=fe.param_names.get(mesh.id))
 
 
 @special_form("mesh_query_aabb")

@@ -261,10 +261,21 @@ class _Prepared:
         self.pacers = (Pacer(), Pacer())  # CPU thread choice of the forward and of the adjoint
 
 
+# a path step from an id to the object it names (a label "mesh_get(m).points": ArrayLabels); no field has this name
+_BY_ID = "()"
+
+
 def _label_slots(params, labels) -> list[tuple[str, int | None, tuple[str, ...]]]:
-    """(label, parameter index or None, the struct fields on the way) of each label ("x", "s.field")."""
+    """(label, parameter index or None, the struct fields on the way) of each label ("x", "s.field", and
+    "mesh_get(m).points": the points of the mesh whose id is parameter m)."""
     index = {name: i for i, (name, _) in enumerate(params)}
-    return [(label, index.get(head), tuple(path)) for label in labels for head, *path in (label.split("."),)]
+    out = []
+    for label in labels:
+        head, *path = label.split(".")
+        if head.endswith(")") and "(" in head:
+            head, path = head[head.index("(") + 1:-1], [_BY_ID, *path]
+        out.append((label, index.get(head), tuple(path)))
+    return out
 
 
 def slot_array(slot, values) -> Array | None:
@@ -276,7 +287,7 @@ def slot_array(slot, values) -> Array | None:
         return None
     arr = values[i]
     for part in path:
-        arr = getattr(arr, part, None)
+        arr = handles.object_of(arr) if part == _BY_ID else getattr(arr, part, None)
     if isinstance(arr, IndexedArray):
         arr = arr.data
     return arr if isinstance(arr, Array) else None

@@ -254,11 +254,19 @@ def adjoint_refusal(kir: ir.KernelIR) -> str | None:
                     "field of one here (which array it is depends on a branch, a loop or where() at run time), "
                     "so its gradient cannot be tracked; index the parameter directly")
     for s in ir.walk(kir.body):
-        # the tape neither sees nor keeps the arrays a handle names, so the values such a write overwrites are lost
+        # the adjoint reads a mesh's arrays through the mesh, so it cannot be handed their values from before the
+        # launch (as it is a written parameter's copy), and the values such a write overwrites are lost
         if isinstance(s, Op) and s.kind in ("store", "atomic") and s.args[0].id in arrays.from_handle:
             return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' is written through a mesh id, which "
-                    "the backward pass cannot differentiate (the tape does not see that array); pass the array as "
-                    "a kernel parameter to write it")
+                    "the backward pass cannot differentiate (it cannot recover the values overwritten); pass the "
+                    "array as a kernel parameter to write it")
+        # the tape checks that what a launch read is not overwritten before backward; it finds a mesh's arrays
+        # by an id that is a kernel parameter only
+        if isinstance(s, Op) and s.kind == "load" and s.args[0].id in arrays.unresolved and \
+                T.is_float(getattr(s.args[0].type.dtype, "_scalar", s.args[0].type.dtype)):
+            return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' is read through a mesh id that is not "
+                    "a kernel parameter, so the tape cannot check that it is unchanged when the backward pass runs; "
+                    "pass the mesh id as a kernel parameter")
     for s in ir.walk(kir.body):
         if isinstance(s, Op) and s.kind == "atomic" and s.attrs["fn"] in ("atomic_cas", "atomic_exch") and \
                 T.is_float(s.out.type):
