@@ -694,13 +694,13 @@ def run(kernel, dim, args: list) -> None:
 _UNIQUE_UP_TO_SIGNS = ("its factors are unique only up to sign flips of paired columns, so the reference cannot "
                        "predict xsim's; tests/kernels/test_linalg_decompositions.py checks the invariants against numpy")
 _NATIVE_OBJECT = ("it reads an xsim.Mesh or xsim.HashGrid through its id, native memory the reference cannot "
-                  "see; tests/kernels/test_geometry.py checks it against numpy brute force")
+                  "see; tests/kernels/test_geometry.py and test_mesh_get.py check it against numpy")
 NOT_IMPLEMENTED = {"svd2": _UNIQUE_UP_TO_SIGNS, "svd3": _UNIQUE_UP_TO_SIGNS, "eig3": _UNIQUE_UP_TO_SIGNS}
 NOT_IMPLEMENTED |= dict.fromkeys(
     ["mesh_query_point", "mesh_query_point_no_sign", "mesh_query_point_sign_normal",
      "mesh_query_point_sign_winding_number", "mesh_query_ray", "mesh_query_aabb", "mesh_query_aabb_next",
      "mesh_query_next", "mesh_eval_position", "mesh_eval_velocity", "hash_grid_query", "hash_grid_query_next",
-     "hash_grid_point_id"], _NATIVE_OBJECT)
+     "hash_grid_point_id", "mesh_get"], _NATIVE_OBJECT)
 
 
 def excused(message: str, exclusions: dict[str, str]) -> bool:

@@ -22,7 +22,7 @@ from .kernels import handles
 
 _MESH_MAGIC = 0x4853454D6D697378  # "xsimMESH", as in xsim_geometry.h
 _GRID_MAGIC = 0x444952476D697378  # "xsimGRID"
-_MESH_DESC = struct.Struct("=8Q4i")       # magic, 7 pointers, 4 counts
+_MESH_DESC = struct.Struct("=10Q4i")      # magic, 9 pointers, 4 counts
 _GRID_DESC = struct.Struct("=4Q3iifi")    # magic, 3 pointers, dims, count, 1 / cell width, pad
 # one BVH node, as bvh_node in xsim_geometry.h (40 bytes)
 _NODE = np.dtype([("lo", "<f4", 3), ("first", "<i4"), ("hi", "<f4", 3), ("count", "<i4"),
@@ -44,12 +44,23 @@ def _ptr(a: Array | None) -> int:
     return 0 if a is None or a.ptr is None else a.ptr
 
 
+def _grad_ptr(a: Array | None, keep: list) -> int:
+    """The address of ``a``'s gradient buffer (kept alive in ``keep``): 0 for no array or one without a gradient."""
+    g = None if a is None else a.grad
+    if g is not None:
+        keep.append(g)
+    return _ptr(g)
+
+
 def _check_vec3(a, what: str, device=None) -> None:
     if not isinstance(a, Array):
         raise TypeError(f"{what} must be an xsim.array of xsim.vec3, got {type(a).__name__}")
     if a.dtype is not T.vec3 or a.ndim != 1 or not a.is_contiguous:
         raise TypeError(f"{what} must be a contiguous 1-d xsim.array of xsim.vec3, got "
                         f"array(dtype={T.type_name(a.dtype)}, ndim={a.ndim}{'' if a.is_contiguous else ', strided'})")
+    if a._intermediate:
+        raise ValueError(f"{what} must not be an intermediate (xsim.array.intermediate): the backward pass lends its gradient buffer to "
+                         "other arrays, and the mesh keeps that buffer's address; pass an array of its own")
     if device is not None and a.device != device:
         raise ValueError(f"{what} is on '{a.device}' but the object lives on '{device}'")
 
@@ -156,8 +167,10 @@ class Mesh:
     ``points`` in place, call ``refit()``; assigning a new points array refits by itself.
     ``bvh_constructor`` (Warp's "sah", "median", "lbvh", "cubql") is accepted for portability;
     every tree is built by a median split, which changes speed, never results. As in Warp, gradients
-    of the queries reach the query point and the barycentrics, not the mesh's points (read through
-    ``id``, they are no launch argument a Tape could track).
+    of the queries reach the query point and the barycentrics, not the mesh's points. A kernel's reads
+    of ``mesh_get(id).points`` (and ``.velocities``), ``id`` a kernel parameter, do reach ``points.grad`` in
+    the backward pass: the gradient buffer the array had when the Mesh was built, refit or given it (a Tape
+    does not zero it). Writes through ``mesh_get`` run forward, but refuse the backward pass.
     """
 
     def __init__(self, points: Array, indices: Array, velocities: Array | None = None,
@@ -208,12 +221,14 @@ class Mesh:
         self._desc = Array(np.zeros(_MESH_DESC.size // 8, np.uint64), dtype=T.uint64, device=dev)
         self.refit()
         self.id = self._desc.ptr
-        handles.register(self.id, "mesh", dev.name)
+        handles.register(self.id, "mesh", dev.name, self)
 
     def _write_desc(self) -> None:
+        self._grads = []  # the descriptor's gradient buffers live as long as it names them
         raw = _MESH_DESC.pack(_MESH_MAGIC, _ptr(self._points), _ptr(self._velocities), _ptr(self.indices),
                               _ptr(self._nodes), _ptr(self._prims), _ptr(self._edge_normals),
-                              _ptr(self._vertex_normals),
+                              _ptr(self._vertex_normals), _grad_ptr(self._points, self._grads),
+                              _grad_ptr(self._velocities, self._grads),
                               self._points.shape[0], len(self._tris), len(self._nodes_np), 0)
         _write(self._desc, np.frombuffer(raw, np.uint64))
 
@@ -286,7 +301,7 @@ class HashGrid:
         self._desc = Array(np.zeros(_GRID_DESC.size // 8, np.uint64), dtype=T.uint64, device=self.device)
         self._write_desc(0, 1.0)
         self.id = self._desc.ptr
-        handles.register(self.id, "hash_grid", self.device.name)
+        handles.register(self.id, "hash_grid", self.device.name, self)
 
     def _write_desc(self, num_points: int, inv_width: float) -> None:
         ids, starts, ends = self._arrays or (None, None, None)

@@ -22,6 +22,16 @@ from .ir import Var
 
 
 @T.struct
+class MeshArrays:
+    """Warp's ``Mesh`` value in a kernel, what ``mesh_get(id)`` returns: the mesh's ``points`` and
+    ``velocities`` (empty without them), array(vec3), and ``indices``, int32, 3 per triangle."""
+
+    points: T.ArrayType(T.vec3)
+    velocities: T.ArrayType(T.vec3)
+    indices: T.ArrayType(T.int32)
+
+
+@T.struct
 class MeshQueryPoint:
     """The closest point on a mesh: ``result`` (found within max_dist), ``sign`` (< 0 inside),
     ``face``, and the barycentric weights ``u``, ``v`` of the face's first two corners."""
@@ -185,6 +195,20 @@ def _eval(fe, node, name: str):
 
 for _name in ("mesh_eval_position", "mesh_eval_velocity"):
     special_form(_name)(lambda fe, node, _name=_name: _eval(fe, node, _name))
+
+
+@special_form("mesh_get")
+def mesh_get(fe, node):
+    """``mesh_get(id)``: the mesh's arrays (``MeshArrays``). Reads of its points and velocities have
+    gradients: the adjoint accumulates into the arrays' gradient buffers, which the native mesh
+    descriptor names (``grad_view``: the C++ of the same struct of gradient views, see ir.ArrayLabels).
+    ``handle_param``: the kernel parameter the id comes straight from, by which a launch finds the arrays."""
+    name = "mesh_get"
+    _arity(fe, node, name, {1: "id"})
+    mesh = _arg(fe, node, name, 0, T.uint64, "the mesh id", "mesh")
+    ov = Overload(name, ("uint64",), MeshArrays, f"mesh_get_arrays<{MeshArrays._ctype}>", False)
+    return fe.emit("call", MeshArrays, [mesh], node, overload=ov, grad_view=f"mesh_get_grad<{MeshArrays._ctype}>",
+                   handle_param=fe.param_names.get(mesh.id))
 
 
 @special_form("mesh_query_aabb")

@@ -92,6 +92,8 @@ class KernelCodegen:
     def grad_of_part(self, op: Op) -> str:
         """The C++ of the gradient of a traced view or field (``op.out``): the same part of its base's (of
         a struct with a field set, its base's: the arrays read through it are base's)."""
+        if op.kind == "call":  # a grad_view call (mesh_get): its native twin gives the gradient views
+            return f"xs::{op.attrs['grad_view']}({self.v(op.args[0])})"
         g = self.grad_expr[op.args[0].id]
         if op.kind == "field_set":
             return g

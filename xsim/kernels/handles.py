@@ -4,19 +4,32 @@ wrong-kind id is a clear error instead of native code reading freed or unrelated
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 _LIVE: dict[int, tuple[str, str]] = {}  # id -> (kind, device name)
+_OBJECTS: dict[int, weakref.ref] = {}  # id -> the object, for the arrays a kernel reads through mesh_get(id)
 
 KIND_NAMES = {"mesh": "xsim.Mesh", "hash_grid": "xsim.HashGrid"}
 
 
-def register(handle: int, kind: str, device: str) -> None:
+def register(handle: int, kind: str, device: str, obj) -> None:
     _LIVE[handle] = (kind, device)
+    _OBJECTS[handle] = weakref.ref(obj)
 
 
 def unregister(handle: int) -> None:
     _LIVE.pop(handle, None)
+    _OBJECTS.pop(handle, None)
+
+
+def object_of(value):
+    """The live object whose id is ``value`` (an int or numpy integer), else None."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        ref = _OBJECTS.get(int(value))
+        return None if ref is None else ref()
+    return None
 
 
 def is_live(value, kind: str, device: str) -> bool:

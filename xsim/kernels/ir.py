@@ -157,7 +157,11 @@ class ArrayLabels:
     fields) has one label. A view (``a[i]``, ``a[lo:hi]``) is labelled as the array it views. ``traced`` holds
     the arrays and structs a path from a parameter reaches; any other (a struct a branch chose) is named by
     its local (``h.a``) or its value (``v9``), never by a parameter's path. An element of an array of structs
-    holding arrays is ``a[]`` (any of its elements: ``a[].values`` names the ``values`` array of each)."""
+    holding arrays is ``a[]`` (any of its elements: ``a[].values`` names the ``values`` array of each). A
+    ``call`` with a ``grad_view`` (``mesh_get(id)``: arrays a native handle names) is traced too, its gradient
+    being that view's, and goes by ``mesh_get(param)`` when the id is the kernel parameter ``param`` (a launch
+    finds the object by that id: ``launch.slot_array``), else by ``mesh_get(<v9>)``, which names no argument
+    (``unresolved``)."""
 
     def __init__(self, kir: KernelIR):
         self.view_base: dict[int, Var] = {}  # a view -> the array it views
@@ -167,13 +171,26 @@ class ArrayLabels:
             if isinstance(p.type, T.ArrayType) or T.is_struct(p.type):
                 self.traced.add(p.var.id)
                 self.names[p.var.id] = p.name
+        self.from_handle: set[int] = set()  # values reached from a grad_view call
+        self.unresolved: set[int] = set()  # those of them whose id is no kernel parameter
         for s in walk(kir.body):
+            if isinstance(s, Op) and s.kind == "call" and "grad_view" in s.attrs:
+                self.traced.add(s.out.id)
+                self.from_handle.add(s.out.id)
+                param = s.attrs["handle_param"]
+                if param is None:
+                    self.unresolved.add(s.out.id)
+                self.names[s.out.id] = f"{s.attrs['overload'].name}({param or f'<v{s.args[0].id}>'})"
+                continue
             if not isinstance(s, Op) or s.kind not in ("slice", "subarray", "field_get", "field_set", "load"):
                 continue
             base = s.args[0]
+            if s.kind == "load" and not (T.is_struct(s.out.type) and s.out.type._has_arrays):
+                continue
+            for derived in (self.from_handle, self.unresolved):
+                if base.id in derived:
+                    derived.add(s.out.id)
             if s.kind == "load":
-                if not (T.is_struct(s.out.type) and s.out.type._has_arrays):
-                    continue
                 self.names[s.out.id] = f"{self.label(base)}[]"
             elif s.kind in ("slice", "subarray"):
                 self.view_base[s.out.id] = base
@@ -196,4 +213,4 @@ class ArrayLabels:
 
     def paths(self, arrays) -> set[str]:
         """The labels of those of ``arrays`` that a path from a parameter reaches (what a launch can find)."""
-        return {self.label(a) for a in arrays if a.id in self.traced}
+        return {self.label(a) for a in arrays if a.id in self.traced and a.id not in self.unresolved}

@@ -280,14 +280,22 @@ class _Prepared:
         self.pacers = (Pacer(), Pacer())  # CPU thread choice of the forward and of the adjoint
 
 
+# a path step from an id to the object it names (a label "mesh_get(m).points": ArrayLabels); no field has this name
+_BY_ID = "()"
+
+
 def _label_slots(params, labels) -> list[tuple[str, int | None, tuple[str, ...]]]:
     """(label, parameter index or None, the struct fields on the way) of each label ("x", "s.field"); "[]"
     on the way stands for every element of an array of structs holding arrays ("a[].values": ``a``, "[]",
-    "values")."""
+    "values"), ``_BY_ID`` for the object an id names ("mesh_get(m).points": the points of the mesh whose id
+    is parameter m)."""
     index = {name: i for i, (name, _) in enumerate(params)}
     out = []
     for label in labels:
-        parts = [q for p in label.split(".") for q in ((p[:-2], "[]") if p.endswith("[]") else (p,))]
+        head, *path = label.split(".")
+        if head.endswith(")") and "(" in head:
+            head, path = head[head.index("(") + 1:-1], [_BY_ID, *path]
+        parts = [q for p in (head, *path) for q in ((p[:-2], "[]") if p.endswith("[]") else (p,))]
         out.append((label, index.get(parts[0]), tuple(parts[1:])))
     return out
 
@@ -301,7 +309,7 @@ def slot_array(slot, values) -> Array | None:
         return None
     arr = values[i]
     for part in path:
-        arr = getattr(arr, part, None)
+        arr = handles.object_of(arr) if part == _BY_ID else getattr(arr, part, None)
     if isinstance(arr, IndexedArray):
         arr = arr.data
     return arr if isinstance(arr, Array) else None

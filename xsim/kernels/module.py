@@ -272,6 +272,19 @@ def adjoint_refusal(kir: ir.KernelIR) -> str | None:
                     "of structs refer to) is both read and written by this kernel, so its adjoint would need the "
                     "values from before the launch, which no copy can give for those arrays; write the results "
                     "into other arrays")
+        # the adjoint reads a mesh's arrays through the mesh, so it cannot be handed their values from before the
+        # launch (as it is a written parameter's copy), and the values such a write overwrites are lost
+        if isinstance(s, Op) and s.kind in ("store", "atomic") and s.args[0].id in arrays.from_handle:
+            return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' is written through a mesh id, which "
+                    "the backward pass cannot differentiate (it cannot recover the values overwritten); pass the "
+                    "array as a kernel parameter to write it")
+        # the tape checks that what a launch read is not overwritten before backward; it finds a mesh's arrays
+        # by an id that is a kernel parameter only
+        if isinstance(s, Op) and s.kind == "load" and s.args[0].id in arrays.unresolved and \
+                T.is_float(getattr(s.args[0].type.dtype, "_scalar", s.args[0].type.dtype)):
+            return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' is read through a mesh id that is not "
+                    "a kernel parameter, so the tape cannot check that it is unchanged when the backward pass runs; "
+                    "pass the mesh id as a kernel parameter")
     for s in ir.walk(kir.body):
         if isinstance(s, Op) and s.kind == "atomic" and s.attrs["fn"] in ("atomic_cas", "atomic_exch") and \
                 T.is_float(s.out.type):

@@ -38,6 +38,8 @@ struct mesh_desc {
     const int32_t* prims;
     const vec_t<3, float>* edge_normals;    // 3 per face, edge k joins corners k and k+1
     const vec_t<3, float>* vertex_normals;  // angle-weighted pseudo-normals
+    vec_t<3, float>* points_grad;           // the gradients of points and velocities, null where the
+    vec_t<3, float>* velocities_grad;       // array has none (read through mesh_get(id) in a kernel)
     int32_t num_points, num_tris, num_nodes, unused;
 };
 
@@ -55,6 +57,32 @@ struct grid_desc {
 XS_FUNC const mesh_desc* mesh_get(uint64_t id) {
     const mesh_desc* m = (const mesh_desc*)(uintptr_t)id;
     return m && m->magic == MESH_MAGIC ? m : nullptr;
+}
+
+// mesh_get(id) in a kernel: Warp's Mesh value, a struct S of the mesh's arrays (points, velocities,
+// indices) as 1-d views; mesh_get_grad gives the same struct of their gradient views (indices: none).
+// An id naming no mesh, or a mesh without velocities, gives empty arrays.
+template <typename E> XS_FUNC array_desc mesh_array(const E* p, int64_t n) {
+    return p ? array_from_ptr<E, 1>((uint64_t)(uintptr_t)p, n) : array_desc{};
+}
+
+template <typename S> XS_FUNC S mesh_get_arrays(uint64_t id) {
+    const mesh_desc* m = mesh_get(id);
+    S r{};
+    if (!m) return r;
+    r.points = mesh_array(m->points, m->num_points);
+    r.velocities = mesh_array(m->velocities, m->num_points);
+    r.indices = mesh_array(m->indices, 3 * (int64_t)m->num_tris);
+    return r;
+}
+
+template <typename S> XS_FUNC S mesh_get_grad(uint64_t id) {
+    const mesh_desc* m = mesh_get(id);
+    S r{};
+    if (!m) return r;
+    r.points = mesh_array(m->points_grad, m->num_points);
+    r.velocities = mesh_array(m->velocities_grad, m->num_points);
+    return r;
 }
 
 XS_FUNC const grid_desc* grid_get(uint64_t id) {
