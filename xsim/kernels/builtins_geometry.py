@@ -207,7 +207,7 @@ def mesh_get(fe, node):
     _arity(fe, node, name, {1: "id"})
     mesh = _arg(fe, node, name, 0, T.uint64, "the mesh id", "mesh")
     ov = Overload(name, ("uint64",), MeshArrays, f"mesh_get_arrays<{MeshArrays._ctype}>", False)
-    return fe.emit("call", MeshArrays, [mesh], node, overload=ov, grad_view=f"mesh_get_grad<{MeshArrays._ctype}>",
+    return fe.emit("call", MeshArrays, [mesh], node, overload=ov, grad_view=f"mesh_get_arrays<{MeshArrays._ctype}, true>",
                    handle_param=fe.param_names.get(mesh.id))
 
 

@@ -57,6 +57,7 @@ class KernelCodegen:
         self.name = kir.name
         self.array_ids: dict[str, int] = {}
         self.lane = ""  # suffix of every C++ name of a thread's values: the two-thread adjoint's second is "_1"
+        self.two_thread = False  # whether the adjoint has a two-thread body (set by generate)
         self.labels = ir.ArrayLabels(kir)
         self.grad_expr: dict[int, str] = {}  # a traced array or struct -> the C++ of its gradient
         self.tid_vars = []
@@ -489,6 +490,7 @@ class KernelCodegen:
 
     def generate(self, target: str = "cpu") -> str:
         name = self.name
+        self.two_thread = self.two_thread_adjoint(target)  # the entry points read it (module_sources)
         fwd: list[str] = []
         self.forward(self.k.body, False, fwd, "    ")
         body = ["template <bool XS_CONTIG>",
@@ -512,7 +514,7 @@ class KernelCodegen:
                         body += [f"    {ctype(c.var.type)} ck{lp.id}_{c.var.id}[{CHECKPOINTS}];" for c in lp.carried]
             body += rep + rev
             body.append("}")
-            if self.two_thread_adjoint(target):
+            if self.two_thread:
                 body += self.two_thread_backward()
         return "\n".join(body)
 
@@ -697,7 +699,7 @@ def module_sources(kernel_irs: list[ir.KernelIR], structs: list, debug: bool, ta
     kernels = [(kir, body + "\n\n" + entry_points(kir.name, kir.adjoint_error is None, target,
                                                   cg.packed_variants() if packed else (False, False), debug,
                                                   kir.grid_stride,
-                                                  cg.disjoint_check() if cg.two_thread_adjoint(target) else None))
+                                                  cg.disjoint_check() if cg.two_thread else None))
                for kir, cg, body in bodies]
     groups: list[list] = [[]]
     size = 0

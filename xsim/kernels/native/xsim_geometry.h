@@ -60,28 +60,19 @@ XS_FUNC const mesh_desc* mesh_get(uint64_t id) {
 }
 
 // mesh_get(id) in a kernel: Warp's Mesh value, a struct S of the mesh's arrays (points, velocities,
-// indices) as 1-d views; mesh_get_grad gives the same struct of their gradient views (indices: none).
+// indices) as 1-d views; with GRAD the same struct of their gradient views (indices: none).
 // An id naming no mesh, or a mesh without velocities, gives empty arrays.
 template <typename E> XS_FUNC array_desc mesh_array(const E* p, int64_t n) {
     return p ? array_from_ptr<E, 1>((uint64_t)(uintptr_t)p, n) : array_desc{};
 }
 
-template <typename S> XS_FUNC S mesh_get_arrays(uint64_t id) {
+template <typename S, bool GRAD = false> XS_FUNC S mesh_get_arrays(uint64_t id) {
     const mesh_desc* m = mesh_get(id);
     S r{};
     if (!m) return r;
-    r.points = mesh_array(m->points, m->num_points);
-    r.velocities = mesh_array(m->velocities, m->num_points);
-    r.indices = mesh_array(m->indices, 3 * (int64_t)m->num_tris);
-    return r;
-}
-
-template <typename S> XS_FUNC S mesh_get_grad(uint64_t id) {
-    const mesh_desc* m = mesh_get(id);
-    S r{};
-    if (!m) return r;
-    r.points = mesh_array(m->points_grad, m->num_points);
-    r.velocities = mesh_array(m->velocities_grad, m->num_points);
+    r.points = mesh_array(GRAD ? m->points_grad : m->points, m->num_points);
+    r.velocities = mesh_array(GRAD ? m->velocities_grad : m->velocities, m->num_points);
+    if (!GRAD) r.indices = mesh_array(m->indices, 3 * (int64_t)m->num_tris);
     return r;
 }
 
