@@ -325,8 +325,8 @@ class Tape:
         gradients are zeroed by ``zero()``; the tape does not check them for overwrites)."""
         if not callable(backward):
             raise TypeError(f"tape.record_func: backward must be callable, got {type(backward).__name__}")
-        for a in arrays:
-            if not isinstance(a, Array) or a.grad is None:
+        for a in arrays:  # requires_grad, not grad: an intermediate's gradient is allocated when backward needs it
+            if not isinstance(a, Array) or not a.requires_grad:
                 raise RuntimeError(f"tape.record_func: {a!r} is not an xsim array with a gradient; create it with "
                                    "requires_grad=True")
         self.records.append(OpRecord("record_func", backward, reads=list(arrays)))

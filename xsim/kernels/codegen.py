@@ -418,8 +418,9 @@ class KernelCodegen:
         """Whether the forward and backward bodies get a second, packed-array instantiation. It pays
         for small streaming kernels (vectorised loads); for large bodies it would only double the
         compile time, so they keep the strided accessors, which are valid for packed arrays too."""
+        forward = sum(1 for _ in ir.walk(self.k.body, ("fwd",)))  # a custom gradient's body is the adjoint's
         size = sum(1 for _ in ir.walk(self.k.body))
-        return size <= PACKED_FORWARD_MAX_OPS, size <= PACKED_BACKWARD_MAX_OPS
+        return forward <= PACKED_FORWARD_MAX_OPS, size <= PACKED_BACKWARD_MAX_OPS
 
     def two_thread_adjoint(self, target: str) -> bool:
         """Whether the CPU adjoint also gets a body for two consecutive threads: both replays, then

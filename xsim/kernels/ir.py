@@ -93,20 +93,21 @@ class Loop:
     id: int = 0
 
 
-def walk(block: Block):
-    """Every statement of ``block`` and of the blocks nested in it, in program order."""
+def walk(block: Block, parts: tuple[str, ...] = ("fwd", "replay", "grad")):
+    """Every statement of ``block`` and of the blocks nested in it, in program order; of a custom-gradient
+    call, the blocks named in ``parts`` (("fwd",): what the forward pass runs)."""
     for s in block.stmts:
         yield s
         if isinstance(s, Op) and s.kind in ("custom", "grad_of"):
-            for part in ("fwd", "replay", "grad"):
+            for part in parts:
                 if s.attrs.get(part) is not None:
-                    yield from walk(s.attrs[part])
+                    yield from walk(s.attrs[part], parts)
         elif isinstance(s, If):
-            yield from walk(s.then)
-            yield from walk(s.orelse)
+            yield from walk(s.then, parts)
+            yield from walk(s.orelse, parts)
         elif isinstance(s, Loop):
-            yield from walk(s.cond_block)
-            yield from walk(s.body)
+            yield from walk(s.cond_block, parts)
+            yield from walk(s.body, parts)
 
 
 def defined_vars(block: Block) -> list[Var]:

@@ -363,12 +363,21 @@ def distance_update(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, dampe
     return dl, di, dj
 
 
-@xsim.func_grad(distance_update)
-def distance_update_grad(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, damped: bool, adj_dl, adj_di,
-                         adj_dj):
-    """The chain rule of ``distance_update`` by hand: 10% faster than the generated adjoint, which
-    replays and reverses every op of the update. Two divisions (1 / |d|, 1 / den) where the update has
-    five: the adjoint runs them in a chain, and their latency was most of its time."""
+@xsim.func
+def distance_grads(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, damped: bool, adj_dl, adj_di, adj_dj):
+    """The chain rule of ``distance_update`` by hand: the gradients of (relaxation, wi, wj, alpha, gamma,
+    rest, lc, motion, d) given those of its results (zero where it does not act). Two divisions (1 / |d|,
+    1 / den) where the update has five: the adjoint runs them in a chain, and their latency was most of its
+    time. Shared by ``distance_update_grad`` and ``solve_distance_adjoint``."""
+    g_relax = type(lc)(0.0)
+    g_wi = type(lc)(0.0)
+    g_wj = type(lc)(0.0)
+    g_alpha = type(lc)(0.0)
+    g_gamma = type(lc)(0.0)
+    g_rest = type(lc)(0.0)
+    g_lc = type(lc)(0.0)
+    g_motion = type(d)()
+    g_d = type(d)()
     if distance_active(d, wi, wj, alpha):
         length = xsim.sqrt(xsim.dot(d, d))
         inv_length = 1.0 / length
@@ -384,25 +393,46 @@ def distance_update_grad(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, 
         a_dl = adj_dl + wi * gi - wj * gj  # dl reaches the multiplier and both corrections
         a_num = a_dl * s
         a_den = -(a_dl * dl) * inv_den
-        xsim.adjoint[relaxation] += a_dl * num * inv_den
-        xsim.adjoint[wi] += dl * gi + a_den * (1.0 + gamma)
-        xsim.adjoint[wj] += a_den * (1.0 + gamma) - dl * gj
-        xsim.adjoint[alpha] += a_den - a_num * lc
-        xsim.adjoint[gamma] += a_den * (wi + wj)
-        xsim.adjoint[rest] += a_num
-        xsim.adjoint[lc] += -a_num * alpha
+        g_relax = a_dl * num * inv_den
+        g_wi = dl * gi + a_den * (1.0 + gamma)
+        g_wj = a_den * (1.0 + gamma) - dl * gj
+        g_alpha = a_den - a_num * lc
+        g_gamma = a_den * (wi + wj)
+        g_rest = a_num
+        g_lc = -a_num * alpha
         # n = d / |d| gets a_n = dl (wi adj_di - wj adj_dj), whose part along n is dl (wi gi - wj gj);
         # its adjoint reaches d projected off n, over |d|; |d| in num adds -a_num n
         u = adj_di * wi - adj_dj * wj
         along = dl * (wi * gi - wj * gj)
         if damped:
-            xsim.adjoint[gamma] += -a_num * xsim.dot(n, motion)
-            xsim.adjoint[motion] += n * (-a_num * gamma)
+            g_gamma = g_gamma + (-a_num * xsim.dot(n, motion))
+            g_motion = n * (-a_num * gamma)
             u = u * dl - motion * (a_num * gamma)
             along = along - xsim.dot(n, motion) * (a_num * gamma)
-            xsim.adjoint[d] += (u - n * along) * inv_length - n * a_num
+            g_d = (u - n * along) * inv_length - n * a_num
         else:
-            xsim.adjoint[d] += u * (dl * inv_length) - n * (along * inv_length + a_num)
+            g_d = u * (dl * inv_length) - n * (along * inv_length + a_num)
+    return g_relax, g_wi, g_wj, g_alpha, g_gamma, g_rest, g_lc, g_motion, g_d
+
+
+@xsim.func_grad(distance_update)
+def distance_update_grad(d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, damped: bool, adj_dl, adj_di,
+                         adj_dj):
+    """The chain rule of ``distance_update`` (``distance_grads``): 10% faster than the generated adjoint,
+    which replays and reverses every op of the update."""
+    if distance_active(d, wi, wj, alpha):
+        g_relax, g_wi, g_wj, g_alpha, g_gamma, g_rest, g_lc, g_motion, g_d = distance_grads(
+            d, wi, wj, rest, alpha, gamma, lc, relaxation, motion, damped, adj_dl, adj_di, adj_dj)
+        xsim.adjoint[relaxation] += g_relax
+        xsim.adjoint[wi] += g_wi
+        xsim.adjoint[wj] += g_wj
+        xsim.adjoint[alpha] += g_alpha
+        xsim.adjoint[gamma] += g_gamma
+        xsim.adjoint[rest] += g_rest
+        xsim.adjoint[lc] += g_lc
+        if damped:
+            xsim.adjoint[motion] += g_motion
+        xsim.adjoint[d] += g_d
 
 
 @xsim.func
@@ -432,16 +462,28 @@ def bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: 
     return dl, dl * (k[0] * e0[3]), dl * (k[1] * e1[3]), dl * (k[2] * e2[3]), dl * (k[3] * e3[3])
 
 
-@xsim.func_grad(bending_update)
-def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool, weights_grad: bool,
-                        adj_dl, adj_d0, adj_d1, adj_d2, adj_d3):
-    """The chain rule of ``bending_update`` by hand (the update is linear in the positions); one
-    division (1 / denom) where the generated adjoint chained three."""
+@xsim.func
+def bending_grads(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool, weights_grad: bool,
+                  adj_dl, adj_d0, adj_d1, adj_d2, adj_d3):
+    """The chain rule of ``bending_update`` by hand (the update is linear in the positions; one division,
+    1 / denom, where the generated adjoint chained three): the gradients of (lc, alpha, relaxation, gamma,
+    cs, k, e0, e1, e2, e3) given those of its results; ``k``'s only where ``weights_grad``. Shared by
+    ``bending_update_grad`` and ``solve_bending_adjoint``."""
     cv, cvd, q, denom = bending_terms(e0, e1, e2, e3, k, alpha, gamma, lc, cs, damped)
     w0 = e0[3]
     w1 = e1[3]
     w2 = e2[3]
     w3 = e3[3]
+    g_lc = type(lc)()
+    g_alpha = type(alpha)(0.0)
+    g_relax = type(alpha)(0.0)
+    g_gamma = type(alpha)(0.0)
+    g_cs = type(lc)()
+    g_k = type(k)()
+    g_e0 = type(k)()
+    g_e1 = type(k)()
+    g_e2 = type(k)()
+    g_e3 = type(k)()
     if denom > 0.0:
         inv_den = 1.0 / denom
         t = -relaxation * inv_den
@@ -457,27 +499,47 @@ def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, dam
         a_t = xsim.dot(a_dl, r)
         a_den = -a_t * t * inv_den
         a_q = a_den * (1.0 + gamma)
-        xsim.adjoint[lc] += a_r * alpha
-        xsim.adjoint[alpha] += xsim.dot(a_r, lc) + a_den
-        xsim.adjoint[relaxation] += -a_t * inv_den
-        xsim.adjoint[gamma] += a_den * q
+        g_lc = a_r * alpha
+        g_alpha = xsim.dot(a_r, lc) + a_den
+        g_relax = -a_t * inv_den
+        g_gamma = a_den * q
         a_cv = a_r
         if damped:
             a_cv = a_r * (1.0 + gamma)
-            xsim.adjoint[cs] += a_r * (-gamma)
-            xsim.adjoint[gamma] += xsim.dot(a_r, cv - cs)
+            g_cs = a_r * (-gamma)
+            g_gamma = g_gamma + xsim.dot(a_r, cv - cs)
         # C = sum_m k_m x_m and q = sum_m k_m^2 w_m
         if weights_grad:
-            a_k = type(k)()
-            a_k[0] = w0 * g0 + a_q * (2.0 * k[0] * w0) + (a_cv[0] * e0[0] + a_cv[1] * e0[1] + a_cv[2] * e0[2])
-            a_k[1] = w1 * g1 + a_q * (2.0 * k[1] * w1) + (a_cv[0] * e1[0] + a_cv[1] * e1[1] + a_cv[2] * e1[2])
-            a_k[2] = w2 * g2 + a_q * (2.0 * k[2] * w2) + (a_cv[0] * e2[0] + a_cv[1] * e2[1] + a_cv[2] * e2[2])
-            a_k[3] = w3 * g3 + a_q * (2.0 * k[3] * w3) + (a_cv[0] * e3[0] + a_cv[1] * e3[1] + a_cv[2] * e3[2])
-            xsim.adjoint[k] += a_k
-        xsim.adjoint[e0] += type(k)(a_cv[0] * k[0], a_cv[1] * k[0], a_cv[2] * k[0], (g0 + a_q * k[0]) * k[0])
-        xsim.adjoint[e1] += type(k)(a_cv[0] * k[1], a_cv[1] * k[1], a_cv[2] * k[1], (g1 + a_q * k[1]) * k[1])
-        xsim.adjoint[e2] += type(k)(a_cv[0] * k[2], a_cv[1] * k[2], a_cv[2] * k[2], (g2 + a_q * k[2]) * k[2])
-        xsim.adjoint[e3] += type(k)(a_cv[0] * k[3], a_cv[1] * k[3], a_cv[2] * k[3], (g3 + a_q * k[3]) * k[3])
+            g_k[0] = w0 * g0 + a_q * (2.0 * k[0] * w0) + (a_cv[0] * e0[0] + a_cv[1] * e0[1] + a_cv[2] * e0[2])
+            g_k[1] = w1 * g1 + a_q * (2.0 * k[1] * w1) + (a_cv[0] * e1[0] + a_cv[1] * e1[1] + a_cv[2] * e1[2])
+            g_k[2] = w2 * g2 + a_q * (2.0 * k[2] * w2) + (a_cv[0] * e2[0] + a_cv[1] * e2[1] + a_cv[2] * e2[2])
+            g_k[3] = w3 * g3 + a_q * (2.0 * k[3] * w3) + (a_cv[0] * e3[0] + a_cv[1] * e3[1] + a_cv[2] * e3[2])
+        g_e0 = type(k)(a_cv[0] * k[0], a_cv[1] * k[0], a_cv[2] * k[0], (g0 + a_q * k[0]) * k[0])
+        g_e1 = type(k)(a_cv[0] * k[1], a_cv[1] * k[1], a_cv[2] * k[1], (g1 + a_q * k[1]) * k[1])
+        g_e2 = type(k)(a_cv[0] * k[2], a_cv[1] * k[2], a_cv[2] * k[2], (g2 + a_q * k[2]) * k[2])
+        g_e3 = type(k)(a_cv[0] * k[3], a_cv[1] * k[3], a_cv[2] * k[3], (g3 + a_q * k[3]) * k[3])
+    return g_lc, g_alpha, g_relax, g_gamma, g_cs, g_k, g_e0, g_e1, g_e2, g_e3
+
+
+@xsim.func_grad(bending_update)
+def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped: bool, weights_grad: bool,
+                        adj_dl, adj_d0, adj_d1, adj_d2, adj_d3):
+    """The chain rule of ``bending_update`` (``bending_grads``)."""
+    g_lc, g_alpha, g_relax, g_gamma, g_cs, g_k, g_e0, g_e1, g_e2, g_e3 = bending_grads(
+        e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped, weights_grad, adj_dl, adj_d0, adj_d1, adj_d2,
+        adj_d3)
+    xsim.adjoint[lc] += g_lc
+    xsim.adjoint[alpha] += g_alpha
+    xsim.adjoint[relaxation] += g_relax
+    xsim.adjoint[gamma] += g_gamma
+    if damped:
+        xsim.adjoint[cs] += g_cs
+    if weights_grad:
+        xsim.adjoint[k] += g_k
+    xsim.adjoint[e0] += g_e0
+    xsim.adjoint[e1] += g_e1
+    xsim.adjoint[e2] += g_e2
+    xsim.adjoint[e3] += g_e3
 
 
 # The damping term reads the substep-start positions from ``start``, gathered like ``entries`` once per
@@ -538,6 +600,159 @@ def solve_distance_into_positions(entries: Vec4s, indices: Ints2, rest: Floats, 
     lam_out[c] = lc + dl
     add_correction(x_next, indices[c, 0], di, wi, slot_count)
     add_correction(x_next, indices[c, 1], dj, wj, slot_count)
+
+
+@xsim.kernel
+def positions_adjoint(x: Vec3s, inv_mass: Floats, split: Floats, inv_count: Floats, take_next: bool, x_next_grad: Vec3s,
+                      x_grad: Vec3s, entries: Vec4s, corrections_grad: Vec3s):
+    """The first kernel of ``ParticleConstraints.backward``, per particle: the adjoint of x_next = x (``keep_positions``:
+    x's gradient gets x_next's, which is taken: zeroed where ``take_next``), and what the constraint adjoints read of
+    the particle: its entry (position, split inverse mass) as ``gather_entries`` wrote it, and the gradient of each
+    correction added to it (``add_correction``: x_next's over the slot count, ``inv_count`` = 1 / count; zero for a
+    pinned particle)."""
+    i = xsim.tid()
+    p = x[i]
+    w = inv_mass[i] * split[i]
+    g = x_next_grad[i]
+    if take_next:
+        x_next_grad[i] = type(g)()
+    entries[i] = entries.dtype(p[0], p[1], p[2], w)
+    gc = type(g)()
+    if w > 0.0:
+        gc = g * inv_count[i]
+    corrections_grad[i] = gc
+    x_grad[i] = x_grad[i] + g
+
+
+@xsim.func
+def param_grads(c: int, g_alpha, g_gamma, inv_h, compliance, damping, compliance_grad, damping_grad):
+    """Adds the gradients of alpha = compliance inv_h^2 and gamma = compliance damping inv_h to constraint
+    ``c``'s compliance and damping gradients (each skipped where it is empty: no gradient)."""
+    a_gamma = g_gamma * inv_h
+    if damping_grad.shape[0] > 0:
+        damping_grad[c] += a_gamma * compliance[c]
+    if compliance_grad.shape[0] > 0:
+        compliance_grad[c] += a_gamma * damping[c]
+        compliance_grad[c] += (g_alpha * inv_h) * inv_h
+
+
+@xsim.kernel
+def solve_distance_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Ints2, rest: Floats, compliance: Floats,
+                           damping: Floats, lam: Floats, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool,
+                           lam_out_grad: Floats, take_lam_out: bool, lam_grad: Floats, rest_grad: Floats,
+                           compliance_grad: Floats, damping_grad: Floats, start_grad: Vec4s, entries_grad: Vec4s):
+    """The backward pass of ``solve_distance`` followed by its share of ``apply_corrections`` (the function
+    ``solve_distance_into_positions`` computes), written out: ``ParticleConstraints.backward`` runs it. It
+    reads each end's entry and correction gradient per particle (``positions_adjoint``: one entry per particle,
+    where the forward's entries, one per constraint end, are long overwritten) and stores each end's gradient
+    into its own entry of ``entries_grad`` (for ``gather_entries_adjoint``). Adds to the multiplier's and the
+    parameters' gradients (each skipped where it is empty) and takes ``lam_out_grad`` (zeroes it where
+    ``take_lam_out``)."""
+    c = xsim.tid()
+    i = indices[c, 0]
+    j = indices[c, 1]
+    ei = entries[i]
+    ej = entries[j]
+    wi = ei[3]
+    wj = ej[3]
+    xi = type(corrections_grad[i])(ei[0], ei[1], ei[2])
+    xj = type(xi)(ej[0], ej[1], ej[2])
+    d = xi - xj
+    alpha = compliance[c] * inv_h * inv_h
+    gamma = compliance[c] * damping[c] * inv_h
+    lc = lam[c]
+    motion = type(d)()
+    if damped:
+        si = start[2 * c]
+        sj = start[2 * c + 1]
+        motion = xi - type(d)(si[0], si[1], si[2]) - xj + type(d)(sj[0], sj[1], sj[2])
+    adj_dl = lam_out_grad[c]
+    if take_lam_out:
+        lam_out_grad[c] = type(adj_dl)(0.0)
+    g_relax, g_wi, g_wj, g_alpha, g_gamma, g_rest, g_lc, g_motion, g_d = distance_grads(
+        d, wi, wj, rest[c], alpha, gamma, lc, relaxation, motion, damped, adj_dl, corrections_grad[i],
+        corrections_grad[j])
+    if lam_grad.shape[0] > 0:
+        lam_grad[c] += adj_dl + g_lc
+    if rest_grad.shape[0] > 0:
+        rest_grad[c] += g_rest
+    param_grads(c, g_alpha, g_gamma, inv_h, compliance, damping, compliance_grad, damping_grad)
+    if damped:
+        entries_grad[2 * c] = entries_grad.dtype(g_motion[0] + g_d[0], g_motion[1] + g_d[1], g_motion[2] + g_d[2], g_wi)
+        entries_grad[2 * c + 1] = entries_grad.dtype(-g_motion[0] - g_d[0], -g_motion[1] - g_d[1], -g_motion[2] - g_d[2], g_wj)
+        start_grad[2 * c] += entries_grad.dtype(-g_motion[0], -g_motion[1], -g_motion[2], 0.0)
+        start_grad[2 * c + 1] += entries_grad.dtype(g_motion[0], g_motion[1], g_motion[2], 0.0)
+    else:
+        entries_grad[2 * c] = entries_grad.dtype(g_d[0], g_d[1], g_d[2], g_wi)
+        entries_grad[2 * c + 1] = entries_grad.dtype(-g_d[0], -g_d[1], -g_d[2], g_wj)
+
+
+@xsim.kernel
+def solve_bending_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Ints2, weights: Vec4s, compliance: Floats,
+                          damping: Floats, lam: Vec3s, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool,
+                          weights_grad: bool, lam_out_grad: Vec3s, take_lam_out: bool, lam_grad: Vec3s,
+                          weights_grad_out: Vec4s, compliance_grad: Floats, damping_grad: Floats, start_grad: Vec4s,
+                          entries_grad: Vec4s):
+    """The backward pass of ``solve_bending`` and its share of ``apply_corrections``, written out as
+    ``solve_distance_adjoint`` is (``weights_grad``: whether ``weights_grad_out`` takes the weights' gradient)."""
+    c = xsim.tid()
+    k = weights[c]
+    i0 = indices[c, 0]
+    i1 = indices[c, 1]
+    i2 = indices[c, 2]
+    i3 = indices[c, 3]
+    e0 = entries[i0]
+    e1 = entries[i1]
+    e2 = entries[i2]
+    e3 = entries[i3]
+    alpha = compliance[c] * inv_h * inv_h
+    gamma = compliance[c] * damping[c] * inv_h
+    lc = lam[c]
+    cs = type(lc)()
+    if damped:
+        cs4 = start[4 * c] * k[0] + start[4 * c + 1] * k[1] + start[4 * c + 2] * k[2] + start[4 * c + 3] * k[3]
+        cs = type(lc)(cs4[0], cs4[1], cs4[2])
+    adj_dl = lam_out_grad[c]
+    if take_lam_out:
+        lam_out_grad[c] = type(lc)()
+    g_lc, g_alpha, g_relax, g_gamma, g_cs, g_k, g_e0, g_e1, g_e2, g_e3 = bending_grads(
+        e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped, weights_grad, adj_dl,
+        corrections_grad[i0], corrections_grad[i1],
+        corrections_grad[i2], corrections_grad[i3])
+    if lam_grad.shape[0] > 0:
+        lam_grad[c] += adj_dl + g_lc
+    param_grads(c, g_alpha, g_gamma, inv_h, compliance, damping, compliance_grad, damping_grad)
+    if damped:
+        a_cs4 = type(k)(g_cs[0], g_cs[1], g_cs[2], 0.0)
+        if weights_grad:
+            g_k = g_k + type(k)(xsim.dot(start[4 * c], a_cs4), xsim.dot(start[4 * c + 1], a_cs4),
+                                xsim.dot(start[4 * c + 2], a_cs4), xsim.dot(start[4 * c + 3], a_cs4))
+        start_grad[4 * c] += a_cs4 * k[0]
+        start_grad[4 * c + 1] += a_cs4 * k[1]
+        start_grad[4 * c + 2] += a_cs4 * k[2]
+        start_grad[4 * c + 3] += a_cs4 * k[3]
+    if weights_grad:
+        weights_grad_out[c] += g_k
+    entries_grad[4 * c] = g_e0
+    entries_grad[4 * c + 1] = g_e1
+    entries_grad[4 * c + 2] = g_e2
+    entries_grad[4 * c + 3] = g_e3
+
+
+@xsim.kernel
+def gather_entries_adjoint(entry_index: Ints2, slot_count: Ints, split: Floats, entries_grad: Vec4s, x_grad: Vec3s,
+                           inv_mass_grad: Floats):
+    """The backward pass of ``gather_entries`` for one particle, the last kernel of ``ParticleConstraints.backward``:
+    x's gradient gets the sum of its entries' gradients (last slot first, as the generated adjoint sums them),
+    ``inv_mass_grad`` (skipped where empty) the sum of their inverse-mass parts times the split. Every constraint
+    adjoint stores all its entries' gradients, so they are not zeroed."""
+    i = xsim.tid()
+    a = entries_grad.dtype()
+    for s in range(slot_count[i] - 1, -1, -1):
+        a = a + entries_grad[entry_index[i, s]]
+    x_grad[i] = x_grad[i] + type(x_grad[i])(a[0], a[1], a[2])
+    if inv_mass_grad.shape[0] > 0:
+        inv_mass_grad[i] += a[3] * split[i]
 
 
 @xsim.func

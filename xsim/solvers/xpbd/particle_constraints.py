@@ -39,7 +39,11 @@ class ConstraintKind:
     ``{name}_indices`` (count, ``arity``) and ``params``; ``kernel`` names its kernel in ``kernels.py``;
     its multiplier has ``lam_size`` components (1: scalar, 3: vec3); with ``shape_flag`` its kernel
     takes one more bool after ``damped``: whether its first parameter requires grad (the chain rule
-    skips that gradient otherwise). ``{kernel}_into_positions`` is its stand-in on a Tape (``project``)."""
+    skips that gradient otherwise). ``adjoint`` names its written-out backward pass (``backward``), taking
+    ``(x, inv_mass, split, slot_count, indices, *params, lam, start, inv_h, relaxation, damped[, flag],
+    x_next_grad, lam_out_grad, take_lam_out, lam_grad, *param_grads, start_grad, entries_grad)``; a kind
+    without one gets the generated adjoint of ``{kernel}_into_positions``, the same function as its kernel
+    followed by its share of ``apply_corrections``."""
 
     name: str
     arity: int
@@ -47,12 +51,14 @@ class ConstraintKind:
     kernel: str
     lam_size: int = 1
     shape_flag: bool = False
+    adjoint: str | None = None
 
 
 KINDS = (
-    ConstraintKind("spring", 2, ("spring_rest_length", "spring_compliance", "spring_damping"), "solve_distance"),
+    ConstraintKind("spring", 2, ("spring_rest_length", "spring_compliance", "spring_damping"), "solve_distance",
+                   adjoint="solve_distance_adjoint"),
     ConstraintKind("bending", 4, ("bending_weights", "bending_compliance", "bending_damping"), "solve_bending", 3,
-                   shape_flag=True),
+                   shape_flag=True, adjoint="solve_bending_adjoint"),
     ConstraintKind("area", 3, ("area_rest", "area_compliance", "area_damping"), "solve_area"),
 )
 
@@ -94,6 +100,9 @@ class ParticleConstraints:
 
         self.slot_count = arr(counts.astype(np.int32), int)
         self.split = arr(np.maximum(counts, 1).astype(np.float64), m.dtype)
+        # 1 / count in the model's precision, as apply_corrections computes it (the adjoints multiply by it)
+        one = np.ones(1, dtype=m.dtype._np)
+        self.inv_count = arr(one / np.maximum(counts, 1).astype(m.dtype._np), m.dtype)
         self.entry_index = arr(entry, int)
         self.slots = {k.name: arr(s.astype(np.int32), int) for k, s in zip(self.kinds, slots)}
         self.blocks, at = {}, 0
@@ -112,6 +121,10 @@ class ParticleConstraints:
         self.any_damped = any(self.damped.values())
         self._no_start = xsim.empty(0, dtype=T.vector(4, m.dtype), device=m.device)
         self._views: dict = {}
+        # the backward pass's buffers (``backward``): per-entry gradients, per-particle entries, correction gradients
+        self._work = None
+        self._no_grad = {dtype: xsim.empty(0, dtype=dtype, device=m.device)
+                         for dtype in (m.dtype, T.vector(3, m.dtype), T.vector(4, m.dtype))}
 
     def gather(self, x, entries, record_tape: bool = True):
         """``x``'s entries (position, split inverse mass) into ``entries`` (``entry_count``)."""
@@ -135,41 +148,95 @@ class ParticleConstraints:
         (n, width), their mean added to ``x`` (``apply_corrections``); returns the new multipliers.
         ``new(key, shape, dtype)`` gives the multipliers' arrays (the solver's fresh-or-scratch allocator).
 
-        On a Tape the constraint kernels and ``apply_corrections`` run off it, and it records in their place
-        (``launch.record``, not run) ``keep_positions`` (x_next = x) and each kind's ``{kernel}_into_positions``,
-        which adds each correction over its particle's count to x_next: the same function of the same arrays,
-        whose adjoint reads x_next's gradient where the pair's adjoints passed one gradient per slot through
-        the (n, width) ``delta`` gradient (written by apply_corrections', read and zeroed by the constraint
-        kernels'). The gradients are the same numbers: each slot's is x_next's times 1 / count either way."""
+        These launches run off the Tape: it records in their place one ``backward`` of the pass, which
+        takes the gradients of ``x_next`` and the new multipliers to those of ``x``, the multipliers, the
+        substep start's entries and the model's arrays. ``entries`` and ``delta`` are therefore scratch
+        buffers that every iteration overwrites: no adjoint reads them."""
         m, k = self.model, self.kernels
         n = m.particle_count
-        self.gather(x, entries)
-        tape = recording.current()
-        on_tape = tape is not None
-        out, stand_ins = {}, []
+        self.gather(x, entries, record_tape=False)
+        out = {}
         for kind in self.kinds:
             count = getattr(m, f"{kind.name}_count")
             lam_out = new("lam_" + kind.name, count, lam[kind.name].dtype, avoid=(lam[kind.name],))
-            params = [getattr(m, p) for p in kind.params]
-            head = [self._view(entries, kind.name), getattr(m, f"{kind.name}_indices")]
-            tail = [*params, lam[kind.name], self._view(start, kind.name) if start.shape[0] else start, inv_h,
-                    relaxation, self.damped[kind.name], *((params[0].requires_grad,) if kind.shape_flag else ())]
-            xsim.launch(getattr(k, kind.kernel), count, inputs=[*head, self.slots[kind.name], *tail],
-                        outputs=[lam_out, delta], record_tape=not on_tape)
-            stand_ins.append((getattr(k, kind.kernel + "_into_positions"), count,
-                              [*head, *tail, self.slot_count], [lam_out, x_next]))
+            xsim.launch(getattr(k, kind.kernel), count, inputs=[
+                self._view(entries, kind.name), getattr(m, f"{kind.name}_indices"), self.slots[kind.name],
+                *self._tail(kind, lam[kind.name], start, inv_h, relaxation)], outputs=[lam_out, delta],
+                record_tape=False)
             out[kind.name] = lam_out
         xsim.launch(k.apply_corrections, n, inputs=[x, delta, self.slot_count, m.particle_inv_mass],
-                    outputs=[x_next], record_tape=not on_tape)
-        if on_tape:
-            launch.record(k.keep_positions, n, inputs=[x], outputs=[x_next])
-            for kernel, count, inputs, outputs in stand_ins:
-                launch.record(kernel, count, inputs=inputs, outputs=outputs)
-            if entries._scratch:
-                # the constraint kernels' adjoints read ``entries``' values, which later iterations overwrite:
-                # the backward pass gathers them again from the kept ``x`` just before those adjoints run
-                tape.record_func(lambda: self.gather(x, entries, record_tape=False), ())
+                    outputs=[x_next], record_tape=False)
+        tape = recording.current()
+        if tape is not None:
+            lam_in = {name: lam[name] for name in out}
+            used = [x, x_next, m.particle_inv_mass, *lam_in.values(), *out.values(), start,
+                    *(getattr(m, p) for kind in self.kinds for p in kind.params)]
+            tape.record_func(lambda: self.backward(x, start, lam_in, out, inv_h, relaxation, x_next),
+                             [a for a in used if a.requires_grad])
         return out
+
+    def _tail(self, kind: ConstraintKind, lam, start, inv_h: float, relaxation: float) -> list:
+        """A kind's kernel arguments after its slots: parameters, multipliers, start entries, scalars, flags."""
+        params = [getattr(self.model, p) for p in kind.params]
+        return [*params, lam, self._view(start, kind.name) if start.shape[0] else start, inv_h, relaxation,
+                self.damped[kind.name], *((params[0].requires_grad,) if kind.shape_flag else ())]
+
+    def backward(self, x, start, lam: dict, lam_out: dict, inv_h: float, relaxation: float, x_next) -> None:
+        """The backward pass of one ``project``, run by the Tape: from the gradients of ``x_next`` and
+        ``lam_out`` (taken: zeroed, as a store's adjoint does, unless they retain their gradient) to those
+        of ``x``, ``lam``, ``start`` and the model's arrays (added). ``positions_adjoint`` passes x_next's
+        gradient to x and gives each particle's entry and correction gradient; each kind's ``adjoint`` kernel
+        then stores its ends' gradients into their entries of a per-entry buffer, and ``gather_entries_adjoint``
+        sums each particle's entries. A kind without an ``adjoint`` gets the generated adjoint of its
+        ``{kernel}_into_positions`` first, on entries gathered again. Checked against the generated adjoints of
+        ``keep_positions`` and ``{kernel}_into_positions`` and against finite differences
+        (tests/solvers/test_xpbd_kernels.py)."""
+        m, k = self.model, self.kernels
+        n = m.particle_count
+        if self._work is None:
+            self._work = (xsim.empty(self.entry_count, dtype=T.vector(4, m.dtype), device=m.device),
+                          xsim.empty(n, dtype=T.vector(4, m.dtype), device=m.device),
+                          xsim.empty(n, dtype=T.vector(3, m.dtype), device=m.device))
+        g, particle_entries, corrections_grad = self._work
+        tails = {kind.name: self._tail(kind, lam[kind.name], start, inv_h, relaxation) for kind in self.kinds}
+        start_grads = {kind.name: self._view(start.grad, kind.name) if start.shape[0] and start.requires_grad
+                       else self._no_grad[start.dtype] for kind in self.kinds}
+        generated = [kind for kind in self.kinds if kind.adjoint is None]
+        if generated:  # they add to the entries' gradients and read x_next's before positions_adjoint takes it
+            gathered = self.gather(x, xsim.empty(self.entry_count, dtype=start.dtype, device=m.device),
+                                   record_tape=False)
+            for kind in generated:
+                block = self._view(g, kind.name)
+                block.zero_untracked()
+                xsim.launch(getattr(k, kind.kernel + "_into_positions"), getattr(m, f"{kind.name}_count"),
+                            inputs=[self._view(gathered, kind.name), getattr(m, f"{kind.name}_indices"),
+                                    *tails[kind.name], self.slot_count],
+                            outputs=[lam_out[kind.name], x_next],
+                            adj_inputs=[block, None, *(_grad_or_none(getattr(m, p)) for p in kind.params),
+                                        _grad_or_none(lam[kind.name]),
+                                        start_grads[kind.name] if start.shape[0] else None,
+                                        None, None, None, *((None,) if kind.shape_flag else ()), None],
+                            adj_outputs=[lam_out[kind.name].grad, x_next.grad], adjoint=True, record_tape=False)
+        xsim.launch(k.positions_adjoint, n, inputs=[
+            x, m.particle_inv_mass, self.split, self.inv_count, not x_next.retain_grad, x_next.grad, x.grad,
+            particle_entries, corrections_grad], record_tape=False)
+        for kind in self.kinds:
+            if kind.adjoint is None:
+                continue
+            out = lam_out[kind.name]
+            grads = [self._grad(getattr(m, p)) for p in kind.params]
+            rest = grads[1:] if kind.shape_flag else grads
+            xsim.launch(getattr(k, kind.adjoint), getattr(m, f"{kind.name}_count"), inputs=[
+                particle_entries, corrections_grad, getattr(m, f"{kind.name}_indices"), *tails[kind.name], out.grad,
+                not out.retain_grad, self._grad(lam[kind.name]), *((grads[0],) if kind.shape_flag else ()), *rest,
+                start_grads[kind.name], self._view(g, kind.name)], record_tape=False)
+        xsim.launch(k.gather_entries_adjoint, n, inputs=[
+            self.entry_index, self.slot_count, self.split, g, x.grad, self._grad(m.particle_inv_mass)],
+            record_tape=False)
+
+    def _grad(self, a):
+        """``a``'s gradient, or an empty array of its type (the adjoint kernels skip empty gradients)."""
+        return a.grad if a.requires_grad else self._no_grad[a.dtype]
 
     def _view(self, entries, name: str):
         """``entries``' block of kind ``name``; views of scratch arrays (which come back every
@@ -183,3 +250,7 @@ class ParticleConstraints:
         if view is None or view[0] is not entries:
             view = self._views[(id(entries), name)] = (entries, entries[start:stop])
         return view[1]
+
+
+def _grad_or_none(a):
+    return a.grad if a.requires_grad else None

@@ -141,13 +141,11 @@ class SolverXPBD:
         return lambda key, shape, dtype, avoid=(): self.buffers.get(key, shape, dtype, grad, avoid=avoid)
 
     def _scratch(self, key: str, shape, dtype, grad: bool):
-        """A per-iteration array: under a tape one scratch intermediate for every iteration of every
-        rollout (``BufferPool.scratch``), else a scratch buffer. The constraint corrections ``delta``
-        (n, width) are not on the tape at all (``ParticleConstraints.project`` records stand-ins that add
-        them to the positions); the gathered ``entries`` are gathered again in the backward pass. A fresh
-        array per iteration (0.9 + 2 MB for a 64x64 cloth) made a taped rollout stream hundreds of MB
-        through memory, where the plain one stays in cache."""
-        return self.buffers.scratch(key, shape, dtype) if grad else self.buffers.get(key, shape, dtype, grad)
+        """A per-iteration scratch buffer, with gradients too: the constraint corrections ``delta`` (n, width)
+        and the gathered ``entries`` are not on the tape at all (``ParticleConstraints.project`` records its
+        own backward pass, which reads neither). A fresh array per iteration (0.9 + 2 MB for a 64x64 cloth)
+        made a taped rollout stream hundreds of MB through memory, where the plain one stays in cache."""
+        return self.buffers.get(key, shape, dtype, False)
 
     def _grad_mode(self, state_in: State) -> bool:
         return recording.is_recording() or state_in.requires_grad or self.model.requires_grad
