@@ -2,10 +2,13 @@
 ``backward(grads=...)`` seeding an array that has no grad buffer yet. Gradients are checked against
 the analytic derivative of y = x * x (dy/dx = 2x) and of a struct's product z = a * b."""
 
+import warnings
+
 import numpy as np
 import pytest
 
 import xsim
+from xsim.array import intermediate
 
 A = xsim.array(dtype=xsim.float64)
 
@@ -134,6 +137,23 @@ def test_record_func_runs_a_hand_written_adjoint_in_its_place_and_zero_clears_it
     assert not x.grad.numpy().any() and not y.grad.numpy().any()
     with pytest.raises(RuntimeError, match="record_func: .* is not an xsim array with a gradient"):
         tape.record_func(lambda: None, arrays=[xsim.zeros(3)])
+
+
+def test_record_func_outputs_count_as_computed_and_intermediates_get_their_gradient_when_needed():
+    # y = 3x off the tape, seeded directly: named in outputs, the tape counts it as computed (no warning)
+    x = xsim.array(X, dtype=xsim.float64, requires_grad=True)
+    y = intermediate(3, xsim.float64)
+    assert y._grad is None
+    with xsim.Tape() as tape:
+        xsim.launch(triple, 3, inputs=[x], outputs=[y], record_tape=False)
+        tape.record_func(lambda: xsim.launch(add_triple_of, 3, inputs=[y.grad, x.grad]), arrays=[x], outputs=[y])
+    assert y._grad is None  # recording allocates no gradient for an intermediate
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tape.backward(grads={y: np.array([1.0, 2.0, -1.0])})
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 6.0, -3.0])
+    with pytest.raises(RuntimeError, match="record_func: .* is not an xsim array with a gradient"):
+        tape.record_func(lambda: None, arrays=[x], outputs=[xsim.zeros(3)])
 
 
 def test_visualize_draws_arrays_records_scopes_and_collapses_repeats(tmp_path):

@@ -34,9 +34,9 @@ TETRA = (np.array([[0.0, 0.0, 0.0], [0.4, 0.0, 0.0], [0.0, 0.4, 0.0], [0.0, 0.0,
          np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]]))
 
 # kernels of the walked modules that no scene here launches, and why
-_STAND_IN = ("recorded on a Tape in place of the constraint kernels and apply_corrections, never run by the solver: "
-             "test_xpbd_kernels.py runs it against that pair (positions and multipliers) and checks its adjoint "
-             "against finite differences and against the pair's gradients")
+_STAND_IN = ("the function of a constraint kernel and apply_corrections whose generated adjoint is the reference for "
+             "ParticleConstraints.backward (area's runs there, as an adjoint launch): test_xpbd_kernels.py runs it "
+             "against that pair and checks its adjoint against finite differences and against the pair's gradients")
 EXCLUSIONS: dict[str, str] = {f"xsim.solvers.xpbd.kernels_float64.{name}": _STAND_IN for name in (
     "keep_positions", "solve_distance_into_positions", "solve_bending_into_positions", "solve_area_into_positions")}
 
@@ -54,7 +54,7 @@ def jitter(rng, p, scale=0.01):
     return tuple(float(x) for x in np.asarray(p) + rng.uniform(-scale, scale, 3))
 
 
-def particle_scene(rng):
+def particle_scene(rng, requires_grad: bool = False):
     """A damped cloth with area constraints and a pinned edge on the ground, and particles inside a
     sphere, a box, a capsule and a mesh collider, moving towards them (bounces), three of them a
     damped area triangle."""
@@ -71,7 +71,7 @@ def particle_scene(rng):
         b.add_particle(jitter(rng, p), vel=jitter(rng, (0.2, 0.0, -2.0), 0.5), mass=0.1, radius=0.05)
     b.add_triangle(b.particle_count - 3, b.particle_count - 2, b.particle_count - 1, area_compliance=1e-3,
                    area_damping=0.01)
-    model = b.finalize(dtype=F64)
+    model = b.finalize(dtype=F64, requires_grad=requires_grad)
     control = model.control()
     target = model.particle_q.numpy() + [0.01, 0.0, 0.02]
     control.particle_target = xsim.array(target, dtype=xsim.vec3d)
@@ -132,6 +132,19 @@ def rollout(model, control, steps):
         eval_fk(model, a.joint_q, a.joint_qd, b)
 
 
+def taped_rollout(model, control, steps):
+    """``rollout`` on a Tape and its backward pass: the kernels of ParticleConstraints.backward."""
+    solver = SolverXPBD(model, substeps=1, iterations=2, bounce_speed=0.1)
+    states = [model.state(requires_grad=True) for _ in range(steps + 1)]
+    tape = xsim.Tape()
+    with tape:
+        for i in range(steps):
+            solver.step(states[i], states[i + 1], control, 1.0 / 60.0)
+    seed = np.linspace(-1.0, 1.0, 3 * model.particle_count).reshape(-1, 3)
+    tape.backward(grads={states[-1].particle_q: seed})
+    assert np.any(states[0].particle_q.grad.numpy() != 0.0)
+
+
 def optimizer_steps(rng):
     """Adam and SGD (clipped) steps on float32 and float64 parameters, and both losses."""
     for dtype in (xsim.float32, xsim.float64):
@@ -156,6 +169,7 @@ def run_scenes(seeds, steps):
             rng = np.random.default_rng(seed)
             for scene in (particle_scene, rigid_scene):
                 rollout(*scene(rng), steps)
+            taped_rollout(*particle_scene(rng, requires_grad=True), steps)
             optimizer_steps(rng)
     assert not checker.unsupported, "kernels the host reference cannot run:\n" + "\n".join(
         checker.unsupported.values())

@@ -357,3 +357,98 @@ def test_box_contact_gradient_is_exact_for_a_particle_a_rounding_error_outside_a
 
     edge = np.nextafter(0.2, 1.0)
     np.testing.assert_allclose(tape_grad(edge), tape_grad(0.2 + 1e-6), atol=1e-9)
+
+
+def _cloth_model(damping: float):
+    """A 3 x 3-cell cloth, left edge pinned, with stretch, shear, bending and area constraints (float64), every
+    array requiring grad, the bending weights included."""
+    from xsim.sim import ModelBuilder
+    b = ModelBuilder()
+    b.add_cloth_grid(pos=(0.0, 0.0, 1.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=3, dim_y=3, cell_x=0.1,
+                     cell_y=0.1, mass=0.1, fix_left=True, stretch_compliance=1e-4, shear_compliance=1e-4,
+                     bend_compliance=1.0, area_compliance=1e-3, stretch_damping=damping * 1e-3,
+                     bend_damping=damping * 1e-4)
+    m = b.finalize(dtype=F, requires_grad=True)
+    m.bending_weights.requires_grad = True
+    return m
+
+
+def _generated_project(pc, x, start, lam, entries, delta, x_next):
+    """The Jacobi pass as the Tape recorded it before ParticleConstraints.backward: the gather on the tape, the
+    constraint kernels and apply_corrections off it, and in their place keep_positions and each kind's
+    solve_*_into_positions, whose generated adjoints run."""
+    m = pc.model
+    pc.gather(x, entries)
+    out, stand_ins = {}, []
+    for kind in pc.kinds:
+        count = getattr(m, f"{kind.name}_count")
+        out[kind.name] = lam_out = xsim.zeros_like(lam[kind.name], requires_grad=True)
+        head = [pc._view(entries, kind.name), getattr(m, f"{kind.name}_indices")]
+        tail = pc._tail(kind, lam[kind.name], start, 60.0, 1.0)
+        xsim.launch(getattr(K, kind.kernel), count, inputs=[*head, pc.slots[kind.name], *tail],
+                    outputs=[lam_out, delta], record_tape=False)
+        stand_ins.append((getattr(K, kind.kernel + "_into_positions"), count, [*head, *tail, pc.slot_count],
+                          [lam_out, x_next]))
+    xsim.launch(K.apply_corrections, m.particle_count, inputs=[x, delta, pc.slot_count, m.particle_inv_mass],
+                outputs=[x_next], record_tape=False)
+    # keep_positions first on the tape: its adjoint (which takes x_next's gradient) runs after the stand-ins'
+    launch.record(K.keep_positions, m.particle_count, inputs=[x], outputs=[x_next])
+    for kernel, count, inputs, outputs in stand_ins:
+        launch.record(kernel, count, inputs=inputs, outputs=outputs)
+    return out
+
+
+def _project_gradients(written_out: bool, damping: float, retain: bool):
+    from xsim.solvers.xpbd.particle_constraints import ParticleConstraints
+    m = _cloth_model(damping)
+    pc = ParticleConstraints(m, K)
+    n = m.particle_count
+    rng = np.random.default_rng(17)
+    x_start = vecs(m.particle_q.numpy() + rng.normal(size=(n, 3)) * 0.01)
+    x = vecs(x_start.numpy() + rng.normal(size=(n, 3)) * 0.02)
+    lam = {kind.name: xsim.array(rng.normal(size=(getattr(m, f"{kind.name}_count"), kind.lam_size)).squeeze(-1)
+                                 * 1e-3 if kind.lam_size == 1 else
+                                 rng.normal(size=(getattr(m, f"{kind.name}_count"), 3)) * 1e-3,
+                                 dtype=F if kind.lam_size == 1 else V, requires_grad=True) for kind in pc.kinds}
+    entries = xsim.zeros(pc.entry_count, dtype=xsim.vec4d, requires_grad=True)
+    delta = xsim.zeros((n, pc.width), dtype=V)
+    x_next = vecs(np.zeros((n, 3)))
+    x_next.retain_grad = retain
+    tape = xsim.Tape()
+    with tape:
+        start = pc.substep_start(lambda key, shape, dtype, avoid=(): xsim.zeros(shape, dtype=dtype, requires_grad=True),
+                                 x_start)
+        if written_out:
+            out = pc.project(lambda key, shape, dtype, avoid=(): xsim.zeros(shape, dtype=dtype, requires_grad=True),
+                             x, start, lam, 60.0, 1.0, entries, delta, x_next)
+        else:
+            out = _generated_project(pc, x, start, lam, entries, delta, x_next)
+    seeds = {x_next: rng.normal(size=(n, 3))}
+    seeds.update({out[name]: rng.normal(size=out[name].numpy().shape) for name in out})
+    tape.backward(grads=seeds)
+    got = {"x_next": x_next.numpy(), "x": x.grad.numpy(), "x_start": x_start.grad.numpy(),
+           "x_next.grad": x_next.grad.numpy()}
+    got.update({f"lam_out {k}": v.numpy() for k, v in out.items()})
+    got.update({f"lam {k}": v.grad.numpy() for k, v in lam.items()})
+    got.update({f"lam_out {k}.grad": v.grad.numpy() for k, v in out.items()})
+    got.update({name: a.grad.numpy() for name, a in vars(m).items() if isinstance(a, xsim.array) and a.requires_grad})
+    return got
+
+
+@pytest.mark.parametrize("damping", [0.0, 30.0])
+@pytest.mark.parametrize("retain", [False, True])
+def test_written_out_backward_equals_the_stand_ins_generated_adjoints(damping, retain):
+    """ParticleConstraints.backward (what a Tape runs for one Jacobi pass: positions_adjoint, the written-out
+    solve_distance/solve_bending adjoints, area's generated stand-in adjoint, gather_entries_adjoint) against the
+    generated adjoints of the pass as the Tape recorded it before (gather_entries, keep_positions and the
+    solve_*_into_positions stand-ins), on a cloth with every kind, damping and the bending weights' gradient:
+    the same values, gradients and taken gradients (zeroed unless retained), to the last bit."""
+    old = _project_gradients(False, damping, retain)
+    new = _project_gradients(True, damping, retain)
+    assert old.keys() == new.keys()
+    for key in old:
+        np.testing.assert_array_equal(new[key], old[key], err_msg=key)
+    for key in ("x", "x_start" if damping else "x", "lam spring", "lam bending", "lam area", "spring_rest_length",
+                "bending_weights", "area_rest", "particle_inv_mass", "spring_compliance"):
+        assert np.any(new[key] != 0.0), key
+    assert np.any(new["x_next.grad"] != 0.0) == retain

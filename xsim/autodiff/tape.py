@@ -319,17 +319,19 @@ class Tape:
                 if _differentiable(a):
                     path.add(id(a))
 
-    def record_func(self, backward, arrays):
+    def record_func(self, backward, arrays, outputs=()):
         """Record a Python callable (no arguments) that the backward pass runs at this point: a custom
         adjoint for work done off the tape. ``arrays``: the arrays it uses, each with a gradient (their
-        gradients are zeroed by ``zero()``; the tape does not check them for overwrites)."""
+        gradients are zeroed by ``zero()``; the tape does not check them for overwrites); ``outputs``: those of
+        them the work wrote (so ``backward`` counts them as computed on this tape)."""
         if not callable(backward):
             raise TypeError(f"tape.record_func: backward must be callable, got {type(backward).__name__}")
-        for a in arrays:  # requires_grad, not grad: an intermediate's gradient is allocated when backward needs it
+        arrays, outputs = list(arrays), list(outputs)
+        for a in arrays + outputs:  # requires_grad, not grad: an intermediate's gradient is allocated when needed
             if not isinstance(a, Array) or not a.requires_grad:
                 raise RuntimeError(f"tape.record_func: {a!r} is not an xsim array with a gradient; create it with "
                                    "requires_grad=True")
-        self.records.append(OpRecord("record_func", backward, reads=list(arrays)))
+        self.records.append(OpRecord("record_func", backward, reads=arrays, writes=outputs))
 
     def record_op(self, rec: OpRecord):
         if config.mode == "debug":

@@ -169,10 +169,10 @@ class ParticleConstraints:
         tape = recording.current()
         if tape is not None:
             lam_in = {name: lam[name] for name in out}
-            used = [x, x_next, m.particle_inv_mass, *lam_in.values(), *out.values(), start,
+            used = [x, m.particle_inv_mass, *lam_in.values(), start,
                     *(getattr(m, p) for kind in self.kinds for p in kind.params)]
             tape.record_func(lambda: self.backward(x, start, lam_in, out, inv_h, relaxation, x_next),
-                             [a for a in used if a.requires_grad])
+                             [a for a in used if a.requires_grad], outputs=[x_next, *out.values()])
         return out
 
     def _tail(self, kind: ConstraintKind, lam, start, inv_h: float, relaxation: float) -> list:
