@@ -630,10 +630,10 @@ def param_grads(c: int, g_alpha, g_gamma, inv_h, compliance, damping, compliance
     ``c``'s compliance and damping gradients (each skipped where it is empty: no gradient)."""
     a_gamma = g_gamma * inv_h
     if damping_grad.shape[0] > 0:
-        damping_grad[c] += a_gamma * compliance[c]
+        damping_grad[c] = damping_grad[c] + a_gamma * compliance[c]
     if compliance_grad.shape[0] > 0:
-        compliance_grad[c] += a_gamma * damping[c]
-        compliance_grad[c] += (g_alpha * inv_h) * inv_h
+        compliance_grad[c] = compliance_grad[c] + a_gamma * damping[c]
+        compliance_grad[c] = compliance_grad[c] + (g_alpha * inv_h) * inv_h
 
 
 @xsim.kernel
@@ -673,15 +673,15 @@ def solve_distance_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Int
         d, wi, wj, rest[c], alpha, gamma, lc, relaxation, motion, damped, adj_dl, corrections_grad[i],
         corrections_grad[j])
     if lam_grad.shape[0] > 0:
-        lam_grad[c] += adj_dl + g_lc
+        lam_grad[c] = lam_grad[c] + (adj_dl + g_lc)
     if rest_grad.shape[0] > 0:
-        rest_grad[c] += g_rest
+        rest_grad[c] = rest_grad[c] + g_rest
     param_grads(c, g_alpha, g_gamma, inv_h, compliance, damping, compliance_grad, damping_grad)
     if damped:
         entries_grad[2 * c] = entries_grad.dtype(g_motion[0] + g_d[0], g_motion[1] + g_d[1], g_motion[2] + g_d[2], g_wi)
         entries_grad[2 * c + 1] = entries_grad.dtype(-g_motion[0] - g_d[0], -g_motion[1] - g_d[1], -g_motion[2] - g_d[2], g_wj)
-        start_grad[2 * c] += entries_grad.dtype(-g_motion[0], -g_motion[1], -g_motion[2], 0.0)
-        start_grad[2 * c + 1] += entries_grad.dtype(g_motion[0], g_motion[1], g_motion[2], 0.0)
+        start_grad[2 * c] = start_grad[2 * c] + entries_grad.dtype(-g_motion[0], -g_motion[1], -g_motion[2], 0.0)
+        start_grad[2 * c + 1] = start_grad[2 * c + 1] + entries_grad.dtype(g_motion[0], g_motion[1], g_motion[2], 0.0)
     else:
         entries_grad[2 * c] = entries_grad.dtype(g_d[0], g_d[1], g_d[2], g_wi)
         entries_grad[2 * c + 1] = entries_grad.dtype(-g_d[0], -g_d[1], -g_d[2], g_wj)
@@ -720,19 +720,19 @@ def solve_bending_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Ints
         corrections_grad[i0], corrections_grad[i1],
         corrections_grad[i2], corrections_grad[i3])
     if lam_grad.shape[0] > 0:
-        lam_grad[c] += adj_dl + g_lc
+        lam_grad[c] = lam_grad[c] + (adj_dl + g_lc)
     param_grads(c, g_alpha, g_gamma, inv_h, compliance, damping, compliance_grad, damping_grad)
     if damped:
         a_cs4 = type(k)(g_cs[0], g_cs[1], g_cs[2], 0.0)
         if weights_grad:
             g_k = g_k + type(k)(xsim.dot(start[4 * c], a_cs4), xsim.dot(start[4 * c + 1], a_cs4),
                                 xsim.dot(start[4 * c + 2], a_cs4), xsim.dot(start[4 * c + 3], a_cs4))
-        start_grad[4 * c] += a_cs4 * k[0]
-        start_grad[4 * c + 1] += a_cs4 * k[1]
-        start_grad[4 * c + 2] += a_cs4 * k[2]
-        start_grad[4 * c + 3] += a_cs4 * k[3]
+        start_grad[4 * c] = start_grad[4 * c] + a_cs4 * k[0]
+        start_grad[4 * c + 1] = start_grad[4 * c + 1] + a_cs4 * k[1]
+        start_grad[4 * c + 2] = start_grad[4 * c + 2] + a_cs4 * k[2]
+        start_grad[4 * c + 3] = start_grad[4 * c + 3] + a_cs4 * k[3]
     if weights_grad:
-        weights_grad_out[c] += g_k
+        weights_grad_out[c] = weights_grad_out[c] + g_k
     entries_grad[4 * c] = g_e0
     entries_grad[4 * c + 1] = g_e1
     entries_grad[4 * c + 2] = g_e2
@@ -752,7 +752,7 @@ def gather_entries_adjoint(entry_index: Ints2, slot_count: Ints, split: Floats, 
         a = a + entries_grad[entry_index[i, s]]
     x_grad[i] = x_grad[i] + type(x_grad[i])(a[0], a[1], a[2])
     if inv_mass_grad.shape[0] > 0:
-        inv_mass_grad[i] += a[3] * split[i]
+        inv_mass_grad[i] = inv_mass_grad[i] + a[3] * split[i]
 
 
 @xsim.func
