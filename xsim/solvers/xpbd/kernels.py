@@ -669,7 +669,7 @@ def solve_distance_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Int
     adj_dl = lam_out_grad[c]
     if take_lam_out:
         lam_out_grad[c] = type(adj_dl)(0.0)
-    g_relax, g_wi, g_wj, g_alpha, g_gamma, g_rest, g_lc, g_motion, g_d = distance_grads(
+    _g_relax, g_wi, g_wj, g_alpha, g_gamma, g_rest, g_lc, g_motion, g_d = distance_grads(
         d, wi, wj, rest[c], alpha, gamma, lc, relaxation, motion, damped, adj_dl, corrections_grad[i],
         corrections_grad[j])
     if lam_grad.shape[0] > 0:
@@ -715,7 +715,7 @@ def solve_bending_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Ints
     adj_dl = lam_out_grad[c]
     if take_lam_out:
         lam_out_grad[c] = type(lc)()
-    g_lc, g_alpha, g_relax, g_gamma, g_cs, g_k, g_e0, g_e1, g_e2, g_e3 = bending_grads(
+    g_lc, g_alpha, _g_relax, g_gamma, g_cs, g_k, g_e0, g_e1, g_e2, g_e3 = bending_grads(
         e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped, weights_grad, adj_dl,
         corrections_grad[i0], corrections_grad[i1],
         corrections_grad[i2], corrections_grad[i3])

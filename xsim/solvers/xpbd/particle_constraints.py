@@ -30,7 +30,7 @@ import numpy as np
 
 import xsim
 from xsim import types as T
-from xsim.kernels import launch, recording
+from xsim.kernels import recording
 
 
 @dataclass(frozen=True)
