@@ -632,8 +632,7 @@ def param_grads(c: int, g_alpha, g_gamma, inv_h, compliance, damping, compliance
     if damping_grad.shape[0] > 0:
         damping_grad[c] = damping_grad[c] + a_gamma * compliance[c]
     if compliance_grad.shape[0] > 0:
-        compliance_grad[c] = compliance_grad[c] + a_gamma * damping[c]
-        compliance_grad[c] = compliance_grad[c] + (g_alpha * inv_h) * inv_h
+        compliance_grad[c] = compliance_grad[c] + a_gamma * damping[c] + (g_alpha * inv_h) * inv_h
 
 
 @xsim.kernel
