@@ -22,7 +22,6 @@ class BufferPool:
         self.device = device
         self._scratch: dict = {}  # (key, shape, dtype) -> scratch buffers
         self._rings: dict = {}  # (key, shape, dtype) -> the arrays recorded rollouts used (``recorded``)
-        self._scratch_recorded: dict = {}  # (key, shape, dtype) -> one scratch intermediate (``scratch``)
 
     def get(self, key: str, shape, dtype, grad: bool, zero: bool = False, avoid=()) -> array:
         """An array of ``shape`` (rows) and ``dtype`` for ``key``, zeroed where ``zero``. With gradients
@@ -63,13 +62,4 @@ class BufferPool:
         a = empty(shape, dtype=dtype, device=self.device) if dtype is int else \
             intermediate(shape, dtype, self.device, written_first=True)
         ring.append(a)
-        return a
-
-    def scratch(self, key: str, shape, dtype) -> array:
-        """One intermediate for ``key`` that every recorded launch may overwrite (``intermediate(...,
-        scratch=True)``): the caller promises that no adjoint reads its values, only its gradient."""
-        k = (key, shape, dtype)
-        a = self._scratch_recorded.get(k)
-        if a is None:
-            a = self._scratch_recorded[k] = intermediate(shape, dtype, self.device, written_first=True, scratch=True)
         return a

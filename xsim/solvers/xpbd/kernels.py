@@ -21,6 +21,23 @@ rows), so its generated adjoint adds gradients with plain adds instead of atomic
 float add costs 5 to 10 ns, and they made the backward pass 3 to 10 times slower); the scattered
 writes' adjoints are plain reads. Every kernel writes arrays it does not read, which is what lets
 a Tape record a rollout.
+
+Backward pass of one iteration (``ParticleConstraints.backward``; on a Tape the iteration's launches run
+off it and this is recorded in their place), written out rather than generated:
+
+1. ``positions_adjoint`` passes x_next's gradient to x and gives each particle's entry and the gradient
+   of the corrections added to it (x_next's over the slot count);
+2. ``solve_distance_adjoint`` / ``solve_bending_adjoint`` read those per particle (the forward's entries
+   are long overwritten) and store each end's gradient into its own entry of a per-entry buffer; area
+   constraints take the generated adjoint of ``solve_area_into_positions``;
+3. ``gather_entries_adjoint`` sums each particle's entries into x's and the inverse mass's gradients.
+
+They compute what the generated adjoints of ``gather_entries``, ``keep_positions`` and the
+``solve_*_into_positions`` stand-ins compute, to the bit (tests/solvers/test_xpbd_kernels.py), in a
+about 40% less time at one thread (bench/README): no entries gathered again, each particle's values read
+once, no replay. In a kernel,
+``a[i] += v`` is an atomic add (Warp's semantics, a compare-and-swap loop on the CPU): they write
+``a[i] = a[i] + v`` into their own rows.
 """
 
 
@@ -295,9 +312,10 @@ def apply_corrections(x: Vec3s, delta: Vec3s2, slot_count: Ints, inv_mass: Float
 
 @xsim.kernel
 def keep_positions(x: Vec3s, x_out: Vec3s):
-    """On a Tape, the stand-in for ``apply_corrections`` (recorded, never run: see
-    ``ParticleConstraints.project``): x_out = x, to which the constraint kernels' stand-ins
-    (``solve_*_into_positions``) add the corrections' mean. Its adjoint passes x_out's gradient on to x."""
+    """With the constraint kernels' stand-ins (``solve_*_into_positions``, which add the corrections' mean to
+    x_out), the function of a Jacobi pass whose generated adjoint is the reference for
+    ``ParticleConstraints.backward`` (tests/solvers/test_xpbd_kernels.py): x_out = x. Its adjoint passes x_out's
+    gradient on to x."""
     i = xsim.tid()
     x_out[i] = x[i]
 
@@ -592,8 +610,8 @@ def solve_distance(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, co
 def solve_distance_into_positions(entries: Vec4s, indices: Ints2, rest: Floats, compliance: Floats, damping: Floats,
                                   lam: Floats, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool,
                                   slot_count: Ints, lam_out: Floats, x_next: Vec3s):
-    """``solve_distance``'s stand-in on a Tape (recorded, never run: ``ParticleConstraints.project``): the
-    corrections go straight to the positions (``add_correction``)."""
+    """``solve_distance`` followed by its share of ``apply_corrections``: the corrections go straight to the
+    positions (``add_correction``). Its generated adjoint is the reference for ``solve_distance_adjoint``."""
     c = xsim.tid()
     lc, dl, di, dj, wi, wj = distance_constraint(entries, c, x_next.dtype(), rest, compliance, damping, lam, start,
                                                  inv_h, relaxation, damped)
@@ -797,7 +815,8 @@ def solve_bending(entries: Vec4s, indices: Ints2, slot: Ints2, weights: Vec4s, c
 def solve_bending_into_positions(entries: Vec4s, indices: Ints2, weights: Vec4s, compliance: Floats,
                                  damping: Floats, lam: Vec3s, start: Vec4s, inv_h: Float, relaxation: Float,
                                  damped: bool, weights_grad: bool, slot_count: Ints, lam_out: Vec3s, x_next: Vec3s):
-    """``solve_bending``'s stand-in on a Tape (recorded, never run: ``ParticleConstraints.project``)."""
+    """``solve_bending`` followed by its share of ``apply_corrections``; its generated adjoint is the reference
+    for ``solve_bending_adjoint``."""
     c = xsim.tid()
     lc, dl, d0, d1, d2, d3, w0, w1, w2, w3 = bending_constraint(entries, c, weights, compliance, damping, lam, start,
                                                                 inv_h, relaxation, damped, weights_grad)
@@ -870,7 +889,8 @@ def solve_area(entries: Vec4s, indices: Ints2, slot: Ints2, rest: Floats, compli
 def solve_area_into_positions(entries: Vec4s, indices: Ints2, rest: Floats, compliance: Floats, damping: Floats,
                               lam: Floats, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool,
                               slot_count: Ints, lam_out: Floats, x_next: Vec3s):
-    """``solve_area``'s stand-in on a Tape (recorded, never run: ``ParticleConstraints.project``)."""
+    """``solve_area`` followed by its share of ``apply_corrections``: its generated adjoint is the area constraints'
+    backward pass (``ParticleConstraints.backward`` launches it with ``adjoint=True``)."""
     c = xsim.tid()
     lc, dl, d0, d1, d2, w0, w1, w2 = area_constraint(entries, c, x_next.dtype(), rest, compliance, damping, lam,
                                                      start, inv_h, relaxation, damped)

@@ -46,11 +46,12 @@ converge slowest; more iterations or substeps close the gap: tests/solvers/test_
 Gradients
 ---------
 A step never overwrites an array a Tape recorded: with gradients on (a recording Tape, or a
-state/model that requires grad) every intermediate position, multiplier and correction array is
-new, and the last kernels write ``state_out``; without them the solver reuses scratch buffers. A
-rollout on a Tape therefore backpropagates to the initial state, the model's arrays (masses via
-``particle_inv_mass``, rest lengths, compliances, damping, radii, friction, collider poses and mesh
-vertices) and ``Control.particle_target``.
+state/model that requires grad) every intermediate position and multiplier array is new, and the last
+kernels write ``state_out``; without them the solver reuses scratch buffers. The constraint passes'
+gathered entries and corrections are scratch either way: on a Tape each pass records its own backward
+(``ParticleConstraints.backward``), which reads neither. A rollout on a Tape therefore backpropagates
+to the initial state, the model's arrays (masses via ``particle_inv_mass``, rest lengths, compliances,
+damping, radii, friction, collider poses and mesh vertices) and ``Control.particle_target``.
 
 What is not differentiable, and what the gradient means there:
 
@@ -140,7 +141,7 @@ class SolverXPBD:
         """The pool for ``grad`` as ``new(key, shape, dtype, avoid=())``, the form ``ParticleConstraints`` takes."""
         return lambda key, shape, dtype, avoid=(): self.buffers.get(key, shape, dtype, grad, avoid=avoid)
 
-    def _scratch(self, key: str, shape, dtype, grad: bool):
+    def _scratch(self, key: str, shape, dtype):
         """A per-iteration scratch buffer, with gradients too: the constraint corrections ``delta`` (n, width)
         and the gathered ``entries`` are not on the tape at all (``ParticleConstraints.project`` records its
         own backward pass, which reads neither). A fresh array per iteration (0.9 + 2 MB for a 64x64 cloth)
@@ -257,8 +258,8 @@ class SolverXPBD:
         m = self.model
         n, v3 = m.particle_count, m.vec3()
         c = self.constraints
-        delta = self._scratch("delta", (n, c.width), v3, grad)
-        entries = self._scratch("entries", c.entry_count, T.vector(4, m.dtype), grad)
+        delta = self._scratch("delta", (n, c.width), v3)
+        entries = self._scratch("entries", c.entry_count, T.vector(4, m.dtype))
         x_next = self.buffers.get("x", n, v3, grad, avoid=(x, xi))
         lam.update(c.project(self._allocator(grad), xi, start, lam, inv_h, self.relaxation, entries, delta, x_next))
         if self._shapes:
