@@ -713,6 +713,7 @@ def solve_bending_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Ints
     """The backward pass of ``solve_bending`` and its share of ``apply_corrections``, written out as
     ``solve_distance_adjoint`` is (``weights_grad``: whether ``weights_grad_out`` takes the weights' gradient)."""
     c = xsim.tid()
+    b = 4 * c  # the constraint's first entry
     k = weights[c]
     i0 = indices[c, 0]
     i1 = indices[c, 1]
@@ -727,7 +728,7 @@ def solve_bending_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Ints
     lc = lam[c]
     cs = type(lc)()
     if damped:
-        cs4 = start[4 * c] * k[0] + start[4 * c + 1] * k[1] + start[4 * c + 2] * k[2] + start[4 * c + 3] * k[3]
+        cs4 = start[b] * k[0] + start[b + 1] * k[1] + start[b + 2] * k[2] + start[b + 3] * k[3]
         cs = type(lc)(cs4[0], cs4[1], cs4[2])
     adj_dl = lam_out_grad[c]
     if take_lam_out:
@@ -742,18 +743,18 @@ def solve_bending_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Ints
     if damped:
         a_cs4 = type(k)(g_cs[0], g_cs[1], g_cs[2], 0.0)
         if weights_grad:
-            g_k = g_k + type(k)(xsim.dot(start[4 * c], a_cs4), xsim.dot(start[4 * c + 1], a_cs4),
-                                xsim.dot(start[4 * c + 2], a_cs4), xsim.dot(start[4 * c + 3], a_cs4))
-        start_grad[4 * c] = start_grad[4 * c] + a_cs4 * k[0]
-        start_grad[4 * c + 1] = start_grad[4 * c + 1] + a_cs4 * k[1]
-        start_grad[4 * c + 2] = start_grad[4 * c + 2] + a_cs4 * k[2]
-        start_grad[4 * c + 3] = start_grad[4 * c + 3] + a_cs4 * k[3]
+            g_k = g_k + type(k)(xsim.dot(start[b], a_cs4), xsim.dot(start[b + 1], a_cs4),
+                                xsim.dot(start[b + 2], a_cs4), xsim.dot(start[b + 3], a_cs4))
+        start_grad[b] = start_grad[b] + a_cs4 * k[0]
+        start_grad[b + 1] = start_grad[b + 1] + a_cs4 * k[1]
+        start_grad[b + 2] = start_grad[b + 2] + a_cs4 * k[2]
+        start_grad[b + 3] = start_grad[b + 3] + a_cs4 * k[3]
     if weights_grad:
         weights_grad_out[c] = weights_grad_out[c] + g_k
-    entries_grad[4 * c] = g_e0
-    entries_grad[4 * c + 1] = g_e1
-    entries_grad[4 * c + 2] = g_e2
-    entries_grad[4 * c + 3] = g_e3
+    entries_grad[b] = g_e0
+    entries_grad[b + 1] = g_e1
+    entries_grad[b + 2] = g_e2
+    entries_grad[b + 3] = g_e3
 
 
 @xsim.kernel
