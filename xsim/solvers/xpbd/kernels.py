@@ -566,6 +566,21 @@ def bending_update_grad(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, dam
 
 
 @xsim.func
+def distance_inputs(ei, ej, c: int, zero, compliance, damping, lam, start, inv_h, damped: bool):
+    """What distance constraint ``c`` with end entries ``ei``, ``ej`` (position, split inverse mass) feeds its update
+    (``zero``: a zero vec3 of the precision): (d = xi - xj, alpha, gamma, its multiplier, the ends' relative motion
+    since the substep start where ``damped``)."""
+    xi = type(zero)(ei[0], ei[1], ei[2])
+    xj = type(zero)(ej[0], ej[1], ej[2])
+    motion = type(zero)()
+    if damped:
+        si = start[2 * c]
+        sj = start[2 * c + 1]
+        motion = xi - type(zero)(si[0], si[1], si[2]) - xj + type(zero)(sj[0], sj[1], sj[2])
+    return xi - xj, compliance[c] * inv_h * inv_h, compliance[c] * damping[c] * inv_h, lam[c], motion
+
+
+@xsim.func
 def distance_constraint(entries, c: int, zero, rest, compliance, damping, lam, start, inv_h, relaxation,
                         damped: bool):
     """Distance constraint ``c``'s update (``solve_distance``; ``zero``: a zero vec3 of the precision), shared
@@ -573,21 +588,9 @@ def distance_constraint(entries, c: int, zero, rest, compliance, damping, lam, s
     masses)."""
     ei = entries[2 * c]
     ej = entries[2 * c + 1]
-    wi = ei[3]
-    wj = ej[3]
-    d = type(zero)(ei[0] - ej[0], ei[1] - ej[1], ei[2] - ej[2])
-    alpha = compliance[c] * inv_h * inv_h
-    gamma = compliance[c] * damping[c] * inv_h
-    lc = lam[c]
-    motion = type(d)()
-    if damped:
-        si = start[2 * c]
-        sj = start[2 * c + 1]
-        xi = type(d)(ei[0], ei[1], ei[2])
-        xj = type(d)(ej[0], ej[1], ej[2])
-        motion = xi - type(d)(si[0], si[1], si[2]) - xj + type(d)(sj[0], sj[1], sj[2])
-    dl, di, dj = distance_update(d, wi, wj, rest[c], alpha, gamma, lc, relaxation, motion, damped)
-    return lc, dl, di, dj, wi, wj
+    d, alpha, gamma, lc, motion = distance_inputs(ei, ej, c, zero, compliance, damping, lam, start, inv_h, damped)
+    dl, di, dj = distance_update(d, ei[3], ej[3], rest[c], alpha, gamma, lc, relaxation, motion, damped)
+    return lc, dl, di, dj, ei[3], ej[3]
 
 
 @xsim.kernel
@@ -672,17 +675,8 @@ def solve_distance_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Int
     ej = entries[j]
     wi = ei[3]
     wj = ej[3]
-    xi = type(corrections_grad[i])(ei[0], ei[1], ei[2])
-    xj = type(xi)(ej[0], ej[1], ej[2])
-    d = xi - xj
-    alpha = compliance[c] * inv_h * inv_h
-    gamma = compliance[c] * damping[c] * inv_h
-    lc = lam[c]
-    motion = type(d)()
-    if damped:
-        si = start[2 * c]
-        sj = start[2 * c + 1]
-        motion = xi - type(d)(si[0], si[1], si[2]) - xj + type(d)(sj[0], sj[1], sj[2])
+    d, alpha, gamma, lc, motion = distance_inputs(ei, ej, c, corrections_grad.dtype(), compliance, damping, lam, start,
+                                                  inv_h, damped)
     adj_dl = lam_out_grad[c]
     if take_lam_out:
         lam_out_grad[c] = type(adj_dl)(0.0)
