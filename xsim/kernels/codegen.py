@@ -36,7 +36,10 @@ PACKED_BACKWARD_MAX_OPS = 400
 PACKED_MODULE_MAX_CHARS = 150_000
 PACKED_MODULE_MAX_KERNELS = 32
 # The op kinds of a kernel whose adjoint may run two threads interleaved (KernelCodegen.two_thread_adjoint):
-# their replay writes no memory and their reverse pass writes only gradient buffers.
+# their replay writes no memory and their reverse pass writes only gradient buffers. No custom op, even a
+# func_grad body without loops or stores: the cloth's solve_distance_into_positions (207 ops) took 1.12x the
+# time with both allowed (prof_bwd, alternating runs, 1 thread, 2026-11-25); the 12% it gained earlier was
+# measured while func_grad adjoints started at +0 (now -0: Calls.adjoint_start).
 TWO_THREAD_OPS = frozenset({"call", "construct", "cast", "extract", "insert", "row", "set_row", "field_get",
                             "field_set", "load", "store", "atomic", "tid", "shape", "select", "and", "or",
                             "identity"})

@@ -200,7 +200,7 @@ class Load(OpCode):
 
 def grad_add(cg, arr, idx, g: str, target: str, value: str) -> str:
     """The C++ statement adding ``value`` to the gradient element ``target`` of ``arr`` (gradient
-    descriptor ``g``): an atomic where threads can collide, else a select-not-branch on the buffer."""
+    descriptor ``g``): an atomic where threads can collide, else a plain add where the buffer exists."""
     if cg.exclusive(arr, idx):
         return f"xs::grad_add_exclusive({g}.data ? &({target}) : nullptr, {value});"
     return f"if ({g}.data) xs::grad_add(&({target}), {value});"

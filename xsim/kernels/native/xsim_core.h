@@ -696,25 +696,15 @@ template <typename T> XS_FUNC void grad_add(T* p, const T& v) { atomic_add(p, v)
 
 // The thread's own gradient element, or null where the array has no gradient buffer: adds to it
 // (grad_add_exclusive), or moves it into an adjoint and zeroes it (grad_take, the adjoint of a store;
-// an array with retain_grad keeps it).
-// On the CPU a null goes to a scratch value through a select, not a branch: the adjoint stays one
-// block the compiler schedules as a whole (3-4% of bench/vec3_backward.py's backward). CUDA keeps
-// the branch: a scratch whose address is taken would live in local memory.
+// an array with retain_grad keeps it). A branch, never mispredicted within a launch: a select of the
+// element or a stack scratch value (one block for the scheduler) was 4-6% slower on the cloth's
+// constraint adjoints (several such adds per thread, each a cmov and a store of the scratch zero)
+// and no faster on bench/vec3_backward.py (medians of alternating runs, 1 thread, 2026-11-25).
 template <typename T> XS_FUNC void grad_add_exclusive(T* p, const T& v) {
-#if defined(XS_CUDA)
     if (p) accum(*p, v);
-#else
-    T scratch{};
-    accum(*(p ? p : &scratch), v);
-#endif
 }
 template <typename A, typename T> XS_FUNC void grad_take(A& adj, T* p, int64_t flags) {
-#if defined(XS_CUDA)
     if (!p) return;
-#else
-    T scratch{};
-    p = p ? p : &scratch;
-#endif
     accum(adj, *p);
     if (!(flags & ARRAY_RETAIN_GRAD)) *p = T{};
 }
