@@ -623,7 +623,7 @@ def solve_distance_into_positions(entries: Vec4s, indices: Ints2, rest: Floats, 
     add_correction(x_next, indices[c, 1], dj, wj, slot_count)
 
 
-@xsim.kernel
+@xsim.kernel(enable_backward=False)  # a backward pass itself: no adjoint to compile
 def positions_adjoint(x: Vec3s, inv_mass: Floats, split: Floats, inv_count: Floats, take_next: bool, x_next_grad: Vec3s,
                       x_grad: Vec3s, entries: Vec4s, corrections_grad: Vec3s):
     """The first kernel of ``ParticleConstraints.backward``, per particle: the adjoint of x_next = x (``keep_positions``:
@@ -656,7 +656,7 @@ def param_grads(c: int, g_alpha, g_gamma, inv_h, compliance, damping, compliance
         compliance_grad[c] = compliance_grad[c] + a_gamma * damping[c] + (g_alpha * inv_h) * inv_h
 
 
-@xsim.kernel
+@xsim.kernel(enable_backward=False)  # a backward pass itself: no adjoint to compile
 def solve_distance_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Ints2, rest: Floats, compliance: Floats,
                            damping: Floats, lam: Floats, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool,
                            lam_out_grad: Floats, take_lam_out: bool, lam_grad: Floats, rest_grad: Floats,
@@ -698,7 +698,7 @@ def solve_distance_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Int
         entries_grad[2 * c + 1] = entries_grad.dtype(-g_d[0], -g_d[1], -g_d[2], g_wj)
 
 
-@xsim.kernel
+@xsim.kernel(enable_backward=False)  # a backward pass itself: no adjoint to compile
 def solve_bending_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Ints2, weights: Vec4s, compliance: Floats,
                           damping: Floats, lam: Vec3s, start: Vec4s, inv_h: Float, relaxation: Float, damped: bool,
                           weights_grad: bool, lam_out_grad: Vec3s, take_lam_out: bool, lam_grad: Vec3s,
@@ -751,7 +751,7 @@ def solve_bending_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Ints
     entries_grad[b + 3] = g_e3
 
 
-@xsim.kernel
+@xsim.kernel(enable_backward=False)  # a backward pass itself: no adjoint to compile
 def gather_entries_adjoint(entry_index: Ints2, slot_count: Ints, split: Floats, entries_grad: Vec4s, x_grad: Vec3s,
                            inv_mass_grad: Floats):
     """The backward pass of ``gather_entries`` for one particle, the last kernel of ``ParticleConstraints.backward``:
