@@ -759,9 +759,16 @@ def gather_entries_adjoint(entry_index: Ints2, slot_count: Ints, split: Floats, 
     ``inv_mass_grad`` (skipped where empty) the sum of their inverse-mass parts times the split. Every constraint
     adjoint stores all its entries' gradients, so they are not zeroed."""
     i = xsim.tid()
+    count = slot_count[i]
     a = entries_grad.dtype()
-    for s in range(slot_count[i] - 1, -1, -1):
+    for s in range(count - 1, UNROLLED_SLOTS - 1, -1):
         a = a + entries_grad[entry_index[i, s]]
+    for s in range(UNROLLED_SLOTS - 1, 15, -1):  # unrolled, as gather_entries' stores
+        if s < count:
+            a = a + entries_grad[entry_index[i, s]]
+    for s in range(15, -1, -1):
+        if s < count:
+            a = a + entries_grad[entry_index[i, s]]
     x_grad[i] = x_grad[i] + type(x_grad[i])(a[0], a[1], a[2])
     if inv_mass_grad.shape[0] > 0:
         inv_mass_grad[i] = inv_mass_grad[i] + a[3] * split[i]
