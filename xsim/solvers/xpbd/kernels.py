@@ -33,10 +33,9 @@ off it and this is recorded in their place), written out rather than generated:
 3. ``gather_entries_adjoint`` sums each particle's entries into x's and the inverse mass's gradients.
 
 They compute what the generated adjoints of ``gather_entries``, ``keep_positions`` and the
-``solve_*_into_positions`` stand-ins compute, to the bit (tests/solvers/test_xpbd_kernels.py), in a
-about 40% less time at one thread (bench/README): no entries gathered again, each particle's values read
-once, no replay. In a kernel,
-``a[i] += v`` is an atomic add (Warp's semantics, a compare-and-swap loop on the CPU): they write
+``solve_*_into_positions`` stand-ins compute, to the bit (tests/solvers/test_xpbd_kernels.py), in about
+40% less time at one thread (bench/README): no entries gathered again, each particle's values read once, no
+replay. In a kernel, ``a[i] += v`` is an atomic add (Warp's semantics, a compare-and-swap loop on the CPU): they write
 ``a[i] = a[i] + v`` into their own rows.
 """
 
@@ -717,13 +716,7 @@ def solve_bending_adjoint(entries: Vec4s, corrections_grad: Vec3s, indices: Ints
     e1 = entries[i1]
     e2 = entries[i2]
     e3 = entries[i3]
-    alpha = compliance[c] * inv_h * inv_h
-    gamma = compliance[c] * damping[c] * inv_h
-    lc = lam[c]
-    cs = type(lc)()
-    if damped:
-        cs4 = start[b] * k[0] + start[b + 1] * k[1] + start[b + 2] * k[2] + start[b + 3] * k[3]
-        cs = type(lc)(cs4[0], cs4[1], cs4[2])
+    alpha, gamma, lc, cs = bending_inputs(c, k, compliance, damping, lam, start, inv_h, damped)
     adj_dl = lam_out_grad[c]
     if take_lam_out:
         lam_out_grad[c] = type(lc)()
@@ -775,6 +768,19 @@ def gather_entries_adjoint(entry_index: Ints2, slot_count: Ints, split: Floats, 
 
 
 @xsim.func
+def bending_inputs(c: int, k, compliance, damping, lam, start, inv_h, damped: bool):
+    """What bending constraint ``c`` (weights ``k``) feeds its update besides its entries: (alpha, gamma, its
+    multiplier, C at the substep start where ``damped``). Shared by ``bending_constraint`` and
+    ``solve_bending_adjoint``."""
+    lc = lam[c]
+    cs = type(lc)()
+    if damped:
+        cs4 = start[4 * c] * k[0] + start[4 * c + 1] * k[1] + start[4 * c + 2] * k[2] + start[4 * c + 3] * k[3]
+        cs = type(lc)(cs4[0], cs4[1], cs4[2])
+    return compliance[c] * inv_h * inv_h, compliance[c] * damping[c] * inv_h, lc, cs
+
+
+@xsim.func
 def bending_constraint(entries, c: int, weights, compliance, damping, lam, start, inv_h, relaxation, damped: bool,
                        weights_grad: bool):
     """Bending constraint ``c``'s update (``solve_bending``), shared with its Tape stand-in: (multiplier, its
@@ -784,13 +790,7 @@ def bending_constraint(entries, c: int, weights, compliance, damping, lam, start
     e1 = entries[4 * c + 1]
     e2 = entries[4 * c + 2]
     e3 = entries[4 * c + 3]
-    alpha = compliance[c] * inv_h * inv_h
-    gamma = compliance[c] * damping[c] * inv_h
-    lc = lam[c]
-    cs = type(lc)()
-    if damped:
-        cs4 = start[4 * c] * k[0] + start[4 * c + 1] * k[1] + start[4 * c + 2] * k[2] + start[4 * c + 3] * k[3]
-        cs = type(lc)(cs4[0], cs4[1], cs4[2])
+    alpha, gamma, lc, cs = bending_inputs(c, k, compliance, damping, lam, start, inv_h, damped)
     dl, d0, d1, d2, d3 = bending_update(e0, e1, e2, e3, k, alpha, gamma, lc, relaxation, cs, damped,
                                          weights_grad)
     return lc, dl, d0, d1, d2, d3, e0[3], e1[3], e2[3], e3[3]

@@ -40,10 +40,10 @@ class ConstraintKind:
     its multiplier has ``lam_size`` components (1: scalar, 3: vec3); with ``shape_flag`` its kernel
     takes one more bool after ``damped``: whether its first parameter requires grad (the chain rule
     skips that gradient otherwise). ``adjoint`` names its written-out backward pass (``backward``), taking
-    ``(x, inv_mass, split, slot_count, indices, *params, lam, start, inv_h, relaxation, damped[, flag],
-    x_next_grad, lam_out_grad, take_lam_out, lam_grad, *param_grads, start_grad, entries_grad)``; a kind
-    without one gets the generated adjoint of ``{kernel}_into_positions``, the same function as its kernel
-    followed by its share of ``apply_corrections``."""
+    ``(particle entries, corrections' gradients, indices, *params, lam, start, inv_h, relaxation, damped[, flag],
+    lam_out_grad, take_lam_out, lam_grad, *param_grads, start_grad, entries_grad)`` (``positions_adjoint``
+    gives the first two); a kind without one gets the generated adjoint of ``{kernel}_into_positions``, the
+    same function as its kernel followed by its share of ``apply_corrections``."""
 
     name: str
     arity: int
@@ -193,18 +193,17 @@ class ParticleConstraints:
         (tests/solvers/test_xpbd_kernels.py)."""
         m, k = self.model, self.kernels
         n = m.particle_count
-        if self._work is None:
-            self._work = (xsim.empty(self.entry_count, dtype=T.vector(4, m.dtype), device=m.device),
-                          xsim.empty(n, dtype=T.vector(4, m.dtype), device=m.device),
-                          xsim.empty(n, dtype=T.vector(3, m.dtype), device=m.device))
-        g, particle_entries, corrections_grad = self._work
+        if self._work is None:  # the last: the entries gathered again for kinds without an adjoint kernel
+            self._work = tuple(xsim.empty(size, dtype=dtype, device=m.device) for size, dtype in (
+                (self.entry_count, start.dtype), (n, start.dtype), (n, T.vector(3, m.dtype)),
+                (self.entry_count if any(kind.adjoint is None for kind in self.kinds) else 0, start.dtype)))
+        g, particle_entries, corrections_grad, gathered = self._work
         tails = {kind.name: self._tail(kind, lam[kind.name], start, inv_h, relaxation) for kind in self.kinds}
         start_grads = {kind.name: self._view(start.grad, kind.name) if start.shape[0] and start.requires_grad
                        else self._no_grad[start.dtype] for kind in self.kinds}
         generated = [kind for kind in self.kinds if kind.adjoint is None]
         if generated:  # they add to the entries' gradients and read x_next's before positions_adjoint takes it
-            gathered = self.gather(x, xsim.empty(self.entry_count, dtype=start.dtype, device=m.device),
-                                   record_tape=False)
+            self.gather(x, gathered, record_tape=False)
             for kind in generated:
                 block = self._view(g, kind.name)
                 block.zero_untracked()
