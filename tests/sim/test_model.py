@@ -77,7 +77,7 @@ def test_state_and_control_fields_hold_the_declared_dtypes():
         if isinstance(declared, ArrayType):
             assert value.dtype is declared.dtype and value.ndim == declared.ndim, name
             checked += 1
-    assert checked == 6
+    assert checked == 7
     assert state.body_contacts is None  # what a solver step leaves for the next one: nothing yet
     control = Control(joint_target_q=xsim.zeros(1, dtype=xsim.float32))
     assert control.particle_target is None and control.joint_target_q.shape == (1,)

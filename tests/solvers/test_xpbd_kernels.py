@@ -242,7 +242,8 @@ def xforms(pos, rot=(0.0, 0.0, 0.0, 1.0), grad=True):
 def no_bodies():
     """The body arguments of the particle contact kernels for a model without bodies: (motion, bodies)."""
     poses, velocities = xsim.empty(0, dtype=xsim.transformd), xsim.empty(0, dtype=xsim.types.vector(6, F))
-    return (BodyMotion(pose=poses, pose_start=poses, qd=velocities, qd_pre=velocities, split=scalars([], False)),
+    return (BodyMotion(pose=poses, pose_start=poses, start=poses, qd=velocities, qd_pre=velocities,
+                       split=scalars([], False)),
             BodyArrays(inv_mass=scalars([], False), inertia=xsim.empty(0, dtype=xsim.mat33d),
                        inv_inertia=xsim.empty(0, dtype=xsim.mat33d)))
 

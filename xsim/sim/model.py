@@ -35,6 +35,12 @@ class State(Declared):
     """Body frames in the world (position [m], then rotation quaternion xyzw), shape [body_count]"""
     body_qd: array(dtype=spatial_vector) | None
     """Body velocities, world: the com's linear [m/s], then angular [rad/s], shape [body_count]"""
+    body_q_residual: array(dtype=vec3) | None
+    """What ``body_q``'s positions lost to rounding when the solver step that wrote them stored them [m],
+    shape [body_count]: the bodies are at ``body_q.p + body_q_residual``, less than half a step of the
+    array's precision from ``body_q`` (compensated summation: a float32 body far from the origin keeps
+    the motion of each step in full); the next step starts from there. Zero in a new state; None is
+    zero. Setting ``body_q`` yourself leaves it as it was, which moves the bodies by at most that much"""
     joint_q: array(dtype=float32) | None
     """Joint coordinates [m or rad], shape [joint_coord_count] (layout: ``Model.joint_q_start``)"""
     joint_qd: array(dtype=float32) | None
@@ -49,6 +55,7 @@ class State(Declared):
         self.particle_qd = particle_qd
         self.body_q = body_q
         self.body_qd = body_qd
+        self.body_q_residual = None
         self.joint_q = joint_q
         self.joint_qd = joint_qd
         self.body_contacts = None
@@ -272,6 +279,7 @@ class Model(Declared):
         state = State(copy(self.particle_q), copy(self.particle_qd))
         if self.has_rigid:
             state.body_q, state.body_qd = copy(self.body_q), copy(self.body_qd)
+            state.body_q_residual = zeros(self.body_count, dtype=self.vec3(), device=self.device, requires_grad=rg)
             if self.joint_count:
                 q0, qd0 = self._initial_joint_coordinates()
                 state.joint_q = array(q0, dtype=self.dtype, device=self.device, requires_grad=rg)

@@ -125,8 +125,9 @@ class BodyMotion:
     """The bodies as a pass of the particle contacts sees them, [body_count]; a pass leaves the fields it
     does not read None."""
 
-    pose: Transforms  # com frames of this pass
-    pose_start: Transforms  # com frames at the substep start (the position pass's friction)
+    pose: Transforms  # com displacements since the step start, and rotations, of this pass (``rigid_kernels``)
+    pose_start: Transforms  # and at the substep start (the position pass's friction)
+    start: Transforms  # com frames at the step start (world)
     qd: Vec6s  # velocities of this pass (linear, angular; m/s, rad/s; the velocity pass)
     qd_pre: Vec6s  # predicted velocities of the substep (restitution's pre-solve ones)
     split: Floats  # each body's number of particle contacts in the pass (mass splitting)

@@ -43,6 +43,7 @@ from .rigid_kernels import (
     inv_mass_along,
     load_body,
     load_split_body,
+    pair_origin,
     push_along,
     relative_point_velocity,
     world_inv_inertia,
@@ -530,7 +531,8 @@ def contact_segments(xp, qp, xs, qs, sp: int, ss: int, edge: int, shape_type: In
 
 
 @xsim.kernel(enable_backward=False)
-def box_edges_near(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, pairs: Ints2, reach: Floats, near: Ints):
+def box_edges_near(Xc: Transforms, X0: Transforms, bodies: BodyArrays, shapes: ShapeArrays, pairs: Ints2, reach: Floats,
+                   near: Ints):
     """Once per step (not differentiated), for box-box pair ``tid // 24``: whether edge ``tid % 12``
     of its box ``(tid // 12) % 2`` (a, then b) can come within the other box grown by both corner
     roundings (an edge contact's closest point must lie inside it, ``edge_contact_geometry``) and
@@ -540,8 +542,9 @@ def box_edges_near(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, pair
     side = (k // 12) % 2
     s = pairs[p, side]
     o = pairs[p, 1 - side]
-    xs, qs, _ims, _iis = load_body(shapes.body[s], Xc, bodies.inv_mass, bodies.inv_inertia)
-    xo, qo, _imo, _iio = load_body(shapes.body[o], Xc, bodies.inv_mass, bodies.inv_inertia)
+    origin = pair_origin(shapes.body[pairs[p, 0]], shapes.body[pairs[p, 1]], X0)
+    xs, qs, _ims, _iis = load_body(shapes.body[s], Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia)
+    xo, qo, _imo, _iio = load_body(shapes.body[o], Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia)
     sx = shapes.xform[s]
     ox = shapes.xform[o]
     c0, d, _f1, _f2 = box_edge(k % 12, shapes.size[s])
@@ -560,7 +563,7 @@ def box_edges_near(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, pair
 
 
 @xsim.kernel(enable_backward=False)
-def contact_depths(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, pairs: Ints2, contact_pair: Ints,
+def contact_depths(Xc: Transforms, X0: Transforms, bodies: BodyArrays, shapes: ShapeArrays, pairs: Ints2, contact_pair: Ints,
                    contact_index: Ints, reach: Floats, spin: Floats, depth: Floats):
     """Narrow phase, once per step (not differentiated): the depth (m, < 0: apart) of candidate
     contact ``tid`` at the poses ``Xc`` of the step start, from which the solver keeps those that
@@ -574,8 +577,9 @@ def contact_depths(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, pair
     t = xsim.tid()
     c = contact_pair[t]
     sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shapes.body, shapes.point_count)
-    xp, qp, _imp, _iip = load_body(bp, Xc, bodies.inv_mass, bodies.inv_inertia)
-    xs, qs, _ims, _iis = load_body(bs, Xc, bodies.inv_mass, bodies.inv_inertia)
+    origin = pair_origin(shapes.body[pairs[c, 0]], shapes.body[pairs[c, 1]], X0)
+    xp, qp, _imp, _iip = load_body(bp, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia)
+    xs, qs, _ims, _iis = load_body(bs, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia)
     pen = depth.dtype(-1.0e30)
     if edge >= 0:
         a0, da, ra, b0, db, rb = contact_segments(xp, qp, xs, qs, sp, ss, edge, shapes.type, shapes.xform,
@@ -630,7 +634,7 @@ def add_delta(delta: Vec8s, b: int, d0, d1, d2, d3, d4, d5, d6):
 
 
 @xsim.kernel
-def measure_contacts(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, contacts: ContactArrays,
+def measure_contacts(Xc: Transforms, X0: Transforms, bodies: BodyArrays, shapes: ShapeArrays, contacts: ContactArrays,
                      geometry: ContactGeometry, split: Floats):
     """Geometry of candidate contact ``tid`` at the current poses (``pair_contact_geometry``: normal,
     depth, contact points) into ``geometry``, for ``solve_pair_positions`` to read (once per contact
@@ -639,8 +643,9 @@ def measure_contacts(Xc: Transforms, bodies: BodyArrays, shapes: ShapeArrays, co
     t = xsim.tid()
     c = contacts.pair[t]
     sp, ss, bp, bs, kp, edge = contact_roles(c, contacts.index[t], contacts.pairs, shapes.body, shapes.point_count)
-    xp, qp, _imp, _iip = load_body(bp, Xc, bodies.inv_mass, bodies.inv_inertia)
-    xs, qs, _ims, _iis = load_body(bs, Xc, bodies.inv_mass, bodies.inv_inertia)
+    origin = pair_origin(shapes.body[contacts.pairs[c, 0]], shapes.body[contacts.pairs[c, 1]], X0)
+    xp, qp, _imp, _iip = load_body(bp, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia)
+    xs, qs, _ims, _iis = load_body(bs, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia)
     n, pen, ca, cb = pair_contact_geometry(xp, qp, xs, qs, sp, ss, kp, edge, shapes.type, shapes.xform,
                                            shapes.size, shapes.radius, shapes.point_start, shapes.points)
     geometry.n[t] = n
@@ -700,7 +705,7 @@ def pair_order(p_is_a: bool, n, cp, cs):
 
 
 @xsim.kernel
-def solve_pair_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transforms, bodies: BodyArrays,
+def solve_pair_positions(Xc: Transforms, X0: Transforms, anchor_p: Transforms, anchor_s: Transforms, bodies: BodyArrays,
                          shapes: ShapeArrays, contacts: ContactArrays, geometry: ContactGeometry, lam: Multipliers,
                          split: Floats, lam_out: Multipliers, delta: Vec8s, arms: ContactArms):
     """Position pass of pair ``tid``'s contacts ``contacts.pair_first[tid]`` up to
@@ -732,8 +737,9 @@ def solve_pair_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transfo
     sa = contacts.pairs[k, 0]
     ba = shapes.body[sa]
     bb = shapes.body[contacts.pairs[k, 1]]
-    xa, qa, ima, iia = load_split_body(ba, Xc, bodies.inv_mass, bodies.inv_inertia, split)
-    xb, qb, imb, iib = load_split_body(bb, Xc, bodies.inv_mass, bodies.inv_inertia, split)
+    origin = pair_origin(ba, bb, X0)
+    xa, qa, ima, iia = load_split_body(ba, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia, split)
+    xb, qb, imb, iib = load_split_body(bb, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia, split)
     wia = world_inv_inertia(qa, iia)
     wib = world_inv_inertia(qb, iib)
     total = lam.normal.dtype(0.0)
@@ -775,7 +781,8 @@ def solve_pair_positions(Xc: Transforms, anchor_p: Transforms, anchor_s: Transfo
         arm_a[t] = ra
         arm_b[t] = rb
         xa1, qa1, xb1, qb1, dl, dlt, held = contact_position_update(
-            xa, qa, anchor_a.p, anchor_a.q, ima, iia, wia, ra, xb, qb, anchor_b.p, anchor_b.q, imb, iib, wib, rb, n,
+            xa, qa, anchor_a.p - origin, anchor_a.q, ima, iia, wia, ra, xb, qb, anchor_b.p - origin, anchor_b.q, imb,
+            iib, wib, rb, n,
             pen, ca, cb, mu, lam.normal[t], lam.tangent[t], share)
         if pen <= 0.0 and lam.normal[t] > 0.0:
             held = lam.held[t]
@@ -815,7 +822,7 @@ def count_velocity_pairs(shapes: ShapeArrays, contacts: ContactArrays, lam: Floa
 
 
 @xsim.kernel
-def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, bodies: BodyArrays, shapes: ShapeArrays,
+def solve_pair_velocities(Xc: Transforms, X0: Transforms, qd: Vec6s, qd_pre: Vec6s, bodies: BodyArrays, shapes: ShapeArrays,
                           contacts: ContactArrays, lam: Multipliers, arms: ContactArms, inv_h: Float,
                           bounce_speed: Float, split: Floats, delta: Vec8s):
     """Velocity pass of active pair ``tid`` (its candidate contacts are ``contacts.pair_first[tid]`` up to
@@ -833,8 +840,9 @@ def solve_pair_velocities(Xc: Transforms, qd: Vec6s, qd_pre: Vec6s, bodies: Body
     c = contacts.pair[first]
     ba = shapes.body[contacts.pairs[c, 0]]
     bb = shapes.body[contacts.pairs[c, 1]]
-    xa, qa, ima, iia = load_split_body(ba, Xc, bodies.inv_mass, bodies.inv_inertia, split)
-    xb, qb, imb, iib = load_split_body(bb, Xc, bodies.inv_mass, bodies.inv_inertia, split)
+    origin = pair_origin(ba, bb, X0)
+    xa, qa, ima, iia = load_split_body(ba, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia, split)
+    xb, qb, imb, iib = load_split_body(bb, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia, split)
     wia = world_inv_inertia(qa, iia)
     wib = world_inv_inertia(qb, iib)
     va, wa = body_velocity(ba, qd, xa)

@@ -36,6 +36,7 @@ from .rigid_kernels import (
     generalized_inv_mass,
     inv_inertia_mul,
     load_split_body,
+    pair_origin,
     relative_point_velocity,
     rotate_by,
     world_inv_inertia,
@@ -170,8 +171,8 @@ def add_pose_delta(delta: Vec8s, b: int, dx, dq):
 
 
 @xsim.kernel
-def solve_joints(Xc: Transforms, bodies: BodyArrays, joints: JointArrays, target_q: Floats, lam: Floats,
-                 inv_h2: Float, split: Floats, lam_out: Floats, delta: Vec8s):
+def solve_joints(Xc: Transforms, X0: Transforms, bodies: BodyArrays, joints: JointArrays, target_q: Floats,
+                 lam: Floats, inv_h2: Float, split: Floats, lam_out: Floats, delta: Vec8s):
     """Position pass of one joint (module docstring); ``lam``: the drive multipliers so far;
     ``split``: each body's number of constraints in this pass (``split_mass``)."""
     j = xsim.tid()
@@ -181,8 +182,9 @@ def solve_joints(Xc: Transforms, bodies: BodyArrays, joints: JointArrays, target
     if kind != JOINT_FREE:
         bp = joints.parent[j]
         bc = joints.child[j]
-        xp, qp, imp, iip = load_split_body(bp, Xc, bodies.inv_mass, bodies.inv_inertia, split)
-        xc, qc, imc, iic = load_split_body(bc, Xc, bodies.inv_mass, bodies.inv_inertia, split)
+        origin = pair_origin(bc, bp, X0)
+        xp, qp, imp, iip = load_split_body(bp, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia, split)
+        xc, qc, imc, iic = load_split_body(bc, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia, split)
         xp_in = xp
         qp_in = qp
         xc_in = xc
@@ -270,8 +272,8 @@ def solve_joints(Xc: Transforms, bodies: BodyArrays, joints: JointArrays, target
     lam_out[j] = lam_j + dlam
 
 @xsim.kernel
-def solve_joint_velocities(Xc: Transforms, qd: Vec6s, bodies: BodyArrays, joints: JointArrays, target_qd: Floats,
-                           h: Float, split: Floats, delta: Vec8s):
+def solve_joint_velocities(Xc: Transforms, X0: Transforms, qd: Vec6s, bodies: BodyArrays, joints: JointArrays,
+                           target_qd: Floats, h: Float, split: Floats, delta: Vec8s):
     """Velocity drives: implicit damping of the joint's relative speed towards ``target_qd``,
     an impulse kd h (target - speed) / (1 + kd h w); changes go to ``delta``; ``split``: each
     body's number of constraints in the velocity pass (``split_mass``)."""
@@ -281,8 +283,9 @@ def solve_joint_velocities(Xc: Transforms, qd: Vec6s, bodies: BodyArrays, joints
     if kd > 0.0 and (kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC):
         bp = joints.parent[j]
         bc = joints.child[j]
-        xp, qp, imp, iip = load_split_body(bp, Xc, bodies.inv_mass, bodies.inv_inertia, split)
-        xc, qc, imc, iic = load_split_body(bc, Xc, bodies.inv_mass, bodies.inv_inertia, split)
+        origin = pair_origin(bc, bp, X0)
+        xp, qp, imp, iip = load_split_body(bp, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia, split)
+        xc, qc, imc, iic = load_split_body(bc, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia, split)
         vp, wp = body_velocity(bp, qd, xp)
         vc, wc = body_velocity(bc, qd, xc)
         vp_in = vp

@@ -32,7 +32,14 @@ from .kernels import (
     surface_contact,
     worlds_meet,
 )
-from .rigid_kernels import apply_impulse, apply_positional, generalized_inv_mass, split_mass, split_qd
+from .rigid_kernels import (
+    apply_impulse,
+    apply_positional,
+    generalized_inv_mass,
+    split_mass,
+    split_qd,
+    world_pose,
+)
 
 STATIC_SHAPES, BODY_SHAPES = 1, 2  # the ``passes`` of the contact kernels (3: both)
 
@@ -115,10 +122,10 @@ def find_mesh_contacts(x: Vec3s, x_pred: Vec3s, particles: ParticleArrays, shape
 
 
 @xsim.kernel(enable_backward=False)
-def count_particle_contacts(x: Vec3s, particles: ParticleArrays, Xc: Transforms, bodies: BodyArrays,
+def count_particle_contacts(x: Vec3s, particles: ParticleArrays, Xc: Transforms, X0: Transforms, bodies: BodyArrays,
                             shapes: ShapeArrays, slack: Float, split: Floats):
     """Add one to ``split`` of each dynamic body per particle ``x[tid]`` that touches one of its
-    spheres, boxes or capsules at the poses ``Xc`` (depth above ``-slack`` times its radius): the
+    spheres, boxes or capsules at the poses ``Xc`` (displacements from ``X0``, ``world_pose``; depth above ``-slack`` times its radius): the
     body's number of particle constraints (mass splitting) in ``collide_particle_shapes`` (slack 0)
     or ``bounce_particle_shapes`` (slack 0.001), found with their test."""
     i = xsim.tid()
@@ -132,7 +139,7 @@ def count_particle_contacts(x: Vec3s, particles: ParticleArrays, Xc: Transforms,
             if b >= 0:
                 wb = bodies.inv_mass[b]
             if wb > 0.0 and meets_body(kind, b) and worlds_meet(particles.world[i], shapes.world[s]):
-                n, pen = shape_contact(kind, xi, Xc[b] * shapes.xform[s], shapes.size[s], r)
+                n, pen = shape_contact(kind, xi, world_pose(b, Xc, X0) * shapes.xform[s], shapes.size[s], r)
                 if pen > -slack * r and xsim.dot(n, n) > 0.0:
                     xsim.atomic_add(split, b, 1.0)
 
@@ -178,7 +185,7 @@ def collide_particle_shapes(x: Vec3s, particles: ParticleArrays, shapes: ShapeAr
             b = shapes.body[s]
             kind = shapes.type[s]
             if meets_body(kind, b) and worlds_meet(pw, shapes.world[s]):
-                pose = motion.pose[b]
+                pose = world_pose(b, motion.pose, motion.start)
                 n, pen = shape_contact(kind, xi, pose * shapes.xform[s], shapes.size[s], r)
                 if pen > 0.0:
                     imb, iib = split_mass(b, bodies.inv_mass[b], bodies.inv_inertia[b], motion.split)
@@ -191,7 +198,7 @@ def collide_particle_shapes(x: Vec3s, particles: ParticleArrays, shapes: ShapeAr
                     # surface point (carried from its start pose)
                     local = xsim.quat_rotate_inv(pose.q, arm)
                     prev = motion.pose_start[b]
-                    moved = (pose.p + arm) - (prev.p + xsim.quat_rotate(prev.q, local))
+                    moved = (motion.pose[b].p - prev.p) + arm - xsim.quat_rotate(prev.q, local)
                     d = xi - x0 - moved
                     dt = d - n * xsim.dot(d, n)
                     lt2 = xsim.dot(dt, dt)
@@ -272,7 +279,7 @@ def bounce_particle_shapes(x: Vec3s, v: Vec3s, particles: ParticleArrays, shapes
             b = shapes.body[s]
             kind = shapes.type[s]
             if meets_body(kind, b) and worlds_meet(pw, shapes.world[s]):
-                pose = motion.pose[b]
+                pose = world_pose(b, motion.pose, motion.start)
                 n, pen = shape_contact(kind, x_end, pose * shapes.xform[s], shapes.size[s], r)
                 if pen > -0.001 * r and xsim.dot(n, n) > 0.0:
                     imb, iib = split_mass(b, bodies.inv_mass[b], bodies.inv_inertia[b], motion.split)

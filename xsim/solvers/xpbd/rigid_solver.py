@@ -97,7 +97,8 @@ class RigidStep:
     target_q: xsim.array  # joint drive targets (rad or m), [joint_count]
     target_qd: xsim.array  # joint velocity drive targets (rad/s or m/s), [joint_count]
     bounce: float  # m/s, the approach speed below which contacts do not bounce
-    xc: xsim.array  # com frames at the substep start, transform [body_count]
+    x0: xsim.array  # com frames at the step start (world), transform [body_count]
+    xc: xsim.array  # com displacements since x0 and rotations at the substep start (``rigid_kernels``), [body_count]
     qd: xsim.array  # velocities at the substep start (linear, angular; m/s, rad/s), spatial vector [body_count]
     bodies: BodyArrays  # the model's body and joint arrays (``bundles.py``)
     joints: JointArrays
@@ -118,9 +119,9 @@ class RigidStep:
     held: xsim.array | None = None  # 1 where static friction held (``solve_pair_positions``), int [n_contacts]
     shape_xform: xsim.array | None = None  # shape frames, quaternions normalized (``unit_shape_frames``), [shape_count]
     # the current substep
-    x_pred: xsim.array | None = None  # predicted com frames, transform [body_count]
+    x_pred: xsim.array | None = None  # predicted com displacements and rotations, transform [body_count]
     qd_pre: xsim.array | None = None  # predicted velocities (restitution's pre-solve ones), [body_count]
-    xi: xsim.array | None = None  # com frames of the current position pass, transform [body_count]
+    xi: xsim.array | None = None  # com displacements and rotations of the current position pass, [body_count]
     qd_next: xsim.array | None = None  # velocities from the last pose change, [body_count]
     lam_c: xsim.array | None = None  # contacts' normal multipliers of the substep so far, [n_contacts]
     lam_t: xsim.array | None = None  # and tangential ones
@@ -157,6 +158,7 @@ class RigidStepper:
         self._uploads: dict = {}  # reused host-written buffers of the contact search (_put)
         self.contact_count = 0  # contacts the last step solved (after the broad phase and pruning)
         self._no_anchor = xsim.empty(1, dtype=self.tf, device=m.device)
+        self._no_residual = xsim.zeros(r.body_count, dtype=self.v3, device=m.device)  # a State without one
         # contact keys: (shape a, shape b, index in the pair), index below a pair's most points + 144 edge pairs
         self._max_index = 2 * int(r.shape_point_count.numpy().max(initial=0)) + 144
         self._has_com = bool(np.any(r.body_com.numpy() != 0.0)) if r.body_count else False
@@ -185,6 +187,9 @@ class RigidStepper:
             return None
         if state_out.body_q is state_in.body_q or state_out.body_qd is state_in.body_qd:
             raise ValueError("SolverXPBD.step: state_out must not share body arrays with state_in")
+        residual_in, residual_out = (getattr(s, "body_q_residual", None) for s in (state_in, state_out))
+        if residual_in is not None and residual_in is residual_out:
+            raise ValueError("SolverXPBD.step: state_out must not share body_q_residual with state_in")
         h = dt / substeps
         target_q = getattr(control, "joint_target_q", None) if control is not None else None
         target_qd = getattr(control, "joint_target_qd", None) if control is not None else None
@@ -196,10 +201,15 @@ class RigidStepper:
             target_q=r.joint_target_q if target_q is None else target_q,
             target_qd=r.joint_target_qd if target_qd is None else target_qd,
             bounce=2.0 * self._g_norm * h if bounce is None else bounce,
-            xc=state_in.body_q, qd=state_in.body_qd, bodies=self._bodies, joints=self._joints)
+            x0=state_in.body_q, xc=state_in.body_q, qd=state_in.body_qd, bodies=self._bodies, joints=self._joints)
         if self._has_com:
-            st.xc = self.buffers.get("Xstart", nb, self.tf, grad)
-            xsim.launch(self.k.body_to_com_frame, nb, inputs=[state_in.body_q, r.body_com], outputs=[st.xc])
+            st.x0 = self.buffers.get("Xstart", nb, self.tf, grad)
+            xsim.launch(self.k.body_to_com_frame, nb, inputs=[state_in.body_q, r.body_com], outputs=[st.x0])
+        st.xc = self.buffers.get("Xdisp", nb, self.tf, grad)
+        residual = getattr(state_in, "body_q_residual", None)
+        xsim.launch(self.k.step_frames, nb, inputs=[st.x0, state_in.body_q, r.body_com,
+                                                    self._no_residual if residual is None else residual],
+                    outputs=[st.xc])
         self._find_contacts(st, state_in, dt)
         self.contact_count = st.n_contacts
         st.velocity_pass = st.n_contacts > 0 or r.joint_drive_velocity or self.solver._body_collide
@@ -217,7 +227,7 @@ class RigidStepper:
         st.shape_xform = self.buffers.get("shape_frames", r.shape_count, self.tf, st.grad)
         xsim.launch(self.kc.unit_shape_frames, r.shape_count, inputs=[r.shape_xform], outputs=[st.shape_xform])
         st.shapes = self._shapes = model_arrays(ShapeArrays, r, "shape_", self._shapes, xform=st.shape_xform)
-        xc = st.xc.numpy()
+        xc = st.x0.numpy()
         pairs, reach, spin = self._broad.find_pairs(xc, st.qd.numpy(), st.shape_xform.numpy(),
                                                     r.shape_size.numpy(), dt)
         last = getattr(state_in, "body_contacts", None)
@@ -229,13 +239,13 @@ class RigidStepper:
         def edges_near(box_pairs):
             near = self.buffers.get("c:near", 24 * len(box_pairs), int, False)
             xsim.launch(self.kc.box_edges_near, 24 * len(box_pairs), inputs=[
-                st.xc, st.bodies, st.shapes, put("box_pairs", pairs[box_pairs], int),
+                st.xc, st.x0, st.bodies, st.shapes, put("box_pairs", pairs[box_pairs], int),
                 put("box_reach", reach[box_pairs], s)], outputs=[near], record_tape=False)
             return near.numpy()[:24 * len(box_pairs)].reshape(len(box_pairs), 2, 12).astype(bool)
         pair, index = self._broad.candidate_contacts(pairs, edges_near)
         depth = self.buffers.get("c:depth", len(pair), s, False)  # off the tape
         xsim.launch(self.kc.contact_depths, len(pair), inputs=[
-            st.xc, st.bodies, st.shapes, pairs_dev, put("pair", pair, int), put("index", index, int), reach_dev,
+            st.xc, st.x0, st.bodies, st.shapes, pairs_dev, put("pair", pair, int), put("index", index, int), reach_dev,
             put("spin", spin, s)], outputs=[depth], record_tape=False)
         depth = depth.numpy()[:len(pair)].astype(np.float64)
         kept = np.flatnonzero(self._broad.within_reach(pairs, pair, depth, reach))
@@ -259,7 +269,7 @@ class RigidStepper:
             self._lam_contacts = xsim.zeros(2 * len(kept), dtype=s, device=dev)
         a, b = pairs[used[pair], 0].astype(np.int64), pairs[used[pair], 1].astype(np.int64)
         st.keys = (a * r.shape_count + b) * self._max_index + index[kept]
-        self._anchor(st, state_in, xc if state_in.body_q is st.xc else None, last)
+        self._anchor(st, state_in, xc if state_in.body_q is st.x0 else None, last)
 
     def _anchor(self, st: RigidStep, state_in, body_q, last) -> None:
         """Static friction holds each contact where it was when it began to stick: a contact that held
@@ -282,7 +292,7 @@ class RigidStepper:
         st.anchor_p = xsim.empty(n, dtype=self.tf, device=self.model.device, requires_grad=taped)
         st.anchor_s = xsim.empty(n, dtype=self.tf, device=self.model.device, requires_grad=taped)
         xsim.launch(self.kc.contact_anchors, n, inputs=[
-            st.xc, st.shapes, st.contacts, self._put("carry", carry, int, taped), *prev],
+            st.x0, st.shapes, st.contacts, self._put("carry", carry, int, taped), *prev],
             outputs=[st.anchor_p, st.anchor_s])
         st.held = self.buffers.get("c:held", n, int, taped, zero=True)
 
@@ -329,20 +339,20 @@ class RigidStepper:
             keep = not grad
             geometry = self.bundles.get("geometry", ContactGeometry, keep, n=geom[0], pen=geom[1], ca=geom[2],
                                         cb=geom[3])
-            xsim.launch(self.kc.measure_contacts, st.n_contacts, inputs=[xi, st.bodies, st.shapes, st.contacts],
+            xsim.launch(self.kc.measure_contacts, st.n_contacts, inputs=[xi, st.x0, st.bodies, st.shapes, st.contacts],
                         outputs=[geometry, split])
             lam_out = self.buffers.get("c:lam", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t))
             lam_t_out = self.buffers.get("c:lam_t", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t, lam_out))
             held = self.buffers.get("c:held", st.n_contacts, int, grad, avoid=(st.held,))
             xsim.launch(self.kc.solve_pair_positions, st.n_pairs, inputs=[
-                xi, st.anchor_p, st.anchor_s, st.bodies, st.shapes, st.contacts, geometry, self._multipliers(st),
+                xi, st.x0, st.anchor_p, st.anchor_s, st.bodies, st.shapes, st.contacts, geometry, self._multipliers(st),
                 split], outputs=[self.bundles.get("lam_out", Multipliers, keep, normal=lam_out, tangent=lam_t_out,
                                                   held=held), st.delta, self._arms(st)])
             st.lam_c, st.lam_t, st.held = lam_out, lam_t_out, held
         if r.joint_count:
             lam_out = self.buffers.get("lam_j", r.joint_count, m.dtype, grad, avoid=(st.lam_j,))
             xsim.launch(self.kj.solve_joints, r.joint_count, inputs=[
-                xi, st.bodies, st.joints, st.target_q, st.lam_j, 1.0 / (st.h * st.h), split],
+                xi, st.x0, st.bodies, st.joints, st.target_q, st.lam_j, 1.0 / (st.h * st.h), split],
                 outputs=[lam_out, st.delta])
             st.lam_j = lam_out
 
@@ -389,7 +399,7 @@ class RigidStepper:
         split = xsim.zeros(r.body_count, dtype=m.dtype, device=m.device) if st.grad else \
             self.buffers.get("psplit", r.body_count, m.dtype, False, zero=True)
         xsim.launch(s.contact_kernels.count_particle_contacts, m.particle_count, inputs=[
-            x, s._particle_arrays, st.xi, s._body_arrays, s._shape_arrays, slack], outputs=[split], record_tape=False)
+            x, s._particle_arrays, st.xi, st.x0, s._body_arrays, s._shape_arrays, slack], outputs=[split], record_tape=False)
         return split
 
     def begin_particle_bounce(self, st: RigidStep):
@@ -402,10 +412,7 @@ class RigidStepper:
         r = self.rigid
         nb, grad = r.body_count, st.grad
         last_it = st.sub == st.substeps - 1 and it == st.iterations - 1
-        if last_it and not self._has_com:
-            x_next = st.state_out.body_q
-        else:
-            x_next = self.buffers.get("X", nb, self.tf, grad, avoid=(st.xi, st.xc))
+        x_next = self.buffers.get("X", nb, self.tf, grad, avoid=(st.xi, st.xc))
         st.qd_next = st.state_out.body_qd if last_it and not st.velocity_pass else \
             self.buffers.get("qd", nb, self.v6, grad, avoid=(st.qd,))
         coupled = st.pdelta is not None
@@ -427,11 +434,11 @@ class RigidStepper:
                 xsim.launch(self.kc.count_velocity_pairs, st.n_pairs, inputs=[st.shapes, st.contacts, st.lam_c],
                             outputs=[vsplit], record_tape=False)
                 xsim.launch(self.kc.solve_pair_velocities, st.n_pairs, inputs=[
-                    xi, st.qd_next, st.qd_pre, st.bodies, st.shapes, st.contacts, self._multipliers(st),
+                    xi, st.x0, st.qd_next, st.qd_pre, st.bodies, st.shapes, st.contacts, self._multipliers(st),
                     self._arms(st), 1.0 / h, st.bounce, vsplit], outputs=[dv])
             if r.joint_drive_velocity:
                 xsim.launch(self.kj.solve_joint_velocities, r.joint_count, inputs=[
-                    xi, st.qd_next, st.bodies, st.joints, st.target_qd, h, vsplit], outputs=[dv])
+                    xi, st.x0, st.qd_next, st.bodies, st.joints, st.target_qd, h, vsplit], outputs=[dv])
             last_sub = st.sub == st.substeps - 1
             qd_final = st.state_out.body_qd if last_sub else self.buffers.get("qd", nb, self.v6, grad,
                                                                        avoid=(st.qd, st.qd_next))
@@ -445,8 +452,10 @@ class RigidStepper:
         """Body frames (from com frames) and joint coordinates into ``state_out``."""
         m, r = self.model, self.rigid
         out = st.state_out
-        if self._has_com:
-            xsim.launch(self.k.com_to_body_frame, r.body_count, inputs=[st.xc, r.body_com], outputs=[out.body_q])
+        if getattr(out, "body_q_residual", None) is None:
+            out.body_q_residual = xsim.zeros(r.body_count, dtype=self.v3, device=m.device, requires_grad=st.grad)
+        xsim.launch(self.k.com_to_body_frame, r.body_count, inputs=[st.xc, st.x0, r.body_com],
+                    outputs=[out.body_q, out.body_q_residual])
         if r.joint_count and out.joint_q is not None:
             eval_ik(m, out)
         # what the next step from ``out`` needs to carry the anchors of the contacts that held (``_anchor``)

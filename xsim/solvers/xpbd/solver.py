@@ -127,8 +127,8 @@ class SolverXPBD:
         self._shapes = m.particle_count > 0 and m.shape_count > 0
         self._static_shapes = bool((m.shape_body.numpy() < 0).any())
         # the contact kernels' static pass reads no body: the model's body arrays (maybe empty) stand in
-        self._no_motion = BodyMotion(pose=m.body_q, pose_start=m.body_q, qd=m.body_qd, qd_pre=m.body_qd,
-                                     split=m.body_inv_mass)
+        self._no_motion = BodyMotion(pose=m.body_q, pose_start=m.body_q, start=m.body_q, qd=m.body_qd,
+                                     qd_pre=m.body_qd, split=m.body_inv_mass)
         self._no_delta = xsim.empty(0, dtype=T.vector(8, m.dtype), device=m.device)
         # the model's arrays as the contact kernels take them (``bundles.py``), and this step's bundles
         self._particle_arrays = self._shape_arrays = self._mesh_arrays = self._body_arrays = None
@@ -267,7 +267,7 @@ class SolverXPBD:
                 motion, delta = self._no_motion, self._no_delta
                 if passes == pc.BODY_SHAPES:
                     motion = self.bundles.get("motion", BodyMotion, not grad, pose=bodies.xi, pose_start=bodies.xc,
-                                              split=self.rigid.particle_split(bodies, x_next, 0.0))
+                                              start=bodies.x0, split=self.rigid.particle_split(bodies, x_next, 0.0))
                     delta = bodies.pdelta
                 x_shapes = self.buffers.get("x", n, v3, grad, avoid=(x, xi, x_next))
                 xsim.launch(self.contact_kernels.collide_particle_shapes, n, inputs=[
@@ -296,7 +296,7 @@ class SolverXPBD:
                 if p == pc.BODY_SHAPES:
                     self.rigid.begin_particle_bounce(bodies)
                     motion = self.bundles.get("bounce_motion", BodyMotion, not grad, pose=bodies.xi,
-                                              qd=bodies.qd_next, qd_pre=bodies.qd_pre,
+                                              start=bodies.x0, qd=bodies.qd_next, qd_pre=bodies.qd_pre,
                                               split=self.rigid.particle_split(bodies, xo, 0.001))
                     delta = bodies.pdv
                 final_pass = last and j == len(passes) - 1
