@@ -177,9 +177,10 @@ def segment_point_distances(a0, d, points) -> np.ndarray:
 
 def test_capsules_tumbling_onto_a_box_and_the_ground_never_sink_into_anything():
     # six capsules of random sizes and orientations dropped one after another onto a static box and
-    # the ground; every 10 steps, each capsule's depth in the ground, the box and each other capsule
-    # (from 2000 points along its axis, exact to a few micrometres). With the old sample points the
-    # heap sank up to 27 mm into itself.
+    # the ground; after every step, each capsule's depth in the ground, the box and each other capsule
+    # (from 2000 points along its axis, exact to a few micrometres). Landing, a capsule is found at most
+    # a couple of substeps' travel deep (the fastest lands at 6.7 m/s: 11 mm a substep; measured 17 mm at
+    # the frame it lands, which every-10th-frame samples had missed), and at rest in nothing.
     rng = np.random.default_rng(0)
     half = np.array([0.25, 0.15, 0.15])
     b = ModelBuilder()
@@ -210,6 +211,6 @@ def test_capsules_tumbling_onto_a_box_and_the_ground_never_sink_into_anything():
             for b0, e, rb in axes[i + 1:]:
                 worst = max(worst, r + rb - segment_point_distances(b0, e, pts).min())
         return worst
-    depths = [deepest(q) for q in poses[9::10]]
-    assert max(depths) < 5e-3  # landing on each other within a step's travel
-    assert depths[-1] < 1e-3  # and at rest, none in another
+    depths = [deepest(q) for q in poses]
+    assert max(depths) < 0.02
+    assert max(depths[-60:]) < 1e-3  # and at rest, none in another

@@ -302,25 +302,21 @@ def segment_distance(a0, da, b0, db):
 
 @xsim.func
 def contact_position_update(xa, qa, xa0, qa0, ima, iia, wia, la, xb, qb, xb0, qb0, imb, iib, wib, lb, n, pen, ca, cb,
-                            mu, lam, lam_t, lam_share):
+                            slip, mu, lam, lam_t, lam_share):
     """One contact's position-pass update (Mueller et al. 2020, sec. 3.5) from its geometry (normal
-    ``n`` from b to a, depth ``pen``, world contact points ``ca`` on a and ``cb`` on b, which are ``la`` and
-    ``lb`` in the bodies' frames; inverse inertias ``ii*`` in the bodies' frames, ``wi*`` in world axes at
-    the rotations ``q*``, ``world_inv_inertia``): resolve the
-    depth with the generalized inverse masses, then friction against the tangential motion of the
-    contact points since the contact's anchor (poses ``*0``), measured at the current poses (under
-    Jacobi a contact's own normal push turns the body about the com and slides its point; the mean of
-    the pushes does not). The substep's tangential multiplier (``lam_t`` of its earlier iterations
-    plus this one) stays within mu times ``lam_share``, the mean normal multiplier of its pair's
-    touching contacts after this pass (``solve_pair_positions``): where cancelling the motion needs
-    more, the contact slides with that bound as its friction (dynamic friction, so the velocity pass
-    leaves it out). Cancelling it all or nothing let a box on a slope below its friction angle creep:
-    its uphill corners carry less load than their even share of the friction, failed, and the others
-    alone never caught up. Bounded by their own normal multipliers, those corners slid at their bound
-    and restarted their anchors every other step, and two boxes stacked there crept at 9 and 14 mm/s:
-    under Jacobi every contact of a pair cancels the same motion, so each gets the same share of the
-    pair's cone (the pair's friction stays within mu times its normal multipliers). Returns (xa, qa, xb, qb, normal multiplier
-    increment, tangential multiplier increment, 1 where it touched and static friction held, else 0)."""
+    ``n`` from b to a, depth ``pen``, contact points ``ca`` on a and ``cb`` on b, which are ``la`` and ``lb``
+    in the bodies' frames; inverse inertias ``ii*`` in the bodies' frames, ``wi*`` in world axes at the
+    rotations ``q*``, ``world_inv_inertia``): resolve the depth with the generalized inverse masses, then
+    static friction against the contact's tangential slip: the motion of its contact points, as points fixed
+    in their bodies, since the substep start (poses ``*0``), measured at the current poses, plus ``slip``, what
+    earlier substeps left of it (``contact_slip``). Coulomb's law on the substep's tangential multiplier
+    (``lam_t`` of its earlier iterations plus this one): it cancels the slip while that needs at most mu
+    times ``lam_share``, the contact's even share of its pair's normal multipliers after this pass
+    (``solve_pair_positions``: under Jacobi every contact of a pair cancels the same motion, so each takes
+    the same share of the pair's cone, and the pair's friction stays within mu times its normal load);
+    where it needs more, the contact slides with that bound as its friction (kinetic friction, which the
+    velocity pass then leaves out). Returns (xa, qa, xb, qb, normal multiplier increment, tangential
+    multiplier increment, 1 where it touched and static friction held, else 0)."""
     dlam = pen - pen
     dlam_f = dlam
     held = 0
@@ -330,8 +326,8 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, wia, la, xb, qb, xb0, qb
         wsum = wa + wb
         if wsum > 0.0:
             dlam = pen / wsum
-            # the contact points' motion since the anchors, as body-fixed points, at the current poses
-            dp = (ca - xa0 - xsim.quat_rotate(qa0, la)) - (cb - xb0 - xsim.quat_rotate(qb0, lb))
+            # the contact points' motion since the substep start, as body-fixed points, at the current poses
+            dp = (ca - xa0 - xsim.quat_rotate(qa0, la)) - (cb - xb0 - xsim.quat_rotate(qb0, lb)) + slip
             xa, qa = push_along(xa, qa, ima, n, ua, dlam)
             xb, qb = push_along(xb, qb, imb, n, ub, -dlam)
             dt = dp - n * xsim.dot(dp, n)
@@ -351,6 +347,25 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, wia, la, xb, qb, xb0, qb
                 xa, qa = push_along(xa, qa, ima, t, uta, -dlam_f)
                 xb, qb = push_along(xb, qb, imb, t, utb, dlam_f)
     return xa, qa, xb, qb, dlam, dlam_f, held
+
+
+@xsim.func
+def contact_slip(xa, qa, xa0, qa0, ra, xb, qb, xb0, qb0, rb, n, slip, stuck: bool):
+    """A contact's tangential slip at the end of a substep (m, from b to a, in the pair's order): the motion
+    since the substep start (poses ``*0``) of its contact points as points fixed in their bodies (arms ``ra``,
+    ``rb`` in the bodies' frames, normal ``n`` from b to a, from the last position pass), plus the ``slip``
+    carried into the substep; zero where it did not touch in the substep. The next substep starts from it,
+    and the next step where static friction held at the end of this one (``carried_slips``): static
+    friction cancels the slip since the contact began to stick, so what Jacobi leaves uncancelled in one
+    substep is cancelled in the next (a resting pyramid does not spread), and it is summed per substep
+    about the points at the contact then, so a rolling sphere, whose contact point is a new point of it
+    every instant, does not slip."""
+    d = (xa + xsim.quat_rotate(qa, ra) - xa0 - xsim.quat_rotate(qa0, ra)) - \
+        (xb + xsim.quat_rotate(qb, rb) - xb0 - xsim.quat_rotate(qb0, rb)) + slip
+    out = n - n
+    if stuck:
+        out = d - n * xsim.dot(d, n)
+    return out
 
 
 @xsim.func
@@ -659,38 +674,16 @@ def measure_contacts(Xc: Transforms, X0: Transforms, bodies: BodyArrays, shapes:
             xsim.atomic_add(split, bs, 1.0)
 
 
-@xsim.func
-def contact_poses(t: int, Xc: Transforms, shape_body: Ints, shape_point_count: Ints, pairs: Ints2, contact_pair: Ints,
-                  contact_index: Ints):
-    """The poses ``Xc`` of contact ``t``'s point body and surface body (``contact_roles``); the
-    world's is the identity."""
-    _sp, _ss, bp, bs, _kp, _edge = contact_roles(contact_pair[t], contact_index[t], pairs, shape_body,
-                                                 shape_point_count)
-    ap = xsim.transform_identity(dtype=Xc.dtype.dtype)
-    as_ = ap
-    if bp >= 0:
-        ap = Xc[bp]
-    if bs >= 0:
-        as_ = Xc[bs]
-    return ap, as_
-
-
 @xsim.kernel
-def contact_anchors(Xc: Transforms, shapes: ShapeArrays, contacts: ContactArrays, carry: Ints, prev_p: Transforms,
-                    prev_s: Transforms, anchor_p: Transforms, anchor_s: Transforms):
-    """A step's static-friction anchors of contact ``tid``: the poses of its point body and surface
-    body from which its tangential motion counts. A contact that held by static friction at the end
-    of the last step keeps that step's anchors (``carry[tid]``: its row in ``prev_*``; -1: none); any
-    other starts from the poses ``Xc`` of the step start."""
+def carried_slips(carry: Ints, prev: Vec3s, slip: Vec3s):
+    """A step's first slips (``contact_slip``): a contact that held by static friction at the end of the last
+    step keeps that step's slip (``carry[tid]``: its row in ``prev``; -1: none); any other starts at zero."""
     t = xsim.tid()
     k = carry[t]
+    s = slip.dtype()
     if k >= 0:
-        anchor_p[t] = prev_p[k]
-        anchor_s[t] = prev_s[k]
-    else:
-        ap, as_ = contact_poses(t, Xc, shapes.body, shapes.point_count, contacts.pairs, contacts.pair, contacts.index)
-        anchor_p[t] = ap
-        anchor_s[t] = as_
+        s = prev[k]
+    slip[t] = s
 
 
 @xsim.func
@@ -705,13 +698,13 @@ def pair_order(p_is_a: bool, n, cp, cs):
 
 
 @xsim.kernel
-def solve_pair_positions(Xc: Transforms, X0: Transforms, anchor_p: Transforms, anchor_s: Transforms, bodies: BodyArrays,
+def solve_pair_positions(Xc: Transforms, X0: Transforms, Xs: Transforms, slip: Vec3s, bodies: BodyArrays,
                          shapes: ShapeArrays, contacts: ContactArrays, geometry: ContactGeometry, lam: Multipliers,
                          split: Floats, lam_out: Multipliers, delta: Vec8s, arms: ContactArms):
     """Position pass of pair ``tid``'s contacts ``contacts.pair_first[tid]`` up to
     ``contacts.pair_first[tid + 1]``
-    (non-penetration, then static friction against the motion since its anchors ``anchor_*``,
-    ``contact_anchors``) from the current poses and their geometry at them (``geometry``,
+    (non-penetration, then static friction against the slip since the substep start poses ``Xs`` plus the
+    carried ``slip``, ``contact_position_update``) from the current poses and their geometry at them (``geometry``,
     ``measure_contacts``), with the bodies' masses split by ``split`` (their numbers of constraints
     in this pass, ``measure_contacts``). First the pair's mean normal multiplier after this pass over
     its touching contacts (``lam.normal`` of the earlier iterations plus each depth over the split generalized
@@ -740,6 +733,8 @@ def solve_pair_positions(Xc: Transforms, X0: Transforms, anchor_p: Transforms, a
     origin = pair_origin(ba, bb, X0)
     xa, qa, ima, iia = load_split_body(ba, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia, split)
     xb, qb, imb, iib = load_split_body(bb, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia, split)
+    xa0, qa0, _ima0, _iia0 = load_body(ba, Xs, X0, origin, bodies.inv_mass, bodies.inv_inertia)
+    xb0, qb0, _imb0, _iib0 = load_body(bb, Xs, X0, origin, bodies.inv_mass, bodies.inv_inertia)
     wia = world_inv_inertia(qa, iia)
     wib = world_inv_inertia(qb, iib)
     total = lam.normal.dtype(0.0)
@@ -769,11 +764,6 @@ def solve_pair_positions(Xc: Transforms, X0: Transforms, anchor_p: Transforms, a
         sp, _ss, _bp, _bs, _kp, _edge = contact_roles(k, contacts.index[t], contacts.pairs, shapes.body,
                                                       shapes.point_count)
         n, ca, cb = pair_order(sp == sa, geometry.n[t], geometry.ca[t], geometry.cb[t])
-        anchor_a = anchor_p[t]
-        anchor_b = anchor_s[t]
-        if sp != sa:
-            anchor_a = anchor_s[t]
-            anchor_b = anchor_p[t]
         pen = geometry.pen[t]
         ra = xsim.quat_rotate_inv(qa, ca - xa)
         rb = xsim.quat_rotate_inv(qb, cb - xb)
@@ -781,9 +771,8 @@ def solve_pair_positions(Xc: Transforms, X0: Transforms, anchor_p: Transforms, a
         arm_a[t] = ra
         arm_b[t] = rb
         xa1, qa1, xb1, qb1, dl, dlt, held = contact_position_update(
-            xa, qa, anchor_a.p - origin, anchor_a.q, ima, iia, wia, ra, xb, qb, anchor_b.p - origin, anchor_b.q, imb,
-            iib, wib, rb, n,
-            pen, ca, cb, mu, lam.normal[t], lam.tangent[t], share)
+            xa, qa, xa0, qa0, ima, iia, wia, ra, xb, qb, xb0, qb0, imb, iib, wib, rb, n, pen, ca, cb, slip[t], mu,
+            lam.normal[t], lam.tangent[t], share)
         if pen <= 0.0 and lam.normal[t] > 0.0:
             held = lam.held[t]
         held_out[t] = held
@@ -822,9 +811,10 @@ def count_velocity_pairs(shapes: ShapeArrays, contacts: ContactArrays, lam: Floa
 
 
 @xsim.kernel
-def solve_pair_velocities(Xc: Transforms, X0: Transforms, qd: Vec6s, qd_pre: Vec6s, bodies: BodyArrays, shapes: ShapeArrays,
-                          contacts: ContactArrays, lam: Multipliers, arms: ContactArms, inv_h: Float,
-                          bounce_speed: Float, split: Floats, delta: Vec8s):
+def solve_pair_velocities(Xc: Transforms, X0: Transforms, Xs: Transforms, qd: Vec6s, qd_pre: Vec6s, bodies: BodyArrays,
+                          shapes: ShapeArrays, contacts: ContactArrays, lam: Multipliers, arms: ContactArms,
+                          slip: Vec3s, inv_h: Float, bounce_speed: Float, split: Floats, delta: Vec8s,
+                          slip_out: Vec3s):
     """Velocity pass of active pair ``tid`` (its candidate contacts are ``contacts.pair_first[tid]`` up to
     ``contacts.pair_first[tid + 1]``; those with multiplier ``lam.normal`` > 0 were active in the position pass,
     whose last iteration left their normals and arms in ``arms``), masses split by ``split``: restitution
@@ -833,7 +823,9 @@ def solve_pair_velocities(Xc: Transforms, X0: Transforms, qd: Vec6s, qd_pre: Vec
     impulses, each turning the box, mostly cancel in the mean: it did not bounce at all); then
     dynamic friction contact by contact (each resists the sliding of its own point, so a spinning
     box slows; up to what the position pass left of its cone, ``lam.tangent``), one after the other on
-    the pair's local velocities. Velocity changes go to ``delta`` (dv 0..2, dw 3..5, count 7)."""
+    the pair's local velocities. Velocity changes go to ``delta`` (dv 0..2, dw 3..5, count 7), each contact's
+    slip at the end of the substep to ``slip_out`` (``contact_slip``, from the substep-start poses ``Xs`` and
+    the carried ``slip``)."""
     k = xsim.tid()
     first = contacts.pair_first[k]
     last = contacts.pair_first[k + 1]
@@ -845,6 +837,8 @@ def solve_pair_velocities(Xc: Transforms, X0: Transforms, qd: Vec6s, qd_pre: Vec
     xb, qb, imb, iib = load_split_body(bb, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia, split)
     wia = world_inv_inertia(qa, iia)
     wib = world_inv_inertia(qb, iib)
+    xa0, qa0, _ima0, _iia0 = load_body(ba, Xs, X0, origin, bodies.inv_mass, bodies.inv_inertia)
+    xb0, qb0, _imb0, _iib0 = load_body(bb, Xs, X0, origin, bodies.inv_mass, bodies.inv_inertia)
     va, wa = body_velocity(ba, qd, xa)
     va0, wa0 = body_velocity(ba, qd_pre, xa)
     vb, wb = body_velocity(bb, qd, xb)
@@ -859,8 +853,16 @@ def solve_pair_velocities(Xc: Transforms, X0: Transforms, qd: Vec6s, qd_pre: Vec
     pa = shapes.size.dtype()
     pb = shapes.size.dtype()
     nsum = shapes.size.dtype()
+    # the pair sticks while any of its touching contacts held (each cancels the same motion within an even share
+    # of the pair's cone, ``contact_position_update``): then its contacts keep their slips, else they slid
+    stuck = 0
+    for t in range(first, last):
+        if lam.normal[t] > 0.0 and lam.held[t] != 0:
+            stuck = 1
     for t in range(first, last):
         lk = lam.normal[t]
+        slip_out[t] = contact_slip(xa, qa, xa0, qa0, arms.ra[t], xb, qb, xb0, qb0, arms.rb[t], arms.n[t], slip[t],
+                                   lk > 0.0 and stuck != 0)
         if lk > 0.0:
             n = arms.n[t]
             cp = xa + xsim.quat_rotate(qa, arms.ra[t])

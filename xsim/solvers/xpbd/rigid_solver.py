@@ -114,8 +114,7 @@ class RigidStep:
     pair_first: xsim.array | None = None  # each pair's first contact, then n_contacts: int [n_pairs + 1]
     contacts: ContactArrays | None = None  # the four above, as the contact kernels take them
     keys: np.ndarray | None = None  # each contact's (shape a, shape b, index) key, host int64 [n_contacts]
-    anchor_p: xsim.array | None = None  # static-friction anchors: point body's pose, transform [n_contacts]
-    anchor_s: xsim.array | None = None  # and surface body's pose
+    slip: xsim.array | None = None  # each contact's slip carried into the substep (m, pair order), vec3 [n_contacts]
     held: xsim.array | None = None  # 1 where static friction held (``solve_pair_positions``), int [n_contacts]
     shape_xform: xsim.array | None = None  # shape frames, quaternions normalized (``unit_shape_frames``), [shape_count]
     # the current substep
@@ -157,7 +156,7 @@ class RigidStepper:
         self._bodies = self._joints = self._shapes = None  # (shapes: with the step's unit frames, _find_contacts)
         self._uploads: dict = {}  # reused host-written buffers of the contact search (_put)
         self.contact_count = 0  # contacts the last step solved (after the broad phase and pruning)
-        self._no_anchor = xsim.empty(1, dtype=self.tf, device=m.device)
+        self._no_slip = xsim.empty(1, dtype=self.v3, device=m.device)
         self._no_residual = xsim.zeros(r.body_count, dtype=self.v3, device=m.device)  # a State without one
         # contact keys: (shape a, shape b, index in the pair), index below a pair's most points + 144 edge pairs
         self._max_index = 2 * int(r.shape_point_count.numpy().max(initial=0)) + 144
@@ -218,7 +217,7 @@ class RigidStepper:
     def _find_contacts(self, st: RigidStep, state_in, dt: float) -> None:
         """The step's contacts into ``st``: the broad phase's candidates (host), measured by
         ``contact_depths`` and kept where within reach, grouped by shape pair (the velocity pass runs
-        over pairs), and their static-friction anchors (``_anchor``). Not on the tape: which contacts
+        over pairs), and the slips they carry (``_carry_slips``). Not on the tape: which contacts
         exist is a constant of the backward pass."""
         r, dev = self.rigid, self.model.device
         if not len(self._broad.active):
@@ -269,16 +268,14 @@ class RigidStepper:
             self._lam_contacts = xsim.zeros(2 * len(kept), dtype=s, device=dev)
         a, b = pairs[used[pair], 0].astype(np.int64), pairs[used[pair], 1].astype(np.int64)
         st.keys = (a * r.shape_count + b) * self._max_index + index[kept]
-        self._anchor(st, state_in, xc if state_in.body_q is st.x0 else None, last)
+        self._carry_slips(st, state_in, xc if state_in.body_q is st.x0 else None, last)
 
-    def _anchor(self, st: RigidStep, state_in, body_q, last) -> None:
-        """Static friction holds each contact where it was when it began to stick: a contact that held
-        at the end of the step that wrote ``state_in`` (``last``, its ``body_contacts``) keeps its anchors,
-        any other is anchored at the step start (``contact_anchors``). Anchored at each step start, the
-        slip that Jacobi leaves in a step was kept every step: a 36-box pyramid spread at 5 mm/s for
-        ever (at each substep start, 4 cm/s). The carry rides on the state, not the solver, so a step
-        from a copy of a state (a checkpointed segment recomputed) is the step from the state itself.
-        ``body_q``: ``state_in.body_q`` on the host, if at hand."""
+    def _carry_slips(self, st: RigidStep, state_in, body_q, last) -> None:
+        """Each contact's slip carried into the step (``contacts_rigid.contact_slip``): a contact that held at
+        the end of the step that wrote ``state_in`` (``last``, its ``body_contacts``) keeps what static
+        friction had not yet cancelled of its slip, any other starts at zero (``carried_slips``). The carry
+        rides on the state, not the solver, so a step from a copy of a state (a checkpointed segment
+        recomputed) is the step from the state itself. ``body_q``: ``state_in.body_q`` on the host, if at hand."""
         n, taped = st.n_contacts, st.grad
         carry = np.full(n, -1, dtype=np.int64)
         if last is not None:
@@ -287,13 +284,9 @@ class RigidStepper:
             if np.array_equal(body_q, last.body_q):  # not changed in place since that step
                 pos = np.minimum(np.searchsorted(last.keys, st.keys), len(last.keys) - 1)
                 carry = np.where((last.keys[pos] == st.keys) & (last.held[pos] != 0), pos, -1)
-        prev = (last.anchor_p, last.anchor_s) if last is not None else (self._no_anchor, self._no_anchor)
-        # new arrays: a state keeps them (``end``) for as long as it lives, not one step as a reused buffer would
-        st.anchor_p = xsim.empty(n, dtype=self.tf, device=self.model.device, requires_grad=taped)
-        st.anchor_s = xsim.empty(n, dtype=self.tf, device=self.model.device, requires_grad=taped)
-        xsim.launch(self.kc.contact_anchors, n, inputs=[
-            st.x0, st.shapes, st.contacts, self._put("carry", carry, int, taped), *prev],
-            outputs=[st.anchor_p, st.anchor_s])
+        prev = self._no_slip if last is None else last.slip
+        st.slip = self.buffers.get("c:slip", n, self.v3, taped, avoid=(prev,))
+        xsim.launch(self.kc.carried_slips, n, inputs=[self._put("carry", carry, int, taped), prev], outputs=[st.slip])
         st.held = self.buffers.get("c:held", n, int, taped, zero=True)
 
     def _put(self, key: str, data: np.ndarray, dtype, fresh: bool = False):
@@ -345,7 +338,7 @@ class RigidStepper:
             lam_t_out = self.buffers.get("c:lam_t", st.n_contacts, m.dtype, grad, avoid=(st.lam_c, st.lam_t, lam_out))
             held = self.buffers.get("c:held", st.n_contacts, int, grad, avoid=(st.held,))
             xsim.launch(self.kc.solve_pair_positions, st.n_pairs, inputs=[
-                xi, st.x0, st.anchor_p, st.anchor_s, st.bodies, st.shapes, st.contacts, geometry, self._multipliers(st),
+                xi, st.x0, st.xc, st.slip, st.bodies, st.shapes, st.contacts, geometry, self._multipliers(st),
                 split], outputs=[self.bundles.get("lam_out", Multipliers, keep, normal=lam_out, tangent=lam_t_out,
                                                   held=held), st.delta, self._arms(st)])
             st.lam_c, st.lam_t, st.held = lam_out, lam_t_out, held
@@ -433,9 +426,14 @@ class RigidStepper:
                 vsplit = self._counts("vsplit", self._joint_vsplit, grad)
                 xsim.launch(self.kc.count_velocity_pairs, st.n_pairs, inputs=[st.shapes, st.contacts, st.lam_c],
                             outputs=[vsplit], record_tape=False)
+                # the last substep's slips stay with the state (``end``): a new array, not a reused buffer
+                slip = xsim.empty(st.n_contacts, dtype=self.v3, device=self.model.device, requires_grad=grad) \
+                    if st.sub == st.substeps - 1 else self.buffers.get("c:slip", st.n_contacts, self.v3, grad,
+                                                                       avoid=(st.slip,))
                 xsim.launch(self.kc.solve_pair_velocities, st.n_pairs, inputs=[
-                    xi, st.x0, st.qd_next, st.qd_pre, st.bodies, st.shapes, st.contacts, self._multipliers(st),
-                    self._arms(st), 1.0 / h, st.bounce, vsplit], outputs=[dv])
+                    xi, st.x0, st.xc, st.qd_next, st.qd_pre, st.bodies, st.shapes, st.contacts, self._multipliers(st),
+                    self._arms(st), st.slip, 1.0 / h, st.bounce, vsplit], outputs=[dv, slip])
+                st.slip = slip
             if r.joint_drive_velocity:
                 xsim.launch(self.kj.solve_joint_velocities, r.joint_count, inputs=[
                     xi, st.x0, st.qd_next, st.bodies, st.joints, st.target_qd, h, vsplit], outputs=[dv])
@@ -458,7 +456,7 @@ class RigidStepper:
                     outputs=[out.body_q, out.body_q_residual])
         if r.joint_count and out.joint_q is not None:
             eval_ik(m, out)
-        # what the next step from ``out`` needs to carry the anchors of the contacts that held (``_anchor``)
+        # what the next step from ``out`` needs to carry the slips of the contacts that held (``_carry_slips``)
         out.body_contacts = SimpleNamespace(
             body_q=out.body_q.numpy().copy(), keys=st.keys, held=st.held.numpy()[:st.n_contacts].copy(),
-            anchor_p=st.anchor_p, anchor_s=st.anchor_s) if st.n_contacts else None
+            slip=st.slip) if st.n_contacts else None
