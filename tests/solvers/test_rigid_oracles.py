@@ -13,6 +13,7 @@ import xsim
 from xsim.sim import ModelBuilder
 from xsim.sim.shapes import quat_to_matrix
 from xsim.solvers import SolverXPBD
+from test_rigid import check_velocity_gradient  # same folder (pytest puts it on sys.path)
 
 G = 9.81
 FRAME = 1.0 / 60.0
@@ -247,3 +248,44 @@ def test_stopping_distance_gradients_are_the_forwards_and_the_closed_forms(mu):
     np.testing.assert_allclose(tape64, fd, rtol=1e-2)
     np.testing.assert_allclose(tape64, exact, rtol=2e-2)
     np.testing.assert_allclose(stopping_gradients(mu, v0, xsim.float32), exact, rtol=3e-2)
+
+
+# -- gradients of contact branches against float64 central differences of the same forward (test_rigid's
+# check_velocity_gradient: a weighted sum of the final poses, d/d initial body_qd, steps of 1/60 s, 5 substeps)
+
+
+def test_rolling_sphere_pose_gradient_wrt_its_launch_velocity():
+    # sliding, then rolling under static friction from the fourth step on: both branches on the gradient's path
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.5)
+    body = b.add_body(((0.0, 0.0, 0.25), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_sphere(body, radius=0.25, mu=0.5)
+    model = b.finalize(dtype=xsim.float64, requires_grad=True)
+    grad = check_velocity_gradient(model, [[2.0, 0.3, 0.0, 0.0, 1.0, 0.0]], 12, FRAME, rtol=1e-3)
+    assert np.abs(grad[0, :2]).max() > 1e-3
+
+
+def test_box_resting_on_a_slope_pose_gradient_wrt_a_nudge():
+    # below its friction angle (tan = 0.5 < 0.6): static friction holds it on four corners the whole time
+    angle = math.atan(0.5)
+    b = ModelBuilder(gravity=(G * math.sin(angle), 0.0, -G * math.cos(angle)))
+    b.add_ground_plane(mu=0.6)
+    body = b.add_body(((0.0, 0.0, 0.1), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_box(body, hx=0.2, hy=0.15, hz=0.1, mu=0.6)
+    model = b.finalize(dtype=xsim.float64, requires_grad=True)
+    check_velocity_gradient(model, [[0.01, -0.02, 0.0, 0.0, 0.0, 0.05]], 8, FRAME, rtol=1e-3)
+
+
+def test_box_pushed_by_another_box_pose_gradient_wrt_both_velocities():
+    # a box sliding into one that is nearly at rest on the ground: box-box contact (corners and edges) and both
+    # boxes' ground friction. (Exactly at rest, a contact's friction along slip / |slip| has no derivative: the
+    # tape then takes the tangent-plane solve's, which central differences of the forward only approach.)
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.3)
+    for x, v in ((0.0, 2.0), (0.5, 0.0)):
+        body = b.add_body(((x, 0.0, 0.1), (0.0, 0.0, 0.0, 1.0)), lin_vel=(v, 0.0, 0.0))
+        b.add_shape_box(body, hx=0.2, hy=0.2, hz=0.1, mu=0.3)
+    model = b.finalize(dtype=xsim.float64, requires_grad=True)
+    grad = check_velocity_gradient(model, [[2.0, 0.05, 0.0, 0.0, 0.0, 0.1], [0.0, 0.05, 0.0, 0.0, 0.0, 0.0]], 10,
+                                   FRAME, rtol=1e-3)
+    assert np.abs(grad[1]).max() > 1e-3  # the pushed box's velocity matters through the contact

@@ -44,8 +44,10 @@ from .rigid_kernels import (
     load_body,
     load_split_body,
     pair_origin,
+    point_inv_mass,
     push_along,
     relative_point_velocity,
+    rotate_by,
     world_inv_inertia,
 )
 
@@ -346,6 +348,21 @@ def contact_position_update(xa, qa, xa0, qa0, ima, iia, wia, la, xb, qb, xb0, qb
                     held = 0
                 xa, qa = push_along(xa, qa, ima, t, uta, -dlam_f)
                 xb, qb = push_along(xb, qb, imb, t, utb, dlam_f)
+            else:
+                # no slip at all (a body set down at rest): no correction, but the one a slip would get is
+                # linear in it, the tangent-plane solve with both points' 3x3 inverse masses, which the
+                # gradient follows (along t / |t| it would be undefined here)
+                ra = ca - xa
+                rb = cb - xb
+                k = point_inv_mass(ima, wia, ra) + point_inv_mass(imb, wib, rb)
+                plane = xsim.diag(type(n)(1.0, 1.0, 1.0)) - xsim.outer(n, n)
+                kt = plane * k * plane + xsim.outer(n, n)
+                if xsim.determinant(kt) > 0.0:
+                    p = xsim.inverse(kt) * dt
+                    xa = xa - p * ima
+                    qa = rotate_by(qa, wia * xsim.cross(ra, -p))
+                    xb = xb + p * imb
+                    qb = rotate_by(qb, wib * xsim.cross(rb, p))
     return xa, qa, xb, qb, dlam, dlam_f, held
 
 

@@ -37,6 +37,7 @@ from .rigid_kernels import (
     inv_inertia_mul,
     load_split_body,
     pair_origin,
+    point_inv_mass,
     relative_point_velocity,
     rotate_by,
     world_inv_inertia,
@@ -44,14 +45,6 @@ from .rigid_kernels import (
 
 # -------------------------------------------------------------------------------------------------
 # generic helpers
-
-
-@xsim.func
-def point_inv_mass(q, inv_mass, inv_inertia, r):
-    """K = E/m - [r]x I^-1 [r]x: the velocity change at the arm ``r`` per unit impulse (3x3)."""
-    d = type(r)(inv_mass, inv_mass, inv_mass)
-    s = xsim.skew(r)
-    return xsim.diag(d) - s * world_inv_inertia(q, inv_inertia) * s
 
 
 @xsim.func
@@ -80,10 +73,10 @@ def align_points(xa, qa, ima, iia, ra, xb, qb, imb, iib, rb, corr, n1, c1, n2, c
     with K = Ka + Kb (3x3 point inverse masses), W = Ia^-1 + Ib^-1, C = Ib^-1 [rb]x + Ia^-1 [ra]x:
     t from the 2x2 Schur complement, then p. Without rows t = 0 and p = K^-1 corr (exact, smooth
     at zero error)."""
-    k = point_inv_mass(qa, ima, iia, ra) + point_inv_mass(qb, imb, iib, rb)
+    ka = world_inv_inertia(qa, iia)
+    kb = world_inv_inertia(qb, iib)
+    k = point_inv_mass(ima, ka, ra) + point_inv_mass(imb, kb, rb)
     if xsim.determinant(k) > 0.0:
-        ka = world_inv_inertia(qa, iia)
-        kb = world_inv_inertia(qb, iib)
         kinv = xsim.inverse(k)
         ct = xsim.transpose(kb * xsim.skew(rb) + ka * xsim.skew(ra))
         g1 = ct * n1

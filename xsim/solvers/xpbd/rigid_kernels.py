@@ -143,6 +143,15 @@ def inv_mass_along(inv_mass, world_inv_inertia, r, n):
 
 
 @xsim.func
+def point_inv_mass(inv_mass, world_inv_inertia, r):
+    """K = E/m - [r]x I^-1 [r]x: the displacement (or velocity) change of a body's point at the arm ``r`` per
+    unit positional impulse (kg m) there (3x3; the inverse inertia in world axes, ``world_inv_inertia``)."""
+    d = type(r)(inv_mass, inv_mass, inv_mass)
+    s = xsim.skew(r)
+    return xsim.diag(d) - s * world_inv_inertia * s
+
+
+@xsim.func
 def body_inv_mass_along(inv_mass, inv_inertia, q, arm, n):
     """``inv_mass_along`` at a rotation ``q`` used once, from the arm in the body's frame (``arm``, m) and
     ``inv_inertia`` in it: (w, I^-1 (r x n) in world axes), with two rotations instead of four."""
