@@ -8,12 +8,12 @@ import math
 
 import numpy as np
 import pytest
+from test_rigid import check_velocity_gradient  # same folder (pytest puts it on sys.path)
 
 import xsim
 from xsim.sim import ModelBuilder
 from xsim.sim.shapes import quat_to_matrix
 from xsim.solvers import SolverXPBD
-from test_rigid import check_velocity_gradient  # same folder (pytest puts it on sys.path)
 
 G = 9.81
 FRAME = 1.0 / 60.0
@@ -151,11 +151,11 @@ def test_a_sphere_launched_sliding_rolls_at_five_sevenths_of_its_speed():
     assert np.abs(rolling[:, 0] - rolling[:, 4] * r).max() < 5e-3 * v0  # no slip: v = w r
 
 
-def momenta(model, state, about=np.zeros(3)):
+def momenta(model, state, about=(0.0, 0.0, 0.0)):
     """Total linear and angular momentum (kg m/s, kg m^2/s; the latter about the point ``about``) of the
     bodies, at their exact positions (body_q plus its residual)."""
     q = state.body_q.numpy().astype(np.float64)
-    x = q[:, :3] + state.body_q_residual.numpy() - about
+    x = q[:, :3] + state.body_q_residual.numpy() - np.asarray(about)
     qd = state.body_qd.numpy().astype(np.float64)
     m, inertia = model.body_mass.numpy(), model.body_inertia.numpy()
     p, angular = np.zeros(3), np.zeros(3)
