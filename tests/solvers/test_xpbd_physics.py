@@ -97,7 +97,8 @@ def test_sliding_particle_stops_after_v0_squared_over_two_mu_g(mu):
     dt = 1.0 / 600.0
     stop_time = v0 / (mu * G)
     xs, state = simulate(b, int(1.2 * stop_time / dt), dt)
-    assert xs[-1, 0, 0] == pytest.approx(v0 * v0 / (2.0 * mu * G), rel=0.05)
+    # measured 2.1e-6 and 3.8e-7 from v0^2 / (2 mu g): the time step's share
+    assert xs[-1, 0, 0] == pytest.approx(v0 * v0 / (2.0 * mu * G), rel=2e-5)
     assert state.particle_qd.numpy()[0, 0] == 0.0  # static friction holds it
     np.testing.assert_allclose(xs[:, 0, 2], radius, atol=1e-12)  # it never sinks
 
