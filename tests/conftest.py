@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+import nvrtc_sweep
 import pytest
 from reference import every_launch_checked
 
@@ -120,6 +121,33 @@ def _fake_cuda_driver():
         for module in _MODULES.values():  # never leave fake-backed builds for a real GPU to reuse
             for key in [k for k in module.builds if k[0] != "cpu"]:
                 del module.builds[key]
+
+
+NVRTC_SWEEP_TEST = "cuda/test_nvrtc_compile.py::test_every_module_registered_by_the_end_of_the_session_compiles"
+_nvrtc_sweep_selected = pytest.StashKey[bool]()
+
+
+def pytest_collection_finish(session):
+    """Note whether this session runs the NVRTC sweep (each xdist worker collects every test, so each knows)."""
+    session.config.stash[_nvrtc_sweep_selected] = any(NVRTC_SWEEP_TEST in item.nodeid for item in session.items)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _generated_kernels_compile_with_nvrtc(request):
+    """When the session runs the NVRTC sweep (tests/cuda/test_nvrtc_compile.py), the kernels a test file
+    generates while it runs (a module registered or changed after its import) compile with NVRTC at the end of
+    that file, in the process that generated them: the sweep sees only its own process's registry, and xdist
+    runs files in separate processes. A failure is an error of the file's last test."""
+    if not request.config.stash.get(_nvrtc_sweep_selected, False) or request.path.name == "test_nvrtc_compile.py":
+        yield
+        return
+    before = nvrtc_sweep.registered()
+    yield
+    units = nvrtc_sweep.all_units(exclude=before)
+    nvrtc_sweep.warm(units, nvrtc_sweep.FAST_CONFIGS)
+    for unit in units:
+        for arch, debug, fast in nvrtc_sweep.FAST_CONFIGS:
+            nvrtc_sweep.check_compiles(unit, arch, debug, fast)
 
 
 def pytest_configure(config):

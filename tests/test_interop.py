@@ -286,14 +286,6 @@ def test_dlpack_refuses_struct_arrays():
         xsim.zeros(2, dtype=Pair).__dlpack__()
 
 
-def test_jax_exchanges_through_dlpack():
-    jax = pytest.importorskip("jax", reason="JAX is not installed here (optional; not an xsim dependency)")
-    a = xsim.ones(3, dtype=xsim.float32)
-    j = jax.dlpack.from_dlpack(a)
-    assert j.tolist() == [1.0, 1.0, 1.0]
-    assert xsim.from_dlpack(j).numpy().tolist() == [1.0, 1.0, 1.0]
-
-
 # -- torch autograd through xsim -------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ from xsim.kernels.generated import load_source
 
 try:
     import warp as wp
-except ImportError:  # the comparisons with Warp need the bench extra; the other tests run without it
+except ImportError:  # the comparisons with Warp need warp-lang (the test extra); the others run without it
     wp = None
 else:
     wp.config.quiet = True
@@ -93,7 +93,7 @@ def kernels():
 
 def need_warp(warp_kernels):
     if warp_kernels is None:
-        pytest.skip("Warp is not installed (pip install -e '.[bench]'): no numbers to compare with")
+        pytest.skip("Warp is not installed (pip install -e '.[test]'): no numbers to compare with")
 
 
 def run_both(kernels, name, inputs, dtype_name, shape):

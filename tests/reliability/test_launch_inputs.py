@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
 import xsim
 
@@ -111,8 +112,6 @@ def test_a_strided_but_non_overlapping_output_is_written():
     launch_double(backing[::2])
     np.testing.assert_array_equal(backing, [2, 0, 2, 0, 2, 0, 2, 0])
 
-
-torch = pytest.importorskip("torch")
 
 
 @pytest.mark.parametrize("make", [lambda: torch.zeros(1).expand(4), lambda: torch.zeros(1, 1).expand(4, 1)[:, 0]],

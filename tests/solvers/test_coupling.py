@@ -40,10 +40,11 @@ def test_particle_hitting_a_free_body_conserves_momentum_and_sticks_inelasticall
     vp = final.particle_qd.numpy()[0]
     vb = final.body_qd.numpy()[0, :3]
     momentum = m * vp + big_m * vb
-    assert np.linalg.norm(momentum - [m * v0, 0.0, 0.0]) < 0.01 * m * v0
+    # exact to rounding: measured within 1.4e-14 kg m/s and 1.2e-14 m/s
+    np.testing.assert_allclose(momentum, [m * v0, 0.0, 0.0], rtol=0, atol=2e-13)
     # restitution 0 (the shapes' default): they leave together at the common velocity
     common = m * v0 / (m + big_m)
-    assert abs(vb[0] - common) < 0.05 * common and abs(vp[0] - common) < 0.05 * common
+    np.testing.assert_allclose([vb, vp], [[common, 0.0, 0.0]] * 2, rtol=0, atol=2e-13)
     assert np.abs(final.body_qd.numpy()[0, 3:]).max() < 1e-9  # head-on through the centre: no spin
 
 

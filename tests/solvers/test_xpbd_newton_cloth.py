@@ -1,7 +1,7 @@
 """xsim beside Newton 1.8 on Newton's ``cloth_hanging`` example (XPBD variant, rebuilt in
 ``bench/cloth_hanging.py``): the cloth stretches as much and swings the same way. Slow (Newton
 compiles its kernels and runs single-threaded on the CPU): marked ``newton``, run with
-``-m newton``; skipped without the ``bench`` extra."""
+``-m newton`` (as .ci/run does); newton comes with the ``test`` extra."""
 
 import importlib.util
 from pathlib import Path
@@ -12,7 +12,7 @@ import pytest
 pytestmark = pytest.mark.newton
 
 if importlib.util.find_spec("newton") is None:
-    pytest.skip("needs newton (the bench extra)", allow_module_level=True)
+    pytest.skip("needs newton (pip install -e '.[test]')", allow_module_level=True)
 
 _spec = importlib.util.spec_from_file_location("bench_cloth_hanging",
                                                Path(__file__).parents[2] / "bench" / "cloth_hanging.py")

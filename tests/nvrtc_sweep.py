@@ -1,0 +1,149 @@
+"""What the NVRTC sweep compiles and how it checks a build: shared by tests/cuda/test_nvrtc_compile.py (every
+kernel the test files define, and everything registered in its process by the end of the session) and
+tests/conftest.py (the kernels each other test file generates while it runs, compiled at the end of that file
+in the process that generated them: the kernel registry is per process, and xdist runs files in separate ones).
+
+A unit is a registered module (``xsim.kernels.module._MODULES``) as it is at one moment: its name and content
+hash. Kernels the frontend rejects on purpose (the compile-error tests) are left out of the generated code;
+kernels whose source file is gone (made by tests in temporary files) are left out of the unit.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import multiprocessing
+import os
+
+import pytest
+
+import xsim
+from xsim.kernels import cuda
+from xsim.kernels.module import _MODULES, Module, build_ir
+
+# Each generated source (release, debug) once, and each architecture once: the two sources differ in
+# bounds checks, the two architectures in nothing xsim generates (a third build, release for sm_90,
+# cost a cold CI run five minutes and never failed apart from the other two). (arch, debug, fast)
+FAST_CONFIGS = [(80, False, True), (90, True, True)]
+CONFIGS = [*FAST_CONFIGS,
+           pytest.param(80, False, False, marks=pytest.mark.nvrtc_full, id="sm_80-optimized"),
+           pytest.param(90, True, False, marks=pytest.mark.nvrtc_full, id="sm_90-debug-optimized")]
+CONFIG_IDS = ["sm_80", "sm_90-debug", None, None]
+
+
+@functools.cache
+def _real_file(code_file: str) -> str:
+    return os.path.realpath(code_file)
+
+
+def _has_source(kernel) -> bool:
+    try:
+        build_ir(kernel)
+    except OSError:
+        return False
+    except xsim.CompileError:
+        pass
+    return True
+
+
+class Unit:
+    """A registered module as the sweep compiles it, with its frontend pass (one, shared by every config)."""
+
+    def __init__(self, module: Module):
+        try:
+            self.front = module.frontend()
+        except OSError:
+            kept = Module(module.name)
+            for k in module.kernels:
+                if _has_source(k):
+                    kept.add(k)
+            module, self.front = kept, kept.frontend()
+        self.module = module
+        self.files = {_real_file(k.pyfunc.__code__.co_filename) for k in module.kernels}
+        self._sources: dict[bool, tuple[str, dict]] = {}
+
+    def source(self, debug: bool) -> tuple[str, dict]:
+        """The module's CUDA source and kernel metadata, debug or release (each generated once)."""
+        if debug not in self._sources:
+            self._sources[debug] = self.module.generate("cuda", debug, self.front)
+        return self._sources[debug]
+
+
+_UNITS: dict[tuple[str, str], Unit | None] = {}
+
+
+def registered() -> set[tuple[str, str]]:
+    """The (name, content hash) of every module registered in this process now."""
+    return {(m.name, m.content_hash()) for m in list(_MODULES.values())}
+
+
+def unit(module: Module) -> Unit | None:
+    """The sweep's unit of ``module`` as it is now (made once per content), or None when it has no kernel."""
+    key = (module.name, module.content_hash())
+    if key not in _UNITS:
+        made = Unit(module) if module.kernels else None
+        _UNITS[key] = made if made is not None and made.front.irs else None
+    return _UNITS[key]
+
+
+def all_units(exclude: set[tuple[str, str]] = frozenset()) -> list[Unit]:
+    """The unit of every module registered in this process, but those whose (name, content hash) is in
+    ``exclude``."""
+    modules = [m for m in list(_MODULES.values()) if (m.name, m.content_hash()) not in exclude]
+    return [u for u in map(unit, modules) if u is not None]
+
+
+def _built(metas: dict) -> list[str]:
+    """The kernels of ``metas`` that the frontend accepted: those a CUBIN must hold."""
+    return [name for name, meta in metas.items() if meta.refused is None]
+
+
+def _compile_job(source: str, arch: int, name: str, fast: bool, fuse_fp: bool) -> bytes | None:
+    try:
+        return cuda.compile_cubin(source, arch, name, fast=fast, fuse_fp=fuse_fp)
+    except xsim.CompileError:
+        return None  # check_compiles compiles it again in-process, for the error that names the kernel
+
+
+def warm(units: list[Unit], configs: list[tuple[int, bool, bool]]) -> None:
+    """Compile the (unit, config) pairs the cache lacks in parallel worker processes: NVRTC serialises
+    compiles within one process, and a large module takes 10-40 s. The largest sources go first, so that
+    no long compile starts last while the other workers sit idle."""
+    jobs = []
+    for u in units:
+        for arch, debug, fast in configs:
+            if cuda.cached_cubin(u.module, debug, arch, fast=fast) is None:
+                jobs.append((u, debug, arch, fast))
+    jobs.sort(key=lambda job: -len(job[0].source(job[1])[0]))
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers < 2:
+        return
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        futures = [(job, pool.submit(_compile_job, job[0].source(job[1])[0], job[2],
+                                     cuda.source_name(job[0].module), job[3], job[0].module.fuse_fp()))
+                   for job in jobs]
+        for (u, debug, arch, fast), future in futures:
+            cubin = future.result()
+            if cubin is not None:
+                cuda.store_cubin(u.module, debug, arch, cubin, u.source(debug)[1], fast=fast)
+
+
+def cubin_sm(cubin: bytes) -> int:
+    """The SM number in a CUDA ELF header's e_flags (bits 8-15 from ELF ABI version 8 on, else bits 0-7)."""
+    e_flags = int.from_bytes(cubin[48:52], "little")
+    return (e_flags >> 8) & 0xFF if cubin[8] >= 8 else e_flags & 0xFF
+
+
+def check_compiles(u: Unit, arch: int, debug: bool, fast: bool) -> None:
+    """``u`` builds with NVRTC (or is in the cache) to a CUBIN for ``sm_<arch>`` holding the forward entry
+    of every kernel the frontend accepted, and the adjoint entry of those that have one."""
+    module = u.module
+    cubin_path, metas = cuda.build_cubin(module, debug, arch, fast=fast)
+    cubin = cubin_path.read_bytes()
+    assert cubin[:4] == b"\x7fELF" and cubin_sm(cubin) == arch, f"module {module.name}: not a CUBIN for sm_{arch}"
+    assert _built(metas), f"module {module.name}: no kernel built"
+    for name in _built(metas):
+        assert f"{name}_cuda_forward".encode() in cubin, f"{module.name}: no forward entry for {name}"
+        if metas[name].adjoint_error is None:
+            assert f"{name}_cuda_backward".encode() in cubin, f"{module.name}: no adjoint entry for {name}"
