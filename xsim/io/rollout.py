@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -80,3 +81,22 @@ def compile_kernels(device, on_compile: Callable[[int], None] | None = None):
     if pending and on_compile is not None:
         on_compile(len(pending))
     build_modules(pending, dev, debug)
+
+
+def write_rollout(usd: Path, preview: Path | None, scene: Scene, frames: np.ndarray, body_q: np.ndarray | None):
+    """Write a rollout's USD file and preview (a PNG strip, or a .gif/.mp4 animation; None = none) of
+    ``scene``; ``frames``: particle positions (F, n, 3) metres. Both go to temporaries, renamed over
+    ``usd`` and ``preview`` only once both are complete (with any enclosing ``all_or_nothing``)."""
+    from .files import ANIMATION_SUFFIXES, all_or_nothing
+    from .preview import save_animation, save_preview
+    from .usd import write_usd
+
+    parts, colliders = scene.parts, scene.placed_colliders()
+    with all_or_nothing():
+        write_usd(usd, frames, parts, colliders, fps=scene.output.fps, bodies=scene.body_parts, body_q=body_q)
+        if preview is not None and preview.suffix in ANIMATION_SUFFIXES:
+            save_animation(preview, frames, parts, colliders, fps=scene.output.fps, title=scene.name,
+                           bodies=scene.body_parts, body_q=body_q)
+        elif preview is not None:
+            save_preview(preview, frames, parts, colliders, shown=scene.output.preview_frames,
+                         fps=scene.output.fps, title=scene.name, bodies=scene.body_parts, body_q=body_q)
