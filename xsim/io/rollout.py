@@ -33,7 +33,10 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
     ``device`` (default ``scene.sim.device``); ``on_frame(done, total)`` is called after each.
     ``model``: one finalized from ``scene.builder()`` and then edited; default: a fresh one.
     ``on_compile(n)`` is called before ``n`` kernel modules not in the cache are compiled;
-    ``on_state(k, state)`` sees the State of every frame k = 0..frames (velocities too)."""
+    ``on_state(k, state)`` sees the State of every frame k = 0..frames (velocities too). A NaN/inf in
+    the state after a frame raises ``xsim.errors.NonFiniteError`` naming the frame and the first such array."""
+    from ..array import array as xsim_array
+    from ..kernels.finite import check_arrays
     from ..solvers import SolverXPBD
 
     frames = scene.sim.frames if frames is None else frames
@@ -60,6 +63,8 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
         positions[k] = state.particle_q.numpy()
         if model.body_count:
             poses[k] = state.body_q.numpy()
+        check_arrays({f"state.{name}": a for name, a in vars(state).items() if isinstance(a, xsim_array)},
+                     f"{scene.path}: frame {k} (t = {k * scene.sim.dt:g} s)")
         if on_state is not None:
             on_state(k, state)
         if on_frame is not None:
