@@ -69,23 +69,31 @@ class Progress:
             self.bar = None
 
 
+def check_outputs(args, scene, default_usd: Path, default_preview: Path | None) -> tuple[Path, Path | None]:
+    """The USD and preview paths of a run (``--out``/``--preview``, else the defaults), both checked
+    before anything is simulated or written, so a bad path costs no run and destroys no file."""
+    from .io.files import PREVIEW_SUFFIXES, USD_SUFFIXES, check_output
+
+    given = args.out is not None
+    out = check_output(args.out if given else default_usd, "--out" if given else f"{scene.path}: output.usd",
+                       USD_SUFFIXES, inputs=[scene.path])
+    given = args.preview is not None
+    if args.no_preview or not (given or default_preview):
+        return out, None
+    preview = check_output(args.preview if given else default_preview,
+                           "--preview" if given else f"{scene.path}: output.preview", PREVIEW_SUFFIXES,
+                           inputs=[scene.path, out])
+    return out, preview
+
+
 def cmd_run(args) -> int:
     """Simulate a scene, write its USD file and preview image."""
-    from .io import load_scene, save_preview, simulate, write_usd
-    from .io.files import ANIMATION_SUFFIXES, PREVIEW_SUFFIXES, USD_SUFFIXES, check_output
-    from .io.preview import save_animation
+    from .io import load_scene, simulate, write_rollout
 
     scene = load_scene(args.scene or default_scene())
     frames = args.frames if args.frames is not None else scene.sim.frames
     device = args.device or scene.sim.device
-    # every output is checked before simulating, so a bad path costs no run and destroys no input
-    given = args.out is not None
-    out = check_output(args.out if given else scene.output.usd,
-                       "--out" if given else f"{scene.path}: output.usd", USD_SUFFIXES, inputs=[scene.path])
-    given = args.preview is not None
-    preview = None if args.no_preview or not (given or scene.output.preview) else check_output(
-        args.preview if given else scene.output.preview,
-        "--preview" if given else f"{scene.path}: output.preview", PREVIEW_SUFFIXES, inputs=[scene.path, out])
+    out, preview = check_outputs(args, scene, scene.output.usd, scene.output.preview)
     print(f"xsim: {scene.path}: {frames} frames of {scene.sim.dt:g} s, {scene.sim.substeps} substeps, "
           f"{scene.sim.iterations} iterations, on {device}")
     progress = Progress(frames, scene.sim.substeps, delay=0.0 if args.progress else 1.0, disable=args.quiet)
@@ -99,19 +107,11 @@ def cmd_run(args) -> int:
         print("\nxsim: interrupted; no file written", file=sys.stderr)
         return 130
     seconds = time.perf_counter() - t0 - progress.compile_seconds
-    parts, colliders = scene.parts, scene.placed_colliders()
-    write_usd(out, rollout.frames, parts, colliders, fps=scene.output.fps, bodies=scene.body_parts,
-              body_q=rollout.body_q)
+    write_rollout(out, preview, scene, rollout.frames, rollout.body_q)
     bodies = f"{rollout.model.body_count} bodies, " if rollout.model.body_count else ""
     print(f"xsim: wrote {out} ({frames + 1} frames, {rollout.model.particle_count} particles, {bodies}"
           f"{seconds:.2f} s, {frames * scene.sim.substeps / seconds:,.0f} steps/s)")
     if preview is not None:
-        if preview.suffix in ANIMATION_SUFFIXES:
-            save_animation(preview, rollout.frames, parts, colliders, fps=scene.output.fps, title=scene.name,
-                           bodies=scene.body_parts, body_q=rollout.body_q)
-        else:
-            save_preview(preview, rollout.frames, parts, colliders, shown=scene.output.preview_frames,
-                         fps=scene.output.fps, title=scene.name, bodies=scene.body_parts, body_q=rollout.body_q)
         print(f"xsim: wrote {preview}")
     return 0
 
@@ -125,13 +125,16 @@ def cmd_optimize(args) -> int:
     if scene.optimize is None:
         raise SceneError(f"{scene.path}: no [optimize] table: nothing to fit (see docs/scenes.md, [optimize])")
     opt = scene.optimize
+    # the fitted rollout's files; [optimize].output/<scene>_fitted.usda unless --out, no preview unless --preview
+    args.no_preview = args.preview is None
+    out, preview = check_outputs(args, scene, opt.output / f"{scene.name}_fitted.usda", None)
     names = ", ".join(p["key"] for p in opt.parameters)
     print(f"xsim: {scene.path}: fitting {names} with {opt.optimizer}, {opt.iterations} iterations")
     progress = Progress(opt.iterations, 1, delay=0.0, disable=args.quiet, desc="optimize", unit="it")
     t0 = time.perf_counter()
     try:
         result = run_optimize(scene, on_iteration=lambda done, total, loss: progress(done, total, loss=f"{loss:.3e}"),
-                              on_compile=progress.compiling)
+                              on_compile=progress.compiling, usd=out, preview=preview)
     except KeyboardInterrupt:
         progress.close()
         print("\nxsim: interrupted; no file written", file=sys.stderr)
@@ -142,7 +145,8 @@ def cmd_optimize(args) -> int:
     first, final = result.losses[0], result.losses[-1]
     print(f"xsim: loss {first:.3e} -> {final:.3e} ({first / final if final > 0 else float('inf'):.3g}x) in "
           f"{len(result.losses) - 1} iterations, {time.perf_counter() - t0:.1f} s")
-    print(f"xsim: wrote {result.scene_file}, {result.loss_curve}, {result.usd}")
+    wrote = ", ".join(str(p) for p in (result.scene_file, result.loss_curve, result.usd, preview) if p is not None)
+    print(f"xsim: wrote {wrote}")
     return 0
 
 
@@ -253,6 +257,10 @@ def parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
     optimize = sub.add_parser("optimize", help="fit a scene's [optimize] parameters; write the fitted scene")
     optimize.add_argument("scene", help="scene file with an [optimize] table")
+    optimize.add_argument("--out", metavar="PATH",
+                          help="USD file of the fitted rollout (default: [optimize].output/<scene>_fitted.usda)")
+    optimize.add_argument("--preview", metavar="PATH",
+                          help="preview of the fitted rollout: a PNG strip of frames, or a .gif/.mp4 (default: none)")
     optimize.add_argument("--quiet", action="store_true", help="no progress bar")
     optimize.set_defaults(func=cmd_optimize)
     from .distributed.sweep import PLOTTABLE

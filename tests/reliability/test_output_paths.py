@@ -209,3 +209,70 @@ def test_cli_write_error_exits_1_naming_the_target(work, capsys, monkeypatch):
     assert capsys.readouterr().err == "xsim: error: cannot write old.usda: No space left on device\n"
     assert (work / "old.usda").read_text() == "previous usd\n"
     assert sorted(p.name for p in work.iterdir()) == ["old.png", "old.usda", "scene.toml"]
+
+
+def test_out_and_preview_the_same_existing_file_leaves_it_intact(work, capsys):
+    (work / "same.usda").write_text("previous usd\n")
+    before = snapshot(work)
+    assert main(["run", "scene.toml", "--out", "same.usda", "--preview", "same.usda"]) == 2
+    assert "--preview: expected a file path ending in .png" in capsys.readouterr().err
+    assert snapshot(work) == before
+
+
+def test_a_preview_that_fails_after_the_usd_is_written_leaves_both_old_files(work, capsys, monkeypatch):
+    from xsim.io import preview
+
+    def fail(path, *args, **kw):
+        preview.write_atomically(path, lambda tmp: tmp.write_bytes(b"half"))
+        raise RuntimeError("the preview renderer failed")
+    monkeypatch.setattr(preview, "save_preview", fail)
+    before = snapshot(work)
+    assert main(["run", "scene.toml", "--out", "old.usda", "--preview", "old.png", "--quiet"]) == 1
+    assert capsys.readouterr().err == "xsim: error: the preview renderer failed\n"
+    assert snapshot(work) == before             # the finished USD file was never renamed over old.usda
+
+
+def test_all_or_nothing_renames_every_file_only_at_its_end(tmp_path):
+    from xsim.io.files import all_or_nothing, write_atomically
+
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("old a")
+    with all_or_nothing():
+        write_atomically(a, lambda tmp: tmp.write_text("new a"))
+        write_atomically(b, lambda tmp: tmp.write_text("new b"))
+        assert a.read_text() == "old a" and not b.exists()
+    assert (a.read_text(), b.read_text()) == ("new a", "new b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+
+
+def test_check_refuses_an_empty_output_path_naming_the_key(work, capsys):
+    (work / "scene.toml").write_text(SCENE + '[output]\nusd = ""\n')
+    assert main(["check", "scene.toml"]) == 2
+    assert capsys.readouterr().err == ('xsim: error: scene.toml: output.usd: expected a path ending in .usda, '
+                                       '.usdc or .usd, found "" (a string)\n')
+
+
+OPTIMIZE = SCENE.replace("frames = 1", "frames = 2") + (
+    "[optimize]\niterations = 1\noptimizer = \"sgd\"\n[[optimize.parameter]]\nkey = \"cloth[0].velocity\"\n"
+    "[[optimize.target]]\ntype = \"point\"\ncloth = \"cloth0\"\nframe = 2\nparticle = 0\n"
+    "position = [0.0, 0.0, 1.0]\n")
+
+
+def test_optimize_takes_out_and_preview(work, capsys):
+    (work / "scene.toml").write_text(OPTIMIZE)
+    assert main(["optimize", "scene.toml", "--out", "fit.usda", "--preview", "fit.png", "--quiet"]) == 0
+    assert (work / "fit.usda").read_text().startswith("#usda 1.0")
+    assert (work / "fit.png").read_bytes()[:4] == b"\x89PNG"
+    assert "fit.usda" in capsys.readouterr().out
+    fitted = (work / "out" / "scene_fitted.toml").read_text()
+    assert 'usd = "fit.usda"' in fitted and 'preview = "fit.png"' in fitted
+    assert not [p for p in work.rglob(".*tmp*")]
+
+
+def test_optimize_refuses_a_bad_out_before_fitting(work, capsys):
+    (work / "scene.toml").write_text(OPTIMIZE)
+    before = snapshot(work)
+    assert main(["optimize", "scene.toml", "--out", "scene.toml"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "--out: expected a file path ending in .usda" in captured.err
+    assert snapshot(work) == before

@@ -8,7 +8,8 @@ import errno
 import os
 import stat
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import SceneError
@@ -70,10 +71,41 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+_staged = threading.local()
+
+
+@contextmanager
+def all_or_nothing() -> Iterator[None]:
+    """Hold back the renames of every :func:`write_atomically` in this block (this thread) until
+    the block ends without error: a run that writes a USD file and a preview replaces either old
+    file only once both are complete, and a failure or Ctrl-C anywhere leaves every old file."""
+    if getattr(_staged, "pending", None) is not None:
+        yield  # inside another such block: its end renames these files too
+        return
+    pending: list[tuple[Path, Path]] = []
+    _staged.pending = pending
+    try:
+        yield
+        for tmp, path in pending:
+            _replace(tmp, path)
+    finally:
+        _staged.pending = None
+        for tmp, _ in pending:
+            tmp.unlink(missing_ok=True)
+
+
+def _replace(tmp: Path, path: Path):
+    try:
+        os.replace(tmp, path)
+    except OSError as e:
+        raise OSError(f"cannot write {path}: {e.strerror or e}") from None
+
+
 def write_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Make ``path``'s folder, call ``write(tmp)`` for a temporary file beside ``path`` (same
-    suffix), then rename it over ``path``: a failed or interrupted write leaves the old file and no
-    temporary. An ``OSError`` names ``path``, not the temporary."""
+    suffix), then rename it over ``path`` (at the end of an enclosing :func:`all_or_nothing`): a
+    failed or interrupted write leaves the old file and no temporary. An ``OSError`` names
+    ``path``, not the temporary."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,11 +113,20 @@ def write_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
         raise OSError(f"cannot write {path}: cannot make its folder {path.parent} "
                       f"({e.strerror or e})") from None
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp{path.suffix}")
+    pending = getattr(_staged, "pending", None)
     try:
         write(tmp)
-        os.replace(tmp, path)
     except OSError as e:
+        tmp.unlink(missing_ok=True)
         raise OSError(f"cannot write {path}: {e.strerror or e}") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if pending is not None:
+        pending.append((tmp, path))
+        return path
+    try:
+        _replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -32,7 +33,10 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
     ``device`` (default ``scene.sim.device``); ``on_frame(done, total)`` is called after each.
     ``model``: one finalized from ``scene.builder()`` and then edited; default: a fresh one.
     ``on_compile(n)`` is called before ``n`` kernel modules not in the cache are compiled;
-    ``on_state(k, state)`` sees the State of every frame k = 0..frames (velocities too)."""
+    ``on_state(k, state)`` sees the State of every frame k = 0..frames (velocities too). A NaN/inf in
+    the state after a frame raises ``xsim.errors.NonFiniteError`` naming the frame and the first such array."""
+    from ..array import array as xsim_array
+    from ..kernels.finite import check_arrays
     from ..solvers import SolverXPBD
 
     frames = scene.sim.frames if frames is None else frames
@@ -59,6 +63,8 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
         positions[k] = state.particle_q.numpy()
         if model.body_count:
             poses[k] = state.body_q.numpy()
+        check_arrays({f"state.{name}": a for name, a in vars(state).items() if isinstance(a, xsim_array)},
+                     f"{scene.path}: frame {k} (t = {k * scene.sim.dt:g} s)")
         if on_state is not None:
             on_state(k, state)
         if on_frame is not None:
@@ -80,3 +86,22 @@ def compile_kernels(device, on_compile: Callable[[int], None] | None = None):
     if pending and on_compile is not None:
         on_compile(len(pending))
     build_modules(pending, dev, debug)
+
+
+def write_rollout(usd: Path, preview: Path | None, scene: Scene, frames: np.ndarray, body_q: np.ndarray | None):
+    """Write a rollout's USD file and preview (a PNG strip, or a .gif/.mp4 animation; None = none) of
+    ``scene``; ``frames``: particle positions (F, n, 3) metres. Both go to temporaries, renamed over
+    ``usd`` and ``preview`` only once both are complete (with any enclosing ``all_or_nothing``)."""
+    from .files import ANIMATION_SUFFIXES, all_or_nothing
+    from .preview import save_animation, save_preview
+    from .usd import write_usd
+
+    parts, colliders = scene.parts, scene.placed_colliders()
+    with all_or_nothing():
+        write_usd(usd, frames, parts, colliders, fps=scene.output.fps, bodies=scene.body_parts, body_q=body_q)
+        if preview is not None and preview.suffix in ANIMATION_SUFFIXES:
+            save_animation(preview, frames, parts, colliders, fps=scene.output.fps, title=scene.name,
+                           bodies=scene.body_parts, body_q=body_q)
+        elif preview is not None:
+            save_preview(preview, frames, parts, colliders, shown=scene.output.preview_frames,
+                         fps=scene.output.fps, title=scene.name, bodies=scene.body_parts, body_q=body_q)

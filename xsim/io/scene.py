@@ -280,11 +280,21 @@ def load_scene(path: str | Path, overrides: dict[str, Any] | None = None) -> Sce
         raise _syntax_error(path, e) from None
     except RecursionError:
         raise SceneError(f"{path}: bad TOML: arrays or tables nested too deeply to read") from None
-    try:
-        if overrides:
-            from .overrides import apply_overrides
+    if overrides:
+        from .overrides import apply_overrides
 
+        try:
             raw = apply_overrides(raw, overrides)
+        except Invalid as e:
+            raise scene_error(path, e) from None
+    return scene_from_raw(raw, path)
+
+
+def scene_from_raw(raw: dict, path: str | Path) -> Scene:
+    """Check a scene's parsed TOML ``raw`` as if read from ``path`` (which need not exist yet: its
+    folder is where relative mesh paths are found, its stem names the scene). Raises ``xsim.SceneError``."""
+    path = Path(path)
+    try:
         return _check_scene(raw, path)
     except Invalid as e:
         raise scene_error(path, e) from None
@@ -322,10 +332,11 @@ def _check_scene(raw: dict, path: Path) -> Scene:
     out = check_table(raw.get("output", {}), "output", OUTPUT_KEYS, "a table [output]")
     preview = out["preview"]
     output = OutputSettings(
-        usd=Path(out["usd"] or f"out/{name}.usda"),
+        # an empty string is a mistake, not "the default": it is refused below by its suffix
+        usd=Path(f"out/{name}.usda" if out["usd"] is None else out["usd"]),
         # 1 / dt as the user meant it: dt = 0.016666667 is 1/60 s, so 60 time codes per second, not 59.9999988.
         fps=out["fps"] or float(1 / written_fraction(sim.dt)),
-        preview=None if preview is False else Path(preview or f"out/{name}.png"),
+        preview=None if preview is False else Path(f"out/{name}.png" if preview is None else preview),
         preview_frames=out["preview_frames"])
     if output.usd.suffix not in USD_SUFFIXES:
         raise Invalid("output.usd", "a path ending in .usda, .usdc or .usd", describe(out["usd"]))

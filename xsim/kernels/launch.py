@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import math
 import struct
+from collections.abc import Callable
 
 import numpy as np
 
@@ -98,6 +99,7 @@ def _grad_struct(value, t):
 
 
 _MAX_THREADS = 2**63 - 1  # the native thread counter is an int64
+_MAX_EXTENT = 2**31 - 1  # each tid() component is an int32
 
 
 def normalize_dim(kernel, dim) -> tuple[int, ...]:
@@ -109,7 +111,41 @@ def normalize_dim(kernel, dim) -> tuple[int, ...]:
     if math.prod(int(d) for d in shape) > _MAX_THREADS:
         raise ValueError(f"launch of kernel '{kernel.key}': dim {dim!r} asks for {math.prod(int(d) for d in shape)} "
                          f"threads, more than the {_MAX_THREADS} (2**63 - 1) a launch can count")
+    if any(d > _MAX_EXTENT for d in shape):
+        raise ValueError(f"launch of kernel '{kernel.key}': dim {dim!r} is larger than {_MAX_EXTENT} (2**31 - 1) "
+                         "on an axis, the most a tid() index (an int32) can count; split the launch or use a "
+                         "multi-dimensional dim")
     return tuple(int(d) for d in shape)
+
+
+def _shape_test(checks) -> Callable | None:
+    """For ``KernelMeta.tid_indexed`` ``checks``, one expression made once per kernel: ``test(shape,
+    values)`` is true when a launch of ``shape`` indexes past an array that every thread indexes with
+    its ``tid()`` (then :func:`check_shapes` says which). None when there is nothing to check. The
+    launch pays one call and one comparison per such access, no walk."""
+    if not checks:
+        return None
+    terms = " or ".join(f"{f's[{d}]' if d == 0 else f'(s[{d}] if len(s) > {d} else 1)'} > v[{i}].shape[{axis}]"
+                        for i, axis, d in checks)
+    return eval(f"lambda s, v: {terms}")  # built from the ints of the kernel's own metadata
+
+
+def check_shapes(prep, shape, values) -> None:
+    """Refuse, in every mode and before anything runs, a launch whose ``dim`` is larger than an array
+    that each thread indexes directly with its ``tid()`` (``KernelMeta.tid_indexed``): a ``ValueError``
+    naming the kernel, the parameter, its shape and the dim. Called where ``prep.shape_test`` found
+    such an array; a launch given a null array (None) is not checked: it runs in debug mode, which
+    reports the null array's reads as an ``IndexError``."""
+    padded = (*shape, 1, 1, 1)
+    for i, axis, d in prep.meta.tid_indexed:
+        v = values[i]
+        if padded[d] > v.shape[axis]:
+            name = prep.kernel.params[i][0]
+            which = "" if len(shape) == 1 and axis == 0 else f" (tid component {d} indexes its axis {axis})"
+            raise ValueError(f"launch of kernel '{prep.kernel.key}' with dim {shape if len(shape) > 1 else shape[0]}: "
+                             f"parameter '{name}' has shape {v.shape}, but every thread indexes it with its "
+                             f"tid(){which}, so threads past {v.shape[axis]} would read or write outside it; "
+                             f"launch with a dim of at most the array's shape")
 
 
 def check_writable(kernel, prep, values) -> None:
@@ -277,6 +313,7 @@ class _Prepared:
         index = {name: i for i, (name, _) in enumerate(kernel.params)}
         # (parameter index, name, kind) of each parameter the kernel uses as a mesh / hash grid id
         self.handles = [(index[name], name, kind) for name, kind in self.meta.handles.items()]
+        self.shape_test = _shape_test(self.meta.tid_indexed)
         self.pacers = (Pacer(), Pacer())  # CPU thread choice of the forward and of the adjoint
 
 
@@ -446,9 +483,9 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape, run: bool = 
     plan = prep.plan
     if len(values) != len(plan):
         return False
-    if type(dim) is int and dim >= 0:
+    if type(dim) is int and 0 <= dim <= _MAX_EXTENT:
         shape = (dim,)
-    elif type(dim) is tuple and 1 <= len(dim) <= 4 and all(type(d) is int and d >= 0 for d in dim):
+    elif type(dim) is tuple and 1 <= len(dim) <= 4 and all(type(d) is int and 0 <= d <= _MAX_EXTENT for d in dim):
         shape = dim
     else:
         return False
@@ -503,6 +540,9 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape, run: bool = 
     for i, _, kind in prep.handles:
         if not handles.is_live(values[i], kind, dev.name):
             return False
+    test = prep.shape_test
+    if test is not None and test(shape, values):
+        check_shapes(prep, shape, values)
     n = math.prod(shape)
     if run:  # a recorded launch packs its buffer when the backward pass runs its adjoint
         pacer = prep.pacers[0]
@@ -708,12 +748,16 @@ def _prepared_call(kernel, dim, inputs, outputs, device, who: str):
            for _, t in params):
         prepare(kernel, dev, mode)  # the frontend raises a CompileError naming the parameter
     # a None array (Warp's null array) makes the launch bounds-checked: reading it is an IndexError, no crash
-    if mode == "release" and any(v is None and isinstance(t, T.ArrayType) for (_, t), v in zip(params, values)):
+    null = any(v is None and isinstance(t, T.ArrayType) for (_, t), v in zip(params, values))
+    if mode == "release" and null:
         mode = "debug"
     values = [coerce_arg(kernel, n, t, v, dev) for (n, t), v in zip(params, values)]
     prep = prepare(kernel, dev, mode)
     for i, name, kind in prep.handles:
         handles.check(kernel, name, values[i], kind, dev.name)
+    test = prep.shape_test
+    if test is not None and not null and test(shape, values):
+        check_shapes(prep, shape, values)
     return kernel, prep, shape, values
 
 

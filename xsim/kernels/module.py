@@ -54,6 +54,9 @@ class KernelMeta:
     # wrong if a launch passes one memory as both (the tape refuses that launch's backward)
     rereads_across: list = field(default_factory=list)
     grid_stride: bool = True  # the CUDA entry points loop in grid strides; else the grid must cover the launch
+    # [parameter index, array axis, tid component] of each unguarded ``a[tid]`` access (``tid_indexed``):
+    # launch refuses a dim whose component is larger than that axis
+    tid_indexed: list = field(default_factory=list)
 
     def compile_error(self, kernel) -> CompileError | None:
         """The error the compiler refused ``kernel`` with, or None when it was built. The metadata (maybe
@@ -219,7 +222,8 @@ class Module:
             metas[k.symbol] = KernelMeta(k.key, kir.tid_dims, kir.adjoint_error, [], sorted(kir.reads),
                                          sorted(kir.writes), inplace, kir.skipped_funcs,
                                          handles=kir.handles, replays_writes=replays,
-                                         rereads_across=_rereads_across(kir), grid_stride=kir.grid_stride)
+                                         rereads_across=_rereads_across(kir), grid_stride=kir.grid_stride,
+                                         tid_indexed=tid_indexed(kir))
             irs.append(kir)
         return ModuleIR(irs, metas, structs)
 
@@ -350,6 +354,29 @@ def _accesses_in_loops_or_customs(block, nested: bool = False):
         elif isinstance(s, Loop):
             yield from _accesses_in_loops_or_customs(s.cond_block, True)
             yield from _accesses_in_loops_or_customs(s.body, True)
+
+
+def tid_indexed(kir: ir.KernelIR) -> list[list[int]]:
+    """[parameter index, array axis, tid component] of each array parameter that the kernel indexes on
+    that axis with a component of ``tid()`` itself (not an expression of it) in a load, store or atomic at
+    the top level of its body: one every thread runs, whatever the data. Such an access is out of bounds
+    for every launch whose ``dim`` on that component exceeds the axis, so ``launch`` refuses those in
+    every mode. An access under an ``if`` (``if i < n: a[i]``), in a loop or after an early ``return`` is
+    not counted: a launch larger than the array is legal there. A smaller ``dim`` is always legal."""
+    params = {p.var.id: k for k, p in enumerate(kir.params) if type(p.type) is T.ArrayType}
+    tids: dict[int, int] = {}
+    found: set[tuple[int, int, int]] = set()
+    for s in kir.body.stmts:
+        if not isinstance(s, Op):
+            continue
+        if s.kind == "tid":
+            tids[s.out.id] = s.attrs["dim"]
+        elif s.kind in ("load", "store", "atomic") and s.args[0].id in params:
+            index = s.args[1:] if s.kind == "load" else s.args[1:1 + s.attrs["ndim"]]
+            for axis, v in enumerate(index):
+                if v.id in tids:
+                    found.add((params[s.args[0].id], axis, tids[v.id]))
+    return [list(t) for t in sorted(found)]
 
 
 def _rereads_across(kir: ir.KernelIR) -> list:

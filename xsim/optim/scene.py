@@ -10,7 +10,6 @@ fitted values are written back into a copy of the scene.
 from __future__ import annotations
 
 import copy
-import os
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -165,15 +164,18 @@ def scene_objective(scene, on_compile: Callable[[int], None] | None = None) -> O
 
 
 def run_optimize(scene, on_iteration: Callable[[int, int, float], None] | None = None,
-                 on_compile: Callable[[int], None] | None = None) -> OptimizeResult:
+                 on_compile: Callable[[int], None] | None = None, usd: Path | None = None,
+                 preview: Path | None = None) -> OptimizeResult:
     """Fit the scene's ``[optimize]`` parameters; write the fitted scene (TOML), the loss curve (PNG)
-    and the fitted scene's rollout (USD) into ``[optimize].output``. ``on_iteration(done, total, loss)``."""
+    into ``[optimize].output``, and the fitted scene's rollout to ``usd`` (default
+    ``[optimize].output/<scene>_fitted.usda``) and ``preview`` (None: none). Every file is written
+    to a temporary first and renamed only once all are complete. ``on_iteration(done, total, loss)``."""
     import tomli_w
 
+    from ..io.files import all_or_nothing, write_atomically
     from ..io.preview import save_loss_curve
-    from ..io.rollout import simulate
-    from ..io.scene import load_scene
-    from ..io.usd import write_usd
+    from ..io.rollout import simulate, write_rollout
+    from ..io.scene import scene_from_raw
 
     settings: OptimizeSettings = scene.optimize
     raw = tomllib.loads(scene.path.read_text(encoding="utf-8"))
@@ -191,21 +193,19 @@ def run_optimize(scene, on_iteration: Callable[[int, int, float], None] | None =
         values[p["key"]] = value
         set_raw_value(fitted, p, value)
     out_dir = settings.output
-    out_dir.mkdir(parents=True, exist_ok=True)
+    usd = Path(usd) if usd is not None else out_dir / f"{scene.name}_fitted.usda"
     relocate_files(fitted, scene.path.parent, out_dir)
     scene_file = out_dir / f"{scene.name}_fitted.toml"
-    fitted.setdefault("output", {})["usd"] = str(out_dir / f"{scene.name}_fitted.usda")
-    fitted["output"]["preview"] = str(out_dir / f"{scene.name}_fitted.png")
-    tmp = scene_file.with_name(f".{scene_file.name}.{os.getpid()}.tmp")
-    tmp.write_text(f"# {scene.path.name} fitted by `xsim optimize`: "
-                   + ", ".join(f"{k} = {_fmt(v)}" for k, v in values.items()) + "\n" + tomli_w.dumps(fitted),
-                   encoding="utf-8")
-    os.replace(tmp, scene_file)
-    curve = save_loss_curve(losses, out_dir / f"{scene.name}_loss.png", f"{scene.name}: xsim optimize")
-    fitted_scene = load_scene(scene_file)
+    fitted.setdefault("output", {})["usd"] = str(usd)
+    fitted["output"]["preview"] = str(preview) if preview is not None else str(out_dir / f"{scene.name}_fitted.png")
+    text = (f"# {scene.path.name} fitted by `xsim optimize`: "
+            + ", ".join(f"{k} = {_fmt(v)}" for k, v in values.items()) + "\n" + tomli_w.dumps(fitted))
+    fitted_scene = scene_from_raw(tomllib.loads(text), scene_file)
     run = simulate(fitted_scene, frames=frames)
-    usd = write_usd(fitted_scene.output.usd, run.frames, fitted_scene.parts, fitted_scene.colliders,
-                    fps=fitted_scene.output.fps, bodies=fitted_scene.body_parts, body_q=run.body_q)
+    with all_or_nothing():
+        write_atomically(scene_file, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        curve = save_loss_curve(losses, out_dir / f"{scene.name}_loss.png", f"{scene.name}: xsim optimize")
+        write_rollout(usd, preview, fitted_scene, run.frames, run.body_q)
     return OptimizeResult(values, losses, scene_file, curve, usd)
 
 
