@@ -339,27 +339,39 @@ def _abs(x):
         return abs(x)
 
 
+def _nan_skipping(values: np.ndarray, pick) -> np.ndarray:
+    """The reduction ``pick`` (np.min / np.max) over the non-NaN values; the first value when all are NaN."""
+    kept = values[~np.isnan(values)] if values.dtype.kind == "f" else values
+    return pick(kept) if kept.size else values[0]
+
+
+def _picks_second(a, b, before) -> bool:
+    """Whether min/max (``before`` = lt / gt) pick ``b``: it comes before ``a``, or ``a`` is NaN (C's
+    fmin/fmax, as Warp 1.19: a NaN operand is missing); ties keep ``a``."""
+    return bool(before(b, a) | np.isnan(np.float64(a)))
+
+
 def _min(a, b=None):
     if b is None:  # the smallest component
-        return _scalar_of(a, np.min(a._v))
+        return _scalar_of(a, _nan_skipping(np.asarray(a._v), np.min))
     if isinstance(a, T._Composite):
-        return type(a)._wrap(np.where(b._v < a._v, b._v, a._v))
+        return type(a)._wrap(np.where((b._v < a._v) | np.isnan(np.asarray(a._v, np.float64)), b._v, a._v))
     a, b = _common(a, b)
-    return min(a, b)
+    return b if _picks_second(a, b, np.less) else a
 
 
 def _max(a, b=None):
     if b is None:  # the largest component
-        return _scalar_of(a, np.max(a._v))
+        return _scalar_of(a, _nan_skipping(np.asarray(a._v), np.max))
     if isinstance(a, T._Composite):
-        return type(a)._wrap(np.where(b._v > a._v, b._v, a._v))
+        return type(a)._wrap(np.where((b._v > a._v) | np.isnan(np.asarray(a._v, np.float64)), b._v, a._v))
     a, b = _common(a, b)
-    return max(a, b)
+    return b if _picks_second(a, b, np.greater) else a
 
 
 def _clamp(x, lo, hi):
-    x, lo, hi = _common(x, lo, hi)
-    return lo if x < lo else min(x, hi)
+    """Warp's clamp: min(max(x, lo), hi) (a NaN bound is no bound; lo > hi gives hi)."""
+    return _min(_max(x, lo), hi)
 
 
 def _where(c, a, b):
