@@ -9,6 +9,7 @@ import pytest
 import trimesh
 
 import xsim as wp
+from xsim.kernels.generated import load_source
 
 # ---------------------------------------------------------------------------------------------
 # kernels (module level: compiled once)
@@ -386,6 +387,66 @@ def test_hash_grid_finds_every_neighbour_once(dims):
     np.testing.assert_array_equal(neighbours.numpy(), want.astype(int))
     assert visits.numpy().max() == 1  # no candidate twice
     assert want.sum() > 4 * n  # about 5 neighbours each besides itself
+
+
+def _points_on_cell_boundaries(width: float) -> np.ndarray:
+    """Points whose coordinates are multiples of ``width`` in float32 and their float32 neighbours on each
+    side: where float32 and float64 arithmetic put a coordinate in different cells."""
+    base = (np.arange(-4, 5) * np.float32(width)).astype(np.float32)
+    x = np.concatenate([base, np.nextafter(base, np.float32(np.inf)), np.nextafter(base, np.float32(-np.inf))])
+    rng = np.random.default_rng(3)
+    return np.stack([x, rng.permutation(x), rng.permutation(x)], 1).astype(np.float32)
+
+
+def _float32_candidates(pts: np.ndarray, width: float, radius: float, dims) -> np.ndarray:
+    """visits[i, j]: 1 where point j lies in a hashed cell that the query around point i visits, with Warp's
+    arithmetic: cell = floor(x * (1 / width)) in float32, the query's range from x - r and x + r in float32."""
+    f32 = np.float32
+    inv = f32(1.0) / f32(width)
+    dims = np.array(dims)
+    cells = np.floor(pts * inv).astype(np.int64) % dims
+    lo = np.floor((pts - f32(radius)) * inv).astype(np.int64)
+    hi = np.minimum(np.floor((pts + f32(radius)) * inv).astype(np.int64), lo + dims - 1)
+    visits = np.zeros((len(pts), len(pts)), int)
+    for i in range(len(pts)):
+        axes = [set(np.arange(lo[i, d], hi[i, d] + 1) % dims[d]) for d in range(3)]
+        visits[i] = [all(cells[j, d] in axes[d] for d in range(3)) for j in range(len(pts))]
+    return visits
+
+
+CANDIDATES_SOURCE = """
+import {engine} as m
+
+
+@m.kernel
+def candidates(grid: m.uint64, points: m.array(dtype=m.vec3), radius: float, visits: m.array2d(dtype=int)):
+    i = m.tid()
+    query = m.hash_grid_query(grid, points[i], radius)
+    j = int(0)
+    while m.hash_grid_query_next(query, j):
+        visits[i, j] += 1
+"""
+
+
+def test_hash_grid_cells_near_boundaries_are_computed_in_float32_as_in_warp():
+    width = 0.1  # not a binary fraction: 1 / width and x * (1 / width) round differently in float32 and float64
+    pts = _points_on_cell_boundaries(width)
+    n = len(pts)
+
+    def candidates(engine):
+        kernel = load_source(CANDIDATES_SOURCE.format(engine=engine.__name__), f"grid_{engine.__name__}").candidates
+        points = engine.array(pts, dtype=engine.vec3)
+        grid = engine.HashGrid(8, 8, 8)
+        grid.build(points, width)
+        visits = engine.zeros((n, n), dtype=int)
+        engine.launch(kernel, n, inputs=[grid.id, points, width, visits], device="cpu")
+        return visits.numpy()
+
+    got = candidates(wp)
+    np.testing.assert_array_equal(got, _float32_candidates(pts, width, width, (8, 8, 8)))
+    warp = pytest.importorskip("warp")
+    warp.config.quiet = True
+    np.testing.assert_array_equal(got, candidates(warp))
 
 
 def test_hash_grid_point_ids_are_a_cell_sorted_permutation():

@@ -543,9 +543,15 @@ XS_FUNC int32_t grid_cell(const grid_desc* g, int x, int y, int z) {
     return (hz * g->dim[1] + hy) * g->dim[0] + hx;
 }
 
-XS_FUNC int grid_coord(double x, float inv_width) {
-    const double c = libm::floor(x * (double)inv_width);
-    return c < -1e9 ? -1000000000 : (c > 1e9 ? 1000000000 : (int)c);
+// The cell coordinate of a coordinate x, in float32 as Warp computes it (floor(x * inv_width)), so that a
+// point near a cell boundary gets the same candidates: beyond the int range it saturates to INT_MIN or
+// INT_MAX - 1 (a query can step one cell past its end), and NaN is cell 0.
+XS_FUNC int grid_coord(float x, float inv_width) {
+    const float c = libm::floor(x * inv_width);
+    if (c >= 2147483648.0f) return 2147483646;
+    if (c >= -2147483648.0f) return (int)c;
+    if (c < -2147483648.0f) return -2147483647 - 1;
+    return 0;
 }
 
 template <typename Q>
@@ -563,9 +569,9 @@ XS_FUNC Q hash_grid_query(uint64_t id, const vec_t<3, float>& point, float max_d
     const grid_desc* g = grid_get(id);
     if (!g || !g->point_ids) return q;  // advancing it finds nothing
     for (int i = 0; i < 3; ++i) {
-        const int lo = grid_coord((double)point.c[i] - max_dist, g->inv_cell_width);
-        int hi = grid_coord((double)point.c[i] + max_dist, g->inv_cell_width);
-        if (hi - lo >= g->dim[i]) hi = lo + g->dim[i] - 1;  // beyond that, hashed cells repeat
+        const int lo = grid_coord(point.c[i] - max_dist, g->inv_cell_width);
+        int hi = grid_coord(point.c[i] + max_dist, g->inv_cell_width);
+        if ((int64_t)hi - lo >= g->dim[i]) hi = lo + g->dim[i] - 1;  // beyond that, hashed cells repeat
         q.lower.c[i] = lo;
         q.upper.c[i] = hi;
     }
