@@ -331,8 +331,48 @@ def test_rays_match_moller_trumbore_over_all_triangles(name):
     n_want = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
     n_want /= np.linalg.norm(n_want, axis=1, keepdims=True)
     np.testing.assert_allclose(normals.numpy()[hit], n_want, atol=1e-5)
-    np.testing.assert_array_equal(signs.numpy()[hit], np.where(_dot(dirs[hit], n_want) < 0, 1.0, -1.0))
+    # Warp's sign: the determinant of the watertight ray test, -dot(cross(b - a, c - a), dir) / max |dir_i|
+    area_normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    det = -_dot(dirs[hit].astype(np.float64), area_normal) / np.abs(dirs[hit]).max(1)
+    np.testing.assert_allclose(signs.numpy()[hit], det, rtol=1e-4, atol=1e-6 * np.abs(det).max())
     assert same.numpy().all(), "the output-argument form differs from the struct form"
+
+
+RAY_SOURCE = """
+import {engine} as m
+
+
+@m.kernel
+def cast(mesh: m.uint64, starts: m.array(dtype=m.vec3), dirs: m.array(dtype=m.vec3), signs: m.array(dtype=float),
+         faces: m.array(dtype=int)):
+    i = m.tid()
+    q = m.mesh_query_ray(mesh, starts[i], dirs[i], 100.0)
+    signs[i] = q.sign
+    faces[i] = m.where(q.result, q.face, -1)
+"""
+
+
+def test_ray_signs_equal_warps_bit_for_bit():
+    warp = pytest.importorskip("warp")
+    warp.config.quiet = True
+    tm = trimesh.creation.icosphere(2)
+    pts, tris = np.asarray(tm.vertices, np.float32), np.asarray(tm.faces, np.int32)
+    rng = np.random.default_rng(1)
+    starts = rng.uniform(-3, 3, (200, 3)).astype(np.float32)
+    dirs = ((rng.uniform(-0.5, 0.5, (200, 3)) - starts) * rng.uniform(0.1, 3, (200, 1))).astype(np.float32)
+
+    def cast(engine):
+        kernel = load_source(RAY_SOURCE.format(engine=engine.__name__), f"rays_{engine.__name__}").cast
+        mesh = engine.Mesh(points=engine.array(pts, dtype=engine.vec3), indices=engine.array(tris.ravel(), dtype=int))
+        signs, faces = engine.zeros(200, dtype=float), engine.zeros(200, dtype=int)
+        engine.launch(kernel, 200, inputs=[mesh.id, engine.array(starts, dtype=engine.vec3),
+                                           engine.array(dirs, dtype=engine.vec3), signs, faces], device="cpu")
+        return signs.numpy(), faces.numpy()
+
+    (signs, faces), (want_signs, want_faces) = cast(wp), cast(warp)
+    assert (faces >= 0).sum() > 150
+    np.testing.assert_array_equal(faces, want_faces)
+    np.testing.assert_array_equal(signs, want_signs)
 
 
 def test_rays_through_a_shared_edge_do_not_leak():

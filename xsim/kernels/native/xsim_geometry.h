@@ -385,6 +385,47 @@ XS_FUNC void adj_mesh_query_point(uint64_t id, const vec_t<3, float>& point, flo
     adj_point.c[2] += (float)g.z;
 }
 
+// a * b - c * d with the rounding error of c * d added back by FMAs (Kahan's method), in float32
+XS_FUNC float diff_of_products(float a, float b, float c, float d) {
+    const float cd = c * d;
+    return ::fmaf(a, b, -cd) + ::fmaf(-c, d, cd);
+}
+
+// The sign Warp gives a ray hit on the triangle (a, b, c): not +-1 but the determinant U + V + W of the
+// watertight ray/triangle test of Woop, Benthin and Wald (2013), in float32: the doubled area of the
+// triangle projected along the ray onto the plane across its largest direction component (up to
+// rounding -dot(cross(b - a, c - a), dir) / |dir_max|: positive where the ray meets the front face).
+XS_FUNC float ray_hit_sign(const vec_t<3, float>& start, const vec_t<3, float>& dir, const vec_t<3, float>& a,
+                           const vec_t<3, float>& b, const vec_t<3, float>& c) {
+    int kz = 0;
+    for (int i = 1; i < 3; ++i)
+        if (libm::fabs(dir.c[i]) > libm::fabs(dir.c[kz])) kz = i;
+    int kx = (kz + 1) % 3, ky = (kz + 2) % 3;
+    if (dir.c[kz] < 0.0f) {  // keeps the winding of the projected triangle
+        const int k = kx;
+        kx = ky;
+        ky = k;
+    }
+    const float sx = dir.c[kx] / dir.c[kz], sy = dir.c[ky] / dir.c[kz];
+    float px[3], py[3];  // the corners relative to the start, sheared so that the ray runs along kz
+    const vec_t<3, float>* corners[3] = {&a, &b, &c};
+    for (int i = 0; i < 3; ++i) {
+        const float rx = corners[i]->c[kx] - start.c[kx], ry = corners[i]->c[ky] - start.c[ky];
+        const float rz = corners[i]->c[kz] - start.c[kz];
+        px[i] = rx - sx * rz;
+        py[i] = ry - sy * rz;
+    }
+    float u = diff_of_products(px[2], py[1], py[2], px[1]);
+    float v = diff_of_products(px[0], py[2], py[0], px[2]);
+    float w = diff_of_products(px[1], py[0], py[1], px[0]);
+    if (u == 0.0f || v == 0.0f || w == 0.0f) {  // on an edge: the exact products, as the test does there
+        u = (float)((double)px[2] * py[1] - (double)py[2] * px[1]);
+        v = (float)((double)px[0] * py[2] - (double)py[0] * px[2]);
+        w = (float)((double)px[1] * py[0] - (double)py[1] * px[0]);
+    }
+    return u + v + w;
+}
+
 template <typename R>
 XS_FUNC R mesh_query_ray(uint64_t id, const vec_t<3, float>& start, const vec_t<3, float>& dir, float max_t,
                          int32_t root) {
@@ -400,7 +441,8 @@ XS_FUNC R mesh_query_ray(uint64_t id, const vec_t<3, float>& start, const vec_t<
     r.t = (float)h.t;
     r.u = (float)(1.0 - h.wb - h.wc);
     r.v = (float)h.wb;
-    r.sign = dot(d, n) < 0.0 ? 1.0f : -1.0f;
+    r.sign = ray_hit_sign(start, dir, m->points[m->indices[3 * h.face]], m->points[m->indices[3 * h.face + 1]],
+                          m->points[m->indices[3 * h.face + 2]]);
     r.normal = to_f3(n);
     return r;
 }
