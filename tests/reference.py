@@ -59,6 +59,7 @@ from reference_values import (
     loop_default,
     mod,
     mul,
+    power,
     setattr_,
     struct_ctor,
     unpack,
@@ -195,11 +196,11 @@ def _stack_array(shape, dtype):
 # source rewriting
 
 
-_OPS = {ast.Div: "div", ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Mult: "mul"}
+_OPS = {ast.Div: "div", ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Mult: "mul", ast.Pow: "power"}
 
 
 class _Rewrite(ast.NodeTransformer):
-    """Routes ``/ // %`` through the Warp-rule helpers, copies on assignment, drops annotations."""
+    """Routes ``/ // % * **`` through the Warp-rule helpers, copies on assignment, drops annotations."""
 
     def visit_FunctionDef(self, node):
         self.generic_visit(node)
@@ -642,8 +643,9 @@ def checked_launches(rtol=None, library: bool = True, skip: frozenset = frozense
 
 
 class _Helpers:
-    div, floordiv, mod, mul, index, val, dtype_of, draw, setattr_, loop_default, unpack = (
-        staticmethod(f) for f in (div, floordiv, mod, mul, index, val, dtype_of, draw, setattr_, loop_default, unpack))
+    div, floordiv, mod, mul, power, index, val, dtype_of, draw, setattr_, loop_default, unpack = (
+        staticmethod(f) for f in (div, floordiv, mod, mul, power, index, val, dtype_of, draw, setattr_, loop_default,
+                                  unpack))
 
 
 def _range(*args):

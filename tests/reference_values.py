@@ -67,6 +67,18 @@ def mod(a, b):
         return np.fmod(a, b)
 
 
+def power(a, b):
+    """``**``: C's pow (as Warp computes it), so a negative base to a fractional power is NaN and zero to a
+    negative power is +-inf, not Python's complex number or ZeroDivisionError; integers to a power
+    >= 0 as Python."""
+    if isinstance(a, int) and isinstance(b, int) and b >= 0:
+        return a ** b
+    if isinstance(a, T._Composite) or isinstance(b, T._Composite):
+        return a ** b
+    with np.errstate(all="ignore"):
+        return np.power(a, b)
+
+
 def mul(a, b):
     """``*``: scalars, scalar times composite (either side), matrix products, quaternion and transform
     products."""

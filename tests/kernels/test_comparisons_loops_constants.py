@@ -4,8 +4,10 @@ constant bool vectors and matrices indexed in kernels, and matrix rows written i
 elements; checked against plain Python running the same logic."""
 
 import numpy as np
+import pytest
 
 import xsim
+from xsim.kernels.generated import load_source
 
 MODULE = "xsim_tests_comparisons_loops_constants"
 N = 8
@@ -136,3 +138,39 @@ def test_constant_bool_vectors_and_matrices_index_like_python():
     np.testing.assert_array_equal(out.numpy(), [1 + 4 + 8 + 32 + 64 + 128] * 2)
     np.testing.assert_array_equal(rows.numpy(), [[[False, False], [True, False]]] * 2)
     np.testing.assert_array_equal(local_rows.numpy(), [[[False, True], [True, False]]] * 2)
+
+
+POWERS_SOURCE = """
+import {engine} as m
+
+
+@m.kernel
+def literal_powers(y: m.array(dtype=float)):
+    y[0] = (-0.5) ** 2.2
+    y[1] = (-8.0) ** (1.0 / 3.0)
+    y[2] = (-2.0) ** 3.0
+    y[3] = 0.0 ** -1.0
+    y[4] = (-0.0) ** -1.0
+    y[5] = 2.0 ** 0.5
+"""
+POWERS = [(-0.5, 2.2), (-8.0, 1.0 / 3.0), (-2.0, 3.0), (0.0, -1.0), (-0.0, -1.0), (2.0, 0.5)]
+
+
+def _literal_powers(engine):
+    kernel = load_source(POWERS_SOURCE.format(engine=engine.__name__), f"powers_{engine.__name__}").literal_powers
+    y = engine.zeros(len(POWERS), dtype=engine.float32)
+    engine.launch(kernel, 1, inputs=[y], device="cpu")
+    return y.numpy()
+
+
+def test_powers_of_literals_fold_as_cs_pow_nan_for_a_negative_base_and_a_fraction():
+    with np.errstate(all="ignore"):
+        want = np.array([np.power(np.float32(a), np.float32(b)) for a, b in POWERS], np.float32)
+    assert np.isnan(want[0]) and np.isnan(want[1]) and want[3] == np.inf and want[4] == -np.inf
+    np.testing.assert_array_equal(_literal_powers(xsim), want)
+
+
+def test_powers_of_literals_equal_warp():
+    wp = pytest.importorskip("warp")
+    wp.config.quiet = True
+    np.testing.assert_array_equal(_literal_powers(xsim), _literal_powers(wp))

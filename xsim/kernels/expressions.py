@@ -474,7 +474,7 @@ class Expressions:
         if user is not None:
             return self.inline_func(user, [a, b], {}, node)
         if op == "pow" and a.weak and b.weak:
-            return self.const(a.const ** b.const)
+            return self.const(_fold_pow(a.const, b.const))
         if op == "pow" and T.is_float(a.type) and b.is_const and b.weak and float(b.const) == 2.0:
             return self.call_builtin("mul", [a, a], node)
         if op in ("div", "floordiv", "mod") and a.weak and b.weak:
@@ -745,3 +745,13 @@ def _steps_above(target, root) -> list:
 def _xsim_module():
     import xsim
     return xsim
+
+
+def _fold_pow(a, b):
+    """``a ** b`` of two literals. Integers fold as Python does; with a float, as C's pow, as Warp computes
+    it at run time: NaN for a negative base and a fractional exponent (Python gives a complex number),
+    +-inf for zero to a negative power (Python raises ZeroDivisionError)."""
+    if isinstance(a, int) and isinstance(b, int) and b >= 0:
+        return a ** b
+    with np.errstate(all="ignore"):
+        return float(np.power(np.float64(a), np.float64(b)))
