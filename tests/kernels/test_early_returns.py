@@ -1,6 +1,7 @@
 """A func that returns from inside a loop (``for`` or ``while``, dynamic or unrolled, at any depth of
-nesting) gives the value of the ``return`` that ran, a tuple as well as a scalar: the same answers as the
-func's own Python source run by Python, and as Warp 1.19 running the same source (where it is installed).
+nesting) gives the value of the ``return`` that ran, a tuple as well as a scalar, and a func may end in a
+``while True:`` that only a ``return`` leaves: the same answers as the func's own Python source run by
+Python, and as Warp 1.19 running the same source (where it is installed).
 
 The kernels live in one source text (``SOURCE``) imported with ``m`` bound to xsim, and to Warp for the
 comparison, so both engines compile exactly the same code."""
@@ -79,6 +80,40 @@ def first_in_window(a: m.array(dtype=float), v: float, n: int) -> tuple[int, flo
     return -1, -1.0
 
 
+@m.func
+def collatz_steps(n: int) -> int:
+    steps = int(0)
+    while True:
+        if n == 1:
+            return steps
+        if n % 2 == 0:
+            n = n // 2
+        else:
+            n = 3 * n + 1
+        steps += 1
+
+
+@m.func
+def first_power_above(n: int) -> tuple[int, float]:
+    k = int(1)
+    while True:
+        for _ in range(2):
+            if k > 1000:
+                break  # leaves the for loop only: the while True still ends by returning
+        k = k * 2
+        if k > n:
+            return k, float(k) * 0.5
+
+
+@m.kernel
+def forever(ints: m.array(dtype=int, ndim=2), floats: m.array(dtype=float)):
+    t = m.tid()
+    ints[t, 0] = collatz_steps(t + 1)
+    k, h = first_power_above(t * 3)
+    ints[t, 1] = k
+    floats[t] = h
+
+
 @m.kernel
 def search(a: m.array(dtype=float), vs: m.array(dtype=float), n: int, ints: m.array(dtype=int, ndim=2),
            floats: m.array(dtype=float, ndim=2)):
@@ -145,6 +180,48 @@ def _python():
             hit, at = py["first_at_least"](A, v - np.float32(r))
             ints[t, 8] += at + 1 if hit else 0
     return ints, floats
+
+
+def _run_forever(engine):
+    mod = load_source(SOURCE.format(engine=engine.__name__), f"early_returns_{engine.__name__}")
+    ints, floats = engine.zeros((12, 2), dtype=engine.int32), engine.zeros(12, dtype=engine.float32)
+    engine.launch(mod.forever, 12, inputs=[ints, floats], device="cpu")
+    return ints.numpy(), floats.numpy()
+
+
+def test_funcs_ending_in_while_true_return_from_inside_it():
+    mod = load_source(SOURCE.format(engine="xsim"), "early_returns_xsim")
+    steps, power = mod.collatz_steps.overloads[-1].pyfunc, mod.first_power_above.overloads[-1].pyfunc
+    ints, floats = _run_forever(xsim)
+    np.testing.assert_array_equal(ints[:, 0], [steps(t + 1) for t in range(12)])
+    np.testing.assert_array_equal(ints[:, 1], [power(t * 3)[0] for t in range(12)])
+    np.testing.assert_array_equal(floats, [power(t * 3)[1] for t in range(12)])
+    assert ints[6, 0] == 16  # 7 -> 22 -> 11 -> 34 -> 17 -> 52 -> 26 -> 13 -> 40 -> 20 -> 10 -> 5 -> 16 -> 8 -> 4 -> 2 -> 1
+
+
+def test_funcs_ending_in_while_true_equal_warp():
+    wp = pytest.importorskip("warp")
+    wp.config.quiet = True
+    for got, want in zip(_run_forever(xsim), _run_forever(wp)):
+        np.testing.assert_array_equal(got, want)
+
+
+@xsim.func
+def breaks_out_of_while_true(n: int) -> int:
+    while True:
+        if n > 3:
+            break
+        n += 1
+
+
+@xsim.kernel(module="xsim_tests_while_true_refused")
+def while_true_with_a_break(y: xsim.array(dtype=int), n: int):
+    y[0] = breaks_out_of_while_true(n)
+
+
+def test_a_while_true_that_a_break_leaves_must_be_followed_by_a_return():
+    with pytest.raises(xsim.CompileError, match="can reach its end without returning a value"):
+        xsim.launch(while_true_with_a_break, 1, inputs=[xsim.zeros(1, dtype=int), 4])
 
 
 def test_the_issues_first_at_least_returns_the_index_found_inside_the_loop():
