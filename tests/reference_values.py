@@ -160,7 +160,10 @@ def dtype_of(v):
 
 
 def val(v):
-    """The value stored by an assignment: composites and structs are copied, bare literals typed."""
+    """The value stored by an assignment: composites and structs are copied, bare literals typed; a tuple
+    (``a, v = f(...)``, a func's returned values) element by element."""
+    if type(v) is tuple:
+        return tuple(val(x) for x in v)
     if isinstance(v, T._Composite):
         return type(v)._wrap(v._v.copy())
     if isinstance(v, T._StructBase):
