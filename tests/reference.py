@@ -51,6 +51,7 @@ from reference_values import (
     _Record,
     _StructArray,
     _wrap,
+    compare,
     div,
     draw,
     dtype_of,
@@ -196,6 +197,7 @@ def _stack_array(shape, dtype):
 # source rewriting
 
 
+_CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _OPS = {ast.Div: "div", ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Mult: "mul", ast.Pow: "power"}
 
 
@@ -260,6 +262,14 @@ class _Rewrite(ast.NodeTransformer):
         if op is None:
             return node
         return ast.Call(ast.Attribute(ast.Name("__ref", ast.Load()), op, ast.Load()), [node.left, node.right], [])
+
+    def visit_Compare(self, node):
+        """A single comparison as Warp makes it (``compare``: an integer against a float takes the float's
+        type); a chain keeps Python's, which evaluates each operand once and stops at the first false link."""
+        self.generic_visit(node)
+        if len(node.ops) != 1 or type(node.ops[0]) not in _CMPOPS:
+            return node
+        return _ref_call("compare", [ast.Constant(_CMPOPS[type(node.ops[0])]), node.left, node.comparators[0]])
 
     def visit_AugAssign(self, node):
         self.generic_visit(node)
@@ -643,9 +653,9 @@ def checked_launches(rtol=None, library: bool = True, skip: frozenset = frozense
 
 
 class _Helpers:
-    div, floordiv, mod, mul, power, index, val, dtype_of, draw, setattr_, loop_default, unpack = (
-        staticmethod(f) for f in (div, floordiv, mod, mul, power, index, val, dtype_of, draw, setattr_, loop_default,
-                                  unpack))
+    div, floordiv, mod, mul, power, compare, index, val, dtype_of, draw, setattr_, loop_default, unpack = (
+        staticmethod(f) for f in (div, floordiv, mod, mul, power, compare, index, val, dtype_of, draw, setattr_,
+                                  loop_default, unpack))
 
 
 def _range(*args):

@@ -5,6 +5,7 @@ PCG random samplers. A test utility, not part of xsim."""
 from __future__ import annotations
 
 import copy
+import operator
 
 import numpy as np
 import scipy.special
@@ -77,6 +78,22 @@ def power(a, b):
         return a ** b
     with np.errstate(all="ignore"):
         return np.power(a, b)
+
+
+_COMPARISONS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
+                "ne": operator.ne}
+
+
+def compare(op: str, a, b):
+    """A comparison as Warp makes it: an integer (numpy or a Python int, not a bool) against a numpy float
+    is converted to that float's type first, so float32(16777216) == 16777217; anything else as Python."""
+    def is_int(x):
+        return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+    if isinstance(a, np.floating) and is_int(b):
+        b = a.dtype.type(b)
+    elif isinstance(b, np.floating) and is_int(a):
+        a = b.dtype.type(a)
+    return _COMPARISONS[op](a, b)
 
 
 def mul(a, b):

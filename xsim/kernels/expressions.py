@@ -535,7 +535,7 @@ class Expressions:
             if name is None:
                 raise self.err(node, "only <, <=, >, >=, == and != comparisons are supported")
             right = self.value(right_node)
-            c = self.call_builtin(name, [left, right], node)
+            c = self.call_builtin(name, list(self.compared(left, right, node)), node)
             if result is None:
                 result = c
             elif result.is_const:  # a known link decides alone when false, drops out when true
@@ -546,6 +546,18 @@ class Expressions:
                 result = self.emit("and", T.bool_, [result, c], node)
             left = right
         return result
+
+    def compared(self, a: Var, b: Var, node) -> tuple[Var, Var]:
+        """The operands of a comparison as Warp compares them: an integer compared with a float becomes
+        that float type (``d < radius`` with an int radius compares in float32, so 16777217 equals
+        16777216.0f); anything else is compared as it is."""
+        if not (isinstance(a, Var) and isinstance(b, Var) and T.is_scalar(a.type) and T.is_scalar(b.type)):
+            return a, b
+        if T.is_float(a.type) and T.is_int(b.type) and not b.weak:
+            return a, self.cast(b, a.type, node)
+        if T.is_int(a.type) and T.is_float(b.type) and not a.weak:
+            return self.cast(a, b.type, node), b
+        return a, b
 
     def expr_IfExp(self, node):
         """``a if c else b`` evaluates only the chosen side."""
