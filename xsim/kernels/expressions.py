@@ -118,9 +118,8 @@ class Expressions:
         library = _library_name(node.id)
         if library is not None:
             return Ref(library)
-        raise self.err(node, f"unknown name '{node.id}' (not a local, a parameter or a module global; a name "
-                             "assigned only inside a loop is not defined after it): Referencing undefined symbol: "
-                             f"{node.id}", WarpCodegenKeyError)
+        raise self.err(node, f"unknown name '{node.id}' (not a local, a parameter or a module global): "
+                             f"Referencing undefined symbol: {node.id}", WarpCodegenKeyError)
 
     def global_value(self, obj, node):
         if isinstance(obj, (bool, int, float, np.generic)) and not isinstance(obj, np.ndarray):

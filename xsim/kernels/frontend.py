@@ -763,6 +763,10 @@ class Frontend(Expressions, Calls, Statics):
         # "$ret" is carried only when the body can return: carrying it otherwise makes it a runtime
         # flag after the loop, which guards every later statement (and refused array stores there)
         extra = (["$ret"] if has_return else []) + (["$retval"] if has_return and not f.is_kernel else [])
+        # a name first assigned in the loop and read after it (as Python and Warp allow) is carried too, from
+        # the zero of its type: what it holds when no iteration assigned it (Warp leaves it uninitialised)
+        skip = {induction[0]} if induction is not None else set()
+        extra += sorted(n for n in assigned & _names_read_after(f.src.tree, node) if n not in f.sym and n not in skip)
         types = {}
         for _ in range(3):  # trial builds until the carried types are stable
             trial = self._loop_body(node, body, names, extra, induction, cond_node, types, trial=True)
@@ -782,7 +786,7 @@ class Frontend(Expressions, Calls, Statics):
         inits, starts = {}, {}
         for n in names + extra:
             init = f.sym.get(n)
-            if n == "$retval" and init is None:
+            if init is None:  # "$retval", or a name first assigned in the loop: from the types a trial found
                 known = {path: t for (m, path), t in types.items() if m == n}
                 if not known:
                     continue
@@ -873,9 +877,10 @@ class Frontend(Expressions, Calls, Statics):
                 raise self.err(node, f"'{n}' changes type inside the loop ({T.type_name(c.var.type)} -> "
                                      f"{T.type_name(nxt.type)})")
             c.next = nxt
-        if trial and not any(m == "$retval" for m, _ in inits):  # first returned inside the loop
-            new_types.update((("$retval", path), v.type) for path, v in _leaves(f.sym.get("$retval"))
-                             if isinstance(v, Var))
+        for n in extra:  # first returned, or first assigned, inside the loop
+            if trial and not any(m == n for m, _ in inits):
+                new_types.update(((n, path), v.type) for path, v in _leaves(f.sym.get(n))
+                                 if isinstance(v, Var) and T.is_value_type(v.type))
         carried[-1].next = f.sym["$brk"]
         self.block = outer_block
         if trial:
@@ -922,6 +927,13 @@ class Frontend(Expressions, Calls, Statics):
         if T.is_scalar(t):
             return self.const(0, t)
         return self.emit("construct", t, [], node)
+
+
+def _names_read_after(tree, node) -> set[str]:
+    """The names that ``tree`` (a function) reads after the end of the statement ``node``, in source order."""
+    end = (node.end_lineno, node.end_col_offset)
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and (n.lineno, n.col_offset) > end}
 
 
 def _leaves(v, path: tuple = ()):
