@@ -197,6 +197,7 @@ def _stack_array(shape, dtype):
 # source rewriting
 
 
+_ATOMIC_AUGOPS = (ast.Add, ast.Sub, ast.BitAnd, ast.BitOr, ast.BitXor)
 _CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _OPS = {ast.Div: "div", ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Mult: "mul", ast.Pow: "power"}
 
@@ -272,7 +273,19 @@ class _Rewrite(ast.NodeTransformer):
         return _ref_call("compare", [ast.Constant(_CMPOPS[type(node.ops[0])]), node.left, node.comparators[0]])
 
     def visit_AugAssign(self, node):
+        """``t op= v``. ``+= -= &= |= ^=`` into an element or a component (``y[i] += v``, ``y[i].x -= v``)
+        evaluate ``v`` first and read the target after it, as the atomic update xsim and Warp make of them: a
+        func in ``v`` that writes ``y[i]`` is seen (Python would read ``y[i]`` before the call)."""
         self.generic_visit(node)
+        if not isinstance(node.target, ast.Name) and type(node.op) in _ATOMIC_AUGOPS:
+            tmp = f"__aug{id(node)}"
+            first = ast.Assign([ast.Name(tmp, ast.Store())], node.value)
+            node.value = ast.Name(tmp, ast.Load())
+            rest = self._aug_assign(node)
+            return [first, *(rest if isinstance(rest, list) else [rest])]
+        return self._aug_assign(node)
+
+    def _aug_assign(self, node):
         if isinstance(node.target, ast.Attribute):  # o.f op= v -> setattr_(o, "f", o.f op v)
             load = copy.deepcopy(node.target)
             load.ctx = ast.Load()
