@@ -842,6 +842,8 @@ BUILTINS = {
     "expect_eq": lambda a, b: np.bool_(np.all(_f64(a) == _f64(b))),
     "expect_neq": lambda a, b: np.bool_(np.any(_f64(a) != _f64(b))),
     "expect_near": lambda a, b, tolerance=1e-6: np.bool_(np.max(np.abs(_f64(a) - _f64(b))) <= tolerance),
+    # printf writes to stdout, which no launch compares: the reference leaves the output to the kernel's run
+    "printf": lambda fmt, *args: np.bool_(True),
     "quat_from_euler": _quat_from_euler, "quat_to_axis_angle": _quat_to_axis_angle, "quat_twist": _quat_twist,
     "spatial_cross": _spatial_cross, "transform_to_matrix": _transform_to_matrix,
     "quat_rpy": _quat_rpy, "quat_to_rpy": _quat_to_rpy, "quat_to_euler": _quat_to_euler,
