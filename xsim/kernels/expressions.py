@@ -493,7 +493,10 @@ class Expressions:
         v = self.value(node.operand)
         if isinstance(node.op, ast.USub):
             if v.is_const and v.type is not T.bool_:
-                return Var(v.type, const=-v.const, weak=v.weak)
+                # a typed integer wraps at its width as at run time (-int32(-2**31) is -2**31); a literal
+                # keeps its value until an operand or an annotation types it
+                neg = T.wrap_int(-v.const, v.type) if T.is_int(v.type) and not v.weak else -v.const
+                return Var(v.type, const=neg, weak=v.weak)
             return self.call_builtin("neg", [v], node)
         if isinstance(node.op, ast.UAdd):
             return v
