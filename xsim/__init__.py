@@ -90,7 +90,7 @@ from .kernels.scope import ATOMICS as _ATOMICS
 from .kernels.scope import BuiltinRef as _BuiltinRef
 from .kernels.static import static
 from .timing import ScopedTimer
-from .torch_view import from_torch, to_torch
+from .torch_view import device_from_torch, device_to_torch, from_torch, to_torch
 from .types import *
 from .types import dtype_from_numpy, dtype_to_numpy, matrix, quaternion, struct, transformation, vector
 from .version import __version__
