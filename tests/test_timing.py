@@ -20,9 +20,8 @@ def test_elapsed_is_the_blocks_wall_time_in_milliseconds_and_is_printed(capsys):
 
 
 def test_nested_timers_indent_and_extra_msg_follows_the_time(capsys):
-    with xsim.ScopedTimer("outer") as outer:
-        with xsim.ScopedTimer("inner") as inner:
-            inner.extra_msg = "(3 steps)"
+    with xsim.ScopedTimer("outer") as outer, xsim.ScopedTimer("inner") as inner:
+        inner.extra_msg = "(3 steps)"
     lines = capsys.readouterr().out.splitlines()
     assert lines == [f"    inner took {inner.elapsed:.2f} ms (3 steps)", f"outer took {outer.elapsed:.2f} ms"]
     assert outer.elapsed >= inner.elapsed

@@ -7,8 +7,8 @@ import pytest
 from reference import run as reference_run
 
 import xsim
-from xsim.kernels.generated import load_source
 from xsim.autodiff.gradcheck import gradcheck
+from xsim.kernels.generated import load_source
 
 MODULE = "xsim_tests_control_flow_forward"
 
