@@ -96,6 +96,46 @@ def compare(op: str, a, b):
     return _COMPARISONS[op](a, b)
 
 
+def _segment_meets_triangle(p, q, a, b, c) -> bool:
+    """Whether segment pq meets triangle abc (float64; a segment in the triangle's plane does not)."""
+    n = np.cross(b - a, c - a)
+    dp, dq = n @ (p - a), n @ (q - a)
+    if dp * dq > 0 or dp == dq:
+        return False
+    x = p + (dp / (dp - dq)) * (q - p)
+    return all(np.cross(w - v, x - v) @ n >= 0 for v, w in ((a, b), (b, c), (c, a)))
+
+
+def _coplanar_triangles_meet(v, u, n) -> bool:
+    """In the plane of normal n: an edge of one crosses an edge of the other, or one holds a corner of the other."""
+    keep = [k for k in range(3) if k != int(np.argmax(np.abs(n)))]
+    v2, u2 = v[:, keep], u[:, keep]
+
+    def orient(a, b, c):
+        return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
+
+    def inside(x, t):
+        s = [orient(t[e], t[(e + 1) % 3], x) for e in range(3)]
+        return all(z >= 0 for z in s) or all(z <= 0 for z in s)
+
+    def cross(p, q, r, w):
+        return orient(r, w, p) * orient(r, w, q) < 0 and orient(p, q, r) * orient(p, q, w) < 0
+    return any(cross(v2[e], v2[(e + 1) % 3], u2[f], u2[(f + 1) % 3]) for e in range(3) for f in range(3)) \
+        or inside(v2[0], u2) or inside(u2[0], v2)
+
+
+def _intersect_tri_tri(v0, v1, v2, u0, u1, u2):
+    """Whether two triangles meet (1) or not (0), from their edges: one of the six crosses the other triangle,
+    or, for two triangles in one plane, their 2D overlap (float64, for inputs away from touching)."""
+    v = np.array([_f64(x) for x in (v0, v1, v2)])
+    u = np.array([_f64(x) for x in (u0, u1, u2)])
+    n = np.cross(v[1] - v[0], v[2] - v[0])
+    if np.all(np.abs((u - v[0]) @ n) < 1e-6):
+        return np.int32(_coplanar_triangles_meet(v, u, n))
+    hits = any(_segment_meets_triangle(s[e], s[(e + 1) % 3], *t) for s, t in ((v, u), (u, v)) for e in range(3))
+    return np.int32(hits)
+
+
 def mul(a, b):
     """``*``: scalars, scalar times composite (either side), matrix products, quaternion and transform
     products."""
@@ -842,6 +882,7 @@ BUILTINS = {
     "expect_eq": lambda a, b: np.bool_(np.all(_f64(a) == _f64(b))),
     "expect_neq": lambda a, b: np.bool_(np.any(_f64(a) != _f64(b))),
     "expect_near": lambda a, b, tolerance=1e-6: np.bool_(np.max(np.abs(_f64(a) - _f64(b))) <= tolerance),
+    "intersect_tri_tri": _intersect_tri_tri,
     # printf writes to stdout, which no launch compares: the reference leaves the output to the kernel's run
     "printf": lambda fmt, *args: np.bool_(True),
     "quat_from_euler": _quat_from_euler, "quat_to_axis_angle": _quat_to_axis_angle, "quat_twist": _quat_twist,
