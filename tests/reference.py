@@ -51,6 +51,7 @@ from reference_values import (
     _Record,
     _StructArray,
     _wrap,
+    compare,
     div,
     draw,
     dtype_of,
@@ -59,6 +60,7 @@ from reference_values import (
     loop_default,
     mod,
     mul,
+    power,
     setattr_,
     struct_ctor,
     unpack,
@@ -195,11 +197,13 @@ def _stack_array(shape, dtype):
 # source rewriting
 
 
-_OPS = {ast.Div: "div", ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Mult: "mul"}
+_ATOMIC_AUGOPS = (ast.Add, ast.Sub, ast.BitAnd, ast.BitOr, ast.BitXor)
+_CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+_OPS = {ast.Div: "div", ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Mult: "mul", ast.Pow: "power"}
 
 
 class _Rewrite(ast.NodeTransformer):
-    """Routes ``/ // %`` through the Warp-rule helpers, copies on assignment, drops annotations."""
+    """Routes ``/ // % * **`` through the Warp-rule helpers, copies on assignment, drops annotations."""
 
     def visit_FunctionDef(self, node):
         self.generic_visit(node)
@@ -260,8 +264,28 @@ class _Rewrite(ast.NodeTransformer):
             return node
         return ast.Call(ast.Attribute(ast.Name("__ref", ast.Load()), op, ast.Load()), [node.left, node.right], [])
 
-    def visit_AugAssign(self, node):
+    def visit_Compare(self, node):
+        """A single comparison as Warp makes it (``compare``: an integer against a float takes the float's
+        type); a chain keeps Python's, which evaluates each operand once and stops at the first false link."""
         self.generic_visit(node)
+        if len(node.ops) != 1 or type(node.ops[0]) not in _CMPOPS:
+            return node
+        return _ref_call("compare", [ast.Constant(_CMPOPS[type(node.ops[0])]), node.left, node.comparators[0]])
+
+    def visit_AugAssign(self, node):
+        """``t op= v``. ``+= -= &= |= ^=`` into an element or a component (``y[i] += v``, ``y[i].x -= v``)
+        evaluate ``v`` first and read the target after it, as the atomic update xsim and Warp make of them: a
+        func in ``v`` that writes ``y[i]`` is seen (Python would read ``y[i]`` before the call)."""
+        self.generic_visit(node)
+        if not isinstance(node.target, ast.Name) and type(node.op) in _ATOMIC_AUGOPS:
+            tmp = f"__aug{id(node)}"
+            first = ast.Assign([ast.Name(tmp, ast.Store())], node.value)
+            node.value = ast.Name(tmp, ast.Load())
+            rest = self._aug_assign(node)
+            return [first, *(rest if isinstance(rest, list) else [rest])]
+        return self._aug_assign(node)
+
+    def _aug_assign(self, node):
         if isinstance(node.target, ast.Attribute):  # o.f op= v -> setattr_(o, "f", o.f op v)
             load = copy.deepcopy(node.target)
             load.ctx = ast.Load()
@@ -642,8 +666,9 @@ def checked_launches(rtol=None, library: bool = True, skip: frozenset = frozense
 
 
 class _Helpers:
-    div, floordiv, mod, mul, index, val, dtype_of, draw, setattr_, loop_default, unpack = (
-        staticmethod(f) for f in (div, floordiv, mod, mul, index, val, dtype_of, draw, setattr_, loop_default, unpack))
+    div, floordiv, mod, mul, power, compare, index, val, dtype_of, draw, setattr_, loop_default, unpack = (
+        staticmethod(f) for f in (div, floordiv, mod, mul, power, compare, index, val, dtype_of, draw, setattr_,
+                                  loop_default, unpack))
 
 
 def _range(*args):

@@ -5,6 +5,7 @@ PCG random samplers. A test utility, not part of xsim."""
 from __future__ import annotations
 
 import copy
+import operator
 
 import numpy as np
 import scipy.special
@@ -65,6 +66,74 @@ def mod(a, b):
         return _wrap(int(a) - int(b) * _trunc_div(int(a), int(b)), t)
     with np.errstate(all="ignore"):
         return np.fmod(a, b)
+
+
+def power(a, b):
+    """``**``: C's pow (as Warp computes it), so a negative base to a fractional power is NaN and zero to a
+    negative power is +-inf, not Python's complex number or ZeroDivisionError; integers to a power
+    >= 0 as Python."""
+    if isinstance(a, int) and isinstance(b, int) and b >= 0:
+        return a ** b
+    if isinstance(a, T._Composite) or isinstance(b, T._Composite):
+        return a ** b
+    with np.errstate(all="ignore"):
+        return np.power(a, b)
+
+
+_COMPARISONS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
+                "ne": operator.ne}
+
+
+def compare(op: str, a, b):
+    """A comparison as Warp makes it: an integer (numpy or a Python int, not a bool) against a numpy float
+    is converted to that float's type first, so float32(16777216) == 16777217; anything else as Python."""
+    def is_int(x):
+        return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+    if isinstance(a, np.floating) and is_int(b):
+        b = a.dtype.type(b)
+    elif isinstance(b, np.floating) and is_int(a):
+        a = b.dtype.type(a)
+    return _COMPARISONS[op](a, b)
+
+
+def _segment_meets_triangle(p, q, a, b, c) -> bool:
+    """Whether segment pq meets triangle abc (float64; a segment in the triangle's plane does not)."""
+    n = np.cross(b - a, c - a)
+    dp, dq = n @ (p - a), n @ (q - a)
+    if dp * dq > 0 or dp == dq:
+        return False
+    x = p + (dp / (dp - dq)) * (q - p)
+    return all(np.cross(w - v, x - v) @ n >= 0 for v, w in ((a, b), (b, c), (c, a)))
+
+
+def _coplanar_triangles_meet(v, u, n) -> bool:
+    """In the plane of normal n: an edge of one crosses an edge of the other, or one holds a corner of the other."""
+    keep = [k for k in range(3) if k != int(np.argmax(np.abs(n)))]
+    v2, u2 = v[:, keep], u[:, keep]
+
+    def orient(a, b, c):
+        return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
+
+    def inside(x, t):
+        s = [orient(t[e], t[(e + 1) % 3], x) for e in range(3)]
+        return all(z >= 0 for z in s) or all(z <= 0 for z in s)
+
+    def cross(p, q, r, w):
+        return orient(r, w, p) * orient(r, w, q) < 0 and orient(p, q, r) * orient(p, q, w) < 0
+    return any(cross(v2[e], v2[(e + 1) % 3], u2[f], u2[(f + 1) % 3]) for e in range(3) for f in range(3)) \
+        or inside(v2[0], u2) or inside(u2[0], v2)
+
+
+def _intersect_tri_tri(v0, v1, v2, u0, u1, u2):
+    """Whether two triangles meet (1) or not (0), from their edges: one of the six crosses the other triangle,
+    or, for two triangles in one plane, their 2D overlap (float64, for inputs away from touching)."""
+    v = np.array([_f64(x) for x in (v0, v1, v2)])
+    u = np.array([_f64(x) for x in (u0, u1, u2)])
+    n = np.cross(v[1] - v[0], v[2] - v[0])
+    if np.all(np.abs((u - v[0]) @ n) < 1e-6):
+        return np.int32(_coplanar_triangles_meet(v, u, n))
+    hits = any(_segment_meets_triangle(s[e], s[(e + 1) % 3], *t) for s, t in ((v, u), (u, v)) for e in range(3))
+    return np.int32(hits)
 
 
 def mul(a, b):
@@ -148,7 +217,10 @@ def dtype_of(v):
 
 
 def val(v):
-    """The value stored by an assignment: composites and structs are copied, bare literals typed."""
+    """The value stored by an assignment: composites and structs are copied, bare literals typed; a tuple
+    (``a, v = f(...)``, a func's returned values) element by element."""
+    if type(v) is tuple:
+        return tuple(val(x) for x in v)
     if isinstance(v, T._Composite):
         return type(v)._wrap(v._v.copy())
     if isinstance(v, T._StructBase):
@@ -339,27 +411,39 @@ def _abs(x):
         return abs(x)
 
 
+def _nan_skipping(values: np.ndarray, pick) -> np.ndarray:
+    """The reduction ``pick`` (np.min / np.max) over the non-NaN values; the first value when all are NaN."""
+    kept = values[~np.isnan(values)] if values.dtype.kind == "f" else values
+    return pick(kept) if kept.size else values[0]
+
+
+def _picks_second(a, b, before) -> bool:
+    """Whether min/max (``before`` = lt / gt) pick ``b``: it comes before ``a``, or ``a`` is NaN (C's
+    fmin/fmax, as Warp 1.19: a NaN operand is missing); ties keep ``a``."""
+    return bool(before(b, a) | np.isnan(np.float64(a)))
+
+
 def _min(a, b=None):
     if b is None:  # the smallest component
-        return _scalar_of(a, np.min(a._v))
+        return _scalar_of(a, _nan_skipping(np.asarray(a._v), np.min))
     if isinstance(a, T._Composite):
-        return type(a)._wrap(np.where(b._v < a._v, b._v, a._v))
+        return type(a)._wrap(np.where((b._v < a._v) | np.isnan(np.asarray(a._v, np.float64)), b._v, a._v))
     a, b = _common(a, b)
-    return min(a, b)
+    return b if _picks_second(a, b, np.less) else a
 
 
 def _max(a, b=None):
     if b is None:  # the largest component
-        return _scalar_of(a, np.max(a._v))
+        return _scalar_of(a, _nan_skipping(np.asarray(a._v), np.max))
     if isinstance(a, T._Composite):
-        return type(a)._wrap(np.where(b._v > a._v, b._v, a._v))
+        return type(a)._wrap(np.where((b._v > a._v) | np.isnan(np.asarray(a._v, np.float64)), b._v, a._v))
     a, b = _common(a, b)
-    return max(a, b)
+    return b if _picks_second(a, b, np.greater) else a
 
 
 def _clamp(x, lo, hi):
-    x, lo, hi = _common(x, lo, hi)
-    return lo if x < lo else min(x, hi)
+    """Warp's clamp: min(max(x, lo), hi) (a NaN bound is no bound; lo > hi gives hi)."""
+    return _min(_max(x, lo), hi)
 
 
 def _where(c, a, b):
@@ -798,6 +882,9 @@ BUILTINS = {
     "expect_eq": lambda a, b: np.bool_(np.all(_f64(a) == _f64(b))),
     "expect_neq": lambda a, b: np.bool_(np.any(_f64(a) != _f64(b))),
     "expect_near": lambda a, b, tolerance=1e-6: np.bool_(np.max(np.abs(_f64(a) - _f64(b))) <= tolerance),
+    "intersect_tri_tri": _intersect_tri_tri,
+    # printf writes to stdout, which no launch compares: the reference leaves the output to the kernel's run
+    "printf": lambda fmt, *args: np.bool_(True),
     "quat_from_euler": _quat_from_euler, "quat_to_axis_angle": _quat_to_axis_angle, "quat_twist": _quat_twist,
     "spatial_cross": _spatial_cross, "transform_to_matrix": _transform_to_matrix,
     "quat_rpy": _quat_rpy, "quat_to_rpy": _quat_to_rpy, "quat_to_euler": _quat_to_euler,

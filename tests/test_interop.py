@@ -345,3 +345,12 @@ def test_a_torch_optimizer_drives_an_xsim_rollout():
     assert losses[-1] < 0.05 * losses[0]
     assert torch.autograd.gradcheck(lambda v_, k_: f(x0, v_, k_), (v.detach().requires_grad_(),
                                                                     k.detach().requires_grad_()))
+
+
+def test_devices_convert_to_and_from_torchs_as_warps_helpers_do():
+    assert xsim.device_to_torch("cpu") == "cpu" and xsim.device_to_torch(xsim.get_device("cpu")) == "cpu"
+    assert xsim.device_from_torch(torch.device("cpu")) is xsim.get_device("cpu")
+    assert xsim.device_from_torch("cpu") is xsim.get_device("cpu")
+    assert str(torch.zeros(1, device=xsim.device_to_torch("cpu")).device) == "cpu"
+    with pytest.raises(RuntimeError, match="Unsupported Torch device meta"):
+        xsim.device_from_torch(torch.device("meta"))

@@ -71,3 +71,24 @@ def test_qr3_of_the_reference_is_warps_unique_factorisation():
     np.testing.assert_allclose(np.linalg.det(qn), 1.0, atol=1e-12)
     assert np.all(np.tril(rn, -1) == 0) and np.all(rn[:, [0, 1], [0, 1]] >= 0)
     np.testing.assert_array_equal(np.sign(rn[:, 2, 2]), np.sign(np.linalg.det(a)))
+
+
+@xsim.func
+def overwrite(y: xsim.array(dtype=int), i: int) -> int:
+    y[i] = 5
+    return 2
+
+
+@xsim.kernel(module="xsim_tests_reference_update_order")
+def updates_after_a_write(y: xsim.array(dtype=int), z: xsim.array(dtype=int), w: xsim.array(dtype=int)):
+    i = xsim.tid()
+    y[i] += overwrite(y, i)  # an atomic update: the func's write is seen, as in Warp (5 + 2)
+    z[i] *= overwrite(z, i)  # a read, then the product: Python's order (100 * 2)
+    w[i] = w[i] + overwrite(w, i)  # the read comes first, as in Python (100 + 2)
+
+
+def test_the_reference_updates_elements_in_xsims_order():
+    arrays = [np.full(2, 100, np.int32) for _ in range(3)]
+    reference.run(updates_after_a_write, 2, arrays)
+    np.testing.assert_array_equal(arrays, [[7, 7], [200, 200], [102, 102]])
+    reference.assert_matches_reference(updates_after_a_write, 2, [xsim.array(np.full(2, 100, np.int32)) for _ in range(3)])

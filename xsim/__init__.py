@@ -70,6 +70,7 @@ from .kernels import (
 from .kernels.builtins import BUILTINS as _BUILTINS
 from .kernels.builtins import SPECIAL_FORMS as _SPECIAL_FORMS
 from .kernels.builtins_geometry import HashGridQuery, MeshQuery, MeshQueryAABB, MeshQueryPoint, MeshQueryRay
+from .kernels.cache import clear_kernel_cache
 from .kernels.kernel import (
     DeterministicMode,
     Kernel,
@@ -88,7 +89,8 @@ from .kernels.scope import _ADJOINT as adjoint
 from .kernels.scope import ATOMICS as _ATOMICS
 from .kernels.scope import BuiltinRef as _BuiltinRef
 from .kernels.static import static
-from .torch_view import from_torch, to_torch
+from .timing import ScopedTimer
+from .torch_view import device_from_torch, device_to_torch, from_torch, to_torch
 from .types import *
 from .types import dtype_from_numpy, dtype_to_numpy, matrix, quaternion, struct, transformation, vector
 from .version import __version__

@@ -319,10 +319,13 @@ class HashGrid:
             raise ValueError(f"HashGrid points are on '{points.device}' but the grid lives on '{self.device}'")
         if not radius > 0.0:
             raise ValueError(f"HashGrid cell width (radius) must be positive, got {radius}")
-        # the cell of a point exactly as hash_grid_query computes it (xsim_geometry.h: grid_coord)
-        inv = np.float32(1.0 / radius)
-        p = points.numpy().reshape(-1, 3).astype(np.float64)
-        c = np.clip(np.floor(p * np.float64(inv)), -1e9, 1e9).astype(np.int64) % np.array(self.dims)
+        # the cell of a point exactly as hash_grid_query computes it (xsim_geometry.h: grid_coord), in
+        # float32 as Warp does: 1 / width and the product rounded to float32, saturated to the int range
+        inv = np.float32(1.0) / np.float32(radius)
+        with np.errstate(invalid="ignore", over="ignore"):
+            f = np.floor(points.numpy().reshape(-1, 3) * inv)
+        c = np.where(f >= 2.0**31, 2**31 - 2, np.where(f >= -2.0**31, f, np.where(f < -2.0**31, -2**31, 0)))
+        c = c.astype(np.int64) % np.array(self.dims)
         cell = (c[:, 2] * self.dims[1] + c[:, 1]) * self.dims[0] + c[:, 0]
         counts = np.bincount(cell, minlength=int(np.prod(self.dims)))
         ends = np.cumsum(counts)

@@ -148,3 +148,25 @@ def wrap_torch_for_launch(t, dtype) -> array:
     a buffer separate from the values; otherwise no gradient is kept for it.
     """
     return from_torch(t, dtype=dtype, requires_grad=t.requires_grad)
+
+
+def device_to_torch(device) -> str:
+    """Warp's ``device_to_torch``: the torch device string of an xsim device (``"cpu"``, ``"cuda:0"``)."""
+    return get_device(device).name
+
+
+def device_from_torch(torch_device):
+    """Warp's ``device_from_torch``: the xsim device of a torch device or its name (``"cuda"`` is the current
+    CUDA device, as in torch); a device xsim does not have is refused naming it."""
+    if isinstance(torch_device, str):
+        name = torch_device
+    else:
+        kind, index = getattr(torch_device, "type", None), getattr(torch_device, "index", None)
+        if kind not in ("cpu", "cuda"):
+            raise RuntimeError(f"Unsupported Torch device {torch_device}")
+        name = kind if kind == "cpu" or index is None else f"cuda:{index}"
+    if name == "cuda":
+        name = f"cuda:{torch_module().cuda.current_device()}"
+    if name != "cpu" and not name.startswith("cuda:"):
+        raise RuntimeError(f"Unsupported Torch device {torch_device}")
+    return get_device(name)

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from builtin_cases_math import math_cases
 from reference import ReferenceUnsupported, assert_matches_reference, excused
+from reference_values import _intersect_tri_tri
 
 import xsim
 from xsim import types as T
@@ -184,6 +185,9 @@ def _cases() -> list[Case]:
           a1="neg", a2="pos"),
         C("isfinite", "int(xsim.isfinite(a0))", "F", np.isfinite, "I", a0="special"),
         C("isnan", "int(xsim.isnan(a0))", "F", np.isnan, "I", a0="special"),
+        C("intersect_tri_tri", "xsim.intersect_tri_tri(a0, a1, a2, a3, a4, a5)", "V3 V3 V3 V3 V3 V3",
+          lambda *corners: np.array([_intersect_tri_tri(*(c[i] for c in corners)) for i in range(len(corners[0]))]),
+          "I"),
         C("dot", "xsim.dot(a0, a1)", "V3 V3", dot, "F"),
         C("dot", "xsim.dot(a0, a1)", "Q Q", dot, "F"),
         C("cross", "xsim.cross(a0, a1)", "V3 V3", np.cross, "V3"),

@@ -152,3 +152,33 @@ def test_default_cache_dir_is_per_user_under_xdg_cache_home(tmp_path, monkeypatc
     assert cache.cache_dir() == tmp_path / "xsim"
     assert stat.S_IMODE((tmp_path / "xsim").stat().st_mode) == 0o700
 
+
+
+@pytest.mark.cpu_only
+def test_clear_kernel_cache_deletes_entries_and_the_next_launch_compiles_again(tmp_path, monkeypatch):
+    import numpy as np
+
+    import xsim
+    monkeypatch.setenv("XSIM_CACHE_DIR", str(tmp_path / "cache"))
+
+    @xsim.kernel(module=f"xsim_tests_clear_cache_{os.getpid()}")
+    def triple(x: xsim.array(dtype=float)):
+        i = xsim.tid()
+        x[i] = x[i] * 3.0
+
+    def entries():
+        return sorted(p.name for p in (tmp_path / "cache").iterdir() if p.suffix in (".so", ".json"))
+
+    x = xsim.array(np.arange(4, dtype=np.float32))
+    xsim.launch(triple, 4, inputs=[x])
+    first = entries()
+    assert len(first) == 2 and {Path(n).suffix for n in first} == {".so", ".json"}
+    in_progress = tmp_path / "cache" / "build-in-progress"
+    in_progress.mkdir()
+    removed = xsim.clear_kernel_cache()
+    assert sorted(p.name for p in removed) == first
+    assert entries() == [] and in_progress.is_dir()
+    assert triple.module.builds == {}
+    xsim.launch(triple, 4, inputs=[x])  # compiles again, into the cache
+    assert entries() == first
+    np.testing.assert_array_equal(x.numpy(), np.arange(4) * 9.0)

@@ -4,8 +4,10 @@ constant bool vectors and matrices indexed in kernels, and matrix rows written i
 elements; checked against plain Python running the same logic."""
 
 import numpy as np
+import pytest
 
 import xsim
+from xsim.kernels.generated import load_source
 
 MODULE = "xsim_tests_comparisons_loops_constants"
 N = 8
@@ -136,3 +138,85 @@ def test_constant_bool_vectors_and_matrices_index_like_python():
     np.testing.assert_array_equal(out.numpy(), [1 + 4 + 8 + 32 + 64 + 128] * 2)
     np.testing.assert_array_equal(rows.numpy(), [[[False, False], [True, False]]] * 2)
     np.testing.assert_array_equal(local_rows.numpy(), [[[False, True], [True, False]]] * 2)
+
+
+POWERS_SOURCE = """
+import {engine} as m
+
+
+@m.kernel
+def literal_powers(y: m.array(dtype=float)):
+    y[0] = (-0.5) ** 2.2
+    y[1] = (-8.0) ** (1.0 / 3.0)
+    y[2] = (-2.0) ** 3.0
+    y[3] = 0.0 ** -1.0
+    y[4] = (-0.0) ** -1.0
+    y[5] = 2.0 ** 0.5
+"""
+POWERS = [(-0.5, 2.2), (-8.0, 1.0 / 3.0), (-2.0, 3.0), (0.0, -1.0), (-0.0, -1.0), (2.0, 0.5)]
+
+
+def _literal_powers(engine):
+    kernel = load_source(POWERS_SOURCE.format(engine=engine.__name__), f"powers_{engine.__name__}").literal_powers
+    y = engine.zeros(len(POWERS), dtype=engine.float32)
+    engine.launch(kernel, 1, inputs=[y], device="cpu")
+    return y.numpy()
+
+
+def test_powers_of_literals_fold_as_cs_pow_nan_for_a_negative_base_and_a_fraction():
+    with np.errstate(all="ignore"):
+        want = np.array([np.power(np.float32(a), np.float32(b)) for a, b in POWERS], np.float32)
+    assert np.isnan(want[0]) and np.isnan(want[1]) and want[3] == np.inf and want[4] == -np.inf
+    np.testing.assert_array_equal(_literal_powers(xsim), want)
+
+
+def test_powers_of_literals_equal_warp():
+    wp = pytest.importorskip("warp")
+    wp.config.quiet = True
+    np.testing.assert_array_equal(_literal_powers(xsim), _literal_powers(wp))
+
+
+MIXED_SOURCE = """
+import {engine} as m
+
+
+@m.kernel
+def mixed_comparisons(x: m.array(dtype=float), xd: m.array(dtype=m.float64), r: int, big: m.int64,
+                      y: m.array(dtype=int, ndim=2)):
+    t = m.tid()
+    d = x[t]
+    n = int(t) - 2
+    y[t, 0] = m.where(d < r, 1, 0)
+    y[t, 1] = m.where(r <= d, 1, 0)
+    y[t, 2] = m.where(d == n, 1, 0)
+    y[t, 3] = m.where(n >= d, 1, 0)
+    y[t, 4] = m.where(d != big, 1, 0)
+    y[t, 5] = m.where(xd[t] < big, 1, 0)
+    y[t, 6] = m.where(d > m.uint32(t), 1, 0)
+"""
+MIXED_X = np.array([-1.5, 2.0, 2.5, 16777216.0, 3.0], np.float32)
+MIXED_XD = np.array([1.0, 16777216.0, 16777217.0, 16777218.0, 2.0])
+BIG = 16777217  # 2**24 + 1: not a float32, so as float32 it is 2**24
+
+
+def _mixed(engine):
+    kernel = load_source(MIXED_SOURCE.format(engine=engine.__name__), f"mixed_{engine.__name__}").mixed_comparisons
+    y = engine.zeros((len(MIXED_X), 7), dtype=engine.int32)
+    engine.launch(kernel, len(MIXED_X), inputs=[engine.array(MIXED_X), engine.array(MIXED_XD, dtype=engine.float64),
+                                                2, BIG, y], device="cpu")
+    return y.numpy()
+
+
+def test_an_int_compared_with_a_float_takes_the_floats_type():
+    f32 = np.float32
+    want = np.array([[d < f32(2), f32(2) <= d, d == f32(t - 2), f32(t - 2) >= d, d != f32(BIG), xd < np.float64(BIG),
+                      d > f32(t)] for t, (d, xd) in enumerate(zip(MIXED_X, MIXED_XD))], np.int32)
+    got = _mixed(xsim)
+    np.testing.assert_array_equal(got, want)
+    assert got[3, 4] == 0  # 16777216.0f != 16777217 is false in float32 (true in exact arithmetic)
+
+
+def test_an_int_compared_with_a_float_equals_warp():
+    wp = pytest.importorskip("warp")
+    wp.config.quiet = True
+    np.testing.assert_array_equal(_mixed(xsim), _mixed(wp))

@@ -1,11 +1,14 @@
 """Forward results of control flow (break/continue inside unrolled and dynamic loops, reused loop
-variable names) equal plain Python running the same source, and the host reference (reference.py)."""
+variable names, names first assigned in a loop read after it) equal plain Python running the same
+source, and the host reference (reference.py)."""
 
 import numpy as np
+import pytest
 from reference import run as reference_run
 
 import xsim
 from xsim.autodiff.gradcheck import gradcheck
+from xsim.kernels.generated import load_source
 
 MODULE = "xsim_tests_control_flow_forward"
 
@@ -244,3 +247,71 @@ def test_a_name_assigned_in_one_branch_is_zero_on_the_other_path():
     xg = xsim.array(x[[0, 2, 3]], dtype=xsim.float64, requires_grad=True)  # away from the kink at 0
     report = gradcheck(names_from_one_branch, [xg, xsim.zeros(3, dtype=xsim.float64, requires_grad=True)])
     assert report.passed, report
+
+
+LOOP_LOCALS_SOURCE = """
+import {engine} as m
+
+
+@m.kernel
+def loop_locals_after_the_loop(a: m.array(dtype=float), n: int, y: m.array(dtype=float, ndim=2)):
+    t = m.tid()
+    for i in range(n + t):
+        x = a[i] * 2.0
+        v = m.vec3(x, 1.0, 0.0)
+        if a[i] > 2.5:
+            break
+    y[t, 0] = x
+    y[t, 1] = v[0]
+    j = int(0)
+    while j < t:
+        s = float(j) + 0.5
+        j += 1
+    y[t, 2] = s
+    for q in range(3):
+        z = a[q] + float(t)
+    y[t, 3] = z
+"""
+
+
+def _loop_locals(engine, n):
+    mod = load_source(LOOP_LOCALS_SOURCE.format(engine=engine.__name__), f"loop_locals_{engine.__name__}")
+    y = engine.zeros((4, 4), dtype=engine.float32)
+    engine.launch(mod.loop_locals_after_the_loop, 4,
+                  inputs=[engine.array(np.array([1, 2, 3, 4, 5, 6, 7], np.float32)), n, y], device="cpu")
+    return y.numpy()
+
+
+def _loop_locals_in_python(n):
+    """The kernel's body in Python, a name no iteration assigned being 0 (Python would raise NameError)."""
+    a = np.array([1, 2, 3, 4, 5, 6, 7], np.float32)
+    y = np.zeros((4, 4), np.float32)
+    for t in range(4):
+        x = v0 = s = 0.0
+        for i in range(n + t):
+            x = a[i] * 2.0
+            v0 = x
+            if a[i] > 2.5:
+                break
+        j = 0
+        while j < t:
+            s = j + 0.5
+            j += 1
+        for q in range(3):
+            z = a[q] + t
+        y[t] = [x, v0, s, z]
+    return y
+
+
+def test_a_name_first_assigned_in_a_loop_is_defined_after_it():
+    for n in (0, 1, 3):
+        np.testing.assert_array_equal(_loop_locals(xsim, n), _loop_locals_in_python(n))
+
+
+def test_a_name_first_assigned_in_a_loop_equals_warp_where_the_loop_ran():
+    wp = pytest.importorskip("warp")
+    wp.config.quiet = True
+    got, want = _loop_locals(xsim, 1), _loop_locals(wp, 1)
+    np.testing.assert_array_equal(got[:, :2], want[:, :2])  # the for loop ran on every thread (n + t >= 1)
+    np.testing.assert_array_equal(got[1:, 2:], want[1:, 2:])  # the while loop ran on threads t >= 1
+    # (on thread 0 no iteration assigns s: xsim gives 0, Warp an uninitialised value)

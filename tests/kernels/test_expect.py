@@ -96,3 +96,59 @@ def test_the_same_source_in_two_places_prints_each_ones_own_file(tmp_path, capfd
         printed.append((str(path), capfd.readouterr().out))
     for path, out in printed:
         assert f"Error, expect_eq() failed at {path}:7:" in out
+
+
+PRINTF_SOURCE = """
+import {engine} as m
+
+
+@m.kernel
+def prints(x: m.array(dtype=float), n: m.int64, u: m.uint8, v: m.array(dtype=m.vec3)):
+    t = m.tid()
+    m.printf("t=%d x=%f g=%g n=%lld u=%u lit=%d %.2e|%5.1f\\n", t, x[t], x[t] * 2.0, n, u, 7, v[t][1], 2.5)
+    m.printf("no values\\n")
+"""
+
+
+def _printed(engine, capfd):
+    from xsim.kernels.generated import load_source  # (imported here: a line above would move the kernels')
+    kernel = load_source(PRINTF_SOURCE.format(engine=engine.__name__), f"printf_{engine.__name__}").prints
+    capfd.readouterr()
+    engine.launch(kernel, 1, inputs=[engine.array(np.array([1.25], np.float32)), 12345678901, 200,
+                                     engine.array(np.array([[0.0, -3.5e-4, 0.0]], np.float32), dtype=engine.vec3)],
+                  device="cpu")
+    engine.synchronize()
+    return capfd.readouterr().out
+
+
+def test_printf_prints_as_cs_printf(capfd):
+    # Python's % formatting is C's printf for these conversions
+    values = (0, 1.25, 2.5, 12345678901, 200, 7, np.float32(-3.5e-4), 2.5)
+    want = "t=%d x=%f g=%g n=%d u=%u lit=%d %.2e|%5.1f\n" % values  # noqa: UP031
+    assert _printed(xsim, capfd) == want + "no values\n"
+
+
+def test_printf_prints_what_warp_prints(capfd):
+    wp = pytest.importorskip("warp")
+    wp.config.quiet = True
+    _printed(wp, capfd)  # the first launch also prints Warp's initialisation and module load
+    assert _printed(xsim, capfd) == _printed(wp, capfd)
+
+
+def test_printf_of_halves_and_bools_passes_them_as_c_promotes_them(capfd):
+    @xsim.kernel(module="xsim_tests_printf_promotions")
+    def halves(x: xsim.array(dtype=xsim.float16)):
+        xsim.printf("%.3f %d %d\n", x[0], x[0] > xsim.float16(1.0), xsim.int8(-5))
+
+    capfd.readouterr()
+    xsim.launch(halves, 1, inputs=[xsim.array(np.array([1.25], np.float16))])
+    assert capfd.readouterr().out == "1.250 1 -5\n"  # (Warp 1.19 passes a half's 16 bits: 0.000)
+
+
+def test_printf_refuses_a_vector_and_a_format_that_is_not_a_literal():
+    @xsim.kernel(module="xsim_tests_printf_refused")
+    def vector(v: xsim.array(dtype=xsim.vec3)):
+        xsim.printf("%f\n", v[0])
+
+    with pytest.raises(xsim.CompileError, match=r"printf\(\) prints scalars, got vec3f: pass its components"):
+        xsim.launch(vector, 1, inputs=[xsim.zeros(1, dtype=xsim.vec3)])

@@ -371,3 +371,23 @@ def test_generic_struct_fields_that_disagree_or_bind_nothing_are_refused_naming_
         s.p = v3d
     with pytest.raises(TypeError, match="kernel 'weighted_points' parameter 's': expected a struct Weighted, got int"):
         xsim.launch(weighted_points, 1, inputs=[3], outputs=[xsim.zeros(1, dtype=xsim.vec3)])
+
+
+@xsim.kernel
+def descend(g: xsim.array(dtype=Any), x: xsim.array(dtype=Any)):
+    i = xsim.tid()
+    x[i] = x[i] - g[i]
+
+
+def test_an_overload_may_give_array_instances_for_their_types_as_warps_optimizers_do():
+    g = xsim.array(np.ones((3, 3), np.float32), dtype=xsim.vec3)
+    x = xsim.zeros(3, dtype=xsim.vec3)
+    by_example = xsim.overload(descend, {"g": g, "x": x})
+    assert by_example is xsim.overload(descend, [xsim.array(dtype=xsim.vec3), xsim.array(dtype=xsim.vec3)])
+    xsim.launch(by_example, 3, inputs=[g, x])
+    np.testing.assert_array_equal(x.numpy(), -np.ones((3, 3)))
+    gd = xsim.array(np.full(2, 0.5), dtype=xsim.float64)
+    in_a_list = xsim.overload(descend, [gd, xsim.zeros(2, dtype=xsim.float64)])
+    assert in_a_list.params == [("g", xsim.array(dtype=xsim.float64)), ("x", xsim.array(dtype=xsim.float64))]
+    with pytest.raises(TypeError, match="parameter 'g': array\\(dtype=float64, ndim=2\\) does not fit"):
+        xsim.overload(descend, [xsim.zeros((2, 2), dtype=xsim.float64), gd])

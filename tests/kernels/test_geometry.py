@@ -9,6 +9,7 @@ import pytest
 import trimesh
 
 import xsim as wp
+from xsim.kernels.generated import load_source
 
 # ---------------------------------------------------------------------------------------------
 # kernels (module level: compiled once)
@@ -330,8 +331,48 @@ def test_rays_match_moller_trumbore_over_all_triangles(name):
     n_want = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
     n_want /= np.linalg.norm(n_want, axis=1, keepdims=True)
     np.testing.assert_allclose(normals.numpy()[hit], n_want, atol=1e-5)
-    np.testing.assert_array_equal(signs.numpy()[hit], np.where(_dot(dirs[hit], n_want) < 0, 1.0, -1.0))
+    # Warp's sign: the determinant of the watertight ray test, -dot(cross(b - a, c - a), dir) / max |dir_i|
+    area_normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    det = -_dot(dirs[hit].astype(np.float64), area_normal) / np.abs(dirs[hit]).max(1)
+    np.testing.assert_allclose(signs.numpy()[hit], det, rtol=1e-4, atol=1e-6 * np.abs(det).max())
     assert same.numpy().all(), "the output-argument form differs from the struct form"
+
+
+RAY_SOURCE = """
+import {engine} as m
+
+
+@m.kernel
+def cast(mesh: m.uint64, starts: m.array(dtype=m.vec3), dirs: m.array(dtype=m.vec3), signs: m.array(dtype=float),
+         faces: m.array(dtype=int)):
+    i = m.tid()
+    q = m.mesh_query_ray(mesh, starts[i], dirs[i], 100.0)
+    signs[i] = q.sign
+    faces[i] = m.where(q.result, q.face, -1)
+"""
+
+
+def test_ray_signs_equal_warps_bit_for_bit():
+    warp = pytest.importorskip("warp")
+    warp.config.quiet = True
+    tm = trimesh.creation.icosphere(2)
+    pts, tris = np.asarray(tm.vertices, np.float32), np.asarray(tm.faces, np.int32)
+    rng = np.random.default_rng(1)
+    starts = rng.uniform(-3, 3, (200, 3)).astype(np.float32)
+    dirs = ((rng.uniform(-0.5, 0.5, (200, 3)) - starts) * rng.uniform(0.1, 3, (200, 1))).astype(np.float32)
+
+    def cast(engine):
+        kernel = load_source(RAY_SOURCE.format(engine=engine.__name__), f"rays_{engine.__name__}").cast
+        mesh = engine.Mesh(points=engine.array(pts, dtype=engine.vec3), indices=engine.array(tris.ravel(), dtype=int))
+        signs, faces = engine.zeros(200, dtype=float), engine.zeros(200, dtype=int)
+        engine.launch(kernel, 200, inputs=[mesh.id, engine.array(starts, dtype=engine.vec3),
+                                           engine.array(dirs, dtype=engine.vec3), signs, faces], device="cpu")
+        return signs.numpy(), faces.numpy()
+
+    (signs, faces), (want_signs, want_faces) = cast(wp), cast(warp)
+    assert (faces >= 0).sum() > 150
+    np.testing.assert_array_equal(faces, want_faces)
+    np.testing.assert_array_equal(signs, want_signs)
 
 
 def test_rays_through_a_shared_edge_do_not_leak():
@@ -386,6 +427,66 @@ def test_hash_grid_finds_every_neighbour_once(dims):
     np.testing.assert_array_equal(neighbours.numpy(), want.astype(int))
     assert visits.numpy().max() == 1  # no candidate twice
     assert want.sum() > 4 * n  # about 5 neighbours each besides itself
+
+
+def _points_on_cell_boundaries(width: float) -> np.ndarray:
+    """Points whose coordinates are multiples of ``width`` in float32 and their float32 neighbours on each
+    side: where float32 and float64 arithmetic put a coordinate in different cells."""
+    base = (np.arange(-4, 5) * np.float32(width)).astype(np.float32)
+    x = np.concatenate([base, np.nextafter(base, np.float32(np.inf)), np.nextafter(base, np.float32(-np.inf))])
+    rng = np.random.default_rng(3)
+    return np.stack([x, rng.permutation(x), rng.permutation(x)], 1).astype(np.float32)
+
+
+def _float32_candidates(pts: np.ndarray, width: float, radius: float, dims) -> np.ndarray:
+    """visits[i, j]: 1 where point j lies in a hashed cell that the query around point i visits, with Warp's
+    arithmetic: cell = floor(x * (1 / width)) in float32, the query's range from x - r and x + r in float32."""
+    f32 = np.float32
+    inv = f32(1.0) / f32(width)
+    dims = np.array(dims)
+    cells = np.floor(pts * inv).astype(np.int64) % dims
+    lo = np.floor((pts - f32(radius)) * inv).astype(np.int64)
+    hi = np.minimum(np.floor((pts + f32(radius)) * inv).astype(np.int64), lo + dims - 1)
+    visits = np.zeros((len(pts), len(pts)), int)
+    for i in range(len(pts)):
+        axes = [set(np.arange(lo[i, d], hi[i, d] + 1) % dims[d]) for d in range(3)]
+        visits[i] = [all(cells[j, d] in axes[d] for d in range(3)) for j in range(len(pts))]
+    return visits
+
+
+CANDIDATES_SOURCE = """
+import {engine} as m
+
+
+@m.kernel
+def candidates(grid: m.uint64, points: m.array(dtype=m.vec3), radius: float, visits: m.array2d(dtype=int)):
+    i = m.tid()
+    query = m.hash_grid_query(grid, points[i], radius)
+    j = int(0)
+    while m.hash_grid_query_next(query, j):
+        visits[i, j] += 1
+"""
+
+
+def test_hash_grid_cells_near_boundaries_are_computed_in_float32_as_in_warp():
+    width = 0.1  # not a binary fraction: 1 / width and x * (1 / width) round differently in float32 and float64
+    pts = _points_on_cell_boundaries(width)
+    n = len(pts)
+
+    def candidates(engine):
+        kernel = load_source(CANDIDATES_SOURCE.format(engine=engine.__name__), f"grid_{engine.__name__}").candidates
+        points = engine.array(pts, dtype=engine.vec3)
+        grid = engine.HashGrid(8, 8, 8)
+        grid.build(points, width)
+        visits = engine.zeros((n, n), dtype=int)
+        engine.launch(kernel, n, inputs=[grid.id, points, width, visits], device="cpu")
+        return visits.numpy()
+
+    got = candidates(wp)
+    np.testing.assert_array_equal(got, _float32_candidates(pts, width, width, (8, 8, 8)))
+    warp = pytest.importorskip("warp")
+    warp.config.quiet = True
+    np.testing.assert_array_equal(got, candidates(warp))
 
 
 def test_hash_grid_point_ids_are_a_cell_sorted_permutation():
@@ -686,3 +787,48 @@ def test_for_loops_over_queries_visit_what_the_while_forms_visit():
     wp.launch(grid_candidates, n, [grid.id, points, radius, grid_visits, neighbours])
     np.testing.assert_array_equal(candidates.numpy(), grid_visits.numpy().sum(1))
     assert (grid_visits.numpy()[np.arange(n), last.numpy()] == 1).all()  # the loop variable is a visited point
+
+
+TRI_TRI_SOURCE = """
+import {engine} as m
+
+
+@m.kernel
+def tri_tri(a: m.array(dtype=m.vec3, ndim=2), b: m.array(dtype=m.vec3, ndim=2), out: m.array(dtype=int)):
+    t = m.tid()
+    out[t] = m.intersect_tri_tri(a[t, 0], a[t, 1], a[t, 2], b[t, 0], b[t, 1], b[t, 2])
+"""
+
+
+def _triangle_pairs():
+    """1,500 random pairs of float32 triangles, about a fifth of them meeting; the last 300 in one plane."""
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (1500, 3, 3)).astype(np.float32)
+    b = (rng.uniform(-1, 1, (1500, 3, 3)) + rng.uniform(-0.7, 0.7, (1500, 1, 3))).astype(np.float32)
+    a[-300:, :, 2] = 0.0
+    b[-300:, :, 2] = 0.0
+    return a, b
+
+
+def _tri_tri(engine, a, b):
+    kernel = load_source(TRI_TRI_SOURCE.format(engine=engine.__name__), f"tri_tri_{engine.__name__}").tri_tri
+    out = engine.zeros(len(a), dtype=engine.int32)
+    engine.launch(kernel, len(a), inputs=[engine.array(a, dtype=engine.vec3), engine.array(b, dtype=engine.vec3), out],
+                  device="cpu")
+    return out.numpy()
+
+
+def test_intersect_tri_tri_finds_the_pairs_whose_edges_cross_the_other_triangle():
+    from reference_values import _intersect_tri_tri
+    a, b = _triangle_pairs()
+    got = _tri_tri(wp, a, b)
+    want = np.array([_intersect_tri_tri(*x, *y) for x, y in zip(a, b)])
+    assert 150 < got[:-300].sum() < 1000 and 50 < got[-300:].sum() < 250
+    np.testing.assert_array_equal(got, want)
+
+
+def test_intersect_tri_tri_equals_warp():
+    warp = pytest.importorskip("warp")
+    warp.config.quiet = True
+    a, b = _triangle_pairs()
+    np.testing.assert_array_equal(_tri_tri(wp, a, b), _tri_tri(warp, a, b))

@@ -160,3 +160,22 @@ def test_explicit_conversions_of_out_of_range_literals_wrap_like_numpy():
     np.testing.assert_array_equal(s.numpy(), [wrap(200, np.int8), wrap(-129, np.int8)])
     np.testing.assert_array_equal(b.numpy()[0], [wrap(-1, np.uint8), wrap(256, np.uint8), 3])
     assert q.numpy()[0] == wrap(2**64 - 1, np.int64) == -1
+
+
+@xsim.kernel(module="xsim_tests_negated_typed_constants")
+def negated_typed_constants(y: xsim.array(dtype=xsim.int64)):
+    lo = int(-2147483647 - 1)  # noqa: RUF046 (a typed int32, not a literal)
+    y[0] = xsim.int64(-lo)
+    y[1] = xsim.int64(-xsim.uint32(1))
+    y[2] = xsim.int64(1) if lo < -lo else xsim.int64(0)  # a folded comparison sees the wrapped value too
+    y[3] = xsim.int64(-xsim.int8(-128))
+
+
+def test_negating_a_typed_constant_wraps_at_its_width_as_at_run_time():
+    y = xsim.zeros(4, dtype=xsim.int64)
+    xsim.launch(negated_typed_constants, 1, inputs=[y])
+    with np.errstate(over="ignore"):
+        lo = np.int32(-2**31)
+        want = [-lo, -np.uint32(1), int(lo < -lo), -np.int8(-128)]
+    np.testing.assert_array_equal(y.numpy(), np.array(want, np.int64))
+    assert y.numpy()[0] == -2**31 and y.numpy()[1] == 2**32 - 1

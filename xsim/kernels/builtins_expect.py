@@ -1,8 +1,10 @@
-"""Builtins registry, device-side checks: ``expect_eq(a, b)``, ``expect_neq(a, b)`` and
-``expect_near(a, b, tolerance=1e-6)`` print a failed expectation with the kernel file:line (native
-code in ``native/xsim_expect.h``). Each returns whether the expectation held."""
+"""Builtins registry, device-side output: ``expect_eq(a, b)``, ``expect_neq(a, b)`` and
+``expect_near(a, b, tolerance=1e-6)`` print a failed expectation with the kernel file:line and return
+whether it held; ``printf(format, *args)`` prints as C's printf (native code in ``native/xsim_expect.h``)."""
 
 from __future__ import annotations
+
+import ast
 
 from .. import types as T
 from ..errors import WarpCodegenTypeError
@@ -69,3 +71,26 @@ def expect_near(fe, node):
         raise fe.err(node, f"expect_near() needs a {T.type_name(s)} tolerance, got {T.type_name(tol.type)}",
                      WarpCodegenTypeError)
     return _expect(fe, node, "expect_near", a, b, [tol])
+
+
+@special_form("printf")
+def printf(fe, node):
+    """``printf(format, *args)``: Warp's printf, C's format (a string literal) and scalar arguments, printed by
+    each thread that runs it (in no set order across threads)."""
+    if node.keywords or not node.args or not (isinstance(node.args[0], ast.Constant)
+                                              and isinstance(node.args[0].value, str)):
+        raise fe.err(node, "printf() takes a format string literal, then the values to print")
+    args = []
+    for a in node.args[1:]:
+        v = fe.value(a)
+        if v.weak:
+            v = fe.typed(v, T.float32 if isinstance(v.const, float) else T.bool_ if isinstance(v.const, bool)
+                         else T.int32, a)
+        if not T.is_scalar(v.type):
+            raise fe.err(a, f"printf() prints scalars, got {T.type_name(v.type)}: pass its components "
+                            f"(v[0], v[1], ...)", WarpCodegenTypeError)
+        args.append(v)
+    chars = ", ".join(str(b) for b in node.args[0].value.encode("utf-8"))
+    ov = Overload("printf", (), "", f"printf_format<{chars}>" if chars else "printf_format<>",
+                  differentiable=False)
+    return fe.emit("call", T.bool_, args, node, overload=ov)

@@ -17,7 +17,7 @@ import ast
 
 from .. import types as T
 from ..errors import WarpCodegenTypeError
-from .builtins import OUTPUT_ARGS, Overload, special_form, store_to_arguments
+from .builtins import OUTPUT_ARGS, Overload, builtin, special_form, store_to_arguments
 from .ir import Var
 
 
@@ -299,3 +299,6 @@ def hash_grid_point_id(fe, node):
 
 
 del _name, _qt, _native, _field
+
+# Moller's triangle-triangle test (native/xsim_geometry.h): 1 where the triangles meet, else 0
+builtin("intersect_tri_tri", ["FVec3"] * 6, lambda *args: T.int32, differentiable=False)

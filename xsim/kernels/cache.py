@@ -177,3 +177,23 @@ def remove_stale_builds(now: float | None = None) -> list[Path]:
         except OSError:  # another process removed or is finishing it
             continue
     return removed
+
+
+def clear_kernel_cache() -> list[Path]:
+    """Warp's ``clear_kernel_cache``: delete the compiled modules in the on-disk cache and forget those
+    loaded in this process, so that each module compiles again at its next launch. Builds in progress
+    (their ``build-`` folders) are left alone. Every entry goes: xsim's versions share the folder, and a
+    key names its version only through a hash. Returns the files removed."""
+    from .module import _EVERY_MODULE
+    for m in list(_EVERY_MODULE):
+        m.builds.clear()
+    removed = []
+    for p in cache_dir().iterdir():
+        if p.name.startswith("build-") or not p.is_file() or p.suffix not in (".json", ".so", ".cubin"):
+            continue
+        try:
+            p.unlink()
+        except FileNotFoundError:  # another process cleared it first
+            continue
+        removed.append(p)
+    return removed

@@ -874,8 +874,9 @@ def _mixed_types(args: list) -> bool:
 def _falls_through(body: list):
     """The statement where a path through ``body`` ends without a ``return`` (the last statement, or
     an ``if`` without ``else`` whose test can fail), or None when every path returns. Loops may run
-    zero times, so a ``return`` inside one does not count."""
-    if any(isinstance(s, ast.Return) for s in body):
+    zero times, so a ``return`` inside one does not count; a ``while True:`` that no ``break`` leaves
+    ends only by returning."""
+    if any(isinstance(s, ast.Return) or _loops_forever(s) for s in body):
         return None
     for s in body:
         if isinstance(s, ast.If) and _falls_through(s.body) is None and s.orelse and _falls_through(s.orelse) is None:
@@ -887,3 +888,19 @@ def _falls_through(body: list):
             return inner
         return _falls_through(last.orelse) if last.orelse else last
     return last
+
+
+def _loops_forever(s) -> bool:
+    """Whether ``s`` is a ``while`` with a constant true test and no ``break`` of its own (a ``break`` in
+    a loop nested in it leaves that loop only)."""
+    if not (isinstance(s, ast.While) and isinstance(s.test, ast.Constant) and s.test.value):
+        return False
+
+    def breaks(stmts) -> bool:
+        for x in stmts:
+            if isinstance(x, ast.Break):
+                return True
+            if isinstance(x, ast.If) and (breaks(x.body) or breaks(x.orelse)):
+                return True
+        return False
+    return not breaks(s.body)

@@ -118,9 +118,8 @@ class Expressions:
         library = _library_name(node.id)
         if library is not None:
             return Ref(library)
-        raise self.err(node, f"unknown name '{node.id}' (not a local, a parameter or a module global; a name "
-                             "assigned only inside a loop is not defined after it): Referencing undefined symbol: "
-                             f"{node.id}", WarpCodegenKeyError)
+        raise self.err(node, f"unknown name '{node.id}' (not a local, a parameter or a module global): "
+                             f"Referencing undefined symbol: {node.id}", WarpCodegenKeyError)
 
     def global_value(self, obj, node):
         if isinstance(obj, (bool, int, float, np.generic)) and not isinstance(obj, np.ndarray):
@@ -474,7 +473,7 @@ class Expressions:
         if user is not None:
             return self.inline_func(user, [a, b], {}, node)
         if op == "pow" and a.weak and b.weak:
-            return self.const(a.const ** b.const)
+            return self.const(_fold_pow(a.const, b.const))
         if op == "pow" and T.is_float(a.type) and b.is_const and b.weak and float(b.const) == 2.0:
             return self.call_builtin("mul", [a, a], node)
         if op in ("div", "floordiv", "mod") and a.weak and b.weak:
@@ -494,7 +493,10 @@ class Expressions:
         v = self.value(node.operand)
         if isinstance(node.op, ast.USub):
             if v.is_const and v.type is not T.bool_:
-                return Var(v.type, const=-v.const, weak=v.weak)
+                # a typed integer wraps at its width as at run time (-int32(-2**31) is -2**31); a literal
+                # keeps its value until an operand or an annotation types it
+                neg = T.wrap_int(-v.const, v.type) if T.is_int(v.type) and not v.weak else -v.const
+                return Var(v.type, const=neg, weak=v.weak)
             return self.call_builtin("neg", [v], node)
         if isinstance(node.op, ast.UAdd):
             return v
@@ -535,7 +537,7 @@ class Expressions:
             if name is None:
                 raise self.err(node, "only <, <=, >, >=, == and != comparisons are supported")
             right = self.value(right_node)
-            c = self.call_builtin(name, [left, right], node)
+            c = self.call_builtin(name, list(self.compared(left, right, node)), node)
             if result is None:
                 result = c
             elif result.is_const:  # a known link decides alone when false, drops out when true
@@ -546,6 +548,18 @@ class Expressions:
                 result = self.emit("and", T.bool_, [result, c], node)
             left = right
         return result
+
+    def compared(self, a: Var, b: Var, node) -> tuple[Var, Var]:
+        """The operands of a comparison as Warp compares them: an integer compared with a float becomes
+        that float type (``d < radius`` with an int radius compares in float32, so 16777217 equals
+        16777216.0f); anything else is compared as it is."""
+        if not (isinstance(a, Var) and isinstance(b, Var) and T.is_scalar(a.type) and T.is_scalar(b.type)):
+            return a, b
+        if T.is_float(a.type) and T.is_int(b.type) and not b.weak:
+            return a, self.cast(b, a.type, node)
+        if T.is_int(a.type) and T.is_float(b.type) and not a.weak:
+            return self.cast(a, b.type, node), b
+        return a, b
 
     def expr_IfExp(self, node):
         """``a if c else b`` evaluates only the chosen side."""
@@ -745,3 +759,13 @@ def _steps_above(target, root) -> list:
 def _xsim_module():
     import xsim
     return xsim
+
+
+def _fold_pow(a, b):
+    """``a ** b`` of two literals. Integers fold as Python does; with a float, as C's pow, as Warp computes
+    it at run time: NaN for a negative base and a fractional exponent (Python gives a complex number),
+    +-inf for zero to a negative power (Python raises ZeroDivisionError)."""
+    if isinstance(a, int) and isinstance(b, int) and b >= 0:
+        return a ** b
+    with np.errstate(all="ignore"):
+        return float(np.power(np.float64(a), np.float64(b)))

@@ -507,6 +507,9 @@ class Frontend(Expressions, Calls, Statics):
             return a
         if isinstance(a, tuple) or isinstance(b, tuple):
             if not (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)):
+                if name == "$retval":
+                    raise self.err(node, "the returns of this func give different kinds of value (a tuple and a "
+                                         "single value, or tuples of different lengths)")
                 raise self.err(node, f"'{name}' has different kinds of value in the two branches")
             return tuple(self.merge(stmt, x, y, name, node) for x, y in zip(a, b))
         if isinstance(a, Ref) or isinstance(b, Ref):
@@ -760,6 +763,10 @@ class Frontend(Expressions, Calls, Statics):
         # "$ret" is carried only when the body can return: carrying it otherwise makes it a runtime
         # flag after the loop, which guards every later statement (and refused array stores there)
         extra = (["$ret"] if has_return else []) + (["$retval"] if has_return and not f.is_kernel else [])
+        # a name first assigned in the loop and read after it (as Python and Warp allow) is carried too, from
+        # the zero of its type: what it holds when no iteration assigned it (Warp leaves it uninitialised)
+        skip = {induction[0]} if induction is not None else set()
+        extra += sorted(n for n in assigned & _names_read_after(f.src.tree, node) if n not in f.sym and n not in skip)
         types = {}
         for _ in range(3):  # trial builds until the carried types are stable
             trial = self._loop_body(node, body, names, extra, induction, cond_node, types, trial=True)
@@ -774,22 +781,27 @@ class Frontend(Expressions, Calls, Statics):
         if trial:
             self.block = Block()
         carried: list[Carried] = []
-        inits = {}
+        # a slot is one carried value: a name, or one element of a tuple a func returns ("$retval", (i,)),
+        # so that a tuple returned inside the loop reaches the code after it as a scalar return does
+        inits, starts = {}, {}
         for n in names + extra:
             init = f.sym.get(n)
-            if n == "$retval" and init is None:
-                if n not in types:
+            if init is None:  # "$retval", or a name first assigned in the loop: from the types a trial found
+                known = {path: t for (m, path), t in types.items() if m == n}
+                if not known:
                     continue
-                init = self.zero_value(types[n], node)
-            if not isinstance(init, Var):
-                continue
-            t = types.get(n, init.type)
-            if init.type is not t:
-                init = self.convert(init, t, node) if init.weak else init
-                if init.type is not t:
-                    raise self.err(node, f"'{n}' is {T.type_name(init.type)} before the loop but "
-                                         f"{T.type_name(t)} inside it; give it one type")
-            inits[n] = init
+                init = _tree({path: self.zero_value(t, node) for path, t in known.items()})
+            starts[n] = init
+            for path, leaf in _leaves(init):
+                if not isinstance(leaf, Var):
+                    continue
+                t = types.get((n, path), leaf.type)
+                if leaf.type is not t:
+                    leaf = self.convert(leaf, t, node) if leaf.weak else leaf
+                    if leaf.type is not t:
+                        raise self.err(node, f"'{n}' is {T.type_name(leaf.type)} before the loop but "
+                                             f"{T.type_name(t)} inside it; give it one type")
+                inits[(n, path)] = leaf
         ind_var = after = None
         if induction is not None:
             iname, start, stop, step = induction
@@ -798,15 +810,15 @@ class Frontend(Expressions, Calls, Statics):
             after = self.loop_var_after(iname, start.type, node)
             if after is not None:
                 carried.append(after)
-        named: dict[str, Carried] = {}
-        for n, init in inits.items():
-            if trial and init.weak and n not in types:
-                f.sym[n] = init  # first trial: let the literal meet the values it is combined with
-                continue
-            v = Var(init.type, hint=n if not n.startswith("$") else "")
-            named[n] = Carried(v, init, None)
-            carried.append(named[n])
-            f.sym[n] = v
+        named: dict[tuple, Carried] = {}
+        for slot, init in inits.items():
+            if trial and init.weak and slot not in types:
+                f.sym[slot[0]] = _set_leaf(f.sym.get(slot[0], starts[slot[0]]), slot[1], init)  # first trial: let the literal meet
+                continue  # the values it is combined with
+            v = Var(init.type, hint=slot[0] if not slot[0].startswith("$") else "")
+            named[slot] = Carried(v, init, None)
+            carried.append(named[slot])
+            f.sym[slot[0]] = _set_leaf(f.sym.get(slot[0], starts[slot[0]]), slot[1], v)
         brk = Var(T.bool_)
         carried.append(Carried(brk, _false(), None, restore="false"))
         f.sym["$brk"] = brk
@@ -850,12 +862,13 @@ class Frontend(Expressions, Calls, Statics):
             if after is not None:
                 after.next = ind_var
         new_types = {}  # the carried types a trial build found: a weak literal keeps the type it had
-        for n, init in inits.items():
-            nxt = f.sym.get(n)
+        for slot, init in inits.items():
+            n = slot[0]
+            nxt = _leaf(f.sym.get(n), slot[1])
             if not isinstance(nxt, Var):
                 raise self.err(node, f"'{n}' must keep a value in every path through the loop")
-            c = named.get(n)
-            new_types[n] = (c.var.type if c is not None else init.type) if nxt.weak else nxt.type
+            c = named.get(slot)
+            new_types[slot] = (c.var.type if c is not None else init.type) if nxt.weak else nxt.type
             if trial:
                 continue
             if nxt.type is not c.var.type and nxt.weak:
@@ -864,8 +877,10 @@ class Frontend(Expressions, Calls, Statics):
                 raise self.err(node, f"'{n}' changes type inside the loop ({T.type_name(c.var.type)} -> "
                                      f"{T.type_name(nxt.type)})")
             c.next = nxt
-        if trial and "$retval" not in inits and isinstance(f.sym.get("$retval"), Var):
-            new_types["$retval"] = f.sym["$retval"].type
+        for n in extra:  # first returned, or first assigned, inside the loop
+            if trial and not any(m == n for m, _ in inits):
+                new_types.update(((n, path), v.type) for path, v in _leaves(f.sym.get(n))
+                                 if isinstance(v, Var) and T.is_value_type(v.type))
         carried[-1].next = f.sym["$brk"]
         self.block = outer_block
         if trial:
@@ -878,8 +893,8 @@ class Frontend(Expressions, Calls, Statics):
         self.block.stmts.append(loop)
         # after the loop: carried names hold their final values; loop-local names are gone
         f.sym = {k: v for k, v in outer_sym.items()}
-        for n, c in named.items():
-            f.sym[n] = c.var
+        for (n, path), c in named.items():
+            f.sym[n] = _set_leaf(f.sym.get(n, starts[n]), path, c.var)
         if induction is not None:
             f.sym.pop(induction[0], None)
             if after is not None:
@@ -912,6 +927,46 @@ class Frontend(Expressions, Calls, Statics):
         if T.is_scalar(t):
             return self.const(0, t)
         return self.emit("construct", t, [], node)
+
+
+def _names_read_after(tree, node) -> set[str]:
+    """The names that ``tree`` (a function) reads after the end of the statement ``node``, in source order."""
+    end = (node.end_lineno, node.end_col_offset)
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and (n.lineno, n.col_offset) > end}
+
+
+def _leaves(v, path: tuple = ()):
+    """(path, value) of each non-tuple element of ``v`` (a value or a nested tuple of them); none for None."""
+    if isinstance(v, tuple):
+        for i, x in enumerate(v):
+            yield from _leaves(x, path + (i,))
+    elif v is not None:
+        yield path, v
+
+
+def _leaf(v, path: tuple):
+    """The element of ``v`` at ``path``, or None where ``v`` does not have that shape."""
+    for i in path:
+        if not (isinstance(v, tuple) and i < len(v)):
+            return None
+        v = v[i]
+    return v
+
+
+def _set_leaf(v, path: tuple, x):
+    """``v`` with its element at ``path`` replaced by ``x`` (``x`` itself for the empty path)."""
+    if not path:
+        return x
+    return v[:path[0]] + (_set_leaf(v[path[0]], path[1:], x),) + v[path[0] + 1:]
+
+
+def _tree(leaves: dict):
+    """The value or nested tuple whose elements are ``leaves`` ({path: value}, as ``_leaves`` gives them)."""
+    if () in leaves:
+        return leaves[()]
+    n = 1 + max(path[0] for path in leaves)
+    return tuple(_tree({p[1:]: v for p, v in leaves.items() if p[0] == i}) for i in range(n))
 
 
 def _callable_in_kernel(obj) -> bool:

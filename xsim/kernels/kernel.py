@@ -362,7 +362,8 @@ class Kernel:
 
     def overload(self, arg_types: list | dict) -> Kernel:
         """The specialisation of this generic kernel for ``arg_types`` (a list in parameter order, or
-        {name: type} for some), compiled with the others of its module (Warp's ``wp.overload``)."""
+        {name: type} for some; an array instance stands for its array type), compiled with the others of its
+        module (Warp's ``wp.overload``)."""
         if not self.generic:
             raise RuntimeError(f"kernel '{self.key}' is not generic (no Any, type variable or "
                                "array(dtype=Any) parameter), so it has no overloads")
@@ -379,7 +380,7 @@ class Kernel:
             given = list(arg_types)
         else:
             raise TypeError("kernel overload types must be given in a list or a dict")
-        types = tuple(_bind_declared(self, n, t, _param_annotation(g))
+        types = tuple(_bind_declared(self, n, t, _param_annotation(_array_type_of(g)))
                       for (n, t), g in zip(self.params, given))
         spec = self.specializations.get(types)
         if spec is None:
@@ -542,6 +543,18 @@ def _python_arg(value) -> Var:
     if isinstance(value, array):
         return Var(T.ArrayType(value.dtype, value.ndim))
     return Var(_value_type(value))
+
+
+def _array_type_of(given):
+    """An overload's type for a parameter: an array instance stands for its array type (Warp's optimizers pass
+    the live arrays, ``overload(k, {"g": grad})``), anything else is the type itself."""
+    from ..array import array
+    from ..indexedarray import indexedarray
+    if isinstance(given, indexedarray):
+        return T.IndexedArrayType(given.dtype, given.ndim)
+    if isinstance(given, array):
+        return T.ArrayType(given.dtype, given.ndim)
+    return given
 
 
 def _value_type(value):

@@ -1,8 +1,8 @@
-// xsim native runtime, device-side checks: expect_eq, expect_neq, expect_near print a failed
-// expectation as Warp does, headed by the kernel source location, to the process's stdout (flushed
-// on the CPU, so it interleaves with Python's output and fd-level captures see it at once). The
-// location arrives as template arguments (line, then the file name's characters): C++17 and NVRTC
-// take no string literal there.
+// xsim native runtime, device-side output: expect_eq, expect_neq, expect_near print a failed
+// expectation as Warp does, headed by the kernel source location, and printf prints as C's, to the
+// process's stdout (flushed on the CPU, so it interleaves with Python's output and fd-level captures
+// see it at once). The location and printf's format arrive as template arguments (characters): C++17
+// and NVRTC take no string literal there.
 #pragma once
 #include "xsim_mathlib.h"
 #if !defined(XS_CUDA)
@@ -90,6 +90,30 @@ XS_FUNC bool expect_near(const V& actual, const V& expected, S tolerance) {
     printf("\n");
     expect_flush();
     return false;
+}
+
+// printf(format, args...): C's printf, each argument passed as C's variadic call promotes it (floats and
+// halves as double, small integers as int or unsigned, 64-bit ones as long long or unsigned long long).
+XS_FUNC double printf_arg(float x) { return x; }
+XS_FUNC double printf_arg(double x) { return x; }
+XS_FUNC double printf_arg(half x) { return float(x); }
+XS_FUNC double printf_arg(bfloat16 x) { return float(x); }
+XS_FUNC int printf_arg(bool x) { return x ? 1 : 0; }
+template <typename T> XS_FUNC auto printf_arg(T x) {
+    if constexpr (sizeof(T) == 8) {
+        if constexpr (T(-1) < T(0)) return (long long)x;
+        else return (unsigned long long)x;
+    } else {
+        if constexpr (T(-1) < T(0)) return (int)x;
+        else return (unsigned)x;
+    }
+}
+
+template <int... Format, typename... A> XS_FUNC bool printf_format(A... args) {
+    const char format[] = {(char)Format..., '\0'};
+    printf(format, printf_arg(args)...);
+    expect_flush();
+    return true;
 }
 
 }  // namespace xs

@@ -385,6 +385,47 @@ XS_FUNC void adj_mesh_query_point(uint64_t id, const vec_t<3, float>& point, flo
     adj_point.c[2] += (float)g.z;
 }
 
+// a * b - c * d with the rounding error of c * d added back by FMAs (Kahan's method), in float32
+XS_FUNC float diff_of_products(float a, float b, float c, float d) {
+    const float cd = c * d;
+    return ::fmaf(a, b, -cd) + ::fmaf(-c, d, cd);
+}
+
+// The sign Warp gives a ray hit on the triangle (a, b, c): not +-1 but the determinant U + V + W of the
+// watertight ray/triangle test of Woop, Benthin and Wald (2013), in float32: the doubled area of the
+// triangle projected along the ray onto the plane across its largest direction component (up to
+// rounding -dot(cross(b - a, c - a), dir) / |dir_max|: positive where the ray meets the front face).
+XS_FUNC float ray_hit_sign(const vec_t<3, float>& start, const vec_t<3, float>& dir, const vec_t<3, float>& a,
+                           const vec_t<3, float>& b, const vec_t<3, float>& c) {
+    int kz = 0;
+    for (int i = 1; i < 3; ++i)
+        if (libm::fabs(dir.c[i]) > libm::fabs(dir.c[kz])) kz = i;
+    int kx = (kz + 1) % 3, ky = (kz + 2) % 3;
+    if (dir.c[kz] < 0.0f) {  // keeps the winding of the projected triangle
+        const int k = kx;
+        kx = ky;
+        ky = k;
+    }
+    const float sx = dir.c[kx] / dir.c[kz], sy = dir.c[ky] / dir.c[kz];
+    float px[3], py[3];  // the corners relative to the start, sheared so that the ray runs along kz
+    const vec_t<3, float>* corners[3] = {&a, &b, &c};
+    for (int i = 0; i < 3; ++i) {
+        const float rx = corners[i]->c[kx] - start.c[kx], ry = corners[i]->c[ky] - start.c[ky];
+        const float rz = corners[i]->c[kz] - start.c[kz];
+        px[i] = rx - sx * rz;
+        py[i] = ry - sy * rz;
+    }
+    float u = diff_of_products(px[2], py[1], py[2], px[1]);
+    float v = diff_of_products(px[0], py[2], py[0], px[2]);
+    float w = diff_of_products(px[1], py[0], py[1], px[0]);
+    if (u == 0.0f || v == 0.0f || w == 0.0f) {  // on an edge: the exact products, as the test does there
+        u = (float)((double)px[2] * py[1] - (double)py[2] * px[1]);
+        v = (float)((double)px[0] * py[2] - (double)py[0] * px[2]);
+        w = (float)((double)px[1] * py[0] - (double)py[1] * px[0]);
+    }
+    return u + v + w;
+}
+
 template <typename R>
 XS_FUNC R mesh_query_ray(uint64_t id, const vec_t<3, float>& start, const vec_t<3, float>& dir, float max_t,
                          int32_t root) {
@@ -400,7 +441,8 @@ XS_FUNC R mesh_query_ray(uint64_t id, const vec_t<3, float>& start, const vec_t<
     r.t = (float)h.t;
     r.u = (float)(1.0 - h.wb - h.wc);
     r.v = (float)h.wb;
-    r.sign = dot(d, n) < 0.0 ? 1.0f : -1.0f;
+    r.sign = ray_hit_sign(start, dir, m->points[m->indices[3 * h.face]], m->points[m->indices[3 * h.face + 1]],
+                          m->points[m->indices[3 * h.face + 2]]);
     r.normal = to_f3(n);
     return r;
 }
@@ -543,9 +585,15 @@ XS_FUNC int32_t grid_cell(const grid_desc* g, int x, int y, int z) {
     return (hz * g->dim[1] + hy) * g->dim[0] + hx;
 }
 
-XS_FUNC int grid_coord(double x, float inv_width) {
-    const double c = libm::floor(x * (double)inv_width);
-    return c < -1e9 ? -1000000000 : (c > 1e9 ? 1000000000 : (int)c);
+// The cell coordinate of a coordinate x, in float32 as Warp computes it (floor(x * inv_width)), so that a
+// point near a cell boundary gets the same candidates: beyond the int range it saturates to INT_MIN or
+// INT_MAX - 1 (a query can step one cell past its end), and NaN is cell 0.
+XS_FUNC int grid_coord(float x, float inv_width) {
+    const float c = libm::floor(x * inv_width);
+    if (c >= 2147483648.0f) return 2147483646;
+    if (c >= -2147483648.0f) return (int)c;
+    if (c < -2147483648.0f) return -2147483647 - 1;
+    return 0;
 }
 
 template <typename Q>
@@ -563,9 +611,9 @@ XS_FUNC Q hash_grid_query(uint64_t id, const vec_t<3, float>& point, float max_d
     const grid_desc* g = grid_get(id);
     if (!g || !g->point_ids) return q;  // advancing it finds nothing
     for (int i = 0; i < 3; ++i) {
-        const int lo = grid_coord((double)point.c[i] - max_dist, g->inv_cell_width);
-        int hi = grid_coord((double)point.c[i] + max_dist, g->inv_cell_width);
-        if (hi - lo >= g->dim[i]) hi = lo + g->dim[i] - 1;  // beyond that, hashed cells repeat
+        const int lo = grid_coord(point.c[i] - max_dist, g->inv_cell_width);
+        int hi = grid_coord(point.c[i] + max_dist, g->inv_cell_width);
+        if ((int64_t)hi - lo >= g->dim[i]) hi = lo + g->dim[i] - 1;  // beyond that, hashed cells repeat
         q.lower.c[i] = lo;
         q.upper.c[i] = hi;
     }
@@ -603,6 +651,134 @@ XS_FUNC int32_t hash_grid_point_id(uint64_t id, int32_t index) {
     const grid_desc* g = grid_get(id);
     if (!g || !g->point_ids || index < 0 || index >= g->num_points) return -1;
     return g->point_ids[index];
+}
+
+// ------------------------------------------------------------------------------------------
+// intersect_tri_tri: Moller's interval test (1997, "A Fast Triangle-Triangle Intersection Test", the
+// division-free form), in the triangles' precision as Warp's: 1 where (v0, v1, v2) and (u0, u1, u2) meet.
+// Each triangle's corners are put on the other's plane by signed distances (|d| < 1e-6 counts as on it);
+// both triangles then cut the planes' common line in an interval, and they meet where the intervals do.
+
+template <typename T> struct tri_pts {
+    T p[3][3];
+};
+
+template <typename T> XS_FUNC void tri_plane(const tri_pts<T>& t, T n[3], T& d) {
+    T e1[3], e2[3];
+    for (int k = 0; k < 3; ++k) {
+        e1[k] = t.p[1][k] - t.p[0][k];
+        e2[k] = t.p[2][k] - t.p[0][k];
+    }
+    n[0] = e1[1] * e2[2] - e1[2] * e2[1];
+    n[1] = e1[2] * e2[0] - e1[0] * e2[2];
+    n[2] = e1[0] * e2[1] - e1[1] * e2[0];
+    d = -(n[0] * t.p[0][0] + n[1] * t.p[0][1] + n[2] * t.p[0][2]);
+}
+
+// signed distances (scaled by |n|) of t's corners to the plane (n, d); those within 1e-6 are 0
+template <typename T> XS_FUNC void plane_dists(const tri_pts<T>& t, const T n[3], T d, T out[3]) {
+    for (int i = 0; i < 3; ++i) {
+        const T s = n[0] * t.p[i][0] + n[1] * t.p[i][1] + n[2] * t.p[i][2] + d;
+        out[i] = libm::fabs(s) < T(1e-6) ? T(0) : s;
+    }
+}
+
+// the interval a triangle cuts on the line, as (a, b, c, x0, x1): endpoints a + b / x0 and a + c / x1 along
+// the line's axis, from the corner alone on its side of the plane; false when the triangle lies in the plane
+template <typename T> XS_FUNC bool line_interval(const T p[3], const T dist[3], T& a, T& b, T& c, T& x0, T& x1) {
+    int lone;
+    if (dist[0] * dist[1] > T(0)) lone = 2;
+    else if (dist[0] * dist[2] > T(0)) lone = 1;
+    else if (dist[1] * dist[2] > T(0) || dist[0] != T(0)) lone = 0;
+    else if (dist[1] != T(0)) lone = 1;
+    else if (dist[2] != T(0)) lone = 2;
+    else return false;
+    const int i = lone == 0 ? 1 : 0, j = lone == 2 ? 1 : 2;  // the other two corners, in order
+    a = p[lone];
+    b = (p[i] - p[lone]) * dist[lone];
+    c = (p[j] - p[lone]) * dist[lone];
+    x0 = dist[lone] - dist[i];
+    x1 = dist[lone] - dist[j];
+    return true;
+}
+
+// 2D: whether segments (p, q) and (r, s) cross or touch, on the axes (i0, i1)
+template <typename T> XS_FUNC bool segments_meet(const T* p, const T* q, const T* r, const T* s, int i0, int i1) {
+    auto orient = [&](const T* a, const T* b, const T* c) {
+        return (b[i0] - a[i0]) * (c[i1] - a[i1]) - (b[i1] - a[i1]) * (c[i0] - a[i0]);
+    };
+    const T d1 = orient(r, s, p), d2 = orient(r, s, q), d3 = orient(p, q, r), d4 = orient(p, q, s);
+    if (((d1 > T(0) && d2 < T(0)) || (d1 < T(0) && d2 > T(0))) && ((d3 > T(0) && d4 < T(0)) || (d3 < T(0) && d4 > T(0))))
+        return true;
+    auto on = [&](const T* a, const T* b, const T* c, T o) {  // c on segment (a, b), given collinear
+        return o == T(0) && min(a[i0], b[i0]) <= c[i0] && c[i0] <= max(a[i0], b[i0]) &&
+               min(a[i1], b[i1]) <= c[i1] && c[i1] <= max(a[i1], b[i1]);
+    };
+    return on(r, s, p, d1) || on(r, s, q, d2) || on(p, q, r, d3) || on(p, q, s, d4);
+}
+
+// 2D: whether point x lies in (or on) triangle t, on the axes (i0, i1)
+template <typename T> XS_FUNC bool point_in_tri_2d(const T* x, const tri_pts<T>& t, int i0, int i1) {
+    T side[3];
+    for (int e = 0; e < 3; ++e) {
+        const T* a = t.p[e];
+        const T* b = t.p[(e + 1) % 3];
+        side[e] = (b[i0] - a[i0]) * (x[i1] - a[i1]) - (b[i1] - a[i1]) * (x[i0] - a[i0]);
+    }
+    return (side[0] >= T(0) && side[1] >= T(0) && side[2] >= T(0)) ||
+           (side[0] <= T(0) && side[1] <= T(0) && side[2] <= T(0));
+}
+
+// both in one plane (normal n): in the axis-aligned plane where they look largest, an edge of one crosses an
+// edge of the other, or one holds a corner of the other
+template <typename T> XS_FUNC int coplanar_tris_meet(const T n[3], const tri_pts<T>& v, const tri_pts<T>& u) {
+    const T ax = libm::fabs(n[0]), ay = libm::fabs(n[1]), az = libm::fabs(n[2]);
+    int i0, i1;  // drop the axis of the largest normal component
+    if (ax > ay) {
+        if (ax > az) { i0 = 1; i1 = 2; } else { i0 = 0; i1 = 1; }
+    } else {
+        if (az > ay) { i0 = 0; i1 = 1; } else { i0 = 0; i1 = 2; }
+    }
+    for (int e = 0; e < 3; ++e)
+        for (int f = 0; f < 3; ++f)
+            if (segments_meet(v.p[e], v.p[(e + 1) % 3], u.p[f], u.p[(f + 1) % 3], i0, i1)) return 1;
+    return point_in_tri_2d(v.p[0], u, i0, i1) || point_in_tri_2d(u.p[0], v, i0, i1) ? 1 : 0;
+}
+
+template <typename T>
+XS_FUNC int intersect_tri_tri(const vec_t<3, T>& v0, const vec_t<3, T>& v1, const vec_t<3, T>& v2,
+                              const vec_t<3, T>& u0, const vec_t<3, T>& u1, const vec_t<3, T>& u2) {
+    tri_pts<T> v, u;
+    const vec_t<3, T>* vs[3] = {&v0, &v1, &v2};
+    const vec_t<3, T>* us[3] = {&u0, &u1, &u2};
+    for (int i = 0; i < 3; ++i)
+        for (int k = 0; k < 3; ++k) {
+            v.p[i][k] = vs[i]->c[k];
+            u.p[i][k] = us[i]->c[k];
+        }
+    T n1[3], n2[3], d1, d2, du[3], dv[3];
+    tri_plane(v, n1, d1);
+    plane_dists(u, n1, d1, du);
+    if (du[0] * du[1] > T(0) && du[0] * du[2] > T(0)) return 0;  // u on one side of v's plane
+    tri_plane(u, n2, d2);
+    plane_dists(v, n2, d2, dv);
+    if (dv[0] * dv[1] > T(0) && dv[0] * dv[2] > T(0)) return 0;
+    const T line[3] = {n1[1] * n2[2] - n1[2] * n2[1], n1[2] * n2[0] - n1[0] * n2[2], n1[0] * n2[1] - n1[1] * n2[0]};
+    int axis = 0;  // project onto the line's largest axis
+    for (int k = 1; k < 3; ++k)
+        if (libm::fabs(line[k]) > libm::fabs(line[axis])) axis = k;
+    const T vp[3] = {v.p[0][axis], v.p[1][axis], v.p[2][axis]};
+    const T up[3] = {u.p[0][axis], u.p[1][axis], u.p[2][axis]};
+    T a, b, c, x0, x1, d, e, f, y0, y1;
+    if (!line_interval(vp, dv, a, b, c, x0, x1)) return coplanar_tris_meet(n1, v, u);
+    if (!line_interval(up, du, d, e, f, y0, y1)) return coplanar_tris_meet(n1, v, u);
+    // the endpoints times x0 x1 y0 y1 (no division): [a + b / x0, a + c / x1] against [d + e / y0, d + f / y1]
+    const T xx = x0 * x1, yy = y0 * y1, xxyy = xx * yy;
+    T s0 = a * xxyy + b * x1 * yy, s1 = a * xxyy + c * x0 * yy;
+    T t0 = d * xxyy + e * xx * y1, t1 = d * xxyy + f * xx * y0;
+    if (s0 > s1) { const T w = s0; s0 = s1; s1 = w; }
+    if (t0 > t1) { const T w = t0; t0 = t1; t1 = w; }
+    return (s1 < t0 || t1 < s0) ? 0 : 1;
 }
 
 }  // namespace xs

@@ -311,23 +311,35 @@ template <typename T> XS_FUNC void adj_abs(T x, T, T& adj_x, T adj_ret) {
     else if (x < T(0)) adj_x -= adj_ret;
 }
 
-// min/max pick the first argument on ties, and the adjoint follows the pick.
-template <typename T> XS_FUNC T min(T a, T b) { return b < a ? b : a; }
+template <typename T> XS_FUNC bool is_nan_any(T x) {
+    if constexpr (is_float<T>::value) return isnan(x);
+    else return false;
+}
+
+// min/max of floats treat a NaN as missing, as C's fmin/fmax and Warp 1.19 do: the other operand when one
+// is NaN, NaN only when both are. They pick the first argument on ties, and the adjoint follows the pick.
+template <typename T> XS_FUNC bool picks_second_for_min(T a, T b) { return b < a || is_nan_any(a); }
+template <typename T> XS_FUNC bool picks_second_for_max(T a, T b) { return b > a || is_nan_any(a); }
+
+template <typename T> XS_FUNC T min(T a, T b) { return picks_second_for_min(a, b) ? b : a; }
 template <typename T> XS_FUNC void adj_min(T a, T b, T, T& adj_a, T& adj_b, T adj_ret) {
-    if (b < a) adj_b += adj_ret;
+    if (picks_second_for_min(a, b)) adj_b += adj_ret;
     else adj_a += adj_ret;
 }
 
-template <typename T> XS_FUNC T max(T a, T b) { return b > a ? b : a; }
+template <typename T> XS_FUNC T max(T a, T b) { return picks_second_for_max(a, b) ? b : a; }
 template <typename T> XS_FUNC void adj_max(T a, T b, T, T& adj_a, T& adj_b, T adj_ret) {
-    if (b > a) adj_b += adj_ret;
+    if (picks_second_for_max(a, b)) adj_b += adj_ret;
     else adj_a += adj_ret;
 }
 
-template <typename T> XS_FUNC T clamp(T x, T lo, T hi) { return x < lo ? lo : (x > hi ? hi : x); }
+// clamp is min(max(x, lo), hi), as Warp's: a NaN x gives lo (hi when lo is NaN too), a NaN bound is no
+// bound, and lo > hi gives hi. The gradient goes to the operand the two picks chose.
+template <typename T> XS_FUNC T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
 template <typename T> XS_FUNC void adj_clamp(T x, T lo, T hi, T, T& adj_x, T& adj_lo, T& adj_hi, T adj_ret) {
-    if (x < lo) adj_lo += adj_ret;
-    else if (x > hi) adj_hi += adj_ret;
+    T m = max(x, lo);
+    if (picks_second_for_min(m, hi)) adj_hi += adj_ret;
+    else if (picks_second_for_max(x, lo)) adj_lo += adj_ret;
     else adj_x += adj_ret;
 }
 

@@ -176,11 +176,6 @@ template <typename V> XS_FUNC bool visinf(const V& v) {
 // reductions over a vector: argmin/argmax skip NaN components (all NaN gives 0), first index on
 // ties; min/max of one vector are its argmin/argmax component, which alone receives the gradient
 
-template <typename T> XS_FUNC bool is_nan_any(T x) {
-    if constexpr (is_float<T>::value) return isnan(x);
-    else return false;
-}
-
 template <int N, typename T, bool Max> XS_FUNC uint32_t arg_extreme(const vec_t<N, T>& v) {
     int best = 0;
     while (best < N && is_nan_any(v.c[best])) ++best;
