@@ -778,36 +778,3 @@ def test_struct_numpy_dtype_is_the_record_dtype_of_its_arrays():
     # an array field is laid out as the native array view a kernel reads (pointer, shape, byte strides, flags)
     assert WithArray.numpy_dtype().itemsize == ctypes.sizeof(T.ArrayDesc)
     assert WithArray.numpy_dtype()["a"].names == ("data", "shape", "strides", "flags")
-
-
-@xsim.kernel(module="xsim_tests_array_read_only")
-def add_one(x: xsim.array(dtype=float)):
-    i = xsim.tid()
-    x[i] = x[i] + 1.0
-
-
-@xsim.kernel(module="xsim_tests_array_read_only")
-def plus_one(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
-    i = xsim.tid()
-    y[i] = x[i] + 1.0
-
-
-@pytest.mark.parametrize("make", ["frozen", "bytes"])
-@pytest.mark.parametrize("how", ["from_numpy", "copy_false", "launch"])
-def test_read_only_numpy_memory_is_copied_never_written(make, how):
-    if make == "frozen":
-        data = np.arange(4, dtype=np.float32)
-        data.flags.writeable = False
-    else:  # a view of an immutable bytes object: writing it would corrupt the interpreter's bytes
-        data = np.frombuffer(np.arange(4, dtype=np.float32).tobytes(), dtype=np.float32)
-    assert not data.flags.writeable
-    if how == "launch":  # passed straight: the kernel reads a copy
-        y = xsim.zeros(4, dtype=float)
-        xsim.launch(plus_one, 4, inputs=[data, y])
-        np.testing.assert_array_equal(y.numpy(), [1, 2, 3, 4])
-    else:
-        x = xsim.from_numpy(data) if how == "from_numpy" else xsim.array(data, copy=False)
-        assert not np.shares_memory(x.numpy(), data)
-        xsim.launch(add_one, 4, inputs=[x])
-        np.testing.assert_array_equal(x.numpy(), [1, 2, 3, 4])
-    np.testing.assert_array_equal(data, [0, 1, 2, 3])

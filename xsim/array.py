@@ -288,9 +288,7 @@ def _host_from_data(data, dtype, shape, copy: bool) -> tuple[Any, np.ndarray, An
     if not _packed(host, dtype._shape):
         host = np.ascontiguousarray(host)
     shared = isinstance(data, np.ndarray) and np.may_share_memory(host, data)
-    # read-only memory (a frozen numpy array, a view of bytes or of a USD array) is copied, as Warp's
-    # from_numpy copies: a kernel writing through a shared view would write where Python may not
-    if shared and (copy or not host.flags.writeable):
+    if shared and copy:
         host, shared = np.array(host, order="C"), False
     return dtype, host, (source if shared else None)
 
@@ -1288,8 +1286,7 @@ def full_like(src: array, value: Any, device: str | Device | None = None,
 def from_numpy(arr: Any, dtype: Any = None, shape: int | tuple[int, ...] | None = None,
                device: str | Device | None = None, requires_grad: bool = False, *,
                retain_grad: bool = False) -> array:
-    """Wrap a numpy array, sharing its memory where the layout allows and the memory is writable (a read-only
-    array is copied, as Warp copies it).
+    """Wrap a numpy array, sharing its memory where the layout allows.
 
     Without ``dtype`` the trailing dims choose the element type: ``(n, 3)`` floats become
     ``array(vec3)``, ``(n, 3, 3)`` become ``array(mat33)`` (float64 data gives ``vec3d``...).

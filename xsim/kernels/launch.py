@@ -222,8 +222,7 @@ def _wrap_foreign(value, t, where):
                             f"{T.type_name(t.dtype)}; converting it would copy it and the kernel's writes would not "
                             f"reach it, so convert it first (e.g. arr.astype(numpy.{t.dtype._np}))")
         arr = from_numpy(value, dtype=t.dtype, device="cpu")  # host memory: a launch elsewhere then says so
-        # read-only memory is copied (from_numpy): the kernel reads the copy, and writes nothing Python can see
-        if arr.size and arr.ptr != value.__array_interface__["data"][0] and value.flags.writeable:
+        if arr.size and arr.ptr != value.__array_interface__["data"][0]:
             raise TypeError(f"{where}: this numpy array's layout cannot be shared without a copy (its element "
                             "components are not packed); pass numpy.ascontiguousarray(arr) and read results from it")
         return arr
