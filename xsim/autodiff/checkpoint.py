@@ -10,8 +10,8 @@ alive: about ``n / k + k`` states, smallest at ``k = sqrt(n)``.
 
 Arrays read by every step (model parameters, controls) are never zeroed between segments, so
 their gradients accumulate over the whole rollout exactly as with one plain tape. What a step leaves
-on its state for the next step in a non-array attribute (``State.body_contacts``: the static-friction
-anchors) is shared by the checkpoint (``copy.copy``), and its arrays' gradients are carried between
+on its state for the next step in a non-array attribute (``State.body_contacts``: the slips that
+static friction carries) is shared by the checkpoint (``copy.copy``), and its arrays' gradients are carried between
 segments like the state's own.
 """
 
@@ -128,7 +128,7 @@ def array_attributes(state: Any) -> list[str]:
 
 def _inner_arrays(state: Any) -> dict[tuple[str, str], Array]:
     """The arrays with gradients that ``state``'s non-array attributes hold (one level down, e.g. the
-    anchors in ``State.body_contacts``), by (attribute, name)."""
+    slips in ``State.body_contacts``), by (attribute, name)."""
     out = {}
     for name, v in vars(state).items():
         if v is not None and not isinstance(v, Array) and hasattr(v, "__dict__"):

@@ -47,7 +47,7 @@ class State(Declared):
     """Joint velocities [m/s or rad/s], shape [joint_dof_count] (layout: ``Model.joint_qd_start``)"""
     body_contacts: SimpleNamespace | None
     """What the solver step that wrote this state leaves for the next step from it (``SolverXPBD``:
-    the rigid contacts whose static friction held, with their anchors); None before any step. A copy
+    the rigid contacts whose static friction held, with their slips); None before any step. A copy
     of the state (``copy.copy``, a checkpoint) shares it, so a step from the copy is the same step"""
 
     def __init__(self, particle_q, particle_qd, body_q=None, body_qd=None, joint_q=None, joint_qd=None):

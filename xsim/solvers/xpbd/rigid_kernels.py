@@ -8,11 +8,11 @@ their com, held as the com frame at the step start (``X0``, world) and the pose 
 displacement since then and the body's rotation; ``body_q`` (the body frame) is converted at the start
 and end of a step. Every constraint measures its geometry relative to a point near it (``pair_origin``:
 one of its bodies' step-start com), never as small differences of large world coordinates: in float32
-18 m from the origin a position has steps of 1.9 um, a substep of 1/1800 s moves a resting box by
-about that much under gravity, and world-coordinate contact depths and friction displacements were
-mostly rounding (boxes stuck on ramps steeper than their friction angle and crept on shallower ones).
-The displacements within a step keep their digits; positions are rounded to world coordinates once a
-step, in ``com_to_body_frame``.
+18 m from the origin a position has steps of 1.9 um and a substep of 1/1800 s moves a resting box by
+about that much under gravity: contact depths and friction displacements taken from world coordinates
+would be mostly rounding, and Coulomb's law would fail (a box sticking on a ramp steeper than its
+friction angle, creeping on a shallower one). The displacements within a step keep their digits;
+positions are rounded to world coordinates once a step, in ``com_to_body_frame``.
 
 Corrections are accumulated per body in a ``vector(8)`` row (dx: 0..2, dq: 3..6, count: 7) with
 ``atomic_add``; see ``rigid_solver.py`` for why (Jacobi with averaging).
@@ -306,7 +306,8 @@ def com_to_body_frame(Xc: Transforms, X0: Transforms, com: Vec3s, X_out: Transfo
     ``X0``: p = x0 + dx - R com, rounded to the array's precision, and what that rounding lost
     (``residual_out``, m: computed exactly, since x0 - p is a difference of nearby numbers), which the next
     step starts from (``step_frames``). Compensated so, a float32 body 1 km from the origin moving at 1 m/s
-    keeps its speed and its distance travelled; rounded every step, it lost 0.2% of each step's motion."""
+    travels v t to float32 rounding of its path; rounded every step, it would lose up to 0.2% of each
+    step's motion (at 1 ms steps) for good."""
     i = xsim.tid()
     pose = Xc[i]
     arm = xsim.quat_rotate(pose.q, com[i])
