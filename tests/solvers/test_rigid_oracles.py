@@ -132,8 +132,8 @@ def test_sliding_boxes_stop_at_v0_squared_over_two_mu_g(offset):
 
 def test_a_sphere_launched_sliding_rolls_at_five_sevenths_of_its_speed():
     # kinetic friction slows it and spins it up until v = w r: then v = 5/7 v0 for a solid sphere, and static
-    # friction keeps it rolling (a contact anchored where sticking began once swung it between 0.89 and 1.28
-    # of that speed: its old contact point lifted off with the rolling)
+    # friction keeps it rolling (with contacts anchored where sticking began, v swung between 0.88 and 1.0 of
+    # that speed and w r between 1.0 and 1.3: the old contact point lifted off with the rolling)
     v0, r, mu = 2.0, 0.25, 0.5
     b = ModelBuilder(gravity=(0.0, 0.0, -G))
     b.add_shape_box(-1, xform=((20.0, 0.0, -0.05), (0.0, 0.0, 0.0, 1.0)), hx=30.0, hy=2.0, hz=0.05, mu=mu)
