@@ -12,6 +12,12 @@ and of attachment points is an exact 3x3 solve with the bodies' inverse mass/ine
 iterations of a substep. Velocity drives (``target_kd`` towards ``target_qd``) act in the
 velocity pass as implicit damping.
 
+The attachment points' error is measured at the current poses and corrected along the arms of the
+substep's start (its Jacobian there), as SHAKE/RATTLE apply a constraint's force along its gradient at
+the step's start: a pendulum then keeps its energy, its error second order in the substep (measured,
+``docs/rigid.md``). Arms at the predicted poses (plain PBD) damp a
+swing at first order, by about ``Omega^2 h / 2``.
+
 The revolute joint angle is the rotation of the child joint frame about the parent joint frame's
 axis, measured between the frames' reference directions (perpendicular to the axis): 0 when the
 joint frames coincide; likewise the prismatic offset is along the parent frame's axis. A ball
@@ -164,10 +170,11 @@ def add_pose_delta(delta: Vec8s, b: int, dx, dq):
 
 
 @xsim.kernel
-def solve_joints(Xc: Transforms, X0: Transforms, bodies: BodyArrays, joints: JointArrays, target_q: Floats,
-                 lam: Floats, inv_h2: Float, split: Floats, lam_out: Floats, delta: Vec8s):
-    """Position pass of one joint (module docstring); ``lam``: the drive multipliers so far;
-    ``split``: each body's number of constraints in this pass (``split_mass``)."""
+def solve_joints(Xc: Transforms, X0: Transforms, Xs: Transforms, bodies: BodyArrays, joints: JointArrays,
+                 target_q: Floats, lam: Floats, inv_h2: Float, split: Floats, lam_out: Floats, delta: Vec8s):
+    """Position pass of one joint (module docstring); ``Xs``: the bodies' poses at the substep's start
+    (the attachment's arms); ``lam``: the drive multipliers so far; ``split``: each body's number of
+    constraints in this pass (``split_mass``)."""
     j = xsim.tid()
     kind = joints.type[j]
     lam_j = lam[j]
@@ -252,7 +259,13 @@ def solve_joints(Xc: Transforms, X0: Transforms, bodies: BodyArrays, joints: Joi
             s = xsim.dot(d, a)
             over = limit_violation(s, lim[0], lim[1])
             corr = a * (s + over) - d
-        xp, qp, xc, qc = align_points(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, corr, n1, c1, n2, c2)
+        # the error at these poses, corrected along the arms at the substep's start (module docstring)
+        q_start = qp
+        if bp >= 0:
+            q_start = Xs[bp].q
+        arm_p = xsim.quat_rotate(q_start, jp.p)
+        arm_c = xsim.quat_rotate(Xs[bc].q, jc.p)
+        xp, qp, xc, qc = align_points(xp, qp, imp, iip, arm_p, xc, qc, imc, iic, arm_c, corr, n1, c1, n2, c2)
         if kind == JOINT_PRISMATIC and ke > 0.0 and over == 0.0:
             r_p = xsim.quat_rotate(qp, jp.p)
             r_c = xsim.quat_rotate(qc, jc.p)

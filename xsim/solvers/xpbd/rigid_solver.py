@@ -345,7 +345,7 @@ class RigidStepper:
         if r.joint_count:
             lam_out = self.buffers.get("lam_j", r.joint_count, m.dtype, grad, avoid=(st.lam_j,))
             xsim.launch(self.kj.solve_joints, r.joint_count, inputs=[
-                xi, st.x0, st.bodies, st.joints, st.target_q, st.lam_j, 1.0 / (st.h * st.h), split],
+                xi, st.x0, st.xc, st.bodies, st.joints, st.target_q, st.lam_j, 1.0 / (st.h * st.h), split],
                 outputs=[lam_out, st.delta])
             st.lam_j = lam_out
 
