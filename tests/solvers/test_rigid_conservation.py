@@ -179,3 +179,35 @@ def test_a_pendulum_keeps_its_period_and_its_energy_at_the_default_iterations(jo
     energy = 0.5 * i_p * rates ** 2 - m * g * arm * np.cos(angles)
     swing = m * g * arm * (1.0 - np.cos(theta0))
     assert np.abs(energy + m * g * arm * np.cos(theta0)).max() < 0.01 * swing
+
+
+@pytest.mark.parametrize("dtype", [xsim.float32, xsim.float64])
+@pytest.mark.parametrize("spin", [(0.0, 0.0, 10.0), (1.0, 0.5, 10.0), (0.3, 10.0, 0.2)])
+def test_a_spinning_free_body_keeps_its_energy(spin, dtype):
+    """A free box (0.6 x 0.4 x 0.2 m) spun about its major axis, off it, and near its unstable middle axis
+    (a tumble), no gravity, 2 s at 10 substeps: the kinetic energy stays within 1e-5 (measured 0 about the
+    axis, 2e-6 tumbling in float32, 6e-12 in float64) and the angular momentum within 1e-3 of itself
+    (measured 0 about the axis, 7.6e-4 tumbling, from the first-order update of the orientation). An
+    explicit gyroscopic step gained 1.6% of the tumble's energy in these 2 s, and re-deriving the spin
+    from two float32 orientations every substep 6.5e-4 about the axis."""
+    b = ModelBuilder(gravity=(0.0, 0.0, 0.0))
+    body = b.add_body(((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)), ang_vel=spin)
+    b.add_shape_box(body, hx=0.3, hy=0.2, hz=0.1)
+    model = b.finalize(dtype=dtype)
+    inertia = model.body_inertia.numpy()[0].astype(np.float64)
+
+    def energy_and_momentum(state):
+        r = quat_to_matrix(state.body_q.numpy()[0, 3:].astype(np.float64))
+        w = state.body_qd.numpy()[0, 3:].astype(np.float64)
+        world = r @ inertia @ r.T
+        return 0.5 * w @ world @ w, world @ w
+
+    solver = SolverXPBD(model, substeps=10)
+    a, s = model.state(), model.state()
+    e0, l0 = energy_and_momentum(a)
+    for _ in range(120):
+        solver.step(a, s, None, 1.0 / 60.0)
+        a, s = s, a
+    e1, l1 = energy_and_momentum(a)
+    assert abs(e1 - e0) < 1e-5 * e0
+    assert np.linalg.norm(l1 - l0) < 1e-3 * np.linalg.norm(l0)

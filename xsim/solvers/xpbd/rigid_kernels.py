@@ -216,8 +216,9 @@ def body_velocity(b: int, qd, x_like):
 def integrate_bodies(Xc: Transforms, qd: Vec6s, bodies: BodyArrays, gravity: Vec3, h: Float, Xc_pred: Transforms,
                      qd_pred: Vec6s):
     """Explicit substep prediction (Mueller et al. 2020, alg. 2): v += g h, x += v h,
-    w += h I^-1 (-w x I w) (gyroscopic term, body frame), q += h (w, 0) q / 2. ``qd_pred``:
-    the predicted velocities (the pre-solve velocities of restitution)."""
+    w += h I^-1 (-w x I w) (gyroscopic term, body frame, at the midpoint), q += h (w, 0) q / 2; a kinematic body
+    (``inv_mass`` 0) turns by exactly |w| h. ``qd_pred``: the predicted velocities (the pre-solve
+    velocities of restitution)."""
     i = xsim.tid()
     pose = Xc[i]
     q = pose.q
@@ -225,44 +226,68 @@ def integrate_bodies(Xc: Transforms, qd: Vec6s, bodies: BodyArrays, gravity: Vec
     v, w = split_qd(qd[i], x)
     if bodies.inv_mass[i] > 0.0:
         v = v + gravity * h
+        # Euler's equations I dw/dt = -w x I w (body frame) by the implicit midpoint rule, which keeps the
+        # energy and |L| of a free tumble (both quadratic in w); the fixed point contracts by about h |w|
         wb = xsim.quat_rotate_inv(q, w)
-        wb = wb - bodies.inv_inertia[i] * xsim.cross(wb, bodies.inertia[i] * wb) * h
-        w = xsim.quat_rotate(q, wb)
+        wm = wb
+        for _ in range(4):
+            wm = wb - bodies.inv_inertia[i] * xsim.cross(wm, bodies.inertia[i] * wm) * (h * 0.5)
+        w = w + xsim.quat_rotate(q, (wm - wb) * 2.0)  # only the change goes back through q (rounding)
+        q = rotate_by(q, w * h)
+    else:  # kinematic: exactly |w| h about w, as prescribed (rotate_by turns by 2 atan(|w| h / 2))
+        speed = xsim.length(w)
+        if speed > 0.0:
+            q = xsim.normalize(xsim.quat_from_axis_angle(w / speed, speed * h) * q)
     x = x + v * h
-    q = rotate_by(q, w * h)
     Xc_pred[i] = xsim.transformation(x, q)
     qd_pred[i] = qd.dtype(v[0], v[1], v[2], w[0], w[1], w[2])
 
 
 @xsim.kernel
 def apply_body_deltas(Xc: Transforms, delta: Vec8s, pdelta: Vec8s, coupled: int, Xc_prev: Transforms,
-                      relaxation: Float, inv_h: Float, lin_damping: Float, ang_damping: Float, Xc_out: Transforms,
-                      qd_out: Vec6s):
+                      Xc_pred: Transforms, qd_pred: Vec6s, inv_mass: Floats, relaxation: Float, inv_h: Float,
+                      lin_damping: Float, ang_damping: Float, Xc_out: Transforms, qd_out: Vec6s):
     """Move each body by the mean of its accumulated corrections, divided by max(1, count), plus
     with ``coupled`` the mean of the particles' in ``pdelta`` (times ``relaxation``; see
-    ``rigid_solver.py``), then take its velocities from the pose change since the substep
-    start: v = (x - x_prev)/h, w = 2 vec(q q_prev^-1)/h (sign chosen for the short way), with
-    implicit damping."""
+    ``rigid_solver.py``), then take its velocities from the pose change since the substep start
+    ``Xc_prev``, with implicit damping: v = (x - x_prev) / h; w = w_pred + u(q q_pred^-1) / h, the
+    predicted spin plus the corrections' rotation since the prediction ``Xc_pred``, where u(dq) =
+    2 vec(dq) / dq_w inverts ``rotate_by`` (the short way). A free body thus keeps its predicted spin
+    exactly rather than re-deriving it from two float32 orientations, and a correction that undoes the
+    predicted rotation leaves w = 0. A kinematic body (``inv_mass`` 0, its inverse inertia 0 too) keeps
+    its predicted pose and velocity ``qd_pred``."""
     i = xsim.tid()
     pose = Xc[i]
     x = pose.p
     q = pose.q
-    d = delta[i]
-    if d[7] > 0.0 or coupled != 0:
-        d = d * (relaxation / xsim.max(d[7], 1.0))
-        if coupled != 0:
-            e = pdelta[i]
-            d = d + e * (relaxation / xsim.max(e[7], 1.0))
-        x = x + type(x)(d[0], d[1], d[2])
-        q = xsim.normalize(q + type(q)(d[3], d[4], d[5], d[6]))
-    prev = Xc_prev[i]
-    v = (x - prev.p) * (inv_h / (1.0 + lin_damping / inv_h))
-    dq = q * xsim.quat_inverse(prev.q)
-    w = type(x)(dq[0], dq[1], dq[2]) * (2.0 * inv_h / (1.0 + ang_damping / inv_h))
-    if dq[3] < 0.0:
-        w = -w
-    Xc_out[i] = xsim.transformation(x, q)
-    qd_out[i] = qd_out.dtype(v[0], v[1], v[2], w[0], w[1], w[2])
+    if inv_mass[i] == 0.0:
+        Xc_out[i] = pose
+        qd_out[i] = qd_pred[i]
+    else:
+        d = delta[i]
+        if d[7] > 0.0 or coupled != 0:
+            d = d * (relaxation / xsim.max(d[7], 1.0))
+            if coupled != 0:
+                e = pdelta[i]
+                d = d + e * (relaxation / xsim.max(e[7], 1.0))
+            x = x + type(x)(d[0], d[1], d[2])
+            q = xsim.normalize(q + type(q)(d[3], d[4], d[5], d[6]))
+        v = (x - Xc_prev[i].p) * (inv_h / (1.0 + lin_damping / inv_h))
+        pred = qd_pred[i]
+        w = type(x)(pred[3], pred[4], pred[5])
+        qp = Xc_pred[i].q
+        if q[0] != qp[0] or q[1] != qp[1] or q[2] != qp[2] or q[3] != qp[3]:  # else no rounding noise added
+            dq = q * xsim.quat_inverse(qp)
+            cos_half = dq[3]
+            scale = 2.0 * inv_h
+            if cos_half < 0.0:
+                scale = -scale
+                cos_half = -cos_half
+            # a correction turns by less than pi (cos_half > 0); the floor guards a sum of corrections
+            w = w + type(x)(dq[0], dq[1], dq[2]) * (scale / xsim.max(cos_half, 1.0e-3))
+        w = w * (1.0 / (1.0 + ang_damping / inv_h))
+        Xc_out[i] = xsim.transformation(x, q)
+        qd_out[i] = qd_out.dtype(v[0], v[1], v[2], w[0], w[1], w[2])
 
 
 @xsim.kernel

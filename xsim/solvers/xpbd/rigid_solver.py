@@ -410,8 +410,10 @@ class RigidStepper:
             self.buffers.get("qd", nb, self.v6, grad, avoid=(st.qd,))
         coupled = st.pdelta is not None
         xsim.launch(self.k.apply_body_deltas, nb, inputs=[
-            st.xi, st.delta, st.pdelta if coupled else st.delta, int(coupled), st.xc, self.solver.relaxation,
-            1.0 / st.h, r.body_linear_damping, r.body_angular_damping], outputs=[x_next, st.qd_next])
+            st.xi, st.delta, st.pdelta if coupled else st.delta, int(coupled), st.xc, st.x_pred, st.qd_pre,
+            st.bodies.inv_mass,
+            self.solver.relaxation, 1.0 / st.h, r.body_linear_damping, r.body_angular_damping],
+            outputs=[x_next, st.qd_next])
         st.xi = x_next
 
     def end_substep(self, st: RigidStep) -> None:
