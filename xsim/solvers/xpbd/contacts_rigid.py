@@ -31,7 +31,7 @@ the branch taken (exact while the contact set does not change, one-sided where i
 
 import xsim
 from xsim.sim.generic import Float, Floats, Ints, Ints2, Transforms, Vec3s, Vec6s, Vec8s
-from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE
+from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_CONE, SHAPE_CYLINDER, SHAPE_ELLIPSOID
 
 from .bundles import BodyArrays, ContactArms, ContactArrays, ContactGeometry, Multipliers, ShapeArrays
 from .kernels import surface_contact
@@ -55,14 +55,62 @@ from .rigid_kernels import (
 # geometry
 
 
+SUPPORT_ITERATIONS = 3  # fixed-point steps of a support contact (one is exact against a plane)
+
+
 @xsim.func
-def contact_geometry(xa, qa, sxa, point, ra, xb, qb, sxb, kind_b: int, size_b):
-    """A contact point of shape a (``point`` in its frame ``sxa``, in body a's com frame (xa, qa))
+def is_support_slot(kind: int, k: int):
+    """Whether contact point ``k`` of a shape of this kind is a support point (``SUPPORT_SLOTS``)."""
+    return (kind == SHAPE_CYLINDER and k < 2) or ((kind == SHAPE_CONE or kind == SHAPE_ELLIPSOID) and k < 1)
+
+
+@xsim.func
+def support_point(kind: int, size, k: int, d):
+    """The point of support slot ``k`` furthest along the local direction ``d``: an ellipsoid's
+    (a^2 d / |a d|, componentwise), or that of a cylinder's rim ``k`` (0: z = -h, 1: z = +h) or a
+    cone's base rim. A direction along the axis leaves the rim's point undefined (every one is
+    furthest): it is then the rim's point on x, a constant, not a normalized rounding error."""
+    p = d - d
+    if kind == SHAPE_ELLIPSOID:
+        ad = xsim.cw_mul(size, d)
+        length = xsim.length(ad)
+        p[2] = -size[2]
+        if length > 0.0:
+            p = xsim.cw_mul(size, ad) / length
+    else:
+        p[2] = -size[1]
+        if k == 1:
+            p[2] = size[1]
+        l2 = d[0] * d[0] + d[1] * d[1]
+        if l2 > 1.0e-6 * xsim.dot(d, d):
+            length = xsim.sqrt(l2)
+            p[0] = size[0] * d[0] / length
+            p[1] = size[0] * d[1] / length
+        else:
+            p[0] = size[0]
+    return p
+
+
+@xsim.func
+def contact_geometry(xa, qa, sxa, kind_a: int, size_a, k: int, point, ra, xb, qb, sxb, kind_b: int, size_b):
+    """Contact point ``k`` of shape a (``point`` in its frame ``sxa``, in body a's com frame (xa, qa))
     against the surface of shape b: (world normal pointing from b to a, depth, world contact point
-    on a's surface, world contact point on b's surface)."""
-    pw = xa + xsim.quat_rotate(qa, sxa.p + xsim.quat_rotate(sxa.q, point))
+    on a's surface, world contact point on b's surface). A support slot (``is_support_slot``) is
+    a's point furthest against b's normal there, found by ``SUPPORT_ITERATIONS`` steps from a's
+    centre: each takes b's normal at the last point and a's support point against it (against a
+    plane the first step is exact; against a curved surface the steps converge to the deepest
+    point). Its position is a function of both poses, so the gradient flows through it."""
     qs = qb * sxb.q
     ps = xb + xsim.quat_rotate(qb, sxb.p)
+    local = point
+    if is_support_slot(kind_a, k):
+        local = point - point
+        for _it in range(SUPPORT_ITERATIONS):
+            pi = xa + xsim.quat_rotate(qa, sxa.p + xsim.quat_rotate(sxa.q, local))
+            nb, _pen = surface_contact(kind_b, xsim.quat_rotate_inv(qs, pi - ps), size_b, ra)
+            d = xsim.quat_rotate_inv(sxa.q, xsim.quat_rotate_inv(qa, xsim.quat_rotate(qs, -nb)))
+            local = support_point(kind_a, size_a, k, d)
+    pw = xa + xsim.quat_rotate(qa, sxa.p + xsim.quat_rotate(sxa.q, local))
     n_local, pen = surface_contact(kind_b, xsim.quat_rotate_inv(qs, pw - ps), size_b, ra)
     n = xsim.quat_rotate(qs, n_local)
     ca = pw - n * ra
@@ -511,8 +559,8 @@ def pair_contact_geometry(xp, qp, xs, qs, sp: int, ss: int, kp: int, edge: int,
                 cb = c
     else:
         n, pen, ca, cb = contact_geometry(
-            xp, qp, shape_xform[sp], shape_points[shape_point_start[sp] + kp], shape_radius[sp], xs, qs,
-            shape_xform[ss], shape_type[ss], shape_size[ss])
+            xp, qp, shape_xform[sp], shape_type[sp], shape_size[sp], kp, shape_points[shape_point_start[sp] + kp],
+            shape_radius[sp], xs, qs, shape_xform[ss], shape_type[ss], shape_size[ss])
     return n, pen, ca, cb
 
 
@@ -639,8 +687,8 @@ def contact_depths(Xc: Transforms, X0: Transforms, bodies: BodyArrays, shapes: S
                     pen = xsim.max(pen, seg_pen)
     else:
         _n, pen, _ca, _cb = contact_geometry(
-            xp, qp, shapes.xform[sp], shapes.points[shapes.point_start[sp] + kp], shapes.radius[sp], xs, qs,
-            shapes.xform[ss], shapes.type[ss], shapes.size[ss])
+            xp, qp, shapes.xform[sp], shapes.type[sp], shapes.size[sp], kp, shapes.points[shapes.point_start[sp] + kp],
+            shapes.radius[sp], xs, qs, shapes.xform[ss], shapes.type[ss], shapes.size[ss])
     depth[t] = pen
 
 

@@ -42,7 +42,15 @@ replay. In a kernel, ``a[i] += v`` is an atomic add (Warp's semantics, a compare
 
 import xsim
 from xsim.sim.generic import Float, Floats, Ints, Ints2, Vec3, Vec3s, Vec3s2, Vec4s
-from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
+from xsim.sim.shapes import (
+    SHAPE_BOX,
+    SHAPE_CAPSULE,
+    SHAPE_CONE,
+    SHAPE_CYLINDER,
+    SHAPE_ELLIPSOID,
+    SHAPE_PLANE,
+    SHAPE_SPHERE,
+)
 
 from .rigid_kernels import generalized_inv_mass
 
@@ -224,11 +232,138 @@ def box_contact(p, half, r):
     return n, pen
 
 
+ELLIPSOID_ITERATIONS = 12  # Newton steps for the closest point of an ellipsoid (monotone from its start)
+
+
+@xsim.func
+def radial_direction(p):
+    """The unit vector from the z axis towards ``p`` in its xy plane (x on the axis), and the distance."""
+    d = p - p
+    rho2 = p[0] * p[0] + p[1] * p[1]
+    rho = rho2 - rho2
+    if rho2 > 0.0:
+        rho = xsim.sqrt(rho2)
+        d[0] = p[0] / rho
+        d[1] = p[1] / rho
+    else:
+        d[0] = 1.0
+    return d, rho
+
+
+@xsim.func
+def cylinder_contact(p, size, r):
+    """Contact of a sphere of radius ``r`` at local ``p`` with a solid cylinder along z of radius
+    ``size[0]`` and half height ``size[1]``: (outward normal, depth; <= 0 apart). Exact: the side,
+    a cap, or (outside both) the rim."""
+    radial, rho = radial_direction(p)
+    axial = p - p
+    axial[2] = 1.0
+    if p[2] < 0.0:
+        axial[2] = -1.0
+    dr = rho - size[0]
+    dz = xsim.abs(p[2]) - size[1]
+    n = axial
+    pen = r - dz
+    if dr > 0.0 and dz > 0.0:
+        dist = xsim.sqrt(dr * dr + dz * dz)
+        n = (radial * dr + axial * dz) / dist
+        pen = r - dist
+    elif dr > dz:
+        n = radial
+        pen = r - dr
+    return n, pen
+
+
+@xsim.func
+def cone_contact(p, size, r):
+    """Contact of a sphere of radius ``r`` at local ``p`` with a solid cone along z, its base of
+    radius ``size[0]`` at z = -``size[1]`` and its apex at +``size[1]``: (outward normal, depth). In the
+    plane through the axis the cone is a triangle: the nearest of its base, its slant side, the
+    rim and the apex, exactly."""
+    radial, rho = radial_direction(p)
+    R = size[0]
+    h = size[1]
+    zh = p[2] + h  # height above the base
+    slant = xsim.sqrt(R * R + 4.0 * h * h)
+    mr = 2.0 * h / slant  # the slant side's outward normal (radial, axial) components
+    mz = R / slant
+    s_slant = mr * (rho - R) + mz * zh  # signed distance to the slant side's line (> 0 outside)
+    t = (R - rho) * mz + zh * mr  # position along the slant side from the rim (0) to the apex (slant)
+    down = p - p
+    down[2] = -1.0
+    up = p - p
+    up[2] = 1.0
+    n = down
+    pen = r + zh
+    if s_slant <= 0.0 and zh >= 0.0:  # inside: leave through the nearer face
+        if s_slant > -zh:
+            n = radial * mr + up * mz
+            pen = r - s_slant
+    elif zh < 0.0 and rho <= R:  # below the base
+        n = down
+    elif s_slant > 0.0 and t > 0.0 and t < slant:
+        n = radial * mr + up * mz
+        pen = r - s_slant
+    else:  # nearest the rim (t <= 0) or the apex
+        c_rho = R
+        c_z = -h
+        if t > 0.0:
+            c_rho = R - R
+            c_z = h
+        d_rho = rho - c_rho
+        d_z = p[2] - c_z
+        dist = xsim.sqrt(d_rho * d_rho + d_z * d_z)
+        n = (radial * d_rho + up * d_z) / dist
+        pen = r - dist
+    return n, pen
+
+
+@xsim.func
+def ellipsoid_contact(p, size, r):
+    """Contact of a sphere of radius ``r`` at local ``p`` with a solid ellipsoid of semi-axes ``size``:
+    (outward normal, depth). The closest surface point is x_i = a_i^2 p_i / (t + a_i^2), t the root of
+    sum (a_i p_i / (t + a_i^2))^2 = 1 above -min a_i^2; Newton's method from t0 = max_i (a_i |p_i| -
+    a_i^2), where the sum is >= 1, climbs to it monotonically (the sum is convex and decreasing there)."""
+    a2 = xsim.cw_mul(size, size)
+    t = size[0] * xsim.abs(p[0]) - a2[0]
+    for i in range(1, 3):
+        t = xsim.max(t, size[i] * xsim.abs(p[i]) - a2[i])
+    floor = -0.999999 * xsim.min(a2[0], xsim.min(a2[1], a2[2]))
+    t = xsim.max(t, floor)
+    for _k in range(ELLIPSOID_ITERATIONS):
+        f = r - r - 1.0
+        df = r - r
+        for i in range(3):
+            w = a2[i] + t
+            u = size[i] * p[i] / w
+            f = f + u * u
+            df = df - 2.0 * u * u / w
+        if df < 0.0:
+            t = xsim.max(t - f / df, floor)
+    x = p - p
+    g = p - p
+    level = r - r - 1.0  # > 0 outside
+    for i in range(3):
+        x[i] = a2[i] * p[i] / (a2[i] + t)
+        g[i] = x[i] / a2[i]
+        level = level + p[i] * p[i] / a2[i]
+    n = p - p
+    n[2] = 1.0
+    pen = r + size[2]
+    if xsim.dot(g, g) > 0.0:
+        n = xsim.normalize(g)
+        dist = xsim.length(p - x)
+        pen = r + dist
+        if level > 0.0:
+            pen = r - dist
+    return n, pen
+
+
 @xsim.func
 def surface_contact(kind: int, p, size, r):
     """Contact of a sphere of radius ``r`` centred at ``p`` (surface shape coordinates) with the
-    surface of a plane (z = 0, normal +z), sphere, box or capsule of ``size``: (outward unit normal,
-    penetration depth; <= 0 when apart)."""
+    surface of a plane (z = 0, normal +z), sphere, box, capsule, cylinder, cone or ellipsoid of
+    ``size``: (outward unit normal, penetration depth; <= 0 when apart)."""
     n = p - p
     pen = r - r
     if kind == SHAPE_PLANE:
@@ -236,6 +371,12 @@ def surface_contact(kind: int, p, size, r):
         pen = r - p[2]
     elif kind == SHAPE_BOX:
         n, pen = box_contact(p, size, r)
+    elif kind == SHAPE_CYLINDER:
+        n, pen = cylinder_contact(p, size, r)
+    elif kind == SHAPE_CONE:
+        n, pen = cone_contact(p, size, r)
+    elif kind == SHAPE_ELLIPSOID:
+        n, pen = ellipsoid_contact(p, size, r)
     elif kind == SHAPE_SPHERE or kind == SHAPE_CAPSULE:
         axis_point = p - p
         if kind == SHAPE_CAPSULE:
