@@ -11,6 +11,7 @@ import trimesh
 from scipy.optimize import minimize
 
 import xsim
+from xsim.collision.surfaces import contact_geometry, surface_contact
 from xsim.sim.shapes import (
     SHAPE_CONE,
     SHAPE_CONVEX_MESH,
@@ -21,8 +22,6 @@ from xsim.sim.shapes import (
     cylinder_points,
     quat_to_matrix,
 )
-from xsim.solvers.xpbd.contacts_rigid import contact_geometry
-from xsim.solvers.xpbd.kernels import surface_contact
 
 V3, TF = xsim.vec3d, xsim.transformd
 RNG = np.random.default_rng(11)

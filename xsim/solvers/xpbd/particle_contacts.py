@@ -20,6 +20,8 @@ do not meet particles.
 """
 
 import xsim
+from xsim.collision.narrow_phase import ShapeArrays
+from xsim.collision.surfaces import shape_rotation, surface_contact
 from xsim.sim.generic import Float, Floats, Ints, Transforms, Vec3, Vec3s, Vec8s
 from xsim.sim.shapes import (
     SHAPE_BOX,
@@ -33,13 +35,12 @@ from xsim.sim.shapes import (
     SHAPE_SPHERE,
 )
 
-from .bundles import BodyArrays, BodyMotion, MeshArrays, ParticleArrays, ParticleSubstep, ShapeArrays
+from .bundles import BodyArrays, BodyMotion, MeshArrays, ParticleArrays, ParticleSubstep
 from .kernels import (
     bounce_impulse,
     closest_point_on_triangle,
     push_out,
     reflect,
-    surface_contact,
     worlds_meet,
 )
 from .rigid_kernels import (
@@ -52,15 +53,6 @@ from .rigid_kernels import (
 )
 
 STATIC_SHAPES, BODY_SHAPES = 1, 2  # the ``passes`` of the contact kernels (3: both)
-
-
-@xsim.func
-def shape_rotation(sx):
-    """The rotation of shape frame ``sx``: its quaternion normalized. The rotation formulas assume a
-    unit quaternion; with a scaled one a push-out along the normal no longer resolves the depth the
-    next iteration measures, so the rollout had a kink along the scale (its gradient there disagreed
-    with finite differences). Normalized, a frame's scale does nothing and its gradient is zero."""
-    return xsim.normalize(sx.q)
 
 
 @xsim.func

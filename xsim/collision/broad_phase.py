@@ -118,11 +118,12 @@ def _sweep_pairs(lo: np.ndarray, hi: np.ndarray, group: np.ndarray | None = None
 class BroadPhase:
     """The candidate contacts of a model's shapes, step by step (see the module docstring)."""
 
-    def __init__(self, rigid, few: int = 1024):
+    def __init__(self, rigid, few: int = 1024, margin: float | None = None):
         """``few``: a model with at most this many pairs of active shapes tests them all each step, else it
-        sweeps (box pyramids, 1 thread: 8 boxes 2x faster, 36 boxes 300 -> 226 us, 78 boxes 343 -> 421 us)."""
+        sweeps (box pyramids, 1 thread: 8 boxes 2x faster, 36 boxes 300 -> 226 us, 78 boxes 343 -> 421 us).
+        ``margin``: the contact margin (m; default the model's ``rigid_contact_margin``)."""
         r = rigid
-        self.margin = float(r.rigid_contact_margin)
+        self.margin = float(r.rigid_contact_margin if margin is None else margin)
         self.shape_body = r.shape_body.numpy().astype(np.int64)
         self.shape_type = r.shape_type.numpy().astype(np.int64)
         self.point_count = r.shape_point_count.numpy().astype(np.int64)
