@@ -16,7 +16,7 @@ from xsim.sim import ModelBuilder
 from xsim.solvers import SolverXPBD
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from test_import_graph import import_graph  # noqa: E402 (tests/, beside this folder)
+from test_import_graph import import_graph  # tests/, beside this folder
 
 FRAME = 1.0 / 60.0
 SIDE = (math.sin(math.pi / 4), 0.0, 0.0, math.cos(math.pi / 4))  # a cylinder's axis along y
