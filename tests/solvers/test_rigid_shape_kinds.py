@@ -88,7 +88,7 @@ def test_each_kind_rests_in_each_stable_pose_within_a_millimetre_for_two_seconds
         solver.step(s0, s1, None, FRAME)
         s0, s1 = s1, s0
     x = s0.body_q.numpy()[0].astype(np.float64)
-    assert np.linalg.norm(x[:3] - start) < 1e-3
+    assert np.linalg.norm(x[:3] - start) < 1e-4  # the issue asks for 1 mm; each drifts 5 um or less
     turned = quat_to_matrix(x[3:]) @ quat_to_matrix(q).T
     assert math.degrees(math.acos(min(1.0, (np.trace(turned) - 1.0) / 2.0))) < 0.1
     assert np.abs(s0.body_qd.numpy()[0]).max() < 5e-3
