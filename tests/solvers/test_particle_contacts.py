@@ -158,6 +158,33 @@ def test_a_static_shape_box_meets_particles_and_a_body():
     np.testing.assert_allclose(final.body_q.numpy()[0, :3], [0.5, 0.0, 0.7], atol=2e-3)
 
 
+@pytest.mark.parametrize("kind", ["cylinder", "cone", "ellipsoid"])
+def test_particles_rest_on_the_new_static_shapes_and_on_bodies_of_them(kind):
+    """A particle dropped on a static cylinder's cap, a cone's base (turned over) or an ellipsoid's top
+    rests on it at its own radius; another dropped on a body (a cylinder on a cap, an ellipsoid on its
+    shortest axis, on the ground) too."""
+    b = ModelBuilder()
+    b.add_ground_plane()
+    if kind == "cylinder":
+        b.add_shape_cylinder(-1, xform=((0.0, 0.0, 0.5), (0.0, 0.0, 0.0, 1.0)), radius=0.2, half_height=0.1)
+    elif kind == "cone":
+        b.add_shape_cone(-1, xform=((0.0, 0.0, 0.5), (1.0, 0.0, 0.0, 0.0)), radius=0.2, half_height=0.1)
+    else:
+        b.add_shape_ellipsoid(-1, xform=((0.0, 0.0, 0.5), (0.0, 0.0, 0.0, 1.0)), rx=0.3, ry=0.2, rz=0.1)
+    top = [0.0 if kind == "ellipsoid" else 0.05, 0.0, 0.6 + R]
+    b.add_particle((top[0], 0.0, 0.8), mass=0.01, radius=R)
+    body = b.add_body(((1.0, 0.0, 0.1), (0.0, 0.0, 0.0, 1.0)))
+    if kind == "ellipsoid":
+        b.add_shape_ellipsoid(body, rx=0.3, ry=0.2, rz=0.1)
+    else:
+        b.add_shape_cylinder(body, radius=0.2, half_height=0.1)
+    b.add_particle((1.0, 0.0, 0.5), mass=0.01, radius=R)
+    final = run(b.finalize(dtype=xsim.float64), steps=90)
+    x = final.particle_q.numpy()
+    np.testing.assert_allclose(x[0], top, atol=1e-6)
+    np.testing.assert_allclose(x[1], [1.0, 0.0, 0.2 + R], atol=2e-3)  # on the body (which sinks a little)
+
+
 def slide_loss(params, tape=None):
     """Two particles landing on a tilted plane (restitution) and sliding, 12 steps on ``tape`` if given:
     (the weighted sum of their final positions, the model, the first and last State, the weights).

@@ -1,14 +1,14 @@
-"""The rigid broad phase (xsim/solvers/xpbd/broad_phase.py) against all-pairs references in plain numpy,
+"""The rigid broad phase (xsim/collision/broad_phase.py) against all-pairs references in plain numpy,
 and the per-step contact pruning against solving every candidate contact."""
 
 import numpy as np
 import pytest
 
 import xsim
+from xsim.collision.broad_phase import BroadPhase, run_starts
 from xsim.sim import ModelBuilder
 from xsim.sim.shapes import quat_to_matrix
 from xsim.solvers import SolverXPBD
-from xsim.solvers.xpbd.broad_phase import BroadPhase, run_starts
 
 
 def random_scene(seed, n=40, turned=False):

@@ -6,6 +6,7 @@ import pytest
 
 import xsim
 from xsim.autodiff import gradcheck
+from xsim.collision.narrow_phase import ShapeArrays
 from xsim.kernels import launch
 from xsim.sim.generic import specialized
 from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
@@ -17,7 +18,6 @@ from xsim.solvers.xpbd.bundles import (
     MeshArrays,
     ParticleArrays,
     ParticleSubstep,
-    ShapeArrays,
 )
 from xsim.solvers.xpbd.kernels import UNROLLED_SLOTS
 from xsim.solvers.xpbd.particle_constraints import slot_layout

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sim.shapes import quat_multiply
+from ..sim.shapes import convex_hull, hull_mesh, quat_multiply
 from .schema import (
     Invalid,
     Key,
@@ -40,6 +40,16 @@ _SHAPE_TYPES = {
                 "half_height": Key(_positive, doc="half length of the axis segment (local z), m")},
     "mesh": {"mesh": Key(string(), doc="a mesh file path, relative to the scene file"),
              "scale": Key(_positive, 1.0, "scale applied to the mesh file")},
+    "cylinder": {"radius": Key(_positive, doc="radius in metres"),
+                 "half_height": Key(_positive, doc="half length along local z, m")},
+    "cone": {"radius": Key(_positive, doc="base radius in metres (base at z = -half_height)"),
+             "half_height": Key(_positive, doc="half length along local z, m (apex at +half_height)")},
+    "ellipsoid": {"rx": Key(_positive, doc="semi-axis along local x, m"),
+                  "ry": Key(_positive, doc="semi-axis along local y, m"),
+                  "rz": Key(_positive, doc="semi-axis along local z, m")},
+    "convex_hull": {"mesh": Key(string(), doc="a mesh (or point) file path, relative to the scene file: its "
+                                "convex hull"),
+                    "scale": Key(_positive, 1.0, "scale applied to the mesh file")},
 }
 _JOINT_TYPES = ("revolute", "prismatic", "ball", "fixed", "free")
 _DRIVE = {
@@ -88,7 +98,7 @@ def check_body(raw: Any, path: str, body: dict[str, Key], shapes: dict[str, dict
                       describe(raw["density"]) + f" next to mass = {spec['mass']:g}")
     raw_shapes = raw.get("shape", [])
     if not isinstance(raw_shapes, list) or not raw_shapes:
-        raise Invalid(join(path, "shape"), "at least one table [[body.shape]] (sphere, box, capsule or mesh)",
+        raise Invalid(join(path, "shape"), "at least one table [[body.shape]] (" + ", ".join(_SHAPE_TYPES) + ")",
                       "nothing (the key is missing)" if "shape" not in raw else describe(raw_shapes))
     spec["shape"] = [_check_shape(s, join(path, "shape"), i, shapes, load_mesh) for i, s in enumerate(raw_shapes)]
     return spec
@@ -98,8 +108,13 @@ def _check_shape(raw: Any, table: str, index: int, shapes: dict[str, dict[str, K
     path = join(table, index)
     kind, spec = check_typed_table(raw, path, shapes, "a table [[body.shape]]")
     spec["name"] = f"{kind}{index}"  # its prim's name under the body's: box0, sphere1...
-    if kind == "mesh":
+    if kind in ("mesh", "convex_hull"):
         spec["vertices"], spec["indices"] = load_mesh(spec["mesh"], join(path, "mesh"), spec["scale"])
+    if kind == "convex_hull":  # drawn and exported as its hull; refused here when the points span no volume
+        try:
+            spec["vertices"], spec["indices"] = hull_mesh(convex_hull(spec["vertices"], "convex hull"))
+        except ValueError as e:
+            raise Invalid(join(path, "mesh"), "points that span a volume", str(e)) from None
     return spec
 
 
@@ -209,8 +224,12 @@ def add_bodies(b, bodies: list[dict]) -> list[BodyPart]:
             elif s["type"] == "box":
                 hx, hy, hz = s["half_extents"]
                 b.add_shape_box(index, hx=hx, hy=hy, hz=hz, **common)
-            elif s["type"] == "capsule":
-                b.add_shape_capsule(index, radius=s["radius"], half_height=s["half_height"], **common)
+            elif s["type"] in ("capsule", "cylinder", "cone"):
+                getattr(b, f"add_shape_{s['type']}")(index, radius=s["radius"], half_height=s["half_height"], **common)
+            elif s["type"] == "ellipsoid":
+                b.add_shape_ellipsoid(index, rx=s["rx"], ry=s["ry"], rz=s["rz"], **common)
+            elif s["type"] == "convex_hull":
+                b.add_shape_convex_hull(index, mesh=s["vertices"], **common)
             else:
                 # the vertices are already scaled by the loader
                 b.add_shape_mesh(index, (s["vertices"], s["indices"]), **common)

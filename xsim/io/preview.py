@@ -30,7 +30,7 @@ def collider_triangles(spec: dict) -> np.ndarray:
     kind = spec["type"]
     if kind == "ground":
         return np.zeros((0, 3, 3))
-    if kind == "mesh":
+    if kind in ("mesh", "convex_hull"):
         verts = np.asarray(spec["vertices"], np.float64)
         tris = np.asarray(spec["indices"]).reshape(-1, 3)
         pos, rot = spec.get("position", (0, 0, 0)), spec.get("rotation", (0, 0, 0, 1))
@@ -47,6 +47,18 @@ def collider_triangles(spec: dict) -> np.ndarray:
         # A sphere of radius 2 clipped to the unit cube is the cube's surface: one mesh recipe for all.
         grid = np.clip(sphere * 2.0, -1.0, 1.0) * np.asarray(spec["half_extents"])
         rot = spec.get("rotation", (0, 0, 0, 1))
+    elif kind in ("cylinder", "cone"):
+        # the same sphere clipped to the unit cylinder (radially and along z); a cone narrows it to the apex
+        grid = sphere * 2.0
+        radial = np.hypot(grid[..., 0], grid[..., 1])
+        grid[..., :2] *= np.minimum(1.0, 1.0 / np.maximum(radial, 1e-12))[..., None]
+        grid[..., 2] = np.clip(grid[..., 2], -1.0, 1.0)
+        if kind == "cone":
+            grid[..., :2] *= (1.0 - grid[..., 2:]) / 2.0
+        grid = grid * np.array([spec["radius"], spec["radius"], spec["half_height"]])
+        rot = spec.get("rotation", (0, 0, 0, 1))
+    elif kind == "ellipsoid":
+        grid, rot = sphere * np.array([spec["rx"], spec["ry"], spec["rz"]]), spec.get("rotation", (0, 0, 0, 1))
     else:
         raise ValueError(f"unknown collider type {kind!r}")
     grid = grid @ _rotation_matrix(rot).T + np.asarray(spec["center"])

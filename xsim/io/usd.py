@@ -84,7 +84,7 @@ class UsdWriter:
         """A Sphere, Cube (size 2, scaled by the half extents), Capsule (axis z) or Mesh at ``path``,
         sized by ``spec`` (``type`` and its keys, as in a scene file), with no placement yet."""
         kind = spec["type"]
-        if kind == "mesh":
+        if kind in ("mesh", "convex_hull"):  # a hull's spec holds its hull's triangles
             prim = UsdGeom.Mesh.Define(self.stage, path)
             tris = np.asarray(spec["indices"], dtype=np.int32).reshape(-1, 3)
             pts = np.ascontiguousarray(spec["vertices"], dtype=np.float32).reshape(-1, 3)
@@ -113,8 +113,22 @@ class UsdWriter:
             prim.CreateHeightAttr(2.0 * hh)
             prim.CreateAxisAttr(UsdGeom.Tokens.z)
             prim.CreateExtentAttr([Gf.Vec3f(-r, -r, -hh - r), Gf.Vec3f(r, r, hh + r)])
+        elif kind in ("cylinder", "cone"):
+            # along local z like USD's with axis z; USD's cone points its apex to +z, as xsim's (Newton's)
+            prim = (UsdGeom.Cylinder if kind == "cylinder" else UsdGeom.Cone).Define(self.stage, path)
+            r, hh = float(spec["radius"]), float(spec["half_height"])
+            prim.CreateRadiusAttr(r)
+            prim.CreateHeightAttr(2.0 * hh)
+            prim.CreateAxisAttr(UsdGeom.Tokens.z)
+            prim.CreateExtentAttr([Gf.Vec3f(-r, -r, -hh), Gf.Vec3f(r, r, hh)])
+        elif kind == "ellipsoid":
+            # a unit sphere scaled by the semi-axes (``_place``) is exactly the ellipsoid
+            prim = UsdGeom.Sphere.Define(self.stage, path)
+            prim.CreateRadiusAttr(1.0)
+            prim.CreateExtentAttr([Gf.Vec3f(-1, -1, -1), Gf.Vec3f(1, 1, 1)])
         else:
-            raise ValueError(f"unknown shape type {kind!r}: expected sphere, box, capsule or mesh")
+            raise ValueError(f"unknown shape type {kind!r}: expected sphere, box, capsule, cylinder, cone, "
+                             "ellipsoid, convex_hull or mesh")
         prim.CreateDisplayColorAttr([Gf.Vec3f(*color)])
         return prim
 
@@ -127,6 +141,8 @@ class UsdWriter:
             xf.AddOrientOp().Set(Gf.Quatf(w, Gf.Vec3f(x, y, z)))
         if spec["type"] == "box":
             xf.AddScaleOp().Set(Gf.Vec3f(*map(float, spec["half_extents"])))
+        elif spec["type"] == "ellipsoid":
+            xf.AddScaleOp().Set(Gf.Vec3f(float(spec["rx"]), float(spec["ry"]), float(spec["rz"])))
 
     def add_collider(self, spec: dict):
         """A static collider described as in a scene file: ``type`` ground, sphere, box, capsule

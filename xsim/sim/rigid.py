@@ -41,7 +41,8 @@ SEGMENT_CONTACTS = {(S.SHAPE_BOX, S.SHAPE_BOX): BOX_EDGE_PAIRS, (S.SHAPE_BOX, S.
                     (S.SHAPE_CAPSULE, S.SHAPE_BOX): 12, (S.SHAPE_CAPSULE, S.SHAPE_CAPSULE): 1}
 _IDENTITY = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
 _KIND_NAMES = {S.SHAPE_PLANE: "plane", S.SHAPE_SPHERE: "sphere", S.SHAPE_BOX: "box", S.SHAPE_CAPSULE: "capsule",
-               S.SHAPE_MESH: "mesh"}
+               S.SHAPE_MESH: "mesh", S.SHAPE_CYLINDER: "cylinder", S.SHAPE_CONE: "cone",
+               S.SHAPE_ELLIPSOID: "ellipsoid", S.SHAPE_CONVEX_MESH: "convex_hull"}
 
 
 def _xform(x) -> tuple[np.ndarray, np.ndarray]:
@@ -175,6 +176,9 @@ class RigidBuilderMixin:
         from .collide import mesh_arrays
 
         v, f = mesh_arrays(*mesh) if isinstance(mesh, tuple) else mesh_arrays(mesh, None)
+        if not len(f):
+            raise ValueError(f"add_shape_mesh: mesh must have at least one triangle, got {len(v)} vertices and "
+                             f"{len(f)} triangles")
         v = v * float(scale)
         points = v if body < 0 else S.convex_hull_vertices(v, f)
 
@@ -183,6 +187,62 @@ class RigidBuilderMixin:
             return m, i, c
         return self._add_shape(body, S.SHAPE_MESH, xform, (0.0, 0.0, 0.0), 0.0, points, mass_fn, density, mu,
                                restitution, mesh=(v, f))
+
+    def add_shape_cylinder(self, body: int, xform=None, radius: float = 1.0, half_height: float = 0.5,
+                           density: float | None = None, mu: float = DEFAULT_MU, restitution: float = 0.0) -> int:
+        """A solid cylinder along the shape's local z, of ``radius`` (m) and length 2 ``half_height`` (m),
+        its frame at its centre (Newton's). Its contacts: each rim's lowest point towards the surface it
+        meets (so it rolls on a smooth circle) and ``RIM_POINTS`` fixed points on each rim (a face
+        resting flat stands on them)."""
+        validate.args("add_shape_cylinder", xform=xform, radius=radius, half_height=half_height,
+                      density=density, mu=mu, restitution=restitution)
+        return self._add_shape(body, S.SHAPE_CYLINDER, xform, (radius, half_height, 0.0), 0.0,
+                               S.cylinder_points(radius, half_height),
+                               lambda d: (*S.cylinder_mass(radius, half_height, d), None), density, mu, restitution)
+
+    def add_shape_cone(self, body: int, xform=None, radius: float = 1.0, half_height: float = 0.5,
+                       density: float | None = None, mu: float = DEFAULT_MU, restitution: float = 0.0) -> int:
+        """A solid cone along the shape's local z (Newton's): its base of ``radius`` (m) at z =
+        -``half_height``, its apex at +``half_height``, the frame at the axis's midpoint (the centre of
+        mass lies at z = -half_height / 2). Contacts: the base rim's lowest point towards the surface
+        it meets, the apex, and ``RIM_POINTS`` fixed points on the base rim."""
+        validate.args("add_shape_cone", xform=xform, radius=radius, half_height=half_height, density=density,
+                      mu=mu, restitution=restitution)
+        return self._add_shape(body, S.SHAPE_CONE, xform, (radius, half_height, 0.0), 0.0,
+                               S.cone_points(radius, half_height), lambda d: S.cone_mass(radius, half_height, d),
+                               density, mu, restitution)
+
+    def add_shape_ellipsoid(self, body: int, xform=None, rx: float = 1.0, ry: float = 0.75, rz: float = 0.5,
+                            density: float | None = None, mu: float = DEFAULT_MU, restitution: float = 0.0) -> int:
+        """A solid ellipsoid of semi-axes ``rx, ry, rz`` (m) along the shape's local axes (Newton's
+        keywords). Its contact is its deepest point towards the surface it meets (a support point)."""
+        validate.args("add_shape_ellipsoid", xform=xform, rx=rx, ry=ry, rz=rz, density=density, mu=mu,
+                      restitution=restitution)
+        radii = (float(rx), float(ry), float(rz))
+        return self._add_shape(body, S.SHAPE_ELLIPSOID, xform, radii, 0.0, np.array([[0.0, 0.0, -radii[2]]]),
+                               lambda d: (*S.ellipsoid_mass(radii, d), None), density, mu, restitution)
+
+    def add_shape_convex_hull(self, body: int, xform=None, mesh=None, scale=1.0, density: float | None = None,
+                              mu: float = DEFAULT_MU, restitution: float = 0.0) -> int:
+        """The convex hull of ``mesh`` (a ``trimesh.Trimesh``, ``(vertices, indices)`` or points (n, 3)),
+        scaled by ``scale`` (a number or per axis), on ``body`` (Newton's ``add_shape_convex_hull``):
+        mass and inertia of the solid hull; its vertices are its contact points. A set of points that
+        spans no volume (coplanar, collinear, fewer than 4) is refused."""
+        where = "add_shape_convex_hull"
+        validate.args(where, xform=xform, mesh=mesh, scale=scale, density=density, mu=mu, restitution=restitution)
+        if mesh is None:
+            raise ValueError(f"{where}: mesh must be a trimesh.Trimesh, (vertices, indices) or points (n, 3), "
+                             "got None")
+        points = mesh[0] if isinstance(mesh, tuple) else getattr(mesh, "vertices", mesh)
+        points = np.asarray(points, dtype=np.float64).reshape(-1, 3) * np.broadcast_to(
+            np.asarray(scale, dtype=np.float64), (3,))
+        hull = S.convex_hull(points, where)
+
+        def mass_fn(d):
+            m, c, i = S.hull_mass(hull, d)
+            return m, i, c
+        return self._add_shape(body, S.SHAPE_CONVEX_MESH, xform, (0.0, 0.0, 0.0), 0.0, hull, mass_fn, density, mu,
+                               restitution, mesh=S.hull_mesh(hull))
 
     # -- joints --------------------------------------------------------------------------------------
 
@@ -397,17 +457,20 @@ def _body_mass_properties(bodies, shapes) -> tuple[np.ndarray, np.ndarray, np.nd
     return mass, com, inertia
 
 
+_POINTS_ONLY = (S.SHAPE_MESH, S.SHAPE_CONVEX_MESH)  # shapes that offer contact points but no surface
+
+
 def point_roles(ta: int, tb: int) -> tuple[bool, bool] | None:
     """Which shape's contact points are tested against the other's surface: (a's points vs b,
-    b's points vs a); None when the pair cannot touch (mesh against mesh, plane against plane).
-    A sphere is a point with a radius, so its centre against the other shape covers every case;
-    meshes offer only points, planes only a surface."""
-    if ta == tb and ta in (S.SHAPE_MESH, S.SHAPE_PLANE):
+    b's points vs a); None when the pair cannot touch (mesh or convex hull against mesh or convex
+    hull, plane against plane). A sphere is a point with a radius, so its centre against the other
+    shape covers every case; meshes and convex hulls offer only points, planes only a surface."""
+    if (ta in _POINTS_ONLY and tb in _POINTS_ONLY) or ta == tb == S.SHAPE_PLANE:
         return None
     if S.SHAPE_PLANE in (ta, tb):
         return (tb == S.SHAPE_PLANE, ta == S.SHAPE_PLANE)
-    if S.SHAPE_MESH in (ta, tb):
-        return (ta == S.SHAPE_MESH, tb == S.SHAPE_MESH)
+    if ta in _POINTS_ONLY or tb in _POINTS_ONLY:
+        return (ta in _POINTS_ONLY, tb in _POINTS_ONLY)
     if S.SHAPE_SPHERE in (ta, tb):
         return (ta == S.SHAPE_SPHERE, ta != S.SHAPE_SPHERE)
     return (True, True)
@@ -422,6 +485,10 @@ def _bounding_radius(shape) -> float:
         return float(np.linalg.norm(size))
     if t == S.SHAPE_CAPSULE:
         return size[0] + size[1]
-    if t == S.SHAPE_MESH:
+    if t in (S.SHAPE_CYLINDER, S.SHAPE_CONE):
+        return float(np.hypot(size[0], size[1]))
+    if t == S.SHAPE_ELLIPSOID:
+        return max(size)
+    if t in _POINTS_ONLY:
         return float(np.linalg.norm(shape["points"], axis=1).max()) if len(shape["points"]) else 0.0
     return 0.0

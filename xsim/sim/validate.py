@@ -30,7 +30,7 @@ BYTES_PER_GRID_PARTICLE = 3000
 _POSITIVE = ("> 0", lambda x: x > 0.0)
 _NONNEGATIVE = (">= 0", lambda x: x >= 0.0)
 _RULES = {name: _POSITIVE for name in ("radius", "particle_radius", "half_height", "hx", "hy", "hz",
-                                       "half_extents", "cell_x", "cell_y", "scale", "density",
+                                       "half_extents", "rx", "ry", "rz", "cell_x", "cell_y", "scale", "density",
                                        "stretch_stiffness", "bend_stiffness")}
 _RULES.update({name: _NONNEGATIVE for name in ("mass", "mu", "restitution", "rest_length", "target_ke",
                                                "target_kd", "cone_limit", "compliance", "stretch_compliance",

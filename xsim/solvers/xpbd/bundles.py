@@ -30,23 +30,6 @@ class BodyArrays:
 
 
 @xsim.struct
-class ShapeArrays:
-    """The shapes' arrays, [shape_count] (points: [shape point total])."""
-
-    body: Ints  # owning body, -1 for static shapes
-    type: Ints  # SHAPE_* code of xsim.sim.shapes
-    xform: Transforms  # m, xyzw: shape frame in its body's com frame (static shapes: in the world)
-    size: Vec3s  # m: sphere (r, 0, 0), box half extents, capsule (r, half height, 0)
-    radius: Floats  # m, radius of the shape's contact points
-    point_start: Ints  # first contact point of a shape in ``points``
-    point_count: Ints  # its number of contact points
-    points: Vec3s  # m, contact points in shape frames
-    mu: Floats  # friction coefficient
-    restitution: Floats  # fraction of the approach speed a contact leaves with
-    world: Ints  # world index (-1: meets every world)
-
-
-@xsim.struct
 class MeshArrays:
     """The static meshes' triangles, [triangle count] (vertices: [vertex total])."""
 
@@ -77,7 +60,7 @@ class ContactArrays:
 
     pairs: Ints2  # the pairs with kept contacts: (shape a, shape b, a's points, b's), [n_pairs, 4]
     pair: Ints  # each contact's row in ``pairs``, [n_contacts]
-    index: Ints  # each contact's index in its pair (``contacts_rigid.contact_roles``), [n_contacts]
+    index: Ints  # each contact's index in its pair (``xsim.collision.pairs.contact_roles``), [n_contacts]
     pair_first: Ints  # each pair's first contact, then n_contacts: [n_pairs + 1]
 
 

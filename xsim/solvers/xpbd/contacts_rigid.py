@@ -3,21 +3,25 @@ friction within the cone) and the velocity pass (dynamic friction and restitutio
 and 3.6. Particles meet the bodies' shapes in ``particle_contacts.py``.
 
 A contact is a *point with a radius* of one shape against the *surface* of another: sphere centres
-(radius r), the two ends of capsule axes (r), slightly rounded box corners and mesh (hull)
-vertices (radius 0) against a plane, sphere, box or capsule (``xsim.sim.rigid.point_roles``
-decides which side offers points). Pairs of segments add *segment contacts* at the closest points
-of the two lines, where those lie inside both segments (``segment_contact``; elsewhere the
+(radius r), the two ends of capsule axes (r), slightly rounded box corners, cylinder and cone rim
+points, cone apexes and mesh (hull) vertices (radius 0), and the support points of cylinder rims, cone
+bases and ellipsoids (points that move with the surface they meet), against a plane, sphere, box,
+capsule, cylinder, cone or ellipsoid (``xsim.sim.rigid.point_roles`` decides which side offers points;
+the geometry is ``xsim.collision.surfaces``). Pairs of segments add *segment contacts* at the closest points
+of the two lines, where those lie inside both segments (``xsim.collision.pairs``; elsewhere the
 segments' end points are nearest, and their point contacts hold): box-box pairs one per pair of
 edges (12 x 12, ``edge_contact_geometry``: two equal boxes stacked with one turned about z have no
 corner over the other's face, and only the crossings of their edges hold them), box-capsule pairs
 one per box edge against the capsule's axis, capsule pairs one between their axes
 (``capsule_segment_geometry``). So capsules collide exactly with planes, spheres, capsules and boxes (boxes up
 to their corner rounding). Each contact is one thread (Jacobi, see ``rigid_solver.py``). Known
-gaps: primitives against a mesh's faces (only mesh vertices collide; mesh against mesh does not).
-A shape frame's rotation is its quaternion normalized (``particle_contacts.shape_rotation``), once per
+gaps: primitives against a mesh's faces (only mesh vertices collide; mesh against mesh does not),
+anything against a convex hull's faces (hulls offer their vertices only; hull against hull or mesh does
+not collide), and edges of cylinders and cones crossing box edges or capsule axes (no segment contacts).
+A shape frame's rotation is its quaternion normalized (``xsim.collision.surfaces.shape_rotation``), once per
 step (``unit_shape_frames``): the kernels here read frames whose quaternions are unit.
 
-Contact generation runs every step: the broad phase (``broad_phase.py``, on the host) lists the
+Contact generation runs every step: the broad phase (``xsim/collision/broad_phase.py``, on the host) lists the
 shape pairs that can touch during the step and every contact they offer, ``contact_depths`` measures
 them and the solver keeps those within reach (a box on a box keeps a few of its 144 edge pairs), and the contact kernels run
 over that list only (one small device-to-host copy per step). Then
@@ -30,12 +34,14 @@ the branch taken (exact while the contact set does not change, one-sided where i
 """
 
 import xsim
+from xsim.collision.narrow_phase import ShapeArrays, pair_origin
+from xsim.collision.pairs import (
+    contact_roles,
+    pair_contact_geometry,
+)
 from xsim.sim.generic import Float, Floats, Ints, Ints2, Transforms, Vec3s, Vec6s, Vec8s
-from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE
 
-from .bundles import BodyArrays, ContactArms, ContactArrays, ContactGeometry, Multipliers, ShapeArrays
-from .kernels import surface_contact
-from .particle_contacts import shape_rotation
+from .bundles import BodyArrays, ContactArms, ContactArrays, ContactGeometry, Multipliers
 from .rigid_kernels import (
     body_inv_mass_along,
     body_velocity,
@@ -43,7 +49,6 @@ from .rigid_kernels import (
     inv_mass_along,
     load_body,
     load_split_body,
-    pair_origin,
     point_inv_mass,
     push_along,
     relative_point_velocity,
@@ -53,253 +58,6 @@ from .rigid_kernels import (
 
 # -------------------------------------------------------------------------------------------------
 # geometry
-
-
-@xsim.func
-def contact_geometry(xa, qa, sxa, point, ra, xb, qb, sxb, kind_b: int, size_b):
-    """A contact point of shape a (``point`` in its frame ``sxa``, in body a's com frame (xa, qa))
-    against the surface of shape b: (world normal pointing from b to a, depth, world contact point
-    on a's surface, world contact point on b's surface)."""
-    pw = xa + xsim.quat_rotate(qa, sxa.p + xsim.quat_rotate(sxa.q, point))
-    qs = qb * sxb.q
-    ps = xb + xsim.quat_rotate(qb, sxb.p)
-    n_local, pen = surface_contact(kind_b, xsim.quat_rotate_inv(qs, pw - ps), size_b, ra)
-    n = xsim.quat_rotate(qs, n_local)
-    ca = pw - n * ra
-    return n, pen, ca, ca + n * pen
-
-
-@xsim.func
-def box_edge(e: int, half):
-    """Edge ``e`` (0..11) of a box of half extents ``half``, in box coordinates: (start point, end
-    minus start, outward normals of its two faces). Edges 4k..4k+3 run along axis k."""
-    k = e // 4
-    start = half - half
-    d = half - half
-    f1 = half - half
-    f2 = half - half
-    for j in range(3):
-        if j == k:
-            start[j] = -half[j]
-            d[j] = 2.0 * half[j]
-        elif j == (k + 1) % 3:
-            f1[j] = 1.0
-            if e % 2 == 1:
-                f1[j] = -1.0
-            start[j] = f1[j] * half[j]
-        else:
-            f2[j] = 1.0
-            if (e // 2) % 2 == 1:
-                f2[j] = -1.0
-            start[j] = f2[j] * half[j]
-    return start, d, f1, f2
-
-
-@xsim.func
-def box_axis_overlap(u, qa, ha, qb, hb, gap):
-    """Overlap (m) of the projections on the unit axis ``u`` of two boxes with rotations ``qa``,
-    ``qb``, half extents ``ha``, ``hb`` and centres ``gap`` apart (b to a); < 0 when ``u`` separates."""
-    ua = xsim.quat_rotate_inv(qa, u)
-    ub = xsim.quat_rotate_inv(qb, u)
-    overlap = -xsim.abs(xsim.dot(gap, u))
-    for k in range(3):
-        overlap = overlap + ha[k] * xsim.abs(ua[k]) + hb[k] * xsim.abs(ub[k])
-    return overlap
-
-
-@xsim.func
-def line_closest_parameters(a0, da, b0, db):
-    """Parameters (s, t) of the closest points a0 + s da, b0 + t db of two lines, and whether the
-    lines cross: below about half a degree between them their closest points are ill-conditioned,
-    and for segments (capsule axes, box edges) the contacts of the segments' end points are the ones
-    that hold; (s, t) are then (0, 0)."""
-    aa = xsim.dot(da, da)
-    bb = xsim.dot(db, db)
-    ab = xsim.dot(da, db)
-    nn = aa * bb - ab * ab  # |da x db|^2
-    s = ab - ab
-    t = s
-    crossing = nn > 1.0e-4 * aa * bb
-    if crossing:
-        ar = xsim.dot(da, a0 - b0)
-        br = xsim.dot(db, a0 - b0)
-        s = (ab * br - bb * ar) / nn
-        t = (aa * br - ab * ar) / nn
-    return s, t, crossing
-
-
-@xsim.func
-def segment_contact(a0, da, ra, b0, db, rb):
-    """Contact of segment a (start ``a0``, end minus start ``da``) swept by radius ``ra`` with segment
-    b swept by ``rb`` (0 for a box edge) at the closest points of their lines: (unit normal from b's
-    point to a's, depth ra + rb - distance, contact point on a's surface, on b's surface, whether it
-    is one). It is one where the lines cross (``line_closest_parameters``), both closest points lie
-    strictly inside their segments and apart; the minimum distance of two segments is either this or
-    at an end point of one of them, which the end points' own contacts cover. Otherwise the normal
-    and depth are zero."""
-    s, t, crossing = line_closest_parameters(a0, da, b0, db)
-    pa = a0 + da * s
-    pb = b0 + db * t
-    d = pa - pb
-    dist2 = xsim.dot(d, d)
-    n = d - d
-    pen = ra - ra
-    ok = crossing and s > 0.0 and s < 1.0 and t > 0.0 and t < 1.0 and dist2 > 0.0
-    if ok:
-        dist = xsim.sqrt(dist2)
-        n = d / dist
-        pen = ra + rb - dist
-    return n, pen, pa - n * ra, pb + n * rb, ok
-
-
-@xsim.func
-def capsule_axis(x, q, sx, size):
-    """World start point and end minus start of the axis of a capsule of ``size`` (radius, half
-    height) with frame ``sx`` in the body's com frame (x, q)."""
-    half = size - size
-    half[2] = size[1]
-    half = xsim.quat_rotate(q * sx.q, half)
-    return x + xsim.quat_rotate(q, sx.p) - half, half * 2.0
-
-
-@xsim.func
-def capsule_segment_geometry(xc, qc, sxc, size_c, xo, qo, sxo, kind_o: int, size_o, e: int):
-    """Segment contact of the axis of a capsule (``size_c``: radius, half height; frame ``sxc`` in
-    the com frame (xc, qc)) with the other shape's segment: the axis of a capsule (``kind_o`` =
-    SHAPE_CAPSULE) or edge ``e`` of a box (half extents ``size_o``): (world normal from the other
-    shape to the capsule, depth, contact point on the capsule's surface, on the other shape's); the
-    normal is zero where it does not count.
-
-    Two capsules: ``segment_contact``. A box edge counts only where it is the box's feature nearest
-    the axis: the closest points lie inside both segments, and the normal lies in the cone of the
-    outward normals of the edge's two faces (up to 0.05, as for box edges), so the axis point is
-    outside the box, nearest this edge. Then it is the exact capsule-box contact: a capsule across
-    the box's top edge pivots on it, and one lying across the top face rests on the two edges it
-    crosses (whose normal is the face's, on the cone's rim). Elsewhere a face or a corner is nearest,
-    and the capsule's end points against the box and the box's corners against the capsule hold it."""
-    a0, da = capsule_axis(xc, qc, sxc, size_c)
-    qs = qo * sxo.q
-    b0, db, f1, f2 = box_edge(e, size_o)
-    rb = size_o[0]
-    if kind_o == SHAPE_CAPSULE:
-        b0, db = capsule_axis(xo, qo, sxo, size_o)
-    else:
-        b0 = xo + xsim.quat_rotate(qo, sxo.p) + xsim.quat_rotate(qs, b0)
-        db = xsim.quat_rotate(qs, db)
-        rb = rb - rb
-    n, pen, ca, cb, ok = segment_contact(a0, da, size_c[0], b0, db, rb)
-    if ok and kind_o == SHAPE_BOX:
-        nl = xsim.quat_rotate_inv(qs, n)
-        if xsim.dot(nl, f1) < -0.05 or xsim.dot(nl, f2) < -0.05:
-            n = n - n
-            pen = pen - pen
-    return n, pen, ca, cb
-
-
-@xsim.func
-def edge_contact_geometry(xa, qa, sxa, ha, ea: int, xb, qb, sxb, hb, eb: int, tol):
-    """Contact of edge ``ea`` of box a (half extents ``ha``, frame ``sxa`` in body a's com frame
-    (xa, qa)) with edge ``eb`` of box b: (world normal from b to a, depth, closest point on a's edge,
-    closest point on b's edge), as ``contact_geometry`` gives them; the normal is zero for parallel
-    edges.
-
-    The normal is the cross product of the edges, turned out of b. The pair counts (depth > 0) only
-    when it is a real edge-edge contact of the separating-axis test: the closest points of the two
-    lines lie inside both edges (a crossing beyond an edge's end is a corner's, which the corner
-    points hold), the normal lies in the cone of b's two face normals at its edge and its opposite
-    in a's (up to 0.05, for slightly tilted faces), each closest point is inside the other box (up to
-    ``tol``, m) and the boxes overlap along the normal no more than along any face normal (+ ``tol``):
-    otherwise a face is the axis of least penetration and the corner contacts resolve it. These are
-    the discrete choices; the geometry they select is differentiated."""
-    qsa = qa * sxa.q
-    psa = xa + xsim.quat_rotate(qa, sxa.p)
-    qsb = qb * sxb.q
-    psb = xb + xsim.quat_rotate(qb, sxb.p)
-    a0, da, fa1, fa2 = box_edge(ea, ha)
-    b0, db, fb1, fb2 = box_edge(eb, hb)
-    a0 = psa + xsim.quat_rotate(qsa, a0)
-    da = xsim.quat_rotate(qsa, da)
-    b0 = psb + xsim.quat_rotate(qsb, b0)
-    db = xsim.quat_rotate(qsb, db)
-    n = xsim.cross(da, db)
-    pen = tol - tol
-    ca = a0
-    cb = b0
-    # nearly aligned edges do not cross: the corner points hold such boxes
-    s, t, crossing = line_closest_parameters(a0, da, b0, db)
-    if crossing:
-        ca = a0 + da * s
-        cb = b0 + db * t
-        n = n / xsim.length(n)
-        if xsim.dot(n, cb - psb) < 0.0:
-            n = -n
-        depth = xsim.dot(cb - ca, n)
-        # within the corner rounding of an end the corner's point contact holds (a box's corner resting
-        # on another's edge is not also an edge-edge contact, that flickered on and off with the jitter)
-        end_a = tol / xsim.length(da)
-        end_b = tol / xsim.length(db)
-        if depth > 0.0 and s > end_a and s < 1.0 - end_a and t > end_b and t < 1.0 - end_b:
-            nb = xsim.quat_rotate_inv(qsb, n)
-            na = xsim.quat_rotate_inv(qsa, n)
-            ok = xsim.dot(nb, fb1) > -0.05 and xsim.dot(nb, fb2) > -0.05
-            ok = ok and xsim.dot(na, fa1) < 0.05 and xsim.dot(na, fa2) < 0.05
-            in_b = xsim.quat_rotate_inv(qsb, ca - psb)
-            in_a = xsim.quat_rotate_inv(qsa, cb - psa)
-            gap = psa - psb
-            overlap = box_axis_overlap(n, qsa, ha, qsb, hb, gap)
-            face = overlap
-            for k in range(3):
-                ok = ok and xsim.abs(in_b[k]) <= hb[k] + tol and xsim.abs(in_a[k]) <= ha[k] + tol
-                axis = n - n
-                axis[k] = 1.0
-                face = xsim.min(face, box_axis_overlap(xsim.quat_rotate(qsa, axis), qsa, ha, qsb, hb, gap))
-                face = xsim.min(face, box_axis_overlap(xsim.quat_rotate(qsb, axis), qsa, ha, qsb, hb, gap))
-            if ok and overlap <= face + tol:
-                pen = depth
-    else:
-        n = n - n
-    return n, pen, ca, cb
-
-
-@xsim.func
-def segment_sine_squared(da, db):
-    """The squared sine of the angle between the directions ``da`` and ``db`` (0 where one is zero)."""
-    aa = xsim.dot(da, da)
-    bb = xsim.dot(db, db)
-    ab = xsim.dot(da, db)
-    sin2 = aa - aa
-    if aa > 0.0 and bb > 0.0:
-        sin2 = (aa * bb - ab * ab) / (aa * bb)
-    return sin2
-
-
-@xsim.func
-def segment_distance(a0, da, b0, db):
-    """Distance (m) between the segments a0 + s da and b0 + t db (s, t in [0, 1])."""
-    r = a0 - b0
-    aa = xsim.dot(da, da)
-    bb = xsim.dot(db, db)
-    ab = xsim.dot(da, db)
-    ar = xsim.dot(da, r)
-    br = xsim.dot(db, r)
-    nn = aa * bb - ab * ab
-    s = ab - ab
-    t = s
-    if aa > 0.0 and bb > 0.0:
-        if nn > 1.0e-12 * aa * bb:
-            s = xsim.clamp((ab * br - bb * ar) / nn, 0.0, 1.0)
-        t = (ab * s + br) / bb
-        if t < 0.0:
-            t = t - t
-            s = xsim.clamp(-ar / aa, 0.0, 1.0)
-        elif t > 1.0:
-            t = t - t + 1.0
-            s = xsim.clamp((ab - ar) / aa, 0.0, 1.0)
-    elif aa > 0.0:
-        s = xsim.clamp(-ar / aa, 0.0, 1.0)
-    elif bb > 0.0:
-        t = xsim.clamp(br / bb, 0.0, 1.0)
-    return xsim.length(r + da * s - db * t)
 
 
 @xsim.func
@@ -443,214 +201,6 @@ def friction_update(xa, va, wa, ima, wia, xb, vb, wb, imb, wib, n, ca, cb, limit
 
 # -------------------------------------------------------------------------------------------------
 # kernels (generic over the scalar type; the solver takes them from ``generic.specialized``)
-
-
-@xsim.func
-def contact_roles(c: int, k: int, pairs: Ints2, shape_body: Ints, shape_point_count: Ints):
-    """(point shape, surface shape, their bodies, point index in its shape, segment contact) of
-    contact ``k`` of pair ``c``: the first points are a's against b's surface, the next b's against
-    a's, then the pair's segment contacts (``SEGMENT_CONTACTS``; a as the "point" shape, -1 for
-    point contacts): a box-box pair's 12 x 12 edge pairs (12 i + j is a's edge i with b's edge
-    j), a box-capsule pair's 12 box edges against the capsule's axis, a capsule pair's one."""
-    sp = pairs[c, 0]
-    ss = pairs[c, 1]
-    kp = k
-    edge = -1
-    na = shape_point_count[sp] * pairs[c, 2]
-    nb = shape_point_count[ss] * pairs[c, 3]
-    if k >= na + nb:
-        edge = k - na - nb
-    elif k >= na:
-        sp = pairs[c, 1]
-        ss = pairs[c, 0]
-        kp = k - na
-    return sp, ss, shape_body[sp], shape_body[ss], kp, edge
-
-
-@xsim.func
-def pair_contact_geometry(xp, qp, xs, qs, sp: int, ss: int, kp: int, edge: int,
-                          shape_type: Ints, shape_xform: Transforms, shape_size: Vec3s, shape_radius: Floats,
-                          shape_point_start: Ints, shape_points: Vec3s):
-    """Geometry (normal from s to p, depth, contact point on p, on s) of a point contact or, for
-    ``edge`` >= 0, of a segment contact: a box-box edge pair (corner roundings as the
-    tolerance), a box's edge against a capsule's axis (either shape first), or two capsules' axes."""
-    n = shape_size.dtype()
-    pen = shape_radius.dtype(0.0)
-    ca = shape_size.dtype()
-    cb = shape_size.dtype()
-    if edge >= 0:
-        tp = shape_type[sp]
-        ts = shape_type[ss]
-        if tp == SHAPE_BOX and ts == SHAPE_BOX:
-            n, pen, ca, cb = edge_contact_geometry(
-                xp, qp, shape_xform[sp], shape_size[sp], edge // 12, xs, qs, shape_xform[ss], shape_size[ss],
-                edge % 12, shape_radius[sp] + shape_radius[ss])
-        else:
-            # a capsule and a capsule or a box, in either order: solve with the capsule first (one
-            # inlined copy of the geometry), then turn the result round
-            flip = tp != SHAPE_CAPSULE
-            xc = xp
-            qc = qp
-            sc = sp
-            xo = xs
-            qo = qs
-            so = ss
-            if flip:
-                xc = xs
-                qc = qs
-                sc = ss
-                xo = xp
-                qo = qp
-                so = sp
-            n, pen, ca, cb = capsule_segment_geometry(xc, qc, shape_xform[sc], shape_size[sc], xo, qo,
-                                                      shape_xform[so], shape_type[so], shape_size[so], edge)
-            if flip:
-                n = -n
-                c = ca
-                ca = cb
-                cb = c
-    else:
-        n, pen, ca, cb = contact_geometry(
-            xp, qp, shape_xform[sp], shape_points[shape_point_start[sp] + kp], shape_radius[sp], xs, qs,
-            shape_xform[ss], shape_type[ss], shape_size[ss])
-    return n, pen, ca, cb
-
-
-@xsim.func
-def contact_segments(xp, qp, xs, qs, sp: int, ss: int, edge: int, shape_type: Ints,
-                     shape_xform: Transforms, shape_size: Vec3s, shape_radius: Floats):
-    """The two world segments of segment contact ``edge`` (as ``pair_contact_geometry`` reads it):
-    (start, end minus start, radius) of p's, then of s's; a box edge's radius is its corner rounding."""
-    a0 = shape_size.dtype()
-    da = shape_size.dtype()
-    b0 = shape_size.dtype()
-    db = shape_size.dtype()
-    ra = shape_radius.dtype(0.0)
-    rb = shape_radius.dtype(0.0)
-    for side in range(2):
-        sh = sp
-        x = xp
-        q = qp
-        e = edge // 12
-        if side == 1:
-            sh = ss
-            x = xs
-            q = qs
-            e = edge % 12
-        sx = shape_xform[sh]
-        size = shape_size[sh]
-        c0 = shape_size.dtype()
-        dc = shape_size.dtype()
-        rc = shape_radius[sh]
-        if shape_type[sh] == SHAPE_CAPSULE:
-            c0, dc = capsule_axis(x, q, sx, size)
-        else:
-            if shape_type[sp] != SHAPE_BOX or shape_type[ss] != SHAPE_BOX:
-                e = edge  # a box's edge against a capsule's axis
-            c0, dc, _f1, _f2 = box_edge(e, size)
-            qsh = q * sx.q
-            c0 = x + xsim.quat_rotate(q, sx.p) + xsim.quat_rotate(qsh, c0)
-            dc = xsim.quat_rotate(qsh, dc)
-        if side == 0:
-            a0 = c0
-            da = dc
-            ra = rc
-        else:
-            b0 = c0
-            db = dc
-            rb = rc
-    return a0, da, ra, b0, db, rb
-
-
-@xsim.kernel(enable_backward=False)
-def box_edges_near(Xc: Transforms, X0: Transforms, bodies: BodyArrays, shapes: ShapeArrays, pairs: Ints2, reach: Floats,
-                   near: Ints):
-    """Once per step (not differentiated), for box-box pair ``tid // 24``: whether edge ``tid % 12``
-    of its box ``(tid // 12) % 2`` (a, then b) can come within the other box grown by both corner
-    roundings (an edge contact's closest point must lie inside it, ``edge_contact_geometry``) and
-    twice the pair's ``reach`` (m): its ends' box in the other box's frame overlaps that box."""
-    k = xsim.tid()
-    p = k // 24
-    side = (k // 12) % 2
-    s = pairs[p, side]
-    o = pairs[p, 1 - side]
-    origin = pair_origin(shapes.body[pairs[p, 0]], shapes.body[pairs[p, 1]], X0)
-    xs, qs, _ims, _iis = load_body(shapes.body[s], Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia)
-    xo, qo, _imo, _iio = load_body(shapes.body[o], Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia)
-    sx = shapes.xform[s]
-    ox = shapes.xform[o]
-    c0, d, _f1, _f2 = box_edge(k % 12, shapes.size[s])
-    qw = qs * sx.q
-    qow = qo * ox.q
-    po = xo + xsim.quat_rotate(qo, ox.p)
-    e0 = xsim.quat_rotate_inv(qow, xs + xsim.quat_rotate(qs, sx.p) + xsim.quat_rotate(qw, c0) - po)
-    e1 = e0 + xsim.quat_rotate_inv(qow, xsim.quat_rotate(qw, d))
-    half = shapes.size[o]
-    g = shapes.radius[s] + shapes.radius[o] + 2.0 * reach[p]
-    ok = 1
-    for j in range(3):
-        if xsim.min(e0[j], e1[j]) > half[j] + g or xsim.max(e0[j], e1[j]) < -half[j] - g:
-            ok = 0
-    near[k] = ok
-
-
-@xsim.kernel(enable_backward=False)
-def contact_depths(Xc: Transforms, X0: Transforms, bodies: BodyArrays, shapes: ShapeArrays, pairs: Ints2, contact_pair: Ints,
-                   contact_index: Ints, reach: Floats, spin: Floats, depth: Floats):
-    """Narrow phase, once per step (not differentiated): the depth (m, < 0: apart) of candidate
-    contact ``tid`` at the poses ``Xc`` of the step start, from which the solver keeps those that
-    can touch during the step. A point: its depth below the other shape's surface. Segments (box
-    edges, capsule axes): their radii minus their distance, or, where they are within twice the
-    pair's ``reach`` (m) of that, the contact's own depth if larger (edges that crossed lie close
-    however deep they went); -1e30 for parallel ones that the pair cannot turn (``spin``, rad in
-    the step) out of parallel (segment contacts need lines 0.01 rad apart,
-    ``line_closest_parameters``). Two boxes offer 144 edge pairs; one resting on the other keeps
-    a few."""
-    t = xsim.tid()
-    c = contact_pair[t]
-    sp, ss, bp, bs, kp, edge = contact_roles(c, contact_index[t], pairs, shapes.body, shapes.point_count)
-    origin = pair_origin(shapes.body[pairs[c, 0]], shapes.body[pairs[c, 1]], X0)
-    xp, qp, _imp, _iip = load_body(bp, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia)
-    xs, qs, _ims, _iis = load_body(bs, Xc, X0, origin, bodies.inv_mass, bodies.inv_inertia)
-    pen = depth.dtype(-1.0e30)
-    if edge >= 0:
-        a0, da, ra, b0, db, rb = contact_segments(xp, qp, xs, qs, sp, ss, edge, shapes.type, shapes.xform,
-                                                  shapes.size, shapes.radius)
-        sin_ab = xsim.sqrt(segment_sine_squared(da, db))
-        # parallel segments that the pair cannot turn out of parallel in the step have none (tested first:
-        # a third of two boxes' edge pairs)
-        if sin_ab + spin[c] > 0.009:
-            # the lines' closest points must come inside both segments: moving the lines by ``reach``
-            # moves them along the lines by up to reach / sin(angle)
-            u, v, _crossing = line_closest_parameters(a0, da, b0, db)
-            ext = reach[c] / xsim.max(sin_ab, 0.009)
-            la = xsim.length(da)
-            lb = xsim.length(db)
-            end = ra + rb  # box edges: no contact within the corner rounding of an end
-            if shapes.type[sp] != SHAPE_BOX or shapes.type[ss] != SHAPE_BOX:
-                end = end - end
-            inside = u * la > end - ext and u * la < la - end + ext and v * lb > end - ext and v * lb < lb - end + ext
-            if inside or sin_ab < 0.05:
-                pen = ra + rb - segment_distance(a0, da, b0, db)
-                if pen > -2.0 * reach[c]:
-                    _n, seg_pen, _ca, _cb = pair_contact_geometry(
-                        xp, qp, xs, qs, sp, ss, kp, edge, shapes.type, shapes.xform, shapes.size, shapes.radius,
-                        shapes.point_start, shapes.points)
-                    pen = xsim.max(pen, seg_pen)
-    else:
-        _n, pen, _ca, _cb = contact_geometry(
-            xp, qp, shapes.xform[sp], shapes.points[shapes.point_start[sp] + kp], shapes.radius[sp], xs, qs,
-            shapes.xform[ss], shapes.type[ss], shapes.size[ss])
-    depth[t] = pen
-
-
-@xsim.kernel
-def unit_shape_frames(shape_xform: Transforms, frames: Transforms):
-    """Shape frames with their quaternions normalized (``shape_rotation``), once per step for the contact
-    kernels and the broad phase; on the tape, so the gradient reaches ``shape_xform`` through the norm."""
-    i = xsim.tid()
-    sx = shape_xform[i]
-    frames[i] = xsim.transformation(sx.p, shape_rotation(sx))
 
 
 @xsim.func

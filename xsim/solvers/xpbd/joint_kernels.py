@@ -29,6 +29,7 @@ point does not undo them.
 """
 
 import xsim
+from xsim.collision.narrow_phase import pair_origin
 from xsim.sim.generic import Float, Floats, Transforms, Vec6s, Vec8s
 from xsim.sim.kinematics import hinge_angle
 from xsim.sim.rigid import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
@@ -42,7 +43,6 @@ from .rigid_kernels import (
     generalized_inv_mass,
     inv_inertia_mul,
     load_split_body,
-    pair_origin,
     point_inv_mass,
     relative_point_velocity,
     rotate_by,

@@ -42,7 +42,6 @@ replay. In a kernel, ``a[i] += v`` is an atomic add (Warp's semantics, a compare
 
 import xsim
 from xsim.sim.generic import Float, Floats, Ints, Ints2, Vec3, Vec3s, Vec3s2, Vec4s
-from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
 
 from .rigid_kernels import generalized_inv_mass
 
@@ -176,77 +175,6 @@ def closest_point_on_triangle(p, a, b, c):
         return b + (c - b) * ((d4 - d3) / ((d4 - d3) + (d5 - d6)))
     s = 1.0 / (va + vb + vc)
     return a + ab * (vb * s) + ac * (vc * s)
-
-
-@xsim.func
-def box_contact(p, half, r):
-    """Contact of a sphere of radius ``r`` at local point ``p`` with a box of half extents
-    ``half``: (outward normal in box coordinates, penetration depth)."""
-    q = p - p  # a zero of p's type
-    q[0] = xsim.clamp(p[0], -half[0], half[0])
-    q[1] = xsim.clamp(p[1], -half[1], half[1])
-    q[2] = xsim.clamp(p[2], -half[2], half[2])
-    d = p - q
-    dist2 = xsim.dot(d, d)
-    n = p - p
-    pen = r - r
-    if dist2 > 0.0:
-        # outside one face only (the usual case): that face's normal, without normalizing d, whose
-        # adjoint divides by |d| and cancels catastrophically for a point a rounding error outside
-        # (a wrong gradient for a particle landing exactly on a face)
-        if d[1] == 0.0 and d[2] == 0.0:
-            n[0] = xsim.sign(d[0])
-            pen = r - xsim.abs(d[0])
-        elif d[0] == 0.0 and d[2] == 0.0:
-            n[1] = xsim.sign(d[1])
-            pen = r - xsim.abs(d[1])
-        elif d[0] == 0.0 and d[1] == 0.0:
-            n[2] = xsim.sign(d[2])
-            pen = r - xsim.abs(d[2])
-        else:  # beyond an edge or a corner
-            dist = xsim.sqrt(dist2)
-            n = d / dist
-            pen = r - dist
-    else:
-        # inside: leave through the nearest face
-        fx = half[0] - xsim.abs(p[0])
-        fy = half[1] - xsim.abs(p[1])
-        fz = half[2] - xsim.abs(p[2])
-        if fx <= fy and fx <= fz:
-            n[0] = xsim.sign(p[0])
-            pen = r + fx
-        elif fy <= fz:
-            n[1] = xsim.sign(p[1])
-            pen = r + fy
-        else:
-            n[2] = xsim.sign(p[2])
-            pen = r + fz
-    return n, pen
-
-
-@xsim.func
-def surface_contact(kind: int, p, size, r):
-    """Contact of a sphere of radius ``r`` centred at ``p`` (surface shape coordinates) with the
-    surface of a plane (z = 0, normal +z), sphere, box or capsule of ``size``: (outward unit normal,
-    penetration depth; <= 0 when apart)."""
-    n = p - p
-    pen = r - r
-    if kind == SHAPE_PLANE:
-        n[2] = 1.0
-        pen = r - p[2]
-    elif kind == SHAPE_BOX:
-        n, pen = box_contact(p, size, r)
-    elif kind == SHAPE_SPHERE or kind == SHAPE_CAPSULE:
-        axis_point = p - p
-        if kind == SHAPE_CAPSULE:
-            axis_point[2] = xsim.clamp(p[2], -size[1], size[1])
-        d = p - axis_point
-        dist2 = xsim.dot(d, d)
-        if dist2 > 0.0:
-            dist = xsim.sqrt(dist2)
-            n = d / dist
-            pen = size[0] + r - dist
-    return n, pen
 
 
 # -------------------------------------------------------------------------------------------------

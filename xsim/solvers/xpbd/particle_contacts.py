@@ -20,16 +20,27 @@ do not meet particles.
 """
 
 import xsim
+from xsim.collision.narrow_phase import ShapeArrays
+from xsim.collision.surfaces import shape_rotation, surface_contact
 from xsim.sim.generic import Float, Floats, Ints, Transforms, Vec3, Vec3s, Vec8s
-from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
+from xsim.sim.shapes import (
+    SHAPE_BOX,
+    SHAPE_CAPSULE,
+    SHAPE_CONE,
+    SHAPE_CONVEX_MESH,
+    SHAPE_CYLINDER,
+    SHAPE_ELLIPSOID,
+    SHAPE_MESH,
+    SHAPE_PLANE,
+    SHAPE_SPHERE,
+)
 
-from .bundles import BodyArrays, BodyMotion, MeshArrays, ParticleArrays, ParticleSubstep, ShapeArrays
+from .bundles import BodyArrays, BodyMotion, MeshArrays, ParticleArrays, ParticleSubstep
 from .kernels import (
     bounce_impulse,
     closest_point_on_triangle,
     push_out,
     reflect,
-    surface_contact,
     worlds_meet,
 )
 from .rigid_kernels import (
@@ -45,15 +56,6 @@ STATIC_SHAPES, BODY_SHAPES = 1, 2  # the ``passes`` of the contact kernels (3: b
 
 
 @xsim.func
-def shape_rotation(sx):
-    """The rotation of shape frame ``sx``: its quaternion normalized. The rotation formulas assume a
-    unit quaternion; with a scaled one a push-out along the normal no longer resolves the depth the
-    next iteration measures, so the rollout had a kink along the scale (its gradient there disagreed
-    with finite differences). Normalized, a frame's scale does nothing and its gradient is zero."""
-    return xsim.normalize(sx.q)
-
-
-@xsim.func
 def shape_contact(kind: int, xi, sx, size, r):
     """Contact of a particle of radius ``r`` at ``xi`` with a plane, sphere, box or capsule of world
     frame ``sx`` (a body's shape: its pose times the shape's frame): (world outward normal, depth).
@@ -64,9 +66,17 @@ def shape_contact(kind: int, xi, sx, size, r):
 
 
 @xsim.func
+def has_surface(kind: int):
+    """Whether a shape of this kind has a surface that ``surface_contact`` measures (meshes and convex
+    hulls offer points only)."""
+    return kind != SHAPE_MESH and kind != SHAPE_CONVEX_MESH
+
+
+@xsim.func
 def meets_body(kind: int, b: int):
-    """Whether particles meet a shape of this kind on body ``b`` (its spheres, boxes and capsules)."""
-    return b >= 0 and (kind == SHAPE_SPHERE or kind == SHAPE_BOX or kind == SHAPE_CAPSULE)
+    """Whether particles meet a shape of this kind on body ``b`` (its primitives: not meshes or hulls)."""
+    return b >= 0 and (kind == SHAPE_SPHERE or kind == SHAPE_BOX or kind == SHAPE_CAPSULE or kind == SHAPE_CYLINDER
+                       or kind == SHAPE_CONE or kind == SHAPE_ELLIPSOID)
 
 
 @xsim.func
@@ -170,7 +180,7 @@ def collide_particle_shapes(x: Vec3s, particles: ParticleArrays, shapes: ShapeAr
                 xi = push_out(xi, x0, n, pen, shapes.mu[s])
         for s in range(shapes.type.shape[0]):
             kind = shapes.type[s]
-            if shapes.body[s] < 0 and kind != SHAPE_PLANE and kind != SHAPE_MESH and worlds_meet(pw, shapes.world[s]):
+            if shapes.body[s] < 0 and has_surface(kind) and kind != SHAPE_PLANE and worlds_meet(pw, shapes.world[s]):
                 n, pen = shape_contact(kind, xi, shapes.xform[s], shapes.size[s], r)
                 xi = push_out(xi, x0, n, pen, shapes.mu[s])
         tri = substep.mesh_tri[i]
@@ -264,7 +274,7 @@ def bounce_particle_shapes(x: Vec3s, v: Vec3s, particles: ParticleArrays, shapes
         x_end = xi
         for s in range(shapes.type.shape[0]):
             kind = shapes.type[s]
-            if shapes.body[s] < 0 and kind != SHAPE_PLANE and kind != SHAPE_MESH and worlds_meet(pw, shapes.world[s]):
+            if shapes.body[s] < 0 and has_surface(kind) and kind != SHAPE_PLANE and worlds_meet(pw, shapes.world[s]):
                 sx = shapes.xform[s]
                 n, pen = shape_contact(kind, xi, sx, shapes.size[s], r)
                 vi, x_end = bounce_static(vi, x_end, xi, n, pen, tol, v_pre, wp, shapes.restitution[s], shapes.mu[s],

@@ -19,6 +19,7 @@ Corrections are accumulated per body in a ``vector(8)`` row (dx: 0..2, dq: 3..6,
 """
 
 import xsim
+from xsim.collision.narrow_phase import body_frame
 from xsim.sim.generic import Float, Floats, Mat33s, Transforms, Vec3, Vec3s, Vec6s, Vec8s
 
 from .bundles import BodyArrays
@@ -29,34 +30,16 @@ from .bundles import BodyArrays
 
 @xsim.func
 def load_body(b: int, Xc: Transforms, X0: Transforms, origin, inv_mass: Floats, inv_inertia: Mat33s):
-    """(com position relative to ``origin``, rotation, inverse mass, inverse inertia) of body ``b``,
-    whose pose is its displacement ``Xc[b].p`` since the step-start com frame ``X0[b]`` (world) and its
-    rotation ``Xc[b].q`` (module docstring); the world (-1) is a static body at the world's origin. One
-    definition for every kernel family (contacts, joints)."""
-    x = -origin
-    q = xsim.transform_identity(dtype=inv_mass.dtype).q
+    """(com position relative to ``origin``, rotation, inverse mass, inverse inertia) of body ``b``
+    (``xsim.collision.narrow_phase.body_frame`` for the pose; the world, -1, is a static body at the
+    world's origin). One definition for every kernel family (contacts, joints)."""
+    x, q = body_frame(b, Xc, X0, origin)
     im = inv_mass.dtype(0.0)
     ii = inv_inertia.dtype()
     if b >= 0:
-        pose = Xc[b]
-        x = (X0[b].p - origin) + pose.p
-        q = pose.q
         im = inv_mass[b]
         ii = inv_inertia[b]
     return x, q, im, ii
-
-
-@xsim.func
-def pair_origin(ba: int, bb: int, X0: Transforms):
-    """The point (world) that a constraint between bodies ``ba`` and ``bb`` measures its geometry from:
-    the step-start com of ``ba``, else of ``bb`` (-1: the world), else the world's origin. Positions
-    relative to it are small where the two are close, so their float32 differences keep their digits."""
-    o = xsim.transform_identity(dtype=X0.dtype.dtype).p
-    if ba >= 0:
-        o = X0[ba].p
-    elif bb >= 0:
-        o = X0[bb].p
-    return o
 
 
 @xsim.func

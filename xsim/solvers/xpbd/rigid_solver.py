@@ -1,7 +1,7 @@
 """The rigid-body half of ``SolverXPBD``: bodies, contacts and joints stepped with XPBD as in
 Mueller et al. 2020, "Detailed Rigid Body Simulation with Extended Position Based Dynamics".
 
-Each step: broad phase and contact pruning (``broad_phase.py``), then per substep of ``h = dt / substeps``:
+Each step: broad phase and contact pruning (``xsim/collision/broad_phase.py``), then per substep of ``h = dt / substeps``:
 predict poses (gravity, gyroscopic term), run ``iterations`` position passes (one is the
 paper's choice) over contacts and joints, take velocities from the pose change, and run one
 velocity pass (restitution, dynamic friction, joint velocity drives), one thread per touching
@@ -64,13 +64,15 @@ import numpy as np
 
 import xsim
 from xsim import types as T
+from xsim.collision.contacts import Contacts
+from xsim.collision.narrow_phase import ShapeArrays
+from xsim.collision.pipeline import CollisionPipeline
 from xsim.sim.generic import specialized
 from xsim.sim.kinematics import eval_ik
 from xsim.sim.model import State
 from xsim.sim.rigid import JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 from . import contacts_rigid, joint_kernels, rigid_kernels
-from .broad_phase import BroadPhase, run_starts
 from .bundles import (
     BodyArrays,
     ContactArms,
@@ -78,7 +80,6 @@ from .bundles import (
     ContactGeometry,
     JointArrays,
     Multipliers,
-    ShapeArrays,
     model_arrays,
 )
 
@@ -151,15 +152,15 @@ class RigidStepper:
         self.bundles = solver.bundles  # this step's struct arguments, kept from step to step without gradients
         self._lam_contacts = xsim.zeros(0, dtype=s, device=m.device)  # grown to the most contacts of a step
         self._lam_joints = xsim.zeros(r.joint_count, dtype=s, device=m.device)
-        self._broad = BroadPhase(r)
+        self.pipeline = CollisionPipeline(m)  # finds the contacts of a step given none
+        self._contacts = self.pipeline.contacts()
+        self.kn = self.pipeline.kernels
         # the model's arrays as the kernels take them (``model_arrays``)
         self._bodies = self._joints = self._shapes = None  # (shapes: with the step's unit frames, _find_contacts)
-        self._uploads: dict = {}  # reused host-written buffers of the contact search (_put)
+        self._uploads: dict = {}  # reused host-written buffers of the step's contacts (_put)
         self.contact_count = 0  # contacts the last step solved (after the broad phase and pruning)
         self._no_slip = xsim.empty(1, dtype=self.v3, device=m.device)
         self._no_residual = xsim.zeros(r.body_count, dtype=self.v3, device=m.device)  # a State without one
-        # contact keys: (shape a, shape b, index in the pair), index below a pair's most points + 144 edge pairs
-        self._max_index = 2 * int(r.shape_point_count.numpy().max(initial=0)) + 144
         self._has_com = bool(np.any(r.body_com.numpy() != 0.0)) if r.body_count else False
         # each body's number of joints in the position pass and in the velocity pass (mass splitting,
         # rigid_kernels.split_mass); contacts add theirs each pass
@@ -177,9 +178,9 @@ class RigidStepper:
     # -- stepping: SolverXPBD.step drives these stages, interleaved with the particles' ----------------
 
     def begin(self, state_in, state_out, control, dt: float, substeps: int, iterations: int,
-              grad: bool) -> RigidStep | None:
-        """Start a step of ``dt``: com frames, joint targets, the broad phase. Returns the step's
-        working state (None without bodies)."""
+              grad: bool, contacts: Contacts | None = None) -> RigidStep | None:
+        """Start a step of ``dt``: com frames, joint targets, the step's contacts (``contacts``, else the
+        solver's own collision pipeline finds them). Returns the step's working state (None without bodies)."""
         r = self.rigid
         nb = r.body_count
         if nb == 0:
@@ -209,66 +210,42 @@ class RigidStepper:
         xsim.launch(self.k.step_frames, nb, inputs=[st.x0, state_in.body_q, r.body_com,
                                                     self._no_residual if residual is None else residual],
                     outputs=[st.xc])
-        self._find_contacts(st, state_in, dt)
+        self._find_contacts(st, state_in, dt, contacts)
         self.contact_count = st.n_contacts
         st.velocity_pass = st.n_contacts > 0 or r.joint_drive_velocity or self.solver._body_collide
         return st
 
-    def _find_contacts(self, st: RigidStep, state_in, dt: float) -> None:
-        """The step's contacts into ``st``: the broad phase's candidates (host), measured by
-        ``contact_depths`` and kept where within reach, grouped by shape pair (the velocity pass runs
-        over pairs), and the slips they carry (``_carry_slips``). Not on the tape: which contacts
-        exist is a constant of the backward pass."""
-        r, dev = self.rigid, self.model.device
-        if not len(self._broad.active):
+    def _find_contacts(self, st: RigidStep, state_in, dt: float, contacts: Contacts | None) -> None:
+        """The step's contacts into ``st``: ``contacts`` (a ``CollisionPipeline.collide`` of ``state_in``)
+        or, without them, the solver's own pipeline's search at the step's frames (``CollisionPipeline.find``),
+        grouped by shape pair (the velocity pass runs over pairs), and the slips they carry
+        (``_carry_slips``). Not on the tape: which contacts exist is a constant of the backward pass."""
+        r = self.rigid
+        if not len(self.pipeline.broad.active):
             return
-        # shape frames with unit quaternions, once per step: every contact evaluation reads them
+        # shape frames with unit quaternions, once per step: every contact evaluation reads them (on the tape)
         st.shape_xform = self.buffers.get("shape_frames", r.shape_count, self.tf, st.grad)
-        xsim.launch(self.kc.unit_shape_frames, r.shape_count, inputs=[r.shape_xform], outputs=[st.shape_xform])
+        xsim.launch(self.kn.unit_shape_frames, r.shape_count, inputs=[r.shape_xform], outputs=[st.shape_xform])
         st.shapes = self._shapes = model_arrays(ShapeArrays, r, "shape_", self._shapes, xform=st.shape_xform)
-        xc = st.x0.numpy()
-        pairs, reach, spin = self._broad.find_pairs(xc, st.qd.numpy(), st.shape_xform.numpy(),
-                                                    r.shape_size.numpy(), dt)
+        if contacts is None:
+            contacts = self.pipeline.find(st.x0, st.xc, st.qd, st.shape_xform, st.shapes, dt, self._contacts)
         last = getattr(state_in, "body_contacts", None)
-        if not len(pairs):
+        if not contacts.count:
             return
-        s, put = self.model.dtype, self._put
-        pairs_dev, reach_dev = put("pairs", pairs, int), put("reach", reach, s)
-
-        def edges_near(box_pairs):
-            near = self.buffers.get("c:near", 24 * len(box_pairs), int, False)
-            xsim.launch(self.kc.box_edges_near, 24 * len(box_pairs), inputs=[
-                st.xc, st.x0, st.bodies, st.shapes, put("box_pairs", pairs[box_pairs], int),
-                put("box_reach", reach[box_pairs], s)], outputs=[near], record_tape=False)
-            return near.numpy()[:24 * len(box_pairs)].reshape(len(box_pairs), 2, 12).astype(bool)
-        pair, index = self._broad.candidate_contacts(pairs, edges_near)
-        depth = self.buffers.get("c:depth", len(pair), s, False)  # off the tape
-        xsim.launch(self.kc.contact_depths, len(pair), inputs=[
-            st.xc, st.x0, st.bodies, st.shapes, pairs_dev, put("pair", pair, int), put("index", index, int), reach_dev,
-            put("spin", spin, s)], outputs=[depth], record_tape=False)
-        depth = depth.numpy()[:len(pair)].astype(np.float64)
-        kept = np.flatnonzero(self._broad.within_reach(pairs, pair, depth, reach))
-        if not len(kept):
-            return
-        # the pairs left with contacts, renumbered in order; the solve kernels on a tape read these in the
-        # backward pass, so they are new arrays then
-        pair = pair[kept]  # sorted
-        first = run_starts(pair)
-        used = pair[first]
-        pair = np.repeat(np.arange(len(first)), np.diff(first, append=len(pair)))
-        st.n_contacts, st.n_pairs = len(kept), len(used)
-        taped = st.grad
-        st.pairs = put("used_pairs", pairs[used], int, taped)
-        st.contact_pair = put("contact_pair", pair, int, taped)
-        st.contact_index = put("contact_index", index[kept], int, taped)
-        st.pair_first = put("pair_first", np.append(first, len(kept)), int, taped)
+        n = contacts.count
+        taped, put = st.grad, self._put
+        # the solve kernels on a tape read these in the backward pass, so they are new arrays then
+        st.n_contacts, st.n_pairs = n, len(contacts.pairs)
+        st.pairs = put("used_pairs", contacts.pairs, int, taped)
+        st.contact_pair = put("contact_pair", contacts.pair, int, taped)
+        st.contact_index = put("contact_index", contacts.index, int, taped)
+        st.pair_first = put("pair_first", np.append(contacts.first, n), int, taped)
         st.contacts = ContactArrays(pairs=st.pairs, pair=st.contact_pair, index=st.contact_index,
                                     pair_first=st.pair_first)
-        if self._lam_contacts.shape[0] < len(kept):
-            self._lam_contacts = xsim.zeros(2 * len(kept), dtype=s, device=dev)
-        a, b = pairs[used[pair], 0].astype(np.int64), pairs[used[pair], 1].astype(np.int64)
-        st.keys = (a * r.shape_count + b) * self._max_index + index[kept]
-        self._carry_slips(st, state_in, xc if state_in.body_q is st.x0 else None, last)
+        if self._lam_contacts.shape[0] < n:
+            self._lam_contacts = xsim.zeros(2 * n, dtype=self.model.dtype, device=self.model.device)
+        st.keys = contacts.keys
+        self._carry_slips(st, state_in, contacts.body_q if state_in.body_q is st.x0 else None, last)
 
     def _carry_slips(self, st: RigidStep, state_in, body_q, last) -> None:
         """Each contact's slip carried into the step (``contacts_rigid.contact_slip``): a contact that held at

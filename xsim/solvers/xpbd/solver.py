@@ -77,6 +77,8 @@ from xsim.kernels import recording
 from xsim.kernels.finite import check_arrays
 from xsim.sim.generic import specialized
 
+from ...collision.contacts import Contacts
+from ...collision.narrow_phase import ShapeArrays
 from ...sim import validate
 from ...sim.model import Control, Model, State
 from . import kernels as particle_kernels
@@ -89,7 +91,6 @@ from .bundles import (
     MeshArrays,
     ParticleArrays,
     ParticleSubstep,
-    ShapeArrays,
     model_arrays,
 )
 from .particle_constraints import ParticleConstraints
@@ -153,26 +154,39 @@ class SolverXPBD:
 
     # -- stepping --------------------------------------------------------------------------------------
 
-    def step(self, state_in: State, state_out: State, control: Control | None, dt: float) -> None:
+    def step(self, state_in: State, state_out: State, control: Control | None, contacts=None,
+             dt: float | None = None) -> None:
         """Advance ``state_in`` by ``dt`` seconds into ``state_out`` (which must be a different
-        State). ``control.particle_target`` drives pinned particles; ``control.joint_target_q``/
-        ``joint_target_qd`` the joints' drives. Bodies and particles advance together, substep by
-        substep and iteration by iteration, so particles and bodies push each other. In debug and check
-        mode (``xsim.config``) a NaN/inf in ``state_out`` after the step raises ``NonFiniteError`` naming
-        the step (counted from 1 per solver) and the first such array (check mode: the first kernel too)."""
+        State); Newton's signature, ``step(state_in, state_out, control, contacts, dt)``. ``contacts``: the
+        rigid contacts of ``state_in`` from ``xsim.collision.CollisionPipeline(model).collide`` (found for a
+        step of at least ``dt``); None, or the older call ``step(state_in, state_out, control, dt)``, has
+        the solver's own pipeline find them. ``control.particle_target`` drives pinned particles;
+        ``control.joint_target_q``/``joint_target_qd`` the joints' drives. Bodies and particles advance
+        together, substep by substep and iteration by iteration, so particles and bodies push each other.
+        In debug and check mode (``xsim.config``) a NaN/inf in ``state_out`` after the step raises
+        ``NonFiniteError`` naming the step (counted from 1 per solver) and the first such array (check
+        mode: the first kernel too)."""
+        if dt is None and not isinstance(contacts, Contacts):
+            contacts, dt = None, contacts  # step(state_in, state_out, control, dt)
+        if dt is None:
+            raise TypeError("SolverXPBD.step: dt (s) is missing: step(state_in, state_out, control, contacts, dt)")
+        if contacts is not None and not isinstance(contacts, Contacts):
+            raise TypeError(f"SolverXPBD.step: contacts must be xsim.collision.Contacts or None, got "
+                            f"{type(contacts).__name__}")
         self.steps_taken += 1
         if xsim.config.mode == "release":
-            self._step(state_in, state_out, control, dt)
+            self._step(state_in, state_out, control, dt, contacts)
             return
         where = f"SolverXPBD step {self.steps_taken}"
         try:
-            self._step(state_in, state_out, control, dt)
+            self._step(state_in, state_out, control, dt, contacts)
         except NonFiniteError as e:
             raise NonFiniteError(f"{where}: {e}") from None
         check_arrays({f"state_out.{name}": a for name, a in vars(state_out).items() if isinstance(a, xsim.array)},
                      where)
 
-    def _step(self, state_in: State, state_out: State, control: Control | None, dt: float) -> None:
+    def _step(self, state_in: State, state_out: State, control: Control | None, dt: float,
+              contacts: Contacts | None) -> None:
         if state_out.particle_q is state_in.particle_q or state_out.particle_qd is state_in.particle_qd:
             raise ValueError("SolverXPBD.step: state_out must not share arrays with state_in")
         m, k = self.model, self.kernels
@@ -180,7 +194,7 @@ class SolverXPBD:
         n = m.particle_count
         grad = self._grad_mode(state_in)
         rigid = self.rigid
-        bodies = rigid.begin(state_in, state_out, control, dt, self.substeps, self.iterations, grad) \
+        bodies = rigid.begin(state_in, state_out, control, dt, self.substeps, self.iterations, grad, contacts) \
             if rigid is not None else None
         if n == 0 and bodies is None:
             return

@@ -27,9 +27,21 @@ from types import SimpleNamespace
 import numpy as np
 
 from xsim.sim.rigid import JOINT_FREE, SEGMENT_CONTACTS, point_roles
-from xsim.sim.shapes import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
+from xsim.sim.shapes import (
+    SHAPE_BOX,
+    SHAPE_CAPSULE,
+    SHAPE_CONE,
+    SHAPE_CONVEX_MESH,
+    SHAPE_CYLINDER,
+    SHAPE_ELLIPSOID,
+    SHAPE_MESH,
+    SHAPE_PLANE,
+    SHAPE_SPHERE,
+)
 
-_TYPES = (SHAPE_PLANE, SHAPE_SPHERE, SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH)
+_TYPES = (SHAPE_PLANE, SHAPE_SPHERE, SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_CYLINDER, SHAPE_CONE,
+          SHAPE_ELLIPSOID, SHAPE_CONVEX_MESH)
+_POINT_SETS = (SHAPE_MESH, SHAPE_CONVEX_MESH)  # shapes whose extent is that of their points
 
 
 # the rotation matrix of a quaternion, entry by entry: base + scale * (product one + sign * product two),
@@ -106,11 +118,12 @@ def _sweep_pairs(lo: np.ndarray, hi: np.ndarray, group: np.ndarray | None = None
 class BroadPhase:
     """The candidate contacts of a model's shapes, step by step (see the module docstring)."""
 
-    def __init__(self, rigid, few: int = 1024):
+    def __init__(self, rigid, few: int = 1024, margin: float | None = None):
         """``few``: a model with at most this many pairs of active shapes tests them all each step, else it
-        sweeps (box pyramids, 1 thread: 8 boxes 2x faster, 36 boxes 300 -> 226 us, 78 boxes 343 -> 421 us)."""
+        sweeps (box pyramids, 1 thread: 8 boxes 2x faster, 36 boxes 300 -> 226 us, 78 boxes 343 -> 421 us).
+        ``margin``: the contact margin (m; default the model's ``rigid_contact_margin``)."""
         r = rigid
-        self.margin = float(r.rigid_contact_margin)
+        self.margin = float(r.rigid_contact_margin if margin is None else margin)
         self.shape_body = r.shape_body.numpy().astype(np.int64)
         self.shape_type = r.shape_type.numpy().astype(np.int64)
         self.point_count = r.shape_point_count.numpy().astype(np.int64)
@@ -120,7 +133,7 @@ class BroadPhase:
         points = r.shape_points.numpy().astype(np.float64)
         self.mesh_centre = np.zeros((r.shape_count, 3))
         self.mesh_half = np.zeros((r.shape_count, 3))
-        for s in np.flatnonzero(self.shape_type == SHAPE_MESH):
+        for s in np.flatnonzero(np.isin(self.shape_type, _POINT_SETS)):
             p = points[starts[s]:starts[s] + self.point_count[s]]
             if len(p):
                 self.mesh_centre[s] = 0.5 * (p.min(0) + p.max(0))
@@ -158,7 +171,7 @@ class BroadPhase:
         self._on_body = body >= 0
         self._bodies = body[self._on_body]
         self._bound = self.bound[self.active][self._on_body]
-        self._meshes = bool(np.any(self.shape_type[self.active] == SHAPE_MESH))
+        self._meshes = bool(np.any(np.isin(self.shape_type[self.active], _POINT_SETS)))
         self._mesh_centre = self.mesh_centre[self.active]
         self._sizes = None  # the shape sizes that ``_extents`` last saw, and its answer
         self._fixed = self._fixed_pairs(few)
@@ -171,9 +184,11 @@ class BroadPhase:
         if self._sizes is None or not np.array_equal(size, self._sizes[0]):
             kind = self.shape_type[self.active]
             size64 = size.astype(np.float64)
-            local_half = np.where((kind == SHAPE_BOX)[:, None], size64, 0.0)
+            local_half = np.where(np.isin(kind, (SHAPE_BOX, SHAPE_ELLIPSOID))[:, None], size64, 0.0)
             local_half[:, 2] = np.where(kind == SHAPE_CAPSULE, size64[:, 1], local_half[:, 2])
-            local_half = np.where((kind == SHAPE_MESH)[:, None], self.mesh_half[self.active], local_half)
+            round_ = np.isin(kind, (SHAPE_CYLINDER, SHAPE_CONE))  # radius across, half height along z
+            local_half[round_] = size64[round_][:, [0, 0, 1]]
+            local_half = np.where(np.isin(kind, _POINT_SETS)[:, None], self.mesh_half[self.active], local_half)
             radius = np.where((kind == SHAPE_SPHERE) | (kind == SHAPE_CAPSULE), size64[:, 0], 0.0) + 0.5 * self.margin
             self._sizes = (size, local_half, radius)
         return self._sizes[1], self._sizes[2]
