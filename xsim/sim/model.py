@@ -245,6 +245,9 @@ class Model(Declared):
     """Drive stiffness [N m/rad or N/m] (0: no position drive), shape [joint_count]"""
     joint_target_kd: array(dtype=float32)
     """Drive damping [N m s/rad or N s/m], shape [joint_count]"""
+    joint_armature: array(dtype=float32)
+    """Armature of each revolute or prismatic joint [kg m^2 or kg]: inertia added to the joint's own
+    coordinate (a motor's reflected rotor inertia, MuJoCo's ``armature``), shape [joint_count]"""
     joint_drive_velocity: bool
     """Whether any joint has drive damping (the solver then runs a velocity pass over joints)"""
     mesh_indices: array(dtype=int32, ndim=2)
@@ -253,6 +256,14 @@ class Model(Declared):
     """Static mesh vertices in their shapes' frames [m], shape [mesh_vertex_count]"""
     mesh_shape: array(dtype=int32)
     """Shape of each static mesh triangle, shape [mesh_triangle_count]"""
+
+    # -- names (Newton's ``*_label``): the file's names for imported robots, else ``body_3``, ``shape_0``...
+    body_label: list[str] = field(default_factory=list)
+    """Name of each body, [body_count]"""
+    shape_label: list[str] = field(default_factory=list)
+    """Name of each shape (the ground: ``shape_<n>``), [shape_count]"""
+    joint_label: list[str] = field(default_factory=list)
+    """Name of each joint, [joint_count]"""
 
     # -- made on first use
     _kinematics: tuple | None = field(default=None, repr=False, compare=False)

@@ -115,7 +115,7 @@ class RigidBuilderMixin:
         self.shapes.append({"body": int(body), "type": kind, "p": p, "q": q, "size": tuple(float(s) for s in size),
                             "radius": float(radius), "points": np.asarray(points, dtype=np.float64).reshape(-1, 3),
                             "mass_fn": mass_fn, "density": density, "mu": float(mu),
-                            "restitution": float(restitution), "mesh": mesh,
+                            "restitution": float(restitution), "mesh": mesh, "label": None,
                             "world": self.bodies[body]["world"] if body >= 0 else self.current_world})
         return len(self.shapes) - 1
 
@@ -208,7 +208,7 @@ class RigidBuilderMixin:
                       NO_LIMIT if limit_upper is None else float(limit_upper)),
             "target_q": 0.0 if target_q is None else float(target_q),
             "target_qd": 0.0 if target_qd is None else float(target_qd),
-            "ke": float(target_ke), "kd": float(target_kd)})
+            "ke": float(target_ke), "kd": float(target_kd), "armature": 0.0, "label": None})
         return len(self.joints) - 1
 
     def add_joint_revolute(self, parent: int, child: int, parent_xform=None, child_xform=None,
@@ -333,7 +333,11 @@ class RigidBuilderMixin:
             joint_target_qd=arr([j["target_qd"] for j in joints], s, True, nj),
             joint_target_ke=arr([j["ke"] for j in joints], s, True, nj),
             joint_target_kd=arr([j["kd"] for j in joints], s, True, nj),
+            joint_armature=arr([j["armature"] for j in joints], s, True, nj),
             joint_drive_velocity=any(j["kd"] > 0.0 for j in joints),
+            body_label=[b["label"] or f"body_{k}" for k, b in enumerate(self.bodies)],
+            shape_label=[sh.get("label") or f"shape_{k}" for k, sh in enumerate(shapes)],
+            joint_label=[j["label"] or f"joint_{k}" for k, j in enumerate(joints)],
             mesh_indices=arr(mesh_f, int, n=(len(mesh_f), 3)), mesh_vertices=arr(mesh_v, v3, True, len(mesh_v)),
             mesh_shape=arr(mesh_shape, int, n=len(mesh_shape)),
         )

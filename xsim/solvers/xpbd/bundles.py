@@ -69,6 +69,7 @@ class JointArrays:
     cone_limit: Floats  # rad, a ball joint's swing limit
     target_ke: Floats  # drive stiffness (N m/rad or N/m; 0: no position drive)
     target_kd: Floats  # drive damping (N m s/rad or N s/m)
+    armature: Floats  # inertia of the joint's own coordinate (kg m^2 or kg; 0: none)
 
 
 @xsim.struct

@@ -12,6 +12,17 @@ and of attachment points is an exact 3x3 solve with the bodies' inverse mass/ine
 iterations of a substep. Velocity drives (``target_kd`` towards ``target_qd``) act in the
 velocity pass as implicit damping.
 
+A revolute or prismatic joint's ``armature`` a (kg m^2 or kg) is inertia of its own coordinate q,
+kinetic energy a dq/dt^2 / 2. Implicit Euler adds a (q - q~)^2 / (2 h^2) to what a substep minimizes,
+q~ = q + h dq/dt at the substep start, as a body's inertia adds its distance to its predicted pose:
+so the armature is a compliant constraint q = q~ of compliance h^2 / a, solved with its own
+multiplier like a drive (a revolute's together with the attachment point, which would otherwise undo
+most of its turn about the body's com). A velocity drive on such a joint joins it there, implicitly:
+kd (q - q0 - h target_qd)^2 / (2 h) added, the two make one constraint of compliance h^2 / (a + kd h)
+towards q0 + h (a dq/dt + kd h target_qd) / (a + kd h), and the velocity pass leaves the joint alone.
+Like every constraint of the Jacobi pass, a chain of joints whose armatures outweigh their bodies
+needs iterations to converge.
+
 The revolute joint angle is the rotation of the child joint frame about the parent joint frame's
 axis, measured between the frames' reference directions (perpendicular to the axis): 0 when the
 joint frames coincide; likewise the prismatic offset is along the parent frame's axis. A ball
@@ -35,6 +46,7 @@ from .rigid_kernels import (
     body_velocity,
     generalized_inv_mass,
     inv_inertia_mul,
+    load_body,
     load_split_body,
     pair_origin,
     point_inv_mass,
@@ -63,10 +75,11 @@ def align_rotation(qa, iia, qb, iib, corr):
 
 
 @xsim.func
-def align_points(xa, qa, ima, iia, ra, xb, qb, imb, iib, rb, corr, n1, c1, n2, c2):
+def align_points(xa, qa, ima, iia, ra, xb, qb, imb, iib, rb, corr, n1, c1, n2, c2, alpha1):
     """Move the attachment point of body b (arm ``rb``) relative to that of body a (arm ``ra``)
     by ``corr`` (m) and, in the same solve, rotate b relative to a by ``c1`` about ``n1`` and ``c2``
-    about ``n2`` (rad; orthogonal unit axes, or zero for no such row): the ball joint's limits.
+    about ``n2`` (rad; orthogonal unit axes, or zero for no such row): the ball joint's limits, or
+    (row 1 with compliance ``alpha1`` / h^2 > 0, its multiplier's increment returned) an armature.
     Solved at once because a rotation about a body's centre moves its attachment point, and a
     later point correction would undo most of it. Impulses: a point impulse p and angular
     impulses t along the axes N = [n1 n2] solve [[K, C^T N], [N^T C, N^T W N]] [p, t] = [corr, c]
@@ -76,6 +89,7 @@ def align_points(xa, qa, ima, iia, ra, xb, qb, imb, iib, rb, corr, n1, c1, n2, c
     ka = world_inv_inertia(qa, iia)
     kb = world_inv_inertia(qb, iib)
     k = point_inv_mass(ima, ka, ra) + point_inv_mass(imb, kb, rb)
+    t1 = c1 * 0.0
     if xsim.determinant(k) > 0.0:
         kinv = xsim.inverse(k)
         ct = xsim.transpose(kb * xsim.skew(rb) + ka * xsim.skew(ra))
@@ -83,7 +97,7 @@ def align_points(xa, qa, ima, iia, ra, xb, qb, imb, iib, rb, corr, n1, c1, n2, c
         g2 = ct * n2
         w = ka + kb
         # a missing row (zero axis) gets 1 on its diagonal and nothing else: its impulse is 0
-        s11 = xsim.dot(n1, w * n1) - xsim.dot(g1, kinv * g1) + 1.0 - xsim.dot(n1, n1)
+        s11 = xsim.dot(n1, w * n1) - xsim.dot(g1, kinv * g1) + 1.0 - xsim.dot(n1, n1) + alpha1
         s22 = xsim.dot(n2, w * n2) - xsim.dot(g2, kinv * g2) + 1.0 - xsim.dot(n2, n2)
         s12 = xsim.dot(n1, w * n2) - xsim.dot(g1, kinv * g2)
         e1 = c1 - xsim.dot(g1, kinv * corr)
@@ -91,13 +105,14 @@ def align_points(xa, qa, ima, iia, ra, xb, qb, imb, iib, rb, corr, n1, c1, n2, c
         det = s11 * s22 - s12 * s12
         torque = type(n1)()
         if det > 0.0:
-            torque = n1 * ((e1 * s22 - e2 * s12) / det) + n2 * ((e2 * s11 - e1 * s12) / det)
+            t1 = (e1 * s22 - e2 * s12) / det
+            torque = n1 * t1 + n2 * ((e2 * s11 - e1 * s12) / det)
         p = kinv * (corr - ct * torque)
         xb = xb + p * imb
         qb = rotate_by(qb, kb * (xsim.cross(rb, p) + torque))
         xa = xa - p * ima
         qa = rotate_by(qa, ka * (-(xsim.cross(ra, p) + torque)))
-    return xa, qa, xb, qb
+    return xa, qa, xb, qb, t1
 
 
 @xsim.func
@@ -163,15 +178,70 @@ def add_pose_delta(delta: Vec8s, b: int, dx, dq):
         xsim.atomic_add(delta, b, delta.dtype(dx[0], dx[1], dx[2], dq[0], dq[1], dq[2], dq[3], 1.0))
 
 
+@xsim.func
+def wrap_angle(x):
+    """``x`` (rad) moved by a whole number of turns into [-pi, pi]."""
+    return xsim.atan2(xsim.sin(x), xsim.cos(x))
+
+
+@xsim.func
+def prismatic_offset(xp, qp, xc, qc, jp, jc, axis):
+    """(offset of the child's attachment point along the parent's axis (m), the axis in the world, the
+    arms of the two attachment points) of a prismatic joint at these com poses."""
+    r_p = xsim.quat_rotate(qp, jp.p)
+    r_c = xsim.quat_rotate(qc, jc.p)
+    a = xsim.quat_rotate(qp * jp.q, axis)
+    return xsim.dot(xc + r_c - xp - r_p, a), a, r_p, r_c
+
+
+@xsim.kernel
+def predict_joint_coordinates(Xc: Transforms, X0: Transforms, qd: Vec6s, bodies: BodyArrays, joints: JointArrays,
+                              target_qd: Floats, h: Float, q_pred: Floats):
+    """Where the armature of each revolute or prismatic joint pulls its coordinate (rad or m):
+    q + h (a dq/dt + kd h target_qd) / (a + kd h) from the substep start (module docstring)."""
+    j = xsim.tid()
+    kind = joints.type[j]
+    out = h * 0.0
+    if joints.armature[j] > 0.0 and (kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC):
+        rate = h * 0.0
+        bp = joints.parent[j]
+        bc = joints.child[j]
+        zero = type(joints.axis[j])()
+        xp, qp, imp, iip = load_body(bp, Xc, X0, zero, bodies.inv_mass, bodies.inv_inertia)
+        xc, qc, imc, iic = load_body(bc, Xc, X0, zero, bodies.inv_mass, bodies.inv_inertia)
+        vp, wp = body_velocity(bp, qd, xp)
+        vc, wc = body_velocity(bc, qd, xc)
+        jp = joints.X_p[j]
+        jc = joints.X_c[j]
+        if kind == JOINT_REVOLUTE:
+            theta, a = hinge_angle(qp * jp.q, qc * jc.q, joints.axis[j])
+            out = theta
+            rate = xsim.dot(wc - wp, a)
+        else:
+            s, a, r_p, r_c = prismatic_offset(xp, qp, xc, qc, jp, jc, joints.axis[j])
+            d = xc + r_c - xp - r_p
+            rate = xsim.dot(relative_point_velocity(vc, wc, r_c, vp, wp, r_p), a) + xsim.dot(d, xsim.cross(wp, a))
+            out = s
+        arm = joints.armature[j]
+        kdh = joints.target_kd[j] * h
+        out = out + h * (arm * rate + kdh * target_qd[j]) / (arm + kdh)
+    q_pred[j] = out
+
+
 @xsim.kernel
 def solve_joints(Xc: Transforms, X0: Transforms, bodies: BodyArrays, joints: JointArrays, target_q: Floats,
-                 lam: Floats, inv_h2: Float, split: Floats, lam_out: Floats, delta: Vec8s):
-    """Position pass of one joint (module docstring); ``lam``: the drive multipliers so far;
+                 lam: Floats, q_pred: Floats, lam_arm: Floats, inv_h2: Float, split: Floats, lam_out: Floats,
+                 lam_arm_out: Floats, delta: Vec8s):
+    """Position pass of one joint (module docstring); ``lam``: the drive multipliers so far, ``lam_arm``
+    the armatures'; ``q_pred``: the coordinates the armatures carry on to (``predict_joint_coordinates``);
     ``split``: each body's number of constraints in this pass (``split_mass``)."""
     j = xsim.tid()
     kind = joints.type[j]
     lam_j = lam[j]
     dlam = type(lam_j)(0.0)
+    arm = joints.armature[j]
+    lam_a = lam_arm[j]
+    dlam_a = type(lam_j)(0.0)
     if kind != JOINT_FREE:
         bp = joints.parent[j]
         bc = joints.child[j]
@@ -226,6 +296,13 @@ def solve_joints(Xc: Transforms, X0: Transforms, bodies: BodyArrays, joints: Joi
         n2 = type(d)()
         c1 = over
         c2 = over
+        alpha1 = over
+        if kind == JOINT_REVOLUTE and arm > 0.0:
+            # the armature's inertia, compliance h^2 / armature towards its predicted angle: solved with the
+            # attachment point, which would otherwise undo most of each of its turns about the body's com
+            theta, n1 = hinge_angle(qp * jp.q, qc * jc.q, axis)
+            alpha1 = 1.0 / (arm + joints.target_kd[j] / xsim.sqrt(inv_h2))
+            c1 = wrap_angle(q_pred[j] - theta) - alpha1 * lam_a
         if kind == JOINT_BALL:  # swing and twist limits, solved together with the attachment
             qjp = qp * jp.q
             qjc = qc * jc.q
@@ -252,17 +329,21 @@ def solve_joints(Xc: Transforms, X0: Transforms, bodies: BodyArrays, joints: Joi
             s = xsim.dot(d, a)
             over = limit_violation(s, lim[0], lim[1])
             corr = a * (s + over) - d
-        xp, qp, xc, qc = align_points(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, corr, n1, c1, n2, c2)
+        xp, qp, xc, qc, t1 = align_points(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, corr, n1, c1, n2, c2, alpha1)
+        if alpha1 > 0.0:
+            dlam_a = t1
         if kind == JOINT_PRISMATIC and ke > 0.0 and over == 0.0:
-            r_p = xsim.quat_rotate(qp, jp.p)
-            r_c = xsim.quat_rotate(qc, jc.p)
-            a = xsim.quat_rotate(qp * jp.q, axis)
-            s = xsim.dot(xc + r_c - xp - r_p, a)
+            s, a, r_p, r_c = prismatic_offset(xp, qp, xc, qc, jp, jc, axis)
             xp, qp, xc, qc, dlam = move_along(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, a,
                                               target_q[j] - s, lam_j, alpha)
+        if kind == JOINT_PRISMATIC and arm > 0.0:
+            s, a, r_p, r_c = prismatic_offset(xp, qp, xc, qc, jp, jc, axis)
+            xp, qp, xc, qc, dlam_a = move_along(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, a, q_pred[j] - s,
+                                                lam_a, 1.0 / (arm + joints.target_kd[j] / xsim.sqrt(inv_h2)))
         add_pose_delta(delta, bp, xp - xp_in, qp - qp_in)
         add_pose_delta(delta, bc, xc - xc_in, qc - qc_in)
     lam_out[j] = lam_j + dlam
+    lam_arm_out[j] = lam_a + dlam_a
 
 @xsim.kernel
 def solve_joint_velocities(Xc: Transforms, X0: Transforms, qd: Vec6s, bodies: BodyArrays, joints: JointArrays,
@@ -273,7 +354,7 @@ def solve_joint_velocities(Xc: Transforms, X0: Transforms, qd: Vec6s, bodies: Bo
     j = xsim.tid()
     kd = joints.target_kd[j]
     kind = joints.type[j]
-    if kd > 0.0 and (kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC):
+    if kd > 0.0 and joints.armature[j] == 0.0 and (kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC):
         bp = joints.parent[j]
         bc = joints.child[j]
         origin = pair_origin(bc, bp, X0)

@@ -1,0 +1,177 @@
+"""MJCF import through MuJoCo's compiler (``xsim.io.importers.mjcf``): gymnasium's robot files, which no
+one here wrote, come in with MuJoCo's compiled masses, inertias, axes and rest pose; a contacts-off
+rollout follows ``mj_step``; unsupported content is refused naming the file and the element."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import xsim
+from xsim.sim.builder import ModelBuilder
+from xsim.sim.kinematics import eval_fk
+from xsim.sim.shapes import quat_to_matrix
+from xsim.solvers.xpbd.solver import SolverXPBD
+
+mujoco = pytest.importorskip("mujoco", reason="MJCF import needs MuJoCo: pip install 'xsim[mjcf]'")
+gymnasium = pytest.importorskip("gymnasium", reason="the MJCF test files are gymnasium's: pip install 'xsim[test]'")
+ASSETS = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets")
+
+
+def asset(name: str) -> str:
+    return os.path.join(ASSETS, f"{name}.xml")
+
+
+def reacher_arm():
+    """Gymnasium's reacher without its target: the target is a body of two slides (a D6 joint, which
+    xsim lacks), with contype 0, that never touches the arm."""
+    spec = mujoco.MjSpec.from_file(asset("reacher"))
+    spec.delete(spec.body("target"))
+    return spec.compile()
+
+
+def load(source, **kw):
+    b = ModelBuilder()
+    info = b.add_mjcf(source, **kw)
+    return b.finalize(dtype=xsim.float64), info
+
+
+def xyzw(wxyz):
+    return np.concatenate([wxyz[..., 1:], wxyz[..., :1]], axis=-1)
+
+
+@pytest.mark.parametrize("name", ["inverted_pendulum", "inverted_double_pendulum", "reacher", "ant"])
+def test_gymnasium_model_equals_mujoco_compiled_model(name):
+    mj = reacher_arm() if name == "reacher" else mujoco.MjModel.from_xml_path(asset(name))
+    model, info = load(mj)
+    d = mujoco.MjData(mj)
+    mujoco.mj_kinematics(mj, d)
+    nb = mj.nbody - 1
+    assert model.body_count == nb and info.body == {b: b - 1 for b in range(1, mj.nbody)}
+    # MuJoCo's names; an unnamed body is body<id>
+    assert model.body_label == [mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, b) or f"body{b}"
+                                for b in range(1, mj.nbody)]
+    np.testing.assert_allclose(model.body_mass.numpy(), mj.body_mass[1:], rtol=1e-6)
+    np.testing.assert_allclose(model.body_com.numpy(), mj.body_ipos[1:], rtol=1e-6, atol=1e-12)
+    inertia = np.stack([quat_to_matrix(xyzw(mj.body_iquat[b])) @ np.diag(mj.body_inertia[b])
+                        @ quat_to_matrix(xyzw(mj.body_iquat[b])).T for b in range(1, mj.nbody)])
+    np.testing.assert_allclose(model.body_inertia.numpy(), inertia, rtol=1e-6, atol=1e-6 * np.abs(inertia).max())
+    # rest pose: body frames are MuJoCo's xpos / xquat at qpos0 (a quaternion up to its sign)
+    q = model.body_q.numpy()
+    np.testing.assert_allclose(q[:, :3], d.xpos[1:], rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(np.abs(np.sum(q[:, 3:] * xyzw(d.xquat[1:]), axis=1)), 1.0, rtol=1e-9)
+    # joint axes and anchors in the world, limits, and joint_q = qpos
+    xp, jp = model.joint_X_p.numpy(), model.joint_parent.numpy()
+    axes = model.joint_axis.numpy()
+    limits = model.joint_limit.numpy()
+    for jm, jx in info.joint.items():
+        assert model.joint_label[jx] == mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, jm)
+        if mj.jnt_type[jm] in (2, 3):  # slide, hinge
+            parent = jp[jx]
+            pose = q[parent] if parent >= 0 else np.array([0, 0, 0, 0, 0, 0, 1.0])
+            rot = quat_to_matrix(pose[3:])
+            com = model.body_com.numpy()[parent] if parent >= 0 else np.zeros(3)
+            frame_rot = rot @ quat_to_matrix(xp[jx, 3:])
+            np.testing.assert_allclose(frame_rot @ axes[jx], d.xaxis[jm], atol=1e-9)
+            np.testing.assert_allclose(pose[:3] + rot @ (com + xp[jx, :3]), d.xanchor[jm], atol=1e-9)
+            if mj.jnt_limited[jm]:
+                np.testing.assert_allclose(limits[jx], mj.jnt_range[jm], rtol=1e-12)
+    jq, _ = info.joint_coordinates(model, mj.qpos0)
+    np.testing.assert_allclose(model.joint_q.numpy(), jq, atol=1e-9)
+
+
+def rollout_error(mj, seconds: float, substeps: int, seed: int = 0) -> float:
+    """Largest |joint_q - qpos| (rad or m) over a contacts-off rollout of ``seconds`` at dt = 1e-4 from a
+    perturbed state, xsim (float64) beside ``mj_step``."""
+    mj.opt.timestep = 1e-4
+    mj.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    d = mujoco.MjData(mj)
+    rng = np.random.default_rng(seed)
+    d.qpos[:] = mj.qpos0 + rng.uniform(-0.3, 0.3, mj.nq)
+    d.qvel[:] = rng.uniform(-1.0, 1.0, mj.nv)
+    b = ModelBuilder(gravity=tuple(mj.opt.gravity))
+    info = b.add_mjcf(mj)
+    model = b.finalize(dtype=xsim.float64)
+    s0, s1 = model.state(), model.state()
+    jq, jqd = info.joint_coordinates(model, d.qpos, d.qvel)
+    eval_fk(model, xsim.array(jq, dtype=xsim.float64), xsim.array(jqd, dtype=xsim.float64), s0)
+    solver = SolverXPBD(model, substeps=substeps, iterations=1)
+    worst = 0.0
+    for _ in range(int(round(seconds / 1e-4))):
+        mujoco.mj_step(mj, d)
+        solver.step(s0, s1, None, 1e-4)
+        s0, s1 = s1, s0
+        worst = max(worst, float(np.abs(s0.joint_q.numpy() - d.qpos).max()))
+    return worst
+
+
+def test_double_pendulum_follows_mj_step_for_half_a_second():
+    # measured: 2.6e-4 rad with 4 substeps (1.08e-3 with 1: XPBD is first order in the substep)
+    mj = mujoco.MjModel.from_xml_path(asset("inverted_double_pendulum"))
+    assert rollout_error(mj, 0.5, substeps=4) < 1.0e-3
+
+
+def test_eval_fk_places_bodies_where_mujoco_does():
+    mj = mujoco.MjModel.from_xml_path(asset("ant"))
+    model, info = load(mj)
+    d = mujoco.MjData(mj)
+    rng = np.random.default_rng(1)
+    d.qpos[:] = mj.qpos0 + rng.uniform(-0.4, 0.4, mj.nq)
+    d.qpos[3:7] /= np.linalg.norm(d.qpos[3:7])
+    d.qvel[:] = rng.uniform(-1.0, 1.0, mj.nv)
+    mujoco.mj_forward(mj, d)
+    state = model.state()
+    jq, jqd = info.joint_coordinates(model, d.qpos, d.qvel)
+    eval_fk(model, xsim.array(jq, dtype=xsim.float64), xsim.array(jqd, dtype=xsim.float64), state)
+    q, qd = state.body_q.numpy(), state.body_qd.numpy()
+    np.testing.assert_allclose(q[:, :3], d.xpos[1:], atol=1e-9)
+    np.testing.assert_allclose(np.abs(np.sum(q[:, 3:] * xyzw(d.xquat[1:]), axis=1)), 1.0, atol=1e-9)
+    # com velocities: MuJoCo's cvel is (angular, linear) at the subtree com of the root; move it to each com
+    for b in range(1, mj.nbody):
+        vel = np.zeros(6)
+        mujoco.mj_objectVelocity(mj, d, mujoco.mjtObj.mjOBJ_BODY, b, vel, 0)  # (angular, linear) world, at the com
+        np.testing.assert_allclose(qd[b - 1, 3:], vel[:3], atol=1e-9)
+        np.testing.assert_allclose(qd[b - 1, :3], vel[3:], atol=1e-9)
+
+
+def test_body_with_several_joints_is_refused_naming_file_body_and_joints():
+    with pytest.raises(xsim.AssetError, match=r"hopper\.xml: body 'torso' has 3 joints \(rootx, rootz, rooty\)"):
+        load(asset("hopper"))
+
+
+CYLINDER = """<mujoco><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
+<body name="can" pos="0 0 1"><freejoint/><geom name="can_geom" type="cylinder" size=".1 .2"/></body>
+</worldbody></mujoco>"""
+
+
+def test_colliding_cylinder_is_refused_or_skipped_when_asked():
+    with pytest.raises(xsim.AssetError, match=r"<string>: geom 'can_geom' of type 'cylinder': xsim has no such shape"):
+        load(CYLINDER)
+    model, info = load(CYLINDER, unsupported_geoms="skip")
+    assert [g for g, _ in info.skipped_geoms] == ["can_geom"]
+    assert model.shape_label == ["floor"]
+    # the body keeps MuJoCo's mass: the cylinder's, at water density
+    np.testing.assert_allclose(model.body_mass.numpy(), [1000.0 * np.pi * 0.1 ** 2 * 0.4], rtol=1e-6)
+
+
+def test_malformed_file_names_the_file_and_mujocos_complaint(tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<mujoco><worldbody><body name='b'><geom type='sphere' size='-1'/></body></worldbody></mujoco>")
+    with pytest.raises(xsim.AssetError, match=r"bad\.xml: MuJoCo cannot compile it"):
+        load(str(bad))
+    with pytest.raises(xsim.AssetError, match=r"missing\.xml: no such file"):
+        load(str(tmp_path / "missing.xml"))
+
+
+def test_missing_mujoco_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mujoco", None)
+    with pytest.raises(ImportError, match=r"pip install 'xsim\[mjcf\]'"):
+        ModelBuilder().add_mjcf(asset("ant"))
+
+
+def test_floating_false_fixes_the_root_and_xform_moves_the_robot():
+    mj = mujoco.MjModel.from_xml_path(asset("ant"))
+    model, _ = load(mj, floating=False, xform=((1.0, 2.0, 3.0), (0.0, 0.0, 0.0, 1.0)))
+    assert model.joint_type.numpy()[0] == 3  # fixed
+    np.testing.assert_allclose(model.body_q.numpy()[0, :3], np.array([1.0, 2.0, 3.0]) + mj.body_pos[1], atol=1e-12)
