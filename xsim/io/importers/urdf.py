@@ -106,6 +106,14 @@ def add_urdf(builder, source, xform=None, floating: bool = False, package_dirs=(
     if not is_text and not os.path.isfile(text):
         raise fail("no such file (expected a URDF file or URDF XML text)")
     base = os.getcwd() if is_text else os.path.dirname(os.path.abspath(text))
+    import xml.etree.ElementTree as ET
+
+    try:  # yourdfpy recovers from broken XML by guessing: a malformed file is refused here instead
+        root_element = ET.fromstring(text) if is_text else ET.parse(text).getroot()
+    except ET.ParseError as e:
+        raise fail(f"not well-formed XML: {e}") from e
+    if root_element.tag != "robot":
+        raise fail(f"the top element is <{root_element.tag}> (expected <robot>)")
     try:
         if is_text:
             import io
