@@ -11,6 +11,7 @@ Each joint owns a slice of ``joint_q`` (from ``model.joint_q_start``) and of ``j
 | ball | rotation of the child joint frame in the parent joint frame, quaternion (x, y, z, w) | relative angular velocity, parent joint frame (rad/s) |
 | fixed | none | none |
 | free | child joint frame in the parent joint frame: position (m), quaternion (x, y, z, w) | velocity of the child's com relative to the parent's motion, then relative angular velocity, both in the parent joint frame |
+| distance | as free | as free |
 
 The revolute angle is measured between the joint frames' reference directions as the solver's
 joint kernels measure it (0 when the joint frames coincide); the prismatic offset is along the
@@ -34,11 +35,11 @@ import xsim
 from xsim import types as T
 
 from .generic import Floats, Ints, Transforms, Vec3s, Vec6s, specialized
-from .rigid import JOINT_BALL, JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
+from .rigid import JOINT_BALL, JOINT_DISTANCE, JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 # coordinates per joint type (Newton's counts): JOINT_* code -> (joint_q entries, joint_qd entries)
 COORD_COUNTS = {JOINT_PRISMATIC: (1, 1), JOINT_REVOLUTE: (1, 1), JOINT_BALL: (4, 3), JOINT_FIXED: (0, 0),
-                JOINT_FREE: (7, 6)}
+                JOINT_FREE: (7, 6), JOINT_DISTANCE: (7, 6)}
 
 
 @dataclass
@@ -158,13 +159,13 @@ def eval_ik_kernel(body_q: Transforms, body_qd: Vec6s, body_com: Vec3s, joint_ty
         # d/dt (d . a) with a turning with the parent: (vc_pt - vp_pt) . a + d . (wp x a)
         rate = vc + xsim.cross(wc, jc.p - xc.p) - vp - xsim.cross(wp, jp.p - xp.p)
         joint_qd[ds] = xsim.dot(rate, a) + xsim.dot(d, xsim.cross(wp, a))
-    elif kind == JOINT_BALL or kind == JOINT_FREE:
+    elif kind == JOINT_BALL or kind == JOINT_FREE or kind == JOINT_DISTANCE:
         rel = xsim.transform_inverse(jp) * jc
         r = rel.q
         if r[3] < 0.0:  # one of the two quaternions of a rotation: w >= 0
             r = -r
         k = qs
-        if kind == JOINT_FREE:
+        if kind != JOINT_BALL:
             for c in range(3):
                 joint_q[qs + c] = rel.p[c]
             k = qs + 3
@@ -172,7 +173,7 @@ def eval_ik_kernel(body_q: Transforms, body_qd: Vec6s, body_com: Vec3s, joint_ty
             joint_q[k + c] = r[c]
         w_rel = xsim.quat_rotate_inv(jp.q, wc - wp)
         k = ds
-        if kind == JOINT_FREE:
+        if kind != JOINT_BALL:
             v_rel = xsim.quat_rotate_inv(jp.q, vc - vp - xsim.cross(wp, xc.p - xp.p))
             for c in range(3):
                 joint_qd[ds + c] = v_rel[c]
@@ -217,7 +218,7 @@ def eval_fk_kernel(joint_q: Floats, joint_qd: Floats, root_q: Transforms, root_q
                 rel = xsim.transformation(body_com.dtype(), xsim.normalize(type(xjp.q)(
                     joint_q[qs], joint_q[qs + 1], joint_q[qs + 2], joint_q[qs + 3])))
                 jw = body_com.dtype(joint_qd[ds], joint_qd[ds + 1], joint_qd[ds + 2])
-            elif kind == JOINT_FREE:
+            elif kind == JOINT_FREE or kind == JOINT_DISTANCE:
                 rel = xsim.transformation(body_com.dtype(joint_q[qs], joint_q[qs + 1], joint_q[qs + 2]),
                                           xsim.normalize(type(xjp.q)(joint_q[qs + 3], joint_q[qs + 4],
                                                                      joint_q[qs + 5], joint_q[qs + 6])))
@@ -234,7 +235,7 @@ def eval_fk_kernel(joint_q: Floats, joint_qd: Floats, root_q: Transforms, root_q
             jv = xsim.quat_rotate(xjp.q, jv)
             w = w + jw
             anchor = xjp.p
-            if kind == JOINT_FREE:
+            if kind == JOINT_FREE or kind == JOINT_DISTANCE:
                 anchor = step.p  # the free joint's linear rate is the child com's
             v = v + jv - xsim.cross(jw, anchor)
             pose = step * pose

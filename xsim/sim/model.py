@@ -264,6 +264,11 @@ class Model(Declared):
     """Name of each shape (the ground: ``shape_<n>``), [shape_count]"""
     joint_label: list[str] = field(default_factory=list)
     """Name of each joint, [joint_count]"""
+    shape_contype: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Collision bits of each shape (MuJoCo's ``contype``; numpy int64, default 1): shapes a and b may touch
+    only where contype[a] & conaffinity[b] or contype[b] & conaffinity[a] is non-zero, [shape_count]"""
+    shape_conaffinity: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Collision affinity bits of each shape (MuJoCo's ``conaffinity``; default 1), [shape_count]"""
 
     # -- made on first use
     _kinematics: tuple | None = field(default=None, repr=False, compare=False)

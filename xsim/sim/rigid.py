@@ -31,6 +31,7 @@ from . import validate
 
 # joint type codes (Newton's numbering), shared with the solver's joint kernels
 JOINT_PRISMATIC, JOINT_REVOLUTE, JOINT_BALL, JOINT_FIXED, JOINT_FREE = 0, 1, 2, 3, 4
+JOINT_DISTANCE = 5
 NO_LIMIT = 1.0e10  # a limit this large (or None) means none
 DEFAULT_MU = 0.5
 BOX_CORNER_ROUNDING = 0.05  # fraction of the smallest half extent
@@ -116,6 +117,7 @@ class RigidBuilderMixin:
                             "radius": float(radius), "points": np.asarray(points, dtype=np.float64).reshape(-1, 3),
                             "mass_fn": mass_fn, "density": density, "mu": float(mu),
                             "restitution": float(restitution), "mesh": mesh, "label": None,
+                            "contype": 1, "conaffinity": 1,
                             "world": self.bodies[body]["world"] if body >= 0 else self.current_world})
         return len(self.shapes) - 1
 
@@ -254,6 +256,17 @@ class RigidBuilderMixin:
         """Welds the child to the parent: the joint frames coincide."""
         return self._add_joint(JOINT_FIXED, parent, child, parent_xform, child_xform)
 
+    def add_joint_distance(self, parent: int, child: int, parent_xform=None, child_xform=None,
+                           min_distance: float = -1.0, max_distance: float = 1.0) -> int:
+        """Keeps the distance between the joint frames' origins (``parent_xform`` in the parent's frame,
+        -1: the world; ``child_xform`` in the child's) within [``min_distance``, ``max_distance``] (m;
+        a negative one: no such limit), Newton's meaning; rotation is free. Its coordinates are a free
+        joint's (child joint frame in the parent joint frame, 7 and 6)."""
+        lo = None if min_distance < 0.0 else float(min_distance)
+        hi = None if max_distance < 0.0 else float(max_distance)
+        return self._add_joint(JOINT_DISTANCE, parent, child, parent_xform, child_xform, limit_lower=lo,
+                               limit_upper=hi)
+
     def add_joint_free(self, child: int, parent: int = -1, parent_xform=None, child_xform=None) -> int:
         """A free joint (no constraint): bookkeeping for articulations; ``add_body`` bodies are free."""
         return self._add_joint(JOINT_FREE, parent, child, parent_xform, child_xform)
@@ -337,6 +350,8 @@ class RigidBuilderMixin:
             joint_drive_velocity=any(j["kd"] > 0.0 for j in joints),
             body_label=[b["label"] or f"body_{k}" for k, b in enumerate(self.bodies)],
             shape_label=[sh.get("label") or f"shape_{k}" for k, sh in enumerate(shapes)],
+            shape_contype=np.asarray([sh.get("contype", 1) for sh in shapes], dtype=np.int64),
+            shape_conaffinity=np.asarray([sh.get("conaffinity", 1) for sh in shapes], dtype=np.int64),
             joint_label=[j["label"] or f"joint_{k}" for k, j in enumerate(joints)],
             mesh_indices=arr(mesh_f, int, n=(len(mesh_f), 3)), mesh_vertices=arr(mesh_v, v3, True, len(mesh_v)),
             mesh_shape=arr(mesh_shape, int, n=len(mesh_shape)),

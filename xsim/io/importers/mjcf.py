@@ -16,9 +16,10 @@ What a MuJoCo body becomes:
   ``stiffness`` a position drive towards ``springref``, ``armature`` the joint's armature
   (``Model.joint_armature``). A body with several joints (hopper's root, humanoid's hips) needs a
   D6 joint, which xsim does not have yet: it is refused, naming the body and its joints;
-- its geoms: sphere, capsule, box, mesh -> shapes (plane: a static plane). A geom that MuJoCo's
-  ``contype``/``conaffinity`` let collide with no other geom is visual only: xsim has no visual
-  shapes, so it is left out and listed in ``MjcfImport.skipped_geoms``. A colliding geom of a type
+- its geoms: sphere, capsule, box, mesh -> shapes (plane: a static plane) with MuJoCo's
+  ``contype``/``conaffinity`` bits (``Model.shape_contype``), so the same pairs may touch. A geom
+  those bits let collide with no other geom is visual only: xsim has no visual shapes, so it is left
+  out and listed in ``MjcfImport.skipped_geoms``. A colliding geom of a type
   xsim lacks (cylinder, ellipsoid, heightfield) is refused naming the file and the geom, or with
   ``unsupported_geoms="skip"`` left out and listed (the body keeps MuJoCo's mass and inertia);
 - actuators on a hinge or slide: ``position`` (kp) -> a drive of stiffness kp gear^2, ``velocity``
@@ -26,7 +27,7 @@ What a MuJoCo body becomes:
   target); ``motor`` actuators are listed in ``MjcfImport.actuators`` but not applied (xsim's
   ``Control`` has no joint forces).
 
-MuJoCo's collision filters between colliding geoms, ``frictionloss``, tendons, equality constraints
+MuJoCo's ``contact``/``exclude`` pairs, ``frictionloss``, tendons, equality constraints
 and sites are not imported (tendons and equalities are refused). Gravity and the time step are the
 builder's; MuJoCo's are in ``MjcfImport.gravity``/``timestep``.
 """
@@ -296,6 +297,8 @@ def _add_geoms(builder, mj, data, out: MjcfImport, world, static, unsupported: s
             k = builder.add_shape_mesh(body, (mj.mesh_vert[v0:v0 + nv].astype(np.float64),
                                               mj.mesh_face[f0:f0 + nf].astype(np.int64)), xf, mu=mu)
         builder.shapes[k]["label"] = label
+        builder.shapes[k]["contype"] = int(mj.geom_contype[g])
+        builder.shapes[k]["conaffinity"] = int(mj.geom_conaffinity[g])
         out.shape[g] = k
 
 

@@ -1,5 +1,5 @@
 """Joint kernels of the XPBD solver (Mueller et al. 2020, sec. 3.3 and 3.4): fixed, revolute,
-prismatic and ball joints, position limits and drives, as positional and angular corrections with
+prismatic, ball and distance joints, position limits and drives, as positional and angular corrections with
 generalized inverse masses.
 
 Each joint is one thread that solves its own constraints one after the other on local copies of
@@ -30,13 +30,14 @@ joint may limit its swing (the angle between the parent's and the child's axis, 
 their cross product) and its twist (the swing-twist decomposition's rotation about the child's
 axis, corrected about the axes' bisector, which leaves the swing alone), as in sec. 3.4; these two
 hard rows are solved together with the attachment point (``align_points``), so that holding the
-point does not undo them.
+point does not undo them. A distance joint is one hard row along the line between its two points,
+active while their distance is outside [min, max] (the joint's limits).
 """
 
 import xsim
 from xsim.sim.generic import Float, Floats, Transforms, Vec6s, Vec8s
 from xsim.sim.kinematics import hinge_angle
-from xsim.sim.rigid import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
+from xsim.sim.rigid import JOINT_BALL, JOINT_DISTANCE, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 from .bundles import BodyArrays, JointArrays
 from .rigid_kernels import (
@@ -261,7 +262,7 @@ def solve_joints(Xc: Transforms, X0: Transforms, bodies: BodyArrays, joints: Joi
         if ke > 0.0:
             alpha = inv_h2 / ke
         # angular constraints (one inlined copy of each solve serves every joint type: smaller code)
-        if kind != JOINT_BALL:
+        if kind != JOINT_BALL and kind != JOINT_DISTANCE:
             qjp = qp * jp.q
             qjc = qc * jc.q
             dq = qjp * xsim.quat_inverse(qjc)
@@ -329,9 +330,17 @@ def solve_joints(Xc: Transforms, X0: Transforms, bodies: BodyArrays, joints: Joi
             s = xsim.dot(d, a)
             over = limit_violation(s, lim[0], lim[1])
             corr = a * (s + over) - d
-        xp, qp, xc, qc, t1 = align_points(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, corr, n1, c1, n2, c2, alpha1)
-        if alpha1 > 0.0:
-            dlam_a = t1
+        if kind == JOINT_DISTANCE:  # one row along the line between the points, where a limit is passed
+            length = xsim.length(d)
+            over = limit_violation(length, lim[0], lim[1])
+            if over != 0.0 and length > 0.0:
+                xp, qp, xc, qc, dl = move_along(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, d / length, over,
+                                                lam_j * 0.0, lam_j * 0.0)
+        else:
+            xp, qp, xc, qc, t1 = align_points(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, corr, n1, c1, n2, c2,
+                                              alpha1)
+            if alpha1 > 0.0:
+                dlam_a = t1
         if kind == JOINT_PRISMATIC and ke > 0.0 and over == 0.0:
             s, a, r_p, r_c = prismatic_offset(xp, qp, xc, qc, jp, jc, axis)
             xp, qp, xc, qc, dlam = move_along(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, a,
