@@ -4,6 +4,7 @@ rollout follows ``mj_step``; unsupported content is refused naming the file and 
 
 import os
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -23,14 +24,6 @@ def asset(name: str) -> str:
     return os.path.join(ASSETS, f"{name}.xml")
 
 
-def reacher_arm():
-    """Gymnasium's reacher without its target: the target is a body of two slides (a D6 joint, which
-    xsim lacks), with contype 0, that never touches the arm."""
-    spec = mujoco.MjSpec.from_file(asset("reacher"))
-    spec.delete(spec.body("target"))
-    return spec.compile()
-
-
 def load(source, **kw):
     b = ModelBuilder()
     info = b.add_mjcf(source, **kw)
@@ -41,10 +34,16 @@ def xyzw(wxyz):
     return np.concatenate([wxyz[..., 1:], wxyz[..., :1]], axis=-1)
 
 
-@pytest.mark.parametrize("name", ["inverted_pendulum", "inverted_double_pendulum", "reacher", "ant"])
+GYMNASIUM = ["inverted_pendulum", "inverted_double_pendulum", "reacher", "ant", "half_cheetah", "hopper", "walker2d",
+             "swimmer", "humanoid"]
+
+
+@pytest.mark.parametrize("name", GYMNASIUM)
 def test_gymnasium_model_equals_mujoco_compiled_model(name):
-    mj = reacher_arm() if name == "reacher" else mujoco.MjModel.from_xml_path(asset(name))
-    model, info = load(mj)
+    mj = mujoco.MjModel.from_xml_path(asset(name))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the D6 joints' damping and armature not applied (listed)
+        model, info = load(mj)
     d = mujoco.MjData(mj)
     mujoco.mj_kinematics(mj, d)
     nb = mj.nbody - 1
@@ -65,18 +64,33 @@ def test_gymnasium_model_equals_mujoco_compiled_model(name):
     xp, jp = model.joint_X_p.numpy(), model.joint_parent.numpy()
     axes = model.joint_axis.numpy()
     limits = model.joint_limit.numpy()
-    for jm, jx in info.joint.items():
-        assert model.joint_label[jx] == mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, jm)
+    rows = {jm: (jx, None) for jm, jx in info.joint.items()}
+    for jx, ids in info.d6.items():  # a D6 joint: slides are its linear rows 0.., hinges its angular rows 3..
+        assert model.joint_label[jx] == "+".join(mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, i) for i in ids)
+        slides = [i for i in ids if mj.jnt_type[i] == 2]
+        rows.update({i: (jx, 6 * jx + (slides.index(i) if i in slides else 3 + ids.index(i) - len(slides)))
+                     for i in ids})
+    d6_axes, d6_limits = model.joint_d6_axis.numpy(), model.joint_d6_limit.numpy()
+    for jm, (jx, row) in rows.items():
+        if row is None:
+            assert model.joint_label[jx] == mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, jm)
         if mj.jnt_type[jm] in (2, 3):  # slide, hinge
+            axis, limit = (axes[jx], limits[jx]) if row is None else (d6_axes[row], d6_limits[row])
             parent = jp[jx]
             pose = q[parent] if parent >= 0 else np.array([0, 0, 0, 0, 0, 0, 1.0])
             rot = quat_to_matrix(pose[3:])
             com = model.body_com.numpy()[parent] if parent >= 0 else np.zeros(3)
             frame_rot = rot @ quat_to_matrix(xp[jx, 3:])
-            np.testing.assert_allclose(frame_rot @ axes[jx], d.xaxis[jm], atol=1e-9)
-            np.testing.assert_allclose(pose[:3] + rot @ (com + xp[jx, :3]), d.xanchor[jm], atol=1e-9)
+            np.testing.assert_allclose(frame_rot @ axis, d.xaxis[jm], atol=1e-9)
+            if mj.jnt_type[jm] == 3:  # a hinge's anchor: its joint frame's origin, moved by a D6's slides at qpos0
+                moved = np.zeros(3)
+                for i in info.d6.get(jx, []):
+                    if mj.jnt_type[i] == 2:
+                        moved += mj.qpos0[mj.jnt_qposadr[i]] * d6_axes[rows[i][1]]
+                anchor = pose[:3] + rot @ (com + xp[jx, :3] + quat_to_matrix(xp[jx, 3:]) @ moved)
+                np.testing.assert_allclose(anchor, d.xanchor[jm], atol=1e-9)
             if mj.jnt_limited[jm]:
-                np.testing.assert_allclose(limits[jx], mj.jnt_range[jm], rtol=1e-12)
+                np.testing.assert_allclose(limit, mj.jnt_range[jm], rtol=1e-12)
     jq, _ = info.joint_coordinates(model, mj.qpos0)
     np.testing.assert_allclose(model.joint_q.numpy(), jq, atol=1e-9)
 
@@ -135,9 +149,54 @@ def test_eval_fk_places_bodies_where_mujoco_does():
         np.testing.assert_allclose(qd[b - 1, :3], vel[3:], atol=1e-9)
 
 
-def test_body_with_several_joints_is_refused_naming_file_body_and_joints():
-    with pytest.raises(xsim.AssetError, match=r"hopper\.xml: body 'torso' has 3 joints \(rootx, rootz, rooty\)"):
-        load(asset("hopper"))
+@pytest.mark.parametrize("name", ["humanoid", "hopper", "reacher"])
+def test_eval_fk_places_bodies_where_mujoco_does_through_d6_joints(name):
+    # several MuJoCo joints on one body are one D6 joint whose coordinates are their qpos: humanoid's
+    # hips and shoulders (2 and 3 hinges), hopper's root (2 slides and a hinge), reacher's target (2 slides)
+    mj = mujoco.MjModel.from_xml_path(asset(name))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, info = load(mj)
+    assert info.d6
+    d = mujoco.MjData(mj)
+    rng = np.random.default_rng(2)
+    d.qpos[:] = mj.qpos0 + rng.uniform(-0.5, 0.5, mj.nq)
+    if mj.jnt_type[0] == 0:
+        d.qpos[3:7] /= np.linalg.norm(d.qpos[3:7])
+    d.qvel[:] = rng.uniform(-1.0, 1.0, mj.nv)
+    mujoco.mj_forward(mj, d)
+    state = model.state()
+    jq, jqd = info.joint_coordinates(model, d.qpos, d.qvel)
+    eval_fk(model, xsim.array(jq, dtype=xsim.float64), xsim.array(jqd, dtype=xsim.float64), state)
+    q, qd = state.body_q.numpy(), state.body_qd.numpy()
+    np.testing.assert_allclose(q[:, :3], d.xpos[1:], atol=1e-9)
+    np.testing.assert_allclose(np.abs(np.sum(q[:, 3:] * xyzw(d.xquat[1:]), axis=1)), 1.0, atol=1e-9)
+    for b in range(1, mj.nbody):
+        vel = np.zeros(6)
+        mujoco.mj_objectVelocity(mj, d, mujoco.mjtObj.mjOBJ_BODY, b, vel, 0)
+        np.testing.assert_allclose(qd[b - 1], np.concatenate([vel[3:], vel[:3]]), atol=1e-9)
+    # and eval_ik reads the coordinates back
+    from xsim.sim.kinematics import eval_ik
+
+    back_q, back_qd = xsim.zeros(len(jq), dtype=xsim.float64), xsim.zeros(len(jqd), dtype=xsim.float64)
+    eval_ik(model, state, back_q, back_qd)
+    np.testing.assert_allclose(back_q.numpy(), jq, atol=1e-9)
+    np.testing.assert_allclose(back_qd.numpy(), jqd, atol=1e-9)
+
+
+SLIDE_AFTER_HINGE = """<mujoco><worldbody><body name="b"><joint name="h" type="hinge"/><joint name="s" type="slide"/>
+<geom type="sphere" size=".1"/></body></worldbody></mujoco>"""
+
+
+def test_joints_a_d6_cannot_model_are_refused_naming_the_body_and_joints():
+    with pytest.raises(xsim.AssetError, match=r"<string>: body 'b' has joints h, s: a slide after a hinge"):
+        load(SLIDE_AFTER_HINGE)
+
+
+def test_d6_joint_terms_not_applied_are_listed_and_warned():
+    with pytest.warns(UserWarning, match=r"humanoid\.xml: body 'lwaist': abdomen_z: damping 5"):
+        _, info = load(asset("humanoid"))
+    assert ("abdomen_z", "damping 5 (D6 joints have no drives yet)") in info.unapplied
 
 
 CYLINDER = """<mujoco><worldbody><geom name="floor" type="plane" size="5 5 .1"/>

@@ -248,6 +248,13 @@ class Model(Declared):
     joint_armature: array(dtype=float32)
     """Armature of each revolute or prismatic joint [kg m^2 or kg]: inertia added to the joint's own
     coordinate (a motor's reflected rotor inertia, MuJoCo's ``armature``), shape [joint_count]"""
+    joint_d6_dim: array(dtype=int32)
+    """Free linear, then angular axes of each D6 joint (0 for others), shape [2 joint_count]"""
+    joint_d6_axis: array(dtype=vec3)
+    """A D6 joint's axes in its joint frame: rows 6 j .. 6 j + 2 linear, 6 j + 3 .. 6 j + 5 angular (unused:
+    zero), shape [6 joint_count]"""
+    joint_d6_limit: array(dtype=vec2)
+    """Their lower, upper limits [m or rad], shape [6 joint_count]"""
     joint_drive_velocity: bool
     """Whether any joint has drive damping (the solver then runs a velocity pass over joints)"""
     mesh_indices: array(dtype=int32, ndim=2)

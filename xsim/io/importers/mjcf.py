@@ -14,8 +14,10 @@ What a MuJoCo body becomes:
   slide is MuJoCo's ``qpos``; ball and free joints hold quaternions as (x, y, z, w). Limits are
   MuJoCo's ``range`` where ``limited``; ``damping`` becomes an implicit velocity drive towards 0,
   ``stiffness`` a position drive towards ``springref``, ``armature`` the joint's armature
-  (``Model.joint_armature``). A body with several joints (hopper's root, humanoid's hips) needs a
-  D6 joint, which xsim does not have yet: it is refused, naming the body and its joints;
+  (``Model.joint_armature``). Several joints on one body (hopper's root, humanoid's hips) become
+  one D6 joint: slides first, then hinges about one point (else refused, naming the body), whose
+  coordinates are their ``qpos`` in order (``MjcfImport.d6``); D6 joints have no drives yet, so
+  their damping, stiffness and armature are listed in ``MjcfImport.unapplied`` with a warning;
 - its geoms: sphere, capsule, box, mesh -> shapes (plane: a static plane) with MuJoCo's
   ``contype``/``conaffinity`` bits (``Model.shape_contype``), so the same pairs may touch. A geom
   those bits let collide with no other geom is visual only: xsim has no visual shapes, so it is left
@@ -28,7 +30,8 @@ What a MuJoCo body becomes:
   ``Control`` has no joint forces).
 
 MuJoCo's ``contact``/``exclude`` pairs, ``frictionloss``, tendons, equality constraints
-and sites are not imported (tendons and equalities are refused). Gravity and the time step are the
+and sites are not imported (equalities and tendons that act are refused; a tendon with no limit,
+spring, damper, friction or actuator, which changes nothing, is left out). Gravity and the time step are the
 builder's; MuJoCo's are in ``MjcfImport.gravity``/``timestep``.
 """
 
@@ -63,8 +66,12 @@ class MjcfImport:
     """MuJoCo joint id -> builder joint"""
     shape: dict[int, int]
     """MuJoCo geom id -> builder shape"""
+    d6: dict[int, list[int]] = field(default_factory=dict)
+    """Builder D6 joint -> the MuJoCo joints of one body it stands for, in its coordinates' order"""
     skipped_geoms: list[tuple[str, str]] = field(default_factory=list)
     """(geom name, why) of the geoms left out"""
+    unapplied: list[tuple[str, str]] = field(default_factory=list)
+    """(joint name, what) of joint terms imported without effect (a warning says so too)"""
     actuators: list[dict] = field(default_factory=list)
     """Each actuator: name, kind (position, velocity, motor), builder joint, gear, whether applied"""
     gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)
@@ -97,6 +104,10 @@ class MjcfImport:
                 q[i:i + 3], q[i + 3:i + 7] = qpos[a:a + 3], _xyzw(qpos[a + 3:a + 7])
                 qd[k:k + 3] = qvel[d:d + 3] + np.cross(w, rot @ mj.body_ipos[b])
                 qd[k + 3:k + 6] = w
+        for jx, ids in self.d6.items():  # its coordinates: the qpos of its MuJoCo joints in order
+            for n, jm in enumerate(ids):
+                q[int(qs[jx]) + n] = qpos[int(mj.jnt_qposadr[jm])]
+                qd[int(ds[jx]) + n] = qvel[int(mj.jnt_dofadr[jm])]
         return q, qd
 
 
@@ -173,8 +184,13 @@ def add_mjcf(builder, source, xform=None, floating: bool | None = None,
 
     def fail(what: str) -> AssetError:
         return AssetError(f"add_mjcf: {file}: {what}")
-    if mj.ntendon:
-        raise fail(f"tendon {name(mujoco.mjtObj.mjOBJ_TENDON, 0)!r}: tendons are not supported")
+    for t in range(mj.ntendon):  # a tendon without limit, spring, damper, friction or actuator does nothing
+        acts = [u for u in range(mj.nu) if int(mj.actuator_trntype[u]) == int(mujoco.mjtTrn.mjTRN_TENDON)
+                and int(mj.actuator_trnid[u, 0]) == t]
+        if (mj.tendon_limited[t] or mj.tendon_stiffness[t] or mj.tendon_damping[t] or mj.tendon_frictionloss[t]
+                or acts):
+            raise fail(f"tendon {name(mujoco.mjtObj.mjOBJ_TENDON, t)!r}: tendons are not supported (this one has a "
+                       "limit, spring, damper, friction or actuator)")
     if mj.neq:
         raise fail(f"equality {name(mujoco.mjtObj.mjOBJ_EQUALITY, 0)!r}: equality constraints are not supported")
     world = _xform(xform)
@@ -187,10 +203,6 @@ def add_mjcf(builder, source, xform=None, floating: bool | None = None,
         pb = int(mj.body_parentid[b])
         nj = int(mj.body_jntnum[b])
         label = name(body_obj, b)
-        if nj > 1:
-            joints = [name(joint_obj, int(mj.body_jntadr[b]) + k) for k in range(nj)]
-            raise fail(f"body {label!r} has {nj} joints ({', '.join(joints)}): xsim joins two bodies with one joint, "
-                       "and several joints on one body need a D6 joint, which xsim does not have yet")
         root_free = floating is True and nj == 0 and pb == 0
         static[b] = nj == 0 and static[pb] and not root_free
         pose = _compose(world, (data.xpos[b], _xyzw(data.xquat[b])))
@@ -215,12 +227,63 @@ def add_mjcf(builder, source, xform=None, floating: bool | None = None,
             builder.joints[-1]["label"] = f"{label}_weld" if not root_free else f"{label}_free"
             continue
         j = int(mj.body_jntadr[b])
+        if nj > 1:
+            ids = list(range(j, j + nj))
+            x = _add_d6(builder, mj, ids, parent, k, offset, fail, label, [name(joint_obj, i) for i in ids], out)
+            out.d6[x] = ids
+            continue
         out.joint[j] = _add_joint(builder, mj, j, parent, k, offset, world, floating, fail, name(joint_obj, j))
         builder.joints[out.joint[j]]["label"] = name(joint_obj, j)
     out.joint = {j: x for j, x in out.joint.items() if j >= 0}
     _add_geoms(builder, mj, data, out, world, static, unsupported_geoms, fail, lambda g: name(geom_obj, g))
     _add_actuators(builder, mj, out, lambda u: name(mujoco.mjtObj.mjOBJ_ACTUATOR, u))
     return out
+
+
+def _add_d6(builder, mj, ids: list, parent: int, child: int, offset, fail, body: str, names: list,
+            out: MjcfImport) -> int:
+    """One D6 joint for the MuJoCo joints ``ids`` of one body: slides (any order) then hinges sharing one
+    anchor, whose ``qpos`` are its coordinates in order; their damping, stiffness and armature are not
+    applied (listed in ``out.unapplied``, with a warning)."""
+    kinds = [int(mj.jnt_type[i]) for i in ids]
+    listed = ", ".join(names)
+    if any(k not in (_SLIDE, _HINGE) for k in kinds):
+        raise fail(f"body {body!r} has joints {listed}: several joints on one body must be hinges and slides")
+    if kinds != sorted(kinds):  # _SLIDE < _HINGE
+        raise fail(f"body {body!r} has joints {listed}: a slide after a hinge moves along a turned axis, which "
+                   "xsim's D6 joint does not model (expected the slides first)")
+    hinges = [i for i in ids if int(mj.jnt_type[i]) == _HINGE]
+    anchor = mj.jnt_pos[hinges[0]].copy() if hinges else np.zeros(3)
+    if any(not np.allclose(mj.jnt_pos[i], anchor, atol=1e-12) for i in hinges):
+        raise fail(f"body {body!r}: its hinges ({listed}) have different pos: xsim's D6 joint turns about one point")
+    if any(mj.qpos0[mj.jnt_qposadr[i]] != 0.0 for i in hinges):
+        raise fail(f"body {body!r}: a hinge among {listed} has ref != 0, which a D6 joint does not take")
+    shift = np.zeros(3)
+    rows: tuple[list, list] = ([], [])
+    for i in ids:
+        lo, hi = (float(r) for r in mj.jnt_range[i]) if mj.jnt_limited[i] else (None, None)
+        axis = mj.jnt_axis[i] / np.linalg.norm(mj.jnt_axis[i])
+        rows[int(mj.jnt_type[i]) == _HINGE].append((axis, lo, hi))
+        if int(mj.jnt_type[i]) == _SLIDE:
+            shift -= float(mj.qpos0[mj.jnt_qposadr[i]]) * axis  # the joint frame moved by -ref: joint_q is qpos
+        d = int(mj.jnt_dofadr[i])
+        for term, value in (("damping", mj.dof_damping[d]), ("armature", mj.dof_armature[d]),
+                            ("stiffness", mj.jnt_stiffness[i])):
+            if value != 0.0:
+                out.unapplied.append((names[ids.index(i)], f"{term} {float(value):g} (D6 joints have no drives yet)"))
+    frame = (anchor, np.array([0.0, 0.0, 0.0, 1.0]))
+    xp = _compose(_compose(offset, frame), (shift, np.array([0.0, 0.0, 0.0, 1.0])))
+    try:
+        k = builder.add_joint_d6(parent, child, xp, frame, linear_axes=rows[0], angular_axes=rows[1])
+    except ValueError as e:
+        raise fail(f"body {body!r}, joints {listed}: {e}") from e
+    builder.joints[k]["label"] = "+".join(names)
+    if any(n == names[ids.index(i)] for n, _ in out.unapplied for i in ids):
+        import warnings
+
+        warnings.warn(f"add_mjcf: {out.file}: body {body!r}: " + "; ".join(
+            f"{n}: {why}" for n, why in out.unapplied if n in names), stacklevel=3)
+    return k
 
 
 def _kind_word(kind) -> str:

@@ -1,5 +1,5 @@
 """Joint kernels of the XPBD solver (Mueller et al. 2020, sec. 3.3 and 3.4): fixed, revolute,
-prismatic, ball and distance joints, position limits and drives, as positional and angular corrections with
+prismatic, ball, distance and D6 joints, position limits and drives, as positional and angular corrections with
 generalized inverse masses.
 
 Each joint is one thread that solves its own constraints one after the other on local copies of
@@ -31,13 +31,17 @@ their cross product) and its twist (the swing-twist decomposition's rotation abo
 axis, corrected about the axes' bisector, which leaves the swing alone), as in sec. 3.4; these two
 hard rows are solved together with the attachment point (``align_points``), so that holding the
 point does not undo them. A distance joint is one hard row along the line between its two points,
-active while their distance is outside [min, max] (the joint's limits).
+active while their distance is outside [min, max] (the joint's limits). A D6 joint locks what its
+axes leave: with one angular axis it is a hinge about it (the revolute rows), with two the parent's
+first axis is kept perpendicular to the child's second, with three nothing; each angle (the Euler
+angles of ``kinematics.d6_angles``) is limited by a hard row about the axis that turns it alone, and
+the attachment point may move along the linear axes within their limits.
 """
 
 import xsim
 from xsim.sim.generic import Float, Floats, Transforms, Vec6s, Vec8s
-from xsim.sim.kinematics import hinge_angle
-from xsim.sim.rigid import JOINT_BALL, JOINT_DISTANCE, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
+from xsim.sim.kinematics import d6_angles, d6_basis, hinge_angle
+from xsim.sim.rigid import JOINT_BALL, JOINT_D6, JOINT_DISTANCE, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 from .bundles import BodyArrays, JointArrays
 from .rigid_kernels import (
@@ -262,6 +266,19 @@ def solve_joints(Xc: Transforms, X0: Transforms, bodies: BodyArrays, joints: Joi
         if ke > 0.0:
             alpha = inv_h2 / ke
         # angular constraints (one inlined copy of each solve serves every joint type: smaller code)
+        # a D6 joint: free linear and angular axes; with one angular axis it is a hinge about it
+        nl = 0
+        na = 0
+        hinge = 0
+        if kind == JOINT_REVOLUTE:
+            hinge = 1
+        if kind == JOINT_D6:
+            nl = joints.d6_dim[2 * j]
+            na = joints.d6_dim[2 * j + 1]
+            if na == 1:
+                hinge = 1
+                axis = joints.d6_axis[6 * j + 3]
+                lim = joints.d6_limit[6 * j + 3]
         if kind != JOINT_BALL and kind != JOINT_DISTANCE:
             qjp = qp * jp.q
             qjc = qc * jc.q
@@ -269,10 +286,39 @@ def solve_joints(Xc: Transforms, X0: Transforms, bodies: BodyArrays, joints: Joi
             corr = type(xp)(dq[0], dq[1], dq[2]) * 2.0  # fixed, prismatic: align the whole frame
             if dq[3] < 0.0:
                 corr = -corr
-            if kind == JOINT_REVOLUTE:  # align the hinge axes only
+            if hinge == 1:  # align the hinge axes only
                 corr = xsim.cross(xsim.quat_rotate(qjc, axis), xsim.quat_rotate(qjp, axis))
+            if na == 2:  # two axes: the parent's first stays perpendicular to the child's second
+                a_p = xsim.quat_rotate(qjp, joints.d6_axis[6 * j + 3])
+                b_c = xsim.quat_rotate(qjc, joints.d6_axis[6 * j + 4])
+                n = xsim.cross(a_p, b_c)
+                sn = xsim.length(n)
+                corr = type(xp)()
+                if sn > 0.0:
+                    corr = n * (xsim.asin(xsim.clamp(xsim.dot(a_p, b_c), -1.0, 1.0)) / sn)
+            if na == 3:
+                corr = type(xp)()
             qp, qc = align_rotation(qp, iip, qc, iic, corr)
-        if kind == JOINT_REVOLUTE:
+        if kind == JOINT_D6 and na >= 2:  # each angle's limit, about the axis that turns it alone
+            e1, e2, e3, sign = d6_basis(joints.d6_axis, j, na)
+            for i in range(3):
+                if i < na:
+                    qjp = qp * jp.q
+                    qjc = qc * jc.q
+                    t1, t2, t3 = d6_angles(xsim.quat_inverse(qjp) * qjc, e1, e2, e3)
+                    ang = t1
+                    w_axis = xsim.quat_rotate(qjp, e1)
+                    if i == 1:
+                        ang = t2
+                        w_axis = xsim.quat_rotate(qjp * xsim.quat_from_axis_angle(e1, t1), e2)
+                    if i == 2:
+                        ang = t3 * sign
+                        w_axis = xsim.quat_rotate(qjc, e3) * sign
+                    lim_i = joints.d6_limit[6 * j + 3 + i]
+                    over_i = limit_violation(ang, lim_i[0], lim_i[1])
+                    if over_i != 0.0:
+                        qp, qc, dl = rotate_along(qp, iip, qc, iic, w_axis, over_i, lam_j * 0.0, lam_j * 0.0)
+        if hinge == 1:
             theta, a = hinge_angle(qp * jp.q, qc * jc.q, axis)
             over = limit_violation(theta, lim[0], lim[1])
             if over != 0.0 or ke > 0.0:
@@ -330,6 +376,14 @@ def solve_joints(Xc: Transforms, X0: Transforms, bodies: BodyArrays, joints: Joi
             s = xsim.dot(d, a)
             over = limit_violation(s, lim[0], lim[1])
             corr = a * (s + over) - d
+        if kind == JOINT_D6:  # free along its linear axes, inside their limits
+            qjp = qp * jp.q
+            for i in range(3):
+                if i < nl:
+                    a = xsim.quat_rotate(qjp, joints.d6_axis[6 * j + i])
+                    s_i = xsim.dot(d, a)
+                    lim_i = joints.d6_limit[6 * j + i]
+                    corr = corr + a * (s_i + limit_violation(s_i, lim_i[0], lim_i[1]))
         if kind == JOINT_DISTANCE:  # one row along the line between the points, where a limit is passed
             length = xsim.length(d)
             over = limit_violation(length, lim[0], lim[1])
