@@ -336,12 +336,14 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin):
 
     # -- robots from files ------------------------------------------------------------------------------
 
-    def add_mjcf(self, source, xform=None, floating: bool | None = None, unsupported_geoms: str = "error"):
+    def add_mjcf(self, source, xform=None, floating: bool | None = None, unsupported_geoms: str = "error",
+                 collision: bool = True):
         """Import an MJCF robot compiled by MuJoCo (``xsim[mjcf]``): a path, XML text, ``MjSpec`` or
         ``MjModel``, placed by ``xform``. Returns the index maps (``xsim.io.importers.mjcf``)."""
         from ..io.importers.mjcf import add_mjcf
 
-        return add_mjcf(self, source, xform=xform, floating=floating, unsupported_geoms=unsupported_geoms)
+        return add_mjcf(self, source, xform=xform, floating=floating, unsupported_geoms=unsupported_geoms,
+                        collision=collision)
 
     def add_urdf(self, source, xform=None, floating: bool = False, package_dirs=(), unsupported_geoms: str = "error",
                  collision: bool = True):

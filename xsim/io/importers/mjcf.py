@@ -164,12 +164,13 @@ def _collides(mj) -> np.ndarray:
 
 
 def add_mjcf(builder, source, xform=None, floating: bool | None = None,
-             unsupported_geoms: str = "error") -> MjcfImport:
+             unsupported_geoms: str = "error", collision: bool = True) -> MjcfImport:
     """Import an MJCF robot into ``builder`` (module docstring). ``source``: a file path, XML text, a
     ``mujoco.MjSpec`` or ``mujoco.MjModel``; ``xform``: where MuJoCo's world frame goes ((p, q) or 7
     numbers); ``floating``: None as in the file, True gives a root body without a joint a free joint,
     False fixes a root's free joint to the world; ``unsupported_geoms``: ``"error"`` or ``"skip"``
-    for colliding geoms of a type xsim lacks. Returns the ``MjcfImport`` index maps."""
+    for colliding geoms of a type xsim lacks; ``collision=False`` imports no geoms (MuJoCo's masses stay).
+    Returns the ``MjcfImport`` index maps."""
     from ...sim.rigid import _xform
 
     if unsupported_geoms not in ("error", "skip"):
@@ -235,7 +236,8 @@ def add_mjcf(builder, source, xform=None, floating: bool | None = None,
         out.joint[j] = _add_joint(builder, mj, j, parent, k, offset, world, floating, fail, name(joint_obj, j))
         builder.joints[out.joint[j]]["label"] = name(joint_obj, j)
     out.joint = {j: x for j, x in out.joint.items() if j >= 0}
-    _add_geoms(builder, mj, data, out, world, static, unsupported_geoms, fail, lambda g: name(geom_obj, g))
+    if collision:
+        _add_geoms(builder, mj, data, out, world, static, unsupported_geoms, fail, lambda g: name(geom_obj, g))
     _add_actuators(builder, mj, out, lambda u: name(mujoco.mjtObj.mjOBJ_ACTUATOR, u))
     return out
 
