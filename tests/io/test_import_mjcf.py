@@ -117,7 +117,7 @@ def rollout_error(mj, seconds: float, substeps: int, seed: int = 0) -> float:
     eval_fk(model, xsim.array(jq, dtype=xsim.float64), xsim.array(jqd, dtype=xsim.float64), s0)
     solver = SolverXPBD(model, substeps=substeps, iterations=1)
     worst = 0.0
-    for _ in range(int(round(seconds / 1e-4))):
+    for _ in range(round(seconds / 1e-4)):
         mujoco.mj_step(mj, d)
         solver.step(s0, s1, None, 1e-4)
         s0, s1 = s1, s0

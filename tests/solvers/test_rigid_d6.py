@@ -3,12 +3,11 @@ one free axis a D6 joint is the matching revolute or prismatic joint; with three
 
 import numpy as np
 import pytest
+from test_rigid import check_velocity_gradient  # same folder (pytest puts it on sys.path)
 
 import xsim
 from xsim.sim.builder import ModelBuilder
 from xsim.solvers.xpbd.solver import SolverXPBD
-
-from test_rigid import check_velocity_gradient  # same folder (pytest puts it on sys.path)
 
 CHILD = ((-0.5, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))  # the joint 0.5 m from the body's com, along -x
 

@@ -36,7 +36,15 @@ import xsim
 from xsim import types as T
 
 from .generic import Floats, Ints, Transforms, Vec3s, Vec6s, specialized
-from .rigid import JOINT_BALL, JOINT_D6, JOINT_DISTANCE, JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
+from .rigid import (
+    JOINT_BALL,
+    JOINT_D6,
+    JOINT_DISTANCE,
+    JOINT_FIXED,
+    JOINT_FREE,
+    JOINT_PRISMATIC,
+    JOINT_REVOLUTE,
+)
 
 # coordinates per joint type (Newton's counts): JOINT_* code -> (joint_q entries, joint_qd entries)
 COORD_COUNTS = {JOINT_PRISMATIC: (1, 1), JOINT_REVOLUTE: (1, 1), JOINT_BALL: (4, 3), JOINT_FIXED: (0, 0),
@@ -229,7 +237,7 @@ def eval_ik_kernel(body_q: Transforms, body_qd: Vec6s, body_com: Vec3s, joint_ty
         rel_q = xsim.quat_inverse(jp.q) * jc.q
         t1, t2, t3 = d6_angles(rel_q, e1, e2, e3)
         if na == 1:  # as a revolute joint measures it
-            t1, e_world = hinge_angle(jp.q, jc.q, e1)
+            t1, _ = hinge_angle(jp.q, jc.q, e1)
         # the angles' rates: w_rel = e1 dt1 + R1 e2 dt2 + R1 R2 e3 dt3 (parent joint frame), solved by the
         # reciprocal basis
         w_rel = xsim.quat_rotate_inv(jp.q, wc - wp)

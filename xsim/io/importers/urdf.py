@@ -76,8 +76,7 @@ def _resolve(filename: str, base: str, package_dirs, fail, link: str) -> str:
                 if os.path.isfile(candidate):
                     return candidate
         raise fail(f"link {link!r}: mesh {filename!r} not found in package_dirs (tried {', '.join(tried) or 'none'})")
-    if filename.startswith("file://"):
-        filename = filename[len("file://"):]
+    filename = filename.removeprefix("file://")
     path = filename if os.path.isabs(filename) else os.path.join(base, filename)
     if not os.path.isfile(path):
         raise fail(f"link {link!r}: mesh file {path!r} not found")

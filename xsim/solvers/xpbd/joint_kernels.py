@@ -212,8 +212,8 @@ def predict_joint_coordinates(Xc: Transforms, X0: Transforms, qd: Vec6s, bodies:
         bp = joints.parent[j]
         bc = joints.child[j]
         zero = type(joints.axis[j])()
-        xp, qp, imp, iip = load_body(bp, Xc, X0, zero, bodies.inv_mass, bodies.inv_inertia)
-        xc, qc, imc, iic = load_body(bc, Xc, X0, zero, bodies.inv_mass, bodies.inv_inertia)
+        xp, qp, _, _ = load_body(bp, Xc, X0, zero, bodies.inv_mass, bodies.inv_inertia)
+        xc, qc, _, _ = load_body(bc, Xc, X0, zero, bodies.inv_mass, bodies.inv_inertia)
         vp, wp = body_velocity(bp, qd, xp)
         vc, wc = body_velocity(bc, qd, xc)
         jp = joints.X_p[j]
