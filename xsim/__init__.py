@@ -47,6 +47,7 @@ from .device import (
     synchronize_device,
 )
 from .errors import (
+    AssetError,
     CompileError,
     SceneError,
     WarpCodegenAttributeError,

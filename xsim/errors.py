@@ -79,3 +79,15 @@ def warn_to_stderr(message: str, category: type[Warning] = UserWarning, stacklev
     with warnings.catch_warnings():
         warnings.showwarning = show
         warnings.warn(message, category, stacklevel=stacklevel + 1)
+
+
+class AssetError(ValueError):
+    """A robot or asset file (URDF, MJCF, USD) xsim cannot import: names the file, the element (its
+    name or path in the file) and what was expected or is not supported."""
+
+
+def missing_extra(feature: str, module: str, extra: str) -> ImportError:
+    """The error for an optional package that is not installed: which feature needs it and which
+    ``xsim[extra]`` brings it."""
+    return ImportError(f"{feature} needs the package {module!r}, which is not installed: "
+                       f"pip install 'xsim[{extra}]' (or pip install {module})")

@@ -139,6 +139,8 @@ class BroadPhase:
                 self.mesh_centre[s] = 0.5 * (p.min(0) + p.max(0))
                 self.mesh_half[s] = 0.5 * (p.max(0) - p.min(0))
         self.shape_world = r.shape_world.numpy().astype(np.int64)
+        self.contype = np.asarray(r.shape_contype, dtype=np.int64).reshape(-1)
+        self.conaffinity = np.asarray(r.shape_conaffinity, dtype=np.int64).reshape(-1)
         inv_mass = r.body_inv_mass.numpy()
         self.dynamic = np.append(inv_mass > 0.0, False)  # index -1: the world
         # pairs of bodies that a joint connects do not collide (a free joint connects nothing)
@@ -222,11 +224,14 @@ class BroadPhase:
     def eligible(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Which shape pairs (a, b) may collide at all: of the same world (or one of them global, world
         -1), on different bodies, at least one of them dynamic, not connected by a joint, of types that
-        have contacts. The one place that decides whether two shapes interact."""
+        have contacts, with a contype bit of one in the conaffinity of the other (``Model.shape_contype``).
+        The one place that decides whether two shapes interact."""
         ba, bb = self.shape_body[a], self.shape_body[b]
         wa, wb = self.shape_world[a], self.shape_world[b]
         ok = ((wa == wb) | (wa < 0) | (wb < 0)) & (ba != bb) & (self.dynamic[ba] | self.dynamic[bb])
         ok &= self.roles[self.shape_type[a], self.shape_type[b], 0] >= 0
+        if len(self.contype):
+            ok &= ((self.contype[a] & self.conaffinity[b]) | (self.contype[b] & self.conaffinity[a])) != 0
         if len(self.joined):
             ok &= ~np.isin(self._key(np.minimum(ba, bb), np.maximum(ba, bb)), self.joined)
         return ok

@@ -24,6 +24,7 @@ from ..sim.builder import DEFAULT_BEND_COMPLIANCE, DEFAULT_PARTICLE_RADIUS
 from ..sim.worlds import world_offsets
 from .bodies import BodyPart, add_bodies, add_joints, body_keys, check_body, check_joint, joint_keys
 from .files import PREVIEW_SUFFIXES, USD_SUFFIXES, file_problem
+from .robots import add_robots, check_robot, robot_keys
 from .schema import (
     Invalid,
     Key,
@@ -154,14 +155,15 @@ COLLIDER_KEYS = {ctype: {"type": Key(string(tuple(_COLLIDER_TYPES))), "name": Ke
 
 BODY_KEYS, SHAPE_KEYS = body_keys(_placement, _mu, Key(_name, None, "prim name in the USD file; joints refer to it"))
 JOINT_KEYS = joint_keys(_placement)
+ROBOT_KEYS = robot_keys(_placement, Key(_name, None, "prefix of its bodies' prim names in the USD file"))
 
 LAYOUT_KEYS = {
     "replicate": Key(integer(minimum=1), 1, "copies of the scene, each its own world: copies never touch"),
     "spacing": Key(_vec3, (0.0, 0.0, 0.0), "[x, y, z] m between copies: a line, square or cube grid"),
 }
 
-TOP_KEYS = ("replicate", "spacing", "sim", "output", "cloth", "collider", "body", "joint", "optimize")
-_TOP_TABLES = ("one of the tables [sim], [output], [[cloth]], [[collider]], [[body]], [[joint]], [optimize] "
+TOP_KEYS = ("replicate", "spacing", "sim", "output", "cloth", "collider", "body", "joint", "robot", "optimize")
+_TOP_TABLES = ("one of the tables [sim], [output], [[cloth]], [[collider]], [[body]], [[joint]], [[robot]], [optimize] "
                "or the keys replicate, spacing")
 
 
@@ -214,6 +216,7 @@ class Scene:
     parts: list[ClothPart] = field(default_factory=list)
     bodies: list[dict] = field(default_factory=list)
     joints: list[dict] = field(default_factory=list)
+    robots: list[dict] = field(default_factory=list)  # checked [[robot]] tables (``io.robots``)
     body_parts: list[BodyPart] = field(default_factory=list)
     optimize: Any = None  # the checked [optimize] table (``io.optimize.OptimizeSettings``), if any
     replicate: int = 1    # copies of the scene, each its own world (``ModelBuilder.replicate``)
@@ -234,6 +237,7 @@ class Scene:
         first_body = one.body_count
         body_parts = add_bodies(one, self.bodies)
         add_joints(one, self.joints, self.bodies, first_body)
+        body_parts += add_robots(one, self.robots)
         if self.replicate == 1:
             self.parts, self.body_parts = parts, body_parts
             return b
@@ -352,9 +356,11 @@ def _check_scene(raw: dict, path: Path) -> Scene:
               for i, b in enumerate(_array_of_tables(raw, "body"))]
     _name_parts(bodies, "body")
     joints = [check_joint(j, f"joint[{i}]", JOINT_KEYS, bodies) for i, j in enumerate(_array_of_tables(raw, "joint"))]
+    robots = [check_robot(r, f"robot[{i}]", ROBOT_KEYS, path) for i, r in enumerate(_array_of_tables(raw, "robot"))]
+    _name_parts(robots, "robot")
     layout = check_table({key: raw[key] for key in LAYOUT_KEYS if key in raw}, "", LAYOUT_KEYS)
     scene = Scene(path=path, name=name, sim=sim, output=output, cloths=cloths, colliders=colliders,
-                  bodies=bodies, joints=joints, **layout)
+                  bodies=bodies, joints=joints, robots=robots, **layout)
     if "optimize" in raw:
         if scene.replicate != 1:
             raise Invalid("replicate", "1 in a scene with [optimize] (an optimization fits one world)",

@@ -334,6 +334,27 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin):
         self.colliders.append(c)
         return c
 
+    # -- robots from files ------------------------------------------------------------------------------
+
+    def add_mjcf(self, source, xform=None, floating: bool | None = None, unsupported_geoms: str = "error",
+                 collision: bool = True):
+        """Import an MJCF robot compiled by MuJoCo (``xsim[mjcf]``): a path, XML text, ``MjSpec`` or
+        ``MjModel``, placed by ``xform``. Returns the index maps (``xsim.io.importers.mjcf``)."""
+        from ..io.importers.mjcf import add_mjcf
+
+        return add_mjcf(self, source, xform=xform, floating=floating, unsupported_geoms=unsupported_geoms,
+                        collision=collision)
+
+    def add_urdf(self, source, xform=None, floating: bool = False, package_dirs=(), unsupported_geoms: str = "error",
+                 collision: bool = True):
+        """Import a URDF robot parsed by yourdfpy (``xsim[urdf]``): a path or XML text, its root link
+        placed by ``xform``, welded to the world unless ``floating``. Returns the name maps
+        (``xsim.io.importers.urdf``)."""
+        from ..io.importers.urdf import add_urdf
+
+        return add_urdf(self, source, xform=xform, floating=floating, package_dirs=package_dirs,
+                        unsupported_geoms=unsupported_geoms, collision=collision)
+
     # -- finalize -------------------------------------------------------------------------------------
 
     def finalize(self, device="cpu", requires_grad: bool = False, dtype=T.float32) -> Model:

@@ -245,6 +245,16 @@ class Model(Declared):
     """Drive stiffness [N m/rad or N/m] (0: no position drive), shape [joint_count]"""
     joint_target_kd: array(dtype=float32)
     """Drive damping [N m s/rad or N s/m], shape [joint_count]"""
+    joint_armature: array(dtype=float32)
+    """Armature of each revolute or prismatic joint [kg m^2 or kg]: inertia added to the joint's own
+    coordinate (a motor's reflected rotor inertia, MuJoCo's ``armature``), shape [joint_count]"""
+    joint_d6_dim: array(dtype=int32)
+    """Free linear, then angular axes of each D6 joint (0 for others), shape [2 joint_count]"""
+    joint_d6_axis: array(dtype=vec3)
+    """A D6 joint's axes in its joint frame: rows 6 j .. 6 j + 2 linear, 6 j + 3 .. 6 j + 5 angular (unused:
+    zero), shape [6 joint_count]"""
+    joint_d6_limit: array(dtype=vec2)
+    """Their lower, upper limits [m or rad], shape [6 joint_count]"""
     joint_drive_velocity: bool
     """Whether any joint has drive damping (the solver then runs a velocity pass over joints)"""
     mesh_indices: array(dtype=int32, ndim=2)
@@ -253,6 +263,19 @@ class Model(Declared):
     """Static mesh vertices in their shapes' frames [m], shape [mesh_vertex_count]"""
     mesh_shape: array(dtype=int32)
     """Shape of each static mesh triangle, shape [mesh_triangle_count]"""
+
+    # -- names (Newton's ``*_label``): the file's names for imported robots, else ``body_3``, ``shape_0``...
+    body_label: list[str] = field(default_factory=list)
+    """Name of each body, [body_count]"""
+    shape_label: list[str] = field(default_factory=list)
+    """Name of each shape (the ground: ``shape_<n>``), [shape_count]"""
+    joint_label: list[str] = field(default_factory=list)
+    """Name of each joint, [joint_count]"""
+    shape_contype: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Collision bits of each shape (MuJoCo's ``contype``; numpy int64, default 1): shapes a and b may touch
+    only where contype[a] & conaffinity[b] or contype[b] & conaffinity[a] is non-zero, [shape_count]"""
+    shape_conaffinity: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Collision affinity bits of each shape (MuJoCo's ``conaffinity``; default 1), [shape_count]"""
 
     # -- made on first use
     _kinematics: tuple | None = field(default=None, repr=False, compare=False)

@@ -31,6 +31,8 @@ from . import validate
 
 # joint type codes (Newton's numbering), shared with the solver's joint kernels
 JOINT_PRISMATIC, JOINT_REVOLUTE, JOINT_BALL, JOINT_FIXED, JOINT_FREE = 0, 1, 2, 3, 4
+JOINT_DISTANCE, JOINT_D6 = 5, 6
+D6_AXES = 6  # rows per joint of Model.joint_d6_axis / joint_d6_limit: 3 linear, then 3 angular
 NO_LIMIT = 1.0e10  # a limit this large (or None) means none
 DEFAULT_MU = 0.5
 BOX_CORNER_ROUNDING = 0.05  # fraction of the smallest half extent
@@ -116,7 +118,8 @@ class RigidBuilderMixin:
         self.shapes.append({"body": int(body), "type": kind, "p": p, "q": q, "size": tuple(float(s) for s in size),
                             "radius": float(radius), "points": np.asarray(points, dtype=np.float64).reshape(-1, 3),
                             "mass_fn": mass_fn, "density": density, "mu": float(mu),
-                            "restitution": float(restitution), "mesh": mesh,
+                            "restitution": float(restitution), "mesh": mesh, "label": None,
+                            "contype": 1, "conaffinity": 1,
                             "world": self.bodies[body]["world"] if body >= 0 else self.current_world})
         return len(self.shapes) - 1
 
@@ -268,7 +271,8 @@ class RigidBuilderMixin:
                       NO_LIMIT if limit_upper is None else float(limit_upper)),
             "target_q": 0.0 if target_q is None else float(target_q),
             "target_qd": 0.0 if target_qd is None else float(target_qd),
-            "ke": float(target_ke), "kd": float(target_kd)})
+            "ke": float(target_ke), "kd": float(target_kd), "armature": 0.0, "label": None,
+            "d6": ([], [])})
         return len(self.joints) - 1
 
     def add_joint_revolute(self, parent: int, child: int, parent_xform=None, child_xform=None,
@@ -313,6 +317,48 @@ class RigidBuilderMixin:
     def add_joint_fixed(self, parent: int, child: int, parent_xform=None, child_xform=None) -> int:
         """Welds the child to the parent: the joint frames coincide."""
         return self._add_joint(JOINT_FIXED, parent, child, parent_xform, child_xform)
+
+    def add_joint_distance(self, parent: int, child: int, parent_xform=None, child_xform=None,
+                           min_distance: float = -1.0, max_distance: float = 1.0) -> int:
+        """Keeps the distance between the joint frames' origins (``parent_xform`` in the parent's frame,
+        -1: the world; ``child_xform`` in the child's) within [``min_distance``, ``max_distance``] (m;
+        a negative one: no such limit), Newton's meaning; rotation is free. Its coordinates are a free
+        joint's (child joint frame in the parent joint frame, 7 and 6)."""
+        lo = None if min_distance < 0.0 else float(min_distance)
+        hi = None if max_distance < 0.0 else float(max_distance)
+        return self._add_joint(JOINT_DISTANCE, parent, child, parent_xform, child_xform, limit_lower=lo,
+                               limit_upper=hi)
+
+    def add_joint_d6(self, parent: int, child: int, parent_xform=None, child_xform=None, linear_axes=(),
+                     angular_axes=()) -> int:
+        """A joint free along up to 3 ``linear_axes`` and about up to 3 ``angular_axes`` (joint frame),
+        each an axis or (axis, lower, upper) with limits in m or rad (None: none); the rest is locked.
+        The child joint frame sits at sum_i q_i l_i in the parent joint frame, turned by
+        R(a_1, theta_1) R(a_2, theta_2) R(a_3, theta_3) (each angle about its axis carried by the
+        rotations before it, as MuJoCo's hinges on one body and Newton's D6); ``joint_q`` holds the
+        q_i then the theta_i. The axes of a kind must be orthonormal. Drives are not supported yet."""
+        groups = []
+        for what, axes in (("linear_axes", linear_axes), ("angular_axes", angular_axes)):
+            rows = []
+            for a in axes:
+                plain = len(a) == 3 and all(np.isscalar(c) for c in a)  # an axis alone, else (axis, lower, upper)
+                axis, lo, hi = (a, None, None) if plain else a
+                v = np.asarray(axis, dtype=np.float64)
+                if v.shape != (3,) or not np.linalg.norm(v) > 0.0:
+                    raise ValueError(f"add_joint_d6: {what}: each axis must be 3 numbers, not zero, got {axis!r}")
+                if lo is not None and hi is not None and lo > hi:
+                    raise ValueError(f"add_joint_d6: {what}: lower limit {lo} above upper limit {hi}")
+                rows.append((v / np.linalg.norm(v), -NO_LIMIT if lo is None else float(lo),
+                             NO_LIMIT if hi is None else float(hi)))
+            if len(rows) > 3:
+                raise ValueError(f"add_joint_d6: at most 3 {what}, got {len(rows)}")
+            basis = np.array([r[0] for r in rows]).reshape(-1, 3)
+            if not np.allclose(basis @ basis.T, np.eye(len(rows)), atol=1e-9):
+                raise ValueError(f"add_joint_d6: the {what} must be orthonormal, got {basis.tolist()}")
+            groups.append(rows)
+        k = self._add_joint(JOINT_D6, parent, child, parent_xform, child_xform)
+        self.joints[k]["d6"] = tuple(groups)
+        return k
 
     def add_joint_free(self, child: int, parent: int = -1, parent_xform=None, child_xform=None) -> int:
         """A free joint (no constraint): bookkeeping for articulations; ``add_body`` bodies are free."""
@@ -393,10 +439,29 @@ class RigidBuilderMixin:
             joint_target_qd=arr([j["target_qd"] for j in joints], s, True, nj),
             joint_target_ke=arr([j["ke"] for j in joints], s, True, nj),
             joint_target_kd=arr([j["kd"] for j in joints], s, True, nj),
+            joint_armature=arr([j["armature"] for j in joints], s, True, nj),
+            joint_d6_dim=arr(np.reshape([(len(j["d6"][0]), len(j["d6"][1])) for j in joints], -1), int, n=2 * nj),
+            joint_d6_axis=arr(np.reshape([_d6_rows(j, 0) for j in joints], (-1, 3)), v3, n=D6_AXES * nj),
+            joint_d6_limit=arr(np.reshape([_d6_rows(j, 1) for j in joints], (-1, 2)), v2, n=D6_AXES * nj),
             joint_drive_velocity=any(j["kd"] > 0.0 for j in joints),
+            body_label=[b["label"] or f"body_{k}" for k, b in enumerate(self.bodies)],
+            shape_label=[sh.get("label") or f"shape_{k}" for k, sh in enumerate(shapes)],
+            shape_contype=np.asarray([sh.get("contype", 1) for sh in shapes], dtype=np.int64),
+            shape_conaffinity=np.asarray([sh.get("conaffinity", 1) for sh in shapes], dtype=np.int64),
+            joint_label=[j["label"] or f"joint_{k}" for k, j in enumerate(joints)],
             mesh_indices=arr(mesh_f, int, n=(len(mesh_f), 3)), mesh_vertices=arr(mesh_v, v3, True, len(mesh_v)),
             mesh_shape=arr(mesh_shape, int, n=len(mesh_shape)),
         )
+
+
+def _d6_rows(joint: dict, part: int) -> list:
+    """A joint's ``D6_AXES`` rows of axes (part 0) or limits (part 1): linear then angular, unused rows
+    zero axes and no limits."""
+    rows = []
+    for group in joint["d6"]:
+        padded = list(group) + [(np.zeros(3), -NO_LIMIT, NO_LIMIT)] * (3 - len(group))
+        rows += [r[0] if part == 0 else (r[1], r[2]) for r in padded]
+    return rows
 
 
 def plane_xform(plane) -> tuple[np.ndarray, np.ndarray]:

@@ -52,6 +52,10 @@ class JointArrays:
     cone_limit: Floats  # rad, a ball joint's swing limit
     target_ke: Floats  # drive stiffness (N m/rad or N/m; 0: no position drive)
     target_kd: Floats  # drive damping (N m s/rad or N s/m)
+    armature: Floats  # inertia of the joint's own coordinate (kg m^2 or kg; 0: none)
+    d6_dim: Ints  # a D6 joint's free linear, angular axes: [2 j], [2 j + 1]
+    d6_axis: Vec3s  # its axes, joint frame: 6 rows per joint, linear then angular
+    d6_limit: Vec2s  # their limits
 
 
 @xsim.struct

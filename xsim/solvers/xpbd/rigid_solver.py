@@ -126,6 +126,8 @@ class RigidStep:
     lam_c: xsim.array | None = None  # contacts' normal multipliers of the substep so far, [n_contacts]
     lam_t: xsim.array | None = None  # and tangential ones
     lam_j: xsim.array | None = None  # joints' drive multipliers, [joint_count]
+    lam_a: xsim.array | None = None  # joints' armature multipliers, [joint_count]
+    q_pred: xsim.array | None = None  # joint coordinates the armatures carry on to (``predict_joint_coordinates``)
     delta: xsim.array | None = None  # this pass's accumulated rigid corrections, vector(8) [body_count]
     pdelta: xsim.array | None = None  # and the particles' (None without particle coupling)
     pdv: xsim.array | None = None  # the particles' velocity-pass corrections, vector(8) [body_count]
@@ -155,6 +157,7 @@ class RigidStepper:
         self.pipeline = CollisionPipeline(m)  # finds the contacts of a step given none
         self._contacts = self.pipeline.contacts()
         self.kn = self.pipeline.kernels
+        self._armature = bool(r.joint_count) and bool(np.any(r.joint_armature.numpy() > 0.0))
         # the model's arrays as the kernels take them (``model_arrays``)
         self._bodies = self._joints = self._shapes = None  # (shapes: with the step's unit frames, _find_contacts)
         self._uploads: dict = {}  # reused host-written buffers of the step's contacts (_put)
@@ -291,6 +294,11 @@ class RigidStepper:
         xsim.launch(self.k.integrate_bodies, nb, inputs=[st.xc, st.qd, st.bodies, self._gravity, st.h],
                     outputs=[st.x_pred, st.qd_pre])
         st.lam_c, st.lam_t, st.lam_j = self._lam_contacts, self._lam_contacts, self._lam_joints
+        st.lam_a = st.q_pred = self._lam_joints
+        if self._armature:
+            st.q_pred = self.buffers.get("q_pred", r.joint_count, self.model.dtype, st.grad)
+            xsim.launch(self.kj.predict_joint_coordinates, r.joint_count, inputs=[st.xc, st.x0, st.qd, st.bodies,
+                                                                                  st.joints, st.target_qd, st.h], outputs=[st.q_pred])
         st.xi = st.x_pred
 
     def solve(self, st: RigidStep) -> None:
@@ -321,10 +329,11 @@ class RigidStepper:
             st.lam_c, st.lam_t, st.held = lam_out, lam_t_out, held
         if r.joint_count:
             lam_out = self.buffers.get("lam_j", r.joint_count, m.dtype, grad, avoid=(st.lam_j,))
+            lam_a_out = self.buffers.get("lam_a", r.joint_count, m.dtype, grad, avoid=(st.lam_a,))
             xsim.launch(self.kj.solve_joints, r.joint_count, inputs=[
-                xi, st.x0, st.xc, st.bodies, st.joints, st.target_q, st.lam_j, 1.0 / (st.h * st.h), split],
-                outputs=[lam_out, st.delta])
-            st.lam_j = lam_out
+                xi, st.x0, st.xc, st.bodies, st.joints, st.target_q, st.lam_j, st.q_pred, st.lam_a,
+                1.0 / (st.h * st.h), split], outputs=[lam_out, lam_a_out, st.delta])
+            st.lam_j, st.lam_a = lam_out, lam_a_out
 
     def _pass_geometry(self, st: RigidStep) -> tuple[list, list]:
         """A position pass's per-contact arrays: the geometry ``measure_contacts`` writes (normal, depth,
