@@ -3,28 +3,36 @@
 solved together in the Jacobi/mass-splitting pass of ``particle_constraints.py``.
 
 Per tet with rest shape matrix Dm (columns x1 - x0, x2 - x0, x3 - x0 at rest), rest volume V and
-deformation gradient F = Ds Dm^-1:
+deformation gradient F = Ds Dm^-1 (linear in the positions), the stable Neo-Hookean energy without its
+log term, ``V (mu/2 tr(F^T F) + lam/2 (det F - g)^2)`` with ``g = 1 + mu / lam``, is two constraints:
 
-- deviatoric ``C_D = sqrt(tr(F^T F))`` with compliance ``1 / (mu V)``: the energy ``V mu/2 tr(F^T F)``;
-- hydrostatic ``C_H = det F - g`` with compliance ``1 / (lam V)`` and ``g = 1 + mu / lam``: the energy
-  ``V lam/2 (det F - g)^2``.
+- deviatoric: the 9 entries of ``F`` with compliance ``1 / (mu V)`` (energy ``V mu/2 |F|^2``, the same
+  as Macklin and Mueller's scalar ``sqrt(tr(F^T F))``, whose square it is);
+- hydrostatic: ``C_H = det F - g`` with compliance ``1 / (lam V)``.
 
-Their sum is the stable Neo-Hookean energy (without the log term). At F = I its stress vanishes (the
-offset g balances the deviatoric pull) and, linearized, its stress is ``mu (H + H^T) + (lam - mu) tr H``
-for F = I + H. To give the user's Lame parameters (mu_L, lam_L) in small strain, the kernel uses
-``mu = mu_L`` and ``lam = lam_L + mu_L`` (Macklin and Mueller's remark; always > 0 for -1 < nu < 1/2).
-The material arrives as Young's modulus E [Pa] and Poisson's ratio nu per tet, so that gradients reach
-them directly: ``mu_L = E / (2 (1 + nu))``, ``lam_L = E nu / ((1 + nu)(1 - 2 nu))``.
+At F = I the stress vanishes (the offset g balances the deviatoric pull) and, linearized, it is
+``mu (H + H^T) + (lam - mu) tr H`` for F = I + H. To give the user's Lame parameters (mu_L, lam_L) in small
+strain the kernel uses ``mu = mu_L`` and ``lam = lam_L + mu_L`` (always > 0 for -1 < nu < 1/2). The material
+arrives as Young's modulus E [Pa] and Poisson's ratio nu per tet, so that gradients reach them directly:
+``mu_L = E / (2 (1 + nu))``, ``lam_L = E nu / ((1 + nu)(1 - 2 nu))``.
 
-The two constraints share their particles and at rest have parallel gradients, so they are solved as
-one 2x2 system per tet (the element's exact linearized XPBD step): a rest mesh stays at rest in one
-iteration, where one-after-the-other updates fight each other until converged. Damping ``k_damp``
-[Pa s] is a viscous stress ``k_damp dF/dt``: XPBD's gamma = ``k_damp / (k h)`` for each constraint of
-stiffness k (NVIDIA Newton's meaning of ``k_damp``).
+Why this form, and the half step. Both constraints are far from zero at rest (their multipliers balance),
+so the part of the element's Hessian that XPBD's Gauss-Newton step leaves out, ``multiplier x Hessian of C``,
+is as large as the part it keeps. Written as the scalar sqrt(tr(F^T F)), the deviatoric step has no shear
+stiffness at all, and the Jacobi iteration diverged from rest (x770 per step on a 2x2x6 block); as the
+vector F it is linear (its Gauss-Newton step is exact). The hydrostatic term's left-out part,
+``-mu Hessian(det F)`` at rest, still makes the step underestimate the shear stiffness by 2x: full steps
+overshoot, and a stiff cantilever (E = 1e8 Pa, h = 1/1200 s) diverged in float64. Each tet therefore takes
+``TET_STEP`` = 1/2 of its linearized step (times ``relaxation``), which the shear modes need and which
+leaves the fixed point (the XPBD solution) unchanged. The 10 constraints are solved together (F's block is
+one 3x3 matrix per row of F, det F's by its Schur complement), so a rest mesh stays exactly at rest.
 
-Inverted tets (det F <= 0) need nothing special: C_H and its gradient (the cofactor of F) stay smooth
-through det F = 0, which is the point of the stable formulation; only a tet collapsed to a point
-(C_D = 0) or a singular 2x2 system gives no correction, never a NaN.
+Damping ``k_damp`` [Pa s] is a viscous stress ``k_damp dF/dt``: XPBD's gamma = ``k_damp / (k h)`` for each
+constraint of stiffness k (NVIDIA Newton's meaning of ``k_damp``).
+
+Inverted tets (det F <= 0) need nothing special: both constraints and their gradients (F's, and the cofactor
+matrix of F) are smooth through det F = 0, which is the point of the stable formulation; a singular system
+gives no hydrostatic correction, never a NaN.
 
 The backward pass is the generated adjoint of ``solve_tet_into_positions`` (``ParticleConstraints``).
 """
@@ -36,6 +44,8 @@ from xsim.sim.generic import Float, Floats, Ints, Ints2, Mat33s, Vec3s, Vec3s2, 
 from .kernels import add_correction
 
 Vec10s = xsim.array(dtype=T.vector(10, Float))
+TET_STEP = 0.5
+"""The fraction of its linearized step a tet takes (times the solver's ``relaxation``): see the module docstring."""
 
 
 @xsim.func
@@ -98,23 +108,28 @@ def tet_constraint(entries, c: int, zero, rest_inv, volume, youngs, poisson, dam
         dF = xsim.outer(m1 - m0, b1) + xsim.outer(m2 - m0, b2) + xsim.outer(m3 - m0, b3)
         r_f = r_f - dF * gamma_d
         r_h = r_h - gamma_h * xsim.ddot(cof, dF)
-    # the coupled linear step of F's 9 constraints and J's: F's block is (1 + gamma_d) I x K + alpha_d, J's
-    # couples through A = cof K; the Schur complement on J's multiplier
+    # the coupled linear step of F's 9 constraints and det F's: F's block is one 3x3 matrix per row of F,
+    # M = (1 + gamma_d) K + alpha_d I, det F's couples through cof K; eliminating F's multipliers leaves det F's
+    # Schur complement alpha_h + (1 + gamma_h) alpha_d <cof K, cof P> (P = M^-1, since I - (1 + gamma_d) K P
+    # = alpha_d P): written so, nothing cancels, where the textbook form lost 4 digits on a stiff beam (float32
+    # diverged). The corrections are G b_k with G = dLambda + dl_h cof = (r_f + alpha_d dl_h cof) P.
     P = xsim.inverse(K * (1.0 + gamma_d) + type(B)(alpha_d, 0.0, 0.0, 0.0, alpha_d, 0.0, 0.0, 0.0, alpha_d))
-    A = cof * K
-    AP = A * P
-    s_hh = xsim.ddot(cof, A) * (1.0 + gamma_h) + alpha_h
-    schur = s_hh - (1.0 + gamma_h) * (1.0 + gamma_d) * xsim.ddot(A, AP)
+    cofK = cof * K
+    schur = alpha_h + (1.0 + gamma_h) * alpha_d * xsim.ddot(cofK, cof * P)
     dl_h = type(E)(0.0)
     if schur > 0.0:
-        dl_h = (r_h - (1.0 + gamma_h) * xsim.ddot(r_f, AP)) * (relaxation / schur)
-    dl_f = (r_f * P - AP * ((1.0 + gamma_d) * dl_h)) * relaxation
+        dl_h = (r_h - (1.0 + gamma_h) * xsim.ddot(cofK, r_f * P)) / schur
+    step = relaxation * TET_STEP
+    G = (r_f + cof * (alpha_d * dl_h)) * P
+    dl_f = (G - cof * dl_h) * step
+    G = G * step
+    dl_h = dl_h * step
     dl = type(lc)(dl_f[0, 0], dl_f[0, 1], dl_f[0, 2], dl_f[1, 0], dl_f[1, 1], dl_f[1, 2], dl_f[2, 0], dl_f[2, 1],
                   dl_f[2, 2], dl_h)
-    q0 = (dl_f * b0 + cof * b0 * dl_h) * w0
-    q1 = (dl_f * b1 + cof * b1 * dl_h) * w1
-    q2 = (dl_f * b2 + cof * b2 * dl_h) * w2
-    q3 = (dl_f * b3 + cof * b3 * dl_h) * w3
+    q0 = G * b0 * w0
+    q1 = G * b1 * w1
+    q2 = G * b2 * w2
+    q3 = G * b3 * w3
     return lc, dl, q0, q1, q2, q3, w0, w1, w2, w3
 
 
