@@ -27,6 +27,15 @@ overshoot, and a stiff cantilever (E = 1e8 Pa, h = 1/1200 s) diverged in float64
 leaves the fixed point (the XPBD solution) unchanged. The 10 constraints are solved together (F's block is
 one 3x3 matrix per row of F, det F's by its Schur complement), so a rest mesh stays exactly at rest.
 
+Stability limit (measured, not cured). The rest multipliers' left-out curvature grows with the squared
+Courant number ``(c h / l)^2`` (c = sqrt(mu / rho) the shear wave speed, h the substep, l a tet's edge): once
+it passes the split masses, repeated iterations within a substep diverge. A lone 5 cm tet (rho = 1000, nu =
+0.3) with 40 iterations per substep: stable at c h / l = 0.33, slowly gaining energy at 0.57, diverging at
+0.82 and above (E = 1e8 Pa needs 200 substeps at 60 Hz); with 1 to 3 iterations per substep it stays bounded
+at 3.3. So stiff, finely meshed bodies need substeps with c h / l below about 0.4 (or few iterations);
+Jacobi's averaging does not change this (a free 2x1x1 block behaves as the lone tet). A formulation without
+rest multipliers (co-rotated, C = F - R) would not have the limit, but is not the stable Neo-Hookean energy.
+
 Damping ``k_damp`` [Pa s] is a viscous stress ``k_damp dF/dt``: XPBD's gamma = ``k_damp / (k h)`` for each
 constraint of stiffness k (NVIDIA Newton's meaning of ``k_damp``).
 
