@@ -24,6 +24,7 @@ from ..sim.builder import DEFAULT_BEND_COMPLIANCE, DEFAULT_PARTICLE_RADIUS
 from ..sim.worlds import world_offsets
 from .bodies import BodyPart, add_bodies, add_joints, body_keys, check_body, check_joint, joint_keys
 from .files import PREVIEW_SUFFIXES, USD_SUFFIXES, file_problem
+from .soft_scene import add_soft, check_soft, soft_keys
 from .schema import (
     Invalid,
     Key,
@@ -160,8 +161,11 @@ LAYOUT_KEYS = {
     "spacing": Key(_vec3, (0.0, 0.0, 0.0), "[x, y, z] m between copies: a line, square or cube grid"),
 }
 
-TOP_KEYS = ("replicate", "spacing", "sim", "output", "cloth", "collider", "body", "joint", "optimize")
-_TOP_TABLES = ("one of the tables [sim], [output], [[cloth]], [[collider]], [[body]], [[joint]], [optimize] "
+SOFT_KEYS = soft_keys(_placement, Key(_name, None, "prim name in the USD file"), DEFAULT_PARTICLE_RADIUS)
+
+TOP_KEYS = ("replicate", "spacing", "sim", "output", "cloth", "collider", "body", "joint", "optimize", "soft")
+_TOP_TABLES = ("one of the tables [sim], [output], [[cloth]], [[soft]], [[collider]], [[body]], [[joint]], "
+               "[optimize] "
                "or the keys replicate, spacing")
 
 
@@ -216,6 +220,7 @@ class Scene:
     joints: list[dict] = field(default_factory=list)
     body_parts: list[BodyPart] = field(default_factory=list)
     optimize: Any = None  # the checked [optimize] table (``io.optimize.OptimizeSettings``), if any
+    softs: list[dict] = field(default_factory=list)  # the checked [[soft]] tables
     replicate: int = 1    # copies of the scene, each its own world (``ModelBuilder.replicate``)
     spacing: tuple = (0.0, 0.0, 0.0)  # m between copies
 
@@ -229,6 +234,7 @@ class Scene:
         b = builder if builder is not None else ModelBuilder(gravity=self.sim.gravity)
         one = b if self.replicate == 1 else ModelBuilder(gravity=self.sim.gravity)
         parts = [_add_cloth(one, c) for c in self.cloths]
+        parts += [ClothPart(*add_soft(one, s)) for s in self.softs]
         for c in self.colliders:
             _add_collider(one, c)
         first_body = one.body_count
@@ -345,7 +351,9 @@ def _check_scene(raw: dict, path: Path) -> Scene:
     cloths = [_check_cloth(c, f"cloth[{i}]", path, sim) for i, c in enumerate(_array_of_tables(raw, "cloth"))]
     colliders = [_check_collider(c, f"collider[{i}]", path)
                  for i, c in enumerate(_array_of_tables(raw, "collider"))]
+    softs = [check_soft(c, f"soft[{i}]", path, SOFT_KEYS) for i, c in enumerate(_array_of_tables(raw, "soft"))]
     _name_parts(cloths, "cloth")
+    _name_parts(softs, "soft")
     _name_parts(colliders, None)
     load = (lambda file, key, scale: _load_mesh(path, file, key, scale))
     bodies = [check_body(b, f"body[{i}]", BODY_KEYS, SHAPE_KEYS, load)
@@ -354,7 +362,7 @@ def _check_scene(raw: dict, path: Path) -> Scene:
     joints = [check_joint(j, f"joint[{i}]", JOINT_KEYS, bodies) for i, j in enumerate(_array_of_tables(raw, "joint"))]
     layout = check_table({key: raw[key] for key in LAYOUT_KEYS if key in raw}, "", LAYOUT_KEYS)
     scene = Scene(path=path, name=name, sim=sim, output=output, cloths=cloths, colliders=colliders,
-                  bodies=bodies, joints=joints, **layout)
+                  bodies=bodies, joints=joints, softs=softs, **layout)
     if "optimize" in raw:
         if scene.replicate != 1:
             raise Invalid("replicate", "1 in a scene with [optimize] (an optimization fits one world)",
