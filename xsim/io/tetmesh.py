@@ -35,7 +35,7 @@ def load_tet_mesh(path: str | Path, max_volume: float | None = None, quality: fl
         raise TetMeshError(f"{path}: reading tet meshes needs meshio (pip install 'xsim[soft]')") from None
     try:
         mesh = meshio.read(path)
-    except Exception as e:  # meshio raises its own ReadError, and KeyError/ValueError on broken files
+    except (Exception, SystemExit) as e:  # ReadError, KeyError, ValueError...; on some files it calls sys.exit
         raise TetMeshError(f"{path}: meshio cannot read it ({type(e).__name__}: {e})") from None
     blocks = [c.data for c in mesh.cells if c.type == "tetra"]
     if not blocks:
@@ -63,7 +63,7 @@ def _tetrahedralize(path: Path, max_volume: float | None, quality: float) -> tup
     gen = tetgen.TetGen(np.asarray(surface.vertices, dtype=np.float64), np.asarray(surface.faces, dtype=np.int32))
     kwargs = {"quality": True, "minratio": float(quality)}
     if max_volume is not None:
-        kwargs["maxvolume"] = float(max_volume)
+        kwargs.update(fixedvolume=True, maxvolume=float(max_volume))
     try:
         nodes, elements = gen.tetrahedralize(**kwargs)[:2]
     except Exception as e:
