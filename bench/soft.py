@@ -161,7 +161,7 @@ def newton_column(n: int, substeps: int = 20, iterations: int = 40, seconds: flo
     ours = ModelBuilder()
     column_grid(ours, n, c)
     mu, la = (float(v) for v in lame_parameters(c["E"], c["nu"]))
-    b = newton.ModelBuilder(gravity=-G)
+    b = newton.ModelBuilder(gravity=(0.0, 0.0, -G))
     b.add_soft_grid(pos=wp.vec3(0.0, 0.0, 0.0), rot=wp.quat(*Q0), vel=wp.vec3(0.0, 0.0, 0.0), dim_x=n, dim_y=n,
                     dim_z=10 * n, cell_x=c["W"] / n, cell_y=c["W"] / n, cell_z=c["L"] / (10 * n), density=c["rho"],
                     k_mu=mu, k_lambda=la, k_damp=k_damp)
