@@ -47,7 +47,7 @@ def _xsim_run(build, seconds: float, substeps: int, iterations: int, damping: fl
     model = b.finalize(dtype=getattr(xsim, dtype))
     solver = SolverXPBD(model, substeps=substeps, iterations=iterations)
     s0, s1 = model.state(), model.state()
-    frames = int(round(seconds * FPS))
+    frames = round(seconds * FPS)
     seen = []
     t0 = time.perf_counter()
     for _ in range(frames):
@@ -63,7 +63,7 @@ def _xsim_run(build, seconds: float, substeps: int, iterations: int, damping: fl
 
 # -- column ------------------------------------------------------------------------------------------------
 
-COLUMN = dict(W=0.1, L=1.0, rho=1000.0, E=1e6, nu=0.3)
+COLUMN = {"W": 0.1, "L": 1.0, "rho": 1000.0, "E": 1e6, "nu": 0.3}
 
 
 def column_grid(b, n: int, c=COLUMN, k_damp: float = 0.0) -> None:
@@ -127,7 +127,7 @@ def squash(n: int, substeps: int = 20, iterations: int = 20, seconds: float = 2.
 
 # -- cantilever -------------------------------------------------------------------------------------------------
 
-CANTILEVER = dict(L=0.5, rho=1000.0, E=1e8, nu=0.3)
+CANTILEVER = {"L": 0.5, "rho": 1000.0, "E": 1e8, "nu": 0.3}
 
 
 def cantilever(n: int, substeps: int = 20, iterations: int = 40, seconds: float = 2.0, damping: float = 60.0,
@@ -172,7 +172,7 @@ def newton_column(n: int, substeps: int = 20, iterations: int = 40, seconds: flo
     model = b.finalize(device="cpu")
     solver = newton.solvers.SolverXPBD(model=model, iterations=iterations)
     s0, s1, control = model.state(), model.state(), model.control()
-    frames = int(round(seconds * FPS))
+    frames = round(seconds * FPS)
     h = 1.0 / (FPS * substeps)
     # Newton's XPBD has no particle velocity damping: damp the velocities between substeps as xsim's
     # particle_damping does (v / (1 + c h)), so both settle alike

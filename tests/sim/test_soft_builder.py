@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 import xsim
-from xsim.sim import ModelBuilder
-from xsim.sim import soft
+from xsim.sim import ModelBuilder, soft
 
 Q0 = (0.0, 0.0, 0.0, 1.0)
 TET = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
@@ -14,8 +13,8 @@ TET = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.
 
 def grid(b=None, **kw):
     b = b or ModelBuilder()
-    args = dict(pos=(0.0, 0.0, 0.0), rot=Q0, vel=(0.0, 0.0, 0.0), dim_x=2, dim_y=3, dim_z=4, cell_x=0.1, cell_y=0.2,
-                cell_z=0.3, density=1000.0, k_mu=1e4, k_lambda=2e4, k_damp=0.0)
+    args = {"pos": (0.0, 0.0, 0.0), "rot": Q0, "vel": (0.0, 0.0, 0.0), "dim_x": 2, "dim_y": 3, "dim_z": 4, "cell_x": 0.1, "cell_y": 0.2,
+                "cell_z": 0.3, "density": 1000.0, "k_mu": 1e4, "k_lambda": 2e4, "k_damp": 0.0}
     args.update(kw)
     b.add_soft_grid(**args)
     return b
@@ -81,17 +80,17 @@ def test_add_builder_replicates_soft_bodies():
 
 
 @pytest.mark.parametrize("kw, words", [
-    (dict(k_mu=None, k_lambda=None, youngs_modulus=1e5, poisson_ratio=0.5), "poisson_ratio must be in (-1, 0.5)"),
-    (dict(k_mu=None, k_lambda=None, youngs_modulus=1e5, poisson_ratio=-1.0), "poisson_ratio must be in (-1, 0.5)"),
-    (dict(k_mu=None, k_lambda=None, youngs_modulus=0.0, poisson_ratio=0.3), "youngs_modulus must be > 0"),
-    (dict(k_mu=None, k_lambda=None, youngs_modulus=-5.0, poisson_ratio=0.3), "youngs_modulus must be > 0"),
-    (dict(k_mu=None, k_lambda=None, youngs_modulus=1e5), "youngs_modulus and poisson_ratio go together"),
-    (dict(youngs_modulus=1e5, poisson_ratio=0.3), "not both"),
-    (dict(k_mu=None, k_lambda=None), "needs a material"),
-    (dict(k_mu=-1.0), "k_mu must be > 0"),
-    (dict(k_damp=-1.0), "k_damp must be >= 0"),
-    (dict(dim_z=0), "dim_z must be an integer >= 1"),
-    (dict(cell_z=0.0), "cell_z must be > 0"),
+    ({"k_mu": None, "k_lambda": None, "youngs_modulus": 1e5, "poisson_ratio": 0.5}, "poisson_ratio must be in (-1, 0.5)"),
+    ({"k_mu": None, "k_lambda": None, "youngs_modulus": 1e5, "poisson_ratio": -1.0}, "poisson_ratio must be in (-1, 0.5)"),
+    ({"k_mu": None, "k_lambda": None, "youngs_modulus": 0.0, "poisson_ratio": 0.3}, "youngs_modulus must be > 0"),
+    ({"k_mu": None, "k_lambda": None, "youngs_modulus": -5.0, "poisson_ratio": 0.3}, "youngs_modulus must be > 0"),
+    ({"k_mu": None, "k_lambda": None, "youngs_modulus": 1e5}, "youngs_modulus and poisson_ratio go together"),
+    ({"youngs_modulus": 1e5, "poisson_ratio": 0.3}, "not both"),
+    ({"k_mu": None, "k_lambda": None}, "needs a material"),
+    ({"k_mu": -1.0}, "k_mu must be > 0"),
+    ({"k_damp": -1.0}, "k_damp must be >= 0"),
+    ({"dim_z": 0}, "dim_z must be an integer >= 1"),
+    ({"cell_z": 0.0}, "cell_z must be > 0"),
 ])
 def test_bad_materials_and_sizes_are_refused_naming_the_key(kw, words):
     with pytest.raises(ValueError, match="add_soft_grid") as e:
@@ -126,7 +125,7 @@ def test_add_tetrahedron_takes_newtons_arguments():
         b.add_particle(p, mass=1.0)
     assert b.add_tetrahedron(0, 1, 2, 3, 1e4, 2e4, 3.0) == 0
     m = b.finalize(dtype=xsim.float64)
-    E, nu = soft.youngs_poisson(1e4, 2e4)
+    E, _nu = soft.youngs_poisson(1e4, 2e4)
     assert m.tet_youngs_modulus.numpy()[0] == pytest.approx(E) and m.tet_damping.numpy()[0] == 3.0
     with pytest.raises(IndexError, match="add_tetrahedron"):
         b.add_tetrahedron(0, 1, 2, 7, 1e4, 2e4)

@@ -24,7 +24,6 @@ from ..sim.builder import DEFAULT_BEND_COMPLIANCE, DEFAULT_PARTICLE_RADIUS
 from ..sim.worlds import world_offsets
 from .bodies import BodyPart, add_bodies, add_joints, body_keys, check_body, check_joint, joint_keys
 from .files import PREVIEW_SUFFIXES, USD_SUFFIXES, file_problem
-from .soft_scene import add_soft, check_soft, soft_keys
 from .schema import (
     Invalid,
     Key,
@@ -43,6 +42,7 @@ from .schema import (
     vector,
     written_fraction,
 )
+from .soft_scene import add_soft, check_soft, soft_keys
 
 # -- the format ------------------------------------------------------------------------------------
 

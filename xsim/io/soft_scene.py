@@ -76,9 +76,9 @@ def check_soft(raw: Any, path: str, scene_path: Path, keys: dict) -> dict:
 def add_soft(b, s: dict):
     """Add the checked ``[[soft]]`` ``s`` to builder ``b``; returns (name, first particle, count, surface
     triangles in local indices) for export."""
-    common = dict(pos=s["position"], rot=s["rotation"], vel=s["velocity"], density=s["density"],
-                  youngs_modulus=s["youngs_modulus"], poisson_ratio=s["poisson_ratio"], k_damp=s["damping"],
-                  particle_radius=s["particle_radius"])
+    common = {"pos": s["position"], "rot": s["rotation"], "vel": s["velocity"], "density": s["density"],
+                  "youngs_modulus": s["youngs_modulus"], "poisson_ratio": s["poisson_ratio"], "k_damp": s["damping"],
+                  "particle_radius": s["particle_radius"]}
     if s["grid"] is not None:
         (nx, ny, nz), (cx, cy, cz) = s["grid"]["dim"], s["grid"]["cell"]
         first = b.add_soft_grid(dim_x=nx, dim_y=ny, dim_z=nz, cell_x=cx, cell_y=cy, cell_z=cz,

@@ -35,7 +35,7 @@ def load_tet_mesh(path: str | Path, max_volume: float | None = None, quality: fl
         raise TetMeshError(f"{path}: reading tet meshes needs meshio (pip install 'xsim[soft]')") from None
     try:
         mesh = meshio.read(path)
-    except (Exception, SystemExit) as e:  # ReadError, KeyError, ValueError...; on some files it calls sys.exit
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - ReadError, KeyError...; on some files it calls sys.exit
         raise TetMeshError(f"{path}: meshio cannot read it ({type(e).__name__}: {e})") from None
     blocks = [c.data for c in mesh.cells if c.type == "tetra"]
     if not blocks:
@@ -50,7 +50,7 @@ def _tetrahedralize(path: Path, max_volume: float | None, quality: float) -> tup
 
     try:
         surface = trimesh.load(path, force="mesh", process=True)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - trimesh and TetGen raise many kinds of errors
         raise TetMeshError(f"{path}: trimesh cannot read it ({type(e).__name__}: {e})") from None
     if len(surface.faces) == 0:
         raise TetMeshError(f"{path}: holds no triangles")
@@ -66,7 +66,7 @@ def _tetrahedralize(path: Path, max_volume: float | None, quality: float) -> tup
         kwargs.update(fixedvolume=True, maxvolume=float(max_volume))
     try:
         nodes, elements = gen.tetrahedralize(**kwargs)[:2]
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - trimesh and TetGen raise many kinds of errors
         raise TetMeshError(f"{path}: TetGen could not tetrahedralize it ({type(e).__name__}: {e})") from None
     if len(elements) == 0:
         raise TetMeshError(f"{path}: TetGen made no tetrahedra")

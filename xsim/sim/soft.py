@@ -287,13 +287,13 @@ class SoftBuilderMixin:
             return array(np.asarray(values, dtype=dtype._np), dtype=t, shape=count, device=device,
                          requires_grad=grad and requires_grad)
 
-        return dict(
-            tet_count=count,
-            tet_indices=array(tets.astype(np.int32).reshape(-1, 4), dtype=T.int32, device=device),
-            tet_rest_inv=floats(inv, T.matrix((3, 3), dtype), grad=False),
-            tet_rest_volume=floats(volume, grad=False),
-            tet_youngs_modulus=floats(self.tet_youngs_modulus),
-            tet_poisson_ratio=floats(self.tet_poisson_ratio),
-            tet_damping=floats(self.tet_damping, grad=any(self.tet_damping)),
-            soft_bodies=[dict(b) for b in self.soft_bodies],
-        )
+        return {
+            "tet_count": count,
+            "tet_indices": array(tets.astype(np.int32).reshape(-1, 4), dtype=T.int32, device=device),
+            "tet_rest_inv": floats(inv, T.matrix((3, 3), dtype), grad=False),
+            "tet_rest_volume": floats(volume, grad=False),
+            "tet_youngs_modulus": floats(self.tet_youngs_modulus),
+            "tet_poisson_ratio": floats(self.tet_poisson_ratio),
+            "tet_damping": floats(self.tet_damping, grad=any(self.tet_damping)),
+            "soft_bodies": [dict(b) for b in self.soft_bodies],
+        }
