@@ -19,6 +19,7 @@ def load_example(name: str):
 
 throw_particle = load_example("throw_particle")
 fit_cloth_compliance = load_example("fit_cloth_compliance")
+fit_soft_material = load_example("fit_soft_material")
 
 
 def test_throw_gradient_is_the_flight_time_times_twice_the_miss():
@@ -61,3 +62,10 @@ def test_cloth_material_gradient_matches_finite_differences():
         e[i] = eps
         fd = (cloth.loss_and_grad(x + e, target)[0] - cloth.loss_and_grad(x - e, target)[0]) / (2 * eps)
         np.testing.assert_allclose(grad[i], fd, rtol=1e-4)
+
+
+def test_fit_soft_material_recovers_youngs_modulus_and_poisson_ratio_on_the_same_mesh():
+    E, nu, losses = fit_soft_material.fit(1, iterations=20)
+    assert E == pytest.approx(fit_soft_material.TRUE_E, rel=0.02)
+    assert nu == pytest.approx(fit_soft_material.TRUE_NU, rel=0.02)
+    assert losses[0] / losses[-1] > 1000.0

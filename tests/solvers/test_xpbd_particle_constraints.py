@@ -14,6 +14,8 @@ def test_each_particle_gets_one_slot_and_one_entry_per_constraint_end():
     b = ModelBuilder()
     b.add_cloth_grid(pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=2, dim_y=2,
                      cell_x=0.1, cell_y=0.1, mass=1.0, area_compliance=0.0)
+    b.add_soft_grid(pos=(0.0, 0.0, 1.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=1, dim_y=1, dim_z=1,
+                    cell_x=0.1, cell_y=0.1, cell_z=0.1, density=100.0, youngs_modulus=1e4, poisson_ratio=0.3)
     m = b.finalize()
     pc = ParticleConstraints(m, specialized(particle_kernels.__name__, m.dtype))
     assert [k.name for k in pc.kinds] == [k.name for k in KINDS]
@@ -33,7 +35,8 @@ def test_each_particle_gets_one_slot_and_one_entry_per_constraint_end():
     # kind blocks follow each other, arity entries per constraint
     assert pc.blocks == {"spring": (0, 2 * m.spring_count),
                          "bending": (2 * m.spring_count, 2 * m.spring_count + 4 * m.bending_count),
-                         "area": (2 * m.spring_count + 4 * m.bending_count, len(owners))}
+                         "area": (2 * m.spring_count + 4 * m.bending_count, len(owners) - 4 * m.tet_count),
+                         "tet": (len(owners) - 4 * m.tet_count, len(owners))}
 
 
 def test_kinds_without_constraints_are_left_out_and_damping_is_read_only_where_set():

@@ -31,9 +31,11 @@ from .schema import (
     vector,
 )
 
-_PARAMETER = re.compile(r"(cloth|body)\[(\d+)\]\.(compliance\.(?:stretch|shear|bend)|velocity|angular_velocity)")
+_PARAMETER = re.compile(r"(cloth|body)\[(\d+)\]\.(compliance\.(?:stretch|shear|bend)|velocity|angular_velocity)"
+                        r"|(soft)\[(\d+)\]\.(youngs_modulus|poisson_ratio)")
 PARAMETER_PATHS = ("cloth[N].compliance.stretch", "cloth[N].compliance.shear", "cloth[N].compliance.bend",
-                   "cloth[N].velocity", "body[N].velocity", "body[N].angular_velocity")
+                   "cloth[N].velocity", "body[N].velocity", "body[N].angular_velocity", "soft[N].youngs_modulus",
+                   "soft[N].poisson_ratio")
 
 
 def _vector_bounds(value: Any, path: str) -> tuple[float, float]:
@@ -123,8 +125,9 @@ def _check_parameter_key(p: dict, path: str, scene):
     m = _PARAMETER.fullmatch(p["key"])
     if m is None:
         raise Invalid(path, "one of " + ", ".join(PARAMETER_PATHS), describe(p["key"]))
-    table_name, index, attr = m.group(1), int(m.group(2)), m.group(3)
-    items = scene.cloths if table_name == "cloth" else scene.bodies
+    table_name, index, attr = (m.group(1), int(m.group(2)), m.group(3)) if m.group(1) else (
+        m.group(4), int(m.group(5)), m.group(6))
+    items = {"cloth": scene.cloths, "body": scene.bodies, "soft": scene.softs}[table_name]
     if index >= len(items):
         raise Invalid(path, f"an existing {table_name} (the scene has {len(items)} [[{table_name}]] tables)",
                       describe(p["key"]))

@@ -43,6 +43,7 @@ from .schema import (
     vector,
     written_fraction,
 )
+from .soft_scene import add_soft, check_soft, soft_keys
 
 # -- the format ------------------------------------------------------------------------------------
 
@@ -162,8 +163,12 @@ LAYOUT_KEYS = {
     "spacing": Key(_vec3, (0.0, 0.0, 0.0), "[x, y, z] m between copies: a line, square or cube grid"),
 }
 
-TOP_KEYS = ("replicate", "spacing", "sim", "output", "cloth", "collider", "body", "joint", "robot", "optimize")
-_TOP_TABLES = ("one of the tables [sim], [output], [[cloth]], [[collider]], [[body]], [[joint]], [[robot]], [optimize] "
+SOFT_KEYS = soft_keys(_placement, Key(_name, None, "prim name in the USD file"), DEFAULT_PARTICLE_RADIUS)
+
+TOP_KEYS = ("replicate", "spacing", "sim", "output", "cloth", "collider", "body", "joint", "robot", "optimize",
+            "soft")
+_TOP_TABLES = ("one of the tables [sim], [output], [[cloth]], [[soft]], [[collider]], [[body]], [[joint]], "
+               "[[robot]], [optimize] "
                "or the keys replicate, spacing")
 
 
@@ -219,6 +224,7 @@ class Scene:
     robots: list[dict] = field(default_factory=list)  # checked [[robot]] tables (``io.robots``)
     body_parts: list[BodyPart] = field(default_factory=list)
     optimize: Any = None  # the checked [optimize] table (``io.optimize.OptimizeSettings``), if any
+    softs: list[dict] = field(default_factory=list)  # the checked [[soft]] tables
     replicate: int = 1    # copies of the scene, each its own world (``ModelBuilder.replicate``)
     spacing: tuple = (0.0, 0.0, 0.0)  # m between copies
 
@@ -232,6 +238,7 @@ class Scene:
         b = builder if builder is not None else ModelBuilder(gravity=self.sim.gravity)
         one = b if self.replicate == 1 else ModelBuilder(gravity=self.sim.gravity)
         parts = [_add_cloth(one, c) for c in self.cloths]
+        parts += [ClothPart(*add_soft(one, s)) for s in self.softs]
         for c in self.colliders:
             _add_collider(one, c)
         first_body = one.body_count
@@ -349,7 +356,9 @@ def _check_scene(raw: dict, path: Path) -> Scene:
     cloths = [_check_cloth(c, f"cloth[{i}]", path, sim) for i, c in enumerate(_array_of_tables(raw, "cloth"))]
     colliders = [_check_collider(c, f"collider[{i}]", path)
                  for i, c in enumerate(_array_of_tables(raw, "collider"))]
+    softs = [check_soft(c, f"soft[{i}]", path, SOFT_KEYS) for i, c in enumerate(_array_of_tables(raw, "soft"))]
     _name_parts(cloths, "cloth")
+    _name_parts(softs, "soft")
     _name_parts(colliders, None)
     load = (lambda file, key, scale: _load_mesh(path, file, key, scale))
     bodies = [check_body(b, f"body[{i}]", BODY_KEYS, SHAPE_KEYS, load)
@@ -360,7 +369,7 @@ def _check_scene(raw: dict, path: Path) -> Scene:
     _name_parts(robots, "robot")
     layout = check_table({key: raw[key] for key in LAYOUT_KEYS if key in raw}, "", LAYOUT_KEYS)
     scene = Scene(path=path, name=name, sim=sim, output=output, cloths=cloths, colliders=colliders,
-                  bodies=bodies, joints=joints, robots=robots, **layout)
+                  bodies=bodies, joints=joints, robots=robots, softs=softs, **layout)
     if "optimize" in raw:
         if scene.replicate != 1:
             raise Invalid("replicate", "1 in a scene with [optimize] (an optimization fits one world)",

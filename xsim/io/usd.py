@@ -201,7 +201,8 @@ def write_usd(path: str | Path, frames: np.ndarray, parts=None, colliders: Seque
     """Write a rollout to ``path``. ``frames``: particle positions (F, n, 3) metres, frame 0
     first; ``parts``: the cloths (``ClothPart``: name, first particle, count, local triangles);
     ``colliders``: static collider descriptions (see :meth:`UsdWriter.add_collider`). Given a
-    ``model`` instead, its triangles become one mesh "cloth" and its colliders are written.
+    ``model`` instead, its triangles become one mesh "cloth", each soft body's surface a mesh "softK", and its
+    colliders are written.
     ``bodies``: rigid bodies (``BodyPart``: name, body index, shapes) posed per frame by ``body_q``
     (F, bodies, 7): position, then quaternion (x, y, z, w)."""
     frames = np.asarray(frames)
@@ -209,6 +210,8 @@ def write_usd(path: str | Path, frames: np.ndarray, parts=None, colliders: Seque
         from .scene import ClothPart
 
         parts = [ClothPart("cloth", 0, model.particle_count, np.asarray(model.tri_indices).reshape(-1, 3))]
+        parts += [ClothPart(f"soft{k}", body["first"], body["count"], np.asarray(body["triangles"]))
+                  for k, body in enumerate(getattr(model, "soft_bodies", []))]
     if colliders is None:
         colliders = colliders_of(model) if model is not None else []
     writer = UsdWriter(fps)

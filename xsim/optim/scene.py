@@ -38,6 +38,8 @@ class OptimizeResult:
 
 def _model_array(model, state, p: dict):
     """(array, columns) the key path's value lands in: a Model array or the initial State's."""
+    if p["table"] == "soft":
+        return (model.tet_youngs_modulus if p["attr"] == "youngs_modulus" else model.tet_poisson_ratio), None
     if p["attr"] == "compliance.bend":
         return model.bending_compliance, None
     if p["attr"].startswith("compliance."):
@@ -75,7 +77,9 @@ def make_parameter(scene, raw: dict, p: dict, model, state, path: str):
         scale = None
         shared = True
     else:
-        a, b = _probe(scene.path, raw, p, 1.0)[:, 0], _probe(scene.path, raw, p, 2.0)[:, 0]
+        # probed at two values the key allows (a Poisson's ratio is below 0.5), the entries must double
+        low = 0.1 if p["attr"] == "poisson_ratio" else 1.0
+        a, b = _probe(scene.path, raw, p, low)[:, 0] / low, _probe(scene.path, raw, p, 2.0 * low)[:, 0] / low
         rows = np.flatnonzero(a != b)
         if len(rows) == 0:
             raise Invalid(join(path, "key"), "a value that some model entry depends on", describe(p["key"]))

@@ -18,6 +18,7 @@ from .collide import BOX, CAPSULE, MESH, SPHERE, Collider, mesh_arrays
 from .declared import Declared
 from .model import Model
 from .rigid import RigidBuilderMixin
+from .soft import SoftBuilderMixin
 from .worlds import WorldBuilderMixin
 
 DEFAULT_BEND_COMPLIANCE = 1.0e2  # 1/(N m): a soft fabric
@@ -33,7 +34,7 @@ def _quat_rotate(q, v: np.ndarray) -> np.ndarray:
     return v + w * t + np.cross(u, t)
 
 
-class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin):
+class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin, SoftBuilderMixin):
     """Accumulates a scene; ``finalize`` turns it into a ``Model``.
 
     ``gravity``: (3,) m/s^2. ``particle_damping``: velocity damping rate, 1/s (applied implicitly:
@@ -104,6 +105,7 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin):
         self.ground = None
         self._init_worlds()
         self._init_rigid()
+        self._init_soft()
 
     @property
     def particle_count(self) -> int:
@@ -408,6 +410,7 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin):
             ground=self.ground is not None, ground_height=self.ground["height"] if self.ground else 0.0,
             colliders=list(self.colliders),
             **self._finalize_rigid(device, dtype, requires_grad, self.ground, worlds),
+            **self._finalize_soft(device, dtype, requires_grad, x),
         )
 
 

@@ -156,6 +156,23 @@ class Model(Declared):
     """XPBD damping [N s/m^3], shape [area_count]"""
     tri_indices: np.ndarray
     """Cloth triangles for rendering and export (numpy int32), shape [triangle_count, 3]"""
+    tet_count: int
+    """Number of tetrahedra (``xsim.sim.soft``, ``xsim.solvers.xpbd.tetrahedra``)"""
+    tet_indices: array(dtype=int32, ndim=2)
+    """Particles of each tet, positively oriented, shape [tet_count, 4]"""
+    tet_rest_inv: array(dtype=mat33)
+    """Inverse rest shape matrix Dm^-1 (Dm's columns: x1 - x0, x2 - x0, x3 - x0 at rest) [1/m], shape [tet_count]"""
+    tet_rest_volume: array(dtype=float32)
+    """Rest volumes [m^3], shape [tet_count]"""
+    tet_youngs_modulus: array(dtype=float32)
+    """Young's modulus [Pa], shape [tet_count]"""
+    tet_poisson_ratio: array(dtype=float32)
+    """Poisson's ratio, in (-1, 0.5), shape [tet_count]"""
+    tet_damping: array(dtype=float32)
+    """Viscous damping k_damp [Pa s], shape [tet_count]"""
+    soft_bodies: list[dict]
+    """Each soft body's particles (first, count), tets (first_tet, tet_count), boundary triangles (local
+    particle indices, wound outwards) and world"""
 
     # -- descriptions of the ground and the static colliders (for export; their shapes are below)
     ground: bool

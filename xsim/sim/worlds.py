@@ -134,6 +134,12 @@ class WorldBuilderMixin:
         for name in ("spring_rest_length", "spring_compliance", "spring_damping", "bending_compliance",
                      "bending_damping", "area_compliance", "area_damping"):
             getattr(self, name).extend(getattr(other, name))
+        self.tet_indices.extend(shifted(other.tet_indices, base))
+        for name in ("tet_youngs_modulus", "tet_poisson_ratio", "tet_damping"):
+            getattr(self, name).extend(getattr(other, name))
+        tet_base = self.tet_count - other.tet_count
+        self.soft_bodies.extend(dict(b, first=b["first"] + base, first_tet=b["first_tet"] + tet_base, world=world)
+                                for b in other.soft_bodies)
         for c in other.colliders:
             moved = copy.copy(c)
             pos, moved.rot = frame(c.pos, c.rot)

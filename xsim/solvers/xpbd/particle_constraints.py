@@ -31,13 +31,17 @@ import numpy as np
 import xsim
 from xsim import types as T
 from xsim.kernels import recording
+from xsim.sim.generic import specialized
+
+from . import tetrahedra
 
 
 @dataclass(frozen=True)
 class ConstraintKind:
     """One kind of particle constraint: the Model's arrays are ``{name}_count``,
     ``{name}_indices`` (count, ``arity``) and ``params``; ``kernel`` names its kernel in ``kernels.py``;
-    its multiplier has ``lam_size`` components (1: scalar, 3: vec3); with ``shape_flag`` its kernel
+    its multiplier has ``lam_size`` components (1: a scalar, else a vector); ``module``: the solver module
+    that defines its kernels (None: ``kernels.py``); with ``shape_flag`` its kernel
     takes one more bool after ``damped``: whether its first parameter requires grad (the chain rule
     skips that gradient otherwise). ``adjoint`` names its written-out backward pass (``backward``), taking
     ``(particle entries, corrections' gradients, indices, *params, lam, start, inv_h, relaxation, damped[, flag],
@@ -52,6 +56,7 @@ class ConstraintKind:
     lam_size: int = 1
     shape_flag: bool = False
     adjoint: str | None = None
+    module: str | None = None
 
 
 KINDS = (
@@ -60,6 +65,8 @@ KINDS = (
     ConstraintKind("bending", 4, ("bending_weights", "bending_compliance", "bending_damping"), "solve_bending", 3,
                    shape_flag=True, adjoint="solve_bending_adjoint"),
     ConstraintKind("area", 3, ("area_rest", "area_compliance", "area_damping"), "solve_area"),
+    ConstraintKind("tet", 4, ("tet_rest_inv", "tet_rest_volume", "tet_youngs_modulus", "tet_poisson_ratio",
+                              "tet_damping"), "solve_tet", 10, module=tetrahedra.__name__),
 )
 
 
@@ -116,7 +123,7 @@ class ParticleConstraints:
             damping = getattr(m, k.params[-1])
             self.damped[k.name] = damping.requires_grad or bool(np.any(damping.numpy() != 0.0))
         self.zero_lambda = {k.name: xsim.zeros(getattr(m, f"{k.name}_count"),
-                                               dtype=m.dtype if k.lam_size == 1 else T.vector(3, m.dtype),
+                                               dtype=m.dtype if k.lam_size == 1 else T.vector(k.lam_size, m.dtype),
                                                device=m.device) for k in self.kinds}
         self.any_damped = any(self.damped.values())
         self._no_start = xsim.empty(0, dtype=T.vector(4, m.dtype), device=m.device)
@@ -124,7 +131,7 @@ class ParticleConstraints:
         # the backward pass's buffers (``backward``): per-entry gradients, per-particle entries, correction gradients
         self._work = None
         self._no_grad = {dtype: xsim.empty(0, dtype=dtype, device=m.device)
-                         for dtype in (m.dtype, T.vector(3, m.dtype), T.vector(4, m.dtype))}
+                         for dtype in (m.dtype, *(T.vector(k, m.dtype) for k in {3, 4, *(kind.lam_size for kind in KINDS if kind.lam_size > 1)}))}
 
     def gather(self, x, entries, record_tape: bool = True):
         """``x``'s entries (position, split inverse mass) into ``entries`` (``entry_count``)."""
@@ -159,7 +166,7 @@ class ParticleConstraints:
         for kind in self.kinds:
             count = getattr(m, f"{kind.name}_count")
             lam_out = new("lam_" + kind.name, count, lam[kind.name].dtype, avoid=(lam[kind.name],))
-            xsim.launch(getattr(k, kind.kernel), count, inputs=[
+            xsim.launch(getattr(self._kernels(kind), kind.kernel), count, inputs=[
                 self._view(entries, kind.name), getattr(m, f"{kind.name}_indices"), self.slots[kind.name],
                 *self._tail(kind, lam[kind.name], start, inv_h, relaxation)], outputs=[lam_out, delta],
                 record_tape=False)
@@ -207,7 +214,8 @@ class ParticleConstraints:
             for kind in generated:
                 block = self._view(g, kind.name)
                 block.zero_untracked()
-                xsim.launch(getattr(k, kind.kernel + "_into_positions"), getattr(m, f"{kind.name}_count"),
+                xsim.launch(getattr(self._kernels(kind), kind.kernel + "_into_positions"),
+                            getattr(m, f"{kind.name}_count"),
                             inputs=[self._view(gathered, kind.name), getattr(m, f"{kind.name}_indices"),
                                     *tails[kind.name], self.slot_count],
                             outputs=[lam_out[kind.name], x_next],
@@ -232,6 +240,12 @@ class ParticleConstraints:
         xsim.launch(k.gather_entries_adjoint, n, inputs=[
             self.entry_index, self.slot_count, self.split, g, x.grad, self._grad(m.particle_inv_mass)],
             record_tape=False)
+
+    def _kernels(self, kind: ConstraintKind):
+        """The solver kernels (bound to the model's scalar type) of the module defining ``kind``'s."""
+        if kind.module is None:
+            return self.kernels
+        return specialized(kind.module, self.model.dtype)
 
     def _grad(self, a):
         """``a``'s gradient, or an empty array of its type (the adjoint kernels skip empty gradients)."""

@@ -18,7 +18,8 @@ the force ``-beta dC/dt``; ``x_start``: the substep start).
 
 Constraints: distance (stretch, shear; ``spring_*``), isometric bending (a linear vector
 constraint, see ``xsim.sim.cloth``; it is exact in one update and smooth everywhere, which is why
-it was chosen over the dihedral angle), triangle area, and per-particle contacts with the ground
+it was chosen over the dihedral angle), triangle area, stable Neo-Hookean tetrahedra (soft bodies:
+``tetrahedra.py``, with its stability limit), and per-particle contacts with the ground
 plane and static sphere/box/capsule/mesh colliders with position-level static and dynamic
 friction. Restitution is applied to velocities after the substep (Macklin et al. 2019): the ground's
 in ``update_velocities``; the colliders' and the body shapes' in a velocity pass (``bounce_impulse``)
