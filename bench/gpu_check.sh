@@ -23,7 +23,11 @@ OUT=${OUT:-out/gpu_check}
 PY=${PY:-python3}
 WHEEL_PY=${WHEEL_PY:-$PY}
 STEPS=${GPU_CHECK_STEPS:-install,env,tests,cloth,pyramid,vec3,saxpy}
-WORKERS=${GPU_CHECK_TEST_WORKERS:-8}
+WORKERS=${GPU_CHECK_TEST_WORKERS:-14}
+COLLECT=${GPU_CHECK_COLLECT:-1}
+# the device's test run: every test marked cuda (the cuda:0 variants of the device/default_device
+# fixtures, and tests/cuda's); -v prints each result as it comes, so a timed-out run still counts
+PYTEST_CUDA=(-m pytest -p no:cacheprovider --dist loadfile -m cuda tests)
 SITE=/tmp/site
 mkdir -p "$OUT"
 REPORT=$OUT/gpu_report.md
@@ -79,16 +83,43 @@ flags_accepted() {
   return $bad
 }
 
+# rows_note STEP NOTE: set the note of STEP's row
+rows_note() {
+  local tmp=$ROWS.tmp
+  awk -F' [|] ' -v s="$1" -v n="$2" 'BEGIN{OFS=" | "} $1=="| "s {$5=n" |"} {print}' "$ROWS" >"$tmp" && mv "$tmp" "$ROWS"
+}
+
+# test_summary LOG: each test's last result in a pytest -v log (plain or xdist lines, and the short
+# summary's), counted, and the failures listed
+test_summary() {
+  "$PY" - "$1" <<'PYEOF'
+import re, sys
+text = open(sys.argv[1], errors="replace").read()
+last = {}
+for m in re.finditer(r"(?m)(?:(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS) (tests/\S+::\S+)|(tests/\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b)", text):
+    last[m.group(2) or m.group(3)] = m.group(1) or m.group(4)
+counts = {k: sum(v == k for v in last.values()) for k in ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")}
+done = re.search(r"(?m)^=+ .* in [0-9.]+s", text)
+print("Tests (tests.log): " + ", ".join(f"{n} {k.lower()}" for k, n in counts.items() if n or k in ("PASSED", "FAILED"))
+      + ("" if done else " (no final summary: the run was cut off)") + ".")
+bad = sorted(t for t, v in last.items() if v in ("FAILED", "ERROR"))
+if bad:
+    print()
+    print("\n".join(f"- {last[t]} {t}" for t in bad[:40]) + (f"\n- ... and {len(bad) - 40} more" if len(bad) > 40 else ""))
+PYEOF
+}
+
 write_report() {
   {
     echo "# xsim GPU check"
     echo
-    echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), mode: $([[ $DRY == 1 ]] && echo 'dry run (no GPU call made)' || echo device), git: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)'), host: $(uname -n), steps: $STEPS"
+    echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), mode: $([[ $DRY == 1 ]] && echo 'dry run (no GPU call made)' || echo device), tree: $(if git rev-parse --short HEAD >/dev/null 2>&1; then git rev-parse --short HEAD; git diff --quiet HEAD || echo ' (+ uncommitted changes)'; else echo 'no git here'; fi | tr -d '\n'), .whl built from: $(head -1 .whl/SOURCE 2>/dev/null || echo '?'), host: $(uname -n), steps: $STEPS"
     echo
     echo "| step | status | seconds | log | note |"
     echo "| --- | --- | --- | --- | --- |"
     cat "$ROWS"
     echo
+    [[ -f $OUT/tests.log ]] && test_summary "$OUT/tests.log" && echo
     echo "Not covered: Warp and Newton (warp-lang's 149 MB wheel is over the 64 MiB a call carries; bench/gpu_prepare.sh)."
     for log in "$OUT"/*.log; do
       [[ -e $log ]] || continue
@@ -114,6 +145,11 @@ if [[ $DRY == 1 ]]; then
       --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --target "$(mktemp -d)" .whl/*.whl
   else
     record wheels "SKIPPED" 0 "" ".whl/ not prepared: run bash bench/gpu_prepare.sh (needs network)"
+  fi
+  # the device's test selection collects here (no GPU needed) and is not empty (pytest exits 5 if so)
+  if [[ $COLLECT == 1 ]]; then
+    step collect check.log 120 "$PY" "${PYTEST_CUDA[@]}" --collect-only -q -n 0
+    rows_note collect "$(grep -Eo '[0-9]+/[0-9]+ tests collected' "$OUT/check.log" | tail -1)"
   fi
 fi
 if wanted install && [[ $DRY == 0 ]]; then
@@ -151,7 +187,7 @@ print(\"is_cuda_available\", xsim.is_cuda_available()); print(xsim.get_device(\"
 fi
 if wanted tests; then
   # every test marked cuda: the cuda:0 variants of the device/default_device fixtures and tests/cuda's
-  step tests tests.log 240 "$PY" -m pytest -q -p no:cacheprovider -n "$WORKERS" --dist loadfile -m cuda tests
+  step tests tests.log 240 "$PY" "${PYTEST_CUDA[@]}" -v -n "$WORKERS"
 fi
 for b in "${BENCHES[@]}"; do
   IFS='|' read -r name script flags limit <<<"$b"

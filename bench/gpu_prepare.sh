@@ -41,6 +41,8 @@ $PIP download -q --no-deps --only-binary=:all: --python-version 3.12 --implement
   -d .whl "${WHEELS[@]}"
 # xsim: a pure-Python wheel of this working tree (its native headers are package data)
 $PIP wheel -q --no-deps --no-build-isolation -w .whl .
+# which tree the xsim wheel holds (the device's copy of the tree may travel without .git)
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' + uncommitted changes') $(date -u +%Y-%m-%dT%H:%MZ)" >.whl/SOURCE
 
 ls -l .whl
 total=$(du -cb .whl/*.whl | tail -1 | cut -f1)

@@ -1,6 +1,7 @@
 """bench/gpu_check.sh's dry run: everything the GPU check does before its first GPU call (issue 38, item 6).
 
-The syntax, the benchmarks' flags and the report writer need no network and run always; the wheel set's
+The syntax, the benchmarks' flags, the collection of the device's test selection and the report writer
+need no network and run always; the wheel set's
 checks need .whl/ (bench/gpu_prepare.sh, which downloads) and skip without it. No GPU is used: the
 device-mode test below runs the ``env`` step alone, which must fail here and be recorded as failed.
 """
@@ -56,6 +57,7 @@ def test_dry_run_checks_flags_and_writes_the_report(tmp_path):
     assert report is not None, proc.stdout + proc.stderr
     table = rows(report)
     assert table["syntax"] == "ok"
+    assert table["collect"] == "ok", report  # the device's test selection collects here and is not empty
     # each benchmark either accepts every flag the device run passes, or lacks only --device (not covered)
     for bench in ("cloth", "pyramid", "vec3", "saxpy"):
         assert table[bench] in ("dry: flags ok", "NOT COVERED"), (bench, table[bench])
@@ -73,7 +75,7 @@ def test_dry_run_fails_on_a_flag_a_bench_lost(tmp_path):
     text = saxpy.read_text()
     assert 'ap.add_argument("--repeat"' in text
     saxpy.write_text(text.replace('ap.add_argument("--repeat"', 'ap.add_argument("--repeats"'))
-    proc, report = run_check(tmp_path, "--dry-run", cwd=tree)
+    proc, report = run_check(tmp_path, "--dry-run", cwd=tree, env={"GPU_CHECK_COLLECT": "0"})
     assert proc.returncode == 1
     table = rows(report)
     assert table["saxpy"] == "FAIL (flags)"
@@ -82,10 +84,15 @@ def test_dry_run_fails_on_a_flag_a_bench_lost(tmp_path):
 
 
 def test_device_mode_records_a_failed_step_and_goes_on(tmp_path):
-    """In device mode a failed step is recorded, the next one still runs, the report is still written,
-    and the exit status says so. Planted: an nvidia-smi that fails (env), and a scratch checkout without
-    tests/ (pytest exits 4); no GPU is touched."""
+    """In device mode a failed step is recorded, the next one still runs, the report is still written with
+    each test's result counted and the failures named, and the exit status says so. Planted: an nvidia-smi
+    that fails (env), and a scratch checkout whose tests/ holds one passing and one failing cuda test."""
     tree = copy_tree(tmp_path)
+    (tree / "tests").mkdir()
+    (tree / "pytest.ini").write_text("[pytest]\nmarkers =\n    cuda: needs a CUDA GPU\n")
+    (tree / "tests" / "test_planted.py").write_text(
+        "import pytest\n\n\n@pytest.mark.cuda\ndef test_passes():\n    pass\n\n\n"
+        "@pytest.mark.cuda\ndef test_fails():\n    assert 1 == 2\n\n\ndef test_not_cuda():\n    pass\n")
     fake = tmp_path / "bin" / "nvidia-smi"
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho planted failure >&2\nexit 3\n")
@@ -95,7 +102,9 @@ def test_device_mode_records_a_failed_step_and_goes_on(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     table = rows(report)
     assert table["env"] == "FAIL (rc 3)"
-    assert table["tests"].startswith("FAIL (rc "), table  # reached after the failure
+    assert table["tests"] == "FAIL (rc 1)", table  # reached after the failure, and failed by the planted test
+    assert "Tests (tests.log): 1 passed, 1 failed." in report
+    assert "- FAILED tests/test_planted.py::test_fails" in report
     assert "planted failure" in (tmp_path / "out" / "env.log").read_text()
     assert "## env.log" in report and "## tests.log" in report
 
@@ -141,7 +150,7 @@ def python312():
 def test_prepared_wheels_install_on_python_312(tmp_path):
     """The prepared .whl/ passes bench/gpu_wheels.py and pip's own tag and version checks for CPython 3.12."""
     py = python312() or pytest.skip("no Python 3.12 with pip here for pip's resolver")
-    proc, report = run_check(tmp_path, "--dry-run", env={"WHEEL_PY": py})
+    proc, report = run_check(tmp_path, "--dry-run", env={"WHEEL_PY": py, "GPU_CHECK_COLLECT": "0"})
     table = rows(report)
     assert table["wheels"] == "ok", report
     assert table["pip-resolve"] == "ok", report
