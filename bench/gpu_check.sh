@@ -14,7 +14,8 @@
 # runs nvidia-smi, the tests or a benchmark. Without .whl/ the wheel step is SKIPPED, not failed.
 # Environment: OUT (report folder; default ./out/gpu_check), PY (default python3: the device's 3.12),
 # WHEEL_PY (a Python 3.12 for the dry-run's pip; default PY), GPU_CHECK_STEPS (comma-separated steps to
-# run, default all: install,env,tests,cloth,pyramid,vec3,saxpy), GPU_CHECK_TEST_WORKERS (default 8).
+# run, default all: install,env,tests,cloth,pyramid,vec3,saxpy), GPU_CHECK_TEST_WORKERS (default 14),
+# GPU_CHECK_TESTS_TIMEOUT (default 240 s), GPU_CHECK_COLLECT=0 (the dry run skips collecting the tests).
 set -u
 cd "$(dirname "$0")/.."
 DRY=0
@@ -187,7 +188,7 @@ print(\"is_cuda_available\", xsim.is_cuda_available()); print(xsim.get_device(\"
 fi
 if wanted tests; then
   # every test marked cuda: the cuda:0 variants of the device/default_device fixtures and tests/cuda's
-  step tests tests.log 240 "$PY" "${PYTEST_CUDA[@]}" -v -n "$WORKERS"
+  step tests tests.log "${GPU_CHECK_TESTS_TIMEOUT:-240}" "$PY" "${PYTEST_CUDA[@]}" -v -n "$WORKERS"
 fi
 for b in "${BENCHES[@]}"; do
   IFS='|' read -r name script flags limit <<<"$b"

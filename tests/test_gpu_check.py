@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.cpu_only,
 
 
 def run_check(tmp_path, *args, env=None, cwd=ROOT):
-    environ = {**os.environ, "OUT": str(tmp_path / "out"), "PY": sys.executable, **(env or {})}
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not this run's xdist worker
+    environ.update({"OUT": str(tmp_path / "out"), "PY": sys.executable, **(env or {})})
     proc = subprocess.run(["bash", str(cwd / "bench" / "gpu_check.sh"), *args], cwd=cwd, env=environ, check=False,
                           capture_output=True, text=True, timeout=120)
     report = tmp_path / "out" / "gpu_report.md"
@@ -83,22 +84,27 @@ def test_dry_run_fails_on_a_flag_a_bench_lost(tmp_path):
     assert table["vec3"] in ("dry: flags ok", "NOT COVERED")
 
 
-def test_device_mode_records_a_failed_step_and_goes_on(tmp_path):
-    """In device mode a failed step is recorded, the next one still runs, the report is still written with
-    each test's result counted and the failures named, and the exit status says so. Planted: an nvidia-smi
-    that fails (env), and a scratch checkout whose tests/ holds one passing and one failing cuda test."""
+def planted_checkout(tmp_path, tests_source):
+    """A scratch checkout whose tests/ is ``tests_source``, and a failing nvidia-smi first on PATH."""
     tree = copy_tree(tmp_path)
     (tree / "tests").mkdir()
     (tree / "pytest.ini").write_text("[pytest]\nmarkers =\n    cuda: needs a CUDA GPU\n")
-    (tree / "tests" / "test_planted.py").write_text(
-        "import pytest\n\n\n@pytest.mark.cuda\ndef test_passes():\n    pass\n\n\n"
-        "@pytest.mark.cuda\ndef test_fails():\n    assert 1 == 2\n\n\ndef test_not_cuda():\n    pass\n")
+    (tree / "tests" / "test_planted.py").write_text(tests_source)
     fake = tmp_path / "bin" / "nvidia-smi"
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho planted failure >&2\nexit 3\n")
     fake.chmod(0o755)
-    proc, report = run_check(tmp_path, cwd=tree, env={"GPU_CHECK_STEPS": "env,tests", "GPU_CHECK_TEST_WORKERS": "0",
-                                                      "PATH": f"{fake.parent}:{os.environ['PATH']}"})
+    return tree, {"GPU_CHECK_TEST_WORKERS": "0", "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+
+
+def test_device_mode_records_a_failed_step_and_goes_on(tmp_path):
+    """In device mode a failed step is recorded, the next one still runs, the report is still written with
+    each test's result counted and the failures named, and the exit status says so. Planted: an nvidia-smi
+    that fails (env), and a scratch checkout whose tests/ holds one passing and one failing cuda test."""
+    tree, env = planted_checkout(tmp_path, (
+        "import pytest\n\n\n@pytest.mark.cuda\ndef test_passes():\n    pass\n\n\n"
+        "@pytest.mark.cuda\ndef test_fails():\n    assert 1 == 2\n\n\ndef test_not_cuda():\n    pass\n"))
+    proc, report = run_check(tmp_path, cwd=tree, env={**env, "GPU_CHECK_STEPS": "env,tests"})
     assert proc.returncode == 1, proc.stdout + proc.stderr
     table = rows(report)
     assert table["env"] == "FAIL (rc 3)"
@@ -107,6 +113,18 @@ def test_device_mode_records_a_failed_step_and_goes_on(tmp_path):
     assert "- FAILED tests/test_planted.py::test_fails" in report
     assert "planted failure" in (tmp_path / "out" / "env.log").read_text()
     assert "## env.log" in report and "## tests.log" in report
+
+
+def test_a_hung_step_is_cut_off_and_its_results_so_far_kept(tmp_path):
+    """The tests step under a 3 s limit, its second test hanging: TIMEOUT is recorded, the first test's result
+    counts, the report says the run was cut off, and the script still ends and writes the report."""
+    tree, env = planted_checkout(tmp_path, (
+        "import time\nimport pytest\n\n\n@pytest.mark.cuda\ndef test_a_passes():\n    pass\n\n\n"
+        "@pytest.mark.cuda\ndef test_b_hangs():\n    time.sleep(600)\n"))
+    proc, report = run_check(tmp_path, cwd=tree, env={**env, "GPU_CHECK_STEPS": "tests", "GPU_CHECK_TESTS_TIMEOUT": "3"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert rows(report)["tests"] == "TIMEOUT (3 s)"
+    assert "Tests (tests.log): 1 passed, 0 failed (no final summary: the run was cut off)." in report
 
 
 def test_wheel_check_finds_a_missing_requirement(tmp_path):
