@@ -56,14 +56,18 @@ def _number(n: int) -> int:
     return max(10, 10**6 // n)
 
 
-def launcher(wp, kernel, n, a, x, y):
-    """A no-argument call of ``wp.launch`` (xsim or Warp: the same call) of saxpy over ``n`` threads."""
-    return lambda: wp.launch(kernel, n, inputs=[a, x, y], device="cpu")
+def launcher(wp, kernel, n, a, x, y, device="cpu"):
+    """A no-argument call of ``wp.launch`` (xsim or Warp: the same call) of saxpy over ``n`` threads; on a
+    GPU each call waits for its launch to finish."""
+    if device == "cpu":
+        return lambda: wp.launch(kernel, n, inputs=[a, x, y], device="cpu")
+    return lambda: (wp.launch(kernel, n, inputs=[a, x, y], device=device), wp.synchronize_device(device))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=31)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda:0: both engines on the GPU, no C loop")
     args = ap.parse_args()
     sizes = [10**5, 10**6, 10**7]
     a = 0.5
@@ -72,7 +76,8 @@ def main():
     xk = load_kernels("kernels_saxpy", "xsim").saxpy
     # build and load xsim's module first: it sets libgomp's spin policy, which the C loop then shares
     launcher(xs, xk, 1, a, xs.zeros(1), xs.zeros(1))()
-    c_fn = c_saxpy()
+    gpu = args.device != "cpu"
+    c_fn = None if gpu else c_saxpy()
     use_warp = have_warp()
     wp = wk = None
     if use_warp:
@@ -84,15 +89,20 @@ def main():
         x_np = rng.random(n, dtype=np.float32)
         y_np = rng.random(n, dtype=np.float32)
         cx, cy = x_np.copy(), y_np.copy()
-        fns = {"c": lambda: c_fn(n, a, cx.ctypes.data, cy.ctypes.data, threads),  # noqa: B023 (used in this iteration)
-               "xsim": launcher(xs, xk, n, a, xs.array(x_np), xs.array(y_np)),
-               "warp": launcher(wp, wk, n, a, wp.array(x_np, dtype=wp.float32, device="cpu"),
-                                wp.array(y_np, dtype=wp.float32, device="cpu")) if use_warp else None}
+        fns = {"c": None if gpu else lambda: c_fn(n, a, cx.ctypes.data, cy.ctypes.data, threads),  # noqa: B023
+               "xsim": launcher(xs, xk, n, a, xs.array(x_np, device=args.device), xs.array(y_np, device=args.device),
+                                args.device),
+               "warp": launcher(wp, wk, n, a, wp.array(x_np, dtype=wp.float32, device=args.device),
+                                wp.array(y_np, dtype=wp.float32, device=args.device), args.device) if use_warp else None}
         t = interleaved_medians(fns, args.repeat, _number(n))
         gbs = 12 * n / t["xsim"] / 1e9
         rows.append([f"{n:.0e}", fmt_time(t["c"]), fmt_time(t["xsim"]), fmt_time(t["warp"]), ratio(t["xsim"], t["c"]),
                      ratio(t["warp"], t["xsim"]), f"{gbs:.1f}"])
-    notes = [(f"median of {args.repeat} samples of >= 10 back-to-back calls; C and xsim threads: {threads}, Warp CPU: 1 thread; xsim/C > 1 "
+    if gpu:
+        notes = [f"device {args.device}, each call synchronized; no C loop (it is a CPU reference)"]
+    else:
+        notes = []
+    notes += [(f"median of {args.repeat} samples of >= 10 back-to-back calls; C and xsim threads: {threads}, Warp CPU: 1 thread; xsim/C > 1 "
               "means xsim is slower than the C loop, warp/xsim > 1 means xsim is faster than Warp; GB/s counts "
               "12 bytes per element (read x, read y, write y).")]
     if not use_warp:

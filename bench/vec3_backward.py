@@ -31,12 +31,12 @@ from common import (
 class Case:
     """The kernel's inputs, output and Tape for one engine; ``forward``/``backward`` are one sample."""
 
-    def __init__(self, wp, kernel, a_np, b_np):
-        self.wp, self.kernel, self.n = wp, kernel, len(a_np)
-        self.a = wp.array(a_np, dtype=wp.vec3, device="cpu", requires_grad=True)
-        self.b = wp.array(b_np, dtype=wp.vec3, device="cpu", requires_grad=True)
-        self.out = wp.zeros(self.n, dtype=wp.vec3, device="cpu", requires_grad=True)
-        self.seed = wp.array(np.ones_like(a_np), dtype=wp.vec3, device="cpu")
+    def __init__(self, wp, kernel, a_np, b_np, device="cpu"):
+        self.wp, self.kernel, self.n, self.device = wp, kernel, len(a_np), device
+        self.a = wp.array(a_np, dtype=wp.vec3, device=device, requires_grad=True)
+        self.b = wp.array(b_np, dtype=wp.vec3, device=device, requires_grad=True)
+        self.out = wp.zeros(self.n, dtype=wp.vec3, device=device, requires_grad=True)
+        self.seed = wp.array(np.ones_like(a_np), dtype=wp.vec3, device=device)
         self.tape = wp.Tape()
         self.forward()
         self.tape.backward(grads={self.out: self.seed})
@@ -44,10 +44,12 @@ class Case:
     def forward(self):
         self.tape = self.wp.Tape()
         with self.tape:
-            self.wp.launch(self.kernel, self.n, inputs=[self.a, self.b], outputs=[self.out], device="cpu")
+            self.wp.launch(self.kernel, self.n, inputs=[self.a, self.b], outputs=[self.out], device=self.device)
+        self.wp.synchronize_device(self.device)  # a GPU sample ends when its work does (no-op on the CPU)
 
     def backward(self):
         self.tape.backward()
+        self.wp.synchronize_device(self.device)
 
     def grads(self):
         return self.a.grad.numpy().copy(), self.b.grad.numpy().copy()
@@ -57,6 +59,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10**6)
     ap.add_argument("--repeat", type=int, default=21)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda:0 for both engines on the GPU")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="cpu: process CPU time summed over threads (steadier on a shared machine)")
     args = ap.parse_args()
@@ -65,11 +68,11 @@ def main():
     a_np = rng.uniform(-1, 1, (args.n, 3)).astype(np.float32)
     b_np = rng.uniform(-1, 1, (args.n, 3)).astype(np.float32)
     xs = init_backend("xsim")
-    cases = {"xsim": Case(xs, load_kernels("kernels_vec3", "xsim").vec3_math, a_np, b_np)}
+    cases = {"xsim": Case(xs, load_kernels("kernels_vec3", "xsim").vec3_math, a_np, b_np, args.device)}
     use_warp = have_warp()
     if use_warp:
         wp = init_backend("warp")
-        cases["warp"] = Case(wp, load_kernels("kernels_vec3", "warp").vec3_math, a_np, b_np)
+        cases["warp"] = Case(wp, load_kernels("kernels_vec3", "warp").vec3_math, a_np, b_np, args.device)
     notes = []
     if use_warp:  # same kernel, same inputs: the engines must agree before their times mean anything
         for c in cases.values():
@@ -92,8 +95,10 @@ def main():
             ["backward", fmt_time(bwd["xsim"]), fmt_time(tw[1]), ratio(tw[1], bwd["xsim"])],
             ["backward / forward", ratio(bwd["xsim"], fwd["xsim"]), ratio(tw[1], tw[0]), ""]]
     threads = os.environ.get("XSIM_NUM_THREADS", os.cpu_count())
-    notes.insert(0, f"n = {args.n:.0e}, {args.clock} clock, median of {args.repeat} samples; xsim threads: {threads}, "
-                 "Warp CPU: 1 thread; warp/xsim > 1 means xsim is faster.")
+    where = (f"xsim threads: {threads}, Warp CPU: 1 thread" if args.device == "cpu"
+             else f"device {args.device}, each sample synchronized")
+    notes.insert(0, f"n = {args.n:.0e}, {args.clock} clock, median of {args.repeat} samples; {where}; "
+                 "warp/xsim > 1 means xsim is faster.")
     if not use_warp:
         notes.append(warp_note())
     print_table("vec3 math kernel on a Tape", ["", "xsim", "warp", "warp/xsim"], rows, notes)
