@@ -257,18 +257,15 @@ def apply_body_deltas(Xc: Transforms, delta: Vec8s, pdelta: Vec8s, coupled: int,
             q = xsim.normalize(q + type(q)(d[3], d[4], d[5], d[6]))
         v = (x - Xc_prev[i].p) * (inv_h / (1.0 + lin_damping / inv_h))
         pred = qd_pred[i]
-        w = type(x)(pred[3], pred[4], pred[5])
-        qp = Xc_pred[i].q
-        if q[0] != qp[0] or q[1] != qp[1] or q[2] != qp[2] or q[3] != qp[3]:  # else no rounding noise added
-            dq = q * xsim.quat_inverse(qp)
-            cos_half = dq[3]
-            scale = 2.0 * inv_h
-            if cos_half < 0.0:
-                scale = -scale
-                cos_half = -cos_half
-            # a correction turns by less than pi (cos_half > 0); the floor guards a sum of corrections
-            w = w + type(x)(dq[0], dq[1], dq[2]) * (scale / xsim.max(cos_half, 1.0e-3))
-        w = w * (1.0 / (1.0 + ang_damping / inv_h))
+        dq = q * xsim.quat_inverse(Xc_pred[i].q)
+        cos_half = dq[3]
+        scale = 2.0 * inv_h
+        if cos_half < 0.0:
+            scale = -scale
+            cos_half = -cos_half
+        # a correction turns by less than pi (cos_half > 0); the floor guards a sum of corrections
+        w = (type(x)(pred[3], pred[4], pred[5]) + type(x)(dq[0], dq[1], dq[2]) * (scale / xsim.max(cos_half, 1.0e-3))) \
+            * (1.0 / (1.0 + ang_damping / inv_h))
         Xc_out[i] = xsim.transformation(x, q)
         qd_out[i] = qd_out.dtype(v[0], v[1], v[2], w[0], w[1], w[2])
 
