@@ -305,4 +305,6 @@ def test_humanoid_falls_and_comes_to_rest_on_the_ground_without_exploding_or_sin
     assert np.all(np.isfinite(q)) and fastest < 200.0
     assert min(lows) > -0.01
     assert np.abs(s0.body_qd.numpy()).max() < 0.5
-    assert 0.1 < q[0, 2] < 0.4  # lying on the ground
+    # lying on the ground: its torso (a capsule of radius 0.07 m) on the floor or on a limb, not sunk into it;
+    # which of the two depends on how the fall went (0.087 m measured since the joints' arms changed)
+    assert 0.06 < q[0, 2] < 0.4

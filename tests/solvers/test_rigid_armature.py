@@ -30,8 +30,10 @@ def swing(armature: float, extra_inertia: float, kd: float, iterations: int = 1)
 def test_armature_on_a_world_hinge_is_inertia_about_its_axis():
     moved = swing(0.0, 0.0, 0.0)
     with_armature, with_inertia = swing(0.7, 0.0, 0.0), swing(0.0, 0.7, 0.0)
-    # measured: 7e-6 relative (the armature's prediction and the body's differ by O(h^2) per step)
-    np.testing.assert_allclose(with_armature, with_inertia, rtol=2e-5)
+    # measured 3.2e-4 relative: a joint with an armature corrects along the arms of the predicted pose, which
+    # damps at first order in h, the plain joint along the substep start's (joint_kernels.py); 7e-6 when both
+    # took the predicted pose's (the armature's prediction and the body's differ by O(h^2) per step)
+    np.testing.assert_allclose(with_armature, with_inertia, rtol=5e-4)
     assert with_armature[0] < 0.5 * moved[0]  # and it matters: the pendulum is twice as slow to fall
 
 

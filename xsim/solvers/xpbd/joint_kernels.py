@@ -16,7 +16,7 @@ The attachment points' error is measured at the current poses and corrected alon
 substep's start (its Jacobian there), as SHAKE/RATTLE apply a constraint's force along its gradient at
 the step's start: a pendulum then keeps its energy, its error second order in the substep (measured,
 ``docs/rigid.md``). Arms at the predicted poses (plain PBD) damp a
-swing at first order, by about ``Omega^2 h / 2``.
+swing at first order, by about ``Omega^2 h / 2``; a joint with an armature keeps them (``solve_joints``).
 
 A revolute or prismatic joint's ``armature`` a (kg m^2 or kg) is inertia of its own coordinate q,
 kinetic energy a dq/dt^2 / 2. Implicit Euler adds a (q - q~)^2 / (2 h^2) to what a substep minimizes,
@@ -398,12 +398,17 @@ def solve_joints(Xc: Transforms, X0: Transforms, Xs: Transforms, bodies: BodyArr
                 xp, qp, xc, qc, dl = move_along(xp, qp, imp, iip, r_p, xc, qc, imc, iic, r_c, d / length, over,
                                                 lam_j * 0.0, lam_j * 0.0)
         else:
-            # the error at these poses, corrected along the arms at the substep's start (module docstring)
-            q_start = qp
-            if bp >= 0:
-                q_start = Xs[bp].q
-            arm_p = xsim.quat_rotate(q_start, jp.p)
-            arm_c = xsim.quat_rotate(Xs[bc].q, jc.p)
+            # the error at these poses, corrected along the arms at the substep's start (module docstring), but
+            # with an armature row in the same solve: there the arms at these poses (start arms let the
+            # imported ant's legs give way, its torso down on the floor: not understood yet)
+            arm_p = r_p
+            arm_c = r_c
+            if arm == 0.0:
+                q_start = qp
+                if bp >= 0:
+                    q_start = Xs[bp].q
+                arm_p = xsim.quat_rotate(q_start, jp.p)
+                arm_c = xsim.quat_rotate(Xs[bc].q, jc.p)
             xp, qp, xc, qc, t1 = align_points(xp, qp, imp, iip, arm_p, xc, qc, imc, iic, arm_c, corr, n1, c1, n2,
                                               c2, alpha1)
             if alpha1 > 0.0:
