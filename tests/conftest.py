@@ -139,17 +139,18 @@ def pytest_collection_finish(session):
 def _generated_kernels_compile_with_nvrtc(request):
     """When the session runs the NVRTC sweep (tests/cuda/test_nvrtc_compile.py), the kernels a test file
     generates while it runs (a module registered or changed after its import) compile with NVRTC at the end of
-    that file, in the process that generated them: the sweep sees only its own process's registry, and xdist
-    runs files in separate processes. A failure is an error of the file's last test."""
+    that file, in the process that generated them (release builds: ``nvrtc_sweep.GENERATED_CONFIGS``): the sweep
+    sees only its own process's registry, and xdist runs files in separate processes. A failure is an error of
+    the file's last test."""
     if not request.config.stash.get(_nvrtc_sweep_selected, False) or request.path.name == "test_nvrtc_compile.py":
         yield
         return
     before = nvrtc_sweep.registered()
     yield
     units = nvrtc_sweep.all_units(exclude=before)
-    nvrtc_sweep.warm(units, nvrtc_sweep.FAST_CONFIGS)
+    nvrtc_sweep.warm(units, nvrtc_sweep.GENERATED_CONFIGS)
     for unit in units:
-        for arch, debug, fast in nvrtc_sweep.FAST_CONFIGS:
+        for arch, debug, fast in nvrtc_sweep.GENERATED_CONFIGS:
             nvrtc_sweep.check_compiles(unit, arch, debug, fast)
 
 
