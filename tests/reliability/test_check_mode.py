@@ -210,8 +210,8 @@ def test_a_state_left_non_finite_by_a_step_names_the_state_array(check, monkeypa
     model, solver = falling_particles()
     step = solver._step
 
-    def step_then_corrupt(state_in, state_out, control, dt):
-        step(state_in, state_out, control, dt)
+    def step_then_corrupt(state_in, state_out, control, dt, contacts=None):
+        step(state_in, state_out, control, dt, contacts)
         state_out.particle_qd.numpy()[2, 0] = np.inf  # as a faulty step might leave it
 
     monkeypatch.setattr(solver, "_step", step_then_corrupt)
