@@ -6,6 +6,12 @@ in the process that generated them: the kernel registry is per process, and xdis
 A unit is a registered module (``xsim.kernels.module._MODULES``) as it is at one moment: its name and content
 hash. Kernels the frontend rejects on purpose (the compile-error tests) are left out of the generated code;
 kernels whose source file is gone (made by tests in temporary files) are left out of the unit.
+
+The library's own modules (every kernel defined in the xsim package: the solvers' and collision's, in each
+scalar type the tests make) build to PTX in the quick configs (``cuda.compile_ptx``: the C++ front end and
+NVVM, where generated code goes wrong), and to CUBINs only in the ``nvrtc_full`` ones: ptxas alone takes
+minutes and up to 10 GB on their largest kernels (the rigid contacts' ``measure_contacts``: over 150 s
+to a CUBIN, 9 s to PTX), and two workers doing that at once ran a CI machine out of memory.
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ import os
 import pytest
 
 import xsim
-from xsim.kernels import cuda
+from xsim.kernels import cache, cuda
 from xsim.kernels.module import _MODULES, Module, build_ir
+
+_PACKAGE = os.path.join(os.path.realpath(os.path.dirname(xsim.__file__)), "")
 
 # Each generated source (release, debug) once, and each architecture once: the two sources differ in
 # bounds checks, the two architectures in nothing xsim generates (a third build, release for sm_90,
@@ -65,6 +73,8 @@ class Unit:
             module, self.front = kept, kept.frontend()
         self.module = module
         self.files = {_real_file(k.pyfunc.__code__.co_filename) for k in module.kernels}
+        # every kernel from the xsim package: checked to PTX in the quick configs (the module docstring)
+        self.library = all(f.startswith(_PACKAGE) for f in self.files)
         self._sources: dict[bool, tuple[str, dict]] = {}
 
     def source(self, debug: bool) -> tuple[str, dict]:
@@ -103,35 +113,51 @@ def _built(metas: dict) -> list[str]:
     return [name for name, meta in metas.items() if meta.refused is None]
 
 
-def _compile_job(source: str, arch: int, name: str, fast: bool, fuse_fp: bool) -> bytes | None:
+def to_ptx(u: Unit, fast: bool) -> bool:
+    """Whether the sweep checks ``u`` to PTX (a library module in a quick config), not to a CUBIN."""
+    return u.library and fast
+
+
+def _compile_job(*args, **kwargs) -> None:
     try:
-        return cuda.compile_cubin(source, arch, name, fast=fast, fuse_fp=fuse_fp)
+        cuda.build_entry(*args, **kwargs)
     except xsim.CompileError:
-        return None  # check_compiles compiles it again in-process, for the error that names the kernel
+        pass  # check_compiles compiles it again in-process, for the error that names the kernel
+
+
+def _workers() -> int:
+    """Compiles to run at once in this process: the cores left to it by the other pytest-xdist workers
+    (each NVRTC process holds up to 2.5 GB; more of them than cores only queue)."""
+    share = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, (os.cpu_count() or 1) // max(1, share))
 
 
 def warm(units: list[Unit], configs: list[tuple[int, bool, bool]]) -> None:
-    """Compile the (unit, config) pairs the cache lacks in parallel worker processes: NVRTC serialises
-    compiles within one process, and a large module takes 10-40 s. The largest sources go first, so that
-    no long compile starts last while the other workers sit idle."""
+    """Build the (unit, config) pairs the cache lacks, in parallel worker processes where this process has
+    cores to itself (NVRTC serialises compiles within one process, and a large module takes 10-40 s),
+    else here, one at a time. The largest sources go first, so that no long compile starts last while the
+    other workers sit idle. Each build holds its cache entry's lock (``cuda.build_entry``): a pair another
+    process is building is built once."""
     jobs = []
     for u in units:
         for arch, debug, fast in configs:
-            if cuda.cached_cubin(u.module, debug, arch, fast=fast) is None:
-                jobs.append((u, debug, arch, fast))
-    jobs.sort(key=lambda job: -len(job[0].source(job[1])[0]))
-    workers = min(len(jobs), os.cpu_count() or 1)
+            ptx = to_ptx(u, fast)
+            key = cuda.entry_key(u.module, debug, arch, fast=fast, ptx=ptx)
+            if cache.lookup(key, ".ptx" if ptx else ".cubin") is None:
+                source, metas = u.source(debug)
+                meta = {} if ptx else {"kernels": {k: vars(m) for k, m in metas.items()}}
+                jobs.append(((key, source, arch, cuda.source_name(u.module), meta),
+                             {"ptx": ptx, "fast": fast, "fuse_fp": u.module.fuse_fp()}))
+    jobs.sort(key=lambda job: -len(job[0][1]))
+    workers = min(len(jobs), _workers())
     if workers < 2:
+        for args, kwargs in jobs:
+            _compile_job(*args, **kwargs)
         return
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        futures = [(job, pool.submit(_compile_job, job[0].source(job[1])[0], job[2],
-                                     cuda.source_name(job[0].module), job[3], job[0].module.fuse_fp()))
-                   for job in jobs]
-        for (u, debug, arch, fast), future in futures:
-            cubin = future.result()
-            if cubin is not None:
-                cuda.store_cubin(u.module, debug, arch, cubin, u.source(debug)[1], fast=fast)
+        for future in [pool.submit(_compile_job, *args, **kwargs) for args, kwargs in jobs]:
+            future.result()
 
 
 def cubin_sm(cubin: bytes) -> int:
@@ -141,9 +167,20 @@ def cubin_sm(cubin: bytes) -> int:
 
 
 def check_compiles(u: Unit, arch: int, debug: bool, fast: bool) -> None:
-    """``u`` builds with NVRTC (or is in the cache) to a CUBIN for ``sm_<arch>`` holding the forward entry
-    of every kernel the frontend accepted, and the adjoint entry of those that have one."""
+    """``u`` builds with NVRTC (or is in the cache) to a CUBIN for ``sm_<arch>`` (a library module in a quick
+    config: to PTX for ``compute_<arch>``, :func:`to_ptx`) holding the forward entry of every kernel the
+    frontend accepted, and the adjoint entry of those that have one."""
     module = u.module
+    if to_ptx(u, fast):
+        ptx = cuda.build_ptx(module, debug, arch, fast=fast).read_bytes()
+        assert f".target sm_{arch}".encode() in ptx, f"module {module.name}: not PTX for compute_{arch}"
+        _, metas = u.source(debug)
+        assert _built(metas), f"module {module.name}: no kernel built"
+        for name in _built(metas):
+            assert f".entry {name}_cuda_forward(".encode() in ptx, f"{module.name}: no forward entry for {name}"
+            if metas[name].adjoint_error is None:
+                assert f".entry {name}_cuda_backward(".encode() in ptx, f"{module.name}: no adjoint entry for {name}"
+        return
     cubin_path, metas = cuda.build_cubin(module, debug, arch, fast=fast)
     cubin = cubin_path.read_bytes()
     assert cubin[:4] == b"\x7fELF" and cubin_sm(cubin) == arch, f"module {module.name}: not a CUBIN for sm_{arch}"

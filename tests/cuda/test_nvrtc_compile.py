@@ -21,7 +21,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from nvrtc_sweep import CONFIG_IDS, CONFIGS, FAST_CONFIGS, Unit, all_units, check_compiles, cubin_sm, warm
+from nvrtc_sweep import (
+    CONFIG_IDS,
+    CONFIGS,
+    FAST_CONFIGS,
+    Unit,
+    all_units,
+    check_compiles,
+    cubin_sm,
+    to_ptx,
+    warm,
+)
 
 import xsim
 from xsim.kernels import cuda
@@ -135,6 +145,30 @@ def test_compile_cubin_targets_the_requested_architecture_without_a_gpu():
         cubin = cuda.compile_cubin(source, arch, fast=fast)
         assert cubin[:4] == b"\x7fELF" and cubin[7] == 0x41  # ELFOSABI_CUDA: SASS, not PTX
         assert cubin_sm(cubin) == int(str(arch).removeprefix("sm_"))
+
+
+def test_compile_ptx_stops_at_the_virtual_architecture_and_raises_what_compile_cubin_raises():
+    source = 'extern "C" __global__ void fill_one(float* x) { x[threadIdx.x] = 1.0f; }'
+    ptx = cuda.compile_ptx(source, 90, fast=True)
+    assert b".target sm_90" in ptx and b".entry fill_one(" in ptx and not ptx.startswith(b"\x7fELF")
+    with pytest.raises(xsim.CompileError, match='identifier "not_a_thing" is undefined'):
+        cuda.compile_ptx(source.replace("1.0f", "not_a_thing"), 80)
+    assert cuda.target_id(80, ptx=True) != cuda.target_id(80)
+
+
+def test_the_library_modules_are_checked_to_ptx_and_the_test_files_kernels_to_cubins():
+    from xsim.sim import ModelBuilder
+    from xsim.solvers import SolverXPBD
+    b = ModelBuilder()
+    b.add_particle((0.0, 0.0, 1.0), (0.0, 0.0, 0.0), mass=1.0)
+    model = b.finalize()
+    SolverXPBD(model).step(model.state(), model.state(), model.control(), 0.01)  # makes the solver's modules
+    library = [u for u in all_units() if u.module.name.startswith("xsim.solvers.")]
+    _import_test_file(TESTS / "cuda" / "test_cuda_runtime.py")
+    own = _units_of(TESTS / "cuda" / "test_cuda_runtime.py")
+    assert library and own
+    assert all(u.library and to_ptx(u, True) and not to_ptx(u, False) for u in library)
+    assert not any(u.library or to_ptx(u, True) for u in own)
 
 
 def test_the_quick_check_builds_never_share_a_cache_entry_with_the_builds_launches_load():

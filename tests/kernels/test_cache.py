@@ -1,6 +1,6 @@
 """The on-disk kernel cache, seen from fresh processes: a cached module loads without calling the
 C++ compiler, editing a func a kernel calls rebuilds, a truncated entry is rebuilt, concurrent
-builds of one module both succeed, and the cache folder is private (0700).
+builds of one module compile it once, and the cache folder is private (0700).
 
 Each run is a subprocess with ``XSIM_CACHE_DIR`` set to a temporary folder and ``CXX`` set to a
 wrapper script that logs every compiler call before running the real compiler.
@@ -123,16 +123,22 @@ def test_corrupt_metadata_is_rebuilt_not_crashed_on(project):
     assert [k["name"] for k in json.loads(meta.read_text())["kernels"].values()] == ["fill"]
 
 
-def test_two_processes_building_the_same_module_at_once_both_succeed(project):
+def test_two_processes_building_the_same_module_at_once_compile_it_once(project):
+    """The second process waits on the entry's build lock (``cache.build_lock``) and loads the first one's
+    build: the compiler is made to take two seconds, so both miss the cache at once, and without the lock
+    each would compile (two calls in the log)."""
+    cxx = project / "logging-cxx"
+    cxx.write_text(cxx.read_text().replace("\nexec ", "\nsleep 2\nexec ", 1))
     procs = [run(project, background=True) for _ in range(2)]
     for p in procs:
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
         assert json.loads(out.strip().splitlines()[-1]) == [0.0, 2.0, 4.0, 6.0]
-    leftovers = [p.name for p in (project / "cache").iterdir() if p.suffix not in (".so", ".json")]
+    assert compiler_calls(project) == 1
+    leftovers = [p.name for p in (project / "cache").iterdir() if p.suffix not in (".so", ".json", ".lock")]
     assert leftovers == []  # no temporary files or build folders left behind
     assert run(project) == [0.0, 2.0, 4.0, 6.0]
-    assert compiler_calls(project) <= 2
+    assert compiler_calls(project) == 1
 
 
 def test_cache_dir_honours_xsim_cache_dir_and_is_0700(tmp_path, monkeypatch):

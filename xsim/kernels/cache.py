@@ -15,6 +15,7 @@ Build folders that killed compiles left behind are removed once they are an hour
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -151,6 +152,26 @@ def store(key: str, suffix: str, binary_tmp: Path, meta: dict) -> Path:
     return bin_path
 
 
+@contextlib.contextmanager
+def build_lock(key: str):
+    """Hold the build of entry ``key`` against every other process using this cache folder: the holder
+    builds, the others wait and then find the entry (look it up again once the lock is held). Without it,
+    two processes that miss at once (test workers, Ray workers, two scripts) each compile the same module,
+    and a large module's compile takes minutes and gigabytes. An advisory ``flock`` on ``<key>.lock``,
+    released when the holder exits or dies; where ``fcntl`` is missing (Windows) each builds its own."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on Linux or macOS
+        yield
+        return
+    fd = os.open(cache_dir() / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def remove_stale_builds(now: float | None = None) -> list[Path]:
     """Delete build folders and temporary files of compiles that were killed (untouched for
     ``STALE_BUILD_SECONDS``); a build in progress keeps writing into its folder and is left alone.
@@ -189,7 +210,7 @@ def clear_kernel_cache() -> list[Path]:
         m.builds.clear()
     removed = []
     for p in cache_dir().iterdir():
-        if p.name.startswith("build-") or not p.is_file() or p.suffix not in (".json", ".so", ".cubin"):
+        if p.name.startswith("build-") or not p.is_file() or p.suffix not in (".json", ".so", ".cubin", ".ptx"):
             continue
         try:
             p.unlink()

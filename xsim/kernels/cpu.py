@@ -161,19 +161,30 @@ def build(module, debug: bool) -> CpuModule:
     from .module import KernelMeta
     fuse_fp = module.fuse_fp()
     key = cache.entry_key(module.name, module.content_hash(), target_id(debug, fuse_fp), debug)
-    found = cache.lookup(key, ".so")
-    if found is not None:
-        path, meta = found
-        try:
-            metas = {k: KernelMeta(**m) for k, m in meta["kernels"].items()}
-            if set(metas) == module.symbols():
-                return CpuModule(path, metas)
-        except (OSError, TypeError, KeyError):
-            pass
-    sources, metas = module.generate_parts("cpu", debug, PART_CHARS)
-    import tempfile  # here, not at the top: see _which
-    cache.remove_stale_builds()
-    with tempfile.TemporaryDirectory(dir=cache.cache_dir(), prefix="build-") as tmp:
-        lib = compile_source(sources, Path(tmp), fuse_fp)
-        path = cache.store(key, ".so", lib, {"kernels": {k: vars(m) for k, m in metas.items()}})
+
+    def cached() -> CpuModule | None:
+        found = cache.lookup(key, ".so")
+        if found is not None:
+            path, meta = found
+            try:
+                metas = {k: KernelMeta(**m) for k, m in meta["kernels"].items()}
+                if set(metas) == module.symbols():
+                    return CpuModule(path, metas)
+            except (OSError, TypeError, KeyError):
+                pass
+        return None
+
+    loaded = cached()
+    if loaded is not None:
+        return loaded
+    with cache.build_lock(key):  # another process missing at once waits here, then loads this build
+        loaded = cached()
+        if loaded is not None:
+            return loaded
+        sources, metas = module.generate_parts("cpu", debug, PART_CHARS)
+        import tempfile  # here, not at the top: see _which
+        cache.remove_stale_builds()
+        with tempfile.TemporaryDirectory(dir=cache.cache_dir(), prefix="build-") as tmp:
+            lib = compile_source(sources, Path(tmp), fuse_fp)
+            path = cache.store(key, ".so", lib, {"kernels": {k: vars(m) for k, m in metas.items()}})
     return CpuModule(path, metas)

@@ -3,7 +3,9 @@
 Both go through cuda-python (``cuda.bindings.nvrtc``, ``cuda.bindings.driver``). The CUBIN is
 built for the GPU's own compute capability, never PTX: PTX from an NVRTC newer than the installed
 driver fails to load, SASS does not. Compiling needs no GPU (:func:`compile_cubin`), which is how the
-test suite checks every kernel for sm_80 and sm_90 on machines without one.
+test suite checks every kernel for sm_80 and sm_90 on machines without one (the library's largest modules
+to PTX only, :func:`compile_ptx`, which is never loaded). Concurrent builds of one module in several
+processes compile it once (``cache.build_lock``).
 """
 
 from __future__ import annotations
@@ -72,13 +74,15 @@ def arch_for(capability: tuple[int, int]) -> int:
     return max(candidates)
 
 
-def options(arch: int, fast: bool = False, fuse_fp: bool = False) -> list[str]:
+def options(arch: int, fast: bool = False, fuse_fp: bool = False, ptx: bool = False) -> list[str]:
     """NVRTC options for a module built for ``sm_<arch>`` (debug builds differ in their source only).
     ``fuse_fp``: the module option; off, a product and a sum round separately (``--fmad=false``), as on the CPU.
 
     ``fast``: skip most optimization (``--Ofast-compile=max``, NVRTC 12.8 on; 5-7x quicker): code that only
-    checks that a module compiles, never code that runs."""
-    opts = ["-std=c++17", f"-I{NATIVE_DIR}", f"--gpu-architecture=sm_{arch}", "-default-device", "-lineinfo",
+    checks that a module compiles, never code that runs. ``ptx``: stop at PTX for the virtual architecture
+    ``compute_<arch>`` (the C++ front end and NVVM, without ptxas): see :func:`compile_ptx`."""
+    target = f"compute_{arch}" if ptx else f"sm_{arch}"
+    opts = ["-std=c++17", f"-I{NATIVE_DIR}", f"--gpu-architecture={target}", "-default-device", "-lineinfo",
             f"--fmad={'true' if fuse_fp else 'false'}"]
     return opts + ["--Ofast-compile=max"] if fast and nvrtc_version() >= (12, 8) else opts
 
@@ -90,18 +94,37 @@ def compile_cubin(source: str, arch: int | str, name: str = "module.cu", kernels
     Raises :class:`xsim.CompileError` with NVRTC's log; ``kernels`` (xsim kernels whose code is in
     ``source``) lets the error name the Python kernel that the failing generated line belongs to.
     """
-    arch = int(str(arch).removeprefix("sm_"))
+    return _compile(source, int(str(arch).removeprefix("sm_")), name, kernels, fast, fuse_fp, ptx=False)
+
+
+def compile_ptx(source: str, arch: int, name: str = "module.cu", kernels: tuple = (), *,
+                fast: bool = False, fuse_fp: bool = False) -> bytes:
+    """Compile CUDA C++ ``source`` to PTX for the virtual architecture ``compute_<arch>``; needs no GPU.
+
+    Everything :func:`compile_cubin` checks but ptxas: the C++ front end (where generated code goes wrong) and
+    NVVM. Not for running (see the module docstring): it is how the test suite checks the library's largest
+    kernels, whose ptxas pass takes minutes and gigabytes (the rigid contact kernels: over 150 s and 10 GB
+    for the float64 module, against 10 s and 0.3 GB to PTX). Errors as :func:`compile_cubin`'s."""
+    return _compile(source, arch, name, kernels, fast, fuse_fp, ptx=True)
+
+
+def _compile(source: str, arch: int, name: str, kernels: tuple, fast: bool, fuse_fp: bool, *, ptx: bool) -> bytes:
     nvrtc = _nvrtc()
     (prog,) = _nvrtc_check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []),
                            "nvrtcCreateProgram")
     try:
-        opts = [o.encode() for o in options(arch, fast, fuse_fp)]
+        opts = [o.encode() for o in options(arch, fast, fuse_fp, ptx)]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             (size,) = _nvrtc_check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
             log = b" " * size
             _nvrtc_check(nvrtc.nvrtcGetProgramLog(prog, log), "nvrtcGetProgramLog")
             raise _compile_error(log.decode(errors="replace").rstrip("\x00 \n"), source, name, arch, kernels)
+        if ptx:
+            (size,) = _nvrtc_check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+            out = b" " * size
+            _nvrtc_check(nvrtc.nvrtcGetPTX(prog, out), "nvrtcGetPTX")
+            return out.rstrip(b"\x00")
         (size,) = _nvrtc_check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
         cubin = b" " * size
         _nvrtc_check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
@@ -144,14 +167,20 @@ def _compile_error(log: str, source: str, name: str, arch: int, kernels) -> Comp
 # -- build and cache -----------------------------------------------------------------------------------
 
 
-def target_id(arch: int, fast: bool = False, fuse_fp: bool = False) -> str:
-    """What a CUBIN depends on besides the source: NVRTC version, architecture, options."""
+def target_id(arch: int, fast: bool = False, fuse_fp: bool = False, ptx: bool = False) -> str:
+    """What a CUBIN (or PTX) depends on besides the source: NVRTC version, architecture, options."""
     v = nvrtc_version()
-    return f"cuda|nvrtc{v[0]}.{v[1]}|sm_{arch}|{' '.join(options(arch, fast, fuse_fp))}"
+    return f"cuda|nvrtc{v[0]}.{v[1]}|sm_{arch}|{' '.join(options(arch, fast, fuse_fp, ptx))}"
 
 
-def _entry_key(module, debug: bool, arch: int, fast: bool) -> str:
-    return cache.entry_key(module.name, module.content_hash(), target_id(arch, fast, module.fuse_fp()), debug)
+def _entry_key(module, debug: bool, arch: int, fast: bool, ptx: bool = False) -> str:
+    return cache.entry_key(module.name, module.content_hash(), target_id(arch, fast, module.fuse_fp(), ptx),
+                           debug)
+
+
+def entry_key(module, debug: bool, arch: int, *, fast: bool = False, ptx: bool = False) -> str:
+    """The cache key of ``module``'s CUBIN for ``sm_<arch>`` (or, with ``ptx``, its PTX for ``compute_<arch>``)."""
+    return _entry_key(module, debug, arch, fast, ptx)
 
 
 def cached_cubin(module, debug: bool, arch: int, *, fast: bool = False) -> tuple[Path, dict] | None:
@@ -171,12 +200,34 @@ def cached_cubin(module, debug: bool, arch: int, *, fast: bool = False) -> tuple
 
 def store_cubin(module, debug: bool, arch: int, cubin: bytes, metas: dict, *, fast: bool = False) -> Path:
     """Put a CUBIN built from ``module.generate("cuda", debug)`` into the cache; returns its path."""
+    return _store(_entry_key(module, debug, arch, fast), ".cubin", cubin,
+                  {"kernels": {k: vars(m) for k, m in metas.items()}})
+
+
+def _store(key: str, suffix: str, data: bytes, meta: dict) -> Path:
     cache.remove_stale_builds()
     with tempfile.TemporaryDirectory(dir=cache.cache_dir(), prefix="build-") as tmp:
-        tmp_path = Path(tmp) / "module.cubin"
-        tmp_path.write_bytes(cubin)
-        return cache.store(_entry_key(module, debug, arch, fast), ".cubin", tmp_path,
-                           {"kernels": {k: vars(m) for k, m in metas.items()}})
+        tmp_path = Path(tmp) / f"module{suffix}"
+        tmp_path.write_bytes(data)
+        return cache.store(key, suffix, tmp_path, meta)
+
+
+def build_entry(key: str, source: str, arch: int, name: str, meta: dict, *, ptx: bool = False, fast: bool = False,
+                fuse_fp: bool = False, kernels: tuple = ()) -> Path:
+    """The cache entry ``key``: ``source`` built to a CUBIN for ``sm_<arch>`` (``ptx``: to PTX for
+    ``compute_<arch>``), compiled and stored with ``meta`` on a miss. The compile holds the entry's build
+    lock (``cache.build_lock``), so processes that miss at once compile it once. Plain values only, so that
+    a worker process can build what its parent generated."""
+    suffix = ".ptx" if ptx else ".cubin"
+    found = cache.lookup(key, suffix)
+    if found is not None:
+        return found[0]
+    with cache.build_lock(key):
+        found = cache.lookup(key, suffix)
+        if found is not None:
+            return found[0]
+        data = _compile(source, arch, name, kernels, fast, fuse_fp, ptx=ptx)
+        return _store(key, suffix, data, meta)
 
 
 def source_name(module) -> str:
@@ -189,10 +240,25 @@ def build_cubin(module, debug: bool, arch: int, *, fast: bool = False) -> tuple[
     found = cached_cubin(module, debug, arch, fast=fast)
     if found is not None:
         return found
-    source, metas = module.generate("cuda", debug)
-    cubin = compile_cubin(source, arch, source_name(module), tuple(module.kernels), fast=fast,
-                          fuse_fp=module.fuse_fp())
-    return store_cubin(module, debug, arch, cubin, metas, fast=fast), metas
+    with cache.build_lock(_entry_key(module, debug, arch, fast)):
+        found = cached_cubin(module, debug, arch, fast=fast)  # built by another process while this one waited
+        if found is not None:
+            return found
+        source, metas = module.generate("cuda", debug)
+        cubin = compile_cubin(source, arch, source_name(module), tuple(module.kernels), fast=fast,
+                              fuse_fp=module.fuse_fp())
+        return store_cubin(module, debug, arch, cubin, metas, fast=fast), metas
+
+
+def build_ptx(module, debug: bool, arch: int, *, fast: bool = False) -> Path:
+    """The cached PTX of ``module`` for ``compute_<arch>`` (:func:`compile_ptx`), built on a miss."""
+    key = _entry_key(module, debug, arch, fast, ptx=True)
+    found = cache.lookup(key, ".ptx")
+    if found is not None:
+        return found[0]
+    source, _metas = module.generate("cuda", debug)
+    return build_entry(key, source, arch, source_name(module), {}, ptx=True, fast=fast, fuse_fp=module.fuse_fp(),
+                       kernels=tuple(module.kernels))
 
 
 def build(module, debug: bool, device: Device) -> CudaModule:
