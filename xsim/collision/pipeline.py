@@ -13,6 +13,7 @@ import numpy as np
 import xsim
 from xsim import types as T
 from xsim.sim.generic import specialized
+from xsim.sim.uploads import Uploads
 
 from . import narrow_phase
 from .broad_phase import BroadPhase, run_starts
@@ -36,7 +37,7 @@ class CollisionPipeline:
         self.kernels = specialized(narrow_phase.__name__, model.dtype)
         s = model.dtype
         self._tf = T.transformation(s)
-        self._uploads: dict = {}
+        self._uploads = Uploads(model.device)
         # contact keys: (shape a, shape b, index in the pair), index below a pair's most points + 144 edge pairs
         self.max_index = 2 * int(model.shape_point_count.numpy().max(initial=0)) + 144
         self._no_residual = xsim.zeros(model.body_count, dtype=T.vector(3, s), device=model.device)
@@ -82,17 +83,17 @@ class CollisionPipeline:
         contacts.body_q = body_q
         if not len(pairs):
             return contacts
-        s, put = m.dtype, self._put
+        s, put = m.dtype, self._uploads.put
         pairs_dev, reach_dev = put("pairs", pairs, int), put("reach", reach, s)
 
         def edges_near(box_pairs):
-            near = self._buffer("near", 24 * len(box_pairs), int)
+            near = self._uploads.buffer("near", 24 * len(box_pairs), int)
             xsim.launch(k.box_edges_near, 24 * len(box_pairs), inputs=[
                 xc, x0, shapes, put("box_pairs", pairs[box_pairs], int), put("box_reach", reach[box_pairs], s)],
                 outputs=[near], record_tape=False)
             return near.numpy()[:24 * len(box_pairs)].reshape(len(box_pairs), 2, 12).astype(bool)
         pair, index = broad.candidate_contacts(pairs, edges_near)
-        depth = self._buffer("depth", len(pair), s)
+        depth = self._uploads.buffer("depth", len(pair), s)
         xsim.launch(k.contact_depths, len(pair), inputs=[
             xc, x0, shapes, pairs_dev, put("pair", pair, int), put("index", index, int), reach_dev,
             put("spin", spin, s)], outputs=[depth], record_tape=False)
@@ -126,25 +127,3 @@ class CollisionPipeline:
             outputs=[contacts.rigid_contact_shape0, contacts.rigid_contact_shape1, contacts.rigid_contact_point0,
                      contacts.rigid_contact_point1, contacts.rigid_contact_normal, contacts.rigid_contact_depth],
             record_tape=False)
-
-    def _buffer(self, key: str, n: int, dtype):
-        """A reused device buffer of at least ``n`` rows (off the tape)."""
-        buf = self._uploads.get(("buf", key))
-        if buf is None or buf.shape[0] < n:
-            buf = self._uploads[("buf", key)] = xsim.empty(max(n, 1), dtype=dtype, device=self.model.device)
-        return buf
-
-    def _put(self, key: str, data: np.ndarray, dtype):
-        """Host ``data`` (rows) on the model's device for the narrow phase's kernels, which read its first
-        ``len(data)`` rows: on the CPU a buffer reused from step to step, written in place (rows of the next
-        power of two); on a GPU a new array."""
-        dev = self.model.device
-        if not dev.is_cpu:
-            return xsim.array(np.ascontiguousarray(data, dtype=np.int32 if dtype is int else None), dtype=dtype,
-                              device=dev)
-        buf = self._uploads.get(key)
-        if buf is None or buf.shape[0] < len(data):
-            rows = 1 << max(len(data) - 1, 0).bit_length()
-            buf = self._uploads[key] = xsim.empty((rows,) + data.shape[1:], dtype=dtype, device=dev)
-        buf.numpy()[:len(data)] = data  # on the CPU a view of the buffer
-        return buf

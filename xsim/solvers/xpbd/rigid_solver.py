@@ -71,6 +71,7 @@ from xsim.sim.generic import specialized
 from xsim.sim.kinematics import eval_ik
 from xsim.sim.model import State
 from xsim.sim.rigid import JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
+from xsim.sim.uploads import Uploads
 
 from . import contacts_rigid, joint_kernels, rigid_kernels
 from .bundles import (
@@ -160,7 +161,7 @@ class RigidStepper:
         self._armature = bool(r.joint_count) and bool(np.any(r.joint_armature.numpy() > 0.0))
         # the model's arrays as the kernels take them (``model_arrays``)
         self._bodies = self._joints = self._shapes = None  # (shapes: with the step's unit frames, _find_contacts)
-        self._uploads: dict = {}  # reused host-written buffers of the step's contacts (_put)
+        self._uploads = Uploads(m.device)  # reused host-written buffers of the step's contacts
         self.contact_count = 0  # contacts the last step solved (after the broad phase and pruning)
         self._no_slip = xsim.empty(1, dtype=self.v3, device=m.device)
         self._no_residual = xsim.zeros(r.body_count, dtype=self.v3, device=m.device)  # a State without one
@@ -236,7 +237,7 @@ class RigidStepper:
         if not contacts.count:
             return
         n = contacts.count
-        taped, put = st.grad, self._put
+        taped, put = st.grad, self._uploads.put
         # the solve kernels on a tape read these in the backward pass, so they are new arrays then
         st.n_contacts, st.n_pairs = n, len(contacts.pairs)
         st.pairs = put("used_pairs", contacts.pairs, int, taped)
@@ -266,23 +267,9 @@ class RigidStepper:
                 carry = np.where((last.keys[pos] == st.keys) & (last.held[pos] != 0), pos, -1)
         prev = self._no_slip if last is None else last.slip
         st.slip = self.buffers.get("c:slip", n, self.v3, taped, avoid=(prev,))
-        xsim.launch(self.kc.carried_slips, n, inputs=[self._put("carry", carry, int, taped), prev], outputs=[st.slip])
+        xsim.launch(self.kc.carried_slips, n, inputs=[self._uploads.put("carry", carry, int, taped), prev],
+                    outputs=[st.slip])
         st.held = self.buffers.get("c:held", n, int, taped, zero=True)
-
-    def _put(self, key: str, data: np.ndarray, dtype, fresh: bool = False):
-        """Host ``data`` (rows) on the model's device for this step's kernels, which read its first
-        ``len(data)`` rows: a new array where ``fresh`` (a tape keeps it) or on a GPU; on the CPU a
-        buffer reused from step to step, written in place (rows of the next power of two)."""
-        dev = self.model.device
-        if fresh or not dev.is_cpu:
-            return xsim.array(np.ascontiguousarray(data, dtype=np.int32 if dtype is int else None), dtype=dtype,
-                              device=dev)
-        buf = self._uploads.get(key)
-        if buf is None or buf.shape[0] < len(data):
-            rows = 1 << max(len(data) - 1, 0).bit_length()
-            buf = self._uploads[key] = xsim.empty((rows,) + data.shape[1:], dtype=dtype, device=dev)
-        buf.numpy()[:len(data)] = data  # on the CPU a view of the buffer
-        return buf
 
     def begin_substep(self, st: RigidStep, sub: int) -> None:
         """Predict the bodies' poses for substep ``sub`` (gravity, gyroscopic term)."""
