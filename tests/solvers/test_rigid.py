@@ -431,8 +431,9 @@ def pose_weights(model, seed=3):
     return np.random.default_rng(seed).normal(size=(model.body_count, 7))
 
 
-def check_velocity_gradient(model, qd0, steps, dt, seed=3, rtol=1e-4):
-    """Tape gradient of the weighted final pose wrt the initial body_qd against central differences."""
+def check_velocity_gradient(model, qd0, steps, dt, seed=3, rtol=1e-4, eps=1e-6):
+    """Tape gradient of the weighted final pose wrt the initial body_qd against central differences of
+    step ``eps`` (m/s, rad/s)."""
     weights = xsim.array(pose_weights(model, seed), dtype=xsim.transformd)
     qd = xsim.array(qd0, dtype=xsim.vector(6, xsim.float64), requires_grad=True)
     tape = xsim.Tape()
@@ -441,7 +442,6 @@ def check_velocity_gradient(model, qd0, steps, dt, seed=3, rtol=1e-4):
     tape.backward(loss)
     grad = qd.grad.numpy().copy()
     fd = np.zeros_like(grad)
-    eps = 1e-6
     for idx in np.ndindex(*grad.shape):
         vals = []
         for sgn in (1.0, -1.0):
