@@ -362,10 +362,12 @@ class RigidStepper:
         contacts' own test; new when gradients are recorded (the contact kernels that read it are on the
         tape). The bodies' accumulators of this pass are ``st.pdelta`` and ``st.pdv``."""
         m, r, s = self.model, self.rigid, self.solver
+        ws = s._workspace()
         split = xsim.zeros(r.body_count, dtype=m.dtype, device=m.device) if st.grad else \
             self.buffers.get("psplit", r.body_count, m.dtype, False, zero=True)
         xsim.launch(s.contact_kernels.count_particle_contacts, m.particle_count, inputs=[
-            x, s._particle_arrays, st.xi, st.x0, s._body_arrays, s._shape_arrays, slack], outputs=[split], record_tape=False)
+            x, ws.particle_arrays, st.xi, st.x0, ws.body_arrays, ws.shape_arrays, slack], outputs=[split],
+            record_tape=False)
         return split
 
     def begin_particle_bounce(self, st: RigidStep):

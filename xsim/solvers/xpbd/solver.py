@@ -71,6 +71,8 @@ What is not differentiable, and what the gradient means there:
 
 from __future__ import annotations
 
+import threading
+
 import xsim
 from xsim import types as T
 from xsim.errors import NonFiniteError
@@ -119,10 +121,8 @@ class SolverXPBD:
         self.kernels = specialized(particle_kernels.__name__, model.dtype)
         self.contact_kernels = specialized(pc.__name__, model.dtype)
         self._gravity = model.vec3()(*model.gravity)
-        self.buffers = BufferPool(model.device)  # the arrays its steps write, particles' and bodies'
         self.steps_taken = 0  # step() calls, named by check mode's errors
         m = model
-        self.constraints = ParticleConstraints(m, self.kernels)
         self._mesh_tri_none = xsim.full(m.particle_count, -1, dtype=int, device=m.device)
         self._has_mesh = m.mesh_indices.shape[0] > 0
         # particles meet every shape, static and on bodies, in particle_contacts.py
@@ -132,12 +132,37 @@ class SolverXPBD:
         self._no_motion = BodyMotion(pose=m.body_q, pose_start=m.body_q, start=m.body_q, qd=m.body_qd,
                                      qd_pre=m.body_qd, split=m.body_inv_mass)
         self._no_delta = xsim.empty(0, dtype=T.vector(8, m.dtype), device=m.device)
-        # the model's arrays as the contact kernels take them (``bundles.py``), and this step's bundles
-        self._particle_arrays = self._shape_arrays = self._mesh_arrays = self._body_arrays = None
-        self.bundles = BundleCache()
-        # rigid bodies, contacts and joints: see rigid_solver.py
-        self.rigid = RigidStepper(self) if m.has_rigid else None
-        self._body_collide = self.rigid is not None and m.particle_count > 0
+        self._body_collide = m.has_rigid and m.particle_count > 0
+        self._local = threading.local()  # each thread's Workspace
+        self._workspace()  # the constructing thread's, now: its arrays and uploads are made here
+
+    def _workspace(self) -> Workspace:
+        """This thread's Workspace, made at its first step."""
+        ws = getattr(self._local, "workspace", None)
+        if ws is None:
+            ws = self._local.workspace = Workspace(self)
+            ws.rigid = RigidStepper(self) if self.model.has_rigid else None  # takes this thread's pools
+        return ws
+
+    @property
+    def buffers(self) -> BufferPool:
+        """The arrays this thread's steps write, particles' and bodies' (``buffers.py``)."""
+        return self._workspace().buffers
+
+    @property
+    def constraints(self) -> ParticleConstraints:
+        """This thread's particle constraint passes (their gathered entries and backward buffers)."""
+        return self._workspace().constraints
+
+    @property
+    def bundles(self) -> BundleCache:
+        """This thread's struct arguments, kept from step to step without gradients (``bundles.py``)."""
+        return self._workspace().bundles
+
+    @property
+    def rigid(self) -> RigidStepper | None:
+        """This thread's stepper of rigid bodies, contacts and joints (``rigid_solver.py``), or None."""
+        return self._workspace().rigid
 
     def _allocator(self, grad: bool):
         """The pool for ``grad`` as ``new(key, shape, dtype, avoid=())``, the form ``ParticleConstraints`` takes."""
@@ -243,17 +268,18 @@ class SolverXPBD:
         ``particle_contacts.py``): its start, its mesh contacts and its restitution threshold. Also brings
         the model's arrays as the contact kernels take them (``bundles.py``) up to date."""
         m, n = self.model, self.model.particle_count
-        self._particle_arrays = model_arrays(ParticleArrays, m, "particle_", self._particle_arrays)
-        self._shape_arrays = model_arrays(ShapeArrays, m, "shape_", self._shape_arrays)
-        self._mesh_arrays = model_arrays(MeshArrays, m, "mesh_", self._mesh_arrays)
-        self._body_arrays = model_arrays(BodyArrays, m, "body_", self._body_arrays)
+        ws = self._workspace()
+        ws.particle_arrays = model_arrays(ParticleArrays, m, "particle_", ws.particle_arrays)
+        ws.shape_arrays = model_arrays(ShapeArrays, m, "shape_", ws.shape_arrays)
+        ws.mesh_arrays = model_arrays(MeshArrays, m, "mesh_", ws.mesh_arrays)
+        ws.body_arrays = model_arrays(BodyArrays, m, "body_", ws.body_arrays)
         mesh_tri = self._mesh_tri_none
         if self._has_mesh:
             # detection only chooses a triangle (no gradient): kept off the tape, but a new
             # array in grad mode, since this substep's contact kernels record reading it
             mesh_tri = self.buffers.get("mesh_tri", n, int, grad)
             xsim.launch(self.contact_kernels.find_mesh_contacts, n, inputs=[
-                x, x_pred, self._particle_arrays, self._shape_arrays, self._mesh_arrays], outputs=[mesh_tri],
+                x, x_pred, ws.particle_arrays, ws.shape_arrays, ws.mesh_arrays], outputs=[mesh_tri],
                 record_tape=False)
         bounce = self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(m.gravity) * h
         return self.bundles.get("substep", ParticleSubstep, not grad, x=x, v=v, mesh_tri=mesh_tri, h=h,
@@ -273,7 +299,8 @@ class SolverXPBD:
         rigid step's working state, None without bodies). Updates ``lam`` in place; returns the new positions."""
         m = self.model
         n, v3 = m.particle_count, m.vec3()
-        c = self.constraints
+        ws = self._workspace()
+        c = ws.constraints
         delta = self._scratch("delta", (n, c.width), v3)
         entries = self._scratch("entries", c.entry_count, T.vector(4, m.dtype))
         x_next = self.buffers.get("x", n, v3, grad, avoid=(x, xi))
@@ -287,8 +314,8 @@ class SolverXPBD:
                     delta = bodies.pdelta
                 x_shapes = self.buffers.get("x", n, v3, grad, avoid=(x, xi, x_next))
                 xsim.launch(self.contact_kernels.collide_particle_shapes, n, inputs=[
-                    x_next, self._particle_arrays, self._shape_arrays, self._mesh_arrays, substep, motion,
-                    self._body_arrays, passes], outputs=[x_shapes, delta])
+                    x_next, ws.particle_arrays, ws.shape_arrays, ws.mesh_arrays, substep, motion,
+                    ws.body_arrays, passes], outputs=[x_shapes, delta])
                 x_next = x_shapes
         return x_next
 
@@ -300,6 +327,7 @@ class SolverXPBD:
         velocities), into the State ``final`` if given."""
         m, k = self.model, self.kernels
         n, v3 = m.particle_count, m.vec3()
+        ws = self._workspace()
         shapes, last = self._shapes, final is not None
         v = final.particle_qd if last and not shapes else self.buffers.get("v", n, v3, grad, avoid=(v_start,))
         xo = final.particle_q if last and not shapes else self.buffers.get("x", n, v3, grad, avoid=(x, x_start))
@@ -319,10 +347,25 @@ class SolverXPBD:
                 v_out = final.particle_qd if final_pass else self.buffers.get("v", n, v3, grad, avoid=(v_start, v))
                 x_out = final.particle_q if final_pass else self.buffers.get("x", n, v3, grad, avoid=(x, x_start, xo))
                 xsim.launch(self.contact_kernels.bounce_particle_shapes, n, inputs=[
-                    xo, v, self._particle_arrays, self._shape_arrays, self._mesh_arrays, substep, motion,
-                    self._body_arrays, self._gravity, p], outputs=[v_out, x_out, delta])
+                    xo, v, ws.particle_arrays, ws.shape_arrays, ws.mesh_arrays, substep, motion,
+                    ws.body_arrays, self._gravity, p], outputs=[v_out, x_out, delta])
                 v, xo = v_out, x_out
         return xo, v
+
+
+class Workspace:
+    """What one thread's steps of a solver write between launches: its buffer pool, its particle constraint
+    passes (gathered entries, backward buffers), its struct arguments, the model's arrays as the kernels take
+    them and its rigid stepper (contact lists, multipliers, uploads). Each thread has its own
+    (``SolverXPBD._workspace``), so threads stepping and backpropagating through one shared solver get
+    their sequential results; one thread's steps reuse its buffers as a single thread's do."""
+
+    def __init__(self, solver: SolverXPBD):
+        self.buffers = BufferPool(solver.model.device)
+        self.constraints = ParticleConstraints(solver.model, solver.kernels)
+        self.bundles = BundleCache()
+        self.particle_arrays = self.shape_arrays = self.mesh_arrays = self.body_arrays = None
+        self.rigid: RigidStepper | None = None  # set by SolverXPBD._workspace, once the pools above exist
 
 
 def _norm(g) -> float:
