@@ -194,3 +194,58 @@ def test_negative_constraint_damping_is_refused():
     b.add_particle((1.0, 0.0, 0.0))
     with pytest.raises(ValueError, match="add_distance_constraint: damping must be >= 0"):
         b.add_spring(0, 1, damping=-0.1)
+
+
+def _edges_and_stencils_one_by_one(tris):
+    """The definition, side by side: each triangle's sides (a, b), (b, c), (c, a) in order, keyed by the
+    sorted pair; a stencil per edge with exactly two opposite vertices."""
+    opposite = {}
+    for a, b, c in np.asarray(tris).tolist():
+        for u, v, w in ((a, b, c), (b, c, a), (c, a, b)):
+            opposite.setdefault((min(u, v), max(u, v)), []).append(w)
+    stencils = [(u, v, o[0], o[1]) for (u, v), o in opposite.items() if len(o) == 2]
+    return np.array(list(opposite), dtype=np.int64).reshape(-1, 2), np.array(stencils, dtype=np.int64).reshape(-1, 4)
+
+
+@pytest.mark.parametrize("tris", [grid_triangles(7, 5), grid_triangles(30, 1),
+                                  trimesh.creation.icosphere(2).faces,
+                                  np.random.default_rng(1).integers(0, 12, size=(40, 3)),  # non-manifold soup
+                                  np.zeros((0, 3), dtype=np.int64)], ids=["grid", "strip", "sphere", "soup", "none"])
+def test_edges_and_stencils_in_bulk_are_the_one_by_one_definition_in_its_order(tris):
+    edges, stencils = edges_and_stencils(tris)
+    want_edges, want_stencils = _edges_and_stencils_one_by_one(tris)
+    np.testing.assert_array_equal(edges, want_edges)
+    np.testing.assert_array_equal(stencils, want_stencils)
+
+
+@pytest.mark.parametrize("material", [{"stretch_compliance": 1e-4, "shear_compliance": 1e-3, "area_compliance": 1e-5},
+                                      {"stretch_stiffness": 50.0, "bend_stiffness": 1e-3, "density": 0.2,
+                                       "stretch_damping": 0.1, "bend_damping": 1e-4}], ids=["raw", "physical"])
+def test_a_cloth_grid_added_in_bulk_is_the_cloth_added_element_by_element(material):
+    """add_cloth_grid appends its rows in bulk; the same particles, triangles and constraints added one call
+    at a time (add_particle, add_triangle, add_distance_constraint, add_bending_constraint) give the same
+    model, bit for bit."""
+    b = ModelBuilder()
+    b.add_particle((5.0, 5.0, 5.0))  # the cloth's indices start after another particle
+    b.add_cloth_grid(pos=(0.1, 0.2, 1.0), rot=(0.0, 0.0, 0.3826834, 0.9238795), vel=(0.1, 0.0, -0.2), dim_x=4,
+                     dim_y=3, cell_x=0.1, cell_y=0.15, mass=0.05, fix_left=True, **material)
+    bulk = b.finalize()
+    one = ModelBuilder()
+    one.add_particle((5.0, 5.0, 5.0))
+    for i in range(1, len(b.particle_q)):
+        one.add_particle(b.particle_q[i], b.particle_qd[i], b.particle_mass[i], b.particle_radius[i])
+    areas = dict(zip(b.area_indices, zip(b.area_compliance, b.area_damping)))
+    for t in b.tri_indices:
+        one.add_triangle(*t, *areas.get(t, (None, 0.0)))
+    for (i, j), c, d in zip(b.spring_indices, b.spring_compliance, b.spring_damping):
+        one.add_distance_constraint(i, j, compliance=c, damping=d)  # rest length from the positions
+    for s, c, d in zip(b.bending_indices, b.bending_compliance, b.bending_damping):
+        one.add_bending_constraint(*s, compliance=c, damping=d)
+    single = one.finalize()
+    for name in ("particle_q", "particle_qd", "particle_mass", "particle_inv_mass", "particle_radius", "tri_indices",
+                 "spring_indices", "spring_rest_length", "spring_compliance", "spring_damping", "bending_indices",
+                 "bending_compliance", "bending_damping", "area_indices", "area_compliance"):
+        got, want = (np.asarray(a.numpy() if hasattr(a, "numpy") else a) for a in (getattr(bulk, name),
+                                                                                   getattr(single, name)))
+        assert got.size > 0 or (name.startswith("area") and "area_compliance" not in material), name
+        np.testing.assert_array_equal(got, want, err_msg=name)

@@ -34,14 +34,24 @@ def grid_triangles(dim_x: int, dim_y: int) -> np.ndarray:
 
 def edges_and_stencils(tris: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(unique edges (e, 2), bending stencils (b, 4) = (v0, v1, opposite0, opposite1)) of a
-    triangle mesh; stencils exist for edges shared by exactly two triangles."""
-    opposite: dict[tuple[int, int], list[int]] = {}
-    for a, b, c in tris.tolist():
-        for u, v, w in ((a, b, c), (b, c, a), (c, a, b)):
-            opposite.setdefault((min(u, v), max(u, v)), []).append(w)
-    edges = np.array(list(opposite), dtype=np.int64).reshape(-1, 2)
-    stencils = [(u, v, o[0], o[1]) for (u, v), o in opposite.items() if len(o) == 2]
-    return edges, np.array(stencils, dtype=np.int64).reshape(-1, 4)
+    triangle mesh; stencils exist for edges shared by exactly two triangles. Edges (v0 < v1) come in the
+    order the triangles' sides (a, b), (b, c), (c, a) first meet them, a stencil's opposites in the order
+    of their triangles (array operations: a loop over 2 million triangles took 16 s)."""
+    t = np.asarray(tris, dtype=np.int64).reshape(-1, 3)
+    if len(t) == 0:
+        return np.zeros((0, 2), dtype=np.int64), np.zeros((0, 4), dtype=np.int64)
+    u, v, w = t.ravel(), t[:, [1, 2, 0]].ravel(), t[:, [2, 0, 1]].ravel()  # side (u, v) of each, opposite w
+    lo, hi = np.minimum(u, v), np.maximum(u, v)
+    _, first, side_edge, count = np.unique(lo * (int(t.max()) + 1) + hi, return_index=True, return_inverse=True,
+                                           return_counts=True)
+    order = np.argsort(first, kind="stable")  # unique edges by first appearance
+    edges = np.stack([lo[first[order]], hi[first[order]]], axis=1)
+    by_edge = np.lexsort((np.arange(len(side_edge)), side_edge))  # sides grouped by edge, each group in order
+    group = np.cumsum(count) - count
+    shared = order[count[order] == 2]  # edges of exactly two triangles, by first appearance
+    o0, o1 = w[by_edge[group[shared]]], w[by_edge[group[shared] + 1]]
+    stencils = np.stack([lo[first[shared]], hi[first[shared]], o0, o1], axis=1)
+    return edges, stencils
 
 
 def _cot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
