@@ -176,7 +176,8 @@ def ellipsoid_contact(p, size, r):
         t = xsim.max(t, size[i] * xsim.abs(p[i]) - a2[i])
     floor = -0.999999 * xsim.min(a2[0], xsim.min(a2[1], a2[2]))
     t = xsim.max(t, floor)
-    for _k in range(ELLIPSOID_ITERATIONS):
+    step = int(0)
+    while step < ELLIPSOID_ITERATIONS:  # a loop, not 12 unrolled copies (each inlined where this is called)
         f = r - r - 1.0
         df = r - r
         for i in range(3):
@@ -186,6 +187,7 @@ def ellipsoid_contact(p, size, r):
             df = df - 2.0 * u * u / w
         if df < 0.0:
             t = xsim.max(t - f / df, floor)
+        step += 1
     x = p - p
     g = p - p
     level = r - r - 1.0  # > 0 outside
