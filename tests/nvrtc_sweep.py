@@ -8,8 +8,9 @@ hash. Kernels the frontend rejects on purpose (the compile-error tests) are left
 kernels whose source file is gone (made by tests in temporary files) are left out of the unit.
 
 The library's own modules (every kernel defined in the xsim package: the solvers' and collision's, in each
-scalar type the tests make) build to PTX in the quick configs (``cuda.compile_ptx``: the C++ front end and
-NVVM, where generated code goes wrong), and to CUBINs only in the ``nvrtc_full`` ones: ptxas alone takes
+scalar type the tests make) and every debug build go to PTX in the quick configs (``cuda.compile_ptx``: the
+C++ front end and NVVM, where generated code goes wrong; ``to_ptx``), and to CUBINs only in the
+``nvrtc_full`` ones: ptxas alone takes
 minutes and up to 10 GB on their largest kernels (the rigid contacts' ``measure_contacts``: over 150 s
 to a CUBIN, 9 s to PTX), and two workers doing that at once ran a CI machine out of memory.
 """
@@ -113,9 +114,11 @@ def _built(metas: dict) -> list[str]:
     return [name for name, meta in metas.items() if meta.refused is None]
 
 
-def to_ptx(u: Unit, fast: bool) -> bool:
-    """Whether the sweep checks ``u`` to PTX (a library module in a quick config), not to a CUBIN."""
-    return u.library and fast
+def to_ptx(u: Unit, debug: bool, fast: bool) -> bool:
+    """Whether the sweep checks ``u`` to PTX, not to a CUBIN: in the quick configs, the library's modules
+    and every debug build (ptxas on the debug source, which differs in its run-time checks only, never
+    failed where the release CUBIN passed; the debug CUBINs were half of the sweep's ptxas time)."""
+    return fast and (u.library or debug)
 
 
 def _compile_job(*args, **kwargs) -> None:
@@ -141,7 +144,7 @@ def warm(units: list[Unit], configs: list[tuple[int, bool, bool]]) -> None:
     jobs = []
     for u in units:
         for arch, debug, fast in configs:
-            ptx = to_ptx(u, fast)
+            ptx = to_ptx(u, debug, fast)
             key = cuda.entry_key(u.module, debug, arch, fast=fast, ptx=ptx)
             if cache.lookup(key, ".ptx" if ptx else ".cubin") is None:
                 source, metas = u.source(debug)
@@ -167,11 +170,11 @@ def cubin_sm(cubin: bytes) -> int:
 
 
 def check_compiles(u: Unit, arch: int, debug: bool, fast: bool) -> None:
-    """``u`` builds with NVRTC (or is in the cache) to a CUBIN for ``sm_<arch>`` (a library module in a quick
-    config: to PTX for ``compute_<arch>``, :func:`to_ptx`) holding the forward entry of every kernel the
+    """``u`` builds with NVRTC (or is in the cache) to a CUBIN for ``sm_<arch>`` (to PTX for ``compute_<arch>``
+    where :func:`to_ptx` says) holding the forward entry of every kernel the
     frontend accepted, and the adjoint entry of those that have one."""
     module = u.module
-    if to_ptx(u, fast):
+    if to_ptx(u, debug, fast):
         ptx = cuda.build_ptx(module, debug, arch, fast=fast).read_bytes()
         assert f".target sm_{arch}".encode() in ptx, f"module {module.name}: not PTX for compute_{arch}"
         _, metas = u.source(debug)

@@ -1,9 +1,9 @@
-"""Every kernel of the test suite compiles with NVRTC to a CUBIN, forward and adjoint: release code for sm_80,
-debug code for sm_90.
+"""Every kernel of the test suite compiles with NVRTC, forward and adjoint: release code for sm_80 to a CUBIN,
+debug code for sm_90 to PTX, the library's own modules to PTX (``tests/nvrtc_sweep.py``, ``to_ptx``).
 
 The default run compiles with ``--Ofast-compile=max`` (``cuda.options(fast=True)``): the same front end,
 code generation and ptxas, without most optimization, 5-7x quicker (a cold run spent 11 minutes here).
-``-m nvrtc_full`` builds the same matrix with the optimization real launches use.
+``-m nvrtc_full`` builds the same matrix to CUBINs with the optimization real launches use.
 
 Runs on every machine: NVRTC needs no GPU. The test walks the test files that define kernels,
 imports each (or finds it already imported by this pytest session), and compiles every module
@@ -156,7 +156,7 @@ def test_compile_ptx_stops_at_the_virtual_architecture_and_raises_what_compile_c
     assert cuda.target_id(80, ptx=True) != cuda.target_id(80)
 
 
-def test_the_library_modules_are_checked_to_ptx_and_the_test_files_kernels_to_cubins():
+def test_the_library_modules_and_debug_builds_are_checked_to_ptx_and_release_test_kernels_to_cubins():
     from xsim.sim import ModelBuilder
     from xsim.solvers import SolverXPBD
     b = ModelBuilder()
@@ -167,8 +167,9 @@ def test_the_library_modules_are_checked_to_ptx_and_the_test_files_kernels_to_cu
     _import_test_file(TESTS / "cuda" / "test_cuda_runtime.py")
     own = _units_of(TESTS / "cuda" / "test_cuda_runtime.py")
     assert library and own
-    assert all(u.library and to_ptx(u, True) and not to_ptx(u, False) for u in library)
-    assert not any(u.library or to_ptx(u, True) for u in own)
+    assert all(u.library and to_ptx(u, False, True) and not to_ptx(u, False, False) for u in library)
+    assert not any(u.library or to_ptx(u, False, True) for u in own)  # release: a CUBIN
+    assert all(to_ptx(u, True, True) and not to_ptx(u, True, False) for u in own)  # debug: PTX unless full
 
 
 def test_the_quick_check_builds_never_share_a_cache_entry_with_the_builds_launches_load():
