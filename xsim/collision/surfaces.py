@@ -176,7 +176,7 @@ def ellipsoid_contact(p, size, r):
         t = xsim.max(t, size[i] * xsim.abs(p[i]) - a2[i])
     floor = -0.999999 * xsim.min(a2[0], xsim.min(a2[1], a2[2]))
     t = xsim.max(t, floor)
-    step = int(0)
+    step = 0
     while step < ELLIPSOID_ITERATIONS:  # a loop, not 12 unrolled copies (each inlined where this is called)
         f = r - r - 1.0
         df = r - r
@@ -289,16 +289,22 @@ def contact_geometry(xa, qa, sxa, kind_a: int, size_a, k: int, point, ra, xb, qb
     qs = qb * sxb.q
     ps = xb + xsim.quat_rotate(qb, sxb.p)
     local = point
+    searches = 0
     if is_support_slot(kind_a, k):
         local = point - point
-        d = point - point
-        for _it in range(SUPPORT_ITERATIONS):
-            pi = xa + xsim.quat_rotate(qa, sxa.p + xsim.quat_rotate(sxa.q, local))
-            nb, _pen = surface_contact(kind_b, xsim.quat_rotate_inv(qs, pi - ps), size_b, ra)
-            d = d - xsim.quat_rotate_inv(sxa.q, xsim.quat_rotate_inv(qa, xsim.quat_rotate(qs, nb)))
+        searches = SUPPORT_ITERATIONS
+    d = point - point
+    pw = xa
+    n_local = d
+    pen = ra
+    # the search's steps and the final measurement in one loop, so that surface_contact (every kind of
+    # b's surface) is written out once in the generated code, not twice
+    for it in range(searches + 1):
+        pw = xa + xsim.quat_rotate(qa, sxa.p + xsim.quat_rotate(sxa.q, local))
+        n_local, pen = surface_contact(kind_b, xsim.quat_rotate_inv(qs, pw - ps), size_b, ra)
+        if it < searches:
+            d = d - xsim.quat_rotate_inv(sxa.q, xsim.quat_rotate_inv(qa, xsim.quat_rotate(qs, n_local)))
             local = support_point(kind_a, size_a, k, d)
-    pw = xa + xsim.quat_rotate(qa, sxa.p + xsim.quat_rotate(sxa.q, local))
-    n_local, pen = surface_contact(kind_b, xsim.quat_rotate_inv(qs, pw - ps), size_b, ra)
     n = xsim.quat_rotate(qs, n_local)
     ca = pw - n * ra
     return n, pen, ca, ca + n * pen
