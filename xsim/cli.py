@@ -31,7 +31,12 @@ def default_scene() -> Path:
 class Progress:
     """The run's progress on a terminal stream: a tqdm bar of frames (rate, time left) that stays
     silent for runs shorter than ``delay`` seconds. Compiling kernels is its own phase, announced
-    by :meth:`compiling`; the bar starts at the first frame, so no estimate includes a compile."""
+    by :meth:`compiling`; the bar starts at the first frame (or the first :meth:`substep` report), so no
+    estimate includes a compile. Frames of many substeps move the bar in fractions of a frame
+    (:meth:`substep`, at most every ``refresh_seconds``), so a run whose first frame takes minutes shows its
+    rate and time left within a second."""
+
+    refresh_seconds = 0.5  # s between substep reports that move the bar
 
     def __init__(self, total: int, substeps: int, stream: TextIO | None = None, delay: float = 1.0,
                  disable: bool = False, desc: str = "frames", unit: str = "frame"):
@@ -41,6 +46,7 @@ class Progress:
         self.bar = None
         self.compile_started = None
         self.compile_seconds = 0.0  # from the compile announcement to the first frame
+        self._last_substep = 0.0  # perf_counter of the last substep report that moved the bar
 
     def compiling(self, modules: int):
         """Say that ``modules`` kernel modules are being compiled (not in the kernel cache yet)."""
@@ -49,7 +55,18 @@ class Progress:
             print(f"xsim: compiling solver kernels (first run only, {modules} modules)...", file=self.stream,
                   flush=True)
 
-    def __call__(self, done: int, total: int, **postfix):
+    def substep(self, frame: int, done: int, substeps: int):
+        """Substep ``done`` of ``substeps`` of frame ``frame`` (1-based) is done: the bar shows
+        ``frame - 1 + done / substeps`` frames, at most every ``refresh_seconds``."""
+        now = time.perf_counter()
+        if now - self._last_substep < self.refresh_seconds or done >= substeps:
+            return  # the frame's end is __call__'s
+        self._last_substep = now
+        self._open(self.total)
+        self.bar.update(frame - 1 + done / substeps - self.bar.n)
+        self.bar.refresh()  # already throttled here; tqdm's own interval would hide a first report
+
+    def _open(self, total: int):
         from tqdm import tqdm
 
         if self.bar is None:
@@ -57,7 +74,11 @@ class Progress:
                 self.compile_seconds = time.perf_counter() - self.compile_started
             self.bar = tqdm(total=total, desc=self.desc, unit=self.unit, file=self.stream, delay=self.delay,
                             disable=self.disable, dynamic_ncols=True, leave=True)
+
+    def __call__(self, done: int, total: int, **postfix):
+        self._open(total)
         self.bar.update(done - self.bar.n)
+        self.bar.n = done  # a whole count again after fractional substep reports: "3/3", not "3.0/3"
         if postfix:
             self.bar.set_postfix(postfix, refresh=False)
         if done >= total:
@@ -100,7 +121,7 @@ def cmd_run(args) -> int:
     t0 = time.perf_counter()
     try:
         rollout = simulate(scene, frames=frames, device=device, on_frame=progress,
-                           on_compile=progress.compiling)
+                           on_compile=progress.compiling, on_substep=progress.substep)
     except KeyboardInterrupt:
         progress.close()
         # The USD file is only written after the run, so nothing half-written is left behind.

@@ -81,6 +81,33 @@ def test_progress_bar_counts_frames_and_stays_silent_on_short_runs():
     assert "5/5" in text and "frame/s" in text and "loss=0.25" in text and text.endswith("\n")
 
 
+def test_a_frame_of_many_substeps_moves_the_bar_in_fractions_of_a_frame():
+    """A first frame of 10^7 substeps showed nothing for as long as it ran: substep reports move the bar
+    (throttled to ``refresh_seconds``; here 0), the frame's end is the frame count's."""
+    shown = Progress(total=5, substeps=1000, stream=io.StringIO(), delay=0.0)
+    shown.refresh_seconds = 0.0
+    shown.substep(1, 250, 1000)
+    assert "0.25/5" in shown.stream.getvalue() and "frame/s" in shown.stream.getvalue()
+    shown.substep(1, 1000, 1000)  # the last substep leaves the frame to __call__
+    assert shown.bar.n == 0.25
+    shown(1, 5)
+    assert shown.bar.n == 1
+    throttled = Progress(total=5, substeps=1000, stream=io.StringIO(), delay=0.0)
+    throttled.substep(1, 1, 1000)
+    throttled.substep(1, 2, 1000)  # within refresh_seconds of the first: not shown
+    assert throttled.bar.n == 0.001
+
+
+def test_simulate_reports_every_substep_of_every_frame(tmp_path):
+    from xsim.io.rollout import simulate
+    from xsim.io.scene import load_scene
+    path = tmp_path / "s.toml"
+    path.write_text("[sim]\nframes = 2\nsubsteps = 3\n[[cloth]]\ngrid = { dim = [2, 2], cell = [0.1, 0.1] }\n")
+    calls = []
+    simulate(load_scene(path), on_substep=lambda *a: calls.append(a))
+    assert calls == [(1, 1, 3), (1, 2, 3), (1, 3, 3), (2, 1, 3), (2, 2, 3), (2, 3, 3)]
+
+
 @xsim.kernel
 def _concrete_kernel(x: xsim.array(dtype=float)):
     x[xsim.tid()] = 1.0

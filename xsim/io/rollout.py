@@ -28,13 +28,16 @@ class Rollout:
 def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
              on_frame: Callable[[int, int], None] | None = None, model=None,
              on_compile: Callable[[int], None] | None = None,
-             on_state: Callable[[int, object], None] | None = None) -> Rollout:
+             on_state: Callable[[int, object], None] | None = None,
+             on_substep: Callable[[int, int, int], None] | None = None) -> Rollout:
     """Simulate ``frames`` frames (default ``scene.sim.frames``) of ``scene.sim.dt`` seconds each on
     ``device`` (default ``scene.sim.device``); ``on_frame(done, total)`` is called after each.
     ``model``: one finalized from ``scene.builder()`` and then edited; default: a fresh one.
     ``on_compile(n)`` is called before ``n`` kernel modules not in the cache are compiled;
     ``on_state(k, state)`` sees the State of every frame k = 0..frames (velocities too). A NaN/inf in
-    the state after a frame raises ``xsim.errors.NonFiniteError`` naming the frame and the first such array."""
+    the state after a frame raises ``xsim.errors.NonFiniteError`` naming the frame and the first such array.
+    ``on_substep(k, done, substeps)`` is called after each substep of frame k (1-based): a frame of many
+    substeps reports its progress before it ends."""
     from ..array import array as xsim_array
     from ..kernels.finite import check_arrays
     from ..solvers import SolverXPBD
@@ -48,6 +51,9 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
                                               f"({memory_bytes() / 2**30:.0f} GiB here)",
                                               f"{frames} frames, which need {need / 2**30:,.0f} GiB"))
     solver = SolverXPBD(model, substeps=scene.sim.substeps, iterations=scene.sim.iterations)
+    frame = [1]  # the frame being stepped, for on_substep
+    if on_substep is not None:
+        solver.on_substep = lambda done, substeps: on_substep(frame[0], done, substeps)
     compile_kernels(model.device, on_compile)   # after the solver made its kernels for the model's precision
     state, next_state, control = model.state(), model.state(), model.control()
     positions = np.empty((frames + 1, model.particle_count, 3), dtype=state.particle_q.numpy().dtype)
@@ -58,6 +64,7 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
     if on_state is not None:
         on_state(0, state)
     for k in range(1, frames + 1):
+        frame[0] = k
         solver.step(state, next_state, control, scene.sim.dt)
         state, next_state = next_state, state
         positions[k] = state.particle_q.numpy()

@@ -122,6 +122,9 @@ class SolverXPBD:
         self.contact_kernels = specialized(pc.__name__, model.dtype)
         self._gravity = model.vec3()(*model.gravity)
         self.steps_taken = 0  # step() calls, named by check mode's errors
+        # called as on_substep(done, substeps) after each substep of a step: how a long step reports progress
+        # (``xsim run`` with millions of substeps per frame); None: nothing is called
+        self.on_substep = None
         m = model
         self._mesh_tri_none = xsim.full(m.particle_count, -1, dtype=int, device=m.device)
         self._has_mesh = m.mesh_indices.shape[0] > 0
@@ -260,6 +263,8 @@ class SolverXPBD:
                                                  state_out if last_sub else None)
             if bodies is not None:
                 rigid.end_substep(bodies)
+            if self.on_substep is not None:
+                self.on_substep(sub + 1, self.substeps)
         if bodies is not None:
             rigid.end(bodies)
 
