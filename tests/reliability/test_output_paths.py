@@ -276,3 +276,28 @@ def test_optimize_refuses_a_bad_out_before_fitting(work, capsys):
     captured = capsys.readouterr()
     assert captured.out == "" and "--out: expected a file path ending in .usda" in captured.err
     assert snapshot(work) == before
+
+
+def test_ctrl_c_during_a_run_writes_nothing_and_keeps_the_old_files(work, capsys, monkeypatch):
+    """Ctrl-C in the middle of the simulation (in its second step here): exit 130, a line saying nothing
+    was written, and the old USD file and preview exactly as they were."""
+    from xsim.solvers import SolverXPBD
+
+    (work / "scene.toml").write_text(SCENE.replace("frames = 1", "frames = 3"))
+    before = snapshot(work)
+    monkeypatch.setattr(SolverXPBD, "step", _interrupting(SolverXPBD.step))
+    assert main(["run", "scene.toml", "--out", "old.usda", "--preview", "old.png", "--quiet"]) == 130
+    assert "interrupted; no file written" in capsys.readouterr().err
+    assert snapshot(work) == before
+
+
+def _interrupting(step):
+    """``step`` that raises KeyboardInterrupt in the second call, as Ctrl-C would mid-run."""
+    calls = []
+
+    def wrapped(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return step(self, *args, **kwargs)
+    return wrapped
