@@ -229,3 +229,23 @@ def test_time_step_limits_follow_the_model_dtype():
     assert validate.time_step_problem(1e-25, 2, np.float64) is None
     assert validate.time_step_problem(1e-300, 2, np.float64) is not None
     assert validate.time_step_problem(1.0 / 60.0, 10, np.float32) is None
+
+
+def _two_bodies() -> ModelBuilder:
+    b = ModelBuilder()
+    for x in (0.0, 1.0):
+        b.add_body(((x, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0)))
+    return b
+
+
+@pytest.mark.parametrize(("parent", "child", "error", "fragment"), [
+    (0, 0, ValueError, "parent and child are both body 0; a joint connects two bodies"),
+    (-1, -1, IndexError, "parent -1 / child -1 invalid (there are 2 bodies"),
+    (-1, 2, IndexError, "parent -1 / child 2 invalid (there are 2 bodies"),
+    (-2, 1, IndexError, "parent -2 / child 1 invalid"),
+])
+def test_a_joint_between_bodies_that_are_not_two_is_refused_naming_them(parent, child, error, fragment):
+    b = _two_bodies()
+    with pytest.raises(error, match=fragment.replace("(", r"\(")):
+        b.add_joint_revolute(parent, child, axis=(0.0, 1.0, 0.0))
+    assert b.joints == []  # nothing added

@@ -256,8 +256,11 @@ class RigidBuilderMixin:
                       limit_lower=limit_lower, limit_upper=limit_upper, target_q=target_q,
                       target_qd=target_qd, target_ke=target_ke, target_kd=target_kd, cone_limit=cone_limit)
         n = len(self.bodies)
-        if not (-1 <= parent < n and 0 <= child < n) or parent == child:
-            raise IndexError(f"add_joint: parent {parent} / child {child} invalid (there are {n} bodies)")
+        if not (-1 <= parent < n and 0 <= child < n):
+            raise IndexError(f"add_joint: parent {parent} / child {child} invalid (there are {n} bodies: the "
+                             "parent is -1 (the world) or a body index, the child a body index)")
+        if parent == child:
+            raise ValueError(f"add_joint: parent and child are both body {child}; a joint connects two bodies")
         if limit_lower is not None and limit_upper is not None and limit_lower > limit_upper:
             raise ValueError(f"add_joint: lower limit {limit_lower} above upper limit {limit_upper}")
         world = self._world_of("add_joint", [self.bodies[b]["world"] for b in (parent, child) if b >= 0])
