@@ -67,6 +67,13 @@ What is not differentiable, and what the gradient means there:
   its radius of the surface at the end of the substep) is a switch;
 - degenerate configurations (coincident particles, a particle exactly on a collider's surface or
   axis) give no correction and a zero gradient instead of NaN.
+
+Threads
+-------
+One solver may be stepped, and its tapes backpropagated, by several threads at once: each thread steps
+with its own ``Workspace`` (buffers, constraint passes, contact lists), made at its first step, and gets
+the results it would get alone, bit for bit (tests/reliability/test_threads.py). The model is shared
+and must not be edited while they run.
 """
 
 from __future__ import annotations
