@@ -480,6 +480,7 @@ class array:
                             if any(st == 0 and n > 1 for n, st in zip(self.shape, self.strides)) else None)
         self._owner = owner  # whatever owns shared memory (numpy array, parent array, DeviceBuffer): keeps it alive
         self._desc = _make_desc(self.ptr, self.shape, self.strides)
+        self._desc_bytes = bytes(self._desc)  # what a CPU launch packs (``launch._launch_fast``)
 
     # -- descriptors and gradients ------------------------------------------------------------
 
@@ -499,7 +500,7 @@ class array:
             self._grad = zeros(self.shape, self.dtype, self.device)
         elif not value:
             self._grad = None
-            self._desc.flags = 0
+            self._set_desc_flags(0)
         self._requires_grad = value
 
     @property
@@ -513,7 +514,12 @@ class array:
     def retain_grad(self, value: bool) -> None:
         if value and not self._requires_grad:
             raise ValueError("retain_grad=True requires requires_grad=True: only an array with a gradient can retain it")
-        self._desc.flags = RETAIN_GRAD if value else 0
+        self._set_desc_flags(RETAIN_GRAD if value else 0)
+
+    def _set_desc_flags(self, flags: int) -> None:
+        """Set the native view's flags (``RETAIN_GRAD``), keeping its packed bytes in step."""
+        self._desc.flags = flags
+        self._desc_bytes = bytes(self._desc)
 
     @property
     def grad(self) -> array | None:
@@ -529,7 +535,7 @@ class array:
         self._intermediate = False  # a gradient the caller chose is theirs: the backward pass keeps it
         if grad is None:
             self._grad, self._requires_grad = None, False
-            self._desc.flags = 0
+            self._set_desc_flags(0)
             return
         if not isinstance(grad, array):
             raise TypeError(f"array.grad must be an xsim array or None, got {type(grad).__name__}")
@@ -863,7 +869,7 @@ class array:
         if self._host is None:
             _device_zero(self)
         else:
-            self._host[...] = np.zeros((), self._host.dtype)
+            self._host.fill(0)
 
     def clone_untracked(self) -> array:
         """A new contiguous array with the same values (no grad, not recorded)."""

@@ -205,3 +205,20 @@ def test_the_flag_follows_requires_grad_and_grad():
     assert b.retain_grad is False
     assert xsim.zeros_like(b, requires_grad=True).retain_grad is False  # not inherited, as in Warp
     assert b[0:1].retain_grad is False  # nor by a host view
+
+
+def test_the_view_a_cpu_launch_packs_follows_the_flag():
+    """A CPU launch packs each array's native view from bytes kept on the array (``_desc_bytes``): every
+    change of the flag must reach them, or a kernel would see the flag the array had when it was made."""
+    a = xsim.zeros(3, dtype=F64)
+    assert a._desc_bytes == bytes(a.desc)
+    a.requires_grad = True
+    a.retain_grad = True
+    assert a._desc_bytes == bytes(a.desc) and a.desc.flags == 1
+    a.requires_grad = False
+    assert a._desc_bytes == bytes(a.desc) and a.desc.flags == 0
+    b = xsim.ones(2, dtype=F64, requires_grad=True, retain_grad=True)
+    assert b._desc_bytes == bytes(b.desc) and b.desc.flags == 1
+    b.grad = None
+    assert b._desc_bytes == bytes(b.desc) and b.desc.flags == 0
+    assert b[0:1]._desc_bytes == bytes(b[0:1].desc)

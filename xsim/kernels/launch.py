@@ -498,20 +498,21 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape, run: bool = 
         return False
     items = []
     contig = 1
+    append = items.append
     for (kind, t, ndim), v in zip(plan, values):
         if kind == _ARRAY:
             if type(v) is not Array or v.dtype is not t or v.ndim != ndim or v.device is not dev:
                 return False
             if not v.is_contiguous:
                 contig = 0
-            items.append(bytes(v._desc))
+            append(v._desc_bytes)
         elif kind == _OUT:
             if (type(v) is not Array or v.dtype is not t or v.ndim != ndim or v.device is not dev
                     or v._unwritable):
                 return False
             if not v.is_contiguous:
                 contig = 0
-            items.append(bytes(v._desc))
+            append(v._desc_bytes)
         elif kind == _INDEXED:  # the general path checks an indexed array
             return False
         elif kind == _FLOAT:
@@ -560,10 +561,14 @@ def _launch_fast(kernel, dim, inputs, outputs, device, record_tape, run: bool = 
     if recorder is not None:
         recorder.record_launch(kernel, prep, shape, values, before)
     else:
-        for i in prep.written:
-            values[i].mark_written(kernel.key)
-        for _, arr in labelled_arrays(prep.written_nested, values):
-            arr.mark_written(kernel.key)
+        key = kernel.key
+        for i in prep.written:  # Array.mark_written, inlined
+            a = values[i]
+            a._version += 1
+            a._last_writer = key
+        if prep.written_nested:
+            for _, arr in labelled_arrays(prep.written_nested, values):
+                arr.mark_written(key)
     return True
 
 

@@ -29,7 +29,7 @@ class BufferPool:
         ints), any other comes from ``recorded``. Without: a scratch buffer that is none of ``avoid``
         (arrays still in use); a per-contact one has the next power of two rows, of which the step's
         kernels use the first ``shape``."""
-        per_contact = key.startswith("c:")
+        per_contact = key[:2] == "c:"
         if grad:
             if zero or per_contact:
                 make = zeros if zero else empty
@@ -37,9 +37,14 @@ class BufferPool:
             return self.recorded(key, shape, dtype)
         if per_contact:
             shape = 1 << max(shape - 1, 0).bit_length()
-        pool = self._scratch.setdefault((key, shape, dtype), [])
+        pool = self._scratch.get((key, shape, dtype))
+        if pool is None:
+            pool = self._scratch[key, shape, dtype] = []
         for a in pool:
-            if not any(a is b for b in avoid):
+            for b in avoid:
+                if a is b:
+                    break
+            else:
                 break
         else:
             a = empty(shape, dtype=dtype, device=self.device)
