@@ -125,8 +125,22 @@ def rigid_scene(rng):
     return b.finalize(dtype=F64), None
 
 
-def rollout(model, control, steps):
-    solver = SolverXPBD(model, substeps=1, iterations=2, bounce_speed=0.1)
+def pendulum_scene(rng):
+    """A 2-link revolute pendulum, off its rest and touching nothing: a step without a velocity pass,
+    whose last position update writes the body frames (``apply_last_body_deltas``)."""
+    b = ModelBuilder()
+    for k in range(2):
+        link = b.add_body(((0.25 + 0.5 * k, 0.0, 2.0), Q0), ang_vel=jitter(rng, (0.0, 0.5, 0.0), 0.2),
+                          com=(0.02, 0.0, 0.0))
+        b.add_shape_capsule(link, radius=0.03, half_height=0.2,
+                            xform=((0.0, 0.0, 0.0), (0.0, 0.7071068, 0.0, 0.7071068)))
+        b.add_joint_revolute(k - 1, link, parent_xform=((0.25 if k else 0.0, 0.0, 0.0 if k else 2.0), Q0),
+                             child_xform=((-0.25, 0.0, 0.0), Q0), axis=(0.0, 1.0, 0.0))
+    return b.finalize(dtype=F64), None
+
+
+def rollout(model, control, steps, substeps=1):
+    solver = SolverXPBD(model, substeps=substeps, iterations=2, bounce_speed=0.1)
     a, b = model.state(), model.state()
     for _ in range(steps):
         solver.step(a, b, control, 1.0 / 60.0)
@@ -173,6 +187,9 @@ def run_scenes(seeds, steps):
             rng = np.random.default_rng(seed)
             for scene in (particle_scene, rigid_scene):
                 rollout(*scene(rng), steps)
+            # more substeps than one: the later substeps' prediction and velocity updates too
+            for scene in (rigid_scene, pendulum_scene):
+                rollout(*scene(rng), steps, substeps=2)
             taped_rollout(*particle_scene(rng, requires_grad=True), steps)
             optimizer_steps(rng)
     assert not checker.unsupported, "kernels the host reference cannot run:\n" + "\n".join(

@@ -12,7 +12,7 @@ one of its bodies' step-start com), never as small differences of large world co
 about that much under gravity: contact depths and friction displacements taken from world coordinates
 would be mostly rounding, and Coulomb's law would fail (a box sticking on a ramp steeper than its
 friction angle, creeping on a shallower one). The displacements within a step keep their digits;
-positions are rounded to world coordinates once a step, in ``com_to_body_frame``.
+positions are rounded to world coordinates once a step, in ``body_frame_at_end``.
 
 Corrections are accumulated per body in a ``vector(8)`` row (dx: 0..2, dq: 3..6, count: 7) with
 ``atomic_add``; see ``rigid_solver.py`` for why (Jacobi with averaging).
@@ -195,26 +195,23 @@ def body_velocity(b: int, qd, x_like):
 # kernels (generic over the scalar type; the solver takes them from ``generic.specialized``)
 
 
-@xsim.kernel
-def integrate_bodies(Xc: Transforms, qd: Vec6s, bodies: BodyArrays, gravity: Vec3, h: Float, Xc_pred: Transforms,
-                     qd_pred: Vec6s):
-    """Explicit substep prediction (Mueller et al. 2020, alg. 2): v += g h, x += v h,
-    w += h I^-1 (-w x I w) (gyroscopic term, body frame, at the midpoint), q += h (w, 0) q / 2; a kinematic body
-    (``inv_mass`` 0) turns by exactly |w| h. ``qd_pred``: the predicted velocities (the pre-solve
-    velocities of restitution)."""
-    i = xsim.tid()
-    pose = Xc[i]
+@xsim.func
+def predicted_body(pose, qd_i, inv_mass, inertia, inv_inertia, gravity, h):
+    """Explicit substep prediction (Mueller et al. 2020, alg. 2) of a body at ``pose`` moving at ``qd_i``:
+    v += g h, x += v h, w += h I^-1 (-w x I w) (gyroscopic term, body frame, at the midpoint), q += h (w, 0)
+    q / 2; a kinematic body (``inv_mass`` 0) turns by exactly |w| h. Returns the predicted pose and the
+    predicted velocities (the pre-solve velocities of restitution)."""
     q = pose.q
     x = pose.p
-    v, w = split_qd(qd[i], x)
-    if bodies.inv_mass[i] > 0.0:
+    v, w = split_qd(qd_i, x)
+    if inv_mass > 0.0:
         v = v + gravity * h
         # Euler's equations I dw/dt = -w x I w (body frame) by the implicit midpoint rule, which keeps the
         # energy and |L| of a free tumble (both quadratic in w); the fixed point contracts by about h |w|
         wb = xsim.quat_rotate_inv(q, w)
         wm = wb
         for _ in range(4):
-            wm = wb - bodies.inv_inertia[i] * xsim.cross(wm, bodies.inertia[i] * wm) * (h * 0.5)
+            wm = wb - inv_inertia * xsim.cross(wm, inertia * wm) * (h * 0.5)
         w = w + xsim.quat_rotate(q, (wm - wb) * 2.0)  # only the change goes back through q (rounding)
         q = rotate_by(q, w * h)
     else:  # kinematic: exactly |w| h about w, as prescribed (rotate_by turns by 2 atan(|w| h / 2))
@@ -222,42 +219,56 @@ def integrate_bodies(Xc: Transforms, qd: Vec6s, bodies: BodyArrays, gravity: Vec
         if speed > 0.0:
             q = xsim.normalize(xsim.quat_from_axis_angle(w / speed, speed * h) * q)
     x = x + v * h
-    Xc_pred[i] = xsim.transformation(x, q)
-    qd_pred[i] = qd.dtype(v[0], v[1], v[2], w[0], w[1], w[2])
+    return xsim.transformation(x, q), type(qd_i)(v[0], v[1], v[2], w[0], w[1], w[2])
 
 
-@xsim.kernel
-def apply_body_deltas(Xc: Transforms, delta: Vec8s, pdelta: Vec8s, coupled: int, Xc_prev: Transforms,
-                      Xc_pred: Transforms, qd_pred: Vec6s, inv_mass: Floats, relaxation: Float, inv_h: Float,
-                      lin_damping: Float, ang_damping: Float, Xc_out: Transforms, qd_out: Vec6s):
-    """Move each body by the mean of its accumulated corrections, divided by max(1, count), plus
-    with ``coupled`` the mean of the particles' in ``pdelta`` (times ``relaxation``; see
-    ``rigid_solver.py``), then take its velocities from the pose change since the substep start
-    ``Xc_prev``, with implicit damping: v = (x - x_prev) / h; w = w_pred + u(q q_pred^-1) / h, the
-    predicted spin plus the corrections' rotation since the prediction ``Xc_pred``, where u(dq) =
-    2 vec(dq) / dq_w inverts ``rotate_by`` (the short way). A free body thus keeps its predicted spin
-    exactly rather than re-deriving it from two float32 orientations, and a correction that undoes the
-    predicted rotation leaves w = 0. A kinematic body (``inv_mass`` 0, its inverse inertia 0 too) keeps
-    its predicted pose and velocity ``qd_pred``."""
-    i = xsim.tid()
-    pose = Xc[i]
-    x = pose.p
-    q = pose.q
-    if inv_mass[i] == 0.0:
-        Xc_out[i] = pose
-        qd_out[i] = qd_pred[i]
-    else:
-        d = delta[i]
+@xsim.func
+def step_start_pose(x0, pose, com, residual):
+    """A body's first pose of a step: the com's displacement from its step-start position ``x0`` (rounded
+    world coordinates, ``body_to_com_frame`` of the body frame ``pose``), that is what the stored position
+    lost to rounding (``residual``, ``body_frame_at_end``) and what computing ``x0`` did, and the rotation."""
+    d = residual + ((pose.p - x0) + xsim.quat_rotate(pose.q, com))
+    return xsim.transformation(d, pose.q)
+
+
+@xsim.func
+def body_frame_at_end(pose, x0, com):
+    """A body's frame at the step's end from its com displacement ``pose`` since its step-start com
+    position ``x0``: p = x0 + dx - R com, rounded to the array's precision, and what that rounding lost
+    (m: computed exactly, since x0 - p is a difference of nearby numbers), which the next step starts from
+    (``step_start_pose``). Compensated so, a float32 body 1 km from the origin moving at 1 m/s travels v t
+    to float32 rounding of its path; rounded every step, it would lose up to 0.2% of each step's motion
+    (at 1 ms steps) for good."""
+    arm = xsim.quat_rotate(pose.q, com)
+    p = x0 + (pose.p - arm)
+    return xsim.transformation(p, pose.q), ((x0 - p) + pose.p) - arm
+
+
+@xsim.func
+def corrected_body(pose, d, e, coupled: int, x_prev, q_pred, pred, inv_mass, relaxation, inv_h, lin_damping,
+                   ang_damping):
+    """A body at ``pose`` moved by the mean of its accumulated corrections ``d``, divided by max(1, count),
+    plus with ``coupled`` the mean of the particles' ``e`` (times ``relaxation``; see ``rigid_solver.py``),
+    and its velocities from the pose change since the substep start ``x_prev``, with implicit damping:
+    v = (x - x_prev) / h; w = w_pred + u(q q_pred^-1) / h, the predicted spin ``pred`` plus the corrections'
+    rotation since the predicted rotation ``q_pred``, where u(dq) = 2 vec(dq) / dq_w inverts ``rotate_by``
+    (the short way). A free body thus keeps its predicted spin exactly rather than re-deriving it from two
+    float32 orientations, and a correction that undoes the predicted rotation leaves w = 0. A kinematic
+    body (``inv_mass`` 0, its inverse inertia 0 too) keeps its predicted pose and velocity ``pred``.
+    Returns the new pose and velocities."""
+    out_pose = pose
+    out_qd = pred
+    if inv_mass != 0.0:
+        x = pose.p
+        q = pose.q
         if d[7] > 0.0 or coupled != 0:
             d = d * (relaxation / xsim.max(d[7], 1.0))
             if coupled != 0:
-                e = pdelta[i]
                 d = d + e * (relaxation / xsim.max(e[7], 1.0))
             x = x + type(x)(d[0], d[1], d[2])
             q = xsim.normalize(q + type(q)(d[3], d[4], d[5], d[6]))
-        v = (x - Xc_prev[i].p) * (inv_h / (1.0 + lin_damping / inv_h))
-        pred = qd_pred[i]
-        dq = q * xsim.quat_inverse(Xc_pred[i].q)
+        v = (x - x_prev) * (inv_h / (1.0 + lin_damping / inv_h))
+        dq = q * xsim.quat_inverse(q_pred)
         cos_half = dq[3]
         scale = 2.0 * inv_h
         if cos_half < 0.0:
@@ -266,24 +277,104 @@ def apply_body_deltas(Xc: Transforms, delta: Vec8s, pdelta: Vec8s, coupled: int,
         # a correction turns by less than pi (cos_half > 0); the floor guards a sum of corrections
         w = (type(x)(pred[3], pred[4], pred[5]) + type(x)(dq[0], dq[1], dq[2]) * (scale / xsim.max(cos_half, 1.0e-3))) \
             * (1.0 / (1.0 + ang_damping / inv_h))
-        Xc_out[i] = xsim.transformation(x, q)
-        qd_out[i] = qd_out.dtype(v[0], v[1], v[2], w[0], w[1], w[2])
+        out_pose = xsim.transformation(x, q)
+        out_qd = type(pred)(v[0], v[1], v[2], w[0], w[1], w[2])
+    return out_pose, out_qd
+
+
+@xsim.func
+def corrected_velocity(qd_i, d, e, coupled: int):
+    """Velocities ``qd_i`` plus the mean of the accumulated velocity corrections ``d`` (dv: 0..2, dw: 3..5,
+    count: 7), plus with ``coupled`` the mean of the particles' ``e``, as ``corrected_body`` does with
+    positions."""
+    d = d * (1.0 / xsim.max(d[7], 1.0))
+    if coupled != 0:
+        d = d + e * (1.0 / xsim.max(e[7], 1.0))
+    return type(qd_i)(qd_i[0] + d[0], qd_i[1] + d[1], qd_i[2] + d[2], qd_i[3] + d[3], qd_i[4] + d[4],
+                      qd_i[5] + d[5])
+
+
+# -------------------------------------------------------------------------------------------------
+# kernels (generic over the scalar type; the solver takes them from ``generic.specialized``). The first
+# substep's prediction and the step's last update also convert between body and com frames, in the
+# same launch: a step of a few bodies costs its launches, not its arithmetic.
+
+
+@xsim.kernel
+def start_step(X0: Transforms, X: Transforms, com: Vec3s, residual: Vec3s, qd: Vec6s, bodies: BodyArrays,
+               gravity: Vec3, h: Float, Xc_out: Transforms, Xc_pred: Transforms, qd_pred: Vec6s):
+    """The step's first poses ``Xc_out`` (``step_start_pose`` of the body frames ``X`` with their rounding
+    ``residual``, relative to the step-start com frames ``X0``) and the first substep's prediction from them
+    (``predicted_body``)."""
+    i = xsim.tid()
+    start = step_start_pose(X0[i].p, X[i], com[i], residual[i])
+    Xc_out[i] = start
+    pose, vel = predicted_body(start, qd[i], bodies.inv_mass[i], bodies.inertia[i], bodies.inv_inertia[i],
+                               gravity, h)
+    Xc_pred[i] = pose
+    qd_pred[i] = vel
+
+
+@xsim.kernel
+def integrate_bodies(Xc: Transforms, qd: Vec6s, bodies: BodyArrays, gravity: Vec3, h: Float, Xc_pred: Transforms,
+                     qd_pred: Vec6s):
+    """A substep's prediction (``predicted_body``) from the poses ``Xc`` and velocities ``qd``."""
+    i = xsim.tid()
+    pose, vel = predicted_body(Xc[i], qd[i], bodies.inv_mass[i], bodies.inertia[i], bodies.inv_inertia[i],
+                               gravity, h)
+    Xc_pred[i] = pose
+    qd_pred[i] = vel
+
+
+@xsim.kernel
+def apply_body_deltas(Xc: Transforms, delta: Vec8s, pdelta: Vec8s, coupled: int, Xc_prev: Transforms,
+                      Xc_pred: Transforms, qd_pred: Vec6s, inv_mass: Floats, relaxation: Float, inv_h: Float,
+                      lin_damping: Float, ang_damping: Float, Xc_out: Transforms, qd_out: Vec6s):
+    """An iteration's update of the poses ``Xc`` by their corrections ``delta`` (and with ``coupled`` the
+    particles' ``pdelta``) and the velocities from it (``corrected_body``; ``Xc_prev``: the substep's start,
+    ``Xc_pred``, ``qd_pred``: its prediction)."""
+    i = xsim.tid()
+    pose, vel = corrected_body(Xc[i], delta[i], pdelta[i], coupled, Xc_prev[i].p, Xc_pred[i].q, qd_pred[i],
+                               inv_mass[i], relaxation, inv_h, lin_damping, ang_damping)
+    Xc_out[i] = pose
+    qd_out[i] = vel
+
+
+@xsim.kernel
+def apply_last_body_deltas(Xc: Transforms, delta: Vec8s, pdelta: Vec8s, coupled: int, Xc_prev: Transforms,
+                           Xc_pred: Transforms, qd_pred: Vec6s, inv_mass: Floats, relaxation: Float, inv_h: Float,
+                           lin_damping: Float, ang_damping: Float, X0: Transforms, com: Vec3s, Xc_out: Transforms,
+                           qd_out: Vec6s, X_out: Transforms, residual_out: Vec3s):
+    """``apply_body_deltas`` of a step's last iteration when no velocity pass follows, with the body frames
+    ``X_out`` and their rounding ``residual_out`` at the step's end (``body_frame_at_end``; ``X0``: the
+    step-start com frames)."""
+    i = xsim.tid()
+    pose, vel = corrected_body(Xc[i], delta[i], pdelta[i], coupled, Xc_prev[i].p, Xc_pred[i].q, qd_pred[i],
+                               inv_mass[i], relaxation, inv_h, lin_damping, ang_damping)
+    Xc_out[i] = pose
+    qd_out[i] = vel
+    frame, residual = body_frame_at_end(pose, X0[i].p, com[i])
+    X_out[i] = frame
+    residual_out[i] = residual
 
 
 @xsim.kernel
 def apply_velocity_deltas(qd: Vec6s, delta: Vec8s, pdelta: Vec8s, coupled: int, qd_out: Vec6s):
-    """Add to each body's velocities the mean of its accumulated velocity corrections (dv: 0..2,
-    dw: 3..5, count: 7), plus with ``coupled`` the mean of the particles' in ``pdelta``, as
-    ``apply_body_deltas`` does with positions."""
+    """A velocity pass's update of the velocities ``qd`` (``corrected_velocity``)."""
     i = xsim.tid()
-    d = delta[i] * (1.0 / xsim.max(delta[i][7], 1.0))
-    if coupled != 0:
-        e = pdelta[i]
-        d = d + e * (1.0 / xsim.max(e[7], 1.0))
-    out = qd[i]
-    for k in range(6):
-        out[k] = out[k] + d[k]
-    qd_out[i] = out
+    qd_out[i] = corrected_velocity(qd[i], delta[i], pdelta[i], coupled)
+
+
+@xsim.kernel
+def apply_last_velocity_deltas(qd: Vec6s, delta: Vec8s, pdelta: Vec8s, coupled: int, Xc: Transforms,
+                               X0: Transforms, com: Vec3s, qd_out: Vec6s, X_out: Transforms, residual_out: Vec3s):
+    """``apply_velocity_deltas`` of a step's last substep, with the body frames ``X_out`` and their rounding
+    ``residual_out`` at the step's end from the poses ``Xc`` (``body_frame_at_end``)."""
+    i = xsim.tid()
+    qd_out[i] = corrected_velocity(qd[i], delta[i], pdelta[i], coupled)
+    frame, residual = body_frame_at_end(Xc[i], X0[i].p, com[i])
+    X_out[i] = frame
+    residual_out[i] = residual
 
 
 @xsim.kernel
@@ -292,31 +383,3 @@ def body_to_com_frame(X: Transforms, com: Vec3s, Xc_out: Transforms):
     i = xsim.tid()
     pose = X[i]
     Xc_out[i] = xsim.transformation(pose.p + xsim.quat_rotate(pose.q, com[i]), pose.q)
-
-
-@xsim.kernel
-def step_frames(X0: Transforms, X: Transforms, com: Vec3s, residual: Vec3s, Xc_out: Transforms):
-    """The step's first poses: the com's displacement from its step-start frame ``X0`` (rounded world
-    coordinates, ``body_to_com_frame`` of the body frames ``X``), that is what the stored positions lost to
-    rounding (``residual``, ``com_to_body_frame``) and what computing ``X0`` did, and the rotations."""
-    i = xsim.tid()
-    pose = X[i]
-    d = residual[i] + ((pose.p - X0[i].p) + xsim.quat_rotate(pose.q, com[i]))
-    Xc_out[i] = xsim.transformation(d, pose.q)
-
-
-@xsim.kernel
-def com_to_body_frame(Xc: Transforms, X0: Transforms, com: Vec3s, X_out: Transforms, residual_out: Vec3s):
-    """Body frames at the step's end from the com displacements ``Xc`` since the step-start com frames
-    ``X0``: p = x0 + dx - R com, rounded to the array's precision, and what that rounding lost
-    (``residual_out``, m: computed exactly, since x0 - p is a difference of nearby numbers), which the next
-    step starts from (``step_frames``). Compensated so, a float32 body 1 km from the origin moving at 1 m/s
-    travels v t to float32 rounding of its path; rounded every step, it would lose up to 0.2% of each
-    step's motion (at 1 ms steps) for good."""
-    i = xsim.tid()
-    pose = Xc[i]
-    arm = xsim.quat_rotate(pose.q, com[i])
-    x0 = X0[i].p
-    p = x0 + (pose.p - arm)
-    X_out[i] = xsim.transformation(p, pose.q)
-    residual_out[i] = ((x0 - p) + pose.p) - arm

@@ -209,11 +209,14 @@ class RigidStepper:
         if self._has_com:
             st.x0 = self.buffers.get("Xstart", nb, self.tf, grad)
             xsim.launch(self.k.body_to_com_frame, nb, inputs=[state_in.body_q, r.body_com], outputs=[st.x0])
+        # the step's first poses and the first substep's prediction (``begin_substep``'s, in the same launch)
         st.xc = self.buffers.get("Xdisp", nb, self.tf, grad)
+        st.x_pred = self.buffers.get("Xpred", nb, self.tf, grad)
+        st.qd_pre = self.buffers.get("qd_pre", nb, self.v6, grad)
         residual = getattr(state_in, "body_q_residual", None)
-        xsim.launch(self.k.step_frames, nb, inputs=[st.x0, state_in.body_q, r.body_com,
-                                                    self._no_residual if residual is None else residual],
-                    outputs=[st.xc])
+        xsim.launch(self.k.start_step, nb, inputs=[
+            st.x0, state_in.body_q, r.body_com, self._no_residual if residual is None else residual, st.qd, st.bodies,
+            self._gravity, h], outputs=[st.xc, st.x_pred, st.qd_pre])
         self._find_contacts(st, state_in, dt, contacts)
         self.contact_count = st.n_contacts
         st.velocity_pass = st.n_contacts > 0 or r.joint_drive_velocity or self.solver._body_collide
@@ -272,14 +275,16 @@ class RigidStepper:
         st.held = self.buffers.get("c:held", n, int, taped, zero=True)
 
     def begin_substep(self, st: RigidStep, sub: int) -> None:
-        """Predict the bodies' poses for substep ``sub`` (gravity, gyroscopic term)."""
+        """Predict the bodies' poses for substep ``sub`` (gravity, gyroscopic term; the first substep's
+        ``begin`` predicted)."""
         r = self.rigid
         nb = r.body_count
         st.sub = sub
-        st.x_pred = self.buffers.get("Xpred", nb, self.tf, st.grad)
-        st.qd_pre = self.buffers.get("qd_pre", nb, self.v6, st.grad)
-        xsim.launch(self.k.integrate_bodies, nb, inputs=[st.xc, st.qd, st.bodies, self._gravity, st.h],
-                    outputs=[st.x_pred, st.qd_pre])
+        if sub:
+            st.x_pred = self.buffers.get("Xpred", nb, self.tf, st.grad)
+            st.qd_pre = self.buffers.get("qd_pre", nb, self.v6, st.grad)
+            xsim.launch(self.k.integrate_bodies, nb, inputs=[st.xc, st.qd, st.bodies, self._gravity, st.h],
+                        outputs=[st.x_pred, st.qd_pre])
         st.lam_c, st.lam_t, st.lam_j = self._lam_contacts, self._lam_contacts, self._lam_joints
         st.lam_a = st.q_pred = self._lam_joints
         if self._armature:
@@ -384,11 +389,14 @@ class RigidStepper:
         st.qd_next = st.state_out.body_qd if last_it and not st.velocity_pass else \
             self.buffers.get("qd", nb, self.v6, grad, avoid=(st.qd,))
         coupled = st.pdelta is not None
-        xsim.launch(self.k.apply_body_deltas, nb, inputs=[
-            st.xi, st.delta, st.pdelta if coupled else st.delta, int(coupled), st.xc, st.x_pred, st.qd_pre,
-            st.bodies.inv_mass,
-            self.solver.relaxation, 1.0 / st.h, r.body_linear_damping, r.body_angular_damping],
-            outputs=[x_next, st.qd_next])
+        inputs = [st.xi, st.delta, st.pdelta if coupled else st.delta, int(coupled), st.xc, st.x_pred, st.qd_pre,
+                  st.bodies.inv_mass, self.solver.relaxation, 1.0 / st.h, r.body_linear_damping,
+                  r.body_angular_damping]
+        if last_it and not st.velocity_pass:  # the step ends here: the body frames too
+            xsim.launch(self.k.apply_last_body_deltas, nb, inputs=[*inputs, st.x0, r.body_com],
+                        outputs=[x_next, st.qd_next, *self._end_frames(st)])
+        else:
+            xsim.launch(self.k.apply_body_deltas, nb, inputs=inputs, outputs=[x_next, st.qd_next])
         st.xi = x_next
 
     def end_substep(self, st: RigidStep) -> None:
@@ -418,19 +426,29 @@ class RigidStepper:
             qd_final = st.state_out.body_qd if last_sub else self.buffers.get("qd", nb, self.v6, grad,
                                                                        avoid=(st.qd, st.qd_next))
             coupled = st.pdv is not None
-            xsim.launch(self.k.apply_velocity_deltas, nb, inputs=[st.qd_next, dv, st.pdv if coupled else dv,
-                                                                  int(coupled)], outputs=[qd_final])
+            inputs = [st.qd_next, dv, st.pdv if coupled else dv, int(coupled)]
+            if last_sub:  # the step ends here: the body frames too
+                xsim.launch(self.k.apply_last_velocity_deltas, nb, inputs=[*inputs, xi, st.x0, r.body_com],
+                            outputs=[qd_final, *self._end_frames(st)])
+            else:
+                xsim.launch(self.k.apply_velocity_deltas, nb, inputs=inputs, outputs=[qd_final])
             st.qd_next = qd_final
         st.xc, st.qd = xi, st.qd_next
 
-    def end(self, st: RigidStep) -> None:
-        """Body frames (from com frames) and joint coordinates into ``state_out``."""
-        m, r = self.model, self.rigid
+    def _end_frames(self, st: RigidStep) -> tuple:
+        """Where the step's last update writes the body frames and their rounding (``body_frame_at_end``):
+        ``state_out.body_q`` and its ``body_q_residual`` (made on the first step into that state)."""
         out = st.state_out
         if getattr(out, "body_q_residual", None) is None:
-            out.body_q_residual = xsim.zeros(r.body_count, dtype=self.v3, device=m.device, requires_grad=st.grad)
-        xsim.launch(self.k.com_to_body_frame, r.body_count, inputs=[st.xc, st.x0, r.body_com],
-                    outputs=[out.body_q, out.body_q_residual])
+            out.body_q_residual = xsim.zeros(self.rigid.body_count, dtype=self.v3, device=self.model.device,
+                                             requires_grad=st.grad)
+        return out.body_q, out.body_q_residual
+
+    def end(self, st: RigidStep) -> None:
+        """Joint coordinates into ``state_out`` (its body frames came with the last update: ``apply`` or
+        ``end_substep``) and what the next step needs to carry the contacts' slips."""
+        m, r = self.model, self.rigid
+        out = st.state_out
         if r.joint_count and out.joint_q is not None:
             eval_ik(m, out)
         # what the next step from ``out`` needs to carry the slips of the contacts that held (``_carry_slips``)
