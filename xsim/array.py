@@ -481,6 +481,7 @@ class array:
         self._owner = owner  # whatever owns shared memory (numpy array, parent array, DeviceBuffer): keeps it alive
         self._desc = _make_desc(self.ptr, self.shape, self.strides)
         self._desc_bytes = bytes(self._desc)  # what a CPU launch packs (``launch._launch_fast``)
+        self._range = None  # the addresses its elements cover (``_byte_range``), once asked for
 
     # -- descriptors and gradients ------------------------------------------------------------
 
@@ -1002,13 +1003,19 @@ def _span(a: array) -> tuple[int, int]:
 
 
 def _byte_range(a: array) -> tuple[int, int]:
-    """The addresses [lo, hi) that the elements of ``a`` cover (empty for an empty array)."""
-    if not a.size:
-        return 0, 0
-    if a.is_contiguous:
-        return a.ptr, a.ptr + a.shape[0] * a.strides[0]
-    lo, hi = _span(a)
-    return a.ptr + lo, a.ptr + hi
+    """The addresses [lo, hi) that the elements of ``a`` cover (empty for an empty array); kept on the array,
+    whose layout never changes (a tape asks for it at every launch it records)."""
+    r = a._range
+    if r is None:
+        if not a.size:
+            r = 0, 0
+        elif a.is_contiguous:
+            r = a.ptr, a.ptr + a.shape[0] * a.strides[0]
+        else:
+            lo, hi = _span(a)
+            r = a.ptr + lo, a.ptr + hi
+        a._range = r
+    return r
 
 
 def _span_view(buf: np.ndarray, lo: int, a: array) -> np.ndarray:

@@ -794,6 +794,7 @@ class _StructBase:
     _template = None  # the generic struct (``generic_structs.py``) this struct is a binding of, if any
     _packed = None
     _packed_grads = None
+    _arrays = None  # the arrays its fields hold, for a tape (``autodiff/tape.py``), on a ``_packable`` value
 
     @classmethod
     def _store(cls, values) -> np.ndarray:
@@ -844,6 +845,7 @@ class _StructBase:
         if self._packable:
             object.__setattr__(self, "_packed", None)
             object.__setattr__(self, "_packed_grads", None)
+            object.__setattr__(self, "_arrays", None)
 
     def __eq__(self, other):
         return type(other) is type(self) and all(

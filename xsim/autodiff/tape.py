@@ -57,14 +57,13 @@ class LaunchRecord:
         prep, values = self.prep, self.values
         if prep.arrays_flat:  # no struct holding arrays, no indexed array: the arrays are these parameters
             return [values[i] for i in prep.array_params]
-        return list(self._nested_arrays())
-
-    def _nested_arrays(self):
-        for (name, t), v in zip(self.kernel.params, self.values):
+        out = []
+        for (_, t), v in zip(self.kernel.params, self.values):
             if isinstance(t, T.ArrayType):
-                yield from _array_and_referred(v, t)
+                out.extend(_array_and_referred(v, t))
             elif T.is_struct(t) and t._has_arrays:
-                yield from _struct_arrays(v, t)
+                out.extend(_struct_arrays(v, t))
+        return out
 
     def backward(self, tape: Tape):
         prep = self.prep
@@ -149,6 +148,31 @@ def _replace_path(obj, path, snap):
 
 
 def _struct_arrays(v, t):
+    """The arrays struct ``v`` (of type ``t``) holds, through nested structs and arrays' elements; kept on a
+    value of a ``_packable`` type whose arrays' elements refer to no arrays (nothing then changes what it
+    holds but assigning a field, which drops what was kept)."""
+    if t._packable and _flat_arrays(t):
+        kept = v._arrays
+        if kept is None:
+            kept = tuple(_walk_struct_arrays(v, t))
+            object.__setattr__(v, "_arrays", kept)
+        return kept
+    return _walk_struct_arrays(v, t)
+
+
+_FLAT: dict = {}
+
+
+def _flat_arrays(t) -> bool:
+    """Whether no array field of struct type ``t`` holds structs that hold arrays (memoized per type)."""
+    flat = _FLAT.get(t)
+    if flat is None:
+        flat = _FLAT[t] = not any(isinstance(ft, T.ArrayType) and T.is_struct(ft.dtype) and ft.dtype._has_arrays
+                                  for ft in t._fields.values())
+    return flat
+
+
+def _walk_struct_arrays(v, t):
     for f, ft in t._fields.items():
         fv = getattr(v, f)
         if isinstance(ft, T.ArrayType) and fv is not None:

@@ -388,8 +388,24 @@ def _element_arrays(outer: Array, path: tuple[str, ...]) -> list[Array]:
 
 def labelled_arrays(slots, values) -> list[tuple[str, Array]]:
     """The (label, array) pairs named by a prepared kernel's ``read_slots`` or ``write_slots`` (a label
-    through an array's elements once for each array it reaches)."""
-    return [(slot[0], arr) for slot in slots for arr in slot_arrays(slot, values)]
+    through an array's elements once for each array it reaches). A parameter, or a field of a struct
+    parameter, that holds an array is taken directly (the common case, at every launch a tape records)."""
+    out = []
+    for slot in slots:
+        label, i, path = slot
+        if i is not None and len(path) < 2:
+            arr = values[i]
+            if path:
+                part = path[0]
+                if part == _BY_ID or part == "[]":
+                    out.extend((label, a) for a in slot_arrays(slot, values))
+                    continue
+                arr = getattr(arr, part, None)
+            if type(arr) is Array:
+                out.append((label, arr))
+                continue
+        out.extend((label, a) for a in slot_arrays(slot, values))
+    return out
 
 
 def prepare(kernel, device, mode: str) -> _Prepared:
@@ -796,8 +812,8 @@ def _cpu_adjoint_buffer(prep: _Prepared, shape, values) -> tuple[bytes, int]:
             g = v.grad
             if not v.is_contiguous or g is not None and not g.is_contiguous:
                 contig = 0
-            items.append(bytes(v._desc))
-            grads.append(b"" if g is None else bytes(g._desc))  # "Ns" pads b"" with zeros: a null array
+            items.append(v._desc_bytes)
+            grads.append(b"" if g is None else g._desc_bytes)  # "Ns" pads b"" with zeros: a null array
         elif kind == _STRUCT and t._has_arrays:
             packed, contiguous = _struct_packed(v, t)
             grad, grads_contiguous = _struct_grads_packed(v, t)
