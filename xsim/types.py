@@ -794,7 +794,10 @@ class _StructBase:
     _template = None  # the generic struct (``generic_structs.py``) this struct is a binding of, if any
     _packed = None
     _packed_grads = None
-    _arrays = None  # the arrays its fields hold, for a tape (``autodiff/tape.py``), on a ``_packable`` value
+    _arrays = None  # the arrays its fields hold, for a tape (``autodiff/tape.py``), where ``_arrays_kept``
+    # a ``_packable`` type none of whose arrays holds structs that refer to arrays (what those refer to can
+    # change without a field being assigned)
+    _arrays_kept: ClassVar[bool] = False
 
     @classmethod
     def _store(cls, values) -> np.ndarray:
@@ -959,10 +962,13 @@ def struct(cls: type) -> type:
         raise TypeError(f"struct {cls.__name__}: its numpy record layout differs from its native one")
     # vectors, matrices and nested structs can change in place (``s.v[0] = 1``), arrays and numbers cannot
     packable = all(is_scalar(t) or type(t) is ArrayType for t in fields.values())
+    arrays_kept = packable and not any(type(t) is ArrayType and getattr(t.dtype, "_has_arrays", False)
+                                       for t in fields.values())
     out = type(cls.__name__, (_StructBase,), {
         "_fields": fields, "_ctype": _struct_cname(cls, fields), "_ctypes": c_struct,
         "_np": np_struct, "_has_arrays": has_arrays,
-        "_packable": packable, "_array_fields": tuple(n for n, t in fields.items() if type(t) is ArrayType),
+        "_packable": packable, "_arrays_kept": arrays_kept,
+        "_array_fields": tuple(n for n, t in fields.items() if type(t) is ArrayType),
         "_shape": (), "_py": cls, "__doc__": cls.__doc__, "__module__": cls.__module__,
     })
     out._scalar = out

@@ -151,25 +151,13 @@ def _struct_arrays(v, t):
     """The arrays struct ``v`` (of type ``t``) holds, through nested structs and arrays' elements; kept on a
     value of a ``_packable`` type whose arrays' elements refer to no arrays (nothing then changes what it
     holds but assigning a field, which drops what was kept)."""
-    if t._packable and _flat_arrays(t):
+    if t._arrays_kept:
         kept = v._arrays
         if kept is None:
             kept = tuple(_walk_struct_arrays(v, t))
             object.__setattr__(v, "_arrays", kept)
         return kept
     return _walk_struct_arrays(v, t)
-
-
-_FLAT: dict = {}
-
-
-def _flat_arrays(t) -> bool:
-    """Whether no array field of struct type ``t`` holds structs that hold arrays (memoized per type)."""
-    flat = _FLAT.get(t)
-    if flat is None:
-        flat = _FLAT[t] = not any(isinstance(ft, T.ArrayType) and T.is_struct(ft.dtype) and ft.dtype._has_arrays
-                                  for ft in t._fields.values())
-    return flat
 
 
 def _walk_struct_arrays(v, t):

@@ -393,14 +393,8 @@ def labelled_arrays(slots, values) -> list[tuple[str, Array]]:
     out = []
     for slot in slots:
         label, i, path = slot
-        if i is not None and len(path) < 2:
-            arr = values[i]
-            if path:
-                part = path[0]
-                if part == _BY_ID or part == "[]":
-                    out.extend((label, a) for a in slot_arrays(slot, values))
-                    continue
-                arr = getattr(arr, part, None)
+        if i is not None and (not path or len(path) == 1 and path[0] != _BY_ID and path[0] != "[]"):
+            arr = getattr(values[i], path[0], None) if path else values[i]
             if type(arr) is Array:
                 out.append((label, arr))
                 continue

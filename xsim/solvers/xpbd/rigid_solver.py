@@ -386,13 +386,14 @@ class RigidStepper:
         nb, grad = r.body_count, st.grad
         last_it = st.sub == st.substeps - 1 and it == st.iterations - 1
         x_next = self.buffers.get("X", nb, self.tf, grad, avoid=(st.xi, st.xc))
-        st.qd_next = st.state_out.body_qd if last_it and not st.velocity_pass else \
+        ends_step = last_it and not st.velocity_pass  # no velocity pass follows: the step ends here
+        st.qd_next = st.state_out.body_qd if ends_step else \
             self.buffers.get("qd", nb, self.v6, grad, avoid=(st.qd,))
         coupled = st.pdelta is not None
         inputs = [st.xi, st.delta, st.pdelta if coupled else st.delta, int(coupled), st.xc, st.x_pred, st.qd_pre,
                   st.bodies.inv_mass, self.solver.relaxation, 1.0 / st.h, r.body_linear_damping,
                   r.body_angular_damping]
-        if last_it and not st.velocity_pass:  # the step ends here: the body frames too
+        if ends_step:  # the body frames too
             xsim.launch(self.k.apply_last_body_deltas, nb, inputs=[*inputs, st.x0, r.body_com],
                         outputs=[x_next, st.qd_next, *self._end_frames(st)])
         else:
