@@ -11,3 +11,11 @@ wp = backend(__name__)
 def scale(a: float, x: wp.array(dtype=float), y: wp.array(dtype=float)):
     i = wp.tid()
     y[i] = a * x[i]
+
+
+@wp.kernel
+def scale_computed_index(a: float, x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    """``scale`` indexed by an expression of tid(), which the launch-shape check does not follow: the
+    same launch without that check (bench/launch_overhead.py's A/B)."""
+    i = wp.tid() * 1
+    y[i] = a * x[i]

@@ -3,6 +3,11 @@
 Tape recording.
 
 Goal (issue 2): <= 3 us per plain xsim launch. Run: ``python bench/launch_overhead.py``.
+
+The second table is what the release-mode launch-shape check costs (issue 39: <= 0.1 us per launch).
+Separate processes on these machines differ by more than that, so it is an A/B in one process: the
+same kernel with and without arrays indexed directly by tid() (which the check compares with dim),
+sampled in turns.
 """
 
 from __future__ import annotations
@@ -66,6 +71,39 @@ def main():
     if not use_warp:
         notes.append(warp_note())
     print_table("launch overhead, dim=1", ["launch", "xsim", "warp", "warp/xsim"], rows, notes)
+    shape_check_cost(xs, load_kernels("kernels_launch", "xsim"), one, args.number, args.repeat, clock)
+
+
+def shape_check_cost(xs, kernels, one, number: int, repeat: int, clock):
+    """Print the per-launch cost of the release-mode launch-shape check: plain launches of ``scale``,
+    whose arrays every thread indexes by tid() (its entry point compares them with dim before running,
+    ``codegen._cpu_entry``), against launches of ``scale_computed_index``, the same kernel indexed by an
+    expression of tid() that the check does not follow, interleaved; the difference of the medians in
+    each of 7 independent A/Bs. Everything else the launch does is the same for both kernels."""
+    checked, unchecked = kernels.scale, kernels.scale_computed_index
+    x, y = xs.array(one), xs.zeros(1)
+    for k in (checked, unchecked):
+        xs.launch(k, 1, inputs=[0.5, x], outputs=[y])
+    if not checked.launch_cache.meta.tid_indexed or unchecked.launch_cache.meta.tid_indexed:
+        raise RuntimeError("the compiler's tid()-indexing analysis changed: this A/B no longer compares a "
+                           "checked kernel with an unchecked one")
+
+    def launches(kernel):
+        def run():
+            for _ in range(number):
+                xs.launch(kernel, 1, inputs=[0.5, x], outputs=[y])
+        return run
+
+    rows, diffs = [], []
+    for r in range(7):  # which kernel goes first alternates: going first is worth a few tens of ns here
+        sides = [("on", launches(checked)), ("off", launches(unchecked))]
+        t = interleaved_medians(dict(sides if r % 2 == 0 else sides[::-1]), repeat, clock=clock)
+        diffs.append((t["on"] - t["off"]) / number)
+        rows.append([str(r + 1), fmt_time(t["on"] / number), fmt_time(t["off"] / number),
+                     f"{diffs[-1] * 1e9:+.0f} ns"])
+    notes = [f"median of the 7 differences: {sorted(diffs)[3] * 1e9:+.0f} ns per launch (goal: <= 100 ns); "
+             f"each round: {repeat} interleaved samples of {number} launches per kernel."]
+    print_table("release-mode launch-shape check, dim=1", ["round", "checked", "unchecked", "cost"], rows, notes)
 
 
 if __name__ == "__main__":

@@ -69,6 +69,37 @@ def test_a_dim_larger_than_a_tid_indexed_array_is_refused_before_running(monkeyp
         np.testing.assert_array_equal(y.numpy(), 0.0)                   # nothing ran
 
 
+@pytest.mark.parametrize("mode", ["release", "debug"])
+def test_a_launch_that_runs_is_refused_by_its_entry_point_without_the_python_test(monkeypatch, mode):
+    """The CPU fast path leaves the check to the compiled entry point (where it costs nothing): with the
+    Python test removed, an oversized launch is still refused and nothing runs, and a refused launch
+    under a Tape leaves it empty."""
+    monkeypatch.setattr(xsim.config, "mode", mode)
+    x, y = xsim.ones(6, dtype=float), xsim.zeros(6, dtype=float)
+    xsim.launch(scale, 6, inputs=[0.5, x], outputs=[y])
+    prep = scale.launch_cache
+    monkeypatch.setattr(prep, "shape_test", None)
+    small = xsim.ones(3, dtype=float)
+    for _ in range(3):  # serial and timed by the pacer alike: a refusal teaches its estimate nothing
+        with pytest.raises(ValueError, match=r"dim 4: parameter 'x' has shape \(3,\)"):
+            xsim.launch(scale, 4, inputs=[0.5, small], outputs=[xsim.zeros(4, dtype=float)])
+    assert scale.launch_cache is prep and prep.pacers[0].per_thread > 0
+    out = xsim.zeros(4, dtype=float, requires_grad=True)
+    with xsim.Tape() as tape:
+        with pytest.raises(ValueError, match=r"parameter 'x' has shape \(3,\)"):
+            xsim.launch(scale, 4, inputs=[0.5, xsim.ones(3, dtype=float, requires_grad=True)], outputs=[out])
+    assert len(tape.launches) == 0
+    np.testing.assert_array_equal(out.numpy(), 0.0)
+
+
+def test_the_entry_point_compares_each_tid_component_with_its_axis():
+    from xsim.kernels.codegen import _shape_refusal
+    kir = build_ir(transpose)
+    assert _shape_refusal(kir.params, tid_indexed(kir)) == (
+        "D.shape[0] > P.p_src.shape[0] || D.shape[1] > P.p_src.shape[1] || D.shape[1] > P.p_dst.shape[0] || "
+        "D.shape[0] > P.p_dst.shape[1] || D.shape[0] > P.p_rows.shape[0]")
+
+
 def test_a_dim_smaller_than_the_arrays_is_legal_and_zero_threads_is_a_no_op():
     x, y = xsim.array(np.arange(6, dtype=np.float32)), xsim.zeros(6, dtype=float)
     for _ in range(2):

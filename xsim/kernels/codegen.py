@@ -566,8 +566,16 @@ def struct_definition(t) -> str:
 _STOP_ON_ERROR = "if (*(volatile int32_t*)&xs_error.code) break; "
 
 
+def _shape_refusal(params, checks) -> str:
+    """The C++ condition under which a launch indexes past an array that every thread indexes by its
+    ``tid()``: ``checks`` are ``KernelIR.tid_indexed``'s [parameter index, axis, tid component], compared
+    with the launch shape ``D`` (padded with 1s) and the argument struct ``P``. The same test as
+    ``launch._shape_test``, made where it costs the launch nothing."""
+    return " || ".join(f"D.shape[{d}] > P.{PARAM_PREFIX}{params[i].name}.shape[{axis}]" for i, axis, d in checks)
+
+
 def _cpu_entry(name: str, kind: str, packed: bool = True, debug: bool = False,
-               two_thread: str | None = None) -> list[str]:
+               two_thread: str | None = None, shape_refusal: str = "") -> list[str]:
     """One CPU entry point, taking the launch buffer of ``launch.cpu_buffer``: launch shape (4 x
     int64), thread count (int64), OpenMP threads and packed flag (2 x int32), the argument struct at
     byte 48 and, for the adjoint, the gradient struct at the next 8-byte boundary.
@@ -581,7 +589,11 @@ def _cpu_entry(name: str, kind: str, packed: bool = True, debug: bool = False,
     language), which keeps array indices affine in the loop counter, so g++ vectorizes the loop;
     launches beyond int32 take the strided variant, which is valid for packed arrays too. ``two_thread``:
     for an adjoint with a two-thread body (``KernelCodegen.two_thread_adjoint``), the C++ condition
-    under which the packed variant runs its threads two at a time."""
+    under which the packed variant runs its threads two at a time.
+
+    The entry returns 0, or 1 without running a thread when bit 1 of the packed flag asks for the shape
+    check and ``shape_refusal`` (``_shape_refusal``) holds: the CPU fast path (``launch._launch_fast``)
+    checks a launch's shapes here rather than in Python, where one call of the test cost about 0.1 us."""
     adj = kind == "backward"
     rng = f"{name}_{kind}_range"
     g_param, g_copy, g_arg = ((f"const {name}_args& G0, ", f" const {name}_args G = G0;", "G, ") if adj
@@ -604,7 +616,7 @@ def _cpu_entry(name: str, kind: str, packed: bool = True, debug: bool = False,
             f"        for (int64_t t = b; t < e; ++t) {{ {stop}{name}_{kind}<false>(P, {g_arg}t, D); }}",
             "    }",
             "}",
-           f'extern "C" XS_EXPORT void {name}_cpu_{kind}(const char* L) {{',
+           f'extern "C" XS_EXPORT int32_t {name}_cpu_{kind}(const char* L) {{',
            f"    xs::launch_dims D; int64_t n; int32_t cfg[2]; {name}_args P;" + (f" {name}_args G;" if adj else ""),
            "    __builtin_memcpy(&D, L, 32); __builtin_memcpy(&n, L + 32, 8); __builtin_memcpy(cfg, L + 40, 8);",
            "    __builtin_memcpy(&P, L + 48, sizeof P);"]
@@ -612,11 +624,13 @@ def _cpu_entry(name: str, kind: str, packed: bool = True, debug: bool = False,
         out.append("    __builtin_memcpy(&G, L + 48 + ((sizeof P + 7) & ~(size_t)7), sizeof G);")
     # without a packed variant, never name it: naming it would instantiate it
     dispatch = f"if (contig) {rng}<true>{call}; else {rng}<false>{call};" if packed else f"{rng}<false>{call};"
-    out += [f"    const bool contig = {'cfg[1] && n <= INT32_MAX' if packed else 'false'}; (void)contig;",
+    if shape_refusal:
+        out.append(f"    if ((cfg[1] & 2) && ({shape_refusal})) return 1;")
+    out += [f"    const bool contig = {'(cfg[1] & 1) && n <= INT32_MAX' if packed else 'false'}; (void)contig;",
             "    const int nt = cfg[0] > 1 && n > 64 ? cfg[0] : 1;  // a chunk is a multiple of 64 threads",
             "    if (nt == 1) {",
             f"        int64_t b = 0, e = n; {dispatch}",
-            "        return;",
+            "        return 0;",
             "    }",
             "    const int64_t chunk = ((n + nt - 1) / nt + 63) / 64 * 64;  // vector loops start aligned",
             "    #pragma omp parallel for schedule(static, 1) num_threads(nt)",
@@ -624,18 +638,20 @@ def _cpu_entry(name: str, kind: str, packed: bool = True, debug: bool = False,
             "        const int64_t b = c * chunk, e = b + chunk < n ? b + chunk : n;",
             f"        if (b < e) {{ {dispatch} }}",
             "    }",
+            "    return 0;",
             "}"]
     return out
 
 
 def entry_points(name: str, has_adjoint: bool, target: str, packed: tuple[bool, bool] = (True, True),
-                 debug: bool = False, grid_stride: bool = True, two_thread: str | None = None) -> str:
+                 debug: bool = False, grid_stride: bool = True, two_thread: str | None = None,
+                 shape_refusal: str = "") -> str:
     """The thin per-target wrappers: an OpenMP loop on the CPU, a grid-stride loop on CUDA (or with
     ``grid_stride`` False one index per thread, the grid covering the launch).
     ``packed`` says whether the forward/backward bodies get their packed-array variant; ``two_thread``
-    (CPU): see ``_cpu_entry``."""
+    and ``shape_refusal`` (CPU): see ``_cpu_entry``."""
     if target == "cpu":
-        out = _cpu_entry(name, "forward", packed[0], debug)
+        out = _cpu_entry(name, "forward", packed[0], debug, shape_refusal=shape_refusal)
         if has_adjoint:
             out += _cpu_entry(name, "backward", packed[1], debug, two_thread)
         return "\n".join(out)
@@ -703,7 +719,8 @@ def module_sources(kernel_irs: list[ir.KernelIR], structs: list, debug: bool, ta
     kernels = [(kir, body + "\n\n" + entry_points(kir.name, kir.adjoint_error is None, target,
                                                   cg.packed_variants() if packed else (False, False), debug,
                                                   kir.grid_stride,
-                                                  cg.disjoint_check() if cg.two_thread else None))
+                                                  cg.disjoint_check() if cg.two_thread else None,
+                                                  _shape_refusal(kir.params, kir.tid_indexed)))
                for kir, cg, body in bodies]
     groups: list[list] = [[]]
     size = 0

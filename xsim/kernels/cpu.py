@@ -140,12 +140,12 @@ class CpuModule:
             if meta.refused is not None:
                 continue
             f = getattr(self.lib, f"{name}_cpu_forward")
-            f.restype = None
+            f.restype = ctypes.c_int32  # 0, or 1: a launch refused by its shape check (codegen._cpu_entry)
             f.argtypes = [ctypes.c_char_p]  # the launch buffer (launch.cpu_buffer)
             self.forward[name] = f
             if meta.adjoint_error is None:
                 b = getattr(self.lib, f"{name}_cpu_backward")
-                b.restype = None
+                b.restype = ctypes.c_int32
                 b.argtypes = [ctypes.c_char_p]
                 self.backward[name] = b
         self.error = ErrorInfo.in_dll(self.lib, "xs_error")

@@ -149,6 +149,9 @@ class KernelIR:
     source_file: str = ""
     first_line: int = 0
     grid_stride: bool = True             # CUDA entry points loop in grid strides (else one thread per index)
+    # [parameter index, array axis, tid component] of each array every thread indexes by its tid()
+    # (module.tid_indexed): what a launch's shape check compares with dim
+    tid_indexed: list = field(default_factory=list)
 
 
 class ArrayLabels:

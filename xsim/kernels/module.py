@@ -212,6 +212,7 @@ class Module:
                 if isinstance(s, Op) and s.out is not None:
                     _collect_structs(s.out.type, structs)
             kir.grid_stride = k.grid_stride
+            kir.tid_indexed = tid_indexed(kir)
             kir.adjoint_error = None if k.enable_backward else (
                 f"kernel '{k.key}' has enable_backward=False (its own or its module's option)")
             if kir.adjoint_error is None:
@@ -223,7 +224,7 @@ class Module:
                                          sorted(kir.writes), inplace, kir.skipped_funcs,
                                          handles=kir.handles, replays_writes=replays,
                                          rereads_across=_rereads_across(kir), grid_stride=kir.grid_stride,
-                                         tid_indexed=tid_indexed(kir))
+                                         tid_indexed=kir.tid_indexed)
             irs.append(kir)
         return ModuleIR(irs, metas, structs)
 

@@ -57,16 +57,19 @@ class Pacer:
             parallel = not parallel
         return nt if parallel else 1
 
-    def run(self, entry, buf: bytes, n: int, threads: int) -> None:
-        """Call the native ``entry`` on ``buf`` (packed for ``threads``), timing it into its mode's estimate."""
+    def run(self, entry, buf: bytes, n: int, threads: int) -> int:
+        """Call the native ``entry`` on ``buf`` (packed for ``threads``), timing it into its mode's estimate.
+        Returns the entry's status: 0 when it ran, nonzero when it refused the launch before running any
+        thread (``codegen._cpu_entry``'s shape check), which then teaches the estimate nothing."""
         # untimed: launches that always run in parallel, and serial ones once calibrated while no parallel
         # estimate is there to compare with (work too small for the workers)
         serial_settled = threads == 1 and self.runs >= CALIBRATION_RUNS > self.parallel_runs
         if n >= CALIBRATE_BELOW or serial_settled:
-            entry(buf)
-            return
+            return entry(buf)
         t0 = time.perf_counter()
-        entry(buf)
+        refused = entry(buf)
+        if refused:
+            return refused
         per = (time.perf_counter() - t0) / n
         if threads == 1:
             self.per_thread = _estimate(self.per_thread, self.runs, per)
@@ -74,6 +77,7 @@ class Pacer:
         else:
             self.parallel_per_thread = _estimate(self.parallel_per_thread, self.parallel_runs, per)
             self.parallel_runs += 1
+        return 0
 
 
 def _estimate(estimate: float, runs: int, per: float) -> float:
