@@ -1,5 +1,6 @@
 """Adam and SGD against plain numpy running the same formulas (Kingma & Ba; PyTorch's SGD momentum
-convention, dampening 0), clipping and bounds, and convergence on a quadratic through a Tape."""
+convention, with dampening and weight decay), clipping and bounds, convergence on a quadratic through a
+Tape, and Warp's forms of the same optimizers (``step(grad)``, ``set_params``) against warp.optim itself."""
 
 import numpy as np
 import pytest
@@ -18,12 +19,14 @@ def numpy_adam(p, grads, lr, b1, b2, eps, clip=None, lo=-np.inf, hi=np.inf):
     return p
 
 
-def numpy_sgd(p, grads, lr, mu, nesterov=False, clip=None):
+def numpy_sgd(p, grads, lr, mu, nesterov=False, clip=None, dampening=0.0, weight_decay=0.0):
     buf = None
     for g in grads:
-        g = _clipped(g, clip)
-        buf = g.copy() if buf is None else mu * buf + g       # torch.optim.SGD, dampening 0
-        p = p - lr * (g + mu * buf if nesterov else buf)
+        g = _clipped(g, clip) + weight_decay * p
+        if mu:
+            buf = g.copy() if buf is None else mu * buf + (1 - dampening) * g     # torch.optim.SGD
+            g = g + mu * buf if nesterov else buf
+        p = p - lr * g
     return p
 
 
@@ -100,9 +103,73 @@ def test_optimizers_converge_on_a_quadratic(make):
     np.testing.assert_allclose(p.numpy(), c.numpy(), atol=1e-3)
 
 
+def test_sgd_dampening_and_weight_decay_match_numpy():
+    got = run(SGD, xsim.float64, GRADS, P0, lr=0.1, momentum=0.6, dampening=0.3, weight_decay=0.05)
+    want = numpy_sgd(P0, GRADS, 0.1, 0.6, dampening=0.3, weight_decay=0.05)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    plain = run(SGD, xsim.float64, GRADS, P0, lr=0.1, weight_decay=0.05)     # no momentum: no buffer
+    np.testing.assert_allclose(plain, numpy_sgd(P0, GRADS, 0.1, 0.0, weight_decay=0.05), rtol=1e-12)
+
+
+def warp_form(opt, grads, p0, dtype):
+    """Run ``opt`` (no parameters yet) Warp's way: set_params on an array without a gradient, step(grad)."""
+    p = xsim.array(p0.astype(dtype._np), dtype=xsim.vector(3, dtype))
+    g = xsim.zeros_like(p)
+    opt.set_params([p])
+    for gi in grads:
+        g.assign(gi.astype(dtype._np))
+        opt.step([g])
+    return p.numpy().astype(np.float64)
+
+
+def test_warp_forms_take_the_gradients_given_to_step():
+    got = warp_form(Adam(lr=0.05, betas=(0.8, 0.95), eps=1e-6), GRADS, P0, xsim.float64)
+    np.testing.assert_allclose(got, numpy_adam(P0, GRADS, 0.05, 0.8, 0.95, 1e-6), rtol=1e-12)
+    sgd = SGD(None, 0.1, 0.6, 0.3, 0.05)     # Warp's positional order: lr, momentum, dampening, weight_decay
+    got = warp_form(sgd, GRADS, P0, xsim.float64)
+    np.testing.assert_allclose(got, numpy_sgd(P0, GRADS, 0.1, 0.6, dampening=0.3, weight_decay=0.05), rtol=1e-12)
+    sgd.reset_internal_state()       # state and step count back to zero: the same run again from P0
+    assert sgd.t == 0 and all(not b.numpy().any() for b in sgd.buf)
+    with pytest.raises(RuntimeError, match="no parameters"):
+        Adam().step([xsim.zeros(3)])
+    opt = Adam([xsim.zeros(4)])
+    with pytest.raises(TypeError, match="gradient 0 must be an xsim array of parameter 0's dtype float32 and shape"):
+        opt.step([xsim.zeros(3)])
+    with pytest.raises(ValueError, match="one gradient array per parameter"):
+        opt.step([])
+
+
+def test_warp_forms_give_warp_optims_results():
+    wp = pytest.importorskip("warp")
+    import warp.optim
+    wp.config.quiet = True
+    p0 = P0.reshape(-1).astype(np.float32)
+    grads = [g.reshape(-1).astype(np.float32) for g in GRADS]
+    for make_x, make_w, tol in ((lambda: Adam(lr=0.05), lambda: warp.optim.Adam(lr=0.05), 2e-6),
+                                (lambda: SGD(lr=0.1, momentum=0.6, dampening=0.3, weight_decay=0.05),
+                                 lambda: warp.optim.SGD(lr=0.1, momentum=0.6, dampening=0.3, weight_decay=0.05), 1e-6),
+                                (lambda: SGD(lr=0.1, momentum=0.5, nesterov=True),
+                                 lambda: warp.optim.SGD(lr=0.1, momentum=0.5, nesterov=True), 1e-6)):
+        results = []
+        for eng, make in ((xsim, make_x), (wp, make_w)):
+            p = eng.array(p0, dtype=eng.float32, device="cpu")
+            g = eng.zeros(p0.shape, dtype=eng.float32, device="cpu")
+            opt = make()
+            opt.set_params([p])
+            for gi in grads:
+                g.assign(gi)
+                opt.step([g])
+            results.append(p.numpy())
+        # xsim keeps the state in float64, Warp in float32: equal to float32 rounding
+        np.testing.assert_allclose(results[0], results[1], rtol=tol, atol=tol)
+        assert not np.allclose(results[0], p0)
+
+
 def test_bad_parameters_are_refused_with_a_clear_message():
     with pytest.raises(ValueError, match="has no gradient"):
-        Adam([xsim.zeros(3)])
+        Adam([xsim.zeros(3)]).step()
+    with pytest.raises(ValueError, match="Nesterov momentum needs momentum > 0 and dampening 0"):
+        SGD(lr=0.1, nesterov=True)
     with pytest.raises(TypeError, match="float32 or float64"):
         SGD([xsim.zeros(3, dtype=xsim.int32, requires_grad=True)], lr=0.1)
     with pytest.raises(ValueError, match="momentum"):
