@@ -180,6 +180,9 @@ def _make_shim(state) -> _Shim:
     s.atomic_exch = _atomic(lambda a, b: b)
     s.atomic_cas = _atomic_cas
     s.zeros = _stack_array
+    s.tile_load, s.tile_store, s.tile_atomic_add = _tile_load, _tile_store, _tile_atomic_add
+    s.tile, s.tile_sum, s.tile_transpose = _tile, _tile_sum, _tile_transpose
+    s.tile_fft, s.tile_ifft = (lambda t: _tile_dft(t, -1)), (lambda t: _tile_dft(t, 1))
     return s
 
 
@@ -191,6 +194,76 @@ def _stack_array(shape, dtype):
         dtype = type(dtype(0))  # the reference's own float/int (a cast), or a numpy scalar type
     t = T.scalar_from_numpy(np.dtype(dtype)) if issubclass(dtype, np.generic) else T.resolve(dtype)
     return _host_array(xsim.zeros(shape, dtype=t, device="cpu").numpy().copy(), T.ArrayType(t, len(shape)))
+
+
+# ---------------------------------------------------------------------------------------------
+# tiles, one thread per block (xsim/kernels/builtins_tile.py): numpy blocks of element values
+
+
+class _RefTile:
+    """A tile: ``values`` of the tile's shape followed by its element's component shape, of element type ``dtype``."""
+
+    def __init__(self, values: np.ndarray, dtype):
+        self.values, self.dtype = values, dtype
+
+
+def _tile_window(a, shape, offset):
+    """(tile index, array index) of each tile element that lies inside array ``a``."""
+    offset = (0,) * a.ndim if offset is None else (offset,) if np.ndim(offset) == 0 else tuple(offset)
+    for idx in np.ndindex(*shape):
+        src = tuple(int(o) + i for o, i in zip(offset, idx))
+        if all(0 <= k < n for k, n in zip(src, a.data.shape)):
+            yield idx, src
+
+
+def _tile_load(a, shape, offset=None, storage=None, bounds_check=None, aligned=None):
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
+    out = np.zeros(shape + a.data.shape[a.ndim:], a.data.dtype)
+    for idx, src in _tile_window(a, shape, offset):
+        out[idx] = a.data[src]
+    return _RefTile(out, a.dtype)
+
+
+def _tile_store(a, t, offset=None, bounds_check=None):
+    for idx, src in _tile_window(a, t.values.shape[:a.ndim], offset):
+        a.data[src] = t.values[idx]
+
+
+def _tile_atomic_add(a, t, offset=None, bounds_check=None):
+    old = np.zeros_like(t.values)
+    for idx, src in _tile_window(a, t.values.shape[:a.ndim], offset):
+        old[idx] = a.data[src]
+        a.data[src] = a.data[src] + t.values[idx]
+    return _RefTile(old, t.dtype)
+
+
+def _tile(x, preserve_type=False):
+    v = np.asarray(x)
+    if v.ndim and not preserve_type:  # a vector's components down one column
+        return _RefTile(v.reshape(-1, 1), T.scalar_from_numpy(v.dtype))
+    return _RefTile(v[None], type(x) if v.ndim else T.scalar_from_numpy(v.dtype))
+
+
+def _tile_sum(t):
+    ndim = 1 if t.values.ndim == 1 or T.is_vector(t.dtype) and t.values.ndim == 2 else 2
+    flat = t.values.reshape((-1, *t.values.shape[ndim:]))
+    total = flat[0].copy()
+    for e in flat[1:]:  # in row-major order, rounding at each add as the thread does
+        total = total + e
+    return _RefTile(total[None], t.dtype)
+
+
+def _tile_transpose(t):
+    return _RefTile(np.swapaxes(t.values, 0, 1).copy(), t.dtype)
+
+
+def _tile_dft(t, sign: int):
+    """Each row's unnormalized DFT from its definition, y_k = sum_j x_j exp(sign 2 pi i j k / n), in float64."""
+    n = t.values.shape[1]
+    x = t.values[..., 0].astype(np.float64) + 1j * t.values[..., 1].astype(np.float64)
+    jk = np.outer(np.arange(n), np.arange(n)) % n
+    y = x @ np.exp(sign * 2j * np.pi * jk / n)
+    return _RefTile(np.stack([y.real, y.imag], axis=-1).astype(t.values.dtype), t.dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -343,7 +416,7 @@ def _called(call: ast.Call) -> str | None:
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
 
 
-_SETTERS = {"transform_set_translation", "transform_set_rotation"}
+_SETTERS = {"transform_set_translation", "transform_set_rotation", "tile_fft", "tile_ifft"}
 # ``svd3(A, U, sigma, V)``: factors into the variables (one input)
 OUTPUT_FORMS = {"svd2", "svd3", "qr3", "eig3", "quat_to_axis_angle"}
 
@@ -428,10 +501,26 @@ class Reference:
         host = [_host_value(t, a) for (_, t), a in zip(kernel.params, args)]
         fn = self.python(kernel.pyfunc)
         shape = (int(dim),) if np.ndim(dim) == 0 else tuple(int(d) for d in dim)
+        n = _tid_count(kernel.pyfunc) or len(shape)
         with np.errstate(all="ignore"):
-            for idx in np.ndindex(*shape):
-                self.state.tid = np.int32(idx[0]) if len(idx) == 1 else tuple(np.int32(i) for i in idx)
+            for linear in range(int(np.prod(shape))):
+                idx = []  # xsim's tid() of n components: the linear index over the first n dimensions
+                for d in reversed(range(n)):
+                    idx.insert(0, linear % shape[d] if d < len(shape) else 0)
+                    linear //= shape[d] if d < len(shape) else 1
+                self.state.tid = np.int32(idx[0]) if n == 1 else tuple(np.int32(i) for i in idx)
                 fn(*host)
+
+
+def _tid_count(pyfunc) -> int | None:
+    """How many components the kernel unpacks ``tid()`` into (``i, j = wp.tid()``: 2), or None where it does
+    not say (no such assignment)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(pyfunc)))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _called(node.value) == "tid":
+            target = node.targets[0]
+            return len(target.elts) if isinstance(target, ast.Tuple) else None
+    return None
 
 
 def _host_array(data, t: T.ArrayType):
@@ -658,11 +747,19 @@ def checked_launches(rtol=None, library: bool = True, skip: frozenset = frozense
         assert not diffs, f"kernel {kernel.key} (dim {dim}) disagrees with the host reference:\n" + "\n".join(diffs)
         return None
 
-    xsim.launch = checked
+    launch_tiled = xsim.launch_tiled
+
+    def checked_tiled(kernel, dim, inputs=(), outputs=(), **kw):  # a block per thread: a trailing dimension of 1
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        if not 1 <= len(dims) <= 3:
+            return launch_tiled(kernel, dim, inputs=inputs, outputs=outputs, **kw)
+        return checked(kernel, (*dims, 1), inputs=inputs, outputs=outputs, **kw)
+
+    xsim.launch, xsim.launch_tiled = checked, checked_tiled
     try:
         yield checker
     finally:
-        xsim.launch = launch
+        xsim.launch, xsim.launch_tiled = launch, launch_tiled
 
 
 class _Helpers:

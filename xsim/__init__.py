@@ -66,6 +66,7 @@ from .kernels import (
     builtins_linalg,
     builtins_math,
     builtins_random,
+    builtins_tile,
     builtins_transform,
 )
 from .kernels.builtins import BUILTINS as _BUILTINS
@@ -84,7 +85,7 @@ from .kernels.kernel import (
     overload,
     set_module_options,
 )
-from .kernels.launch import launch
+from .kernels.launch import launch, launch_tiled
 from .kernels.module import get_module
 from .kernels.scope import _ADJOINT as adjoint
 from .kernels.scope import ATOMICS as _ATOMICS
@@ -102,7 +103,8 @@ for _name in list(_BUILTINS) + list(_SPECIAL_FORMS) + [*_ATOMICS, "tid", "where"
                                 "matrix_from_cols", "grad"]:
     if _name not in globals() or _name in ("abs", "min", "max", "round", "pow"):
         globals()[_name] = _BuiltinRef(_name)
-del _name, builtins_expect, builtins_geometry, builtins_linalg, builtins_math, builtins_random, builtins_transform
+del _name, builtins_expect, builtins_geometry, builtins_linalg, builtins_math, builtins_random, builtins_tile
+del builtins_transform
 
 bool = bool_  # Warp's xsim.bool
 

@@ -666,6 +666,40 @@ def _transformation(dtype) -> type:
                       f"xs::transform_t<{getattr(dtype, '_ctype', '')}>")
 
 
+class _Tile:
+    """Base of the tile types: a kernel-local block of values of one ``_dtype`` (a scalar or vector type) and a
+    ``_shape`` of one or two dimensions known at compile time, Warp's tiles. xsim runs every block of a tiled
+    launch on one thread (Warp's CPU model, on CUDA as well), so a tile is a value held by that thread,
+    stored row-major. Tiles live only inside kernels: no array, struct or parameter holds one."""
+
+    _kind = "tile"
+
+
+def tile_type(dtype, shape: tuple) -> type:
+    """The tile type of ``shape`` (an int or a tuple of one or two ints, each at least 1) holding ``dtype``
+    values (a scalar or vector type)."""
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    if not 1 <= len(dims) <= 2 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+        raise ValueError(f"a tile has one or two dimensions of at least 1, got shape {shape!r}")
+    dtype = resolve(dtype)
+    if not (is_scalar(dtype) or is_vector(dtype)):
+        raise TypeError(f"tiles hold scalars or vectors, got {type_name(dtype)}")
+    return _tile(dtype, dims)
+
+
+@functools.cache
+def _tile(dtype, dims: tuple) -> type:
+    rows, cols = (1, dims[0]) if len(dims) == 1 else dims
+    scalar = dtype if is_scalar(dtype) else dtype._scalar
+    name = f"tile({type_name(dtype)}, {dims if len(dims) > 1 else dims[0]})"
+    return type(name, (_Tile,), {"_dtype": dtype, "_shape": dims, "_scalar": scalar, "_size": rows * cols,
+                                 "_ctype": f"xs::tile_t<{dtype._ctype}, {rows}, {cols}>"})
+
+
+def is_tile(t) -> bool:
+    return isinstance(t, type) and issubclass(t, _Tile)
+
+
 def _named(prefix: str, make):
     out = {}
     for suffix, s in (("", float32), ("f", float32), ("d", float64), ("h", float16)):

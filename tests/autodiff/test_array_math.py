@@ -46,11 +46,18 @@ def test_in_place_operators_write_into_the_array_and_the_tape_refuses_a_read_arr
     assert a is same
     np.testing.assert_array_equal(a.numpy(), [5.0, -3.5])
     x = xsim.array([1.0, 2.0], dtype=xsim.float64, requires_grad=True)
+    y = xsim.array([3.0, -4.0], dtype=xsim.float64, requires_grad=True)
     tape = xsim.Tape()
     with tape:
-        x += 1.0  # reads x, then overwrites it: the gradient of that read would be wrong
-    with pytest.raises(RuntimeError, match=r"array 'a' read by kernel 'array_add' was overwritten afterwards"):
+        x *= y  # reads x, then overwrites it: y's gradient needs the x that was read
+    with pytest.raises(RuntimeError, match=r"array 'a' read by kernel 'array_mul' was overwritten afterwards"):
         tape.backward(grads={x: np.ones(2)})
+    x = xsim.array([1.0, 2.0], dtype=xsim.float64, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        x += 1.0  # the gradient of a sum needs no values: overwriting x is harmless (d(x + 1)/dx = 1)
+    tape.backward(grads={x: np.ones(2)})
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0])
 
 
 def test_gradients_through_array_arithmetic_match_float64_finite_differences():

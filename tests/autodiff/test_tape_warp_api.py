@@ -63,6 +63,9 @@ def test_gradients_of_a_struct_argument_holds_its_fields_grads():
     np.testing.assert_array_equal(g.a.numpy(), b_vals)
     np.testing.assert_array_equal(g.b.numpy(), X)
     assert p in tape.gradients and g.a is p.a.grad
+    # an array reached through the struct is a key too (Warp's diffray reads tape.gradients[mesh.rot])
+    assert tape.gradients[p.b] is p.b.grad
+    np.testing.assert_array_equal(tape.gradients[p.a].numpy(), b_vals)
 
 
 def test_backward_seeds_an_array_without_a_grad_buffer():

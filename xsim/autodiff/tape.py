@@ -32,6 +32,7 @@ from ..errors import CompileError
 from ..indexedarray import indexedarray
 from ..kernels import launch as _launch
 from ..kernels import recording
+from ..kernels.adjoint_reads import values_needed
 
 
 class LaunchRecord:
@@ -303,6 +304,10 @@ class Tape:
                 arr.mark_read()
         # the adjoint of an in-place launch reads its snapshot, so later writes to the array are harmless
         kept = [r for r in reads if r[0] not in snapshots] if snapshots else reads
+        needed = prep.meta.adjoint_reads
+        if needed is not None and kept:  # nor are later writes to an array whose values the adjoint never reads
+            with_grad = {label for label, arr in read if arr._requires_grad}
+            kept = [r for r in kept if values_needed(needed.get(r[0]), with_grad)]
         rec = LaunchRecord(kernel, prep, shape, values, snapshots, kept)
         rec.refusal = refusal
         if config.mode == "debug":
@@ -520,14 +525,26 @@ class Tape:
     @property
     def gradients(self) -> Gradients:
         """{array or struct value: its gradient} for every argument of a recorded launch or op that has
-        one (a struct maps to a copy whose array fields are their grads), kept across ``reset()``."""
+        one (a struct maps to a copy whose array fields are their grads, and each of those arrays, reached
+        through the struct, to its own grad, as Warp's ``tape.gradients[mesh.rot]``), kept across ``reset()``."""
         out = Gradients(self._kept_gradients)
+
+        def add(v, g):
+            if v in out:
+                return
+            out.add(v, g)
+            if not isinstance(v, Array):  # a struct: its arrays (and nested structs') by themselves too
+                for f in type(v)._fields:
+                    fg = getattr(g, f)
+                    if fg is not None and fg is not getattr(v, f):
+                        add(getattr(v, f), fg)
+
         for rec in self.records:
             for v in _record_values(rec):
                 if v not in out:
                     g = _gradient_of(v)
                     if g is not None:
-                        out.add(v, g)
+                        add(v, g)
         return out
 
     def record_scope_begin(self, scope_name: str, metadata: dict | None = None):

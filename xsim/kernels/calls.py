@@ -21,7 +21,7 @@ from ..errors import (
 from .builtins import ARG_NAMES, BUILTINS, SPECIAL_FORMS, store_to_arguments
 from .builtins_random import DEFAULTS, SAMPLERS, STATEFUL
 from .codegen import is_diff
-from .ir import Block, Loop, Op, Var
+from .ir import ARRAY_ACCESSES, Block, Loop, Op, Var
 from .ir import walk as ir_walk
 from .scope import (
     ATOMICS,
@@ -93,15 +93,8 @@ class Calls:
         if set(given) != {"shape", "dtype"}:
             raise self.err(node, "zeros() in a kernel needs both shape and dtype: zeros(shape=N, dtype=T)")
         shape_node = given["shape"]
-        parts = shape_node.elts if isinstance(shape_node, ast.Tuple) else [shape_node]
-        shape = []
-        for part in parts:
-            d = self.expr(part)
-            d = d.obj if isinstance(d, Ref) else d.const if isinstance(d, Var) else None
-            if isinstance(d, bool) or not hasattr(d, "__index__"):  # an int: literal, constant, static value
-                raise self.err(part, "the `shape` argument must be specified as a constant when "
-                                     "zero-initializing an array")
-            shape.append(d.__index__())
+        shape = self.constant_ints(shape_node, "the `shape` argument must be specified as a constant when "
+                                               "zero-initializing an array")
         if not 1 <= len(shape) <= 4 or min(shape) < 1:
             raise self.err(shape_node, f"zeros() in a kernel takes 1 to 4 dimensions of at least 1, got "
                                        f"shape {tuple(shape)}", WarpCodegenValueError)
@@ -120,6 +113,23 @@ class Calls:
         out = self.emit("local_array", T.ArrayType(dtype, len(shape)), [], node, shape=tuple(shape))
         self.local_shapes[out.id] = tuple(shape)
         return out
+
+    def constant_ints(self, node, message: str) -> tuple[int, ...]:
+        """The ints of ``node``, an int or a tuple of ints known at compile time (literals, module constants,
+        static values), as a tuple; ``message`` is the error for anything else."""
+        if isinstance(node, (ast.Tuple, ast.List)):
+            values = [self.expr(part) for part in node.elts]
+        else:
+            value = self.expr(node)  # one int, or a tuple constant (``shape=TILE_SHAPE``)
+            values = list(value.obj) if isinstance(value, Ref) and isinstance(value.obj, tuple) else [value]
+        out = []
+        for d in values:
+            if isinstance(d, (Ref, Var)):
+                d = d.obj if isinstance(d, Ref) else d.const if d.is_const else None
+            if isinstance(d, bool) or not hasattr(d, "__index__"):
+                raise self.err(node, message)
+            out.append(d.__index__())
+        return tuple(out)
 
     def check_local_index(self, arr: Var, idx: list[Var], node):
         """A constant index out of a stack array's (or its view's) compile-time shape is an error here."""
@@ -728,7 +738,7 @@ class Calls:
             raise self.err(node, f"{g.text} needs a func returning one float scalar", WarpCodegenTypeError)
         for s in ir_walk(body):
             if isinstance(s, Loop) or isinstance(s, Op) and s.kind in (
-                    "load", "store", "atomic", "grad_add", "subarray", "custom"):
+                    "grad_add", "subarray", "custom", *ARRAY_ACCESSES):
                 raise self.err(node, f"{g.text}: xsim differentiates funcs of plain values here (no loops, array "
                                      "accesses or funcs with custom gradients)")
         outs = [Var(p.type, hint="grad") for p in params]

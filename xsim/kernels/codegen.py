@@ -359,6 +359,8 @@ class KernelCodegen:
         for s in ir.walk(kir.body):
             if isinstance(s, Op) and s.kind in ("subarray", "slice"):
                 out.add(self.labels.label(s.args[0]))  # a view reaches rows of other threads through its own indices
+            elif isinstance(s, Op) and s.kind in ir.TILE_ACCESSES:
+                out.add(self.labels.label(s.args[0]))  # a tile spans other threads' elements
             elif isinstance(s, Op) and s.kind in ("load", "store", "atomic", "grad_add") and s.args:
                 n = s.attrs.get("ndim", len(s.args) - 1) if s.kind != "load" else len(s.args) - 1
                 if not self.own_row(s.args[1:1 + n]):

@@ -6,7 +6,7 @@ of its output into those of its inputs (``a<id> += ...``). Both append lines to 
 ``ind`` and use the kernel's ``KernelCodegen`` (``cg``) for value names, array access and nested blocks.
 
 Op kinds (see ``ir.Op``): call, construct, cast, extract, insert, row, set_row, field_get,
-field_set, load, store, atomic, slice, subarray, tid, shape, select, and, or, identity, custom,
+field_set, load, store, atomic, tile_load, tile_store, tile_atomic, slice, subarray, tid, shape, select, and, or, identity, custom,
 native, grad_add (a func_grad body's ``adjoint[arr][i] += v``: adds into the array's gradient; only
 in grad blocks, which run backward), grad_of (``grad(f)(x)``: the func's derivative computed in the
 forward code; kernels without an adjoint).
@@ -265,6 +265,66 @@ class Atomic(OpCode):
         elif fn in ("atomic_min", "atomic_max"):  # to the value that ended up stored
             prim = cg.path_expr(cg.access(arr, idx, arr.type.dtype, op.line), op, comps)
             out.append(f"{ind}if ({g}.data) xs::adj_atomic_minmax({cg.v(value)}, {prim}, {a(value)}, {target});")
+
+
+class TileAccess(OpCode):
+    """A tile's load from, store into or atomic add into an array (``builtins_tile.py``): args ``[array,
+    offsets..., (tile)]``. The native functions take two offsets whatever the array's dimension (a 1-d
+    array's in the second) and the dimension as a template argument."""
+
+    @staticmethod
+    def call_args(cg, op) -> tuple[str, str]:
+        arr = op.args[0]
+        tile = op.out.type if op.kind == "tile_load" else op.args[-1].type
+        rows, cols = (1, *tile._shape) if len(tile._shape) == 1 else tile._shape
+        offsets = [f"(int64_t){cg.v(x)}" for x in op.args[1:1 + arr.type.ndim]]
+        if len(offsets) == 1:
+            offsets = ["0", *offsets]
+        return f"<{ctype(tile._dtype)}, {rows}, {cols}, {arr.type.ndim}>", ", ".join(offsets)
+
+
+@handles("tile_load")
+class TileLoad(TileAccess):
+    def forward(self, cg, op, replay, out, ind):
+        targs, offsets = self.call_args(cg, op)
+        out.append(f"{ind}{cg.v(op.out)} = xs::tile_load{targs}({cg.v(op.args[0])}, {offsets});")
+
+    def adjoint(self, cg, op, out, ind):
+        g = cg.grad_expr.get(op.args[0].id)
+        if g is not None and is_diff(op.out.type):
+            targs, offsets = self.call_args(cg, op)
+            out.append(f"{ind}xs::adj_tile_load{targs}({g}, {offsets}, {cg.a(op.out)});")
+
+
+@handles("tile_store")
+class TileStore(TileAccess):
+    def forward(self, cg, op, replay, out, ind):
+        if replay and not op.attrs.get("replayed"):  # as a store's (Store.forward)
+            return
+        targs, offsets = self.call_args(cg, op)
+        out.append(f"{ind}xs::tile_store{targs}({cg.v(op.args[0])}, {offsets}, {cg.v(op.args[-1])});")
+
+    def adjoint(self, cg, op, out, ind):
+        g, value = cg.grad_expr.get(op.args[0].id), op.args[-1]
+        if g is not None and is_diff(value.type):
+            targs, offsets = self.call_args(cg, op)
+            out.append(f"{ind}xs::adj_tile_store{targs}({g}, {offsets}, {cg.a(value)}, {cg.v(op.args[0])}.flags);")
+
+
+@handles("tile_atomic")
+class TileAtomic(TileAccess):
+    def forward(self, cg, op, replay, out, ind):
+        if replay and not op.attrs.get("replayed"):  # as an atomic's (Atomic.forward)
+            return
+        targs, offsets = self.call_args(cg, op)
+        out.append(f"{ind}{cg.v(op.out)} = xs::tile_atomic_add{targs}({cg.v(op.args[0])}, {offsets}, "
+                   f"{cg.v(op.args[-1])});")
+
+    def adjoint(self, cg, op, out, ind):
+        g, value = cg.grad_expr.get(op.args[0].id), op.args[-1]
+        if g is not None and is_diff(value.type):
+            targs, offsets = self.call_args(cg, op)
+            out.append(f"{ind}xs::adj_tile_atomic_add{targs}({g}, {offsets}, {cg.a(value)});")
 
 
 @handles("slice")

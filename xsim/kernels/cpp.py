@@ -90,7 +90,7 @@ def adj_zero(t) -> str:
     ``+0``), so the compiler may fold an adjoint's first accumulation into a plain assignment (``-0 - x`` into
     ``-x``) without any fast-math flag; from ``+0`` it must keep the add. An adjoint that receives nothing reads
     ``-0``, equal to ``0``: adding it into a gradient array leaves ``+0`` there. Other types start at ``{}``."""
-    if T.is_struct(t) or t is None:
+    if T.is_struct(t) or t is None or T.is_tile(t):
         return "{}"
     scalar = t if T.is_scalar(t) else t._scalar
     if scalar is not T.float32 and scalar is not T.float64:

@@ -93,6 +93,14 @@ class Loop:
     id: int = 0
 
 
+# The op kinds that read an array and those that write one (codegen_ops.py): element loads, stores and atomics,
+# and their tile forms (builtins_tile.py). Every analysis of what a kernel reads and writes goes by these.
+ARRAY_LOADS = frozenset({"load", "tile_load"})
+ARRAY_WRITES = frozenset({"store", "atomic", "tile_store", "tile_atomic"})
+ARRAY_ACCESSES = ARRAY_LOADS | ARRAY_WRITES
+TILE_ACCESSES = frozenset({"tile_load", "tile_store", "tile_atomic"})
+
+
 def walk(block: Block, parts: tuple[str, ...] = ("fwd", "replay", "grad")):
     """Every statement of ``block`` and of the blocks nested in it, in program order; of a custom-gradient
     call, the blocks named in ``parts`` (("fwd",): what the forward pass runs)."""

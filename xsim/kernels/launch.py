@@ -516,7 +516,8 @@ def _argument_packer(plan, device) -> Callable:
             items.append(f"p{i}")
     source = "\n".join([f"def pack_args({', '.join(names)}):", *body,
                         f"    return flags, ({''.join(f'{x}, ' for x in items)})"])
-    exec(compile(source, "<xsim launch: pack_args>", "exec"), env)  # made from the plan's own kinds and names
+    # made from the plan's own kinds and names
+    exec(compile(source, "<xsim launch: pack_args>", "exec"), env)  # noqa: S102
     return env["pack_args"]
 
 
@@ -688,6 +689,21 @@ def after_launch(prep: _Prepared, values, adjoint: bool = False):
     elif prep.mode == "check":
         from .finite import check_launch
         check_launch(prep, values, adjoint)
+
+
+def launch_tiled(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None, device=None,
+                 adjoint: bool = False, record_tape: bool = True, stream=None, block_dim: int | None = None,
+                 max_blocks: int = 0):
+    """Warp's ``launch_tiled``: ``launch`` over ``dim`` (up to 3 dimensions) with a trailing dimension for the
+    threads of each block. xsim runs a block as one thread (``builtins_tile.py``), as Warp's CPU does by
+    default, so that dimension is 1 whatever ``block_dim`` (checked, then kept for nothing else) asks for;
+    ``tid()`` gives the grid's indices and a last 0."""
+    dims = (dim,) if isinstance(dim, int) and not isinstance(dim, bool) else tuple(dim)
+    if not 1 <= len(dims) <= 3:
+        raise ValueError(f"launch_tiled(): dim takes 1 to 3 dimensions (a trailing one is added for the block), "
+                         f"got {dim!r}")
+    return launch(kernel, (*dims, 1), inputs, outputs, adj_inputs, adj_outputs, device, adjoint, record_tape,
+                  stream, block_dim, max_blocks)
 
 
 def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None, device=None,

@@ -17,6 +17,7 @@ from .. import errors
 from .. import types as T
 from ..errors import CompileError
 from . import ir
+from .adjoint_reads import adjoint_reads
 from .codegen import module_sources
 from .frontend import Frontend
 from .ir import If, Loop, Op
@@ -57,6 +58,8 @@ class KernelMeta:
     # [parameter index, array axis, tid component] of each unguarded ``a[tid]`` access (``tid_indexed``):
     # launch refuses a dim whose component is larger than that axis
     tid_indexed: list = field(default_factory=list)
+    # {read label: labels whose gradients need its values, or ["*"]} (adjoint_reads.py); None: all are needed
+    adjoint_reads: dict | None = None
 
     def compile_error(self, kernel) -> CompileError | None:
         """The error the compiler refused ``kernel`` with, or None when it was built. The metadata (maybe
@@ -224,7 +227,8 @@ class Module:
                                          sorted(kir.writes), inplace, kir.skipped_funcs,
                                          handles=kir.handles, replays_writes=replays,
                                          rereads_across=_rereads_across(kir), grid_stride=kir.grid_stride,
-                                         tid_indexed=kir.tid_indexed)
+                                         tid_indexed=kir.tid_indexed,
+                                         adjoint_reads=adjoint_reads(kir) if kir.adjoint_error is None else None)
             irs.append(kir)
         return ModuleIR(irs, metas, structs)
 
@@ -264,14 +268,14 @@ def adjoint_refusal(kir: ir.KernelIR) -> str | None:
     for s in ir.walk(kir.body):
         # an array value the adjoint cannot trace to a parameter has no gradient buffer to use, and guessing
         # which one it is would get read-after-write and overlap wrong
-        if isinstance(s, Op) and s.kind in ("load", "store", "atomic") and s.args[0].id not in arrays.traced:
+        if isinstance(s, Op) and s.kind in ir.ARRAY_ACCESSES and s.args[0].id not in arrays.traced:
             return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' is not a kernel parameter or a "
                     "field of one here (which array it is depends on a branch, a loop or where() at run time), "
                     "so its gradient cannot be tracked; index the parameter directly")
     for s in ir.walk(kir.body):
         # a copy of the array from before the launch (what the tape gives an in-place adjoint) cannot stand in
         # for the arrays that elements of an array of structs refer to
-        if isinstance(s, Op) and s.kind in ("store", "atomic") and "[]" in labels(s.args[0]) and \
+        if isinstance(s, Op) and s.kind in ir.ARRAY_WRITES and "[]" in labels(s.args[0]) and \
                 labels(s.args[0]) in kir.reads:
             return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' (the arrays that elements of an array "
                     "of structs refer to) is both read and written by this kernel, so its adjoint would need the "
@@ -279,13 +283,13 @@ def adjoint_refusal(kir: ir.KernelIR) -> str | None:
                     "into other arrays")
         # the adjoint reads a mesh's arrays through the mesh, so it cannot be handed their values from before the
         # launch (as it is a written parameter's copy), and the values such a write overwrites are lost
-        if isinstance(s, Op) and s.kind in ("store", "atomic") and s.args[0].id in arrays.from_handle:
+        if isinstance(s, Op) and s.kind in ir.ARRAY_WRITES and s.args[0].id in arrays.from_handle:
             return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' is written through a mesh id, which "
                     "the backward pass cannot differentiate (it cannot recover the values overwritten); pass the "
                     "array as a kernel parameter to write it")
         # the tape checks that what a launch read is not overwritten before backward; it finds a mesh's arrays
         # by an id that is a kernel parameter only
-        if isinstance(s, Op) and s.kind == "load" and s.args[0].id in arrays.unresolved and \
+        if isinstance(s, Op) and s.kind in ir.ARRAY_LOADS and s.args[0].id in arrays.unresolved and \
                 T.is_float(getattr(s.args[0].type.dtype, "_scalar", s.args[0].type.dtype)):
             return (f"{kir.source_file}:{s.line}: array '{labels(s.args[0])}' is read through a mesh id that is not "
                     "a kernel parameter, so the tape cannot check that it is unchanged when the backward pass runs; "
@@ -311,7 +315,7 @@ def adjoint_refusal(kir: ir.KernelIR) -> str | None:
             if s.cond is not None:
                 used.add(s.cond.id)
     for s in ir.walk(kir.body):
-        if isinstance(s, Op) and s.kind == "atomic" and s.out.id in used and T.is_float(
+        if isinstance(s, Op) and s.kind in ("atomic", "tile_atomic") and s.out.id in used and T.is_float(
                 getattr(s.out.type, "_scalar", s.out.type)):
             return (f"{kir.source_file}:{s.line}: the value returned by {s.attrs['fn']}() is used, and the backward "
                     "pass cannot replay it")
@@ -335,7 +339,7 @@ def _replay_writes(kir: ir.KernelIR, label) -> str | None:
                     "or a func with a custom adjoint; the backward pass cannot replay those writes to recover "
                     "the value read. Write the result to a separate array, or keep the value in a local variable")
     for s in ir.walk(kir.body):
-        if isinstance(s, Op) and s.kind in ("store", "atomic") and label(s.args[0]) in reread:
+        if isinstance(s, Op) and s.kind in ir.ARRAY_WRITES and label(s.args[0]) in reread:
             s.attrs["replayed"] = True
     return None
 
@@ -343,7 +347,7 @@ def _replay_writes(kir: ir.KernelIR, label) -> str | None:
 def _accesses_in_loops_or_customs(block, nested: bool = False):
     for s in block.stmts:
         if isinstance(s, Op):
-            if nested and s.kind in ("load", "store", "atomic"):
+            if nested and s.kind in ir.ARRAY_ACCESSES:
                 yield s
             if s.kind in ("custom", "grad_of"):
                 for key in ("fwd", "replay", "grad"):
@@ -394,14 +398,14 @@ def _read_after_write(block, label, written: set, reread: dict, across: dict):
     ``across`` the (written label, other label read after it) pairs -> line of that read."""
     for s in block.stmts:
         if isinstance(s, Op):
-            if s.kind == "load":
+            if s.kind in ir.ARRAY_LOADS:
                 name = label(s.args[0])
                 if name in written:
                     reread.setdefault(name, s.line)
                 for w in written:
                     if w != name:
                         across.setdefault((w, name), s.line)
-            if s.kind in ("store", "atomic"):
+            if s.kind in ir.ARRAY_WRITES:
                 written.add(label(s.args[0]))
             if s.kind == "custom":
                 _read_after_write(s.attrs["fwd"], label, written, reread, across)

@@ -9,3 +9,4 @@
 #include "xsim_expect.h"
 #include "xsim_random.h"
 #include "xsim_geometry.h"
+#include "xsim_tile.h"
