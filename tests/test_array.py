@@ -488,6 +488,10 @@ def test_repr_shows_values_shape_dtype_and_device():
     assert r == "array([1., 2.], shape=(2,), dtype=float32, device=cpu)"
 
 
+def test_str_shows_the_values_as_numpy_and_warp_print_them():
+    assert str(array([1.5, 2.0])) == "[1.5 2. ]" and f"{array([0.25])}" == "[0.25]"
+
+
 # -- descriptor ---------------------------------------------------------------------------------------------
 
 

@@ -751,6 +751,10 @@ class array:
                 return self._host_value(v.reshape(self.dtype._shape))
         return self.dtype._scalar._store(value) if self.dtype._scalar is types.bfloat16 else value
 
+    def __str__(self) -> str:
+        """The values as numpy prints them (Warp's ``str(array)``: ``print(f"loss {loss}")`` shows ``[0.25]``)."""
+        return str(self.numpy())
+
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", threshold=64, prefix="array(")
         return f"array({body}, shape={self.shape}, dtype={types.type_name(self.dtype)}, device={self.device})"
