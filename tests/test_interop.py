@@ -354,3 +354,15 @@ def test_devices_convert_to_and_from_torchs_as_warps_helpers_do():
     assert str(torch.zeros(1, device=xsim.device_to_torch("cpu")).device) == "cpu"
     with pytest.raises(RuntimeError, match="Unsupported Torch device meta"):
         xsim.device_from_torch(torch.device("meta"))
+
+
+def test_stream_from_torch_refuses_a_cpu_device_and_wraps_torchs_stream_on_a_gpu():
+    with pytest.raises(ValueError, match="needs a CUDA device or stream, got 'cpu'"):
+        xsim.stream_from_torch("cpu")
+    if not (torch.cuda.is_available() and xsim.is_cuda_available()):
+        return
+    ts = torch.cuda.Stream()
+    s = xsim.stream_from_torch(ts)
+    assert s.cuda_stream == ts.cuda_stream and s.device is xsim.get_device(f"cuda:{ts.device.index}")
+    del s  # torch's stream: xsim does not destroy it
+    ts.synchronize()

@@ -26,6 +26,7 @@ from .array import (
     zeros,
     zeros_like,
 )
+from .capture import Graph, ScopedCapture, capture_begin, capture_end, capture_launch, is_capture_active
 from .device import (
     Device,
     ScopedDevice,
@@ -92,7 +93,7 @@ from .kernels.scope import ATOMICS as _ATOMICS
 from .kernels.scope import BuiltinRef as _BuiltinRef
 from .kernels.static import static
 from .timing import ScopedTimer
-from .torch_view import device_from_torch, device_to_torch, from_torch, to_torch
+from .torch_view import device_from_torch, device_to_torch, from_torch, stream_from_torch, to_torch
 from .types import *
 from .types import dtype_from_numpy, dtype_to_numpy, matrix, quaternion, struct, transformation, vector
 from .version import __version__

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from . import config, types
+from . import capture, config, types
 from .device import Device, DeviceBuffer, get_device, get_stream, require_cuda
 from .errors import ArrayShapeError, warn_to_stderr
 from .types import ArrayDesc, ArrayType
@@ -1220,14 +1220,18 @@ def zeros(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
           device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None,
           strides: tuple[int, ...] | None = None, retain_grad: bool = False) -> array:
     """A new array of zeros (laid out with byte ``strides`` per outer dim if given, as in Warp)."""
-    return _retained(_new(_creation_shape(shape, n), dtype, device, requires_grad, np.zeros, strides), retain_grad)
+    out = _retained(_new(_creation_shape(shape, n), dtype, device, requires_grad, np.zeros, strides), retain_grad)
+    capture.defer(out.zero_untracked)  # inside a capture every replay zeroes it again, as Warp's does
+    return out
 
 
 def ones(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
          device: str | Device | None = None, requires_grad: bool = False, *, n: int | None = None,
          retain_grad: bool = False) -> array:
     """A new array with every component one."""
-    return _retained(_new(_creation_shape(shape, n), dtype, device, requires_grad, np.ones), retain_grad)
+    out = _retained(_new(_creation_shape(shape, n), dtype, device, requires_grad, np.ones), retain_grad)
+    capture.defer(lambda: out.fill_untracked(1))
+    return out
 
 
 def empty(shape: int | tuple[int, ...] | None = None, dtype: Any = float,
@@ -1267,6 +1271,7 @@ def full(shape: int | tuple[int, ...] | None = None, value: Any = 0, dtype: Any 
     out = empty(shape, _value_dtype(value) if dtype is None else dtype, device, requires_grad, n=n,
                 retain_grad=retain_grad)
     out.fill_untracked(value)
+    capture.defer(lambda: out.fill_untracked(value))
     return out
 
 

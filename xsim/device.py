@@ -410,13 +410,16 @@ class Stream:
     a single launch.
     """
 
-    def __init__(self, device: str | Device | None = None):
+    def __init__(self, device: str | Device | None = None, cuda_stream: int | None = None):
+        """A new stream on ``device``, or (``cuda_stream``: a raw ``CUstream`` handle another library made, as in
+        Warp) that stream, which stays its owner's: xsim never destroys it."""
         dev = get_device(device)
         if not dev.is_cuda:
             raise ValueError(f"streams belong to CUDA devices, got device {dev.name!r}")
         self._runtime = require_cuda(dev)
         self.device = dev
-        self.handle: int = self._runtime.stream_create(dev.ordinal)
+        self._owned = cuda_stream is None
+        self.handle: int = self._runtime.stream_create(dev.ordinal) if self._owned else int(cuda_stream)
 
     @property
     def cuda_stream(self) -> int:
@@ -431,6 +434,8 @@ class Stream:
         return f"Stream(device={self.device.name!r}, handle={self.handle:#x})"
 
     def __del__(self):
+        if not getattr(self, "_owned", False):
+            return
         with contextlib.suppress(Exception):  # interpreter shutdown or a dead context
             self._runtime.stream_destroy(self.device.ordinal, self.handle)
 

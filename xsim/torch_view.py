@@ -155,6 +155,20 @@ def device_to_torch(device) -> str:
     return get_device(device).name
 
 
+def stream_from_torch(stream_or_device=None):
+    """Warp's ``stream_from_torch``: an xsim ``Stream`` on the CUDA stream torch uses (a ``torch.cuda.Stream``, or
+    the current stream of a torch device or its name; None: of torch's current device). The stream stays
+    torch's; launches on it are ordered with torch's work."""
+    torch = torch_module()
+    if stream_or_device is None or isinstance(stream_or_device, (str, torch.device)):
+        dev = torch.device("cuda") if stream_or_device is None else torch.device(stream_or_device)
+        if dev.type != "cuda":
+            raise ValueError(f"stream_from_torch() needs a CUDA device or stream, got {stream_or_device!r}")
+        stream_or_device = torch.cuda.current_stream(dev)
+    from .device import Stream
+    return Stream(device_from_torch(stream_or_device.device), cuda_stream=stream_or_device.cuda_stream)
+
+
 def device_from_torch(torch_device):
     """Warp's ``device_from_torch``: the xsim device of a torch device or its name (``"cuda"`` is the current
     CUDA device, as in torch); a device xsim does not have is refused naming it."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import torch_view, types
+from .. import capture, torch_view, types
 from ..array import _byte_range, array, zeros
 from ..indexedarray import indexedarray
 from ..kernels import recording
@@ -114,6 +114,8 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
                          f"(dest shape {dest.shape}, src shape {src.shape}, dest_offset {dest_offset}, "
                          f"src_offset {src_offset}, count {count})")
     n = None if whole else n
+    if capture.defer(lambda: copy(dest, src, dest_offset, src_offset, count)):
+        return
     dest.copy_from_untracked(src, dest_offset, src_offset, n)
     if recording.is_recording() and src.requires_grad and not dest.requires_grad:
         dest.requires_grad = True
@@ -199,6 +201,8 @@ def fill_(a: array, value: Any) -> array:
     """Set every element of ``a`` to ``value`` (a scalar fills every component); recorded on the active
     tape, whose backward zeroes ``a.grad`` (the old values no longer matter). Returns ``a``."""
     _check_array(a, "fill_", "the array", indexed=True)
+    if capture.defer(lambda: fill_(a, value)):
+        return a
     a.fill_untracked(value)
     _commit("fill_", lambda: _zero_grad_range(a, 0, None), reads=[], writes=[a])
     return a
@@ -207,6 +211,8 @@ def fill_(a: array, value: Any) -> array:
 def zero_(a: array) -> array:
     """Set every element of ``a`` to zero; recorded like ``fill_``. Returns ``a``."""
     _check_array(a, "zero_", "the array", indexed=True)
+    if capture.defer(lambda: zero_(a)):
+        return a
     a.zero_untracked()
     _commit("zero_", lambda: _zero_grad_range(a, 0, None), reads=[], writes=[a])
     return a

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import config
+from .. import capture, config
 from .. import types as T
 from ..array import _byte_range, held_arrays, zeros
 from ..array import array as Array
@@ -376,6 +376,9 @@ class Tape:
         seeded with 1); ``grads``: {array: seed} for other outputs. Gradients accumulate across
         calls until ``zero()``. Warns when the tape recorded nothing or did not compute ``loss``
         (or an array in ``grads``): then no gradient flows from it."""
+        if capture.capturing() is not None:
+            raise RuntimeError("tape.backward() inside a graph capture: xsim runs a backward pass at once and cannot "
+                               "defer it to capture_launch; call it outside the capture")
         if loss is not None:
             if not isinstance(loss, Array) or loss.size != 1:
                 raise ValueError("tape.backward(loss): loss must be a one-element xsim array")

@@ -14,6 +14,7 @@ from .. import config
 from .. import types as T
 from ..array import array as Array
 from ..array import held_arrays
+from ..capture import _OPEN as _CAPTURES
 from ..device import get_device
 from ..indexedarray import indexedarray as IndexedArray
 from . import handles
@@ -691,6 +692,24 @@ def after_launch(prep: _Prepared, values, adjoint: bool = False):
         check_launch(prep, values, adjoint)
 
 
+def _captured(kernel, dim, inputs, outputs, adj_inputs, adj_outputs, device, adjoint, record_tape, stream) -> bool:
+    """Inside this thread's graph capture (``xsim.capture``): check the launch as ``launch`` would, then record it
+    in the graph instead of running it; True when it did."""
+    from ..capture import capturing, defer
+    if capturing() is None:
+        return False
+    if record_tape and not adjoint and _current_recorder() is not None:
+        raise RuntimeError(f"launch(): kernel '{getattr(kernel, 'key', kernel)}' was launched while a Tape records "
+                           "inside a graph capture; the capture runs nothing until capture_launch, so the tape could "
+                           "not keep the values its backward pass needs. Record the tape outside the capture")
+    _prepared_call(kernel, dim, inputs, outputs, device, "launch()")
+    inputs, outputs = tuple(inputs), tuple(outputs)  # the graph keeps these arrays and values, not the lists
+    adj_inputs = None if adj_inputs is None else tuple(adj_inputs)
+    adj_outputs = None if adj_outputs is None else tuple(adj_outputs)
+    return defer(lambda: launch(kernel, dim, inputs, outputs, adj_inputs, adj_outputs, device, adjoint, record_tape,
+                                stream))
+
+
 def launch_tiled(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None, device=None,
                  adjoint: bool = False, record_tape: bool = True, stream=None, block_dim: int | None = None,
                  max_blocks: int = 0):
@@ -724,6 +743,9 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
         if max_blocks > 0 and not getattr(kernel, "grid_stride", True):
             raise ValueError(f"launch(): kernel '{kernel.key}' has grid_stride=False (one thread per index), so "
                              f"its grid cannot be capped with max_blocks={max_blocks}")
+    if _CAPTURES and _captured(kernel, dim, inputs, outputs, adj_inputs, adj_outputs, device, adjoint, record_tape,
+                               stream):
+        return
     if not adjoint and stream is None and _launch_fast(kernel, dim, inputs, outputs, device, record_tape):
         return
     if stream is not None:
