@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Self
 
 # (thread ident, graph) of each open capture: launch and the array ops test this list before anything else
 _OPEN: list[tuple[int, Graph]] = []
@@ -95,7 +96,7 @@ class ScopedCapture:
         self.graph: Graph | None = None
         self.active = False
 
-    def __enter__(self) -> ScopedCapture:
+    def __enter__(self) -> Self:
         capture_begin(self.device, self.stream, **self.options)
         self.active = True
         return self
