@@ -25,6 +25,55 @@ from .files import write_atomically
 GROUND_SIZE = 20.0
 """Side of the square drawn for the infinite ground plane, metres."""
 
+DEFAULT_TIME = Usd.TimeCode.Default()
+"""USD's time for values that hold at every time (not time-sampled)."""
+
+
+def gf_quat(rotation: Sequence[float], double: bool = False) -> Gf.Quatf | Gf.Quatd:
+    """USD's quaternion (real part first) for ``rotation`` given (x, y, z, w), the order xsim and Warp use."""
+    x, y, z, w = map(float, rotation)
+    return Gf.Quatd(w, x, y, z) if double else Gf.Quatf(w, x, y, z)
+
+
+def add_pose_ops(xformable: UsdGeom.Xformable, rotation: bool = True, scale: bool = False,
+                 precision: UsdGeom.XformOp.Precision = UsdGeom.XformOp.PrecisionFloat) -> None:
+    """Make ``xformable``'s op order translate (double), then orient (``precision``) and scale
+    (float) where asked: the ops :func:`set_pose` writes."""
+    xformable.ClearXformOpOrder()
+    xformable.AddTranslateOp()
+    if rotation:
+        xformable.AddOrientOp(precision)
+    if scale:
+        xformable.AddScaleOp()
+
+
+def set_pose(xformable: UsdGeom.Xformable, position: Sequence[float] | None = None,
+             rotation: Sequence[float] | None = None, scale: Sequence[float] | None = None,
+             time: Usd.TimeCode = DEFAULT_TIME) -> None:
+    """Write ``position`` (3), ``rotation`` (x, y, z, w) and ``scale`` (3) into the ops of
+    :func:`add_pose_ops` at ``time``; a component given as None is left as it is."""
+    for op in xformable.GetOrderedXformOps():
+        kind = op.GetOpType()
+        if kind == UsdGeom.XformOp.TypeTranslate and position is not None:
+            op.Set(Gf.Vec3d(*map(float, position)), time)
+        elif kind == UsdGeom.XformOp.TypeOrient and rotation is not None:
+            op.Set(gf_quat(rotation, op.GetPrecision() == UsdGeom.XformOp.PrecisionDouble), time)
+        elif kind == UsdGeom.XformOp.TypeScale and scale is not None:
+            op.Set(Gf.Vec3f(*map(float, scale)), time)
+
+
+def set_triangles(mesh: UsdGeom.Mesh, triangles: np.ndarray, time: Usd.TimeCode = DEFAULT_TIME) -> None:
+    """The topology of ``mesh`` at ``time``: ``triangles`` (m, 3) indices into its points."""
+    tris = np.ascontiguousarray(triangles, dtype=np.int32).reshape(-1, 3)
+    mesh.GetFaceVertexCountsAttr().Set(Vt.IntArray.FromNumpy(np.full(len(tris), 3, dtype=np.int32)), time)
+    mesh.GetFaceVertexIndicesAttr().Set(Vt.IntArray.FromNumpy(tris.reshape(-1)), time)
+
+
+def set_extent(boundable: UsdGeom.Boundable, time: Usd.TimeCode = DEFAULT_TIME) -> None:
+    """Author ``boundable``'s extent at ``time`` as USD computes it from the prim's own attributes
+    (points, radius, size, widths, an instancer's prototypes)."""
+    boundable.GetExtentAttr().Set(UsdGeom.Boundable.ComputeExtentFromPlugins(boundable, time), time)
+
 
 class UsdWriter:
     """Collects prims and time samples for one stage; :meth:`save` writes it atomically.
@@ -57,14 +106,10 @@ class UsdWriter:
         """A triangle mesh: ``points`` (n, 3) metres, ``triangles`` (m, 3) indices into them.
         Animated meshes get their points per frame from :meth:`set_points` (``points`` is frame 0)."""
         mesh = UsdGeom.Mesh.Define(self.stage, self._path(group, name))
-        tris = np.asarray(triangles, dtype=np.int32).reshape(-1, 3)
-        mesh.CreateFaceVertexCountsAttr(Vt.IntArray.FromNumpy(np.full(len(tris), 3, dtype=np.int32)))
-        mesh.CreateFaceVertexIndicesAttr(Vt.IntArray.FromNumpy(tris.reshape(-1)))
+        set_triangles(mesh, triangles)
         mesh.CreateSubdivisionSchemeAttr(UsdGeom.Tokens.none)
         mesh.CreateDoubleSidedAttr(True)
         mesh.CreateDisplayColorAttr([Gf.Vec3f(*color)])
-        mesh.CreatePointsAttr()
-        mesh.CreateExtentAttr()
         self._meshes[name] = mesh
         self.set_points(name, 0, points, animated=animated)
         return mesh
@@ -75,8 +120,7 @@ class UsdWriter:
         pts = np.ascontiguousarray(points, dtype=np.float32).reshape(-1, 3)
         time = Usd.TimeCode(frame) if animated else Usd.TimeCode.Default()
         mesh.GetPointsAttr().Set(Vt.Vec3fArray.FromNumpy(pts), time)
-        lo, hi = pts.min(axis=0), pts.max(axis=0)
-        mesh.GetExtentAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*map(float, lo)), Gf.Vec3f(*map(float, hi))]), time)
+        set_extent(mesh, time)
         if animated:
             self.last_frame = max(self.last_frame, frame)
 
@@ -86,25 +130,19 @@ class UsdWriter:
         kind = spec["type"]
         if kind in ("mesh", "convex_hull"):  # a hull's spec holds its hull's triangles
             prim = UsdGeom.Mesh.Define(self.stage, path)
-            tris = np.asarray(spec["indices"], dtype=np.int32).reshape(-1, 3)
-            pts = np.ascontiguousarray(spec["vertices"], dtype=np.float32).reshape(-1, 3)
-            prim.CreateFaceVertexCountsAttr(Vt.IntArray.FromNumpy(np.full(len(tris), 3, dtype=np.int32)))
-            prim.CreateFaceVertexIndicesAttr(Vt.IntArray.FromNumpy(tris.reshape(-1)))
+            set_triangles(prim, spec["indices"])
             prim.CreateSubdivisionSchemeAttr(UsdGeom.Tokens.none)
             prim.CreateDoubleSidedAttr(True)
-            prim.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(pts))
-            lo, hi = pts.min(axis=0), pts.max(axis=0)
-            prim.CreateExtentAttr([Gf.Vec3f(*map(float, lo)), Gf.Vec3f(*map(float, hi))])
+            prim.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(
+                np.ascontiguousarray(spec["vertices"], dtype=np.float32).reshape(-1, 3)))
         elif kind == "sphere":
             prim = UsdGeom.Sphere.Define(self.stage, path)
             r = float(spec["radius"])
             prim.CreateRadiusAttr(r)
-            prim.CreateExtentAttr([Gf.Vec3f(-r, -r, -r), Gf.Vec3f(r, r, r)])
         elif kind == "box":
             # A Cube of size 2 scaled by the half extents is exactly the box.
             prim = UsdGeom.Cube.Define(self.stage, path)
             prim.CreateSizeAttr(2.0)
-            prim.CreateExtentAttr([Gf.Vec3f(-1, -1, -1), Gf.Vec3f(1, 1, 1)])
         elif kind == "capsule":
             # xsim capsules lie along their local z axis; USD's height is the cylinder part.
             prim = UsdGeom.Capsule.Define(self.stage, path)
@@ -112,7 +150,6 @@ class UsdWriter:
             prim.CreateRadiusAttr(r)
             prim.CreateHeightAttr(2.0 * hh)
             prim.CreateAxisAttr(UsdGeom.Tokens.z)
-            prim.CreateExtentAttr([Gf.Vec3f(-r, -r, -hh - r), Gf.Vec3f(r, r, hh + r)])
         elif kind in ("cylinder", "cone"):
             # along local z like USD's with axis z; USD's cone points its apex to +z, as xsim's (Newton's)
             prim = (UsdGeom.Cylinder if kind == "cylinder" else UsdGeom.Cone).Define(self.stage, path)
@@ -120,29 +157,25 @@ class UsdWriter:
             prim.CreateRadiusAttr(r)
             prim.CreateHeightAttr(2.0 * hh)
             prim.CreateAxisAttr(UsdGeom.Tokens.z)
-            prim.CreateExtentAttr([Gf.Vec3f(-r, -r, -hh), Gf.Vec3f(r, r, hh)])
         elif kind == "ellipsoid":
             # a unit sphere scaled by the semi-axes (``_place``) is exactly the ellipsoid
             prim = UsdGeom.Sphere.Define(self.stage, path)
             prim.CreateRadiusAttr(1.0)
-            prim.CreateExtentAttr([Gf.Vec3f(-1, -1, -1), Gf.Vec3f(1, 1, 1)])
         else:
             raise ValueError(f"unknown shape type {kind!r}: expected sphere, box, capsule, cylinder, cone, "
                              "ellipsoid, convex_hull or mesh")
         prim.CreateDisplayColorAttr([Gf.Vec3f(*color)])
+        set_extent(prim)
         return prim
 
     @staticmethod
     def _place(prim, spec: dict, position, rotation):
+        kind = spec["type"]
+        scale = (spec["half_extents"] if kind == "box" else
+                 (spec["rx"], spec["ry"], spec["rz"]) if kind == "ellipsoid" else None)
         xf = UsdGeom.Xformable(prim)
-        xf.AddTranslateOp().Set(Gf.Vec3d(*map(float, position)))
-        if rotation is not None:
-            x, y, z, w = map(float, rotation)
-            xf.AddOrientOp().Set(Gf.Quatf(w, Gf.Vec3f(x, y, z)))
-        if spec["type"] == "box":
-            xf.AddScaleOp().Set(Gf.Vec3f(*map(float, spec["half_extents"])))
-        elif spec["type"] == "ellipsoid":
-            xf.AddScaleOp().Set(Gf.Vec3f(float(spec["rx"]), float(spec["ry"]), float(spec["rz"])))
+        add_pose_ops(xf, rotation=rotation is not None, scale=scale is not None)
+        set_pose(xf, position, rotation, scale)
 
     def add_collider(self, spec: dict):
         """A static collider described as in a scene file: ``type`` ground, sphere, box, capsule
@@ -168,8 +201,7 @@ class UsdWriter:
         ``position``/``rotation`` in the body frame)."""
         path = self._path("Bodies", name)
         body = UsdGeom.Xform.Define(self.stage, path)
-        body.AddTranslateOp()
-        body.AddOrientOp(UsdGeom.XformOp.PrecisionDouble)
+        add_pose_ops(body, precision=UsdGeom.XformOp.PrecisionDouble)
         self._bodies[name] = body
         for i, shape in enumerate(shapes):
             prim = self._geometry(f"{path}/{shape.get('name') or shape['type'] + str(i)}", shape, color)
@@ -178,10 +210,7 @@ class UsdWriter:
 
     def set_body_pose(self, name: str, frame: int, pose: Sequence[float]):
         """Pose of body ``name`` at ``frame``: 7 numbers, position (m) then quaternion (x, y, z, w)."""
-        translate, orient = self._bodies[name].GetOrderedXformOps()
-        p = [float(c) for c in pose]
-        translate.Set(Gf.Vec3d(*p[:3]), Usd.TimeCode(frame))
-        orient.Set(Gf.Quatd(p[6], Gf.Vec3d(*p[3:6])), Usd.TimeCode(frame))
+        set_pose(self._bodies[name], pose[:3], pose[3:7], time=Usd.TimeCode(frame))
         self.last_frame = max(self.last_frame, frame)
 
     def save(self, path: str | Path) -> Path:
