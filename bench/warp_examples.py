@@ -66,11 +66,8 @@ _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf", re
 
 
 def warp_examples_dir() -> Path:
-    import importlib.util
-    spec = importlib.util.find_spec("warp")
-    if spec is None or spec.origin is None:
-        sys.exit("warp-lang is not installed (pip install -e '.[bench]')")
-    return Path(spec.origin).parent / "examples"
+    from warp_tests import warp_tests_dir  # the installed warp-lang's folders (exits when it is missing)
+    return warp_tests_dir().parent / "examples"
 
 
 def port(text: str, engine: str) -> str:
