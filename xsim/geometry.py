@@ -4,7 +4,8 @@ closest points, rays and box overlaps) and ``HashGrid`` (points bucketed by cell
 Each object owns a native descriptor (``native/xsim_geometry.h``: ``mesh_desc``, ``grid_desc``) in
 memory of its device, holding the pointers of its arrays; ``.id`` is the descriptor's address and
 stays the same for the object's life (refit and rebuild rewrite it in place). The structures are
-built on the host with numpy and copied to the device.
+built on the host with numpy and copied to the device; a mesh's refit runs as kernels on its device
+(``geometry_refit.py``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,6 @@ _MESH_MAGIC = 0x4853454D6D697378  # "xsimMESH", as in xsim_geometry.h
 _GRID_MAGIC = 0x444952476D697378  # "xsimGRID"
 _MESH_DESC = struct.Struct("=10Q4i")      # magic, 9 pointers, 4 counts
 _GRID_DESC = struct.Struct("=4Q3iifi")    # magic, 3 pointers, dims, count, 1 / cell width, pad
-# one BVH node, as bvh_node in xsim_geometry.h (40 bytes)
-_NODE = np.dtype([("lo", "<f4", 3), ("first", "<i4"), ("hi", "<f4", 3), ("count", "<i4"),
-                  ("right", "<i4"), ("escape", "<i4")])
 _CONSTRUCTORS = ("sah", "median", "lbvh", "cubql")
 _MAX_CELLS = 2**31 - 1
 
@@ -63,6 +61,20 @@ def _check_vec3(a, what: str, device=None) -> None:
                          "other arrays, and the mesh keeps that buffer's address; pass an array of its own")
     if device is not None and a.device != device:
         raise ValueError(f"{what} is on '{a.device}' but the object lives on '{device}'")
+
+
+@T.struct
+class BvhNode:
+    """One BVH node, as bvh_node in xsim_geometry.h (40 bytes): its box (lo, hi; metres) and, for a leaf
+    (count > 0), its triangles ``prims[first:first + count]``; ``right``: an inner node's second child (the
+    first is the next node); ``escape``: the node after its subtree."""
+
+    lo: T.vec3
+    first: T.int32
+    hi: T.vec3
+    count: T.int32
+    right: T.int32
+    escape: T.int32
 
 
 def is_cubql_available() -> bool:
@@ -107,52 +119,13 @@ def _build_bvh(centroids: np.ndarray, leaf_size: int) -> tuple[np.ndarray, np.nd
     key = start * (n + 1) + (n - end)  # sorted: the depth-first order
     size = end - start
     inner = size > leaf_size
-    nodes = np.zeros(len(start), _NODE)
+    nodes = np.zeros(len(start), BvhNode._np)
     nodes["first"] = start
     nodes["count"] = np.where(inner, 0, size)
     right_key = (start + size // 2) * (n + 1) + (n - end)
     nodes["right"] = np.where(inner, np.searchsorted(key, right_key), -1)
     nodes["escape"] = np.searchsorted(start, end, side="left")
     return nodes, perm.astype(np.int32), depth_of
-
-
-def _fit_bounds(nodes: np.ndarray, perm: np.ndarray, depth: np.ndarray, tri: np.ndarray) -> None:
-    """Set every node's box from the triangles ``tri`` (n, 3, 3): leaves from their triangles (in
-    depth-first order the leaves' ranges tile the triangle order), inner nodes level by level."""
-    lo, hi = tri.min(axis=1)[perm], tri.max(axis=1)[perm]
-    leaf = nodes["count"] > 0
-    nodes["lo"][leaf] = np.minimum.reduceat(lo, nodes["first"][leaf])
-    nodes["hi"][leaf] = np.maximum.reduceat(hi, nodes["first"][leaf])
-    inner = np.flatnonzero(~leaf)
-    for d in range(int(depth.max()), -1, -1):
-        sel = inner[depth[inner] == d]
-        right = nodes["right"][sel]
-        nodes["lo"][sel] = np.minimum(nodes["lo"][sel + 1], nodes["lo"][right])
-        nodes["hi"][sel] = np.maximum(nodes["hi"][sel + 1], nodes["hi"][right])
-
-
-def _pseudo_normals(points: np.ndarray, tris: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Angle-weighted vertex normals (num_points, 3) and the edge normals (num_tris * 3, 3: edge k of
-    a face joins its corners k and k+1), each the sum of the unit normals of the faces sharing it."""
-    p = points.astype(np.float64)[tris]
-    n = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0])
-    length = np.linalg.norm(n, axis=1, keepdims=True)
-    n = np.divide(n, length, out=np.zeros_like(n), where=length > 0)
-    corners = tris.ravel()
-    weights = np.empty((len(p), 3))
-    for k in range(3):
-        e1, e2 = p[:, (k + 1) % 3] - p[:, k], p[:, (k + 2) % 3] - p[:, k]
-        denom = np.linalg.norm(e1, axis=1) * np.linalg.norm(e2, axis=1)
-        cos = np.divide(np.einsum("ij,ij->i", e1, e2), denom, out=np.ones(len(p)), where=denom > 0)
-        weights[:, k] = np.arccos(np.clip(cos, -1.0, 1.0))
-    corner_normals = (weights[:, :, None] * n[:, None, :]).reshape(-1, 3)
-    vertex = np.stack([np.bincount(corners, corner_normals[:, i], len(points)) for i in range(3)], 1)
-    a, b = tris, np.roll(tris, -1, axis=1)
-    keys = (np.minimum(a, b).astype(np.int64) * len(points) + np.maximum(a, b)).ravel()
-    _, inverse = np.unique(keys, return_inverse=True)
-    face_of_edge = np.repeat(n, 3, axis=0)
-    edge = np.stack([np.bincount(inverse, face_of_edge[:, i]) for i in range(3)], 1)
-    return vertex.astype(np.float32), edge[inverse].astype(np.float32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,6 +149,8 @@ class Mesh:
     def __init__(self, points: Array, indices: Array, velocities: Array | None = None,
                  support_winding_number: bool = False, bvh_constructor: str | None = None,
                  bvh_leaf_size: int | None = None, groups: Array | None = None):
+        from . import geometry_refit  # imports xsim (its kernels' names), which imports this module
+
         self.id = 0
         _check_vec3(points, "Mesh points")
         self.device = points.device
@@ -211,14 +186,15 @@ class Mesh:
         self.support_winding_number = bool(support_winding_number)
         self._points, self._velocities, self._tris = points, velocities, tris
         pts = points.numpy()
-        self._nodes_np, perm, self._depth = _build_bvh(pts[tris].mean(axis=1), leaf_size)
+        nodes, perm, depth = _build_bvh(pts[tris].mean(axis=1), leaf_size)
         dev = self.device
         self._prims = Array(perm, dtype=T.int32, device=dev)
-        self._nodes = Array(self._nodes_np.view(np.int32), dtype=T.int32, device=dev)
-        self._perm = perm
+        self._nodes = Array(nodes, dtype=BvhNode, device=dev)
         self._vertex_normals = Array(np.zeros((len(pts), 3), np.float32), dtype=T.vec3, device=dev)
         self._edge_normals = Array(np.zeros((3 * len(tris), 3), np.float32), dtype=T.vec3, device=dev)
+        self._refit = geometry_refit.MeshRefit(nodes, depth, tris, len(pts), dev)
         self._desc = Array(np.zeros(_MESH_DESC.size // 8, np.uint64), dtype=T.uint64, device=dev)
+        self._desc_bytes = b""
         self.refit()
         self.id = self._desc.ptr
         handles.register(self.id, "mesh", dev.name, self)
@@ -229,17 +205,16 @@ class Mesh:
                               _ptr(self._nodes), _ptr(self._prims), _ptr(self._edge_normals),
                               _ptr(self._vertex_normals), _grad_ptr(self._points, self._grads),
                               _grad_ptr(self._velocities, self._grads),
-                              self._points.shape[0], len(self._tris), len(self._nodes_np), 0)
-        _write(self._desc, np.frombuffer(raw, np.uint64))
+                              self._points.shape[0], len(self._tris), self._nodes.shape[0], 0)
+        if raw != self._desc_bytes:  # a refit of the same arrays leaves it as it was: no upload
+            _write(self._desc, np.frombuffer(raw, np.uint64))
+            self._desc_bytes = raw
 
     def refit(self) -> None:
-        """Refit the BVH (and the pseudo-normals of the sign test) to the current ``points``."""
-        pts = self._points.numpy()
-        _fit_bounds(self._nodes_np, self._perm, self._depth, pts[self._tris])
-        vertex, edge = _pseudo_normals(pts, self._tris)
-        _write(self._nodes, self._nodes_np.view(np.int32))
-        _write(self._vertex_normals, vertex)
-        _write(self._edge_normals, edge)
+        """Refit the BVH (and the pseudo-normals of the sign test) to the current ``points``: kernels on the
+        mesh's device (``geometry_refit.py``), not recorded on a Tape."""
+        self._refit(self._points, self.indices, self._prims, self._nodes, self._vertex_normals,
+                    self._edge_normals)
         self._write_desc()
 
     @property
