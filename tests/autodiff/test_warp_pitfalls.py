@@ -769,7 +769,13 @@ def reread_through_a_struct_a_branch_chose(s: Tree, out: A):
 @xsim.kernel
 def read_two_levels(s: Tree, out: A):
     i = xsim.tid()
-    out[i] = s.twig.leaf.a[i] * s.w
+    out[i] = s.twig.leaf.a[i] * s.twig.leaf.a[i] * s.w  # its gradient, 2 a w, needs a's values
+
+
+@xsim.kernel
+def scale_two_levels(s: Tree, out: A):
+    i = xsim.tid()
+    out[i] = s.twig.leaf.a[i] * s.w  # its gradient, w, does not
 
 
 def a_tree(values):
@@ -841,6 +847,16 @@ def test_a_nested_struct_array_overwritten_after_a_kernel_read_it_is_caught_by_t
     with pytest.raises(RuntimeError, match=r"array 's.twig.leaf.a' read by kernel 'read_two_levels' was overwritten "
                                            r"afterwards \(last by 'reread_two_levels_through_a_local'\)"):
         tape.backward(grads={out: np.ones(2)})
+
+
+def test_a_nested_struct_array_overwritten_after_a_linear_read_keeps_its_gradient():
+    s, out = a_tree([1.0, 2.0]), xsim.zeros(2, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(scale_two_levels, 2, inputs=[s, out])
+        xsim.launch(reread_two_levels_through_a_local, 2, inputs=[s, xsim.zeros(2, dtype=F64)])
+    tape.backward(grads={out: np.ones(2)})
+    np.testing.assert_array_equal(s.twig.leaf.a.grad.numpy(), [1.0, 1.0])  # d(a w)/da = w = 1, old a or new
+    np.testing.assert_array_equal(tape.gradients[s].twig.leaf.a.numpy(), s.twig.leaf.a.grad.numpy())
 
 
 def test_an_array_in_a_struct_a_branch_chose_is_refused_naming_the_line():
