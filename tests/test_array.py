@@ -782,3 +782,20 @@ def test_struct_numpy_dtype_is_the_record_dtype_of_its_arrays():
     # an array field is laid out as the native array view a kernel reads (pointer, shape, byte strides, flags)
     assert WithArray.numpy_dtype().itemsize == ctypes.sizeof(T.ArrayDesc)
     assert WithArray.numpy_dtype()["a"].names == ("data", "shape", "strides", "flags")
+
+
+def test_array_of_a_foreign_buffer_copies_it_as_it_copies_a_numpy_array():
+    pytest.importorskip("pxr")
+    from pxr import Gf, Vt
+    vt = Vt.Vec3fArray([Gf.Vec3f(1, 2, 3), Gf.Vec3f(4, 5, 6)]) * 10.0  # numpy reads it read-only
+    a = array(vt, dtype=T.vec3)
+    np.testing.assert_array_equal(a.numpy(), [[10, 20, 30], [40, 50, 60]])
+    a.fill_(1.0)  # a private, writable copy (Warp's example_mesh deforms such an array)
+    assert list(vt[0]) == [10.0, 20.0, 30.0]
+    raw = bytearray(8)
+    b = array(memoryview(raw).cast("f"), dtype=T.float32)
+    b.fill_(2.0)
+    assert bytes(raw) == bytes(8)
+    shared = array(memoryview(raw).cast("f"), dtype=T.float32, copy=False)
+    shared.fill_(2.0)  # copy=False keeps sharing, as for numpy arrays
+    np.testing.assert_array_equal(np.frombuffer(raw, np.float32), [2.0, 2.0])

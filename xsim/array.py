@@ -261,6 +261,19 @@ def _fit_shape(src: np.ndarray, dtype, shape) -> np.ndarray:
                      f"(..., {', '.join(map(str, cs))}) or a flat length divisible by {k}")
 
 
+def _shares_memory(host: np.ndarray, data) -> bool:
+    """Whether ``host`` views the memory of ``data``: a numpy array, or any other buffer numpy reads in place (a
+    USD Vt array, a memoryview, bytes), which ``array(data)`` must copy as it copies a numpy array."""
+    if isinstance(data, np.ndarray):
+        return np.may_share_memory(host, data)
+    if host.flags.owndata:
+        return False
+    try:
+        return np.may_share_memory(host, np.asarray(data))
+    except (TypeError, ValueError):  # not a buffer numpy can view: host was built from its values
+        return False
+
+
 def _host_from_data(data, dtype, shape, copy: bool) -> tuple[Any, np.ndarray, Any]:
     """(dtype, host ndarray, owner) for array construction from ``data``; owner is set when memory is shared."""
     if isinstance(data, array):
@@ -287,7 +300,7 @@ def _host_from_data(data, dtype, shape, copy: bool) -> tuple[Any, np.ndarray, An
     host = _fit_shape(src, dtype, shape)
     if not _packed(host, dtype._shape):
         host = np.ascontiguousarray(host)
-    shared = isinstance(data, np.ndarray) and np.may_share_memory(host, data)
+    shared = _shares_memory(host, data)
     if shared and copy:
         host, shared = np.array(host, order="C"), False
     return dtype, host, (source if shared else None)
