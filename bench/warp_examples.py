@@ -85,7 +85,11 @@ def port(text: str, engine: str) -> str:
 
 def _arrays(obj, prefix: str, out: dict, depth: int = 0) -> None:
     """The engine arrays reachable from ``obj``'s attributes (lists and tuples of them too), as numpy."""
-    items = vars(obj).items() if hasattr(obj, "__dict__") else ()
+    fields = getattr(type(obj), "_fields", None)  # an xsim struct keeps its fields out of __dict__
+    if isinstance(fields, dict):
+        items = [(f, getattr(obj, f)) for f in fields]
+    else:
+        items = vars(obj).items() if hasattr(obj, "__dict__") else ()
     for name, v in items:
         if name.startswith("_"):  # an engine's own bookkeeping on the object (xsim's struct values keep some)
             continue

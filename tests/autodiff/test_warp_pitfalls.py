@@ -957,3 +957,31 @@ def test_reversed_range_loops_match_python_and_finite_differences():
     s.zero_()
     report = gradcheck(reversed_weighted_sum, [7, 3, x, s], dim=2)
     assert report.passed, report
+
+
+
+@xsim.kernel
+def clamp_after_a_loop(s: A, n: int, out: A):
+    """diffray's shading: a sum over a runtime number of terms, then a component clamped at 1 under an if."""
+    lambert = xsim.float64(0.0)
+    for _ in range(n):
+        lambert = lambert + s[0]
+    color = lambert * xsim.vec3d(1.0, 1.0, 1.0)
+    if color[0] > xsim.float64(1.0):
+        color = xsim.vec3d(xsim.float64(1.0), color[1], color[2])
+    out[0] = color[0] + xsim.float64(2.0) * color[1] + xsim.float64(3.0) * color[2]
+
+
+def test_a_component_clamped_after_a_dynamic_loop_passes_no_gradient():
+    """out = 1 + 5 n s once n s > 1, so d out / ds = 5 n = 15. Warp 1.19 gives 18 on the CPU (the clamped
+    component's 3 still flows; without the loop it gives 15): why diffray's rotation gradient differs there
+    (bench/warp_examples.py)."""
+    s = xsim.array([0.5], dtype=F64, requires_grad=True)
+    out = xsim.zeros(1, dtype=F64, requires_grad=True)
+    with xsim.Tape() as tape:
+        xsim.launch(clamp_after_a_loop, 1, inputs=[s, 3, out])
+    tape.backward(out)
+    assert out.numpy()[0] == 8.5
+    assert s.grad.numpy()[0] == 15.0
+    gradcheck(clamp_after_a_loop, [xsim.array([0.5], dtype=F64), 3, xsim.zeros(1, dtype=F64)], outputs=["out"],
+              wrt=["s"], raise_on_failure=True)
