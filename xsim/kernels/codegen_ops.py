@@ -282,6 +282,14 @@ class TileAccess(OpCode):
             offsets = ["0", *offsets]
         return f"<{ctype(tile._dtype)}, {rows}, {cols}, {arr.type.ndim}>", ", ".join(offsets)
 
+    def adjoint_call(self, cg, op, out, ind, native: str, adj, extra: str = ""):
+        """``xs::<native><...>(gradient, offsets, adj<extra>)`` where the array has a gradient and ``adj`` (the tile
+        whose adjoint moves) is differentiable."""
+        g = cg.grad_expr.get(op.args[0].id)
+        if g is not None and is_diff(adj.type):
+            targs, offsets = self.call_args(cg, op)
+            out.append(f"{ind}xs::{native}{targs}({g}, {offsets}, {cg.a(adj)}{extra});")
+
 
 @handles("tile_load")
 class TileLoad(TileAccess):
@@ -290,10 +298,7 @@ class TileLoad(TileAccess):
         out.append(f"{ind}{cg.v(op.out)} = xs::tile_load{targs}({cg.v(op.args[0])}, {offsets});")
 
     def adjoint(self, cg, op, out, ind):
-        g = cg.grad_expr.get(op.args[0].id)
-        if g is not None and is_diff(op.out.type):
-            targs, offsets = self.call_args(cg, op)
-            out.append(f"{ind}xs::adj_tile_load{targs}({g}, {offsets}, {cg.a(op.out)});")
+        self.adjoint_call(cg, op, out, ind, "adj_tile_load", op.out)
 
 
 @handles("tile_store")
@@ -305,10 +310,7 @@ class TileStore(TileAccess):
         out.append(f"{ind}xs::tile_store{targs}({cg.v(op.args[0])}, {offsets}, {cg.v(op.args[-1])});")
 
     def adjoint(self, cg, op, out, ind):
-        g, value = cg.grad_expr.get(op.args[0].id), op.args[-1]
-        if g is not None and is_diff(value.type):
-            targs, offsets = self.call_args(cg, op)
-            out.append(f"{ind}xs::adj_tile_store{targs}({g}, {offsets}, {cg.a(value)}, {cg.v(op.args[0])}.flags);")
+        self.adjoint_call(cg, op, out, ind, "adj_tile_store", op.args[-1], f", {cg.v(op.args[0])}.flags")
 
 
 @handles("tile_atomic")
@@ -321,10 +323,7 @@ class TileAtomic(TileAccess):
                    f"{cg.v(op.args[-1])});")
 
     def adjoint(self, cg, op, out, ind):
-        g, value = cg.grad_expr.get(op.args[0].id), op.args[-1]
-        if g is not None and is_diff(value.type):
-            targs, offsets = self.call_args(cg, op)
-            out.append(f"{ind}xs::adj_tile_atomic_add{targs}({g}, {offsets}, {cg.a(value)});")
+        self.adjoint_call(cg, op, out, ind, "adj_tile_atomic_add", op.args[-1])
 
 
 @handles("slice")
