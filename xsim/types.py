@@ -670,7 +670,8 @@ class _Tile:
     """Base of the tile types: a kernel-local block of values of one ``_dtype`` (a scalar or vector type) and a
     ``_shape`` of one or two dimensions known at compile time, Warp's tiles. xsim runs every block of a tiled
     launch on one thread (Warp's CPU model, on CUDA as well), so a tile is a value held by that thread,
-    stored row-major. Tiles live only inside kernels: no array, struct or parameter holds one."""
+    stored row-major (``_rows`` x ``_cols``: a 1-d tile of N is 1 x N). Tiles live only inside kernels: no array,
+    struct or parameter holds one."""
 
     _kind = "tile"
 
@@ -692,7 +693,7 @@ def _tile(dtype, dims: tuple) -> type:
     rows, cols = (1, dims[0]) if len(dims) == 1 else dims
     scalar = dtype if is_scalar(dtype) else dtype._scalar
     name = f"tile({type_name(dtype)}, {dims if len(dims) > 1 else dims[0]})"
-    return type(name, (_Tile,), {"_dtype": dtype, "_shape": dims, "_scalar": scalar, "_size": rows * cols,
+    return type(name, (_Tile,), {"_dtype": dtype, "_shape": dims, "_scalar": scalar, "_rows": rows, "_cols": cols,
                                  "_ctype": f"xs::tile_t<{dtype._ctype}, {rows}, {cols}>"})
 
 

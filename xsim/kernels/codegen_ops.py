@@ -6,10 +6,10 @@ of its output into those of its inputs (``a<id> += ...``). Both append lines to 
 ``ind`` and use the kernel's ``KernelCodegen`` (``cg``) for value names, array access and nested blocks.
 
 Op kinds (see ``ir.Op``): call, construct, cast, extract, insert, row, set_row, field_get,
-field_set, load, store, atomic, tile_load, tile_store, tile_atomic, slice, subarray, tid, shape, select, and, or, identity, custom,
-native, grad_add (a func_grad body's ``adjoint[arr][i] += v``: adds into the array's gradient; only
-in grad blocks, which run backward), grad_of (``grad(f)(x)``: the func's derivative computed in the
-forward code; kernels without an adjoint).
+field_set, load, store, atomic, tile_load, tile_store, tile_atomic, slice, subarray, tid, shape, select,
+and, or, identity, custom, native, grad_add (a func_grad body's ``adjoint[arr][i] += v``: adds into the
+array's gradient; only in grad blocks, which run backward), grad_of (``grad(f)(x)``: the func's derivative
+computed in the forward code; kernels without an adjoint).
 """
 
 from __future__ import annotations
@@ -267,63 +267,41 @@ class Atomic(OpCode):
             out.append(f"{ind}if ({g}.data) xs::adj_atomic_minmax({cg.v(value)}, {prim}, {a(value)}, {target});")
 
 
+_TILE_NATIVE = {"tile_load": "tile_load", "tile_store": "tile_store", "tile_atomic": "tile_atomic_add"}
+
+
+@handles(*_TILE_NATIVE)
 class TileAccess(OpCode):
     """A tile's load from, store into or atomic add into an array (``builtins_tile.py``): args ``[array,
     offsets..., (tile)]``. The native functions take two offsets whatever the array's dimension (a 1-d
-    array's in the second) and the dimension as a template argument."""
+    array's in the second) and the dimension as a template argument; a store or atomic is skipped in the
+    replay unless marked ``replayed``, as ``Store``'s and ``Atomic``'s are."""
 
     @staticmethod
     def call_args(cg, op) -> tuple[str, str]:
         arr = op.args[0]
         tile = op.out.type if op.kind == "tile_load" else op.args[-1].type
-        rows, cols = (1, *tile._shape) if len(tile._shape) == 1 else tile._shape
         offsets = [f"(int64_t){cg.v(x)}" for x in op.args[1:1 + arr.type.ndim]]
         if len(offsets) == 1:
             offsets = ["0", *offsets]
-        return f"<{ctype(tile._dtype)}, {rows}, {cols}, {arr.type.ndim}>", ", ".join(offsets)
+        return f"<{ctype(tile._dtype)}, {tile._rows}, {tile._cols}, {arr.type.ndim}>", ", ".join(offsets)
 
-    def adjoint_call(self, cg, op, out, ind, native: str, adj, extra: str = ""):
-        """``xs::<native><...>(gradient, offsets, adj<extra>)`` where the array has a gradient and ``adj`` (the tile
-        whose adjoint moves) is differentiable."""
+    def forward(self, cg, op, replay, out, ind):
+        if replay and op.kind != "tile_load" and not op.attrs.get("replayed"):
+            return
+        targs, offsets = self.call_args(cg, op)
+        args = [cg.v(op.args[0]), offsets] + ([cg.v(op.args[-1])] if op.kind != "tile_load" else [])
+        result = f"{cg.v(op.out)} = " if op.out is not None else ""
+        out.append(f"{ind}{result}xs::{_TILE_NATIVE[op.kind]}{targs}({', '.join(args)});")
+
+    def adjoint(self, cg, op, out, ind):
         g = cg.grad_expr.get(op.args[0].id)
-        if g is not None and is_diff(adj.type):
-            targs, offsets = self.call_args(cg, op)
-            out.append(f"{ind}xs::{native}{targs}({g}, {offsets}, {cg.a(adj)}{extra});")
-
-
-@handles("tile_load")
-class TileLoad(TileAccess):
-    def forward(self, cg, op, replay, out, ind):
-        targs, offsets = self.call_args(cg, op)
-        out.append(f"{ind}{cg.v(op.out)} = xs::tile_load{targs}({cg.v(op.args[0])}, {offsets});")
-
-    def adjoint(self, cg, op, out, ind):
-        self.adjoint_call(cg, op, out, ind, "adj_tile_load", op.out)
-
-
-@handles("tile_store")
-class TileStore(TileAccess):
-    def forward(self, cg, op, replay, out, ind):
-        if replay and not op.attrs.get("replayed"):  # as a store's (Store.forward)
+        moved = op.out if op.kind == "tile_load" else op.args[-1]  # the tile whose adjoint the array's meets
+        if g is None or not is_diff(moved.type):
             return
         targs, offsets = self.call_args(cg, op)
-        out.append(f"{ind}xs::tile_store{targs}({cg.v(op.args[0])}, {offsets}, {cg.v(op.args[-1])});")
-
-    def adjoint(self, cg, op, out, ind):
-        self.adjoint_call(cg, op, out, ind, "adj_tile_store", op.args[-1], f", {cg.v(op.args[0])}.flags")
-
-
-@handles("tile_atomic")
-class TileAtomic(TileAccess):
-    def forward(self, cg, op, replay, out, ind):
-        if replay and not op.attrs.get("replayed"):  # as an atomic's (Atomic.forward)
-            return
-        targs, offsets = self.call_args(cg, op)
-        out.append(f"{ind}{cg.v(op.out)} = xs::tile_atomic_add{targs}({cg.v(op.args[0])}, {offsets}, "
-                   f"{cg.v(op.args[-1])});")
-
-    def adjoint(self, cg, op, out, ind):
-        self.adjoint_call(cg, op, out, ind, "adj_tile_atomic_add", op.args[-1])
+        flags = f", {cg.v(op.args[0])}.flags" if op.kind == "tile_store" else ""  # grad_take keeps a retained grad
+        out.append(f"{ind}xs::adj_{_TILE_NATIVE[op.kind]}{targs}({g}, {offsets}, {cg.a(moved)}{flags});")
 
 
 @handles("slice")
