@@ -23,18 +23,7 @@ def _named_args(fe, node, name: str, params: tuple[str, ...], required: int) -> 
     """The call's argument nodes by Warp's parameter names (positional or keyword)."""
     if len(node.args) > len(params):
         raise fe.err(node, f"{name}() takes at most {len(params)} arguments ({', '.join(params)})")
-    given = dict(zip(params, node.args))
-    for kw in node.keywords:
-        if kw.arg not in params:
-            raise fe.err(kw, f"{name}() has no parameter '{kw.arg}' (it takes {', '.join(params)})",
-                         WarpCodegenTypeError)
-        if kw.arg in given:
-            raise fe.err(kw, f"{name}() got parameter '{kw.arg}' twice", WarpCodegenTypeError)
-        given[kw.arg] = kw.value
-    missing = [p for p in params[:required] if p not in given]
-    if missing:
-        raise fe.err(node, f"{name}() is missing the argument(s) {', '.join(missing)}", WarpCodegenTypeError)
-    return given
+    return fe.place_keywords(node, name, params, dict(zip(params, node.args)), required, lambda n: n)
 
 
 def _tile_array(fe, node, name: str) -> object:

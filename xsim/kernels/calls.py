@@ -285,18 +285,23 @@ class Calls:
         names = ARG_NAMES.get(name)
         if names is None:
             raise self.err(node, f"{name}() takes positional arguments only")
-        slots = dict(zip(names, args))
+        slots = self.place_keywords(node, name, names, dict(zip(names, args)), len(names), self.value)
+        return [slots[n] for n in names]
+
+    def place_keywords(self, node, name: str, names, slots: dict, required: int, convert) -> dict:
+        """``slots`` (parameter name -> positional argument) with the call's keywords added, each as ``convert`` of
+        its node, by Warp's parameter ``names``; the first ``required`` of them must be given."""
         for kw in node.keywords:
             if kw.arg not in names:
                 raise self.err(kw, f"{name}() has no parameter '{kw.arg}' (it takes {', '.join(names)})",
                                WarpCodegenTypeError)
             if kw.arg in slots:
                 raise self.err(kw, f"{name}() got parameter '{kw.arg}' twice", WarpCodegenTypeError)
-            slots[kw.arg] = self.value(kw.value)
-        missing = [n for n in names if n not in slots]
+            slots[kw.arg] = convert(kw.value)
+        missing = [n for n in names[:required] if n not in slots]
         if missing:
             raise self.err(node, f"{name}() is missing the argument(s) {', '.join(missing)}", WarpCodegenTypeError)
-        return [slots[n] for n in names]
+        return slots
 
     def call_stateful(self, name, node):
         """A builtin taking a uint32 random state first (``randf(state, ...)``, ``noise(state, x)``).
