@@ -93,7 +93,8 @@ def adjoint_reads(kir: ir.KernelIR) -> dict[str, list[str]] | None:
                 for out, a, b in s.phis:
                     changed |= flow(out, of(a) | of(b) | of(s.cond))
             elif isinstance(s, Loop):
-                for _ in range(len(s.carried) + 2):  # to a fixed point: each round carries sources one step on
+                step = True
+                while step:  # to a fixed point: sources only grow, and there are finitely many labels
                     step = False
                     for c in s.carried:
                         step |= flow(c.var, of(c.init) | (of(c.next) if c.next is not None else frozenset()))
@@ -102,10 +103,6 @@ def adjoint_reads(kir: ir.KernelIR) -> dict[str, list[str]] | None:
                         need(of(s.cond), {ALWAYS})
                     step |= visit(s.body)
                     changed |= step
-                    if not step:
-                        break
-                for c in s.carried:  # the value after the loop
-                    changed |= flow(c.var, of(c.init) | (of(c.next) if c.next is not None else frozenset()))
         return changed
 
     try:
