@@ -16,8 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Self
 
-# (thread ident, graph) of each open capture: launch and the array ops test this list before anything else
-_OPEN: list[tuple[int, Graph]] = []
+# (thread ident, graph) of each open capture: launch tests this list before anything else
+OPEN: list[tuple[int, Graph]] = []
 
 
 class Graph:
@@ -33,10 +33,10 @@ class Graph:
 
 def capturing() -> Graph | None:
     """The graph this thread is capturing into, or None."""
-    if not _OPEN:
+    if not OPEN:
         return None
     ident = threading.get_ident()
-    for t, g in reversed(_OPEN):
+    for t, g in reversed(OPEN):
         if t == ident:
             return g
     return None
@@ -58,15 +58,15 @@ def capture_begin(device=None, stream=None, force_module_load: bool | None = Non
     if external:
         raise ValueError("capture_begin(external=True) continues a CUDA graph capture begun outside Warp; xsim "
                          "has none to continue")
-    _OPEN.append((threading.get_ident(), Graph(device)))
+    OPEN.append((threading.get_ident(), Graph(device)))
 
 
 def capture_end(device=None, stream=None) -> Graph:
     """End this thread's innermost capture and return its graph."""
     ident = threading.get_ident()
-    for k in range(len(_OPEN) - 1, -1, -1):
-        if _OPEN[k][0] == ident:
-            return _OPEN.pop(k)[1]
+    for k in range(len(OPEN) - 1, -1, -1):
+        if OPEN[k][0] == ident:
+            return OPEN.pop(k)[1]
     raise RuntimeError("capture_end(): no capture is open on this thread (call capture_begin first)")
 
 

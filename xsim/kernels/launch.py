@@ -14,7 +14,8 @@ from .. import config
 from .. import types as T
 from ..array import array as Array
 from ..array import held_arrays
-from ..capture import _OPEN as _CAPTURES
+from ..capture import OPEN as _CAPTURES
+from ..capture import capturing, defer
 from ..device import get_device
 from ..indexedarray import indexedarray as IndexedArray
 from . import handles
@@ -695,7 +696,6 @@ def after_launch(prep: _Prepared, values, adjoint: bool = False):
 def _captured(kernel, dim, inputs, outputs, adj_inputs, adj_outputs, device, adjoint, record_tape, stream) -> bool:
     """Inside this thread's graph capture (``xsim.capture``): check the launch as ``launch`` would, then record it
     in the graph instead of running it; True when it did."""
-    from ..capture import capturing, defer
     if capturing() is None:
         return False
     if record_tape and not adjoint and _current_recorder() is not None:
