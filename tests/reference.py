@@ -245,7 +245,7 @@ def _tile(x, preserve_type=False):
 
 
 def _tile_sum(t):
-    ndim = 1 if t.values.ndim == 1 or T.is_vector(t.dtype) and t.values.ndim == 2 else 2
+    ndim = t.values.ndim - (1 if T.is_vector(t.dtype) else 0)  # the tile's own dimensions, before the components
     flat = t.values.reshape((-1, *t.values.shape[ndim:]))
     total = flat[0].copy()
     for e in flat[1:]:  # in row-major order, rounding at each add as the thread does
