@@ -118,7 +118,7 @@ def test_compiling_is_its_own_phase_before_the_first_frame(tmp_path, monkeypatch
     from xsim.kernels import module as kmodule
 
     pending = [kmodule.get_module(_concrete_kernel.module_name)]  # a module with a kernel to build
-    monkeypatch.setattr(kmodule, "pending_modules", lambda prefix, dev, debug: pending)
+    monkeypatch.setattr(kmodule, "pending_modules", lambda prefix, dev, debug, backward=False: pending)
     scene = tmp_path / "s.toml"
     scene.write_text("[sim]\nframes = 3\n[[cloth]]\ngrid = { dim = [2, 2], cell = [0.1, 0.1] }\n")
     assert main(["run", str(scene), "--progress", "--no-preview", "--out", str(tmp_path / "s.usda")]) == 0

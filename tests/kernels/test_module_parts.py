@@ -74,7 +74,7 @@ def run_all(x: np.ndarray) -> dict:
 def test_a_split_module_runs_every_kernel_forward_and_backward_and_loads_from_the_cache(split_build, monkeypatch):
     x = np.linspace(-1.5, 2.0, 37)
     got = run_all(x)
-    assert split_build == [3]  # one build, three units
+    assert split_build == [3, 3]  # the forwards' build, then the adjoints' at the first backward: three units each
     np.testing.assert_allclose(got["square"][0], x * x, rtol=1e-6)
     np.testing.assert_allclose(got["square"][1], 2 * x, rtol=1e-6)
     np.testing.assert_allclose(got["sine"][0], np.sin(x), rtol=1e-6, atol=1e-7)

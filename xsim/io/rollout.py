@@ -79,20 +79,21 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
     return Rollout(scene, model, positions, poses)
 
 
-def compile_kernels(device, on_compile: Callable[[int], None] | None = None):
+def compile_kernels(device, on_compile: Callable[[int], None] | None = None, backward: bool = False):
     """Compile xsim's own kernel modules for ``device`` now (those defined so far: a solver defines
     its kernels for its model's precision when made), so that no frame's time includes a compile;
-    ``on_compile(n)`` is called first when ``n`` > 0 of them are not in the kernel cache."""
+    ``on_compile(n)`` is called first when ``n`` > 0 of them are not in the kernel cache; ``backward``:
+    their adjoints too, for a rollout that will be differentiated."""
     from .. import config, solvers  # noqa: F401 - importing the solvers registers their kernel modules
     from ..device import get_device
     from ..kernels.module import build_modules, pending_modules
 
     dev = get_device(device)
     debug = config.mode == "debug"
-    pending = pending_modules("xsim.", dev, debug)
+    pending = pending_modules("xsim.", dev, debug, backward)
     if pending and on_compile is not None:
         on_compile(len(pending))
-    build_modules(pending, dev, debug)
+    build_modules(pending, dev, debug, backward)
 
 
 def write_rollout(usd: Path, preview: Path | None, scene: Scene, frames: np.ndarray, body_q: np.ndarray | None):

@@ -495,17 +495,26 @@ class KernelCodegen:
                 + first[1] + second[1] + first[2] + second[2] + ["}"])
 
     def generate(self, target: str = "cpu") -> str:
+        """The kernel's forward body and, where it has one, its adjoint, as one C++ text."""
+        forward, backward = self.generate_halves(target)
+        return forward + ("\n" + backward if backward else "")
+
+    def generate_halves(self, target: str = "cpu") -> tuple[str, str]:
+        """The C++ of the kernel's forward body, and of its adjoint ("" where it has none): a CPU module
+        compiles the two as separate libraries (``cpu.build``). Both come from one pass, so the array ids of
+        debug-mode reports are the same in each."""
         name = self.name
         self.two_thread = self.two_thread_adjoint(target)  # the entry points read it (module_sources)
         fwd: list[str] = []
         self.forward(self.k.body, False, fwd, "    ")
-        body = ["template <bool XS_CONTIG>",
-                f"XS_FUNC void {name}_forward(const {name}_args& P, int64_t t, const xs::launch_dims& D) {{",
-                "    (void)D;"]
-        body += self.tid_setup("    ")
-        body += ["    " + d for d in self.declarations(adjoint=False)]
-        body += fwd
-        body.append("}")
+        forward = ["template <bool XS_CONTIG>",
+                   f"XS_FUNC void {name}_forward(const {name}_args& P, int64_t t, const xs::launch_dims& D) {{",
+                   "    (void)D;"]
+        forward += self.tid_setup("    ")
+        forward += ["    " + d for d in self.declarations(adjoint=False)]
+        forward += fwd
+        forward.append("}")
+        body: list[str] = []
         if self.k.adjoint_error is None:
             decl, rep, rev = self.adjoint_body()
             body += ["template <bool XS_CONTIG>",
@@ -522,7 +531,7 @@ class KernelCodegen:
             body.append("}")
             if self.two_thread:
                 body += self.two_thread_backward()
-        return "\n".join(body)
+        return "\n".join(forward), "\n".join(body)
 
 
 def param_struct(name: str, params) -> str:
@@ -647,14 +656,15 @@ def _cpu_entry(name: str, kind: str, packed: bool = True, debug: bool = False,
 
 def entry_points(name: str, has_adjoint: bool, target: str, packed: tuple[bool, bool] = (True, True),
                  debug: bool = False, grid_stride: bool = True, two_thread: str | None = None,
-                 shape_refusal: str = "") -> str:
+                 shape_refusal: str = "", half: str = "both") -> str:
     """The thin per-target wrappers: an OpenMP loop on the CPU, a grid-stride loop on CUDA (or with
     ``grid_stride`` False one index per thread, the grid covering the launch).
     ``packed`` says whether the forward/backward bodies get their packed-array variant; ``two_thread``
-    and ``shape_refusal`` (CPU): see ``_cpu_entry``."""
+    and ``shape_refusal`` (CPU): see ``_cpu_entry``; ``half`` (CPU): "forward" or "backward" for that
+    entry point alone (``HALVES``)."""
     if target == "cpu":
-        out = _cpu_entry(name, "forward", packed[0], debug, shape_refusal=shape_refusal)
-        if has_adjoint:
+        out = _cpu_entry(name, "forward", packed[0], debug, shape_refusal=shape_refusal) if half != "backward" else []
+        if has_adjoint and half != "forward":
             out += _cpu_entry(name, "backward", packed[1], debug, two_thread)
         return "\n".join(out)
     # a launch stops at the first out-of-bounds report: the loop breaks, a lone index returns
@@ -707,23 +717,53 @@ def native_definitions(kernel_irs: list[ir.KernelIR]) -> list[str]:
     return out
 
 
+HALVES = ("both", "forward", "backward")  # what of a module's kernels a source holds (module_sources)
+
+
 def module_sources(kernel_irs: list[ir.KernelIR], structs: list, debug: bool, target: str,
-                   part_chars: int) -> tuple[list[str], dict[str, list[str]]]:
+                   part_chars: int, half: str = "both") -> tuple[list[str], dict[str, list[str]]]:
     """The C++ source of one module for ``target`` ("cpu" or "cuda") as translation units of about
     ``part_chars`` characters of kernel code each (0: one unit), kernels kept whole and in order, each
-    unit with the prelude, structs and native funcs its kernels use; and for each kernel the array labels by the ids its debug-mode bounds checks report."""
+    unit with the prelude, structs and native funcs its kernels use; and for each kernel the array labels
+    by the ids its debug-mode bounds checks report. ``half`` (CPU): "forward" for the forward entry points
+    only, "backward" for the adjoints only (``module_halves``)."""
+    sources, labels = module_halves(kernel_irs, structs, debug, target, part_chars, (half,))
+    return sources[0], labels
+
+
+def module_halves(kernel_irs: list[ir.KernelIR], structs: list, debug: bool, target: str, part_chars: int,
+                  halves: tuple[str, ...]) -> tuple[list[list[str]], dict[str, list[str]]]:
+    """``module_sources`` for each of ``halves`` (``HALVES``) from one codegen pass: each half's code is the
+    code that half has in the whole ("both"), which variants a kernel gets decided from the whole, and the
+    array ids of debug-mode reports are the same in each. A kernel without an adjoint is not in "backward"."""
+    for half in halves:
+        if half not in HALVES:
+            raise ValueError(f"module_sources(): half must be one of {HALVES}, got {half!r}")
     labels, bodies = {}, []
     for kir in kernel_irs:
         cg = KernelCodegen(kir, debug)
-        bodies.append((kir, cg, param_struct(kir.name, kir.params) + "\n\n" + cg.generate(target)))
+        fwd, bwd = cg.generate_halves(target)
+        bodies.append((kir, cg, param_struct(kir.name, kir.params) + "\n\n", fwd, bwd))
         labels[kir.name] = sorted(cg.array_ids, key=cg.array_ids.get)
-    packed = len(bodies) <= PACKED_MODULE_MAX_KERNELS or sum(len(b) for *_, b in bodies) <= PACKED_MODULE_MAX_CHARS
-    kernels = [(kir, body + "\n\n" + entry_points(kir.name, kir.adjoint_error is None, target,
-                                                  cg.packed_variants() if packed else (False, False), debug,
-                                                  kir.grid_stride,
-                                                  cg.disjoint_check() if cg.two_thread else None,
-                                                  _shape_refusal(kir.params, kir.tid_indexed)))
-               for kir, cg, body in bodies]
+    whole = sum(len(head) + len(fwd) + len(bwd) + bool(bwd) for _, _, head, fwd, bwd in bodies)
+    packed = len(bodies) <= PACKED_MODULE_MAX_KERNELS or whole <= PACKED_MODULE_MAX_CHARS
+    picked = {"both": lambda f, b: f + ("\n" + b if b else ""), "forward": lambda f, b: f,
+              "backward": lambda f, b: b}
+    out = []
+    for half in halves:
+        kernels = [(kir, head + picked[half](fwd, bwd) + "\n\n" +
+                    entry_points(kir.name, kir.adjoint_error is None, target,
+                                 cg.packed_variants() if packed else (False, False), debug, kir.grid_stride,
+                                 cg.disjoint_check() if cg.two_thread else None,
+                                 _shape_refusal(kir.params, kir.tid_indexed), half))
+                   for kir, cg, head, fwd, bwd in bodies if half != "backward" or kir.adjoint_error is None]
+        out.append(_units(kernels, structs, part_chars))
+    return out, labels
+
+
+def _units(kernels: list, structs: list, part_chars: int) -> list[str]:
+    """``kernels`` ((KernelIR, code) in order) as translation units of about ``part_chars`` characters of
+    code each (0: one), each with the prelude, the structs and the native funcs its kernels use."""
     groups: list[list] = [[]]
     size = 0
     for kir, text in kernels:
@@ -733,6 +773,4 @@ def module_sources(kernel_irs: list[ir.KernelIR], structs: list, debug: bool, ta
         groups[-1].append((kir, text))
         size += len(text)
     head = [PRELUDE] + [struct_definition(t) for t in structs]
-    sources = ["\n\n".join(head + native_definitions([k for k, _ in g]) + [t for _, t in g]) + "\n"
-               for g in groups]
-    return sources, labels
+    return ["\n\n".join(head + native_definitions([k for k, _ in g]) + [t for _, t in g]) + "\n" for g in groups]

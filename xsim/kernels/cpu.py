@@ -6,6 +6,8 @@ import ctypes
 import functools
 import hashlib
 import os
+import threading
+import zlib
 from pathlib import Path
 
 from ..errors import CompileError
@@ -129,13 +131,17 @@ def _run(cmd: list[str]):
 
 
 class CpuModule:
-    """A loaded module: the native entry points of each kernel."""
+    """A loaded module: the forward entry point of each kernel, and its adjoint's (``backward``).
 
-    def __init__(self, lib_path: Path, metas: dict):
+    The adjoints are a second library, compiled (or loaded from the cache) at the first backward launch, not
+    with the forwards: a kernel's adjoint is about three times its forward's C++ (the rigid solver's contact
+    kernels: 1.3 MB of 1.7 MB), and a run that never differentiates (a scene written to USD, most of the test
+    suite) should not wait for g++ to compile it."""
+
+    def __init__(self, lib_path: Path, metas: dict, build_backward=None, backward_cached=None):
         self.lib = ctypes.CDLL(str(lib_path))
         self.metas = metas
         self.forward = {}
-        self.backward = {}
         for name, meta in metas.items():
             if meta.refused is not None:
                 continue
@@ -143,12 +149,59 @@ class CpuModule:
             f.restype = ctypes.c_int32  # 0, or 1: a launch refused by its shape check (codegen._cpu_entry)
             f.argtypes = [ctypes.c_char_p]  # the launch buffer (launch.cpu_buffer)
             self.forward[name] = f
-            if meta.adjoint_error is None:
-                b = getattr(self.lib, f"{name}_cpu_backward")
+        self.error = ErrorInfo.in_dll(self.lib, "xs_error")
+        self.backward_error = self.error  # the adjoint library's report (its own once loaded)
+        self._build_backward = build_backward  # () -> path of the adjoints' library
+        self._backward_cached = backward_cached  # () -> whether that library is in the cache
+        self._backward: dict | None = None
+        self._backward_lock = threading.Lock()
+
+    @property
+    def backward(self) -> dict:
+        """The adjoint entry point of each kernel that has one, by symbol; the first use builds or loads
+        their library."""
+        if self._backward is None:
+            with self._backward_lock:
+                if self._backward is None:
+                    self._backward = self._load_backward()
+        return self._backward
+
+    def backward_pending(self) -> bool:
+        """Whether the first use of :attr:`backward` would build its library (it is not loaded or cached)."""
+        return self._backward is None and bool(_adjoint_names(self.metas)) and self._backward_cached is not None \
+            and not self._backward_cached()
+
+    def _load_backward(self) -> dict:
+        names = _adjoint_names(self.metas)
+        if not names or self._build_backward is None:
+            return {}
+        self.backward_lib = ctypes.CDLL(str(self._build_backward()))
+        out = {}
+        for name in names:
+            # a kernel whose backward its module's options turned off after its forward was built has none
+            b = getattr(self.backward_lib, f"{name}_cpu_backward", None)
+            if b is not None:
                 b.restype = ctypes.c_int32
                 b.argtypes = [ctypes.c_char_p]
-                self.backward[name] = b
-        self.error = ErrorInfo.in_dll(self.lib, "xs_error")
+                out[name] = b
+        self.backward_error = ErrorInfo.in_dll(self.backward_lib, "xs_error")
+        return out
+
+
+def _adjoint_names(metas: dict) -> list[str]:
+    """The symbols of the kernels in ``metas`` that have a CPU adjoint."""
+    return [n for n, m in metas.items() if m.refused is None and m.adjoint_error is None]
+
+
+def adjoints_pending(module, debug: bool, forward_meta: dict) -> bool:
+    """Whether ``module``'s adjoints' library is still to be compiled, given its cached forward library's
+    metadata (a module none of whose kernels has an adjoint has none to compile)."""
+    from .module import KernelMeta
+    try:
+        metas = {k: KernelMeta(**m) for k, m in forward_meta["kernels"].items()}
+    except (TypeError, KeyError):
+        return True
+    return bool(_adjoint_names(metas)) and cache.lookup(entry_key(module, debug, "backward"), ".so") is None
 
 
 class ErrorInfo(ctypes.Structure):
@@ -156,20 +209,59 @@ class ErrorInfo(ctypes.Structure):
                 ("ndim", ctypes.c_int32), ("index", ctypes.c_int64 * 4), ("shape", ctypes.c_int64 * 4)]
 
 
-def build(module, debug: bool) -> CpuModule:
-    """Load ``module`` from the cache, or generate, compile and cache it."""
-    from .module import KernelMeta
-    fuse_fp = module.fuse_fp()
-    key = cache.entry_key(module.name, module.content_hash(), target_id(debug, fuse_fp), debug)
+def entry_key(module, debug: bool, half: str = "forward") -> str:
+    """The cache key of ``module``'s library of forward (``half`` "forward") or adjoint ("backward") entry
+    points for the CPU."""
+    return _key(module.name, module.content_hash(), debug, module.fuse_fp(), half)
 
-    def cached() -> CpuModule | None:
+
+def _key(name: str, content: str, debug: bool, fuse_fp: bool, half: str) -> str:
+    return cache.entry_key(name, content, f"{target_id(debug, fuse_fp)}|{half}", debug)
+
+
+def build(module, debug: bool) -> CpuModule:
+    """Load ``module``'s forward library from the cache, or generate, compile and cache it; its adjoints'
+    library follows at the first backward launch (``CpuModule``), for the same kernels: a forward build
+    generates the adjoints' C++ with its own (one codegen pass) and keeps it, compressed, for that launch."""
+    kernels, content, fuse_fp = list(module.kernels), module.content_hash(), module.fuse_fp()
+    symbols = {k.symbol for k in kernels}
+    keys = {half: _key(module.name, content, debug, fuse_fp, half) for half in ("forward", "backward")}
+    later: list[bytes] = []  # the adjoints' translation units, zlib-compressed, when the forwards' build made them
+
+    def forward() -> tuple[list[str], dict]:
+        (sources, adjoints), metas = module.generate_halves("cpu", debug, PART_CHARS, module.frontend(kernels),
+                                                            ("forward", "backward"))
+        later[:] = [zlib.compress(u.encode()) for u in adjoints]
+        return sources, metas
+
+    def backward() -> tuple[list[str], dict]:
+        if later:
+            return [zlib.decompress(u).decode() for u in later], metas
+        if {k.symbol for k in kernels} != symbols:  # a func or constant they use changed since: not the same code
+            raise CompileError(f"module '{module.name}': its kernels' code changed after their forward was "
+                               "compiled (the forward came from the kernel cache), so their adjoints cannot be "
+                               "built to match it; record the forward again")
+        return module.generate_parts("cpu", debug, PART_CHARS, module.frontend(kernels), "backward")
+
+    path, metas = _library(keys["forward"], symbols, fuse_fp, forward)
+    return CpuModule(path, metas, lambda: _library(keys["backward"], symbols, fuse_fp, backward)[0],
+                     lambda: cache.lookup(keys["backward"], ".so") is not None)
+
+
+def _library(key: str, symbols: set, fuse_fp: bool, generate) -> tuple[Path, dict]:
+    """The cached library ``key`` of the kernels named ``symbols`` and their metadata; on a miss
+    ``generate()`` gives its translation units and metadata, compiled and stored under ``key``."""
+    from .module import KernelMeta
+
+    def cached() -> tuple[Path, dict] | None:
         found = cache.lookup(key, ".so")
         if found is not None:
             path, meta = found
             try:
                 metas = {k: KernelMeta(**m) for k, m in meta["kernels"].items()}
-                if set(metas) == module.symbols():
-                    return CpuModule(path, metas)
+                if set(metas) == symbols:
+                    ctypes.CDLL(str(path))  # one that does not load (OSError) is built again
+                    return path, metas
             except (OSError, TypeError, KeyError):
                 pass
         return None
@@ -181,10 +273,10 @@ def build(module, debug: bool) -> CpuModule:
         loaded = cached()
         if loaded is not None:
             return loaded
-        sources, metas = module.generate_parts("cpu", debug, PART_CHARS)
+        sources, metas = generate()
         import tempfile  # here, not at the top: see _which
         cache.remove_stale_builds()
         with tempfile.TemporaryDirectory(dir=cache.cache_dir(), prefix="build-") as tmp:
             lib = compile_source(sources, Path(tmp), fuse_fp)
             path = cache.store(key, ".so", lib, {"kernels": {k: vars(m) for k, m in metas.items()}})
-    return CpuModule(path, metas)
+    return path, metas

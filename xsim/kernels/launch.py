@@ -286,8 +286,7 @@ class _Prepared:
         if refused is not None:
             raise refused
         self.args_type = _args_struct(kernel)
-        self.forward = self.native.forward[self.symbol]
-        self.backward = self.native.backward.get(self.symbol)
+        self.forward = self.native.forward[self.symbol]  # the adjoint: run_backward (built at the first)
         self.key = (device.name, debug)
         self.layout, self.plan = _layout(kernel, self.args_type, self.meta.writes)
         # the adjoint's gradient struct has the argument struct's layout; indexed arrays and structs holding
@@ -666,8 +665,8 @@ def _dims(shape):
     return d
 
 
-def check_errors(prep: _Prepared, kernel):
-    err = prep.native.error
+def check_errors(prep: _Prepared, kernel, adjoint: bool = False):
+    err = prep.native.backward_error if adjoint and prep.device.is_cpu else prep.native.error
     if err.code == 0:
         return
     file = kernel.pyfunc.__code__.co_filename
@@ -687,7 +686,7 @@ def check_errors(prep: _Prepared, kernel):
 def after_launch(prep: _Prepared, values, adjoint: bool = False):
     """Debug mode: raise the launch's out-of-bounds error; check mode: its NaN/inf (``finite``)."""
     if prep.debug:
-        check_errors(prep, prep.kernel)
+        check_errors(prep, prep.kernel, adjoint)
     elif prep.mode == "check":
         from .finite import check_launch
         check_launch(prep, values, adjoint)
@@ -875,16 +874,21 @@ def _cpu_adjoint_buffer(prep: _Prepared, shape, values) -> tuple[bytes, int]:
 
 
 def run_backward(prep: _Prepared, shape, values, adj_values=None):
-    if prep.backward is None and prep.device.is_cpu or prep.meta.adjoint_error is not None:
+    if prep.meta.adjoint_error is not None:
         from ..errors import CompileError
         raise CompileError(f"kernel '{prep.kernel.key}' cannot be differentiated: {prep.meta.adjoint_error}")
+    backward = prep.native.backward.get(prep.symbol)  # the first backward launch builds the module's adjoints
+    if backward is None:
+        from ..errors import CompileError
+        raise CompileError(f"kernel '{prep.kernel.key}' cannot be differentiated: its module's options turned its "
+                           "backward off (enable_backward=False) after this launch's forward was built")
     for i, name, kind in prep.handles:  # a tape may run this after the mesh or grid is gone
         handles.check(prep.kernel, name, values[i], kind, prep.device.name)
     if adj_values is None and prep.grad_layout is not None and prep.device.is_cpu:
         n = math.prod(shape)
         if n:
             buf, threads = _cpu_adjoint_buffer(prep, shape, values)
-            prep.pacers[1].run(prep.backward, buf, n, threads)
+            prep.pacers[1].run(backward, buf, n, threads)
             if prep.checked:
                 after_launch(prep, values, adjoint=True)
         return
@@ -895,7 +899,7 @@ def run_backward(prep: _Prepared, shape, values, adj_values=None):
         return
     if prep.device.is_cpu:
         threads = prep.pacers[1].threads(n)
-        prep.pacers[1].run(prep.backward, cpu_buffer(prep, shape, values, contig, threads, grads), n, threads)
+        prep.pacers[1].run(backward, cpu_buffer(prep, shape, values, contig, threads, grads), n, threads)
     else:
         prep.native.launch_backward(prep.symbol, pack(prep, values), grads, _dims(shape), n, contig)
     if prep.checked:

@@ -18,7 +18,7 @@ from .. import types as T
 from ..errors import CompileError
 from . import ir
 from .adjoint_reads import adjoint_reads
-from .codegen import module_sources
+from .codegen import module_halves
 from .frontend import Frontend
 from .ir import If, Loop, Op
 
@@ -148,15 +148,18 @@ class Module:
         return self._hash
 
     def load(self, device=None, block_dim=None) -> bool:
-        """Build (or load from the cache) this module for ``device`` now, as Warp's ``Module.load``; raises the
-        CompileError of the first of its kernels the compiler refuses (``block_dim`` is accepted, unused)."""
+        """Build (or load from the cache) this module for ``device`` now, forwards and adjoints, as Warp's
+        ``Module.load``; raises the CompileError of the first of its kernels the compiler refuses (``block_dim`` is accepted, unused)."""
         from .. import config
         from ..device import get_device
         dev = get_device(device)
         for k in self.kernels:
-            err = k.module_build(dev, config.mode == "debug").metas[k.symbol].compile_error(k)
+            built = k.module_build(dev, config.mode == "debug")
+            err = built.metas[k.symbol].compile_error(k)
             if err is not None:
                 raise err
+        if self.kernels and dev.is_cpu:
+            built.backward  # noqa: B018 - as Warp's, a load builds the adjoints too (cpu.CpuModule)
         return True
 
     def hash_module(self) -> str:
@@ -186,22 +189,30 @@ class Module:
         sources, metas = self.generate_parts(target, debug, 0, front)
         return sources[0], metas
 
-    def generate_parts(self, target: str, debug: bool, part_chars: int,
-                       front: ModuleIR | None = None) -> tuple[list[str], dict[str, KernelMeta]]:
+    def generate_parts(self, target: str, debug: bool, part_chars: int, front: ModuleIR | None = None,
+                       half: str = "both") -> tuple[list[str], dict[str, KernelMeta]]:
         """``generate``, as translation units of about ``part_chars`` characters of kernel code (0: one
         unit) that compile separately and link into one library. ``front``: this module's
-        :meth:`frontend` pass, when the caller generates several variants (debug, target) from one."""
+        :meth:`frontend` pass, when the caller generates several variants (debug, target) from one;
+        ``half``: the forward or backward entry points alone (``codegen.module_sources``)."""
+        (sources,), metas = self.generate_halves(target, debug, part_chars, front, (half,))
+        return sources, metas
+
+    def generate_halves(self, target: str, debug: bool, part_chars: int, front: ModuleIR | None,
+                        halves: tuple[str, ...]) -> tuple[list[list[str]], dict[str, KernelMeta]]:
+        """:meth:`generate_parts` for each of ``halves`` from one codegen pass (``codegen.module_halves``)."""
         front = front or self.frontend()
-        sources, labels = module_sources(front.irs, front.structs, debug, target, part_chars)
+        sources, labels = module_halves(front.irs, front.structs, debug, target, part_chars, halves)
         metas = {name: replace(meta) for name, meta in front.metas.items()}  # the labels are this variant's
         for name, arrays in labels.items():
             metas[name].arrays = arrays
         return sources, metas
 
-    def frontend(self) -> ModuleIR:
-        """The frontend's pass over every kernel, which every generated variant of the module shares."""
+    def frontend(self, kernels: list | None = None) -> ModuleIR:
+        """The frontend's pass over every kernel (or over ``kernels``, the list :attr:`kernels` was when an
+        earlier build took it), which every generated variant of the module shares."""
         irs, metas, structs = [], {}, []
-        for k in self.kernels:
+        for k in self.kernels if kernels is None else kernels:
             try:
                 kir = build_ir(k)
             except CompileError as e:
@@ -425,29 +436,39 @@ def num_threads() -> int:
     return max(1, int(v)) if v else (os.cpu_count() or 1)
 
 
-def pending_modules(prefix: str, device, debug: bool) -> list[Module]:
+def pending_modules(prefix: str, device, debug: bool, backward: bool = False) -> list[Module]:
     """The modules named ``prefix...`` whose next launch on ``device`` compiles: not loaded in this
-    process and not in the on-disk cache (so a caller can show compiling as its own phase)."""
+    process and not in the on-disk cache (so a caller can show compiling as its own phase). ``backward``:
+    also those whose first backward launch on the CPU would compile their adjoints (``cpu.CpuModule``)."""
     from . import cache
 
     out = []
     for m in list(_MODULES.values()):
-        if not m.name.startswith(prefix) or not m.kernels or (device.name, debug) in m.builds:
+        if not m.name.startswith(prefix) or not m.kernels:
             continue
+        built = m.builds.get((device.name, debug))
         if device.is_cpu:
-            from .cpu import target_id
-            cached = cache.lookup(cache.entry_key(m.name, m.content_hash(), target_id(debug, m.fuse_fp()), debug),
-                                  ".so")
+            from .cpu import adjoints_pending, entry_key
+            if built is None:
+                found = cache.lookup(entry_key(m, debug), ".so")
+                pending = found is None or backward and adjoints_pending(m, debug, found[1])
+            else:
+                pending = backward and built.backward_pending()
+        elif built is not None:
+            continue
         else:
             from ..device import require_cuda
             from .cuda import arch_for, cached_cubin
-            cached = cached_cubin(m, debug, arch_for(require_cuda(device).compute_capability(device.ordinal)))
-        if cached is None:
+            pending = cached_cubin(m, debug, arch_for(require_cuda(device).compute_capability(device.ordinal))) is None
+        if pending:
             out.append(m)
     return out
 
 
-def build_modules(modules: list[Module], device, debug: bool):
-    """Compile (or load) ``modules`` for ``device`` now rather than at their first launch."""
+def build_modules(modules: list[Module], device, debug: bool, backward: bool = False):
+    """Compile (or load) ``modules`` for ``device`` now rather than at their first launch; ``backward``:
+    their adjoints too (on the CPU a separate library, otherwise built at the first backward launch)."""
     for m in modules:
-        m.kernels[0].module_build(device, debug)
+        built = m.kernels[0].module_build(device, debug)
+        if backward and device.is_cpu:
+            built.backward  # noqa: B018 - the property builds or loads the adjoints' library

@@ -141,7 +141,7 @@ def scene_objective(scene, on_compile: Callable[[int], None] | None = None) -> O
     raw = tomllib.loads(scene.path.read_text(encoding="utf-8"))
     model = scene.builder().finalize(device=scene.sim.device, dtype=xsim.float64, requires_grad=True)
     solver = SolverXPBD(model, substeps=scene.sim.substeps, iterations=scene.sim.iterations)
-    compile_kernels(model.device, on_compile)
+    compile_kernels(model.device, on_compile, backward=True)
     state0 = model.state()
     params = []
     for i, p in enumerate(settings.parameters):
