@@ -79,9 +79,11 @@ def run(project: Path, cache_dir: Path | None = None, background: bool = False):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def compiler_calls(project: Path) -> int:
+def compiler_calls(project: Path, of: str = ".cpp") -> int:
+    """How many compiler runs the log holds of the module's source (``of`` ".cpp"), or of the precompiled
+    native headers ("c++-header")."""
     log = project / "cxx.log"
-    return len(log.read_text().splitlines()) if log.exists() else 0
+    return sum(of in line for line in log.read_text().splitlines()) if log.exists() else 0
 
 
 def test_a_second_process_loads_the_module_without_compiling_from_a_private_folder(project):
@@ -105,7 +107,7 @@ def test_editing_a_func_in_another_file_that_the_kernel_calls_recompiles(project
 
 def test_a_truncated_binary_is_rebuilt_not_loaded(project):
     assert run(project) == [0.0, 2.0, 4.0, 6.0]
-    (binary,) = (project / "cache").glob("*.so")
+    (binary,) = (project / "cache").glob("cache_kernels-*.so")
     data = binary.read_bytes()
     binary.write_bytes(data[: len(data) // 2])
     assert run(project) == [0.0, 2.0, 4.0, 6.0]
@@ -115,7 +117,7 @@ def test_a_truncated_binary_is_rebuilt_not_loaded(project):
 
 def test_corrupt_metadata_is_rebuilt_not_crashed_on(project):
     assert run(project) == [0.0, 2.0, 4.0, 6.0]
-    (meta,) = (project / "cache").glob("*.json")
+    (meta,) = (project / "cache").glob("cache_kernels-*.json")
     meta.write_text("{ not json")
     assert run(project) == [0.0, 2.0, 4.0, 6.0]
     assert compiler_calls(project) == 2
@@ -135,7 +137,8 @@ def test_two_processes_building_the_same_module_at_once_compile_it_once(project)
         assert p.returncode == 0, err
         assert json.loads(out.strip().splitlines()[-1]) == [0.0, 2.0, 4.0, 6.0]
     assert compiler_calls(project) == 1
-    leftovers = [p.name for p in (project / "cache").iterdir() if p.suffix not in (".so", ".json", ".lock")]
+    assert compiler_calls(project, "c++-header") == 1  # the precompiled headers too: one build, under its lock
+    leftovers = [p.name for p in (project / "cache").iterdir() if p.suffix not in (".so", ".gch", ".json", ".lock")]
     assert leftovers == []  # no temporary files or build folders left behind
     assert run(project) == [0.0, 2.0, 4.0, 6.0]
     assert compiler_calls(project) == 1
@@ -173,12 +176,13 @@ def test_clear_kernel_cache_deletes_entries_and_the_next_launch_compiles_again(t
         x[i] = x[i] * 3.0
 
     def entries():
-        return sorted(p.name for p in (tmp_path / "cache").iterdir() if p.suffix in (".so", ".json"))
+        return sorted(p.name for p in (tmp_path / "cache").iterdir() if p.suffix in (".so", ".json", ".gch"))
 
     x = xsim.array(np.arange(4, dtype=np.float32))
     xsim.launch(triple, 4, inputs=[x])
     first = entries()
-    assert len(first) == 2 and {Path(n).suffix for n in first} == {".so", ".json"}
+    own = [n for n in first if n.startswith("xsim_tests_clear_cache")]
+    assert len(own) == 2 and {Path(n).suffix for n in own} == {".so", ".json"}
     in_progress = tmp_path / "cache" / "build-in-progress"
     in_progress.mkdir()
     removed = xsim.clear_kernel_cache()

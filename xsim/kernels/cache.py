@@ -210,7 +210,7 @@ def clear_kernel_cache() -> list[Path]:
         m.builds.clear()
     removed = []
     for p in cache_dir().iterdir():
-        if p.name.startswith("build-") or not p.is_file() or p.suffix not in (".json", ".so", ".cubin", ".ptx"):
+        if p.name.startswith("build-") or not p.is_file() or p.suffix not in (".json", ".so", ".gch", ".cubin", ".ptx"):
             continue
         try:
             p.unlink()

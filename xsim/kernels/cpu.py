@@ -30,9 +30,10 @@ FLAGS = ["-O3", "-std=c++20", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno",
          "-fvisibility=hidden", "-w"]
 
 # A module with more kernel code than this (characters of C++) compiles as several translation units,
-# in parallel. Each unit parses the native headers again, about 0.6 s of CPU: xsim's 590 kB gradient
-# test module took 14.6 s CPU as one unit, 16.2 s as three and 18.9 s as seven. So only modules far
-# bigger than xsim's own split (Warp's library test files reach 1.4 MB), and only where cores are free.
+# in parallel. Each unit parsed the native headers again, about 0.6 s of CPU before they were precompiled
+# (native_pch): xsim's 590 kB gradient test module took 14.6 s CPU as one unit, 16.2 s as three and 18.9 s
+# as seven. So only modules far bigger than xsim's own split (Warp's library test files reach 1.4 MB), and
+# only where cores are free.
 PART_CHARS = 400_000
 
 # OpenMP threads wait for the next launch passively (asleep in the kernel), not spinning. A spinning
@@ -104,10 +105,13 @@ def compile_source(sources: list[str], out_dir: Path, fuse_fp: bool = False) -> 
     library in ``out_dir``; returns its path. ``fuse_fp``: the module option (:func:`flags`)."""
     opts = flags(fuse_fp)
     lib = out_dir / "module.so"
-    include = f"-I{Path(__file__).parent / 'native'}"
+    include = f"-I{NATIVE}"
     srcs = [out_dir / f"part{i}.cpp" for i in range(len(sources))]
     for src, text in zip(srcs, sources):
         src.write_text(text)
+    pch = native_pch(fuse_fp)
+    if pch is not None:  # `#include "xsim.h"` looks beside the source first, and takes xsim.h.gch there
+        os.symlink(pch, out_dir / "xsim.h.gch")
     if len(srcs) == 1:
         _run([compiler(), *opts, include, str(srcs[0]), "-o", str(lib)])
         return lib
@@ -120,6 +124,56 @@ def compile_source(sources: list[str], out_dir: Path, fuse_fp: bool = False) -> 
                       zip(srcs, objs)))
     _run([compiler(), *opts, *map(str, objs), "-o", str(lib)])
     return lib
+
+
+NATIVE = Path(__file__).parent / "native"  # the runtime headers every generated source includes (xsim.h)
+
+_PCH: dict[str, Path | None] = {}  # native_pch's answer per cache key, in this process
+
+
+def native_pch(fuse_fp: bool = False) -> Path | None:
+    """The native headers precompiled (GCC's ``xsim.h.gch``) for :func:`flags` ``(fuse_fp)``, built into the
+    kernel cache on first use; None where the compiler is not GCC or could not build it. Parsing the headers
+    is most of a small module's compile (0.33 of 0.50 s for one kernel, g++ 12): every unit that includes
+    the precompiled file skips it. GCC uses it only when it was made with the same compiler, flags and
+    headers (the cache key holds all three) and otherwise parses ``xsim.h`` as before."""
+    key = cache.entry_key("xsim_native_headers", "pch", target_id(False, fuse_fp), False)
+    known = _PCH.get(key, False)
+    if known is None or known and known.exists():
+        return known
+    _PCH[key] = None
+    if not _is_gcc():
+        return None
+    found = cache.lookup(key, ".gch")
+    if found is None:
+        with cache.build_lock(key):
+            found = cache.lookup(key, ".gch")
+            if found is None:
+                import tempfile  # here, not at the top: see _which
+                with tempfile.TemporaryDirectory(dir=cache.cache_dir(), prefix="build-") as tmp:
+                    out = Path(tmp) / "xsim.h.gch"
+                    try:
+                        _run([compiler(), *(f for f in flags(fuse_fp) if f != "-shared"), "-x", "c++-header",
+                              str(NATIVE / "xsim.h"), "-o", str(out)])
+                    except CompileError:
+                        return None  # each unit parses the headers, as without
+                    cache.store(key, ".gch", out, {"pch": "xsim.h"})
+                found = cache.lookup(key, ".gch")
+    if found is not None:
+        _PCH[key] = found[0]
+    return _PCH[key]
+
+
+@functools.cache
+def _is_gcc() -> bool:
+    """Whether :func:`compiler` is GCC (clang does not take a ``.gch`` found beside a header)."""
+    import subprocess  # here, not at the top: see _which
+    try:
+        out = subprocess.run([compiler(), "-dM", "-E", "-x", "c++", os.devnull], capture_output=True, text=True,
+                             check=False).stdout
+    except OSError:
+        return False
+    return "#define __GNUC__" in out and "__clang__" not in out
 
 
 def _run(cmd: list[str]):
