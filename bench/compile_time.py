@@ -47,7 +47,7 @@ def child(backend_name: str, cache: str):
     t2 = time.perf_counter()
     c2 = _cpu_time()
     if backend_name == "xsim":
-        mod.integrate_particles.module_build(wp.get_device("cpu"), False)
+        mod.integrate_particles.module.load("cpu")  # forwards and adjoints, as Warp's load_module
     else:
         wp.load_module(mod, device="cpu")
     t3 = time.perf_counter()
