@@ -117,7 +117,7 @@ def test_compiling_is_its_own_phase_before_the_first_frame(tmp_path, monkeypatch
     # A fresh kernel cache: the solver's modules must compile, and the run says so before any frame.
     from xsim.kernels import module as kmodule
 
-    pending = [kmodule.get_module(_concrete_kernel.module_name)]  # a module with a kernel to build
+    pending = [kmodule.get_module("xsim.solvers.xpbd.kernels_float32")]  # one the cloth solver launches
     monkeypatch.setattr(kmodule, "pending_modules", lambda prefix, dev, debug, backward=False: pending)
     scene = tmp_path / "s.toml"
     scene.write_text("[sim]\nframes = 3\n[[cloth]]\ngrid = { dim = [2, 2], cell = [0.1, 0.1] }\n")
@@ -137,6 +137,25 @@ def test_pending_modules_are_the_ones_missing_from_the_kernel_cache(tmp_path, mo
     assert name in [m.name for m in pending_modules(name, cpu, False)]
     build_modules(pending_modules(name, cpu, False), cpu, False)
     assert pending_modules(name, cpu, False) == []
+
+
+def test_a_run_compiles_ahead_only_the_modules_its_solver_was_handed(monkeypatch):
+    """A rigid solver made earlier in the process registered the rigid modules; a cloth scene's run builds
+    its own solver's modules ahead of the first frame, not those (nor the other precision's)."""
+    from xsim.io.rollout import simulate
+    from xsim.io.scene import load_scene
+    from xsim.kernels import module as kmodule
+    from xsim.solvers import SolverXPBD
+
+    rigid = load_scene(REPO / "scenes" / "box_stack.toml")
+    SolverXPBD(rigid.builder().finalize(device="cpu", dtype=xsim.float64))
+    every = [m for m in kmodule._MODULES.values() if m.name.startswith("xsim.") and m.kernels]
+    assert any("contacts_rigid_float64" in m.name for m in every)
+    monkeypatch.setattr(kmodule, "pending_modules", lambda *a, **k: every)  # as if none were in the cache
+    built = []
+    monkeypatch.setattr(kmodule, "build_modules", lambda modules, *a, **k: built.extend(m.name for m in modules))
+    simulate(load_scene(REPO / "scenes" / "drape.toml"), frames=1, device="cpu")
+    assert sorted(built) == ["xsim.solvers.xpbd.kernels_float32", "xsim.solvers.xpbd.particle_contacts_float32"]
 
 
 @pytest.mark.skipif(xsim.is_cuda_available(), reason="this machine has a GPU")

@@ -40,6 +40,7 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
     substeps reports its progress before it ends."""
     from ..array import array as xsim_array
     from ..kernels.finite import check_arrays
+    from ..sim.generic import modules_handed_out
     from ..solvers import SolverXPBD
 
     frames = scene.sim.frames if frames is None else frames
@@ -50,11 +51,12 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
         raise scene_error(scene.path, Invalid("sim.frames", f"frames whose positions fit in memory "
                                               f"({memory_bytes() / 2**30:.0f} GiB here)",
                                               f"{frames} frames, which need {need / 2**30:,.0f} GiB"))
-    solver = SolverXPBD(model, substeps=scene.sim.substeps, iterations=scene.sim.iterations)
+    with modules_handed_out() as modules:
+        solver = SolverXPBD(model, substeps=scene.sim.substeps, iterations=scene.sim.iterations)
     frame = [1]  # the frame being stepped, for on_substep
     if on_substep is not None:
         solver.on_substep = lambda done, substeps: on_substep(frame[0], done, substeps)
-    compile_kernels(model.device, on_compile)   # after the solver made its kernels for the model's precision
+    compile_kernels(model.device, on_compile, modules=modules)  # the kernels the solver made for its model
     state, next_state, control = model.state(), model.state(), model.control()
     positions = np.empty((frames + 1, model.particle_count, 3), dtype=state.particle_q.numpy().dtype)
     positions[0] = state.particle_q.numpy()
@@ -79,18 +81,19 @@ def simulate(scene: Scene, frames: int | None = None, device: str | None = None,
     return Rollout(scene, model, positions, poses)
 
 
-def compile_kernels(device, on_compile: Callable[[int], None] | None = None, backward: bool = False):
-    """Compile xsim's own kernel modules for ``device`` now (those defined so far: a solver defines
-    its kernels for its model's precision when made), so that no frame's time includes a compile;
-    ``on_compile(n)`` is called first when ``n`` > 0 of them are not in the kernel cache; ``backward``:
-    their adjoints too, for a rollout that will be differentiated."""
+def compile_kernels(device, on_compile: Callable[[int], None] | None = None, backward: bool = False,
+                    modules: set | None = None):
+    """Compile xsim's own kernel modules for ``device`` now, so that no frame's time includes a compile:
+    ``modules`` (those a solver was handed when made: ``sim.generic.modules_handed_out``), else every one
+    defined so far. ``on_compile(n)`` is called first when ``n`` > 0 of them are not in the kernel cache;
+    ``backward``: their adjoints too, for a rollout that will be differentiated."""
     from .. import config, solvers  # noqa: F401 - importing the solvers registers their kernel modules
     from ..device import get_device
     from ..kernels.module import build_modules, pending_modules
 
     dev = get_device(device)
     debug = config.mode == "debug"
-    pending = pending_modules("xsim.", dev, debug, backward)
+    pending = [m for m in pending_modules("xsim.", dev, debug, backward) if modules is None or m in modules]
     if pending and on_compile is not None:
         on_compile(len(pending))
     build_modules(pending, dev, debug, backward)

@@ -135,13 +135,15 @@ def scene_objective(scene, on_compile: Callable[[int], None] | None = None) -> O
 
     from ..io.rollout import compile_kernels
     from ..io.scene import scene_error
+    from ..sim.generic import modules_handed_out
     from ..solvers import SolverXPBD
 
     settings: OptimizeSettings = scene.optimize
     raw = tomllib.loads(scene.path.read_text(encoding="utf-8"))
     model = scene.builder().finalize(device=scene.sim.device, dtype=xsim.float64, requires_grad=True)
-    solver = SolverXPBD(model, substeps=scene.sim.substeps, iterations=scene.sim.iterations)
-    compile_kernels(model.device, on_compile, backward=True)
+    with modules_handed_out() as modules:
+        solver = SolverXPBD(model, substeps=scene.sim.substeps, iterations=scene.sim.iterations)
+    compile_kernels(model.device, on_compile, backward=True, modules=modules)
     state0 = model.state()
     params = []
     for i, p in enumerate(settings.parameters):

@@ -13,6 +13,7 @@ factory per scalar type; the generic kernels stay importable and launchable for 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from types import SimpleNamespace
@@ -63,11 +64,33 @@ def bind_scalar(t, scalar):
     return t
 
 
-@functools.cache
+_WATCHING: list[set] = []  # the sets of open ``modules_handed_out`` blocks
+
+
+@contextlib.contextmanager
+def modules_handed_out():
+    """The kernel modules :func:`specialized` hands out inside the block, as a set filled in as it runs: a
+    solver made inside it names the modules it will launch (``io.rollout.compile_kernels`` builds those,
+    not every module an earlier solver of the process made)."""
+    seen: set = set()
+    _WATCHING.append(seen)
+    try:
+        yield seen
+    finally:
+        _WATCHING.remove(seen)
+
+
 def specialized(module_name: str, scalar) -> SimpleNamespace:
     """Every generic kernel defined in the Python module ``module_name``, bound to ``scalar``
     (float32 or float64), under its own name; compiled together on first launch."""
-    scalar = T.resolve(scalar)
+    kernels = _specialized(module_name, T.resolve(scalar))
+    for seen in _WATCHING:
+        seen.add(get_module(f"{module_name}_{T.type_name(T.resolve(scalar))}"))
+    return kernels
+
+
+@functools.cache
+def _specialized(module_name: str, scalar) -> SimpleNamespace:
     target = get_module(f"{module_name}_{T.type_name(scalar)}")
     kernels = {}
     for name, k in vars(sys.modules[module_name]).items():
