@@ -30,6 +30,12 @@ def gather(x: xsim.array(dtype=float), idx: xsim.array(dtype=int), y: xsim.array
     y[i] = x[idx[i]] * 3.0
 
 
+@xsim.kernel(module=MODULE, enable_backward=False)
+def doubled(x: xsim.array(dtype=float), y: xsim.array(dtype=float)):
+    i = xsim.tid()
+    y[i] = 2.0 * x[i]
+
+
 @pytest.fixture
 def builds(tmp_path, monkeypatch):
     """An empty kernel cache; yields the translation units each compile got, as text."""
@@ -174,3 +180,22 @@ def test_module_load_compiles_the_adjoints_too(builds):
     scaled.module.load("cpu")
     assert len(builds) == 2
     assert holds(builds[0], "_cpu_forward") and holds(builds[1], "_cpu_backward")
+
+
+def test_a_kernel_with_backward_off_has_no_adjoint_and_its_adjoint_launch_is_refused(builds):
+    """Its module's adjoints' library holds the others' adjoints alone; a tape skips it, as without the split."""
+    x = xsim.array(np.arange(3.0), dtype=float)
+    with pytest.raises(CompileError, match="kernel 'doubled' cannot be differentiated: kernel 'doubled' has "
+                                           r"enable_backward=False \(its own or its module's option\)"):
+        xsim.launch(doubled, 3, inputs=[x], outputs=[xsim.zeros(3, dtype=float)],
+                    adj_inputs=[xsim.zeros(3, dtype=float)], adj_outputs=[xsim.ones(3, dtype=float)], adjoint=True)
+    assert len(builds) == 1  # refused before the adjoints' library is built
+
+    tape = xsim.Tape()
+    xa, ya = forward(np.arange(3.0), tape)
+    with tape:
+        xsim.launch(doubled, 3, inputs=[ya], outputs=[xsim.zeros(3, dtype=float, requires_grad=True)])
+    with pytest.warns(UserWarning, match="skipped kernel 'doubled'"):
+        np.testing.assert_allclose(gradient(tape, xa, ya), [0.0, 4.0, 8.0], rtol=1e-6)
+    assert len(builds) == 2 and holds(builds[1], f"{scaled.symbol}_cpu_backward")
+    assert not holds(builds[1], f"{doubled.symbol}_cpu_backward")

@@ -192,21 +192,15 @@ class CpuModule:
     kernels: 1.3 MB of 1.7 MB), and a run that never differentiates (a scene written to USD, most of the test
     suite) should not wait for g++ to compile it."""
 
-    def __init__(self, lib_path: Path, metas: dict, build_backward=None, backward_cached=None):
+    def __init__(self, name: str, lib_path: Path, metas: dict, build_backward, backward_key: str):
+        self.name = name
         self.lib = ctypes.CDLL(str(lib_path))
         self.metas = metas
-        self.forward = {}
-        for name, meta in metas.items():
-            if meta.refused is not None:
-                continue
-            f = getattr(self.lib, f"{name}_cpu_forward")
-            f.restype = ctypes.c_int32  # 0, or 1: a launch refused by its shape check (codegen._cpu_entry)
-            f.argtypes = [ctypes.c_char_p]  # the launch buffer (launch.cpu_buffer)
-            self.forward[name] = f
+        self.forward = {n: self._entry(self.lib, n, "forward") for n, m in metas.items() if m.refused is None}
         self.error = ErrorInfo.in_dll(self.lib, "xs_error")
         self.backward_error = self.error  # the adjoint library's report (its own once loaded)
         self._build_backward = build_backward  # () -> path of the adjoints' library
-        self._backward_cached = backward_cached  # () -> whether that library is in the cache
+        self._backward_key = backward_key  # that library's cache key
         self._backward: dict | None = None
         self._backward_lock = threading.Lock()
 
@@ -222,29 +216,39 @@ class CpuModule:
 
     def backward_pending(self) -> bool:
         """Whether the first use of :attr:`backward` would build its library (it is not loaded or cached)."""
-        return self._backward is None and bool(_adjoint_names(self.metas)) and self._backward_cached is not None \
-            and not self._backward_cached()
+        return self._backward is None and _adjoints_uncached(self.metas, self._backward_key)
 
     def _load_backward(self) -> dict:
         names = _adjoint_names(self.metas)
-        if not names or self._build_backward is None:
+        if not names:
             return {}
         self.backward_lib = ctypes.CDLL(str(self._build_backward()))
-        out = {}
-        for name in names:
-            # a kernel whose backward its module's options turned off after its forward was built has none
-            b = getattr(self.backward_lib, f"{name}_cpu_backward", None)
-            if b is not None:
-                b.restype = ctypes.c_int32
-                b.argtypes = [ctypes.c_char_p]
-                out[name] = b
+        out = {n: self._entry(self.backward_lib, n, "backward") for n in names}
         self.backward_error = ErrorInfo.in_dll(self.backward_lib, "xs_error")
         return out
+
+    def _entry(self, lib: ctypes.CDLL, symbol: str, half: str):
+        """Kernel ``symbol``'s ``half`` ("forward" or "backward") entry point in ``lib``; both libraries are
+        built from the kernels and metadata of one build (:func:`build`), so a missing one is xsim's bug."""
+        try:
+            f = getattr(lib, f"{symbol}_cpu_{half}")
+        except AttributeError:
+            raise AssertionError(f"module '{self.name}': its {half} library {lib._name} has no entry point for "
+                                 f"kernel '{symbol}' (this is a bug in xsim; please report it)") from None
+        f.restype = ctypes.c_int32  # 0, or 1: a launch refused by its shape check (codegen._cpu_entry)
+        f.argtypes = [ctypes.c_char_p]  # the launch buffer (launch.cpu_buffer)
+        return f
 
 
 def _adjoint_names(metas: dict) -> list[str]:
     """The symbols of the kernels in ``metas`` that have a CPU adjoint."""
     return [n for n, m in metas.items() if m.refused is None and m.adjoint_error is None]
+
+
+def _adjoints_uncached(metas: dict, backward_key: str) -> bool:
+    """Whether the adjoints' library of the kernels in ``metas`` is still to be compiled: some have an
+    adjoint and the cache has no library under ``backward_key``."""
+    return bool(_adjoint_names(metas)) and cache.lookup(backward_key, ".so") is None
 
 
 def adjoints_pending(module, debug: bool, forward_meta: dict) -> bool:
@@ -255,7 +259,7 @@ def adjoints_pending(module, debug: bool, forward_meta: dict) -> bool:
         metas = {k: KernelMeta(**m) for k, m in forward_meta["kernels"].items()}
     except (TypeError, KeyError):
         return True
-    return bool(_adjoint_names(metas)) and cache.lookup(entry_key(module, debug, "backward"), ".so") is None
+    return _adjoints_uncached(metas, entry_key(module, debug, "backward"))
 
 
 class ErrorInfo(ctypes.Structure):
@@ -298,8 +302,8 @@ def build(module, debug: bool) -> CpuModule:
         return module.generate_parts("cpu", debug, PART_CHARS, module.frontend(kernels), "backward")
 
     path, metas = _library(keys["forward"], symbols, fuse_fp, forward)
-    return CpuModule(path, metas, lambda: _library(keys["backward"], symbols, fuse_fp, backward)[0],
-                     lambda: cache.lookup(keys["backward"], ".so") is not None)
+    return CpuModule(module.name, path, metas, lambda: _library(keys["backward"], symbols, fuse_fp, backward)[0],
+                     keys["backward"])
 
 
 def _library(key: str, symbols: set, fuse_fp: bool, generate) -> tuple[Path, dict]:

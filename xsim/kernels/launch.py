@@ -877,18 +877,13 @@ def run_backward(prep: _Prepared, shape, values, adj_values=None):
     if prep.meta.adjoint_error is not None:
         from ..errors import CompileError
         raise CompileError(f"kernel '{prep.kernel.key}' cannot be differentiated: {prep.meta.adjoint_error}")
-    backward = prep.native.backward.get(prep.symbol)  # the first backward launch builds the module's adjoints
-    if backward is None:
-        from ..errors import CompileError
-        raise CompileError(f"kernel '{prep.kernel.key}' cannot be differentiated: its module's options turned its "
-                           "backward off (enable_backward=False) after this launch's forward was built")
     for i, name, kind in prep.handles:  # a tape may run this after the mesh or grid is gone
         handles.check(prep.kernel, name, values[i], kind, prep.device.name)
     if adj_values is None and prep.grad_layout is not None and prep.device.is_cpu:
         n = math.prod(shape)
         if n:
             buf, threads = _cpu_adjoint_buffer(prep, shape, values)
-            prep.pacers[1].run(backward, buf, n, threads)
+            prep.pacers[1].run(prep.native.backward[prep.symbol], buf, n, threads)
             if prep.checked:
                 after_launch(prep, values, adjoint=True)
         return
@@ -899,7 +894,8 @@ def run_backward(prep: _Prepared, shape, values, adj_values=None):
         return
     if prep.device.is_cpu:
         threads = prep.pacers[1].threads(n)
-        prep.pacers[1].run(backward, cpu_buffer(prep, shape, values, contig, threads, grads), n, threads)
+        prep.pacers[1].run(prep.native.backward[prep.symbol], cpu_buffer(prep, shape, values, contig, threads, grads),
+                           n, threads)
     else:
         prep.native.launch_backward(prep.symbol, pack(prep, values), grads, _dims(shape), n, contig)
     if prep.checked:
