@@ -131,6 +131,8 @@ CLOTH_KEYS = {
     "stiffness": Key(table(_STIFFNESS), None, "material stiffness in physical units, instead of compliances"),
     "damping": Key(table(_DAMPING), None, "constraint damping (XPBD)"),
     "particle_radius": Key(number(above=0.0), DEFAULT_PARTICLE_RADIUS, "contact radius of each particle, m"),
+    "self_collision": Key(boolean, False, "the cloth never passes through itself or other self-colliding cloths"),
+    "thickness": Key(number(above=0.0), None, "self-collision thickness, m (default: particle_radius)"),
 }
 
 _COLLIDER_TYPES = {
@@ -436,6 +438,9 @@ def _check_cloth(raw: Any, path: str, scene_path: Path, sim: SimSettings) -> dic
                           "both")
     if spec["density"] is not None and "mass" in raw:
         raise Invalid(join(path, "density"), "either density or mass", "both")
+    if spec["thickness"] is not None and not spec["self_collision"]:
+        raise Invalid(join(path, "thickness"), "a thickness only with self_collision = true",
+                      describe(raw["thickness"]))
     return spec
 
 
@@ -530,7 +535,7 @@ def _add_cloth(b, c: dict) -> ClothPart:
               "stretch_compliance": comp["stretch"], "bend_compliance": comp["bend"],
               "particle_radius": c["particle_radius"], "stretch_stiffness": stiff["stretch"],
               "bend_stiffness": stiff["bend"], "stretch_damping": damp["stretch"], "bend_damping": damp["bend"],
-              "density": c["density"]}
+              "density": c["density"], "self_collision": c["self_collision"], "thickness": c["thickness"]}
     if c["grid"] is not None:
         (nx, ny), (sx, sy) = c["grid"]["dim"], c["grid"]["cell"]
         pins = {f"fix_{edge}": edge in c["pin"] for edge in _EDGES}

@@ -75,6 +75,14 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin, SoftBuilderMi
     """Particle contact radii [m]"""
     particle_world: list[int]
     """World of each particle"""
+    particle_thickness: list[float]
+    """Self-collision thickness of each particle's cloth [m] (0: the particle is not in cloth self-collision)"""
+    particle_contact: bool
+    """Whether free particles (those in no constraint) meet other particles (``self_contact.py``)"""
+    particle_mu: float
+    """Friction coefficient of particle-particle and cloth-cloth contacts"""
+    particle_restitution: float
+    """Restitution of particle-particle contacts, in [0, 1]"""
     spring_indices: list[tuple[int, int]]
     """Particles of each distance constraint"""
     spring_rest_length: list[float]
@@ -111,6 +119,10 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin, SoftBuilderMi
         self.particle_mass = []
         self.particle_radius = []
         self.particle_world = []
+        self.particle_thickness = []
+        self.particle_contact = True
+        self.particle_mu = 0.5
+        self.particle_restitution = 0.0
         self.spring_indices = []
         self.spring_rest_length = []
         self.spring_compliance = []
@@ -143,6 +155,7 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin, SoftBuilderMi
         self.particle_mass.append(float(mass))
         self.particle_radius.append(float(radius))
         self.particle_world.append(self.current_world)
+        self.particle_thickness.append(0.0)
         return len(self.particle_q) - 1
 
     def pin_particle(self, i: int) -> None:
@@ -213,7 +226,8 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin, SoftBuilderMi
                        area_compliance: float | None = None,
                        particle_radius: float = DEFAULT_PARTICLE_RADIUS, *, stretch_stiffness: float | None = None,
                        bend_stiffness: float | None = None, stretch_damping: float = 0.0, bend_damping: float = 0.0,
-                       density: float | None = None) -> int:
+                       density: float | None = None, self_collision: bool = False,
+                       thickness: float | None = None) -> int:
         """A rectangular cloth of ``dim_x`` x ``dim_y`` cells of ``cell_x`` x ``cell_y`` m, so
         (dim_x + 1) * (dim_y + 1) particles of ``mass`` kg each, indexed row by row from ``pos`` (the
         corner) along local x then y, rotated by ``rot`` (xyzw). Grid-aligned edges get
@@ -228,6 +242,7 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin, SoftBuilderMi
                       area_compliance=area_compliance, particle_radius=particle_radius,
                       stretch_stiffness=stretch_stiffness, bend_stiffness=bend_stiffness,
                       stretch_damping=stretch_damping, bend_damping=bend_damping, density=density)
+        thick = _self_thickness("add_cloth_grid", self_collision, thickness, particle_radius)
         gx, gy = np.meshgrid(np.arange(dim_x + 1) * cell_x, np.arange(dim_y + 1) * cell_y)
         local = np.stack([gx.ravel(), gy.ravel(), np.zeros(gx.size)], axis=1)
         ix, iy = np.meshgrid(np.arange(dim_x + 1), np.arange(dim_y + 1))
@@ -243,7 +258,7 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin, SoftBuilderMi
                                    bend_compliance, stretch_stiffness, bend_stiffness, stretch_damping, bend_damping,
                                    mass, density)
         return self._add_cloth(_quat_rotate(rot, local) + np.asarray(pos, dtype=np.float64), tris, vel, pinned,
-                               edge_compliance, material, area_compliance, particle_radius)
+                               edge_compliance, material, area_compliance, particle_radius, thick)
 
     def add_cloth_mesh(self, vertices, indices=None, pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0),
                        vel=(0.0, 0.0, 0.0), mass: float = 0.1, scale: float = 1.0,
@@ -251,31 +266,37 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin, SoftBuilderMi
                        area_compliance: float | None = None,
                        particle_radius: float = DEFAULT_PARTICLE_RADIUS, *, stretch_stiffness: float | None = None,
                        bend_stiffness: float | None = None, stretch_damping: float = 0.0, bend_damping: float = 0.0,
-                       density: float | None = None) -> int:
+                       density: float | None = None, self_collision: bool = False,
+                       thickness: float | None = None) -> int:
         """Cloth from a triangle mesh (``vertices`` (n, 3) and ``indices`` (m, 3), or a
         ``trimesh.Trimesh``), scaled, rotated by ``rot`` and moved to ``pos``; ``mass`` kg per
-        particle; every edge is a distance constraint, every interior edge bends. Material and
-        damping keywords as in ``add_cloth_grid``. Returns the index of the first particle."""
+        particle; every edge is a distance constraint, every interior edge bends. Material, damping and
+        self-collision keywords as in ``add_cloth_grid``. Returns the index of the first particle."""
         validate.args("add_cloth_mesh", vertices=vertices, pos=pos, rot=rot, vel=vel, mass=mass, scale=scale,
                       stretch_compliance=stretch_compliance, bend_compliance=bend_compliance,
                       area_compliance=area_compliance, particle_radius=particle_radius,
                       stretch_stiffness=stretch_stiffness, bend_stiffness=bend_stiffness,
                       stretch_damping=stretch_damping, bend_damping=bend_damping, density=density)
+        thick = _self_thickness("add_cloth_mesh", self_collision, thickness, particle_radius)
         v, f = mesh_arrays(vertices, indices)
         x = _quat_rotate(rot, v * scale) + np.asarray(pos, dtype=np.float64)
         material = _cloth_material("add_cloth_mesh", stretch_compliance != 0.0, bend_compliance, stretch_stiffness,
                                    bend_stiffness, stretch_damping, bend_damping, mass, density)
         return self._add_cloth(x, f.astype(np.int64), vel, np.zeros(len(v), dtype=bool),
                                lambda edges: np.full(len(edges), stretch_compliance), material, area_compliance,
-                               particle_radius)
+                               particle_radius, thick)
 
-    def _add_cloth(self, x, tris, vel, pinned, edge_compliance, material: dict, area_compliance, radius) -> int:
+    def _add_cloth(self, x, tris, vel, pinned, edge_compliance, material: dict, area_compliance, radius,
+                   thickness: float) -> int:
         """Particles, triangles, distance and bending constraints of a cloth; ``edge_compliance(edges)``:
-        the raw compliance of each edge (m/N) where ``material`` gives no stretch stiffness."""
+        the raw compliance of each edge (m/N) where ``material`` gives no stretch stiffness; ``thickness``:
+        its self-collision thickness (m, 0: none)."""
         with _collector_paused():
-            return self._add_cloth_rows(x, tris, vel, pinned, edge_compliance, material, area_compliance, radius)
+            return self._add_cloth_rows(x, tris, vel, pinned, edge_compliance, material, area_compliance, radius,
+                                        thickness)
 
-    def _add_cloth_rows(self, x, tris, vel, pinned, edge_compliance, material: dict, area_compliance, radius) -> int:
+    def _add_cloth_rows(self, x, tris, vel, pinned, edge_compliance, material: dict, area_compliance, radius,
+                        thickness: float) -> int:
         start = len(self.particle_q)
         density = material["density"]
         mass = cloth.vertex_areas(x, tris) * density if density is not None else np.full(len(x), material["mass"])
@@ -289,6 +310,7 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin, SoftBuilderMi
         self.particle_mass.extend(np.where(pinned, 0.0, mass).astype(np.float64).tolist())
         self.particle_radius.extend([float(radius)] * n)
         self.particle_world.extend([self.current_world] * n)
+        self.particle_thickness.extend([float(thickness)] * n)
         validate.args("add_triangle", area_compliance=area_compliance)
         tri_rows = list(map(tuple, (tris + start).tolist()))
         self.tri_indices.extend(tri_rows)
@@ -444,6 +466,9 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin, SoftBuilderMi
             particle_q=arr(x, v3, shape=n), particle_qd=arr(np.asarray(self.particle_qd).reshape(n, 3), v3, shape=n),
             particle_mass=arr(mass, dtype, True, shape=n), particle_inv_mass=arr(inv_mass, dtype, True, shape=n),
             particle_radius=arr(self.particle_radius, dtype, True, shape=n),
+            particle_thickness=arr(self.particle_thickness, dtype, shape=n),
+            particle_contact=bool(self.particle_contact), particle_mu=_setting("particle_mu", self.particle_mu),
+            particle_restitution=_setting("particle_restitution", self.particle_restitution, 1.0),
             spring_count=len(springs), spring_indices=ints(springs, 2),
             spring_rest_length=arr(self.spring_rest_length, dtype, True, shape=len(springs)),
             spring_compliance=arr(self.spring_compliance, dtype, True, shape=len(springs)),
@@ -462,6 +487,39 @@ class ModelBuilder(Declared, WorldBuilderMixin, RigidBuilderMixin, SoftBuilderMi
             **self._finalize_rigid(device, dtype, requires_grad, self.ground, worlds),
             **self._finalize_soft(device, dtype, requires_grad, x),
         )
+
+
+def _setting(name: str, value, upper: float | None = None) -> float:
+    """A builder's model-wide contact setting, refused at ``finalize`` where it is not a number >= 0
+    (and <= ``upper``)."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"ModelBuilder.{name} must be a number, got {value!r}") from None
+    if not (value >= 0.0 and (upper is None or value <= upper)):
+        bound = f" and <= {upper}" if upper is not None else ""
+        raise ValueError(f"ModelBuilder.{name} must be >= 0{bound}, got {value}")
+    return value
+
+
+def _self_thickness(where: str, self_collision: bool, thickness, radius: float) -> float:
+    """A cloth's self-collision thickness (m; 0 without self-collision): ``thickness``, else its particle
+    radius; refused where not a positive finite number, or given without ``self_collision``."""
+    if not isinstance(self_collision, (bool, np.bool_)):
+        raise TypeError(f"{where}: self_collision must be True or False, got {self_collision!r}")
+    if not self_collision:
+        if thickness is not None:
+            raise ValueError(f"{where}: thickness={thickness!r} is given but self_collision is off; "
+                             f"pass self_collision=True")
+        return 0.0
+    value = radius if thickness is None else thickness
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: thickness must be a number (m), got {thickness!r}") from None
+    if not (np.isfinite(value) and value > 0.0):
+        raise ValueError(f"{where}: thickness must be a positive finite distance (m), got {value}")
+    return value
 
 
 def _check_nonnegative(value: float, where: str, name: str) -> None:

@@ -124,6 +124,14 @@ class Model(Declared):
     """Inverse particle masses [1/kg] (0: pinned), shape [particle_count]"""
     particle_radius: array(dtype=float32)
     """Particle contact radii [m], shape [particle_count]"""
+    particle_thickness: array(dtype=float32)
+    """Cloth self-collision thickness [m] (0: not in self-collision), shape [particle_count]"""
+    particle_contact: bool
+    """Whether free particles (in no constraint) meet other particles (``xsim.solvers.xpbd.self_contact``)"""
+    particle_mu: float
+    """Friction coefficient of particle-particle and cloth self contacts"""
+    particle_restitution: float
+    """Restitution of particle-particle contacts, in [0, 1]"""
     spring_count: int
     """Number of distance constraints"""
     spring_indices: array(dtype=int32, ndim=2)

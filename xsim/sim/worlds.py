@@ -19,7 +19,7 @@ from .shapes import quat_multiply, quat_to_matrix
 
 # builder settings that are one per model: a merged builder must agree with this one on them
 _MODEL_SETTINGS = ("gravity", "particle_damping", "body_linear_damping", "body_angular_damping",
-                   "rigid_contact_margin")
+                   "rigid_contact_margin", "particle_contact", "particle_mu", "particle_restitution")
 
 
 def world_offsets(count: int, spacing) -> np.ndarray:
@@ -129,6 +129,7 @@ class WorldBuilderMixin:
         self.particle_mass.extend(other.particle_mass)
         self.particle_radius.extend(other.particle_radius)
         self.particle_world.extend([world] * n)
+        self.particle_thickness.extend(other.particle_thickness)
         for name in ("spring", "bending", "area", "tri"):
             getattr(self, f"{name}_indices").extend(shifted(getattr(other, f"{name}_indices"), base))
         for name in ("spring_rest_length", "spring_compliance", "spring_damping", "bending_compliance",

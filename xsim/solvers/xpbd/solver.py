@@ -89,10 +89,12 @@ from xsim.sim.generic import specialized
 
 from ...collision.contacts import Contacts
 from ...collision.narrow_phase import ShapeArrays
+from ...collision.proximity import Proximity
 from ...sim import validate
 from ...sim.model import Control, Model, State
 from . import kernels as particle_kernels
 from . import particle_contacts as pc
+from . import self_contact
 from .buffers import BufferPool
 from .bundles import (
     BodyArrays,
@@ -127,6 +129,7 @@ class SolverXPBD:
         self.bounce_speed = bounce_speed
         self.kernels = specialized(particle_kernels.__name__, model.dtype)
         self.contact_kernels = specialized(pc.__name__, model.dtype)
+        self.self_kernels = specialized(self_contact.__name__, model.dtype)
         self._gravity = model.vec3()(*model.gravity)
         self.steps_taken = 0  # step() calls, named by check mode's errors
         # called as on_substep(done, substeps) after each substep of a step: how a long step reports progress
@@ -253,6 +256,7 @@ class SolverXPBD:
                 xsim.launch(k.integrate_particles, n, inputs=[x, v, m.particle_inv_mass, gravity, h],
                             outputs=[x_pred])
                 substep = self._substep(x, x_pred, v, h, grad) if self._shapes else None
+                rows = self._proximity_rows(x, x_pred, grad)
                 lam = dict(self.constraints.zero_lambda)
                 start = self.constraints.substep_start(self._allocator(grad), x)
                 xi = x_pred
@@ -261,13 +265,13 @@ class SolverXPBD:
                     rigid.solve(bodies)
                 if n:
                     xi = self._particle_iteration(x, start, xi, lam, 1.0 / h, substep, grad,
-                                                  bodies if body_collide else None)
+                                                  bodies if body_collide else None, rows)
                 if bodies is not None:
                     rigid.apply(bodies, it)
             if n:
                 x, v = self._particle_velocities(xi, x, v, h, substep, grad,
                                                  bodies if body_collide else None,
-                                                 state_out if last_sub else None)
+                                                 state_out if last_sub else None, rows)
             if bodies is not None:
                 rigid.end_substep(bodies)
             if self.on_substep is not None:
@@ -293,9 +297,19 @@ class SolverXPBD:
             xsim.launch(self.contact_kernels.find_mesh_contacts, n, inputs=[
                 x, x_pred, ws.particle_arrays, ws.shape_arrays, ws.mesh_arrays], outputs=[mesh_tri],
                 record_tape=False)
-        bounce = self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(m.gravity) * h
         return self.bundles.get("substep", ParticleSubstep, not grad, x=x, v=v, mesh_tri=mesh_tri, h=h,
-                                bounce_speed=bounce)
+                                bounce_speed=self._bounce_speed(h))
+
+    def _proximity_rows(self, x, x_pred, grad: bool):
+        """This substep's particle-particle and cloth self-contact candidates (``xsim.collision.proximity``),
+        or None where the model has neither."""
+        proximity = self._workspace().proximity
+        if proximity is None:
+            return None
+        return proximity.find(x, x_pred, lambda key, shape, dtype: self.buffers.get(key, shape, dtype, grad))
+
+    def _bounce_speed(self, h: float) -> float:
+        return self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(self.model.gravity) * h
 
     def _passes(self, bodies) -> tuple[int, ...]:
         """The contact kernels' launches (``particle_contacts.py``): the static shapes, then (with bodies)
@@ -304,9 +318,10 @@ class SolverXPBD:
             return (pc.STATIC_SHAPES,)
         return (pc.STATIC_SHAPES, pc.BODY_SHAPES) if self._static_shapes else (pc.BODY_SHAPES,)
 
-    def _particle_iteration(self, x, start, xi, lam: dict, inv_h: float, substep, grad: bool, bodies):
+    def _particle_iteration(self, x, start, xi, lam: dict, inv_h: float, substep, grad: bool, bodies, rows):
         """One Jacobi iteration of the particles from ``xi`` (``x``: the substep start, ``start`` its
-        entries, ``ParticleConstraints.substep_start``): constraints, then
+        entries, ``ParticleConstraints.substep_start``): constraints, then the particles' contacts with
+        each other (``self_contact.py``; ``rows``: this substep's candidates, None: none), then
         the contacts with every shape (``particle_contacts.py``, ``substep``: ``_substep``'s; ``bodies``: the
         rigid step's working state, None without bodies). Updates ``lam`` in place; returns the new positions."""
         m = self.model
@@ -317,6 +332,13 @@ class SolverXPBD:
         entries = self._scratch("entries", c.entry_count, T.vector(4, m.dtype))
         x_next = self.buffers.get("x", n, v3, grad, avoid=(x, xi))
         lam.update(c.project(self._allocator(grad), xi, start, lam, inv_h, self.relaxation, entries, delta, x_next))
+        if rows is not None:
+            x_self = self.buffers.get("x", n, v3, grad, avoid=(x, xi, x_next))
+            xsim.launch(self.self_kernels.collide_particles, n, inputs=[
+                x_next, x, m.particle_inv_mass, m.particle_radius, m.particle_thickness, m.particle_mu,
+                rows.pairs, rows.pair_count, rows.vertex_tris, rows.vertex_tri_count, rows.tri_vertices,
+                rows.tri_vertex_count, rows.tris, rows.vertex_first, rows.vertex_tri], outputs=[x_self])
+            x_next = x_self
         if self._shapes:
             for passes in self._passes(bodies):
                 motion, delta = self._no_motion, self._no_delta
@@ -331,9 +353,10 @@ class SolverXPBD:
                 x_next = x_shapes
         return x_next
 
-    def _particle_velocities(self, x, x_start, v_start, h: float, substep, grad: bool, bodies, final):
+    def _particle_velocities(self, x, x_start, v_start, h: float, substep, grad: bool, bodies, final, rows):
         """End-of-substep particle positions and velocities from the solved positions ``x``
-        (``x_start``, ``v_start``: at the substep start): the velocity update, then the velocity pass of
+        (``x_start``, ``v_start``: at the substep start): the velocity update, the particle pairs' velocity
+        pass (``self_contact.py``, ``rows``: this substep's candidates), then the velocity pass of
         the shapes (restitution and friction, ``particle_contacts.py``, ``substep``: ``_substep``'s;
         ``bodies``: None without bodies). Bounces move the positions too (``reflect``). Returns (positions,
         velocities), into the State ``final`` if given."""
@@ -341,10 +364,19 @@ class SolverXPBD:
         n, v3 = m.particle_count, m.vec3()
         ws = self._workspace()
         shapes, last = self._shapes, final is not None
-        v = final.particle_qd if last and not shapes else self.buffers.get("v", n, v3, grad, avoid=(v_start,))
+        bounce_pairs = rows is not None and self._workspace().proximity.pairs_on
+        v = final.particle_qd if last and not shapes and not bounce_pairs else \
+            self.buffers.get("v", n, v3, grad, avoid=(v_start,))
         xo = final.particle_q if last and not shapes else self.buffers.get("x", n, v3, grad, avoid=(x, x_start))
         xsim.launch(k.update_velocities, n, inputs=[x, x_start, m.particle_inv_mass, self._gravity, h,
                                                     m.particle_damping], outputs=[v, xo])
+        if bounce_pairs:
+            v_pairs = final.particle_qd if last and not shapes else \
+                self.buffers.get("v", n, v3, grad, avoid=(v_start, v))
+            xsim.launch(self.self_kernels.bounce_particle_pairs, n, inputs=[
+                xo, v, v_start, self._gravity, h, m.particle_inv_mass, m.particle_radius, m.particle_restitution,
+                m.particle_mu, self._bounce_speed(h), rows.pairs, rows.pair_count], outputs=[v_pairs])
+            v = v_pairs
         if shapes:
             passes = self._passes(bodies)
             for j, p in enumerate(passes):
@@ -377,6 +409,8 @@ class Workspace:
         self.constraints = ParticleConstraints(solver.model, solver.kernels)
         self.bundles = BundleCache()
         self.particle_arrays = self.shape_arrays = self.mesh_arrays = self.body_arrays = None
+        proximity = Proximity(solver.model) if solver.model.particle_count > 1 else None
+        self.proximity = proximity if proximity is not None and proximity.on else None  # self_contact.py's rows
         self.rigid: RigidStepper | None = None  # set by SolverXPBD._workspace, once the pools above exist
 
 

@@ -1,0 +1,343 @@
+"""Particles meet particles and cloth meets itself (xsim/solvers/xpbd/self_contact.py; candidates from
+xsim/collision/proximity.py), held to exact answers and to references that are not xsim:
+
+- two free particles colliding head-on conserve momentum and separate at e times their approach speed
+  (the one-dimensional impact's closed form), in float64 to rounding and in float32 to 1e-6;
+- the gradients of a head-on impact equal its closed form, and those of an oblique impact with friction
+  and of a vertex sliding on a triangle equal float64 central differences;
+- a vertex resting on a triangle rests exactly ``thickness`` above it;
+- a cloth dropped hanging, crumpling on the ground, has no intersecting triangle pair in any frame by an
+  exact triangle-triangle test written independently of xsim (tests/solvers/tri_intersect.py, itself
+  checked against FCL), while the same cloth without self-collision has thousands;
+- the proximity rows equal a brute-force numpy search;
+- bad thickness and contact settings are refused naming the call.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from tri_intersect import intersecting_pairs
+
+import xsim
+from xsim.collision.proximity import CAPACITY, Proximity, particle_roles
+from xsim.sim import ModelBuilder
+from xsim.solvers import SolverXPBD
+
+F64 = xsim.float64
+DT = 1.0 / 60.0
+
+
+def head_on(e: float, dtype=F64, v=(1.0, -1.0), masses=(1.0, 2.0), offset=(0.0, 0.0, 0.0), mu=0.5):
+    b = ModelBuilder(gravity=(0.0, 0.0, 0.0))
+    b.particle_restitution = e
+    b.particle_mu = mu
+    o = np.asarray(offset)
+    b.add_particle(tuple(o + (-0.1, 0.0, 0.0)), vel=(v[0], 0.0, 0.0), mass=masses[0], radius=0.02)
+    b.add_particle(tuple(o + (0.1, 0.0, 0.0)), vel=(v[1], 0.0, 0.0), mass=masses[1], radius=0.03)
+    return b.finalize(dtype=dtype)
+
+
+def run(model, frames: int, substeps: int = 4, iterations: int = 4, state=None):
+    solver = SolverXPBD(model, substeps=substeps, iterations=iterations)
+    a, b = state if state is not None else model.state(), model.state()
+    for _ in range(frames):
+        solver.step(a, b, None, DT)
+        a, b = b, a
+    return a
+
+
+def impact_velocities(e, v1, v2, m1, m2):
+    """The one-dimensional impact's closed form."""
+    p = m1 * v1 + m2 * v2
+    return (p - m2 * e * (v1 - v2)) / (m1 + m2), (p + m1 * e * (v1 - v2)) / (m1 + m2)
+
+
+@pytest.mark.parametrize("e", [0.0, 0.5, 0.9])
+def test_a_head_on_collision_conserves_momentum_and_has_the_restitution_asked_for(e):
+    m1, m2 = 1.0, 2.0
+    out = run(head_on(e), 30)
+    v = out.particle_qd.numpy()
+    exact = impact_velocities(e, 1.0, -1.0, m1, m2)
+    assert abs(m1 * v[0, 0] + m2 * v[1, 0] - (m1 - m2)) < 1e-12
+    assert abs(v[0, 0] - exact[0]) < 1e-12 and abs(v[1, 0] - exact[1]) < 1e-12
+    assert np.abs(v[:, 1:]).max() == 0.0
+    # they separated and stay apart
+    q = out.particle_q.numpy()
+    assert q[1, 0] - q[0, 0] >= 0.05 - 1e-12
+
+
+def test_a_head_on_collision_in_float32_far_from_the_origin():
+    """Velocities are position differences over a substep: in float32 at 3 m from the origin their rounding
+    is one position ulp (2.4e-7 m) over h = 1/240 s, 5.7e-5 m/s; held to three of those."""
+    out = run(head_on(0.5, dtype=xsim.float32, offset=(3.0, -2.0, 1.0)), 30)
+    v = out.particle_qd.numpy().astype(np.float64)
+    exact = impact_velocities(0.5, 1.0, -1.0, 1.0, 2.0)
+    floor = 3.0 * float(np.spacing(np.float32(3.0))) * 4.0 / DT
+    assert abs(v[0, 0] + 2.0 * v[1, 0] + 1.0) < floor
+    assert abs(v[0, 0] - exact[0]) < floor and abs(v[1, 0] - exact[1]) < floor
+
+
+def taped_final(model, v0, frames, seed, substeps=4):
+    """The gradient of sum(seed * final positions) and sum(seed_v * final velocities) with respect to the
+    initial velocities, by the Tape."""
+    solver = SolverXPBD(model, substeps=substeps, iterations=4)
+    states = [model.state(requires_grad=True) for _ in range(frames + 1)]
+    states[0].particle_qd = xsim.array(v0, dtype=xsim.vec3d, requires_grad=True)
+    tape = xsim.Tape()
+    with tape:
+        for k in range(frames):
+            solver.step(states[k], states[k + 1], None, DT)
+    tape.backward(grads={states[-1].particle_q: seed[0], states[-1].particle_qd: seed[1]})
+    return states[0].particle_qd.grad.numpy()
+
+
+def central_differences(model, v0, frames, seed, substeps=4, eps=1e-6):
+    def f(v):
+        state = model.state()
+        state.particle_qd = xsim.array(v, dtype=xsim.vec3d)
+        out = run(model, frames, substeps=substeps, state=state)
+        return float((out.particle_q.numpy() * seed[0]).sum() + (out.particle_qd.numpy() * seed[1]).sum())
+
+    g = np.zeros_like(v0)
+    for idx in np.ndindex(*v0.shape):
+        hi, lo = v0.copy(), v0.copy()
+        hi[idx] += eps
+        lo[idx] -= eps
+        g[idx] = (f(hi) - f(lo)) / (2.0 * eps)
+    return g
+
+
+def test_the_gradient_of_a_head_on_impact_is_its_closed_form():
+    """d v1' / d v1 = (m1 - e m2) / (m1 + m2), d v2' / d v1 = m1 (1 + e) / (m1 + m2)."""
+    e, m1, m2 = 0.5, 1.0, 2.0
+    model = head_on(e)
+    v0 = model.particle_qd.numpy()
+    zero = np.zeros((2, 3))
+    seed_v1 = np.zeros((2, 3))
+    seed_v1[0, 0] = 1.0
+    seed_v2 = np.zeros((2, 3))
+    seed_v2[1, 0] = 1.0
+    g1 = taped_final(model, v0, 30, (zero, seed_v1))
+    g2 = taped_final(model, v0, 30, (zero, seed_v2))
+    assert abs(g1[0, 0] - (m1 - e * m2) / (m1 + m2)) < 1e-12
+    assert abs(g2[0, 0] - m1 * (1.0 + e) / (m1 + m2)) < 1e-12
+    assert abs(g1[1, 0] - m2 * (1.0 + e) / (m1 + m2)) < 1e-12
+
+
+def oblique():
+    b = ModelBuilder(gravity=(0.0, 0.0, 0.0))
+    b.particle_restitution = 0.5
+    b.particle_mu = 0.3
+    b.add_particle((-0.1, 0.0, 0.0), vel=(1.0, 0.2, 0.0), mass=1.0, radius=0.02)
+    b.add_particle((0.1, 0.01, 0.0), vel=(-1.0, 0.0, 0.0), mass=2.0, radius=0.03)
+    return b.finalize(dtype=F64)
+
+
+def test_the_gradient_of_an_oblique_impact_with_friction_equals_central_differences():
+    model = oblique()
+    v0 = model.particle_qd.numpy()
+    seed = (np.array([[0.3, -0.7, 0.2], [1.1, 0.4, -0.5]]), np.array([[0.2, 0.1, 0.0], [-0.3, 0.5, 0.1]]))
+    tape = taped_final(model, v0, 30, seed)
+    fd = central_differences(model, v0, 30, seed)
+    assert np.abs(tape - fd).max() <= 1e-6 * np.abs(fd).max()
+    # friction acted: the tangential velocities changed
+    out = run(model, 30).particle_qd.numpy()
+    assert abs(out[0, 1] - 0.2) > 1e-3
+
+
+def two_triangles(thickness=0.02, drop=0.01, vel=(0.0, 0.0, 0.0), mu=0.4, gravity=(0.0, 0.0, -9.81)):
+    """A large pinned triangle in z = 0 and a small free one a little above it (two self-colliding cloths)."""
+    b = ModelBuilder(gravity=gravity)
+    b.particle_mu = mu
+    big = np.array([[-1.0, -1.0, 0.0], [1.0, -1.0, 0.0], [0.0, 1.0, 0.0]])
+    first = b.add_cloth_mesh(big, np.array([[0, 1, 2]]), mass=1.0, self_collision=True, thickness=thickness,
+                             bend_compliance=None)
+    for i in range(3):
+        b.pin_particle(first + i)
+    small = np.array([[0.0, 0.0, 0.0], [0.05, 0.0, 0.0], [0.0, 0.05, 0.0]]) + [0.0, 0.0, thickness + drop]
+    b.add_cloth_mesh(small, np.array([[0, 1, 2]]), mass=0.01, vel=vel, self_collision=True, thickness=thickness,
+                     bend_compliance=None)
+    return b.finalize(dtype=F64)
+
+
+def test_a_vertex_rests_exactly_thickness_above_a_triangle():
+    out = run(two_triangles(), 120)
+    z = out.particle_q.numpy()[3:, 2]
+    assert np.abs(z - 0.02).max() < 1e-9
+    # at rest: the velocity of a supported particle is g h / 2 (the solver's convention, solver.py)
+    h = DT / 4
+    assert np.abs(out.particle_qd.numpy()[3:] - [0.0, 0.0, -9.81 * h / 2]).max() < 1e-9
+
+
+def test_the_gradient_of_a_vertex_sliding_on_a_triangle_equals_central_differences():
+    model = two_triangles(drop=0.0, vel=(0.5, 0.2, 0.0), gravity=(0.0, 0.0, -9.81))
+    v0 = model.particle_qd.numpy()
+    rng = np.random.default_rng(3)
+    seed = (rng.normal(size=v0.shape), np.zeros(v0.shape))
+    tape = taped_final(model, v0, 6, seed)
+    fd = central_differences(model, v0, 6, seed)
+    assert np.abs(tape - fd).max() <= 1e-5 * np.abs(fd).max()
+    moved = run(model, 6).particle_q.numpy()[3:]
+    assert 0.02 < moved[0, 0] < 0.05  # it slid, slowed by friction (without: 0.05 m)
+
+
+def hanging_cloth(dim: int, self_collision: bool):
+    """A square cloth of side 0.5 m hanging vertically just above the ground, thrown down at 3 m/s: it
+    crumples (let go at rest, a coarse one falls over flat)."""
+    b = ModelBuilder()
+    q = (math.sin(math.pi / 4), 0.0, 0.0, math.cos(math.pi / 4))
+    b.add_cloth_grid(pos=(-0.25, 0.0, 0.02), rot=q, vel=(0.0, 0.0, -3.0), dim_x=dim, dim_y=dim, cell_x=0.5 / dim,
+                     cell_y=0.5 / dim, mass=0.1 / (dim + 1) ** 2, self_collision=self_collision,
+                     thickness=0.01 if self_collision else None)
+    b.add_ground_plane()
+    return b.finalize()
+
+
+def test_a_crumpling_cloth_never_intersects_itself_by_an_independent_test():
+    model = hanging_cloth(16, True)
+    tris = np.asarray(model.tri_indices)
+    solver = SolverXPBD(model, substeps=10, iterations=4)
+    a, b = model.state(), model.state()
+    heights = []
+    for frame in range(90):
+        solver.step(a, b, None, DT)
+        a, b = b, a
+        x = a.particle_q.numpy().astype(np.float64)
+        assert len(intersecting_pairs(x, tris)) == 0, f"frame {frame}"
+        heights.append(x[:, 2].max())
+    assert heights[-1] < 0.1  # it did fall and fold onto itself
+    assert np.isfinite(heights).all()
+
+
+def test_the_same_cloth_without_self_collision_intersects_itself():
+    model = hanging_cloth(16, False)
+    out = run(model, 90, substeps=10)
+    assert len(intersecting_pairs(out.particle_q.numpy().astype(np.float64), np.asarray(model.tri_indices))) > 100
+
+
+def test_steps_with_contacts_repeat_bit_for_bit():
+    model = hanging_cloth(8, True)
+    first = run(model, 20, substeps=5).particle_q.numpy()
+    second = run(model, 20, substeps=5).particle_q.numpy()
+    assert np.array_equal(first, second)
+
+
+def closest_distance(p, a, b, c):
+    """Distance from p to triangle (a, b, c) by sampling-free projection (numpy, float64)."""
+    ab, ac = b - a, c - a
+    n = np.cross(ab, ac)
+    n /= np.linalg.norm(n)
+    # inside the face: the plane distance; else the nearest edge
+    m = np.array([ab, ac]).T
+    uv, *_ = np.linalg.lstsq(m, p - a, rcond=None)
+    if uv.min() >= 0.0 and uv.sum() <= 1.0:
+        return abs(np.dot(p - a, n))
+
+    def segment(p, s, t):
+        d = t - s
+        k = np.clip(np.dot(p - s, d) / np.dot(d, d), 0.0, 1.0)
+        return np.linalg.norm(p - (s + k * d))
+    return min(segment(p, a, b), segment(p, b, c), segment(p, c, a))
+
+
+def test_the_proximity_rows_are_those_of_a_brute_force_search():
+    rng = np.random.default_rng(7)
+    b = ModelBuilder()
+    b.add_cloth_grid(pos=(0.0, 0.0, 0.1), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=6, dim_y=6,
+                     cell_x=0.05, cell_y=0.05, mass=0.01, self_collision=True, thickness=0.03)
+    for _ in range(30):
+        b.add_particle(tuple(rng.uniform([0.0, 0.0, 0.0], [0.6, 0.6, 0.3])), radius=0.02)
+    model = b.finalize()
+    n = model.particle_count
+    x0 = model.particle_q.numpy().astype(np.float64)
+    # the cloth crumpled at random (its rest shape stays flat), the particles where they were
+    pred = x0 + np.where(np.arange(n)[:, None] < 49, rng.normal(scale=0.01, size=(n, 3)), 0.0)
+    prox = Proximity(model)
+    x = xsim.array(x0.astype(np.float32), dtype=xsim.vec3)
+    xp = xsim.array(pred.astype(np.float32), dtype=xsim.vec3)
+    rows = prox.find(x, xp, lambda key, shape, dtype: xsim.zeros(shape, dtype=dtype))
+    moved = np.linalg.norm(pred - x0, axis=1).max()
+    margin = 2.0 * moved + prox._slack
+    role, _ = particle_roles(model)
+    r = model.particle_radius.numpy()
+    p32 = pred.astype(np.float32).astype(np.float64)
+    pairs, counts = rows.pairs.numpy(), rows.pair_count.numpy()
+    for i in range(n):
+        want = {j for j in range(n) if j != i and role[i] + role[j] > 0
+                and np.linalg.norm(p32[j] - p32[i]) < r[i] + r[j] + margin}
+        assert set(pairs[i, :counts[i]]) == want and counts[i] <= CAPACITY
+    tris = np.asarray(model.tri_indices)
+    th = model.particle_thickness.numpy()
+    tv, tvc = rows.tri_vertices.numpy(), rows.tri_vertex_count.numpy()
+    vt, vtc = rows.vertex_tris.numpy(), rows.vertex_tri_count.numpy()
+    found_pairs = 0
+    for t, (ia, ib, ic) in enumerate(tris):
+        want = set()
+        for v in range(n):
+            if v in (ia, ib, ic) or th[v] == 0.0:
+                continue
+            near = closest_distance(p32[v], p32[ia], p32[ib], p32[ic]) < th[v] + margin - 1e-6
+            at_rest = closest_distance(x0[v], x0[ia], x0[ib], x0[ic]) < 2.0 * th[v] + 1e-6
+            if near and not at_rest:
+                want.add(v)
+        got = set(tv[t, :tvc[t]])
+        assert want <= got, (t, want - got)  # and nothing far: each found one is within reach
+        for v in got:
+            assert closest_distance(p32[v], p32[ia], p32[ib], p32[ic]) < th[v] + margin + 1e-6
+        found_pairs += len(got)
+        for v in got:  # the vertex rows list the same pairs, sorted
+            assert t in vt[v, :vtc[v]]
+    assert found_pairs > 0
+    for v in range(n):
+        assert list(vt[v, :vtc[v]]) == sorted(vt[v, :vtc[v]])
+    assert vtc.sum() == found_pairs
+
+
+def test_free_particles_pass_through_each_other_when_particle_contact_is_off():
+    b = ModelBuilder(gravity=(0.0, 0.0, 0.0))
+    b.particle_contact = False
+    b.add_particle((-0.1, 0.0, 0.0), vel=(1.0, 0.0, 0.0), radius=0.02)
+    b.add_particle((0.1, 0.0, 0.0), vel=(-1.0, 0.0, 0.0), radius=0.03)
+    out = run(b.finalize(dtype=F64), 30)
+    assert np.allclose(out.particle_qd.numpy()[:, 0], [1.0, -1.0])
+
+
+@pytest.mark.parametrize("thickness, error", [(0.0, ValueError), (-0.01, ValueError), (float("nan"), ValueError),
+                                              ("thin", TypeError)])
+def test_a_bad_thickness_is_refused_naming_the_call(thickness, error):
+    b = ModelBuilder()
+    with pytest.raises(error, match="add_cloth_grid: thickness"):
+        b.add_cloth_grid(pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=2, dim_y=2,
+                         cell_x=0.1, cell_y=0.1, mass=0.1, self_collision=True, thickness=thickness)
+    assert b.particle_count == 0
+
+
+def test_a_thickness_without_self_collision_is_refused():
+    with pytest.raises(ValueError, match="add_cloth_mesh: thickness=0.01 is given but self_collision is off"):
+        ModelBuilder().add_cloth_mesh(np.eye(3), np.array([[0, 1, 2]]), thickness=0.01)
+
+
+@pytest.mark.parametrize("name, value", [("particle_restitution", 1.5), ("particle_restitution", -0.1),
+                                         ("particle_mu", float("nan"))])
+def test_bad_particle_contact_settings_are_refused_at_finalize(name, value):
+    b = ModelBuilder()
+    b.add_particle((0.0, 0.0, 0.0))
+    setattr(b, name, value)
+    with pytest.raises(ValueError, match=f"ModelBuilder.{name} must be >= 0"):
+        b.finalize()
+
+
+def test_scene_files_switch_self_collision_on_and_refuse_a_thickness_without_it(tmp_path):
+    from xsim.errors import SceneError
+    from xsim.io.scene import load_scene
+
+    text = ('[[cloth]]\ngrid = { dim = [2, 2], cell = [0.1, 0.1] }\nself_collision = true\nthickness = 0.02\n'
+            '[[cloth]]\ngrid = { dim = [2, 2], cell = [0.1, 0.1] }\nposition = [0.0, 0.0, 0.5]\n')
+    path = tmp_path / "two.toml"
+    path.write_text(text)
+    thickness = load_scene(path).builder().particle_thickness
+    assert thickness == [0.02] * 9 + [0.0] * 9
+    path.write_text('[[cloth]]\ngrid = { dim = [2, 2], cell = [0.1, 0.1] }\nthickness = 0.02\n')
+    with pytest.raises(SceneError, match=r"cloth\[0\]\.thickness.*self_collision = true"):
+        load_scene(path)

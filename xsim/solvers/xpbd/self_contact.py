@@ -1,0 +1,240 @@
+"""Particle-particle contact and cloth self-collision: the contacts between particles that
+``xsim.collision.proximity`` lists once per substep, resolved in every iteration after the constraints
+and before the shapes. Module-level kernels, generic over the scalar type.
+
+Particle pairs. Two particles closer than the sum of their radii are pushed apart along the line between
+them, each by its share of the depth by inverse mass, with position-level Coulomb friction against their
+relative motion since the substep start (static inside the cone ``mu * depth``, else shortened by it;
+``mu``: ``model.particle_mu``). Pairs where one is free (in no constraint; ``particle_roles``) meet: free
+particles meet each other and every cloth, soft body or chain particle; those meet each other through
+their own constraints and self-collision only. After the substep a velocity pass gives each pair that
+approached faster than the bounce speed (pre-solve velocities) the restitution ``model.particle_restitution``
+of its approach speed, with friction up to mu times that impulse, as the shapes' velocity pass does.
+
+Cloth self-collision. A vertex v of a self-colliding cloth is kept ``(thickness_v + thickness_t) / 2``
+from each listed triangle t (of its cloth or of another self-colliding one) as one constraint on four
+particles, ``C = (x_v - (u a + v b + w c)) . n - thickness >= 0`` with the closest point's barycentrics
+(u, v, w) and the inverse masses weighted by them (the generalized inverse mass ``w_v + u^2 w_a + v^2 w_b
++ w^2 w_c``). Where the closest point is inside the face, ``n`` is the face normal on the side the vertex
+was at the substep start: a vertex that crossed the face during the substep is pushed back to that side,
+not out through the far side, which is the guarantee that nothing tunnels as long as no vertex crosses a
+face and leaves its candidate box within one substep (the candidates cover the substep's motion, and the
+test scenes check every frame with an independent triangle-triangle test). Near an edge or a corner
+``n`` points from the closest point to the vertex (so a vertex can pass round the cloth's border).
+Friction between the layers acts on the vertex's motion relative to the triangle's point, as for pairs.
+
+Jacobi. Each particle runs the contacts it takes part in (as a particle of a pair, as a vertex, and as a
+triangle's corner) and moves by their mean correction, so each contact is computed by each of its
+particles from the same positions, identically; no atomics, so a step repeats bit for bit. The generated
+adjoints differentiate every contact that is active (which contacts are candidates is a constant of the
+backward pass, and an active contact stays active under an infinitesimal change), exactly where the
+forward is smooth, including friction's branches.
+"""
+
+import xsim
+from xsim.sim.generic import Float, Floats, Ints, Ints2, Vec3, Vec3s
+
+
+@xsim.func
+def closest_weights(p, a, b, c):
+    """The barycentric weights (u, v, w) of the point u a + v b + w c of triangle (a, b, c) closest to
+    ``p`` (Ericson 2004, by Voronoi regions): all three > 0 inside the face, one 0 on an edge, two on a
+    corner."""
+    zero = p[0] - p[0]
+    one = zero + 1.0
+    ab = b - a
+    ac = c - a
+    ap = p - a
+    d1 = xsim.dot(ab, ap)
+    d2 = xsim.dot(ac, ap)
+    if d1 <= 0.0 and d2 <= 0.0:
+        return type(p)(one, zero, zero)
+    bp = p - b
+    d3 = xsim.dot(ab, bp)
+    d4 = xsim.dot(ac, bp)
+    if d3 >= 0.0 and d4 <= d3:
+        return type(p)(zero, one, zero)
+    vc = d1 * d4 - d3 * d2
+    if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
+        s = d1 / (d1 - d3)
+        return type(p)(one - s, s, zero)
+    cp = p - c
+    d5 = xsim.dot(ab, cp)
+    d6 = xsim.dot(ac, cp)
+    if d6 >= 0.0 and d5 <= d6:
+        return type(p)(zero, zero, one)
+    vb = d5 * d2 - d1 * d6
+    if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
+        s = d2 / (d2 - d6)
+        return type(p)(one - s, zero, s)
+    va = d3 * d6 - d5 * d4
+    if va <= 0.0 and d4 - d3 >= 0.0 and d5 - d6 >= 0.0:
+        s = (d4 - d3) / ((d4 - d3) + (d5 - d6))
+        return type(p)(zero, one - s, s)
+    inv = one / (va + vb + vc)
+    return type(p)(one - (vb + vc) * inv, vb * inv, vc * inv)
+
+
+@xsim.func
+def friction_share(d_rel, n, pen, mu, inv_w):
+    """The tangential part of a contact's correction per unit inverse mass: the relative tangential
+    displacement ``d_rel`` cancelled inside the cone ``mu * pen`` (static), else shortened by it
+    (dynamic), over the generalized inverse mass (``inv_w``: its reciprocal)."""
+    dt = d_rel - n * xsim.dot(d_rel, n)
+    lt2 = xsim.dot(dt, dt)
+    lim = mu * pen
+    if lt2 > lim * lim:
+        # only here is |dt| > 0
+        return dt * (-lim * inv_w / xsim.sqrt(lt2))
+    return dt * (-inv_w)
+
+
+@xsim.func
+def pair_contact(xi, xj, xi0, xj0, wi, wj, r, mu):
+    """Particle i's correction from its contact with particle j (radii summing to ``r``), and whether it
+    acts (module docstring)."""
+    d = xi - xj
+    dist2 = xsim.dot(d, d)
+    if dist2 < r * r and dist2 > 0.0 and wi + wj > 0.0:
+        dist = xsim.sqrt(dist2)
+        n = d / dist
+        pen = r - dist
+        inv_w = 1.0 / (wi + wj)
+        g = n * (pen * inv_w) + friction_share((xi - xi0) - (xj - xj0), n, pen, mu, inv_w)
+        return g * wi, True
+    return d - d, False
+
+
+@xsim.func
+def vertex_triangle_contact(xp, xa, xb, xc, xp0, xa0, xb0, xc0, wp, wa, wb, wc, th, mu):
+    """The corrections of a vertex and the three corners of a triangle from the vertex's contact with the
+    triangle at distance ``th``, and whether it acts (module docstring)."""
+    k = closest_weights(xp, xa, xb, xc)
+    u = k[0]
+    v = k[1]
+    w = k[2]
+    d = xp - (xa * u + xb * v + xc * w)
+    zero = xp - xp
+    n = zero
+    pen = th - th
+    face = xsim.cross(xb - xa, xc - xa)
+    if u > 0.0 and v > 0.0 and w > 0.0 and xsim.dot(face, face) > 0.0:
+        side = xsim.sign(xsim.dot(xp0 - xa0, xsim.cross(xb0 - xa0, xc0 - xa0)))
+        if side == 0.0:
+            side = side + 1.0
+        n = xsim.normalize(face) * side
+        pen = th - xsim.dot(d, n)
+    else:
+        dist2 = xsim.dot(d, d)
+        if dist2 > 0.0:
+            dist = xsim.sqrt(dist2)
+            n = d / dist
+            pen = th - dist
+    weight = wp + u * u * wa + v * v * wb + w * w * wc
+    if pen > 0.0 and weight > 0.0 and xsim.dot(n, n) > 0.0:
+        inv_w = 1.0 / weight
+        moved = (xp - xp0) - ((xa - xa0) * u + (xb - xb0) * v + (xc - xc0) * w)
+        g = n * (pen * inv_w) + friction_share(moved, n, pen, mu, inv_w)
+        return g * wp, g * (-u * wa), g * (-v * wb), g * (-w * wc), True
+    return zero, zero, zero, zero, False
+
+
+@xsim.kernel
+def collide_particles(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floats, thickness: Floats, mu: Float,
+                      pairs: Ints2, pair_count: Ints, vertex_tris: Ints2, vertex_tri_count: Ints,
+                      tri_vertices: Ints2, tri_vertex_count: Ints, tris: Ints2, vertex_first: Ints,
+                      vertex_tri: Ints, x_out: Vec3s):
+    """One Jacobi pass of the particle contacts at ``x`` (``x0``: the substep start) into ``x_out``: each
+    dynamic particle moves by the mean correction of its active contacts, as a particle of a pair
+    (``pairs``), as a vertex (``vertex_tris``) and as a corner of its self-colliding triangles
+    (``vertex_first``/``vertex_tri`` into ``tris``, their vertices ``tri_vertices``)."""
+    i = xsim.tid()
+    xi = x[i]
+    wi = inv_mass[i]
+    if wi > 0.0:
+        acc = xi - xi
+        active = 0
+        xi0 = x0[i]
+        for k in range(pair_count[i]):
+            j = pairs[i, k]
+            dp, hit = pair_contact(xi, x[j], xi0, x0[j], wi, inv_mass[j], radius[i] + radius[j], mu)
+            if hit:
+                acc = acc + dp
+                active += 1
+        for k in range(vertex_tri_count[i]):
+            t = vertex_tris[i, k]
+            a = tris[t, 0]
+            b = tris[t, 1]
+            c = tris[t, 2]
+            th = (thickness[i] + thickness[a]) * 0.5
+            cp, ca, cb, cc, hit = vertex_triangle_contact(xi, x[a], x[b], x[c], xi0, x0[a], x0[b], x0[c], wi,
+                                                          inv_mass[a], inv_mass[b], inv_mass[c], th, mu)
+            if hit:
+                acc = acc + cp
+                active += 1
+        for k in range(vertex_first[i], vertex_first[i + 1]):
+            t = vertex_tri[k]
+            a = tris[t, 0]
+            b = tris[t, 1]
+            c = tris[t, 2]
+            for kk in range(tri_vertex_count[t]):
+                p = tri_vertices[t, kk]
+                th = (thickness[p] + thickness[a]) * 0.5
+                cp, ca, cb, cc, hit = vertex_triangle_contact(x[p], x[a], x[b], x[c], x0[p], x0[a], x0[b], x0[c],
+                                                              inv_mass[p], inv_mass[a], inv_mass[b], inv_mass[c],
+                                                              th, mu)
+                if hit:
+                    if i == a:
+                        acc = acc + ca
+                    elif i == b:
+                        acc = acc + cb
+                    else:
+                        acc = acc + cc
+                    active += 1
+        if active > 0:
+            xi = xi + acc * (1.0 / inv_mass.dtype(active))
+    x_out[i] = xi
+
+
+@xsim.kernel
+def bounce_particle_pairs(x: Vec3s, v: Vec3s, v_start: Vec3s, gravity: Vec3, h: Float, inv_mass: Floats,
+                          radius: Floats, restitution: Float, mu: Float, bounce_speed: Float, pairs: Ints2,
+                          pair_count: Ints, v_out: Vec3s):
+    """The particle pairs' velocity pass at the end of a substep: each pair touching at ``x`` (within 0.1%
+    of its radii) whose pre-solve relative velocity (``v_start + g h``) approached faster than
+    ``bounce_speed`` gets the normal impulse that makes it separate at ``restitution`` times that speed,
+    and friction up to mu times it; each particle takes its share by inverse mass, the mean over its
+    bouncing pairs."""
+    i = xsim.tid()
+    vi = v[i]
+    wi = inv_mass[i]
+    if wi > 0.0:
+        acc = vi - vi
+        active = 0
+        pre_i = v_start[i] + gravity * h
+        for k in range(pair_count[i]):
+            j = pairs[i, k]
+            d = x[i] - x[j]
+            r = (radius[i] + radius[j]) * 1.001
+            dist2 = xsim.dot(d, d)
+            wsum = wi + inv_mass[j]
+            if dist2 < r * r and dist2 > 0.0:
+                n = d / xsim.sqrt(dist2)
+                vn0 = xsim.dot(pre_i - (v_start[j] + gravity * h), n)
+                if vn0 < -bounce_speed:
+                    rel = vi - v[j]
+                    vn = xsim.dot(rel, n)
+                    target = -restitution * vn0
+                    if vn < target:
+                        pn = (target - vn) / wsum
+                        dv = n * pn
+                        vt = rel - n * vn
+                        lt2 = xsim.dot(vt, vt)
+                        if lt2 > 0.0:
+                            lt = xsim.sqrt(lt2)
+                            dv = dv - vt * (xsim.min(lt / wsum, mu * pn) / lt)
+                        acc = acc + dv * wi
+                        active += 1
+        if active > 0:
+            vi = vi + acc * (1.0 / inv_mass.dtype(active))
+    v_out[i] = vi
