@@ -21,7 +21,10 @@ constraint, see ``xsim.sim.cloth``; it is exact in one update and smooth everywh
 it was chosen over the dihedral angle), triangle area, stable Neo-Hookean tetrahedra (soft bodies:
 ``tetrahedra.py``, with its stability limit), and per-particle contacts with the ground
 plane and static sphere/box/capsule/mesh colliders with position-level static and dynamic
-friction. Restitution is applied to velocities after the substep (Macklin et al. 2019): the ground's
+friction. Particles also meet each other (free particles meet every particle) and self-colliding cloths meet
+themselves, in a pass after the constraints of each iteration (``self_contact.py``; candidates found once per
+substep by ``xsim.collision.proximity``).
+Restitution is applied to velocities after the substep (Macklin et al. 2019): the ground's
 in ``update_velocities``; the colliders' and the body shapes' in a velocity pass (``bounce_impulse``)
 that also lets friction take up to mu times the bounce's impulse, so an oblique hit follows Coulomb.
 
