@@ -93,36 +93,43 @@ def find_particle_pairs(grid: xsim.uint64, x: Points, radius: Reals, world: Ints
 
 
 @xsim.func
-def closest_on_triangle(p: xsim.vec3, a: xsim.vec3, b: xsim.vec3, c: xsim.vec3):
-    """The point of triangle (a, b, c) closest to ``p`` (Ericson 2004, by Voronoi regions)."""
+def closest_weights(p, a, b, c):
+    """The barycentric weights (u, v, w) of the point u a + v b + w c of triangle (a, b, c) closest to
+    ``p`` (Ericson 2004, by Voronoi regions): all three > 0 inside the face, one 0 on an edge, two on a
+    corner."""
+    zero = p[0] - p[0]
+    one = zero + 1.0
     ab = b - a
     ac = c - a
     ap = p - a
     d1 = xsim.dot(ab, ap)
     d2 = xsim.dot(ac, ap)
     if d1 <= 0.0 and d2 <= 0.0:
-        return a
+        return type(p)(one, zero, zero)
     bp = p - b
     d3 = xsim.dot(ab, bp)
     d4 = xsim.dot(ac, bp)
     if d3 >= 0.0 and d4 <= d3:
-        return b
+        return type(p)(zero, one, zero)
     vc = d1 * d4 - d3 * d2
     if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
-        return a + ab * (d1 / (d1 - d3))
+        s = d1 / (d1 - d3)
+        return type(p)(one - s, s, zero)
     cp = p - c
     d5 = xsim.dot(ab, cp)
     d6 = xsim.dot(ac, cp)
     if d6 >= 0.0 and d5 <= d6:
-        return c
+        return type(p)(zero, zero, one)
     vb = d5 * d2 - d1 * d6
     if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
-        return a + ac * (d2 / (d2 - d6))
+        s = d2 / (d2 - d6)
+        return type(p)(one - s, zero, s)
     va = d3 * d6 - d5 * d4
     if va <= 0.0 and d4 - d3 >= 0.0 and d5 - d6 >= 0.0:
-        return b + (c - b) * ((d4 - d3) / ((d4 - d3) + (d5 - d6)))
-    s = 1.0 / (va + vb + vc)
-    return a + ab * (vb * s) + ac * (vc * s)
+        s = (d4 - d3) / ((d4 - d3) + (d5 - d6))
+        return type(p)(zero, one - s, s)
+    inv = one / (va + vb + vc)
+    return type(p)(one - (vb + vc) * inv, vb * inv, vc * inv)
 
 
 @xsim.kernel(enable_backward=False)
@@ -150,11 +157,13 @@ def find_vertex_triangles(grid: xsim.uint64, x: Points, rest: Points, thickness:
         if v != ia and v != ib and v != ic and thickness[v] > 0.0 and meets(world[v], world[ia]):
             th = 0.5 * (thickness[v] + thickness[ia])
             p = x[v]
-            if xsim.length(p - closest_on_triangle(p, a, b, c)) < th + margin:
+            k = closest_weights(p, a, b, c)
+            if xsim.length(p - (a * k[0] + b * k[1] + c * k[2])) < th + margin:
                 near_at_rest = False
                 if body[v] == body[ia]:
                     pr = rest[v]
-                    q = closest_on_triangle(pr, rest[ia], rest[ib], rest[ic])
+                    kr = closest_weights(pr, rest[ia], rest[ib], rest[ic])
+                    q = rest[ia] * kr[0] + rest[ib] * kr[1] + rest[ic] * kr[2]
                     near_at_rest = xsim.length(pr - q) < 2.0 * th
                 if not near_at_rest and found < tri_vertices.shape[1]:
                     tri_vertices[t, found] = v

@@ -32,47 +32,8 @@ forward is smooth, including friction's branches.
 """
 
 import xsim
+from xsim.collision.proximity import closest_weights
 from xsim.sim.generic import Float, Floats, Ints, Ints2, Vec3, Vec3s
-
-
-@xsim.func
-def closest_weights(p, a, b, c):
-    """The barycentric weights (u, v, w) of the point u a + v b + w c of triangle (a, b, c) closest to
-    ``p`` (Ericson 2004, by Voronoi regions): all three > 0 inside the face, one 0 on an edge, two on a
-    corner."""
-    zero = p[0] - p[0]
-    one = zero + 1.0
-    ab = b - a
-    ac = c - a
-    ap = p - a
-    d1 = xsim.dot(ab, ap)
-    d2 = xsim.dot(ac, ap)
-    if d1 <= 0.0 and d2 <= 0.0:
-        return type(p)(one, zero, zero)
-    bp = p - b
-    d3 = xsim.dot(ab, bp)
-    d4 = xsim.dot(ac, bp)
-    if d3 >= 0.0 and d4 <= d3:
-        return type(p)(zero, one, zero)
-    vc = d1 * d4 - d3 * d2
-    if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
-        s = d1 / (d1 - d3)
-        return type(p)(one - s, s, zero)
-    cp = p - c
-    d5 = xsim.dot(ab, cp)
-    d6 = xsim.dot(ac, cp)
-    if d6 >= 0.0 and d5 <= d6:
-        return type(p)(zero, zero, one)
-    vb = d5 * d2 - d1 * d6
-    if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
-        s = d2 / (d2 - d6)
-        return type(p)(one - s, zero, s)
-    va = d3 * d6 - d5 * d4
-    if va <= 0.0 and d4 - d3 >= 0.0 and d5 - d6 >= 0.0:
-        s = (d4 - d3) / ((d4 - d3) + (d5 - d6))
-        return type(p)(zero, one - s, s)
-    inv = one / (va + vb + vc)
-    return type(p)(one - (vb + vc) * inv, vb * inv, vc * inv)
 
 
 @xsim.func
