@@ -132,7 +132,6 @@ class SolverXPBD:
         self.bounce_speed = bounce_speed
         self.kernels = specialized(particle_kernels.__name__, model.dtype)
         self.contact_kernels = specialized(pc.__name__, model.dtype)
-        self.self_kernels = specialized(self_contact.__name__, model.dtype)
         self._gravity = model.vec3()(*model.gravity)
         self.steps_taken = 0  # step() calls, named by check mode's errors
         # called as on_substep(done, substeps) after each substep of a step: how a long step reports progress
@@ -151,6 +150,10 @@ class SolverXPBD:
         self._body_collide = m.has_rigid and m.particle_count > 0
         self._local = threading.local()  # each thread's Workspace
         self._workspace()  # the constructing thread's, now: its arrays and uploads are made here
+        # particles meeting particles (self_contact.py): its kernels only where the model has such contacts, so
+        # a run without them neither compiles nor builds ahead their module
+        self.self_kernels = specialized(self_contact.__name__, model.dtype) \
+            if self._workspace().proximity is not None else None
 
     def _workspace(self) -> Workspace:
         """This thread's Workspace, made at its first step."""
