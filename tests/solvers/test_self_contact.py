@@ -20,7 +20,7 @@ import pytest
 from tri_intersect import intersecting_pairs
 
 import xsim
-from xsim.collision.proximity import CAPACITY, Proximity, particle_roles
+from xsim.collision.proximity import CAPACITY, REST_EXCLUSION, Proximity, particle_roles
 from xsim.sim import ModelBuilder
 from xsim.solvers import SolverXPBD
 
@@ -269,29 +269,37 @@ def test_the_proximity_rows_are_those_of_a_brute_force_search():
         assert set(pairs[i, :counts[i]]) == want and counts[i] <= CAPACITY
     tris = np.asarray(model.tri_indices)
     th = model.particle_thickness.numpy()
-    tv, tvc = rows.tri_vertices.numpy(), rows.tri_vertex_count.numpy()
     vt, vtc = rows.vertex_tris.numpy(), rows.vertex_tri_count.numpy()
-    found_pairs = 0
-    for t, (ia, ib, ic) in enumerate(tris):
-        want = set()
-        for v in range(n):
+    for v in range(n):
+        want = {}
+        for t, (ia, ib, ic) in enumerate(tris):
             if v in (ia, ib, ic) or th[v] == 0.0:
                 continue
-            near = closest_distance(p32[v], p32[ia], p32[ib], p32[ic]) < th[v] + margin - 1e-6
-            at_rest = closest_distance(x0[v], x0[ia], x0[ib], x0[ic]) < 2.0 * th[v] + 1e-6
-            if near and not at_rest:
-                want.add(v)
-        got = set(tv[t, :tvc[t]])
-        assert want <= got, (t, want - got)  # and nothing far: each found one is within reach
-        for v in got:
+            d = closest_distance(p32[v], p32[ia], p32[ib], p32[ic])
+            at_rest = closest_distance(x0[v], x0[ia], x0[ib], x0[ic]) < REST_EXCLUSION * th[v] + 1e-6
+            if d < th[v] + margin - 1e-6 and not at_rest:
+                want[t] = d
+        row = list(vt[v, :vtc[v]])
+        assert row == sorted(row)
+        nearest = sorted(want, key=want.get)[:CAPACITY]
+        if len(want) <= CAPACITY:
+            assert set(nearest) <= set(row), (v, set(nearest) - set(row))
+        else:  # full: the nearest ones, up to ties at the boundary
+            assert len(row) == CAPACITY and len(set(nearest) & set(row)) >= CAPACITY - 2
+        for t in row:  # nothing beyond reach
+            ia, ib, ic = tris[t]
             assert closest_distance(p32[v], p32[ia], p32[ib], p32[ic]) < th[v] + margin + 1e-6
-        found_pairs += len(got)
-        for v in got:  # the vertex rows list the same pairs, sorted
-            assert t in vt[v, :vtc[v]]
-    assert found_pairs > 0
+    # each contact is listed once for each of its triangle's corners, in the corner's sorted segment
+    first, corners = rows.corner_first.numpy(), rows.corners.numpy()
+    listed = {q: list(corners[first[q]:first[q + 1]]) for q in range(n)}
+    assert all(seg == sorted(seg) for seg in listed.values())
+    expected = {q: [] for q in range(n)}
     for v in range(n):
-        assert list(vt[v, :vtc[v]]) == sorted(vt[v, :vtc[v]])
-    assert vtc.sum() == found_pairs
+        for k in range(vtc[v]):
+            for c, q in enumerate(tris[vt[v, k]]):
+                expected[q].append(4 * (v * CAPACITY + k) + c + 1)
+    assert listed == {q: sorted(e) for q, e in expected.items()}
+    assert vtc.sum() > 0
 
 
 def test_free_particles_pass_through_each_other_when_particle_contact_is_off():
@@ -341,3 +349,16 @@ def test_scene_files_switch_self_collision_on_and_refuse_a_thickness_without_it(
     path.write_text('[[cloth]]\ngrid = { dim = [2, 2], cell = [0.1, 0.1] }\nthickness = 0.02\n')
     with pytest.raises(SceneError, match=r"cloth\[0\]\.thickness.*self_collision = true"):
         load_scene(path)
+
+
+def test_a_taped_step_finds_the_same_positions_as_a_plain_one_bit_for_bit():
+    """Without a Tape each vertex-triangle contact is computed once and gathered; on one, each particle
+    computes its own contacts (self_contact.py): the same sums in the same order."""
+    model = hanging_cloth(8, True)
+    plain = run(model, 12, substeps=5).particle_q.numpy()
+    solver = SolverXPBD(model, substeps=5, iterations=4)
+    states = [model.state(requires_grad=True) for _ in range(13)]
+    with xsim.Tape():
+        for k in range(12):
+            solver.step(states[k], states[k + 1], None, DT)
+    assert np.array_equal(states[-1].particle_q.numpy(), plain)

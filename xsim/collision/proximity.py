@@ -8,18 +8,20 @@ far the particles can still move during its iterations, and kept in fixed-capaci
   free particle (one in no constraint: ``particle_roles``); a cloth's or a soft body's own particles
   never meet each other through this path (they are neighbours on their mesh; a cloth meets itself
   through its triangles, below);
-- ``tri_vertices[t]``: the vertices within ``thickness + margin`` of self-colliding triangle t, not
-  its own, and, for a vertex of the same cloth, not within twice the thickness of it in the rest
-  shape (those touch the triangle in the flat cloth itself: its mesh neighbours);
-- ``vertex_tris[v]``: the same pairs by vertex, sorted by triangle.
+- ``vertex_tris[v]``: the self-colliding triangles within ``thickness + margin`` of vertex v, not its own,
+  and, for a vertex of the same cloth, not within ``REST_EXCLUSION`` thicknesses of it in the rest shape
+  (those touch it in the flat cloth itself: its mesh neighbours); the nearest ``CAPACITY`` where there are more; sorted
+  by triangle;
+- ``corners[corner_first[q]:corner_first[q + 1]]``: each contact (v, k-th triangle of v's row) that
+  particle q is a corner of, encoded ``4 (v CAPACITY + k) + corner``, sorted (complete: a segment per
+  particle, however many).
 
 Every row is in a fixed order (the hash grid's, which is built by a stable sort, and sorted rows), so a
-step repeats bit for bit whatever the threads. A row holds at most ``CAPACITY`` candidates; more are
-dropped (the nearest are not preferred), which the capacity makes rare: a vertex of a cloth folded
-in four meets about 20 triangles.
+step repeats bit for bit whatever the threads. A vertex row keeps its nearest ``CAPACITY`` triangles (a
+vertex of a cloth folded in four touches about 20).
 
-The hash grid is ``xsim.HashGrid``, built on the host from the predicted positions (one copy of them
-per substep); the queries are kernels. Which candidates exist is a selection, not arithmetic on the
+The hash grids are ``xsim.HashGrid``s (of the particles, and of the self-colliding triangles' centroids),
+built on the host from the predicted positions (one copy of them per detection); the queries are kernels. Which candidates exist is a selection, not arithmetic on the
 state: nothing here is on the Tape.
 """
 
@@ -32,11 +34,16 @@ import scipy.sparse.csgraph
 import xsim
 
 CAPACITY = 32  # candidates per row
+# same-cloth pairs closer than this many thicknesses in the rest shape never meet: in the flat cloth they
+# would touch (its mesh neighbours); 2 let a sharp crease at a 3 m/s impact fold through itself
+REST_EXCLUSION = 1.25
+STEP_REUSE = 1.0  # a step's rows serve all its substeps while twice its motion stays within this many slacks
 
 Points = xsim.array(dtype=xsim.vec3)
 Reals = xsim.array(dtype=xsim.float32)
 Ints = xsim.array(dtype=int)
 Ints2 = xsim.array(dtype=int, ndim=2)
+Reals2 = xsim.array(dtype=xsim.float32, ndim=2)
 
 FREE, MEMBER, NO_CONTACT = 1, 0, -1  # particle_roles
 
@@ -133,53 +140,71 @@ def closest_weights(p, a, b, c):
 
 
 @xsim.kernel(enable_backward=False)
-def find_vertex_triangles(grid: xsim.uint64, x: Points, rest: Points, thickness: Reals, world: Ints, body: Ints,
-                          tris: Ints2, margin: float, reach: float, tri_vertices: Ints2, tri_count: Ints,
-                          vertex_tris: Ints2, vertex_count: Ints):
-    """Rows ``tri_vertices[t]`` of self-colliding triangle ``tris[t]`` and, by atomic claims (sorted
-    afterwards by ``sort_vertex_rows``), ``vertex_tris[v]``: the self-colliding vertices v (thickness > 0)
-    within (thickness_v + thickness_t) / 2 + ``margin`` of the triangle at ``x``, not its corners, and for
-    one of the same body not within twice that distance of it at the ``rest`` positions. ``reach``: the
-    query's radius beyond the triangle's bounding sphere."""
+def triangle_centroids(x: Points, tris: Ints2, centroids: Points):
+    """The centroid of each self-colliding triangle at ``x``, for the grid the vertices query."""
     t = xsim.tid()
-    ia = tris[t, 0]
-    ib = tris[t, 1]
-    ic = tris[t, 2]
-    a = x[ia]
-    b = x[ib]
-    c = x[ic]
-    g = (a + b + c) * (1.0 / 3.0)
-    rho = xsim.max(xsim.max(xsim.length(a - g), xsim.length(b - g)), xsim.length(c - g))
+    centroids[t] = (x[tris[t, 0]] + x[tris[t, 1]] + x[tris[t, 2]]) * (1.0 / 3.0)
+
+
+@xsim.kernel(enable_backward=False)
+def find_vertex_triangles(grid: xsim.uint64, x: Points, rest: Points, thickness: Reals, world: Ints, body: Ints,
+                          tris: Ints2, centroids: Points, margin: float, reach: float, vertex_tris: Ints2,
+                          distance: Reals2, vertex_count: Ints):
+    """``vertex_tris[v]``: the nearest (at most the row's capacity) of the self-colliding triangles within
+    (thickness_v + thickness_t) / 2 + ``margin`` of self-colliding vertex v at ``x``, not those it is a corner
+    of, and for one of the same body not those within ``REST_EXCLUSION`` times that distance of it at the
+    ``rest`` positions;
+    sorted by triangle afterwards (``sort_vertex_rows``). ``grid``: the triangles' ``centroids``, queried
+    within ``reach`` (the largest thickness, margin and triangle size); ``distance``: scratch, the
+    candidates' distances."""
+    v = xsim.tid()
     found = 0
-    query = xsim.hash_grid_query(grid, g, rho + reach)
-    v = 0
-    while xsim.hash_grid_query_next(query, v):
-        if v != ia and v != ib and v != ic and thickness[v] > 0.0 and meets(world[v], world[ia]):
-            th = 0.5 * (thickness[v] + thickness[ia])
-            p = x[v]
-            k = closest_weights(p, a, b, c)
-            if xsim.length(p - (a * k[0] + b * k[1] + c * k[2])) < th + margin:
-                near_at_rest = False
-                if body[v] == body[ia]:
-                    pr = rest[v]
-                    kr = closest_weights(pr, rest[ia], rest[ib], rest[ic])
-                    q = rest[ia] * kr[0] + rest[ib] * kr[1] + rest[ic] * kr[2]
-                    near_at_rest = xsim.length(pr - q) < 2.0 * th
-                if not near_at_rest and found < tri_vertices.shape[1]:
-                    tri_vertices[t, found] = v
-                    found += 1
-                    slot = xsim.atomic_add(vertex_count, v, 1)
-                    if slot < vertex_tris.shape[1]:
-                        vertex_tris[v, slot] = t
-    tri_count[t] = found
+    if thickness[v] > 0.0:
+        p = x[v]
+        cap = vertex_tris.shape[1]
+        query = xsim.hash_grid_query(grid, p, reach)
+        t = 0
+        while xsim.hash_grid_query_next(query, t):
+            ia = tris[t, 0]
+            ib = tris[t, 1]
+            ic = tris[t, 2]
+            # the grid offers the centroids of 27 cells: the reach's sphere drops most, cheaply
+            if xsim.length(centroids[t] - p) < reach and v != ia and v != ib and v != ic \
+                    and meets(world[v], world[ia]):
+                th = 0.5 * (thickness[v] + thickness[ia])
+                a = x[ia]
+                b = x[ib]
+                c = x[ic]
+                k = closest_weights(p, a, b, c)
+                d = xsim.length(p - (a * k[0] + b * k[1] + c * k[2]))
+                if d < th + margin:
+                    near_at_rest = False
+                    if body[v] == body[ia]:
+                        pr = rest[v]
+                        kr = closest_weights(pr, rest[ia], rest[ib], rest[ic])
+                        q = rest[ia] * kr[0] + rest[ib] * kr[1] + rest[ic] * kr[2]
+                        near_at_rest = xsim.length(pr - q) < REST_EXCLUSION * th
+                    if not near_at_rest:
+                        if found < cap:
+                            vertex_tris[v, found] = t
+                            distance[v, found] = d
+                            found += 1
+                        else:  # full: the farthest gives way to a nearer one
+                            far = 0
+                            for j in range(1, cap):
+                                if distance[v, j] > distance[v, far]:
+                                    far = j
+                            if d < distance[v, far]:
+                                vertex_tris[v, far] = t
+                                distance[v, far] = d
+    vertex_count[v] = found
 
 
 @xsim.kernel(enable_backward=False)
 def sort_vertex_rows(vertex_tris: Ints2, vertex_count: Ints):
-    """Each vertex's row of triangles in ascending order (the atomic claims of ``find_vertex_triangles``
-    filled it in any order), its count clamped to the row's capacity."""
+    """Each vertex's row of triangles in ascending order."""
     v = xsim.tid()
-    count = xsim.min(vertex_count[v], vertex_tris.shape[1])
+    count = vertex_count[v]
     for k in range(1, count):
         t = vertex_tris[v, k]
         j = k - 1
@@ -187,7 +212,57 @@ def sort_vertex_rows(vertex_tris: Ints2, vertex_count: Ints):
             vertex_tris[v, j + 1] = vertex_tris[v, j]
             j -= 1
         vertex_tris[v, j + 1] = t
-    vertex_count[v] = count
+
+
+@xsim.kernel(enable_backward=False)
+def count_corners(vertex_tris: Ints2, vertex_count: Ints, tris: Ints2, corner_count: Ints):
+    """How many contacts (vertex v, a triangle of v's row) each particle is a triangle corner of (atomic
+    counts: integers, whatever the threads' order)."""
+    v = xsim.tid()
+    for k in range(vertex_count[v]):
+        t = vertex_tris[v, k]
+        for c in range(3):
+            xsim.atomic_add(corner_count, tris[t, c], 1)
+
+
+@xsim.kernel(enable_backward=False)
+def scan_corners(corner_count: Ints, corner_first: Ints, cursor: Ints):
+    """``corner_first``: the exclusive prefix sum of ``corner_count`` (n + 1 entries), ``cursor`` its first n:
+    where ``place_corners`` writes each particle's entries. One thread."""
+    total = 0
+    for q in range(corner_count.shape[0]):
+        corner_first[q] = total
+        cursor[q] = total
+        total += corner_count[q]
+    corner_first[corner_count.shape[0]] = total
+
+
+@xsim.kernel(enable_backward=False)
+def place_corners(vertex_tris: Ints2, vertex_count: Ints, tris: Ints2, cursor: Ints, corners: Ints):
+    """Each contact (v, the k-th triangle of v's row) written for each corner q of the triangle into q's
+    segment of ``corners`` as ``4 (v K + k) + c`` (K: the rows' capacity, c: q's corner 1..3), in any order
+    (``sort_corners`` orders each segment)."""
+    v = xsim.tid()
+    width = vertex_tris.shape[1]
+    for k in range(vertex_count[v]):
+        t = vertex_tris[v, k]
+        for c in range(3):
+            slot = xsim.atomic_add(cursor, tris[t, c], 1)
+            corners[slot] = 4 * (v * width + k) + c + 1
+
+
+@xsim.kernel(enable_backward=False)
+def sort_corners(corner_first: Ints, corners: Ints):
+    """Each particle's segment of corner entries in ascending order."""
+    q = xsim.tid()
+    first = corner_first[q]
+    for k in range(first + 1, corner_first[q + 1]):
+        e = corners[k]
+        j = k - 1
+        while j >= first and corners[j] > e:
+            corners[j + 1] = corners[j]
+            j -= 1
+        corners[j + 1] = e
 
 
 class Proximity:
@@ -207,15 +282,10 @@ class Proximity:
         self.self_on = len(tris) > 0
         self.on = self.pairs_on or self.self_on
         self.tris = xsim.array(tris.reshape(-1, 3), dtype=int, device=dev)
+        self._tris_np = tris.reshape(-1, 3)
         self.tri_count = len(tris)
-        # each vertex's self-colliding triangles (a CSR over particles), for the triangle side of a contact
-        owner = tris.ravel().astype(np.int64)
-        order = np.argsort(owner, kind="stable")
-        self.vertex_first = xsim.array(np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))]).astype(
-            np.int32), dtype=int, device=dev)
-        self.vertex_tri = xsim.array((order // 3).astype(np.int32) if len(order) else np.zeros(1, np.int32),
-                                     dtype=int, device=dev)
         self._radius = m.particle_radius.numpy().astype(np.float64) if n else np.zeros(0)
+        self._dynamic = m.particle_inv_mass.numpy() > 0.0
         self._thickness = thickness
         self._role = xsim.array(role, dtype=int, device=dev)
         self._body = xsim.array(body, dtype=int, device=dev)
@@ -223,11 +293,16 @@ class Proximity:
         self._thickness32 = xsim.array(thickness.astype(np.float32), dtype=xsim.float32, device=dev)
         self._rest = xsim.array(m.particle_q.numpy().astype(np.float32).reshape(-1, 3), dtype=xsim.vec3, device=dev)
         cells = int(np.clip(np.ceil((2.0 * max(n, 1)) ** (1.0 / 3.0)), 8, 64))
-        self._grid = xsim.HashGrid(cells, cells, cells, device=dev) if self.on else None
+        self._grid = xsim.HashGrid(cells, cells, cells, device=dev) if self.pairs_on else None
+        self._tri_grid = xsim.HashGrid(cells, cells, cells, device=dev) if self.self_on else None
+        self._centroids = xsim.zeros(len(tris), dtype=xsim.vec3, device=dev)
         self._empty_rows = xsim.zeros((n, 0), dtype=int, device=dev)
         self._zero_counts = xsim.zeros(n, dtype=int, device=dev)
-        self._empty_tri_rows = xsim.zeros((0, 0), dtype=int, device=dev)
-        self._no_tris = xsim.zeros(0, dtype=int, device=dev)
+        self._distance = None
+        self._corner_count = xsim.zeros(n, dtype=int, device=dev)
+        self._cursor = xsim.zeros(n, dtype=int, device=dev)
+        self._no_corners = xsim.zeros(0, dtype=int, device=dev)
+        self._no_corner_first = xsim.zeros(n + 1, dtype=int, device=dev)
         r_max = float(self._radius.max(initial=0.0))
         th_max = float(thickness.max(initial=0.0))
         self._slack = 0.5 * max(r_max, th_max)
@@ -242,35 +317,69 @@ class Proximity:
         """The candidate rows of a substep from its start ``x`` and predicted positions ``x_pred``;
         ``new(key, shape, dtype)``: the solver's allocator (new arrays where a Tape records the rows'
         readers)."""
+        n = self.model.particle_count
+        return self._find(x.numpy().reshape(n, 3).astype(np.float64),
+                          x_pred.numpy().reshape(n, 3).astype(np.float64), new)
+
+    def find_for_step(self, x, v, dt: float, new) -> Rows | None:
+        """The candidate rows of a whole step of ``dt`` s from positions ``x`` and velocities ``v``, found once
+        for every substep, where the particles move slowly: twice the farthest free-flight motion of the step
+        within ``STEP_REUSE`` of the slack. None where they move faster (find them each substep)."""
         m = self.model
         n = m.particle_count
         start = x.numpy().reshape(n, 3).astype(np.float64)
-        pred = x_pred.numpy().reshape(n, 3).astype(np.float64)
+        pred = start + v.numpy().reshape(n, 3).astype(np.float64) * dt
+        pred[self._dynamic] += np.asarray(m.gravity) * (0.5 * dt * dt)
+        moved = float(np.sqrt(((pred - start) ** 2).sum(axis=1)).max(initial=0.0))
+        if 2.0 * moved > STEP_REUSE * self._slack:
+            return None
+        return self._find(start, pred, new)
+
+    def _find(self, start: np.ndarray, pred: np.ndarray, new) -> Rows:
+        m = self.model
+        n = m.particle_count
         moved = float(np.sqrt(((pred - start) ** 2).sum(axis=1)).max(initial=0.0))
         margin = 2.0 * moved + self._slack
         points = xsim.array(pred.astype(np.float32), dtype=xsim.vec3, device=m.device)
         pair_reach = 2.0 * self._r_max + margin
         tri_reach = self._th_max + margin
-        self._grid.build(points, max(pair_reach, self._tri_size + tri_reach))
         rows = Rows(self)
         if self.pairs_on:
+            self._grid.build(points, pair_reach)
             rows.pairs = new("self:pairs", (n, CAPACITY), int)
             rows.pair_count = new("self:pair_count", n, int)
             xsim.launch(find_particle_pairs, n, inputs=[self._grid.id, points, self._radius32, m.particle_world,
                                                         self._role, margin, pair_reach],
                         outputs=[rows.pairs, rows.pair_count], record_tape=False)
         if self.self_on:
-            rows.tri_vertices = new("self:tri_vertices", (self.tri_count, CAPACITY), int)
-            rows.tri_vertex_count = new("self:tri_vertex_count", self.tri_count, int)
+            corners = pred[self._tris_np]  # the triangles' size now (they stretch), not at rest
+            size = float(np.linalg.norm(corners - corners.mean(axis=1, keepdims=True), axis=2).max())
+            reach = size + tri_reach
+            xsim.launch(triangle_centroids, self.tri_count, inputs=[points, self.tris], outputs=[self._centroids],
+                        record_tape=False)
+            self._tri_grid.build(self._centroids, reach)
             rows.vertex_tris = new("self:vertex_tris", (n, CAPACITY), int)
             rows.vertex_tri_count = new("self:vertex_tri_count", n, int)
-            rows.vertex_tri_count.zero_untracked()
-            xsim.launch(find_vertex_triangles, self.tri_count, inputs=[
-                self._grid.id, points, self._rest, self._thickness32, m.particle_world, self._body, self.tris,
-                margin, tri_reach], outputs=[rows.tri_vertices, rows.tri_vertex_count, rows.vertex_tris,
-                                             rows.vertex_tri_count], record_tape=False)
+            distance = self._distance if self._distance is not None else xsim.empty(
+                (n, CAPACITY), dtype=xsim.float32, device=m.device)
+            self._distance = distance
+            xsim.launch(find_vertex_triangles, n, inputs=[
+                self._tri_grid.id, points, self._rest, self._thickness32, m.particle_world, self._body, self.tris,
+                self._centroids, margin, reach], outputs=[rows.vertex_tris, distance, rows.vertex_tri_count],
+                record_tape=False)
             xsim.launch(sort_vertex_rows, n, inputs=[], outputs=[rows.vertex_tris, rows.vertex_tri_count],
                         record_tape=False)
+            rows.corner_first = new("self:corner_first", n + 1, int)
+            rows.corners = new("self:corners", 3 * CAPACITY * n, int)
+            count, cursor = self._corner_count, self._cursor
+            count.zero_untracked()
+            launch = {"record_tape": False}
+            xsim.launch(count_corners, n, inputs=[rows.vertex_tris, rows.vertex_tri_count, self.tris],
+                        outputs=[count], **launch)
+            xsim.launch(scan_corners, 1, inputs=[count], outputs=[rows.corner_first, cursor], **launch)
+            xsim.launch(place_corners, n, inputs=[rows.vertex_tris, rows.vertex_tri_count, self.tris, cursor],
+                        outputs=[rows.corners], **launch)
+            xsim.launch(sort_corners, n, inputs=[rows.corner_first], outputs=[rows.corners], **launch)
         return rows
 
 
@@ -281,8 +390,6 @@ class Rows:
         p = proximity
         self.pairs = self.vertex_tris = p._empty_rows
         self.pair_count = self.vertex_tri_count = p._zero_counts
-        self.tri_vertices = p._empty_tri_rows
-        self.tri_vertex_count = p._no_tris
+        self.corners = p._no_corners
+        self.corner_first = p._no_corner_first
         self.tris = p.tris
-        self.vertex_first = p.vertex_first
-        self.vertex_tri = p.vertex_tri

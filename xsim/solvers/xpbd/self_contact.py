@@ -23,9 +23,11 @@ test scenes check every frame with an independent triangle-triangle test). Near 
 ``n`` points from the closest point to the vertex (so a vertex can pass round the cloth's border).
 Friction between the layers acts on the vertex's motion relative to the triangle's point, as for pairs.
 
-Jacobi. Each particle runs the contacts it takes part in (as a particle of a pair, as a vertex, and as a
-triangle's corner) and moves by their mean correction, so each contact is computed by each of its
-particles from the same positions, identically; no atomics, so a step repeats bit for bit. The generated
+Jacobi. Each particle moves by the mean correction of the contacts it takes part in (as a particle of a
+pair, as a vertex, and as a triangle's corner), summed in a fixed order; no atomics, so a step repeats bit
+for bit. Without a Tape each vertex-triangle contact is computed once into scratch slots and gathered;
+on a Tape each particle computes its contacts itself (the same values), so that no slot array per
+iteration has to be kept for the backward pass. The generated
 adjoints differentiate every contact that is active (which contacts are candidates is a constant of the
 backward pass, and an active contact stays active under an infinitesimal change), exactly where the
 forward is smooth, including friction's branches.
@@ -34,6 +36,8 @@ forward is smooth, including friction's branches.
 import xsim
 from xsim.collision.proximity import closest_weights
 from xsim.sim.generic import Float, Floats, Ints, Ints2, Vec3, Vec3s
+
+Vec3s3 = xsim.array(dtype=Vec3, ndim=3)
 
 
 @xsim.func
@@ -102,13 +106,14 @@ def vertex_triangle_contact(xp, xa, xb, xc, xp0, xa0, xb0, xc0, wp, wa, wb, wc, 
 
 @xsim.kernel
 def collide_particles(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floats, thickness: Floats, mu: Float,
-                      pairs: Ints2, pair_count: Ints, vertex_tris: Ints2, vertex_tri_count: Ints,
-                      tri_vertices: Ints2, tri_vertex_count: Ints, tris: Ints2, vertex_first: Ints,
-                      vertex_tri: Ints, x_out: Vec3s):
+                      pairs: Ints2, pair_count: Ints, vertex_tris: Ints2, vertex_tri_count: Ints, corners: Ints,
+                      corner_first: Ints, tris: Ints2, x_out: Vec3s):
     """One Jacobi pass of the particle contacts at ``x`` (``x0``: the substep start) into ``x_out``: each
     dynamic particle moves by the mean correction of its active contacts, as a particle of a pair
-    (``pairs``), as a vertex (``vertex_tris``) and as a corner of its self-colliding triangles
-    (``vertex_first``/``vertex_tri`` into ``tris``, their vertices ``tri_vertices``)."""
+    (``pairs``), as a vertex (``vertex_tris`` into ``tris``) and as a triangle's corner (its segment of ``corners``
+    from ``corner_first``: ``xsim.collision.proximity``'s encoding). Each contact is computed here by each of its particles;
+    ``measure_vertex_triangles`` and ``gather_particle_contacts`` compute each once, with the same results bit
+    for bit, where no Tape needs their scratch rows kept."""
     i = xsim.tid()
     xi = x[i]
     wi = inv_mass[i]
@@ -133,25 +138,89 @@ def collide_particles(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floats, thi
             if hit:
                 acc = acc + cp
                 active += 1
-        for k in range(vertex_first[i], vertex_first[i + 1]):
-            t = vertex_tri[k]
+        width = vertex_tris.shape[1]
+        for k in range(corner_first[i], corner_first[i + 1]):
+            e = corners[k]
+            corner = e % 4
+            slot = e // 4
+            p = slot // width
+            t = vertex_tris[p, slot % width]
             a = tris[t, 0]
             b = tris[t, 1]
             c = tris[t, 2]
-            for kk in range(tri_vertex_count[t]):
-                p = tri_vertices[t, kk]
-                th = (thickness[p] + thickness[a]) * 0.5
-                cp, ca, cb, cc, hit = vertex_triangle_contact(x[p], x[a], x[b], x[c], x0[p], x0[a], x0[b], x0[c],
-                                                              inv_mass[p], inv_mass[a], inv_mass[b], inv_mass[c],
-                                                              th, mu)
-                if hit:
-                    if i == a:
-                        acc = acc + ca
-                    elif i == b:
-                        acc = acc + cb
-                    else:
-                        acc = acc + cc
-                    active += 1
+            th = (thickness[p] + thickness[a]) * 0.5
+            cp, ca, cb, cc, hit = vertex_triangle_contact(x[p], x[a], x[b], x[c], x0[p], x0[a], x0[b], x0[c],
+                                                          inv_mass[p], inv_mass[a], inv_mass[b], inv_mass[c], th, mu)
+            if hit:
+                if corner == 1:
+                    acc = acc + ca
+                elif corner == 2:
+                    acc = acc + cb
+                else:
+                    acc = acc + cc
+                active += 1
+        if active > 0:
+            xi = xi + acc * (1.0 / inv_mass.dtype(active))
+    x_out[i] = xi
+
+
+@xsim.kernel
+def measure_vertex_triangles(x: Vec3s, x0: Vec3s, inv_mass: Floats, thickness: Floats, mu: Float,
+                             vertex_tris: Ints2, vertex_tri_count: Ints, tris: Ints2, slots: Vec3s3, hits: Ints2):
+    """Each vertex's contacts with the triangles of its row, computed once (``vertex_triangle_contact``):
+    the corrections of the vertex and of the triangle's three corners in ``slots[v, k, 0..3]``, 1 in
+    ``hits[v, k]`` where the contact acts (else 0). ``gather_particle_contacts`` adds them up."""
+    i = xsim.tid()
+    xi = x[i]
+    wi = inv_mass[i]
+    xi0 = x0[i]
+    for k in range(vertex_tri_count[i]):
+        t = vertex_tris[i, k]
+        a = tris[t, 0]
+        b = tris[t, 1]
+        c = tris[t, 2]
+        th = (thickness[i] + thickness[a]) * 0.5
+        cp, ca, cb, cc, hit = vertex_triangle_contact(xi, x[a], x[b], x[c], xi0, x0[a], x0[b], x0[c], wi,
+                                                      inv_mass[a], inv_mass[b], inv_mass[c], th, mu)
+        slots[i, k, 0] = cp
+        slots[i, k, 1] = ca
+        slots[i, k, 2] = cb
+        slots[i, k, 3] = cc
+        hits[i, k] = xsim.where(hit, 1, 0)
+
+
+@xsim.kernel
+def gather_particle_contacts(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floats, mu: Float, pairs: Ints2,
+                             pair_count: Ints, slots: Vec3s3, hits: Ints2, vertex_tri_count: Ints, corners: Ints,
+                             corner_first: Ints, x_out: Vec3s):
+    """``collide_particles`` with the vertex-triangle contacts read from ``measure_vertex_triangles``'s
+    ``slots`` instead of computed again: the same sums in the same order, so the same positions bit for bit."""
+    i = xsim.tid()
+    xi = x[i]
+    wi = inv_mass[i]
+    if wi > 0.0:
+        acc = xi - xi
+        active = 0
+        xi0 = x0[i]
+        for k in range(pair_count[i]):
+            j = pairs[i, k]
+            dp, hit = pair_contact(xi, x[j], xi0, x0[j], wi, inv_mass[j], radius[i] + radius[j], mu)
+            if hit:
+                acc = acc + dp
+                active += 1
+        for k in range(vertex_tri_count[i]):
+            if hits[i, k] != 0:
+                acc = acc + slots[i, k, 0]
+                active += 1
+        width = hits.shape[1]
+        for k in range(corner_first[i], corner_first[i + 1]):
+            e = corners[k]
+            slot = e // 4
+            p = slot // width
+            s = slot % width
+            if hits[p, s] != 0:
+                acc = acc + slots[p, s, e % 4]
+                active += 1
         if active > 0:
             xi = xi + acc * (1.0 / inv_mass.dtype(active))
     x_out[i] = xi

@@ -253,6 +253,7 @@ class SolverXPBD:
                                                            1.0 / dt], outputs=[v_kin])
             v = v_kin
         body_collide = self._body_collide and bodies is not None
+        step_rows = self._proximity_step_rows(x, v, dt, grad) if n else None
         for sub in range(self.substeps):
             last_sub = sub == self.substeps - 1
             if bodies is not None:
@@ -262,7 +263,7 @@ class SolverXPBD:
                 xsim.launch(k.integrate_particles, n, inputs=[x, v, m.particle_inv_mass, gravity, h],
                             outputs=[x_pred])
                 substep = self._substep(x, x_pred, v, h, grad) if self._shapes else None
-                rows = self._proximity_rows(x, x_pred, grad)
+                rows = step_rows if step_rows is not None else self._proximity_rows(x, x_pred, grad)
                 lam = dict(self.constraints.zero_lambda)
                 start = self.constraints.substep_start(self._allocator(grad), x)
                 xi = x_pred
@@ -314,6 +315,39 @@ class SolverXPBD:
             return None
         return proximity.find(x, x_pred, lambda key, shape, dtype: self.buffers.get(key, shape, dtype, grad))
 
+    def _self_contacts(self, xi, x, rows, grad: bool, avoid):
+        """One pass of the particles' contacts with each other (``self_contact.py``) from ``xi`` (``x``: the
+        substep start); returns the new positions. Without gradients each vertex-triangle contact is computed
+        once into scratch slots and gathered; on a Tape one kernel computes each contact in each of its
+        particles' threads (no (n, 32, 4) slot array per iteration kept for the backward pass): the same
+        positions, bit for bit."""
+        m, sk = self.model, self.self_kernels
+        n = m.particle_count
+        x_out = self.buffers.get("x", n, m.vec3(), grad, avoid=avoid)
+        if not grad and rows.corners.shape[0]:
+            slots = self._scratch("self:slots", (n, rows.vertex_tris.shape[1], 4), m.vec3())
+            hits = self._scratch("self:hits", (n, rows.vertex_tris.shape[1]), int)
+            xsim.launch(sk.measure_vertex_triangles, n, inputs=[
+                xi, x, m.particle_inv_mass, m.particle_thickness, m.particle_mu, rows.vertex_tris,
+                rows.vertex_tri_count, rows.tris], outputs=[slots, hits])
+            xsim.launch(sk.gather_particle_contacts, n, inputs=[
+                xi, x, m.particle_inv_mass, m.particle_radius, m.particle_mu, rows.pairs, rows.pair_count, slots,
+                hits, rows.vertex_tri_count, rows.corners, rows.corner_first], outputs=[x_out])
+            return x_out
+        xsim.launch(sk.collide_particles, n, inputs=[
+            xi, x, m.particle_inv_mass, m.particle_radius, m.particle_thickness, m.particle_mu, rows.pairs,
+            rows.pair_count, rows.vertex_tris, rows.vertex_tri_count, rows.corners, rows.corner_first, rows.tris],
+            outputs=[x_out])
+        return x_out
+
+    def _proximity_step_rows(self, x, v, dt: float, grad: bool):
+        """The candidates of a whole step where the particles move slowly (``Proximity.find_for_step``), else
+        None: then each substep finds its own."""
+        proximity = self._workspace().proximity
+        if proximity is None:
+            return None
+        return proximity.find_for_step(x, v, dt, lambda key, shape, dtype: self.buffers.get(key, shape, dtype, grad))
+
     def _bounce_speed(self, h: float) -> float:
         return self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(self.model.gravity) * h
 
@@ -339,12 +373,7 @@ class SolverXPBD:
         x_next = self.buffers.get("x", n, v3, grad, avoid=(x, xi))
         lam.update(c.project(self._allocator(grad), xi, start, lam, inv_h, self.relaxation, entries, delta, x_next))
         if rows is not None:
-            x_self = self.buffers.get("x", n, v3, grad, avoid=(x, xi, x_next))
-            xsim.launch(self.self_kernels.collide_particles, n, inputs=[
-                x_next, x, m.particle_inv_mass, m.particle_radius, m.particle_thickness, m.particle_mu,
-                rows.pairs, rows.pair_count, rows.vertex_tris, rows.vertex_tri_count, rows.tri_vertices,
-                rows.tri_vertex_count, rows.tris, rows.vertex_first, rows.vertex_tri], outputs=[x_self])
-            x_next = x_self
+            x_next = self._self_contacts(x_next, x, rows, grad, avoid=(x, xi, x_next))
         if self._shapes:
             for passes in self._passes(bodies):
                 motion, delta = self._no_motion, self._no_delta
