@@ -167,7 +167,7 @@ def test_shipped_scenes_pass_the_check():
                                         "pendulum_chain.toml", "cloth_on_moving_box.toml"}
     for path in scenes:
         scene = load_scene(path)
-        assert scene.cloths or scene.bodies or scene.robots, path
+        assert scene.cloths or scene.bodies or scene.robots or scene.particles, path
 
 
 def test_replicating_a_scene_with_optimize_is_refused(tmp_path):

@@ -20,7 +20,7 @@ import pytest
 from tri_intersect import intersecting_pairs
 
 import xsim
-from xsim.collision.proximity import CAPACITY, REST_EXCLUSION, Proximity, particle_roles
+from xsim.collision.proximity import CAPACITY, CREASE, REST_EXCLUSION, Proximity, particle_roles
 from xsim.sim import ModelBuilder
 from xsim.solvers import SolverXPBD
 
@@ -270,15 +270,16 @@ def test_the_proximity_rows_are_those_of_a_brute_force_search():
     tris = np.asarray(model.tri_indices)
     th = model.particle_thickness.numpy()
     vt, vtc = rows.vertex_tris.numpy(), rows.vertex_tri_count.numpy()
+    creases = 0
     for v in range(n):
         want = {}
         for t, (ia, ib, ic) in enumerate(tris):
             if v in (ia, ib, ic) or th[v] == 0.0:
                 continue
             d = closest_distance(p32[v], p32[ia], p32[ib], p32[ic])
-            at_rest = closest_distance(x0[v], x0[ia], x0[ib], x0[ic]) < REST_EXCLUSION * th[v] + 1e-6
-            if d < th[v] + margin - 1e-6 and not at_rest:
-                want[t] = d
+            crease = closest_distance(x0[v], x0[ia], x0[ib], x0[ic]) < REST_EXCLUSION * th[v]
+            if d < th[v] * (CREASE if crease else 1.0) + margin - 1e-6:
+                want[2 * t + crease] = d
         row = list(vt[v, :vtc[v]])
         assert row == sorted(row)
         nearest = sorted(want, key=want.get)[:CAPACITY]
@@ -286,9 +287,11 @@ def test_the_proximity_rows_are_those_of_a_brute_force_search():
             assert set(nearest) <= set(row), (v, set(nearest) - set(row))
         else:  # full: the nearest ones, up to ties at the boundary
             assert len(row) == CAPACITY and len(set(nearest) & set(row)) >= CAPACITY - 2
-        for t in row:  # nothing beyond reach
-            ia, ib, ic = tris[t]
+        for e in row:  # nothing beyond reach
+            ia, ib, ic = tris[e // 2]
             assert closest_distance(p32[v], p32[ia], p32[ib], p32[ic]) < th[v] + margin + 1e-6
+        creases += sum(e % 2 for e in row)
+    assert creases > 0
     # each contact is listed once for each of its triangle's corners, in the corner's sorted segment
     first, corners = rows.corner_first.numpy(), rows.corners.numpy()
     listed = {q: list(corners[first[q]:first[q + 1]]) for q in range(n)}
@@ -296,7 +299,7 @@ def test_the_proximity_rows_are_those_of_a_brute_force_search():
     expected = {q: [] for q in range(n)}
     for v in range(n):
         for k in range(vtc[v]):
-            for c, q in enumerate(tris[vt[v, k]]):
+            for c, q in enumerate(tris[vt[v, k] // 2]):
                 expected[q].append(4 * (v * CAPACITY + k) + c + 1)
     assert listed == {q: sorted(e) for q, e in expected.items()}
     assert vtc.sum() > 0
@@ -362,3 +365,103 @@ def test_a_taped_step_finds_the_same_positions_as_a_plain_one_bit_for_bit():
         for k in range(12):
             solver.step(states[k], states[k + 1], None, DT)
     assert np.array_equal(states[-1].particle_q.numpy(), plain)
+
+
+def folded_and_twisted(dim: int, size: float = 0.5, thickness: float = 0.01):
+    """A square cloth folded in half flat onto itself (one thickness between the layers' mid-surfaces plus
+    0.4), twisted an eighth of a turn along the fold, 5 cm above the ground; its rest shape flat."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from self_contact_newton import folded
+
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.5)
+    b.add_cloth_grid(pos=(0.0, 0.0, 0.0), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=dim, dim_y=dim,
+                     cell_x=size / dim, cell_y=size / dim, mass=0.1 / (dim + 1) ** 2, self_collision=True,
+                     thickness=thickness)
+    x = folded(np.array(b.particle_q), size, thickness)
+    angle = x[:, 1] / size * (math.pi / 4)
+    b.particle_q = [tuple(p) for p in np.stack([np.cos(angle) * x[:, 0], np.sin(angle) * x[:, 0] + x[:, 1],
+                                                  x[:, 2] + 0.05], axis=1)]
+    return b.finalize()
+
+
+def thrown_at_a_box(dim: int, speed: float = 5.0, size: float = 0.5, thickness: float = 0.01):
+    """A flat square cloth thrown horizontally at ``speed`` m/s against a static box standing on the ground."""
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.5)
+    b.add_cloth_grid(pos=(-0.25, -0.25, 0.3), rot=(0.0, 0.0, 0.0, 1.0), vel=(speed, 0.0, 0.0), dim_x=dim, dim_y=dim,
+                     cell_x=size / dim, cell_y=size / dim, mass=0.1 / (dim + 1) ** 2, self_collision=True,
+                     thickness=thickness)
+    b.add_collider_box((0.6, 0.0, 0.25), (0.1, 0.4, 0.25), mu=0.3)
+    return b.finalize()
+
+
+def frames_without_intersections(model, frames: int, substeps: int, every: int = 1):
+    """Steps ``model`` at 60 Hz, checking every ``every``-th frame with the independent test; the final state."""
+    tris = np.asarray(model.tri_indices)
+    solver = SolverXPBD(model, substeps=substeps, iterations=4)
+    a, b = model.state(), model.state()
+    assert len(intersecting_pairs(a.particle_q.numpy().astype(np.float64), tris)) == 0
+    for frame in range(frames):
+        solver.step(a, b, None, DT)
+        a, b = b, a
+        if frame % every == every - 1:
+            x = a.particle_q.numpy().astype(np.float64)
+            assert np.isfinite(x).all()
+            assert len(intersecting_pairs(x, tris)) == 0, f"frame {frame}"
+    return a
+
+
+def test_a_cloth_thrown_at_a_box_at_5_m_per_s_never_intersects_itself():
+    out = frames_without_intersections(thrown_at_a_box(24), 40, substeps=20)
+    assert out.particle_q.numpy()[:, 0].max() < 0.5 + 1e-3  # stopped by the box's face at x = 0.5
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize("scene, substeps", [(folded_and_twisted, 10), (thrown_at_a_box, 20)])
+def test_a_64x64_cloth_stays_free_of_intersections_for_3_s(scene, substeps):
+    """The issue's scale: 64 x 64 cells of a 0.5 m cloth, 1 cm thick, 3 s at 60 Hz (70 s of CPU each)."""
+    frames_without_intersections(scene(64), 180, substeps=substeps, every=3)
+
+
+def test_a_flat_cloth_is_not_pushed_apart_by_its_own_mesh_neighbours():
+    """In the flat cloth every vertex lies beside triangles closer than the thickness (8 cells of 1 cm, 2 cm
+    thick): those are crease pairs (proximity.py), which push nothing apart, so the cloth settles on the
+    ground exactly as without self-collision."""
+    def settled(self_collision):
+        b = ModelBuilder()
+        b.add_ground_plane()
+        b.add_cloth_grid(pos=(0.0, 0.0, 0.02), rot=(0.0, 0.0, 0.0, 1.0), vel=(0.0, 0.0, 0.0), dim_x=8, dim_y=8,
+                         cell_x=0.01, cell_y=0.01, mass=0.001, self_collision=self_collision,
+                         thickness=0.02 if self_collision else None)
+        return run(b.finalize(dtype=F64), 30, substeps=5).particle_q.numpy()
+    assert np.array_equal(settled(True), settled(False))
+
+
+def test_a_particles_block_in_a_scene_file_is_written_to_usd_as_points(tmp_path):
+    from pxr import Usd, UsdGeom
+
+    from xsim.errors import SceneError
+    from xsim.io.rollout import simulate, write_rollout
+    from xsim.io.scene import load_scene
+
+    path = tmp_path / "pile.toml"
+    path.write_text('[sim]\nframes = 3\n[output]\nusd = "' + str(tmp_path / "pile.usda") + '"\npreview = false\n'
+                    '[[particles]]\ngrid = { dim = [2, 2, 3], spacing = 0.03 }\nposition = [0.0, 0.0, 0.05]\n'
+                    'radius = 0.012\nmu = 0.3\nrestitution = 0.2\n[[collider]]\ntype = "ground"\n')
+    scene = load_scene(path)
+    b = scene.builder()
+    assert b.particle_count == 12 and b.particle_mu == 0.3 and b.particle_restitution == 0.2
+    rollout = simulate(scene, device="cpu")
+    write_rollout(scene.output.usd, None, scene, rollout.frames, None)
+    stage = Usd.Stage.Open(str(tmp_path / "pile.usda"))
+    points = UsdGeom.Points(stage.GetPrimAtPath("/World/Particles/particles0"))
+    assert len(points.GetPointsAttr().Get(Usd.TimeCode(2))) == 12
+    assert np.allclose(points.GetWidthsAttr().Get(), 0.024)
+    path.write_text('[[particles]]\ngrid = { dim = [1, 1, 1], spacing = 0.03 }\nmu = 0.3\n'
+                    '[[particles]]\ngrid = { dim = [1, 1, 1], spacing = 0.03 }\nposition = [1.0, 0.0, 0.0]\n')
+    with pytest.raises(SceneError, match=r"particles\[1\]\.mu: expected the same mu as particles\[0\]"):
+        load_scene(path)

@@ -9,9 +9,10 @@ far the particles can still move during its iterations, and kept in fixed-capaci
   never meet each other through this path (they are neighbours on their mesh; a cloth meets itself
   through its triangles, below);
 - ``vertex_tris[v]``: the self-colliding triangles within ``thickness + margin`` of vertex v, not its own,
-  and, for a vertex of the same cloth, not within ``REST_EXCLUSION`` thicknesses of it in the rest shape
-  (those touch it in the flat cloth itself: its mesh neighbours); the nearest ``CAPACITY`` where there are more; sorted
-  by triangle;
+  as ``2 t + crease``: crease pairs (of one cloth, within ``REST_EXCLUSION`` thicknesses of each other in
+  the rest shape: in the flat cloth they would touch, they are mesh neighbours) keep only ``CREASE``
+  thicknesses apart, so that a sharp fold cannot pass through itself while the flat cloth pushes
+  nothing apart; the nearest ``CAPACITY`` where there are more; sorted;
 - ``corners[corner_first[q]:corner_first[q + 1]]``: each contact (v, k-th triangle of v's row) that
   particle q is a corner of, encoded ``4 (v CAPACITY + k) + corner``, sorted (complete: a segment per
   particle, however many).
@@ -34,9 +35,11 @@ import scipy.sparse.csgraph
 import xsim
 
 CAPACITY = 32  # candidates per row
-# same-cloth pairs closer than this many thicknesses in the rest shape never meet: in the flat cloth they
-# would touch (its mesh neighbours); 2 let a sharp crease at a 3 m/s impact fold through itself
+# same-cloth pairs closer than this many thicknesses in the rest shape (its mesh neighbours: in the flat
+# cloth they would touch) are crease pairs: they keep only CREASE thicknesses apart, so a sharp crease
+# cannot fold through itself while the flat cloth pushes nothing apart
 REST_EXCLUSION = 1.25
+CREASE = 0.05
 STEP_REUSE = 1.0  # a step's rows serve all its substeps while twice its motion stays within this many slacks
 
 Points = xsim.array(dtype=xsim.vec3)
@@ -150,10 +153,10 @@ def triangle_centroids(x: Points, tris: Ints2, centroids: Points):
 def find_vertex_triangles(grid: xsim.uint64, x: Points, rest: Points, thickness: Reals, world: Ints, body: Ints,
                           tris: Ints2, centroids: Points, margin: float, reach: float, vertex_tris: Ints2,
                           distance: Reals2, vertex_count: Ints):
-    """``vertex_tris[v]``: the nearest (at most the row's capacity) of the self-colliding triangles within
-    (thickness_v + thickness_t) / 2 + ``margin`` of self-colliding vertex v at ``x``, not those it is a corner
-    of, and for one of the same body not those within ``REST_EXCLUSION`` times that distance of it at the
-    ``rest`` positions;
+    """``vertex_tris[v]``: the nearest (at most the row's capacity) of the self-colliding triangles t within
+    th = (thickness_v + thickness_t) / 2 + ``margin`` of self-colliding vertex v at ``x``, not those it is a
+    corner of, as ``2 t + crease``: crease 1 for one of the same body within ``REST_EXCLUSION`` th of it at
+    the ``rest`` positions, which must be within ``CREASE`` th + margin;
     sorted by triangle afterwards (``sort_vertex_rows``). ``grid``: the triangles' ``centroids``, queried
     within ``reach`` (the largest thickness, margin and triangle size); ``distance``: scratch, the
     candidates' distances."""
@@ -178,15 +181,17 @@ def find_vertex_triangles(grid: xsim.uint64, x: Points, rest: Points, thickness:
                 k = closest_weights(p, a, b, c)
                 d = xsim.length(p - (a * k[0] + b * k[1] + c * k[2]))
                 if d < th + margin:
-                    near_at_rest = False
+                    crease = 0
                     if body[v] == body[ia]:
                         pr = rest[v]
                         kr = closest_weights(pr, rest[ia], rest[ib], rest[ic])
                         q = rest[ia] * kr[0] + rest[ib] * kr[1] + rest[ic] * kr[2]
-                        near_at_rest = xsim.length(pr - q) < REST_EXCLUSION * th
-                    if not near_at_rest:
+                        if xsim.length(pr - q) < REST_EXCLUSION * th:
+                            crease = 1
+                    if d < th * xsim.where(crease == 1, CREASE, 1.0) + margin:
+                        e = 2 * t + crease
                         if found < cap:
-                            vertex_tris[v, found] = t
+                            vertex_tris[v, found] = e
                             distance[v, found] = d
                             found += 1
                         else:  # full: the farthest gives way to a nearer one
@@ -195,7 +200,7 @@ def find_vertex_triangles(grid: xsim.uint64, x: Points, rest: Points, thickness:
                                 if distance[v, j] > distance[v, far]:
                                     far = j
                             if d < distance[v, far]:
-                                vertex_tris[v, far] = t
+                                vertex_tris[v, far] = e
                                 distance[v, far] = d
     vertex_count[v] = found
 
@@ -220,7 +225,7 @@ def count_corners(vertex_tris: Ints2, vertex_count: Ints, tris: Ints2, corner_co
     counts: integers, whatever the threads' order)."""
     v = xsim.tid()
     for k in range(vertex_count[v]):
-        t = vertex_tris[v, k]
+        t = vertex_tris[v, k] // 2
         for c in range(3):
             xsim.atomic_add(corner_count, tris[t, c], 1)
 
@@ -245,7 +250,7 @@ def place_corners(vertex_tris: Ints2, vertex_count: Ints, tris: Ints2, cursor: I
     v = xsim.tid()
     width = vertex_tris.shape[1]
     for k in range(vertex_count[v]):
-        t = vertex_tris[v, k]
+        t = vertex_tris[v, k] // 2
         for c in range(3):
             slot = xsim.atomic_add(cursor, tris[t, c], 1)
             corners[slot] = 4 * (v * width + k) + c + 1

@@ -160,6 +160,23 @@ BODY_KEYS, SHAPE_KEYS = body_keys(_placement, _mu, Key(_name, None, "prim name i
 JOINT_KEYS = joint_keys(_placement)
 ROBOT_KEYS = robot_keys(_placement, Key(_name, None, "prefix of its bodies' prim names in the USD file"))
 
+PARTICLE_KEYS = {
+    "name": Key(_name, None, "prim name in the USD file (a Points prim)"),
+    "grid": Key(table({"dim": Key(vector(3, integer(minimum=1), "an array of 3 integers >= 1"),
+                                  doc="particles along x, y and z"),
+                       "spacing": Key(number(above=0.0), doc="distance between neighbours, m")}),
+                doc="a block of particles on a grid"),
+    "position": Key(_vec3, (0.0, 0.0, 0.0), "the grid's corner [x, y, z], m"),
+    "jitter": Key(number(minimum=0.0), 0.0, "random offsets of up to this much along each axis, m"),
+    "seed": Key(integer(minimum=0), 0, "seed of the jitter"),
+    "velocity": Key(_vec3, (0.0, 0.0, 0.0), "initial velocity, m/s"),
+    "mass": Key(number(above=0.0), 0.001, "mass of each particle, kg"),
+    "radius": Key(number(above=0.0), DEFAULT_PARTICLE_RADIUS, "contact radius of each particle, m"),
+    "mu": Key(number(minimum=0.0), 0.5, "friction between particles (the model's particle_mu)"),
+    "restitution": Key(number(minimum=0.0, maximum=1.0), 0.0,
+                       "restitution between particles (the model's particle_restitution)"),
+}
+
 LAYOUT_KEYS = {
     "replicate": Key(integer(minimum=1), 1, "copies of the scene, each its own world: copies never touch"),
     "spacing": Key(_vec3, (0.0, 0.0, 0.0), "[x, y, z] m between copies: a line, square or cube grid"),
@@ -168,9 +185,9 @@ LAYOUT_KEYS = {
 SOFT_KEYS = soft_keys(_placement, Key(_name, None, "prim name in the USD file"), DEFAULT_PARTICLE_RADIUS)
 
 TOP_KEYS = ("replicate", "spacing", "sim", "output", "cloth", "collider", "body", "joint", "robot", "optimize",
-            "soft")
-_TOP_TABLES = ("one of the tables [sim], [output], [[cloth]], [[soft]], [[collider]], [[body]], [[joint]], "
-               "[[robot]], [optimize] "
+            "soft", "particles")
+_TOP_TABLES = ("one of the tables [sim], [output], [[cloth]], [[soft]], [[particles]], [[collider]], [[body]], "
+               "[[joint]], [[robot]], [optimize] "
                "or the keys replicate, spacing")
 
 
@@ -202,12 +219,14 @@ class OutputSettings:
 @dataclass
 class ClothPart:
     """Where one cloth landed in the model: its particles ``[first, first + count)`` and its
-    triangles (indices local to the cloth, (n, 3))."""
+    triangles (indices local to the cloth, (n, 3)); a block of free particles has none and its
+    particles' ``radius`` (m), and is drawn as points."""
 
     name: str
     first: int
     count: int
     triangles: np.ndarray
+    radius: float = 0.0
 
 
 @dataclass
@@ -227,6 +246,7 @@ class Scene:
     body_parts: list[BodyPart] = field(default_factory=list)
     optimize: Any = None  # the checked [optimize] table (``io.optimize.OptimizeSettings``), if any
     softs: list[dict] = field(default_factory=list)  # the checked [[soft]] tables
+    particles: list[dict] = field(default_factory=list)  # the checked [[particles]] tables
     replicate: int = 1    # copies of the scene, each its own world (``ModelBuilder.replicate``)
     spacing: tuple = (0.0, 0.0, 0.0)  # m between copies
 
@@ -241,6 +261,7 @@ class Scene:
         one = b if self.replicate == 1 else ModelBuilder(gravity=self.sim.gravity)
         parts = [_add_cloth(one, c) for c in self.cloths]
         parts += [ClothPart(*add_soft(one, s)) for s in self.softs]
+        parts += [_add_particles(one, p) for p in self.particles]
         for c in self.colliders:
             _add_collider(one, c)
         first_body = one.body_count
@@ -359,8 +380,16 @@ def _check_scene(raw: dict, path: Path) -> Scene:
     colliders = [_check_collider(c, f"collider[{i}]", path)
                  for i, c in enumerate(_array_of_tables(raw, "collider"))]
     softs = [check_soft(c, f"soft[{i}]", path, SOFT_KEYS) for i, c in enumerate(_array_of_tables(raw, "soft"))]
+    particles = [check_table(c, f"particles[{i}]", PARTICLE_KEYS, "a table [[particles]]")
+                 for i, c in enumerate(_array_of_tables(raw, "particles"))]
+    for key in ("mu", "restitution"):  # the model's, one value for all particles
+        for i, spec in enumerate(particles[1:], 1):
+            if spec[key] != particles[0][key]:
+                raise Invalid(f"particles[{i}].{key}", f"the same {key} as particles[0] ({particles[0][key]}): "
+                              "it is the model's, between every two particles", describe(spec[key]))
     _name_parts(cloths, "cloth")
     _name_parts(softs, "soft")
+    _name_parts(particles, "particles")
     _name_parts(colliders, None)
     load = (lambda file, key, scale: _load_mesh(path, file, key, scale))
     bodies = [check_body(b, f"body[{i}]", BODY_KEYS, SHAPE_KEYS, load)
@@ -371,7 +400,7 @@ def _check_scene(raw: dict, path: Path) -> Scene:
     _name_parts(robots, "robot")
     layout = check_table({key: raw[key] for key in LAYOUT_KEYS if key in raw}, "", LAYOUT_KEYS)
     scene = Scene(path=path, name=name, sim=sim, output=output, cloths=cloths, colliders=colliders,
-                  bodies=bodies, joints=joints, robots=robots, softs=softs, **layout)
+                  bodies=bodies, joints=joints, robots=robots, softs=softs, particles=particles, **layout)
     if "optimize" in raw:
         if scene.replicate != 1:
             raise Invalid("replicate", "1 in a scene with [optimize] (an optimization fits one world)",
@@ -525,6 +554,19 @@ def _bad_number_line(file: Path) -> tuple[int, str] | None:
 
 
 # -- building --------------------------------------------------------------------------------------
+
+
+def _add_particles(b, p: dict) -> ClothPart:
+    """A ``[[particles]]`` block: free particles on a grid, jittered by a seeded generator."""
+    first = b.particle_count
+    nx, ny, nz = p["grid"]["dim"]
+    k = np.stack(np.meshgrid(np.arange(nx), np.arange(ny), np.arange(nz), indexing="ij"), axis=-1).reshape(-1, 3)
+    x = np.asarray(p["position"]) + k * p["grid"]["spacing"]
+    x += np.random.default_rng(p["seed"]).uniform(-p["jitter"], p["jitter"], x.shape)
+    for point in x:
+        b.add_particle(tuple(point), vel=p["velocity"], mass=p["mass"], radius=p["radius"])
+    b.particle_mu, b.particle_restitution = p["mu"], p["restitution"]
+    return ClothPart(p["name"], first, len(x), np.zeros((0, 3), dtype=np.int32), p["radius"])
 
 
 def _add_cloth(b, c: dict) -> ClothPart:

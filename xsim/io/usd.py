@@ -114,8 +114,20 @@ class UsdWriter:
         self.set_points(name, 0, points, animated=animated)
         return mesh
 
+    def add_points(self, name: str, points: np.ndarray, radius: float, group: str = "Particles",
+                   color: Sequence[float] = (0.85, 0.6, 0.3)):
+        """Particles as a Points prim: positions (n, 3) metres (frame 0; later frames from
+        :meth:`set_points`), each drawn with the width of its contact diameter ``2 radius``."""
+        prim = UsdGeom.Points.Define(self.stage, self._path(group, name))
+        prim.CreateWidthsAttr(Vt.FloatArray([2.0 * float(radius)] * len(points)))
+        prim.SetWidthsInterpolation(UsdGeom.Tokens.vertex)
+        prim.CreateDisplayColorAttr([Gf.Vec3f(*color)])
+        self._meshes[name] = prim
+        self.set_points(name, 0, points)
+        return prim
+
     def set_points(self, name: str, frame: int, points: np.ndarray, animated: bool = True):
-        """Positions (n, 3) of mesh ``name`` at ``frame`` (a time sample when ``animated``)."""
+        """Positions (n, 3) of mesh or points ``name`` at ``frame`` (a time sample when ``animated``)."""
         mesh = self._meshes[name]
         pts = np.ascontiguousarray(points, dtype=np.float32).reshape(-1, 3)
         time = Usd.TimeCode(frame) if animated else Usd.TimeCode.Default()
@@ -248,7 +260,10 @@ def write_usd(path: str | Path, frames: np.ndarray, parts=None, colliders: Seque
         writer.add_collider(c)
     for part in parts:
         sl = slice(part.first, part.first + part.count)
-        writer.add_mesh(part.name, frames[0, sl], part.triangles)
+        if len(part.triangles):
+            writer.add_mesh(part.name, frames[0, sl], part.triangles)
+        else:  # free particles
+            writer.add_points(part.name, frames[0, sl], getattr(part, "radius", 0.0))
         for k in range(1, len(frames)):
             writer.set_points(part.name, k, frames[k, sl])
     for body in bodies:

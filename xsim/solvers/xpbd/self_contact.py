@@ -12,7 +12,8 @@ approached faster than the bounce speed (pre-solve velocities) the restitution `
 of its approach speed, with friction up to mu times that impulse, as the shapes' velocity pass does.
 
 Cloth self-collision. A vertex v of a self-colliding cloth is kept ``(thickness_v + thickness_t) / 2``
-from each listed triangle t (of its cloth or of another self-colliding one) as one constraint on four
+(its mesh neighbours: ``CREASE`` of that, so that a sharp fold does not pass through itself) from each listed
+triangle t (of its cloth or of another self-colliding one) as one constraint on four
 particles, ``C = (x_v - (u a + v b + w c)) . n - thickness >= 0`` with the closest point's barycentrics
 (u, v, w) and the inverse masses weighted by them (the generalized inverse mass ``w_v + u^2 w_a + v^2 w_b
 + w^2 w_c``). Where the closest point is inside the face, ``n`` is the face normal on the side the vertex
@@ -34,10 +35,20 @@ forward is smooth, including friction's branches.
 """
 
 import xsim
-from xsim.collision.proximity import closest_weights
+from xsim.collision.proximity import CREASE, closest_weights
 from xsim.sim.generic import Float, Floats, Ints, Ints2, Vec3, Vec3s
 
 Vec3s3 = xsim.array(dtype=Vec3, ndim=3)
+
+
+@xsim.func
+def pair_thickness(thickness_v, thickness_t, entry: int):
+    """The distance a vertex-triangle pair keeps: the mean of its thicknesses, ``CREASE`` of it for a crease
+    pair (``entry``: the row's ``2 t + crease``, ``xsim.collision.proximity``)."""
+    th = (thickness_v + thickness_t) * 0.5
+    if entry % 2 == 1:
+        th = th * CREASE
+    return th
 
 
 @xsim.func
@@ -128,11 +139,12 @@ def collide_particles(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floats, thi
                 acc = acc + dp
                 active += 1
         for k in range(vertex_tri_count[i]):
-            t = vertex_tris[i, k]
+            e = vertex_tris[i, k]
+            t = e // 2
             a = tris[t, 0]
             b = tris[t, 1]
             c = tris[t, 2]
-            th = (thickness[i] + thickness[a]) * 0.5
+            th = pair_thickness(thickness[i], thickness[a], e)
             cp, ca, cb, cc, hit = vertex_triangle_contact(xi, x[a], x[b], x[c], xi0, x0[a], x0[b], x0[c], wi,
                                                           inv_mass[a], inv_mass[b], inv_mass[c], th, mu)
             if hit:
@@ -144,11 +156,12 @@ def collide_particles(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floats, thi
             corner = e % 4
             slot = e // 4
             p = slot // width
-            t = vertex_tris[p, slot % width]
+            e = vertex_tris[p, slot % width]
+            t = e // 2
             a = tris[t, 0]
             b = tris[t, 1]
             c = tris[t, 2]
-            th = (thickness[p] + thickness[a]) * 0.5
+            th = pair_thickness(thickness[p], thickness[a], e)
             cp, ca, cb, cc, hit = vertex_triangle_contact(x[p], x[a], x[b], x[c], x0[p], x0[a], x0[b], x0[c],
                                                           inv_mass[p], inv_mass[a], inv_mass[b], inv_mass[c], th, mu)
             if hit:
@@ -175,11 +188,12 @@ def measure_vertex_triangles(x: Vec3s, x0: Vec3s, inv_mass: Floats, thickness: F
     wi = inv_mass[i]
     xi0 = x0[i]
     for k in range(vertex_tri_count[i]):
-        t = vertex_tris[i, k]
+        e = vertex_tris[i, k]
+        t = e // 2
         a = tris[t, 0]
         b = tris[t, 1]
         c = tris[t, 2]
-        th = (thickness[i] + thickness[a]) * 0.5
+        th = pair_thickness(thickness[i], thickness[a], e)
         cp, ca, cb, cc, hit = vertex_triangle_contact(xi, x[a], x[b], x[c], xi0, x0[a], x0[b], x0[c], wi,
                                                       inv_mass[a], inv_mass[b], inv_mass[c], th, mu)
         slots[i, k, 0] = cp
