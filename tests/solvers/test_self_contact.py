@@ -465,3 +465,14 @@ def test_a_particles_block_in_a_scene_file_is_written_to_usd_as_points(tmp_path)
                     '[[particles]]\ngrid = { dim = [1, 1, 1], spacing = 0.03 }\nposition = [1.0, 0.0, 0.0]\n')
     with pytest.raises(SceneError, match=r"particles\[1\]\.mu: expected the same mu as particles\[0\]"):
         load_scene(path)
+
+
+def test_a_nan_in_a_self_colliding_cloth_is_named_in_check_mode(monkeypatch):
+    from xsim.errors import NonFiniteError
+
+    monkeypatch.setattr(xsim.config, "mode", "check")
+    model = hanging_cloth(3, True)
+    a, b = model.state(), model.state()
+    a.particle_q.numpy()[4, 2] = np.nan
+    with pytest.raises(NonFiniteError, match=r"SolverXPBD step 1: kernel '\w+'.*holds nan at index \(4,\)"):
+        SolverXPBD(model).step(a, b, None, DT)

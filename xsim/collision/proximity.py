@@ -335,7 +335,7 @@ class Proximity:
         start = x.numpy().reshape(n, 3).astype(np.float64)
         pred = start + v.numpy().reshape(n, 3).astype(np.float64) * dt
         pred[self._dynamic] += np.asarray(m.gravity) * (0.5 * dt * dt)
-        moved = float(np.sqrt(((pred - start) ** 2).sum(axis=1)).max(initial=0.0))
+        moved = _farthest(pred - start)
         if 2.0 * moved > STEP_REUSE * self._slack:
             return None
         return self._find(start, pred, new)
@@ -343,7 +343,7 @@ class Proximity:
     def _find(self, start: np.ndarray, pred: np.ndarray, new) -> Rows:
         m = self.model
         n = m.particle_count
-        moved = float(np.sqrt(((pred - start) ** 2).sum(axis=1)).max(initial=0.0))
+        moved = _farthest(pred - start)
         margin = 2.0 * moved + self._slack
         points = xsim.array(pred.astype(np.float32), dtype=xsim.vec3, device=m.device)
         pair_reach = 2.0 * self._r_max + margin
@@ -358,7 +358,7 @@ class Proximity:
                         outputs=[rows.pairs, rows.pair_count], record_tape=False)
         if self.self_on:
             corners = pred[self._tris_np]  # the triangles' size now (they stretch), not at rest
-            size = float(np.linalg.norm(corners - corners.mean(axis=1, keepdims=True), axis=2).max())
+            size = _farthest((corners - corners.mean(axis=1, keepdims=True)).reshape(-1, 3))
             reach = size + tri_reach
             xsim.launch(triangle_centroids, self.tri_count, inputs=[points, self.tris], outputs=[self._centroids],
                         record_tape=False)
@@ -386,6 +386,14 @@ class Proximity:
                         outputs=[rows.corners], **launch)
             xsim.launch(sort_corners, n, inputs=[rows.corner_first], outputs=[rows.corners], **launch)
         return rows
+
+
+def _farthest(d: np.ndarray) -> float:
+    """The longest of the displacements ``d`` (n, 3), m, over the finite ones: a NaN or inf position is the
+    kernels' to report (check mode names the first launch that reads it), not a grid's to choke on."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        lengths = np.sqrt((d * d).sum(axis=1))
+    return float(lengths[np.isfinite(lengths)].max(initial=0.0))
 
 
 class Rows:
