@@ -1,8 +1,10 @@
-"""Which particles are near which particles and cloth triangles: the candidates of the particle-particle
-and cloth self contacts that ``xsim.solvers.xpbd.self_contact`` resolves, found once per substep.
+"""Which particles are near which particles, cloth triangles and edges: the candidates of the
+particle-particle and cloth self contacts that ``xsim.solvers.xpbd.self_contact`` resolves, found once per
+substep (once per step where the particles move slowly: ``Proximity.find_for_step``).
 
-Candidates are found at the predicted positions of a substep within a ``margin`` (m) that covers how
-far the particles can still move during its iterations, and kept in fixed-capacity rows:
+Candidates are found at the predicted positions within a ``margin`` (m) that covers how far the particles
+can still move during the iterations: twice the farthest predicted motion plus a slack of a quarter of the
+largest radius or thickness. They are kept in rows:
 
 - ``pairs[i]``: the particles within ``r_i + r_j + margin`` of particle i, for pairs with at least one
   free particle (one in no constraint: ``particle_roles``); a cloth's or a soft body's own particles
@@ -13,6 +15,13 @@ far the particles can still move during its iterations, and kept in fixed-capaci
   the rest shape: in the flat cloth they would touch, they are mesh neighbours) keep only ``CREASE``
   thicknesses apart, so that a sharp fold cannot pass through itself while the flat cloth pushes
   nothing apart; the nearest ``CAPACITY`` where there are more; sorted;
+- ``edge_edges[e]``: edges f sharing no particle with e whose segments come within their distance plus the
+  margin of e's, as ``2 f + crease`` like the triangles, the nearest ``EDGE_CAPACITY``, sorted: e's crease
+  partners (listed once, when the model is made: ``crease_partners``) and, where an edge is longer than
+  twice its thickness, every edge near it (a shorter edge cannot pass through another one while its ends
+  keep their thickness from the other's triangles: an edge piercing a triangle has an end within half its
+  length of it); ``edge_corners[edge_corner_first[q]:edge_corner_first[q + 1]]``: the
+  edge-edge contacts particle q is an end of, ``4 (e EDGE_CAPACITY + k) + role`` (0, 1: e's ends);
 - ``corners[corner_first[q]:corner_first[q + 1]]``: each contact (v, k-th triangle of v's row) that
   particle q is a corner of, encoded ``4 (v CAPACITY + k) + corner``, sorted (complete: a segment per
   particle, however many).
@@ -21,9 +30,10 @@ Every row is in a fixed order (the hash grid's, which is built by a stable sort,
 step repeats bit for bit whatever the threads. A vertex row keeps its nearest ``CAPACITY`` triangles (a
 vertex of a cloth folded in four touches about 20).
 
-The hash grids are ``xsim.HashGrid``s (of the particles, and of the self-colliding triangles' centroids),
-built on the host from the predicted positions (one copy of them per detection); the queries are kernels. Which candidates exist is a selection, not arithmetic on the
-state: nothing here is on the Tape.
+The hash grids are ``xsim.HashGrid``s (of the particles, the self-colliding triangles' centroids and the
+long edges' midpoints), built on the host from the predicted positions (one copy of them per detection);
+the queries are kernels. Which candidates exist is a selection, not arithmetic on the state: nothing here
+is on the Tape.
 """
 
 from __future__ import annotations
@@ -31,16 +41,18 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse
 import scipy.sparse.csgraph
+import scipy.spatial
 
 import xsim
 
 CAPACITY = 32  # candidates per row
+EDGE_CAPACITY = 16  # edges per edge's row
 # same-cloth pairs closer than this many thicknesses in the rest shape (its mesh neighbours: in the flat
 # cloth they would touch) are crease pairs: they keep only CREASE thicknesses apart, so a sharp crease
 # cannot fold through itself while the flat cloth pushes nothing apart
 REST_EXCLUSION = 1.25
 CREASE = 0.05
-STEP_REUSE = 1.0  # a step's rows serve all its substeps while twice its motion stays within this many slacks
+STEP_REUSE = 2.0  # a step's rows serve all its substeps while twice its motion stays within this many slacks
 
 Points = xsim.array(dtype=xsim.vec3)
 Reals = xsim.array(dtype=xsim.float32)
@@ -140,6 +152,39 @@ def closest_weights(p, a, b, c):
         return type(p)(zero, one - s, s)
     inv = one / (va + vb + vc)
     return type(p)(one - (vb + vc) * inv, vb * inv, vc * inv)
+
+
+@xsim.func
+def segment_closest(a, b, c, d):
+    """The parameters (s, t) in [0, 1] of the closest points a + s (b - a) and c + t (d - c) of segments ab
+    and cd (Ericson 2004, 5.1.9); a degenerate segment's parameter is 0."""
+    zero = a[0] - a[0]
+    d1 = b - a
+    d2 = d - c
+    r = a - c
+    aa = xsim.dot(d1, d1)
+    ee = xsim.dot(d2, d2)
+    f = xsim.dot(d2, r)
+    s = zero
+    t = zero
+    if aa > 0.0 and ee > 0.0:
+        cc = xsim.dot(d1, r)
+        bb = xsim.dot(d1, d2)
+        denom = aa * ee - bb * bb
+        if denom > 0.0:
+            s = xsim.clamp((bb * f - cc * ee) / denom, zero, zero + 1.0)
+        t = (bb * s + f) / ee
+        if t < 0.0:
+            t = zero
+            s = xsim.clamp(-cc / aa, zero, zero + 1.0)
+        elif t > 1.0:
+            t = zero + 1.0
+            s = xsim.clamp((bb - cc) / aa, zero, zero + 1.0)
+    elif ee > 0.0:
+        t = xsim.clamp(f / ee, zero, zero + 1.0)
+    elif aa > 0.0:
+        s = xsim.clamp(-xsim.dot(d1, r) / aa, zero, zero + 1.0)
+    return s, t
 
 
 @xsim.kernel(enable_backward=False)
@@ -270,6 +315,170 @@ def sort_corners(corner_first: Ints, corners: Ints):
         corners[j + 1] = e
 
 
+@xsim.kernel(enable_backward=False)
+def edge_midpoints(x: Points, edges: Ints2, midpoints: Points):
+    """The midpoint of each self-colliding edge at ``x``, for the grid the edges query."""
+    e = xsim.tid()
+    midpoints[e] = (x[edges[e, 0]] + x[edges[e, 1]]) * 0.5
+
+
+@xsim.func
+def keep_nearest(rows: Ints2, distance: Reals2, e: int, found: int, entry: int, gap: float):
+    """Row ``e`` with ``entry`` at distance ``gap`` added: appended while the row has room, else in place of
+    its farthest entry if nearer. Returns the row's new count."""
+    cap = rows.shape[1]
+    if found < cap:
+        rows[e, found] = entry
+        distance[e, found] = gap
+        return found + 1
+    far = 0
+    for j in range(1, cap):
+        if distance[e, j] > distance[e, far]:
+            far = j
+    if gap < distance[e, far]:
+        rows[e, far] = entry
+        distance[e, far] = gap
+    return found
+
+
+@xsim.func
+def edge_gap(x: Points, ia: int, ib: int, ic: int, jd: int):
+    """The distance between segments x[ia] x[ib] and x[ic] x[jd]."""
+    a = x[ia]
+    b = x[ib]
+    c = x[ic]
+    d = x[jd]
+    s, t = segment_closest(a, b, c, d)
+    return xsim.length(a + (b - a) * s - (c + (d - c) * t))
+
+
+@xsim.func
+def is_crease_partner(crease_first: Ints, crease_edge: Ints, e: int, f: int):
+    """Whether edges e and f are crease partners (listed with the lower of the two)."""
+    lo = xsim.min(e, f)
+    hi = xsim.max(e, f)
+    partner = False
+    for k in range(crease_first[lo], crease_first[lo + 1]):
+        if crease_edge[k] == hi:
+            partner = True
+    return partner
+
+
+@xsim.kernel(enable_backward=False)
+def find_edge_pairs(grid: xsim.uint64, use_grid: int, x: Points, thickness: Reals, world: Ints, edges: Ints2,
+                    midpoints: Points, crease_first: Ints, crease_edge: Ints, margin: float, reach: float,
+                    edge_edges: Ints2, distance: Reals2, edge_count: Ints):
+    """``edge_edges[e]``: the nearest (at most the row's capacity) edges f whose segments come within their
+    distance plus ``margin`` of e's at ``x``, as ``2 f + crease``: e's crease partners (``crease_edge[
+    crease_first[e]:crease_first[e + 1]]``, f > e: of its cloth, within ``REST_EXCLUSION`` thicknesses at
+    rest), which keep ``CREASE`` of the thickness, and, where e is longer than twice its thickness (then
+    the vertex-triangle contacts of its ends cannot keep it from crossing another edge), every other edge
+    sharing no particle with e from the grid of ``midpoints`` within ``reach``, each pair once (by the
+    longer, or the lower index of two long ones); ``distance``: scratch."""
+    e = xsim.tid()
+    ia = edges[e, 0]
+    ib = edges[e, 1]
+    found = 0
+    for k in range(crease_first[e], crease_first[e + 1]):
+        f = crease_edge[k]
+        th = 0.5 * (thickness[ia] + thickness[edges[f, 0]]) * CREASE
+        gap = edge_gap(x, ia, ib, edges[f, 0], edges[f, 1])
+        if gap < th + margin:
+            found = keep_nearest(edge_edges, distance, e, found, 2 * f + 1, gap)
+    if use_grid != 0 and xsim.length(x[ib] - x[ia]) > 2.0 * thickness[ia]:
+        query = xsim.hash_grid_query(grid, midpoints[e], reach)
+        f = 0
+        while xsim.hash_grid_query_next(query, f):
+            ic = edges[f, 0]
+            jd = edges[f, 1]
+            other_long = xsim.length(x[jd] - x[ic]) > 2.0 * thickness[ic]
+            if (f > e or not other_long) and f != e and xsim.length(midpoints[f] - midpoints[e]) < reach \
+                    and ia != ic and ia != jd and ib != ic and ib != jd and meets(world[ia], world[ic]) \
+                    and not is_crease_partner(crease_first, crease_edge, e, f):
+                gap = edge_gap(x, ia, ib, ic, jd)
+                if gap < 0.5 * (thickness[ia] + thickness[ic]) + margin:
+                    found = keep_nearest(edge_edges, distance, e, found, 2 * f, gap)
+    edge_count[e] = found
+
+
+def crease_partners(rest: np.ndarray, edges: np.ndarray, thickness: np.ndarray, body: np.ndarray):
+    """The crease partners of each edge, as a CSR (first (m + 1,), partner edges): the edges f > e of the
+    same body sharing no particle with e whose segments are within ``REST_EXCLUSION`` times their thickness
+    of e's in the ``rest`` shape (n, 3), m (``find_edge_pairs``). From a KD-tree of the midpoints, then the
+    exact segment distance (numpy)."""
+    m = len(edges)
+    if m == 0:
+        return np.zeros(1, np.int32), np.zeros(1, np.int32)
+    a, b = rest[edges[:, 0]], rest[edges[:, 1]]
+    mid = 0.5 * (a + b)
+    half = 0.5 * float(np.linalg.norm(b - a, axis=1).max())
+    pairs = np.array(sorted(scipy.spatial.cKDTree(mid).query_pairs(
+        2.0 * half + REST_EXCLUSION * float(thickness.max()))), dtype=np.int64).reshape(-1, 2)
+    e, f = pairs[:, 0], pairs[:, 1]
+    shared = (edges[e][:, :, None] == edges[f][:, None, :]).any(axis=(1, 2))
+    keep = ~shared & (body[edges[e, 0]] == body[edges[f, 0]])
+    e, f = e[keep], f[keep]
+    gap = _segment_distances(a[e], b[e], a[f], b[f])
+    th = 0.5 * (thickness[edges[e, 0]] + thickness[edges[f, 0]])
+    keep = gap < REST_EXCLUSION * th
+    e, f = e[keep], f[keep]
+    order = np.lexsort((f, e))
+    e, f = e[order], f[order]
+    first = np.concatenate([[0], np.cumsum(np.bincount(e, minlength=m))]).astype(np.int32)
+    return first, (f.astype(np.int32) if len(f) else np.zeros(1, np.int32))
+
+
+def _segment_distances(a, b, c, d) -> np.ndarray:
+    """Distances between segments a b and c d, row by row ((k, 3) each, float64): Ericson's closest points."""
+    d1, d2, r = b - a, d - c, a - c
+    aa, ee = (d1 * d1).sum(1), (d2 * d2).sum(1)
+    f, cc, bb = (d2 * r).sum(1), (d1 * r).sum(1), (d1 * d2).sum(1)
+    denom = aa * ee - bb * bb
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.where(denom > 0.0, np.clip((bb * f - cc * ee) / denom, 0.0, 1.0), 0.0)
+        t = np.where(ee > 0.0, (bb * s + f) / ee, 0.0)
+        low, high = t < 0.0, t > 1.0
+        s = np.where(low, np.clip(-cc / aa, 0.0, 1.0), np.where(high, np.clip((bb - cc) / aa, 0.0, 1.0), s))
+        t = np.clip(t, 0.0, 1.0)
+    return np.linalg.norm(a + d1 * s[:, None] - (c + d2 * t[:, None]), axis=1)
+
+
+@xsim.func
+def edge_pair_particles(edges: Ints2, e: int, entry: int):
+    """The four particles of the contact of edge e with the edge of ``entry`` (``2 f + crease``): e's ends,
+    then f's."""
+    f = entry // 2
+    return edges[e, 0], edges[e, 1], edges[f, 0], edges[f, 1]
+
+
+@xsim.kernel(enable_backward=False)
+def count_edge_corners(edge_edges: Ints2, edge_count: Ints, edges: Ints2, corner_count: Ints):
+    """How many edge-edge contacts each particle is an end of (atomic counts)."""
+    e = xsim.tid()
+    for k in range(edge_count[e]):
+        pa, pb, pc, pd = edge_pair_particles(edges, e, edge_edges[e, k])
+        xsim.atomic_add(corner_count, pa, 1)
+        xsim.atomic_add(corner_count, pb, 1)
+        xsim.atomic_add(corner_count, pc, 1)
+        xsim.atomic_add(corner_count, pd, 1)
+
+
+@xsim.kernel(enable_backward=False)
+def place_edge_corners(edge_edges: Ints2, edge_count: Ints, edges: Ints2, cursor: Ints, corners: Ints):
+    """Each edge-edge contact (e, the k-th of e's row) written into the segments of its four particles as
+    ``4 (e K + k) + role`` (K: the rows' capacity; role 0, 1: e's ends, 2, 3: the other edge's), in any order
+    (``sort_corners`` orders each segment)."""
+    e = xsim.tid()
+    width = edge_edges.shape[1]
+    for k in range(edge_count[e]):
+        pa, pb, pc, pd = edge_pair_particles(edges, e, edge_edges[e, k])
+        code = 4 * (e * width + k)
+        corners[xsim.atomic_add(cursor, pa, 1)] = code
+        corners[xsim.atomic_add(cursor, pb, 1)] = code + 1
+        corners[xsim.atomic_add(cursor, pc, 1)] = code + 2
+        corners[xsim.atomic_add(cursor, pd, 1)] = code + 3
+
+
 class Proximity:
     """The candidate rows of one model's particles (module docstring), found by ``find`` each substep.
     Tables that do not change (roles, bodies, self-colliding triangles, rest positions) are made here,
@@ -288,6 +497,16 @@ class Proximity:
         self.on = self.pairs_on or self.self_on
         self.tris = xsim.array(tris.reshape(-1, 3), dtype=int, device=dev)
         self._tris_np = tris.reshape(-1, 3)
+        edges = np.unique(np.sort(tris[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1), axis=0) if len(tris) else \
+            np.zeros((0, 2), np.int32)
+        self._edges_np = edges.astype(np.int32)
+        self.edges = xsim.array(self._edges_np.reshape(-1, 2), dtype=int, device=dev)
+        self.edge_count = len(edges)
+        rest64 = m.particle_q.numpy().astype(np.float64).reshape(-1, 3)
+        first, partner = crease_partners(rest64, self._edges_np, thickness, body)
+        self._crease_first = xsim.array(first, dtype=int, device=dev)
+        self._crease_edge = xsim.array(partner, dtype=int, device=dev)
+        self._edge_thickness = thickness[self._edges_np[:, 0]] if len(edges) else np.zeros(0)
         self.tri_count = len(tris)
         self._radius = m.particle_radius.numpy().astype(np.float64) if n else np.zeros(0)
         self._dynamic = m.particle_inv_mass.numpy() > 0.0
@@ -301,6 +520,11 @@ class Proximity:
         self._grid = xsim.HashGrid(cells, cells, cells, device=dev) if self.pairs_on else None
         self._tri_grid = xsim.HashGrid(cells, cells, cells, device=dev) if self.self_on else None
         self._centroids = xsim.zeros(len(tris), dtype=xsim.vec3, device=dev)
+        self._edge_grid = xsim.HashGrid(cells, cells, cells, device=dev) if self.self_on else None
+        self._midpoints = xsim.zeros(self.edge_count, dtype=xsim.vec3, device=dev)
+        self._edge_distance = xsim.empty((self.edge_count, EDGE_CAPACITY), dtype=xsim.float32, device=dev)
+        self._no_edge_rows = xsim.zeros((0, 0), dtype=int, device=dev)
+        self._no_edge_counts = xsim.zeros(0, dtype=int, device=dev)
         self._empty_rows = xsim.zeros((n, 0), dtype=int, device=dev)
         self._zero_counts = xsim.zeros(n, dtype=int, device=dev)
         self._distance = None
@@ -310,7 +534,7 @@ class Proximity:
         self._no_corner_first = xsim.zeros(n + 1, dtype=int, device=dev)
         r_max = float(self._radius.max(initial=0.0))
         th_max = float(thickness.max(initial=0.0))
-        self._slack = 0.5 * max(r_max, th_max)
+        self._slack = 0.25 * max(r_max, th_max)
         self._r_max, self._th_max = r_max, th_max
         if self.self_on:
             x = m.particle_q.numpy().reshape(-1, 3)[tris]
@@ -385,6 +609,34 @@ class Proximity:
             xsim.launch(place_corners, n, inputs=[rows.vertex_tris, rows.vertex_tri_count, self.tris, cursor],
                         outputs=[rows.corners], **launch)
             xsim.launch(sort_corners, n, inputs=[rows.corner_first], outputs=[rows.corners], **launch)
+            # edges against edges: crease partners always, the grid where an edge is longer than twice its
+            # thickness (then its ends' contacts cannot keep it from crossing another edge)
+            ends = pred[self._edges_np]
+            with np.errstate(invalid="ignore"):
+                lengths = np.sqrt(((ends[:, 1] - ends[:, 0]) ** 2).sum(axis=1))
+            use_grid = bool((lengths > 2.0 * self._edge_thickness).any())
+            edge_reach = 2.0 * 0.5 * _farthest((ends[:, 1] - ends[:, 0]).reshape(-1, 3)) + tri_reach
+            xsim.launch(edge_midpoints, self.edge_count, inputs=[points, self.edges], outputs=[self._midpoints],
+                        **launch)
+            if use_grid:
+                self._edge_grid.build(self._midpoints, edge_reach)
+            rows.edge_edges = new("self:edge_edges", (self.edge_count, EDGE_CAPACITY), int)
+            rows.edge_edge_count = new("self:edge_edge_count", self.edge_count, int)
+            xsim.launch(find_edge_pairs, self.edge_count, inputs=[
+                self._edge_grid.id, int(use_grid), points, self._thickness32, m.particle_world, self.edges,
+                self._midpoints, self._crease_first, self._crease_edge, margin, edge_reach],
+                outputs=[rows.edge_edges, self._edge_distance, rows.edge_edge_count], **launch)
+            xsim.launch(sort_vertex_rows, self.edge_count, inputs=[], outputs=[rows.edge_edges, rows.edge_edge_count],
+                        **launch)
+            rows.edge_corner_first = new("self:edge_corner_first", n + 1, int)
+            rows.edge_corners = new("self:edge_corners", 4 * EDGE_CAPACITY * self.edge_count, int)
+            count.zero_untracked()
+            xsim.launch(count_edge_corners, self.edge_count, inputs=[rows.edge_edges, rows.edge_edge_count,
+                                                                     self.edges], outputs=[count], **launch)
+            xsim.launch(scan_corners, 1, inputs=[count], outputs=[rows.edge_corner_first, cursor], **launch)
+            xsim.launch(place_edge_corners, self.edge_count, inputs=[rows.edge_edges, rows.edge_edge_count, self.edges,
+                                                                     cursor], outputs=[rows.edge_corners], **launch)
+            xsim.launch(sort_corners, n, inputs=[rows.edge_corner_first], outputs=[rows.edge_corners], **launch)
         return rows
 
 
@@ -403,6 +655,9 @@ class Rows:
         p = proximity
         self.pairs = self.vertex_tris = p._empty_rows
         self.pair_count = self.vertex_tri_count = p._zero_counts
-        self.corners = p._no_corners
-        self.corner_first = p._no_corner_first
+        self.corners = self.edge_corners = p._no_corners
+        self.corner_first = self.edge_corner_first = p._no_corner_first
+        self.edge_edges = p._no_edge_rows
+        self.edge_edge_count = p._no_edge_counts
         self.tris = p.tris
+        self.edges = p.edges

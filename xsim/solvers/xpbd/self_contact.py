@@ -24,8 +24,14 @@ test scenes check every frame with an independent triangle-triangle test). Near 
 ``n`` points from the closest point to the vertex (so a vertex can pass round the cloth's border).
 Friction between the layers acts on the vertex's motion relative to the triangle's point, as for pairs.
 
+Edges. Two edges of self-colliding cloths whose closest points lie inside both segments are kept the same
+distance apart (a constraint on four particles, the inverse masses weighted by the closest points'
+parameters), along the direction between the closest points at the substep start: two edges that cross
+during a substep are pushed back. With vertex-triangle contacts alone a cloth whose thickness is under half
+its edges could let two edges pass through each other.
+
 Jacobi. Each particle moves by the mean correction of the contacts it takes part in (as a particle of a
-pair, as a vertex, and as a triangle's corner), summed in a fixed order; no atomics, so a step repeats bit
+pair, as a vertex, as a triangle's corner and as an edge's end), summed in a fixed order; no atomics, so a step repeats bit
 for bit. Without a Tape each vertex-triangle contact is computed once into scratch slots and gathered;
 on a Tape each particle computes its contacts itself (the same values), so that no slot array per
 iteration has to be kept for the backward pass. The generated
@@ -35,7 +41,7 @@ forward is smooth, including friction's branches.
 """
 
 import xsim
-from xsim.collision.proximity import CREASE, closest_weights
+from xsim.collision.proximity import CREASE, closest_weights, edge_pair_particles, segment_closest
 from xsim.sim.generic import Float, Floats, Ints, Ints2, Vec3, Vec3s
 
 Vec3s3 = xsim.array(dtype=Vec3, ndim=3)
@@ -115,10 +121,43 @@ def vertex_triangle_contact(xp, xa, xb, xc, xp0, xa0, xb0, xc0, wp, wa, wb, wc, 
     return zero, zero, zero, zero, False
 
 
+@xsim.func
+def edge_edge_contact(xa, xb, xc, xd, xa0, xb0, xc0, xd0, wa, wb, wc, wd, th, mu):
+    """The corrections of the ends of edges ab and cd from their contact at distance ``th``, and whether it
+    acts: only where the closest points are inside both segments (at an end it is a vertex-triangle or
+    vertex-edge contact, which the triangles' contacts take). The normal is the direction between the
+    closest points at the substep start (with the current parameters), so edges that crossed during the
+    substep are pushed back, not through."""
+    zero = xa - xa
+    s, t = segment_closest(xa, xb, xc, xd)
+    if s > 0.0 and s < 1.0 and t > 0.0 and t < 1.0:
+        d = xa + (xb - xa) * s - (xc + (xd - xc) * t)
+        d0 = xa0 + (xb0 - xa0) * s - (xc0 + (xd0 - xc0) * t)
+        weight = (1.0 - s) * (1.0 - s) * wa + s * s * wb + (1.0 - t) * (1.0 - t) * wc + t * t * wd
+        if xsim.dot(d0, d0) > 0.0 and weight > 0.0:
+            n = xsim.normalize(d0)
+            pen = th - xsim.dot(d, n)
+            if pen > 0.0:
+                inv_w = 1.0 / weight
+                g = n * (pen * inv_w) + friction_share(d - d0, n, pen, mu, inv_w)
+                return g * ((1.0 - s) * wa), g * (s * wb), g * (-(1.0 - t) * wc), g * (-t * wd), True
+    return zero, zero, zero, zero, False
+
+
+@xsim.func
+def edge_contact_of(x, x0, inv_mass, thickness, edges, e: int, entry: int, mu):
+    """``edge_edge_contact`` of edge ``e`` and the edge of its row's ``entry`` (``2 f + crease``)."""
+    pa, pb, pc, pd = edge_pair_particles(edges, e, entry)
+    th = pair_thickness(thickness[pa], thickness[pc], entry)
+    return edge_edge_contact(x[pa], x[pb], x[pc], x[pd], x0[pa], x0[pb], x0[pc], x0[pd], inv_mass[pa],
+                             inv_mass[pb], inv_mass[pc], inv_mass[pd], th, mu)
+
+
 @xsim.kernel
 def collide_particles(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floats, thickness: Floats, mu: Float,
                       pairs: Ints2, pair_count: Ints, vertex_tris: Ints2, vertex_tri_count: Ints, corners: Ints,
-                      corner_first: Ints, tris: Ints2, x_out: Vec3s):
+                      corner_first: Ints, tris: Ints2, edge_edges: Ints2, edge_corners: Ints, edge_corner_first: Ints,
+                      edges: Ints2, x_out: Vec3s):
     """One Jacobi pass of the particle contacts at ``x`` (``x0``: the substep start) into ``x_out``: each
     dynamic particle moves by the mean correction of its active contacts, as a particle of a pair
     (``pairs``), as a vertex (``vertex_tris`` into ``tris``) and as a triangle's corner (its segment of ``corners``
@@ -172,6 +211,24 @@ def collide_particles(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floats, thi
                 else:
                     acc = acc + cc
                 active += 1
+        edge_width = edge_edges.shape[1]
+        for k in range(edge_corner_first[i], edge_corner_first[i + 1]):
+            code = edge_corners[k]
+            role = code % 4
+            slot = code // 4
+            e = slot // edge_width
+            da, db, dc, dd, hit = edge_contact_of(x, x0, inv_mass, thickness, edges, e, edge_edges[e, slot % edge_width],
+                                                  mu)
+            if hit:
+                if role == 0:
+                    acc = acc + da
+                elif role == 1:
+                    acc = acc + db
+                elif role == 2:
+                    acc = acc + dc
+                else:
+                    acc = acc + dd
+                active += 1
         if active > 0:
             xi = xi + acc * (1.0 / inv_mass.dtype(active))
     x_out[i] = xi
@@ -204,9 +261,25 @@ def measure_vertex_triangles(x: Vec3s, x0: Vec3s, inv_mass: Floats, thickness: F
 
 
 @xsim.kernel
+def measure_edge_edges(x: Vec3s, x0: Vec3s, inv_mass: Floats, thickness: Floats, mu: Float, edge_edges: Ints2,
+                       edge_edge_count: Ints, edges: Ints2, slots: Vec3s3, hits: Ints2):
+    """Each edge's contacts with the edges of its row, computed once (``edge_edge_contact``): the corrections
+    of the four ends in ``slots[e, k, 0..3]`` (e's ends, then the other's), 1 in ``hits[e, k]`` where it acts."""
+    e = xsim.tid()
+    for k in range(edge_edge_count[e]):
+        da, db, dc, dd, hit = edge_contact_of(x, x0, inv_mass, thickness, edges, e, edge_edges[e, k], mu)
+        slots[e, k, 0] = da
+        slots[e, k, 1] = db
+        slots[e, k, 2] = dc
+        slots[e, k, 3] = dd
+        hits[e, k] = xsim.where(hit, 1, 0)
+
+
+@xsim.kernel
 def gather_particle_contacts(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floats, mu: Float, pairs: Ints2,
                              pair_count: Ints, slots: Vec3s3, hits: Ints2, vertex_tri_count: Ints, corners: Ints,
-                             corner_first: Ints, x_out: Vec3s):
+                             corner_first: Ints, edge_slots: Vec3s3, edge_hits: Ints2, edge_corners: Ints,
+                             edge_corner_first: Ints, x_out: Vec3s):
     """``collide_particles`` with the vertex-triangle contacts read from ``measure_vertex_triangles``'s
     ``slots`` instead of computed again: the same sums in the same order, so the same positions bit for bit."""
     i = xsim.tid()
@@ -234,6 +307,15 @@ def gather_particle_contacts(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floa
             s = slot % width
             if hits[p, s] != 0:
                 acc = acc + slots[p, s, e % 4]
+                active += 1
+        edge_width = edge_hits.shape[1]
+        for k in range(edge_corner_first[i], edge_corner_first[i + 1]):
+            code = edge_corners[k]
+            slot = code // 4
+            e = slot // edge_width
+            s = slot % edge_width
+            if edge_hits[e, s] != 0:
+                acc = acc + edge_slots[e, s, code % 4]
                 active += 1
         if active > 0:
             xi = xi + acc * (1.0 / inv_mass.dtype(active))

@@ -325,19 +325,26 @@ class SolverXPBD:
         n = m.particle_count
         x_out = self.buffers.get("x", n, m.vec3(), grad, avoid=avoid)
         if not grad and rows.corners.shape[0]:
-            slots = self._scratch("self:slots", (n, rows.vertex_tris.shape[1], 4), m.vec3())
-            hits = self._scratch("self:hits", (n, rows.vertex_tris.shape[1]), int)
+            width, edge_width = rows.vertex_tris.shape[1], rows.edge_edges.shape[1]
+            slots = self._scratch("self:slots", (n, width, 4), m.vec3())
+            hits = self._scratch("self:hits", (n, width), int)
+            edge_slots = self._scratch("self:edge_slots", (rows.edges.shape[0], edge_width, 4), m.vec3())
+            edge_hits = self._scratch("self:edge_hits", (rows.edges.shape[0], edge_width), int)
             xsim.launch(sk.measure_vertex_triangles, n, inputs=[
                 xi, x, m.particle_inv_mass, m.particle_thickness, m.particle_mu, rows.vertex_tris,
                 rows.vertex_tri_count, rows.tris], outputs=[slots, hits])
+            xsim.launch(sk.measure_edge_edges, rows.edges.shape[0], inputs=[
+                xi, x, m.particle_inv_mass, m.particle_thickness, m.particle_mu, rows.edge_edges,
+                rows.edge_edge_count, rows.edges], outputs=[edge_slots, edge_hits])
             xsim.launch(sk.gather_particle_contacts, n, inputs=[
                 xi, x, m.particle_inv_mass, m.particle_radius, m.particle_mu, rows.pairs, rows.pair_count, slots,
-                hits, rows.vertex_tri_count, rows.corners, rows.corner_first], outputs=[x_out])
+                hits, rows.vertex_tri_count, rows.corners, rows.corner_first, edge_slots, edge_hits,
+                rows.edge_corners, rows.edge_corner_first], outputs=[x_out])
             return x_out
         xsim.launch(sk.collide_particles, n, inputs=[
             xi, x, m.particle_inv_mass, m.particle_radius, m.particle_thickness, m.particle_mu, rows.pairs,
-            rows.pair_count, rows.vertex_tris, rows.vertex_tri_count, rows.corners, rows.corner_first, rows.tris],
-            outputs=[x_out])
+            rows.pair_count, rows.vertex_tris, rows.vertex_tri_count, rows.corners, rows.corner_first, rows.tris,
+            rows.edge_edges, rows.edge_corners, rows.edge_corner_first, rows.edges], outputs=[x_out])
         return x_out
 
     def _proximity_step_rows(self, x, v, dt: float, grad: bool):
