@@ -534,3 +534,18 @@ def test_the_gradient_of_an_edge_sliding_across_an_edge_equals_central_differenc
     assert np.abs(tape - fd).max() <= 1e-5 * np.abs(fd).max()
     x = run(model, 6).particle_q.numpy()[6:8]
     assert x[:, 2].min() > 0.02 - 1e-6 and 0.0 < x[0, 0] < 0.3 * 0.1  # held up, slowed by friction
+
+
+def test_a_model_whose_contact_rows_exceed_the_memory_is_refused_before_allocating(monkeypatch):
+    from xsim.sim import validate
+
+    monkeypatch.setattr(validate, "memory_bytes", lambda: 10**6)
+    model = hanging_cloth(16, True)
+    with pytest.raises(MemoryError, match=r"particle contacts of 289 particles and 512 self-colliding triangles "
+                                          r"need .* GiB for their candidate rows, more than this machine's"):
+        SolverXPBD(model)
+
+
+def test_a_nan_particle_radius_is_refused_naming_the_call():
+    with pytest.raises(ValueError, match="add_particle: radius must be a finite number"):
+        ModelBuilder().add_particle((0.0, 0.0, 0.0), radius=float("nan"))

@@ -489,6 +489,7 @@ class Proximity:
         n = m.particle_count
         dev = m.device
         role, body = particle_roles(m)
+        _check_memory(m, role, np.asarray(m.tri_indices).reshape(-1, 3), m.particle_thickness.numpy() if n else None)
         thickness = m.particle_thickness.numpy().astype(np.float64) if n else np.zeros(0)
         tris = np.asarray(m.tri_indices, dtype=np.int32).reshape(-1, 3)
         tris = tris[(thickness[tris] > 0.0).all(axis=1)] if len(tris) else tris
@@ -638,6 +639,36 @@ class Proximity:
                                                                      cursor], outputs=[rows.edge_corners], **launch)
             xsim.launch(sort_corners, n, inputs=[rows.edge_corner_first], outputs=[rows.edge_corners], **launch)
         return rows
+
+
+def bytes_needed(particles: int, pairs: bool, triangles: int, edges: int, scalar_bytes: int) -> int:
+    """The memory (bytes) of a model's candidate rows and their scratch slots (``Rows``, the solver's
+    ``self:*`` buffers): ``particles`` with pair rows where ``pairs``, ``triangles`` and ``edges`` of
+    self-colliding cloth; ``scalar_bytes``: 4 or 8 (the model's float)."""
+    vec = 3 * scalar_bytes
+    total = particles * CAPACITY * 4 if pairs else 0
+    if triangles:
+        total += particles * CAPACITY * (4 + 4 + 3 * 4 + 4 * vec + 4)  # rows, distances, corners, slots, hits
+        total += edges * EDGE_CAPACITY * (4 + 4 + 4 * 4 + 4 * vec + 4)
+        total += triangles * 12
+    return total
+
+
+def _check_memory(model, role: np.ndarray, tris: np.ndarray, thickness) -> None:
+    """Refuse, before anything is allocated, a model whose particle contacts would need more memory than the
+    machine has (``xsim.sim.validate.memory_bytes``)."""
+    from xsim.sim import validate
+
+    n = model.particle_count
+    self_tris = int((thickness[tris] > 0.0).all(axis=1).sum()) if thickness is not None and len(tris) else 0
+    need = bytes_needed(n, bool((role == FREE).any()) and n > 1, self_tris, int(1.5 * self_tris) + 3,
+                        np.dtype(model.dtype._np).itemsize)
+    have = validate.memory_bytes()
+    if need > have:
+        raise MemoryError(f"particle contacts of {n} particles and {self_tris} self-colliding triangles need "
+                          f"{need / 2**30:,.1f} GiB for their candidate rows, more than this machine's "
+                          f"{have / 2**30:,.1f} GiB; turn ModelBuilder.particle_contact or self_collision off, "
+                          f"or use fewer particles")
 
 
 def _farthest(d: np.ndarray) -> float:
