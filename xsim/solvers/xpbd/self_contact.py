@@ -153,6 +153,46 @@ def edge_contact_of(x, x0, inv_mass, thickness, edges, e: int, entry: int, mu):
                              inv_mass[pb], inv_mass[pc], inv_mass[pd], th, mu)
 
 
+@xsim.func
+def vertex_contact_of(x, x0, inv_mass, thickness, tris, v: int, entry: int, mu):
+    """``vertex_triangle_contact`` of vertex ``v`` and the triangle of its row's ``entry`` (``2 t + crease``)."""
+    t = entry // 2
+    a = tris[t, 0]
+    b = tris[t, 1]
+    c = tris[t, 2]
+    th = pair_thickness(thickness[v], thickness[a], entry)
+    return vertex_triangle_contact(x[v], x[a], x[b], x[c], x0[v], x0[a], x0[b], x0[c], inv_mass[v], inv_mass[a],
+                                   inv_mass[b], inv_mass[c], th, mu)
+
+
+@xsim.func
+def share(role: int, c0, c1, c2, c3):
+    """The correction of a contact's particle ``role`` (0..3) of its four."""
+    out = c3
+    if role == 0:
+        out = c0
+    elif role == 1:
+        out = c1
+    elif role == 2:
+        out = c2
+    return out
+
+
+@xsim.func
+def pair_corrections(x, x0, inv_mass, radius, mu, pairs, pair_count, i: int):
+    """The sum of particle i's corrections from its active particle pairs, and their number."""
+    xi = x[i]
+    acc = xi - xi
+    active = 0
+    for k in range(pair_count[i]):
+        j = pairs[i, k]
+        dp, hit = pair_contact(xi, x[j], x0[i], x0[j], inv_mass[i], inv_mass[j], radius[i] + radius[j], mu)
+        if hit:
+            acc = acc + dp
+            active += 1
+    return acc, active
+
+
 @xsim.kernel
 def collide_particles(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floats, thickness: Floats, mu: Float,
                       pairs: Ints2, pair_count: Ints, vertex_tris: Ints2, vertex_tri_count: Ints, corners: Ints,
@@ -168,24 +208,9 @@ def collide_particles(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floats, thi
     xi = x[i]
     wi = inv_mass[i]
     if wi > 0.0:
-        acc = xi - xi
-        active = 0
-        xi0 = x0[i]
-        for k in range(pair_count[i]):
-            j = pairs[i, k]
-            dp, hit = pair_contact(xi, x[j], xi0, x0[j], wi, inv_mass[j], radius[i] + radius[j], mu)
-            if hit:
-                acc = acc + dp
-                active += 1
+        acc, active = pair_corrections(x, x0, inv_mass, radius, mu, pairs, pair_count, i)
         for k in range(vertex_tri_count[i]):
-            e = vertex_tris[i, k]
-            t = e // 2
-            a = tris[t, 0]
-            b = tris[t, 1]
-            c = tris[t, 2]
-            th = pair_thickness(thickness[i], thickness[a], e)
-            cp, ca, cb, cc, hit = vertex_triangle_contact(xi, x[a], x[b], x[c], xi0, x0[a], x0[b], x0[c], wi,
-                                                          inv_mass[a], inv_mass[b], inv_mass[c], th, mu)
+            cp, ca, cb, cc, hit = vertex_contact_of(x, x0, inv_mass, thickness, tris, i, vertex_tris[i, k], mu)
             if hit:
                 acc = acc + cp
                 active += 1
@@ -195,21 +220,10 @@ def collide_particles(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floats, thi
             corner = e % 4
             slot = e // 4
             p = slot // width
-            e = vertex_tris[p, slot % width]
-            t = e // 2
-            a = tris[t, 0]
-            b = tris[t, 1]
-            c = tris[t, 2]
-            th = pair_thickness(thickness[p], thickness[a], e)
-            cp, ca, cb, cc, hit = vertex_triangle_contact(x[p], x[a], x[b], x[c], x0[p], x0[a], x0[b], x0[c],
-                                                          inv_mass[p], inv_mass[a], inv_mass[b], inv_mass[c], th, mu)
+            cp, ca, cb, cc, hit = vertex_contact_of(x, x0, inv_mass, thickness, tris, p, vertex_tris[p, slot % width],
+                                                    mu)
             if hit:
-                if corner == 1:
-                    acc = acc + ca
-                elif corner == 2:
-                    acc = acc + cb
-                else:
-                    acc = acc + cc
+                acc = acc + share(corner, cp, ca, cb, cc)
                 active += 1
         edge_width = edge_edges.shape[1]
         for k in range(edge_corner_first[i], edge_corner_first[i + 1]):
@@ -220,14 +234,7 @@ def collide_particles(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floats, thi
             da, db, dc, dd, hit = edge_contact_of(x, x0, inv_mass, thickness, edges, e, edge_edges[e, slot % edge_width],
                                                   mu)
             if hit:
-                if role == 0:
-                    acc = acc + da
-                elif role == 1:
-                    acc = acc + db
-                elif role == 2:
-                    acc = acc + dc
-                else:
-                    acc = acc + dd
+                acc = acc + share(role, da, db, dc, dd)
                 active += 1
         if active > 0:
             xi = xi + acc * (1.0 / inv_mass.dtype(active))
@@ -241,18 +248,8 @@ def measure_vertex_triangles(x: Vec3s, x0: Vec3s, inv_mass: Floats, thickness: F
     the corrections of the vertex and of the triangle's three corners in ``slots[v, k, 0..3]``, 1 in
     ``hits[v, k]`` where the contact acts (else 0). ``gather_particle_contacts`` adds them up."""
     i = xsim.tid()
-    xi = x[i]
-    wi = inv_mass[i]
-    xi0 = x0[i]
     for k in range(vertex_tri_count[i]):
-        e = vertex_tris[i, k]
-        t = e // 2
-        a = tris[t, 0]
-        b = tris[t, 1]
-        c = tris[t, 2]
-        th = pair_thickness(thickness[i], thickness[a], e)
-        cp, ca, cb, cc, hit = vertex_triangle_contact(xi, x[a], x[b], x[c], xi0, x0[a], x0[b], x0[c], wi,
-                                                      inv_mass[a], inv_mass[b], inv_mass[c], th, mu)
+        cp, ca, cb, cc, hit = vertex_contact_of(x, x0, inv_mass, thickness, tris, i, vertex_tris[i, k], mu)
         slots[i, k, 0] = cp
         slots[i, k, 1] = ca
         slots[i, k, 2] = cb
@@ -286,15 +283,7 @@ def gather_particle_contacts(x: Vec3s, x0: Vec3s, inv_mass: Floats, radius: Floa
     xi = x[i]
     wi = inv_mass[i]
     if wi > 0.0:
-        acc = xi - xi
-        active = 0
-        xi0 = x0[i]
-        for k in range(pair_count[i]):
-            j = pairs[i, k]
-            dp, hit = pair_contact(xi, x[j], xi0, x0[j], wi, inv_mass[j], radius[i] + radius[j], mu)
-            if hit:
-                acc = acc + dp
-                active += 1
+        acc, active = pair_corrections(x, x0, inv_mass, radius, mu, pairs, pair_count, i)
         for k in range(vertex_tri_count[i]):
             if hits[i, k] != 0:
                 acc = acc + slots[i, k, 0]
