@@ -537,11 +537,6 @@ class Proximity:
         th_max = float(thickness.max(initial=0.0))
         self._slack = 0.25 * max(r_max, th_max)
         self._r_max, self._th_max = r_max, th_max
-        if self.self_on:
-            x = m.particle_q.numpy().reshape(-1, 3)[tris]
-            self._tri_size = float(np.linalg.norm(x - x.mean(axis=1, keepdims=True), axis=2).max())
-        else:
-            self._tri_size = 0.0
 
     def find(self, x, x_pred, new) -> Rows:
         """The candidate rows of a substep from its start ``x`` and predicted positions ``x_pred``;

@@ -1,6 +1,6 @@
 """Particle-particle contact and cloth self-collision: the contacts between particles that
-``xsim.collision.proximity`` lists once per substep, resolved in every iteration after the constraints
-and before the shapes. Module-level kernels, generic over the scalar type.
+``xsim.collision.proximity`` lists once per substep (or step), resolved in every iteration after the
+constraints and before the shapes. Module-level kernels, generic over the scalar type.
 
 Particle pairs. Two particles closer than the sum of their radii are pushed apart along the line between
 them, each by its share of the depth by inverse mass, with position-level Coulomb friction against their
@@ -31,11 +31,12 @@ during a substep are pushed back. With vertex-triangle contacts alone a cloth wh
 its edges could let two edges pass through each other.
 
 Jacobi. Each particle moves by the mean correction of the contacts it takes part in (as a particle of a
-pair, as a vertex, as a triangle's corner and as an edge's end), summed in a fixed order; no atomics, so a step repeats bit
-for bit. Without a Tape each vertex-triangle contact is computed once into scratch slots and gathered;
-on a Tape each particle computes its contacts itself (the same values), so that no slot array per
-iteration has to be kept for the backward pass. The generated
-adjoints differentiate every contact that is active (which contacts are candidates is a constant of the
+pair, as a vertex, as a triangle's corner and as an edge's end), summed in a fixed order; no atomics, so a
+step repeats bit for bit. Without a Tape each vertex-triangle and edge-edge contact is computed once into
+scratch slots and gathered; on a Tape each particle computes its contacts itself (the same values), so that
+no slot array per iteration has to be kept for the backward pass. The Jacobi mean over many contacts
+converges slowly (a heap of particles, a free triangle stopped by one edge): more iterations close the gap.
+The generated adjoints differentiate every contact that is active (which contacts are candidates is a constant of the
 backward pass, and an active contact stays active under an infinitesimal change), exactly where the
 forward is smooth, including friction's branches.
 """
