@@ -202,7 +202,7 @@ def find_vertex_triangles(grid: xsim.uint64, x: Points, rest: Points, thickness:
     th = (thickness_v + thickness_t) / 2 + ``margin`` of self-colliding vertex v at ``x``, not those it is a
     corner of, as ``2 t + crease``: crease 1 for one of the same body within ``REST_EXCLUSION`` th of it at
     the ``rest`` positions, which must be within ``CREASE`` th + margin;
-    sorted by triangle afterwards (``sort_vertex_rows``). ``grid``: the triangles' ``centroids``, queried
+    sorted by triangle afterwards (``sort_rows``). ``grid``: the triangles' ``centroids``, queried
     within ``reach`` (the largest thickness, margin and triangle size); ``distance``: scratch, the
     candidates' distances."""
     v = xsim.tid()
@@ -251,17 +251,16 @@ def find_vertex_triangles(grid: xsim.uint64, x: Points, rest: Points, thickness:
 
 
 @xsim.kernel(enable_backward=False)
-def sort_vertex_rows(vertex_tris: Ints2, vertex_count: Ints):
-    """Each vertex's row of triangles in ascending order."""
+def sort_rows(rows: Ints2, count: Ints):
+    """Each row's first ``count`` entries in ascending order (the vertices' triangles, the edges' edges)."""
     v = xsim.tid()
-    count = vertex_count[v]
-    for k in range(1, count):
-        t = vertex_tris[v, k]
+    for k in range(1, count[v]):
+        t = rows[v, k]
         j = k - 1
-        while j >= 0 and vertex_tris[v, j] > t:
-            vertex_tris[v, j + 1] = vertex_tris[v, j]
+        while j >= 0 and rows[v, j] > t:
+            rows[v, j + 1] = rows[v, j]
             j -= 1
-        vertex_tris[v, j + 1] = t
+        rows[v, j + 1] = t
 
 
 @xsim.kernel(enable_backward=False)
@@ -489,13 +488,10 @@ class Proximity:
         n = m.particle_count
         dev = m.device
         role, body = particle_roles(m)
-        _check_memory(m, role, np.asarray(m.tri_indices).reshape(-1, 3), m.particle_thickness.numpy() if n else None)
         thickness = m.particle_thickness.numpy().astype(np.float64) if n else np.zeros(0)
         tris = np.asarray(m.tri_indices, dtype=np.int32).reshape(-1, 3)
         tris = tris[(thickness[tris] > 0.0).all(axis=1)] if len(tris) else tris
-        self.pairs_on = n > 1 and bool((role == FREE).any())
         self.self_on = len(tris) > 0
-        self.on = self.pairs_on or self.self_on
         self.tris = xsim.array(tris.reshape(-1, 3), dtype=int, device=dev)
         self._tris_np = tris.reshape(-1, 3)
         edges = np.unique(np.sort(tris[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1), axis=0) if len(tris) else \
@@ -503,6 +499,9 @@ class Proximity:
         self._edges_np = edges.astype(np.int32)
         self.edges = xsim.array(self._edges_np.reshape(-1, 2), dtype=int, device=dev)
         self.edge_count = len(edges)
+        self.pairs_on = n > 1 and bool((role == FREE).any())
+        self.on = self.pairs_on or self.self_on
+        _check_memory(m, self.pairs_on, len(tris), self.edge_count)
         rest64 = m.particle_q.numpy().astype(np.float64).reshape(-1, 3)
         first, partner = crease_partners(rest64, self._edges_np, thickness, body)
         self._crease_first = xsim.array(first, dtype=int, device=dev)
@@ -528,7 +527,7 @@ class Proximity:
         self._no_edge_counts = xsim.zeros(0, dtype=int, device=dev)
         self._empty_rows = xsim.zeros((n, 0), dtype=int, device=dev)
         self._zero_counts = xsim.zeros(n, dtype=int, device=dev)
-        self._distance = None
+        self._distance = xsim.empty((n, CAPACITY) if self.self_on else (0, CAPACITY), dtype=xsim.float32, device=dev)
         self._corner_count = xsim.zeros(n, dtype=int, device=dev)
         self._cursor = xsim.zeros(n, dtype=int, device=dev)
         self._no_corners = xsim.zeros(0, dtype=int, device=dev)
@@ -585,14 +584,12 @@ class Proximity:
             self._tri_grid.build(self._centroids, reach)
             rows.vertex_tris = new("self:vertex_tris", (n, CAPACITY), int)
             rows.vertex_tri_count = new("self:vertex_tri_count", n, int)
-            distance = self._distance if self._distance is not None else xsim.empty(
-                (n, CAPACITY), dtype=xsim.float32, device=m.device)
-            self._distance = distance
+            distance = self._distance
             xsim.launch(find_vertex_triangles, n, inputs=[
                 self._tri_grid.id, points, self._rest, self._thickness32, m.particle_world, self._body, self.tris,
                 self._centroids, margin, reach], outputs=[rows.vertex_tris, distance, rows.vertex_tri_count],
                 record_tape=False)
-            xsim.launch(sort_vertex_rows, n, inputs=[], outputs=[rows.vertex_tris, rows.vertex_tri_count],
+            xsim.launch(sort_rows, n, inputs=[], outputs=[rows.vertex_tris, rows.vertex_tri_count],
                         record_tape=False)
             rows.corner_first = new("self:corner_first", n + 1, int)
             rows.corners = new("self:corners", 3 * CAPACITY * n, int)
@@ -622,7 +619,7 @@ class Proximity:
                 self._edge_grid.id, int(use_grid), points, self._thickness32, m.particle_world, self.edges,
                 self._midpoints, self._crease_first, self._crease_edge, margin, edge_reach],
                 outputs=[rows.edge_edges, self._edge_distance, rows.edge_edge_count], **launch)
-            xsim.launch(sort_vertex_rows, self.edge_count, inputs=[], outputs=[rows.edge_edges, rows.edge_edge_count],
+            xsim.launch(sort_rows, self.edge_count, inputs=[], outputs=[rows.edge_edges, rows.edge_edge_count],
                         **launch)
             rows.edge_corner_first = new("self:edge_corner_first", n + 1, int)
             rows.edge_corners = new("self:edge_corners", 4 * EDGE_CAPACITY * self.edge_count, int)
@@ -649,15 +646,14 @@ def bytes_needed(particles: int, pairs: bool, triangles: int, edges: int, scalar
     return total
 
 
-def _check_memory(model, role: np.ndarray, tris: np.ndarray, thickness) -> None:
-    """Refuse, before anything is allocated, a model whose particle contacts would need more memory than the
-    machine has (``xsim.sim.validate.memory_bytes``)."""
+def _check_memory(model, pairs: bool, self_tris: int, edges: int) -> None:
+    """Refuse, before the rows are allocated, a model whose particle contacts (pair rows where ``pairs``,
+    ``self_tris`` self-colliding triangles with ``edges`` edges) would need more memory than the machine has
+    (``xsim.sim.validate.memory_bytes``)."""
     from xsim.sim import validate
 
     n = model.particle_count
-    self_tris = int((thickness[tris] > 0.0).all(axis=1).sum()) if thickness is not None and len(tris) else 0
-    need = bytes_needed(n, bool((role == FREE).any()) and n > 1, self_tris, int(1.5 * self_tris) + 3,
-                        np.dtype(model.dtype._np).itemsize)
+    need = bytes_needed(n, pairs, self_tris, edges, np.dtype(model.dtype._np).itemsize)
     have = validate.memory_bytes()
     if need > have:
         raise MemoryError(f"particle contacts of {n} particles and {self_tris} self-colliding triangles need "

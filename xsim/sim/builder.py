@@ -504,7 +504,8 @@ def _setting(name: str, value, upper: float | None = None) -> float:
 
 def _self_thickness(where: str, self_collision: bool, thickness, radius: float) -> float:
     """A cloth's self-collision thickness (m; 0 without self-collision): ``thickness``, else its particle
-    radius; refused where not a positive finite number, or given without ``self_collision``."""
+    radius; refused where not a number, not as the builder's other lengths are (``validate.args``: positive,
+    in float32's range), or given without ``self_collision``."""
     if not isinstance(self_collision, (bool, np.bool_)):
         raise TypeError(f"{where}: self_collision must be True or False, got {self_collision!r}")
     if not self_collision:
@@ -517,8 +518,7 @@ def _self_thickness(where: str, self_collision: bool, thickness, radius: float) 
         value = float(value)
     except (TypeError, ValueError):
         raise TypeError(f"{where}: thickness must be a number (m), got {thickness!r}") from None
-    if not (np.isfinite(value) and value > 0.0):
-        raise ValueError(f"{where}: thickness must be a positive finite distance (m), got {value}")
+    validate.args(where, thickness=value)
     return value
 
 

@@ -31,7 +31,7 @@ _POSITIVE = ("> 0", lambda x: x > 0.0)
 _NONNEGATIVE = (">= 0", lambda x: x >= 0.0)
 _RULES = {name: _POSITIVE for name in ("radius", "particle_radius", "half_height", "hx", "hy", "hz",
                                        "half_extents", "rx", "ry", "rz", "cell_x", "cell_y", "scale", "density",
-                                       "stretch_stiffness", "bend_stiffness")}
+                                       "stretch_stiffness", "bend_stiffness", "thickness")}
 _RULES.update({name: _NONNEGATIVE for name in ("mass", "mu", "restitution", "rest_length", "target_ke",
                                                "target_kd", "cone_limit", "compliance", "stretch_compliance",
                                                "shear_compliance", "bend_compliance", "area_compliance", "damping",

@@ -313,7 +313,7 @@ class SolverXPBD:
         proximity = self._workspace().proximity
         if proximity is None:
             return None
-        return proximity.find(x, x_pred, lambda key, shape, dtype: self.buffers.get(key, shape, dtype, grad))
+        return proximity.find(x, x_pred, self._allocator(grad))
 
     def _self_contacts(self, xi, x, rows, grad: bool, avoid):
         """One pass of the particles' contacts with each other (``self_contact.py``) from ``xi`` (``x``: the
@@ -353,7 +353,7 @@ class SolverXPBD:
         proximity = self._workspace().proximity
         if proximity is None:
             return None
-        return proximity.find_for_step(x, v, dt, lambda key, shape, dtype: self.buffers.get(key, shape, dtype, grad))
+        return proximity.find_for_step(x, v, dt, self._allocator(grad))
 
     def _bounce_speed(self, h: float) -> float:
         return self.bounce_speed if self.bounce_speed is not None else 2.0 * _norm(self.model.gravity) * h
