@@ -463,6 +463,12 @@ def test_a_particles_block_in_a_scene_file_is_written_to_usd_as_points(tmp_path)
     points = UsdGeom.Points(stage.GetPrimAtPath("/World/Particles/particles0"))
     assert len(points.GetPointsAttr().Get(Usd.TimeCode(2))) == 12
     assert np.allclose(points.GetWidthsAttr().Get(), 0.024)
+    path.write_text('replicate = 2\nspacing = [1.0, 0.0, 0.0]\n[[particles]]\ngrid = { dim = [2, 1, 1], spacing = 0.03 }\n'
+                    'radius = 0.012\n')
+    replicated = load_scene(path)
+    replicated.builder()
+    assert [(p.name, p.first, p.count, p.radius) for p in replicated.parts] == [
+        ("particles0_0", 0, 2, 0.012), ("particles0_1", 2, 2, 0.012)]
     path.write_text('[[particles]]\ngrid = { dim = [1, 1, 1], spacing = 0.03 }\nmu = 0.3\n'
                     '[[particles]]\ngrid = { dim = [1, 1, 1], spacing = 0.03 }\nposition = [1.0, 0.0, 0.0]\n')
     with pytest.raises(SceneError, match=r"particles\[1\]\.mu: expected the same mu as particles\[0\]"):

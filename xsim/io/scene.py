@@ -274,8 +274,8 @@ class Scene:
         particle0, body0 = b.particle_count, b.body_count
         b.replicate(one, self.replicate, self.spacing)
         copies = range(self.replicate)
-        self.parts = [ClothPart(f"{p.name}_{k}", particle0 + k * one.particle_count + p.first, p.count, p.triangles)
-                      for k in copies for p in parts]
+        self.parts = [ClothPart(f"{p.name}_{k}", particle0 + k * one.particle_count + p.first, p.count, p.triangles,
+                                p.radius) for k in copies for p in parts]
         self.body_parts = [BodyPart(f"{p.name}_{k}", body0 + k * one.body_count + p.index, p.shapes)
                            for k in copies for p in body_parts]
         return b

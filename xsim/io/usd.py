@@ -263,7 +263,7 @@ def write_usd(path: str | Path, frames: np.ndarray, parts=None, colliders: Seque
         if len(part.triangles):
             writer.add_mesh(part.name, frames[0, sl], part.triangles)
         else:  # free particles
-            writer.add_points(part.name, frames[0, sl], getattr(part, "radius", 0.0))
+            writer.add_points(part.name, frames[0, sl], part.radius)
         for k in range(1, len(frames)):
             writer.set_points(part.name, k, frames[k, sl])
     for body in bodies:
