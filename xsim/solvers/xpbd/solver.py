@@ -317,8 +317,8 @@ class SolverXPBD:
 
     def _self_contacts(self, xi, x, rows, grad: bool, avoid):
         """One pass of the particles' contacts with each other (``self_contact.py``) from ``xi`` (``x``: the
-        substep start); returns the new positions. Without gradients each vertex-triangle contact is computed
-        once into scratch slots and gathered; on a Tape one kernel computes each contact in each of its
+        substep start); returns the new positions. Without gradients each vertex-triangle and edge-edge contact
+        is computed once into scratch slots and gathered; on a Tape one kernel computes each contact in each of its
         particles' threads (no (n, 32, 4) slot array per iteration kept for the backward pass): the same
         positions, bit for bit."""
         m, sk = self.model, self.self_kernels
@@ -406,7 +406,7 @@ class SolverXPBD:
         n, v3 = m.particle_count, m.vec3()
         ws = self._workspace()
         shapes, last = self._shapes, final is not None
-        bounce_pairs = rows is not None and self._workspace().proximity.pairs_on
+        bounce_pairs = rows is not None and rows.pairs.shape[1] > 0  # the rows of a model without pairs are empty
         v = final.particle_qd if last and not shapes and not bounce_pairs else \
             self.buffers.get("v", n, v3, grad, avoid=(v_start,))
         xo = final.particle_q if last and not shapes else self.buffers.get("x", n, v3, grad, avoid=(x, x_start))
